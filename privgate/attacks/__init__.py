@@ -1,0 +1,80 @@
+"""The attack registry: ``register_attack`` / ``get_attack`` / ``available_attacks``.
+
+Adding an attack is adding a file with an :class:`~privgate.attacks.base.Attack`
+subclass and one ``register_attack`` line below; the gate never changes.
+Attacks that a policy may name but this version does not implement yet are in
+:data:`PLANNED`: a check on one of them is reported as unavailable
+(``inconclusive``), never silently dropped.
+"""
+
+from __future__ import annotations
+
+from privgate.attacks.base import Attack, AttackContext, AttackResult, ThreatModel
+
+_REGISTRY: dict[str, type[Attack]] = {}
+
+#: Attacks a policy may name that are not implemented in this version, with their threat model.
+PLANNED: dict[str, ThreatModel] = {
+    "shadow": "black-box",
+    "lira": "black-box",
+    "rmia": "black-box",
+    "label_only": "label-only",
+    "gradient": "white-box",
+    "inversion": "white-box",
+    "attribute": "black-box",
+}
+
+
+def register_attack(cls: type[Attack]) -> type[Attack]:
+    """Register an attack class under its ``name`` (usable as a decorator)."""
+    _REGISTRY[cls.name] = cls
+    PLANNED.pop(cls.name, None)
+    return cls
+
+
+def get_attack(name: str) -> type[Attack]:
+    """The attack class registered as ``name``; KeyError if there is none."""
+    return _REGISTRY[name]
+
+
+def available_attacks() -> dict[str, type[Attack]]:
+    """Implemented attacks by name."""
+    return dict(sorted(_REGISTRY.items()))
+
+
+class _Known:
+    """Live view of every name a policy may use: implemented or planned."""
+
+    def __contains__(self, name: object) -> bool:
+        return name in _REGISTRY or name in PLANNED
+
+    def __iter__(self):
+        return iter(sorted(set(_REGISTRY) | set(PLANNED)))
+
+
+KNOWN_ATTACKS = _Known()
+
+
+def threat_model_of(name: str) -> ThreatModel:
+    """The access an attack needs: ``black-box``, ``label-only`` or ``white-box``."""
+    if name in _REGISTRY:
+        return _REGISTRY[name].threat_model
+    return PLANNED[name]
+
+
+from privgate.attacks import threshold as _threshold  # noqa: E402  (registers the threshold attacks)
+
+for _cls in _threshold.ATTACKS:
+    register_attack(_cls)
+
+__all__ = [
+    "Attack",
+    "AttackContext",
+    "AttackResult",
+    "KNOWN_ATTACKS",
+    "PLANNED",
+    "available_attacks",
+    "get_attack",
+    "register_attack",
+    "threat_model_of",
+]

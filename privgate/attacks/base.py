@@ -1,0 +1,99 @@
+"""The attack protocol: an attack turns a target and audit inputs into per-example scores.
+
+Attacks never see which audit examples are members: the context gives them the
+pooled audit inputs (members and non-members shuffled together) and the gate
+attaches the true membership afterwards. They never compute metrics or verdicts.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from privgate.data import Dataset
+    from privgate.recipe import Recipe
+    from privgate.target import Target
+
+ThreatModel = Literal["black-box", "label-only", "white-box"]
+
+
+@dataclass
+class AttackContext:
+    """What an attack may use. ``x``/``y`` are the pooled audit examples, membership hidden."""
+
+    target: Target
+    x: np.ndarray
+    y: np.ndarray
+    population: Dataset | None = None
+    recipe: Recipe | None = None
+    seed: int = 0
+    cache_dir: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def proba(self) -> np.ndarray:
+        """The target's class probabilities on the audit examples (computed once, shared)."""
+        return self.target.predict_proba(self.x)
+
+    @cached_property
+    def labels(self) -> np.ndarray:
+        """The target's predicted labels on the audit examples (computed once, shared)."""
+        return self.target.predict(self.x)
+
+
+@dataclass
+class AttackResult:
+    """Per-example membership scores (higher = more likely member) and what they cost."""
+
+    attack: str
+    threat_model: ThreatModel
+    scores: np.ndarray
+    seconds: float = 0.0
+    models_trained: int = 0
+    groups: np.ndarray | None = None  # class labels when thresholds are class-dependent
+    options: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Attack(ABC):
+    """Base class of every attack.
+
+    Subclasses set ``name`` and ``threat_model``, declare their options as
+    keyword arguments of ``__init__`` (unknown options are a policy error), and
+    implement :meth:`scores`.
+    """
+
+    name: ClassVar[str]
+    threat_model: ClassVar[ThreatModel]
+    needs_recipe: ClassVar[bool] = False
+
+    def __init__(self, **options: Any) -> None:
+        if options:
+            raise TypeError(f"unknown option(s) {', '.join(sorted(options))}")
+        self.options: dict[str, Any] = {}
+
+    @abstractmethod
+    def run(self, ctx: AttackContext) -> AttackResult:
+        """Score every audit example in ``ctx``.
+
+        Args:
+            ctx: the target, the pooled audit inputs and, when available, the
+                population data and the training recipe.
+
+        Returns:
+            An :class:`AttackResult` with one score per row of ``ctx.x``.
+        """
+
+
+class AttackSkipped(Exception):
+    """Raised by an attack that cannot run on this target/data; the message says why.
+
+    The gate records the attack as skipped and any check on it as inconclusive,
+    and the rest of the audit goes on.
+    """

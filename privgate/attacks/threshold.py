@@ -1,0 +1,150 @@
+"""Metric-based (threshold) membership-inference attacks.
+
+Each attack maps the target's output on one example to a score; members tend to
+get lower loss, higher confidence and lower entropy because the model fitted
+them. With ``class_dependent: true`` the gate learns one threshold per class on
+the calibration split (Song & Mittal 2021, arXiv 2003.10595).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from privgate.attacks.base import Attack, AttackContext, AttackResult
+
+_EPS = 1e-12
+
+
+def _true_class(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return proba[np.arange(len(y)), y]
+
+
+class _OutputAttack(Attack):
+    """A score computed from the target's probabilities (or labels) on each example."""
+
+    threat_model = "black-box"
+    supports_class_dependent = True
+
+    def __init__(self, class_dependent: bool = False, **options: Any) -> None:
+        super().__init__(**options)
+        if not isinstance(class_dependent, bool):
+            raise TypeError("option class_dependent must be true or false")
+        self.options = {"class_dependent": class_dependent}
+
+    def score(self, ctx: AttackContext) -> np.ndarray:
+        raise NotImplementedError
+
+    def run(self, ctx: AttackContext) -> AttackResult:
+        start = time.perf_counter()
+        s = np.asarray(self.score(ctx), dtype=float)
+        return AttackResult(
+            attack=self.name,
+            threat_model=self.threat_model,
+            scores=s,
+            seconds=time.perf_counter() - start,
+            groups=np.asarray(ctx.y) if self.options["class_dependent"] else None,
+            options=dict(self.options),
+        )
+
+
+class LossAttack(_OutputAttack):
+    """Loss threshold attack (Yeom, Giacomelli, Fredrikson & Jha 2018, arXiv 1709.01604).
+
+    score = −ℓ(x, y) = log p_y(x): a member is predicted when its cross-entropy
+    loss is below a threshold.
+    """
+
+    name = "loss"
+
+    def score(self, ctx: AttackContext) -> np.ndarray:
+        return np.log(np.clip(_true_class(ctx.proba, ctx.y), _EPS, 1.0))
+
+
+class ConfidenceAttack(_OutputAttack):
+    """Maximum-confidence attack (Salem et al. 2019, "ML-Leaks", arXiv 1806.01246).
+
+    score = max_k p_k(x): needs no label, only the probability vector.
+    """
+
+    name = "confidence"
+
+    def score(self, ctx: AttackContext) -> np.ndarray:
+        return ctx.proba.max(axis=1)
+
+
+class TrueClassConfidenceAttack(_OutputAttack):
+    """True-class confidence attack (Song & Mittal 2021, arXiv 2003.10595, "Conf").
+
+    score = p_y(x). Ranks examples like the loss attack globally, but its
+    class-dependent thresholds differ.
+    """
+
+    name = "true_class_confidence"
+
+    def score(self, ctx: AttackContext) -> np.ndarray:
+        return _true_class(ctx.proba, ctx.y)
+
+
+class EntropyAttack(_OutputAttack):
+    """Prediction-entropy attack (Salem et al. 2019, arXiv 1806.01246; Song & Mittal 2021).
+
+    score = −H(p(x)) = Σ_k p_k log p_k: confident (low-entropy) outputs suggest a member.
+    """
+
+    name = "entropy"
+
+    def score(self, ctx: AttackContext) -> np.ndarray:
+        p = np.clip(ctx.proba, _EPS, 1.0)
+        return np.sum(p * np.log(p), axis=1)
+
+
+class ModifiedEntropyAttack(_OutputAttack):
+    """Modified-entropy attack (Song & Mittal 2021, arXiv 2003.10595, eq. 5).
+
+    Mentr(p, y) = −(1 − p_y) log p_y − Σ_{k≠y} p_k log(1 − p_k); score = −Mentr.
+    Unlike entropy it uses the label, so a confident *wrong* prediction scores low.
+    """
+
+    name = "modified_entropy"
+
+    def score(self, ctx: AttackContext) -> np.ndarray:
+        p = np.clip(ctx.proba, _EPS, 1.0 - _EPS)
+        idx = np.arange(len(ctx.y))
+        py = p[idx, ctx.y]
+        others = p * np.log(1.0 - p)
+        others[idx, ctx.y] = 0.0
+        mentr = -(1.0 - py) * np.log(py) - others.sum(axis=1)
+        return -mentr
+
+
+class CorrectnessAttack(_OutputAttack):
+    """Prediction-correctness attack (Yeom et al. 2018, arXiv 1709.01604, "gap attack").
+
+    score = 1 if the predicted label equals the true label, else 0. Needs only
+    labels, so it applies to label-only releases; its advantage equals the
+    train-test accuracy gap.
+    """
+
+    name = "correctness"
+    threat_model = "label-only"
+    supports_class_dependent = False
+
+    def __init__(self, **options: Any) -> None:
+        Attack.__init__(self, **options)
+        self.options = {"class_dependent": False}
+
+    def score(self, ctx: AttackContext) -> np.ndarray:
+        return (ctx.labels == ctx.y).astype(float)
+
+
+ATTACKS: tuple[type[Attack], ...] = (
+    LossAttack,
+    ConfidenceAttack,
+    TrueClassConfidenceAttack,
+    EntropyAttack,
+    ModifiedEntropyAttack,
+    CorrectnessAttack,
+)

@@ -1,0 +1,311 @@
+"""Policies: what leakage is acceptable for a model, as a validated YAML file.
+
+A policy names the sensitivity of the training data, how the model is released,
+the confidence level of every interval, how a check is decided, the attacks to
+run and the checks on their metrics. The built-in policies ``public``,
+``internal``, ``confidential`` and ``strict`` ship inside the package; their
+reasoning is written as comments in their YAML files.
+
+The link between a balanced membership-inference accuracy threshold and ε is
+the hypothesis-testing view of differential privacy (Kairouz, Oh & Viswanath
+2015, arXiv 1311.0776): an (ε, δ)-DP training algorithm bounds any attack's
+balanced accuracy by (e^ε + δ) / (1 + e^ε), so "accuracy below 80 %" is the
+accuracy an ε = ln 4 ≈ 1.39 guarantee would allow.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from privgate.errors import PolicyError
+
+POLICY_SUFFIXES = (".yaml", ".yml")
+
+
+class Sensitivity(str, Enum):
+    public = "public"
+    internal = "internal"
+    confidential = "confidential"
+    strictly_confidential = "strictly_confidential"
+
+
+class Release(str, Enum):
+    api = "api"
+    model = "model"
+
+
+class Decision(str, Enum):
+    """How a check's interval is turned into a status.
+
+    ``upper_bound`` (default, the conservative side for privacy): pass only when
+    the upper confidence bound is within the threshold; fail when the point
+    estimate is over it; inconclusive when only the upper bound is over it (the
+    data cannot rule a violation out). ``point``: compare the point estimate.
+    """
+
+    upper_bound = "upper_bound"
+    point = "point"
+
+
+class Metric(str, Enum):
+    accuracy = "accuracy"
+    auc = "auc"
+    advantage = "advantage"
+    tpr_at_fpr = "tpr_at_fpr"
+    epsilon_lb = "epsilon_lb"
+    similarity = "similarity"
+    attribute_advantage = "attribute_advantage"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Check(_Strict):
+    """One bound on one attack's metric: ``metric(attack) <= max``."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$", description="Stable identifier, used in reports and CI.")
+    attack: str = Field(description="A registered attack name, or 'best' for the strongest attack that ran.")
+    metric: Metric
+    max: float = Field(description="Largest acceptable value of the metric.")
+    fpr: float | None = Field(default=None, gt=0, lt=1, description="False-positive rate for tpr_at_fpr.")
+    delta: float | None = Field(default=None, ge=0, lt=1, description="δ for epsilon_lb (default 1e-5).")
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _metric_options(self) -> Check:
+        if self.metric is Metric.tpr_at_fpr and self.fpr is None:
+            raise ValueError("metric 'tpr_at_fpr' needs 'fpr' (the false-positive rate, e.g. 0.001)")
+        if self.metric is not Metric.tpr_at_fpr and self.fpr is not None:
+            raise ValueError(f"'fpr' only applies to metric 'tpr_at_fpr', not '{self.metric.value}'")
+        if self.metric is not Metric.epsilon_lb and self.delta is not None:
+            raise ValueError(f"'delta' only applies to metric 'epsilon_lb', not '{self.metric.value}'")
+        if self.metric in (Metric.accuracy, Metric.auc) and not 0.0 <= self.max <= 1.0:
+            raise ValueError(f"'max' for {self.metric.value} must be between 0 and 1, got {self.max}")
+        if self.metric is Metric.epsilon_lb and self.max < 0:
+            raise ValueError("'max' for epsilon_lb must be >= 0")
+        return self
+
+
+class Utility(_Strict):
+    """The utility floor that remediation must respect (used by DP retraining)."""
+
+    metric: Literal["accuracy"] = "accuracy"
+    min: float | None = Field(default=None, ge=0, le=1, description="Absolute floor on held-out accuracy.")
+    max_drop: float | None = Field(default=None, ge=0, le=1, description="Largest acceptable drop from the original model.")
+    relative: bool = Field(default=False, description="Read max_drop relative to the original accuracy.")
+
+
+class Remediation(_Strict):
+    """How privgate may retrain a failing model with DP-SGD."""
+
+    enabled: bool = False
+    epsilons: list[float] = Field(default_factory=lambda: [50.0, 20.0, 10.0, 5.0, 2.0, 1.0])
+    strategy: Literal["ladder", "bisect"] = "ladder"
+    delta: float | Literal["auto"] = "auto"
+    accountant: Literal["prv", "rdp"] = "prv"
+    max_grad_norm: float | Literal["auto"] = 1.0
+    epochs: int | None = Field(default=None, ge=1)
+    max_physical_batch_size: int = Field(default=256, ge=1)
+
+    @field_validator("epsilons")
+    @classmethod
+    def _decreasing(cls, v: list[float]) -> list[float]:
+        if not v:
+            raise ValueError("needs at least one ε")
+        if any(e <= 0 or not math.isfinite(e) for e in v):
+            raise ValueError("every ε must be a positive finite number")
+        if any(b >= a for a, b in zip(v, v[1:])):
+            raise ValueError("ε values must be strictly decreasing (the search walks from weak to strong privacy)")
+        return v
+
+
+class Policy(_Strict):
+    """A privacy policy. Construct with :func:`load_policy` to get file-aware errors."""
+
+    name: str
+    description: str = ""
+    sensitivity: Sensitivity
+    release: Release
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    decision: Decision = Decision.upper_bound
+    attacks: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Attacks to run, with their options.")
+    checks: list[Check] = Field(default_factory=list)
+    utility: Utility | None = None
+    remediation: Remediation = Field(default_factory=Remediation)
+    _source: str | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> str | None:
+        """The file (or built-in name) the policy was loaded from."""
+        return self._source
+
+    @field_validator("attacks", mode="before")
+    @classmethod
+    def _attacks_none_options(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: ({} if opts is None else opts) for k, opts in v.items()}
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Policy:
+        from privgate.attacks import KNOWN_ATTACKS, available_attacks, threat_model_of
+
+        implemented = available_attacks()
+        for name, options in self.attacks.items():
+            if name not in KNOWN_ATTACKS:
+                raise ValueError(f"attacks: unknown attack '{name}' (known: {', '.join(sorted(KNOWN_ATTACKS))})")
+            if not isinstance(options, dict):
+                raise ValueError(f"attacks.{name}: options must be a mapping, got {type(options).__name__}")
+            if name in implemented:
+                try:
+                    implemented[name](**options)
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"attacks.{name}: {exc}") from None
+        ids: set[str] = set()
+        for i, check in enumerate(self.checks):
+            if check.id in ids:
+                raise ValueError(f"checks[{i}].id: '{check.id}' is used twice")
+            ids.add(check.id)
+            if check.attack != "best" and check.attack not in KNOWN_ATTACKS:
+                raise ValueError(
+                    f"checks[{i}].attack: unknown attack '{check.attack}' "
+                    f"(use 'best' or one of: {', '.join(sorted(KNOWN_ATTACKS))})"
+                )
+            if check.attack != "best" and threat_model_of(check.attack) == "white-box" and self.release is Release.api:
+                raise ValueError(
+                    f"checks[{i}].attack: '{check.attack}' needs the model's weights, "
+                    "but release is 'api' (an API-only release is attacked by black-box attacks)"
+                )
+        if self.sensitivity is not Sensitivity.public and not self.checks:
+            raise ValueError(f"checks: a policy for {self.sensitivity.value} data needs at least one check")
+        if self.sensitivity is Sensitivity.strictly_confidential and self.release is Release.model:
+            threats = {threat_model_of(c.attack) for c in self.checks if c.attack != "best"}
+            if "white-box" not in threats:
+                raise ValueError(
+                    "checks: strictly confidential data released as a whole model needs at least one "
+                    "check by a white-box attack (e.g. 'gradient')"
+                )
+            if not threats & {"black-box", "label-only"} and not any(c.attack == "best" for c in self.checks):
+                raise ValueError(
+                    "checks: strictly confidential data released as a whole model needs black-box checks as well"
+                )
+        return self
+
+    def attacks_to_run(self) -> dict[str, dict[str, Any]]:
+        """Every attack the policy needs: those listed under ``attacks`` and those named by checks."""
+        out = dict(self.attacks)
+        for check in self.checks:
+            if check.attack != "best":
+                out.setdefault(check.attack, {})
+        return out
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _builtin_dir() -> Path:
+    """Built-in policies: inside the wheel (``privgate/_policies``) or the source tree's ``policies/``."""
+    packaged = Path(str(resources.files("privgate"))) / "_policies"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "policies"
+
+
+def builtin_policies() -> dict[str, Path]:
+    """Names and files of the built-in policies."""
+    d = _builtin_dir()
+    return {p.stem: p for p in sorted(d.glob("*.yaml"))} if d.is_dir() else {}
+
+
+def _node_line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at ``loc`` (a pydantic error location), or its closest parent."""
+    line = None
+    for key in loc:
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if getattr(k, "value", None) == key), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            node = None
+    if node is not None:
+        line = node.start_mark.line + 1
+    return line
+
+
+def _loc_str(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def parse_policy(text: str, source: str = "<policy>") -> Policy:
+    """Parse and validate policy YAML; errors name ``source``, the line and the field."""
+    try:
+        data = yaml.safe_load(text)
+        tree = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PolicyError(f"{source}:{where}: invalid YAML: {problem}.") from None
+    if not isinstance(data, dict):
+        raise PolicyError(f"{source}: a policy must be a YAML mapping with 'name', 'sensitivity', 'release' and 'checks'.")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        line = _node_line(tree, loc)
+        where = f" line {line}:" if line else ""
+        field = _loc_str(loc)
+        if not loc:  # a model-level validator: the message names its own field
+            raise PolicyError(f"{source}:{where} {msg}.") from None
+        raise PolicyError(f"{source}:{where} field '{field}': {msg}.") from None
+
+
+def load_policy(spec: str | Path) -> Policy:
+    """Load a built-in policy by name (``strict``) or a policy file by path."""
+    spec_str = str(spec)
+    builtins = builtin_policies()
+    path = Path(spec_str)
+    if spec_str in builtins and not path.suffix:
+        path = builtins[spec_str]
+    elif not path.exists():
+        if path.suffix in POLICY_SUFFIXES or "/" in spec_str or "\\" in spec_str:
+            raise PolicyError(f"{spec_str}: policy file not found.")
+        raise PolicyError(
+            f"unknown policy '{spec_str}': not a built-in ({', '.join(builtins)}) and no such file."
+        )
+    if path.is_dir():
+        raise PolicyError(f"{path}: is a directory, expected a policy YAML file.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"{path}: cannot read policy file ({exc.__class__.__name__}).") from None
+    policy = parse_policy(text, str(path))
+    policy._source = spec_str if spec_str in builtins and not Path(spec_str).suffix else str(path)
+    return policy
+
+
+def policy_json_schema() -> str:
+    """JSON Schema of the policy format, for editors (yaml-language-server)."""
+    schema = Policy.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "privgate policy"
+    return json.dumps(schema, indent=2)

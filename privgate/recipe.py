@@ -1,0 +1,137 @@
+"""Recipe: how the target was trained, so privgate can train "another model like it".
+
+A recipe is given as a Python entry point ``module:attr`` whose attribute is a
+:class:`Recipe` (or a zero-argument callable returning one). Reference and
+shadow models, and DP-SGD retraining, all train through :meth:`Recipe.train`:
+one training loop, used everywhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from privgate.errors import RecipeError
+
+
+@dataclass
+class Recipe:
+    """Everything needed to train a model like the target.
+
+    Args:
+        model_factory: builds a fresh, untrained ``nn.Module`` that outputs logits.
+        epochs: passes over the training set.
+        batch_size: mini-batch size.
+        lr: learning rate.
+        optimizer: ``"adam"`` or ``"sgd"``.
+        momentum: SGD momentum.
+        weight_decay: L2 penalty.
+        pretrained: optional path of a *public* state_dict to start from.
+        name: shown in reports.
+    """
+
+    model_factory: Callable[[], nn.Module]
+    epochs: int = 30
+    batch_size: int = 64
+    lr: float = 1e-3
+    optimizer: Literal["adam", "sgd"] = "adam"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    pretrained: str | None = None
+    name: str = "recipe"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> nn.Module:
+        """A fresh model (from the public pre-trained start when the recipe names one)."""
+        model = self.model_factory()
+        if not isinstance(model, nn.Module):
+            raise RecipeError(f"recipe '{self.name}': model_factory returned {type(model).__name__}, not a torch.nn.Module.")
+        if self.pretrained:
+            state = torch.load(self.pretrained, map_location="cpu", weights_only=True)
+            model.load_state_dict(state)
+        return model
+
+    def make_optimizer(self, params: Any) -> torch.optim.Optimizer:
+        if self.optimizer == "adam":
+            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+        if self.optimizer == "sgd":
+            return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        raise RecipeError(f"recipe '{self.name}': unknown optimizer '{self.optimizer}' (use 'adam' or 'sgd').")
+
+    def train(self, x: np.ndarray, y: np.ndarray, seed: int = 0, model: nn.Module | None = None) -> nn.Module:
+        """Train a model on (x, y) with this recipe; deterministic for a given seed.
+
+        Args:
+            x: inputs, float array with the model's input shape per row.
+            y: integer class labels.
+            seed: drives initialisation and batch order.
+            model: train this module instead of a fresh one (DP training passes
+                an Opacus-wrapped module through its own loop instead).
+        """
+        gen = torch.Generator().manual_seed(int(seed))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            net = model if model is not None else self.build()
+        xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+        yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
+        opt = self.make_optimizer(net.parameters())
+        loss_fn = nn.CrossEntropyLoss()
+        net.train()
+        n = len(xt)
+        for _ in range(self.epochs):
+            order = torch.randperm(n, generator=gen)
+            for start in range(0, n, self.batch_size):
+                idx = order[start : start + self.batch_size]
+                opt.zero_grad(set_to_none=True)
+                loss_fn(net(xt[idx]), yt[idx]).backward()
+                opt.step()
+        net.eval()
+        return net
+
+
+def _import_attr(spec: str, search_dirs: list[Path]) -> Any:
+    if ":" not in spec:
+        raise RecipeError(f"recipe '{spec}': expected 'module:attribute' (e.g. 'recipe:RECIPE').")
+    mod_name, _, attr = spec.partition(":")
+    added = [str(d) for d in search_dirs if str(d) not in sys.path]
+    sys.path[:0] = added
+    try:
+        module = importlib.import_module(mod_name)
+    except Exception as exc:  # an import runs user code: report any failure in one sentence
+        raise RecipeError(f"recipe '{spec}': cannot import module '{mod_name}' ({exc.__class__.__name__}: {exc}).") from None
+    finally:
+        for d in added:
+            if d in sys.path:
+                sys.path.remove(d)
+    try:
+        obj = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        raise RecipeError(f"recipe '{spec}': module '{mod_name}' has no attribute '{attr}'.") from None
+    return obj
+
+
+def load_recipe(spec: str, search_dirs: list[Path] | None = None) -> Recipe:
+    """Import a recipe from ``module:attr``; ``search_dirs`` are tried before ``sys.path``."""
+    obj = _import_attr(spec, list(search_dirs or []) + [Path.cwd()])
+    if callable(obj) and not isinstance(obj, Recipe):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise RecipeError(f"recipe '{spec}': calling it failed ({exc.__class__.__name__}: {exc}).") from None
+    if not isinstance(obj, Recipe):
+        raise RecipeError(f"recipe '{spec}': is a {type(obj).__name__}, expected a privgate.Recipe.")
+    return obj
+
+
+def import_factory(spec: str, search_dirs: list[Path] | None = None) -> Any:
+    """Import ``module:function`` (used for data factories)."""
+    return _import_attr(spec, list(search_dirs or []) + [Path.cwd()])

@@ -1,0 +1,140 @@
+"""The report: pydantic models whose JSON is privgate's versioned output contract.
+
+``schema_version`` changes only when a field is removed or changes meaning;
+new optional fields keep the version.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+SCHEMA_VERSION = 1
+
+Status = Literal["pass", "fail", "inconclusive"]
+
+
+def _finite(v: Any) -> Any:
+    """NaN / inf become ``None`` so the JSON stays standard."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+class CheckResult(BaseModel):
+    """One policy check, decided."""
+
+    id: str
+    attack: str
+    metric: str
+    value: float | None
+    ci: list[float | None] = Field(description="[lo, hi] at the policy's confidence (Bonferroni-adjusted for 'best').")
+    threshold: float
+    status: Status
+    reason: str
+    confidence: float
+    n_members: int = 0
+    n_nonmembers: int = 0
+    fpr: float | None = None
+    delta: float | None = None
+    chosen_attack: str | None = Field(default=None, description="For attack 'best': the attack that decided.")
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    _v = field_validator("value", mode="before")(_finite)
+
+    @field_validator("ci", mode="before")
+    @classmethod
+    def _ci(cls, v: Any) -> Any:
+        return [_finite(x) for x in v]
+
+
+class RatePoint(BaseModel):
+    """TPR at a fixed FPR, measured on the evaluation split."""
+
+    fpr: float
+    tpr: float | None
+    ci: list[float | None]
+    resolvable: bool
+    reason: str | None = None
+
+
+class AttackSummary(BaseModel):
+    """What one attack achieved, independent of any check."""
+
+    name: str
+    threat_model: str
+    status: Literal["ran", "unavailable", "skipped", "error"]
+    reason: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    auc: float | None = None
+    auc_ci: list[float | None] | None = None
+    accuracy: float | None = None
+    accuracy_ci: list[float | None] | None = None
+    tpr_at_fpr: list[RatePoint] = Field(default_factory=list)
+    n_members: int = 0
+    n_nonmembers: int = 0
+    seconds: float = 0.0
+    models_trained: int = 0
+    roc: dict[str, list[float]] | None = Field(default=None, description="Evaluation-split ROC curve, down-sampled.")
+    notes: list[str] = Field(default_factory=list)
+    extras: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("auc", "accuracy", mode="before")
+    @classmethod
+    def _f(cls, v: Any) -> Any:
+        return _finite(v)
+
+    @field_validator("auc_ci", "accuracy_ci", mode="before")
+    @classmethod
+    def _fci(cls, v: Any) -> Any:
+        return None if v is None else [_finite(x) for x in v]
+
+
+class Report(BaseModel):
+    """The whole outcome of ``privgate check``."""
+
+    schema_version: int = SCHEMA_VERSION
+    privgate_version: str
+    verdict: Status
+    summary: str
+    policy: dict[str, Any]
+    target: dict[str, Any]
+    data: dict[str, Any]
+    checks: list[CheckResult]
+    attacks: list[AttackSummary]
+    remediation: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
+    environment: dict[str, Any]
+    started: str
+    duration_s: float
+
+    @property
+    def exit_code(self) -> int:
+        return {"pass": 0, "fail": 1, "inconclusive": 3}[self.verdict]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        return cls.model_validate_json(text)
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p

@@ -1,0 +1,473 @@
+"""Statistics over membership-inference scores: pure functions, no I/O.
+
+Everything here works on attack scores of *members* (held-in, label 1) and
+*non-members* (held-out, label 0); a higher score means "more likely a member"
+and an example is called a member when its score is ``>= threshold``.
+
+Honesty rules that every function follows:
+
+* Threshold-based metrics choose their threshold on a **calibration** split and
+  are measured on a disjoint **evaluation** split (:class:`SplitScores`), so a
+  number is never tuned on the data it is reported on.
+* Rates come from exact counts with Clopper-Pearson intervals (Clopper &
+  Pearson 1934). A quantity built from a TPR and an FPR uses each at level
+  α/2 (Bonferroni), so the joint statement holds at 1 − α.
+* A metric the data cannot resolve is returned with ``resolvable=False`` and
+  the reason, never as a number that looks decided. The rules:
+
+  - every one of the four groups (calibration/evaluation × members/non-members)
+    needs at least :data:`MIN_GROUP` examples;
+  - TPR at FPR ``f`` needs at least ``ceil(1/f)`` non-members in *each* split:
+    with fewer, the calibration split cannot place a threshold at FPR ``f``
+    (it can only sit above every non-member) and the evaluation split expects
+    less than one false positive, so the operating point is not measured;
+  - the ε lower bound needs counts that could prove a value above the bound
+    being checked (see :func:`max_provable_epsilon`); otherwise passing would be
+    a foregone conclusion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+from scipy import stats as _st
+from sklearn.metrics import roc_curve
+
+#: Fewest examples per (split × membership) group for any metric.
+MIN_GROUP = 10
+
+
+# --------------------------------------------------------------------------- binomial
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Two-sided exact binomial interval for a proportion k/n (Clopper & Pearson 1934).
+
+    lo = Beta(α/2; k, n−k+1) quantile, hi = Beta(1−α/2; k+1, n−k) quantile, with
+    lo = 0 when k = 0 and hi = 1 when k = n. Coverage is at least ``confidence``.
+    """
+    if n <= 0:
+        return 0.0, 1.0
+    alpha = 1.0 - confidence
+    lo = 0.0 if k <= 0 else float(_st.beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k >= n else float(_st.beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lo, hi
+
+
+def cp_lower(k: int, n: int, alpha: float) -> float:
+    """One-sided exact lower 1−α confidence bound for a proportion k/n."""
+    if n <= 0 or k <= 0:
+        return 0.0
+    return float(_st.beta.ppf(alpha, k, n - k + 1))
+
+
+def cp_upper(k: int, n: int, alpha: float) -> float:
+    """One-sided exact upper 1−α confidence bound for a proportion k/n."""
+    if n <= 0 or k >= n:
+        return 1.0
+    return float(_st.beta.ppf(1 - alpha, k + 1, n - k))
+
+
+def bonferroni(confidence: float, m: int) -> float:
+    """Per-comparison confidence so that ``m`` statements hold jointly at ``confidence``."""
+    return 1.0 - (1.0 - confidence) / max(1, m)
+
+
+# --------------------------------------------------------------------------- ε ↔ accuracy
+
+
+def accuracy_bound(epsilon: float, delta: float = 0.0) -> float:
+    """Largest balanced MIA accuracy an (ε, δ)-DP algorithm allows: (e^ε + δ)/(1 + e^ε).
+
+    From the hypothesis-testing characterisation of DP (Kairouz, Oh & Viswanath
+    2015, arXiv 1311.0776): TPR ≤ e^ε·FPR + δ and 1−FPR ≤ e^ε·(1−TPR) + δ.
+    """
+    return min(1.0, (math.exp(epsilon) + delta) / (1.0 + math.exp(epsilon)))
+
+
+def epsilon_from_rates(tpr: float, fpr: float, delta: float = 0.0) -> float:
+    """Smallest ε consistent with an attack reaching (TPR, FPR) under (ε, δ)-DP.
+
+    ε ≥ max(ln((TPR − δ)/FPR), ln((1 − δ − FPR)/(1 − TPR))) (Kairouz et al. 2015;
+    used for auditing by Jagielski et al. 2020, arXiv 2006.07709, and Nasr et al.
+    2021, arXiv 2101.04535). Returns 0 when neither ratio exceeds 1 and ``inf``
+    when a ratio has a zero denominator with a positive numerator.
+    """
+    best = 0.0
+    for num, den in ((tpr - delta, fpr), (1.0 - delta - fpr, 1.0 - tpr)):
+        if num <= 0:
+            continue
+        if den <= 0:
+            return math.inf
+        best = max(best, math.log(num / den))
+    return best
+
+
+# --------------------------------------------------------------------------- containers
+
+
+@dataclass(frozen=True)
+class SplitScores:
+    """Scores split into calibration (threshold choice) and evaluation (measurement)."""
+
+    cal_in: np.ndarray
+    cal_out: np.ndarray
+    eval_in: np.ndarray
+    eval_out: np.ndarray
+
+    @classmethod
+    def from_mask(cls, scores: np.ndarray, membership: np.ndarray, calibration: np.ndarray) -> SplitScores:
+        """Split ``scores`` by ``membership`` (bool) and a boolean ``calibration`` mask."""
+        s = np.asarray(scores, dtype=float)
+        m = np.asarray(membership, dtype=bool)
+        c = np.asarray(calibration, dtype=bool)
+        return cls(s[c & m], s[c & ~m], s[~c & m], s[~c & ~m])
+
+    def sizes(self) -> dict[str, int]:
+        return {
+            "calibration_members": len(self.cal_in),
+            "calibration_nonmembers": len(self.cal_out),
+            "evaluation_members": len(self.eval_in),
+            "evaluation_nonmembers": len(self.eval_out),
+        }
+
+    def too_small(self) -> str | None:
+        """Why the split cannot support any metric, or None."""
+        small = {k: v for k, v in self.sizes().items() if v < MIN_GROUP}
+        if small:
+            parts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in small.items())
+            return f"too few audit examples ({parts}; need at least {MIN_GROUP} in each group)"
+        return None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A metric value with its confidence interval and the evidence behind it."""
+
+    metric: str
+    value: float
+    lo: float
+    hi: float
+    confidence: float
+    n_members: int
+    n_nonmembers: int
+    threshold: float | None = None
+    resolvable: bool = True
+    reason: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def unresolved(cls, metric: str, reason: str, confidence: float, n_members: int = 0, n_nonmembers: int = 0) -> Estimate:
+        nan = float("nan")
+        return cls(metric, nan, nan, nan, confidence, n_members, n_nonmembers, resolvable=False, reason=reason)
+
+
+def calibration_mask(membership: np.ndarray, seed: int, fraction: float = 0.5) -> np.ndarray:
+    """A seeded, membership-stratified boolean mask selecting the calibration split."""
+    m = np.asarray(membership, dtype=bool)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
+    mask = np.zeros(len(m), dtype=bool)
+    for group in (np.flatnonzero(m), np.flatnonzero(~m)):
+        chosen = rng.permutation(group)[: int(round(fraction * len(group)))]
+        mask[chosen] = True
+    return mask
+
+
+# --------------------------------------------------------------------------- ROC and AUC
+
+
+def roc(in_scores: np.ndarray, out_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ROC curve (fpr, tpr, thresholds) of "member iff score >= threshold"."""
+    y = np.r_[np.ones(len(in_scores)), np.zeros(len(out_scores))]
+    s = np.r_[in_scores, out_scores]
+    fpr, tpr, thr = roc_curve(y, s, drop_intermediate=False)
+    return fpr, tpr, thr
+
+
+def auc(in_scores: np.ndarray, out_scores: np.ndarray, confidence: float = 0.95) -> Estimate:
+    """AUC = P(member score > non-member score) + ½ P(tie), with DeLong's interval.
+
+    The variance is DeLong, DeLong & Clarke-Pearson (1988), computed from
+    mid-ranks (Sun & Xu 2014); the interval is formed on the logit scale, which
+    keeps it inside [0, 1] and improves coverage near the ends (Pepe 2003,
+    §5.2). When the estimate is exactly 0 or 1 the DeLong variance collapses;
+    the interval then falls back to the exact binomial bound of
+    ``min(n_members, n_non-members)`` all-successes trials, so perfect
+    separation on few examples is not reported as certain.
+    """
+    x = np.asarray(in_scores, dtype=float)
+    y = np.asarray(out_scores, dtype=float)
+    n1, n0 = len(x), len(y)
+    if n1 < MIN_GROUP or n0 < MIN_GROUP:
+        return Estimate.unresolved("auc", f"too few examples for an AUC ({n1} members, {n0} non-members; need {MIN_GROUP} each)", confidence, n1, n0)
+    pooled = _st.rankdata(np.r_[x, y])
+    rx, ry = pooled[:n1], pooled[n1:]
+    v10 = (rx - _st.rankdata(x)) / n0  # per member: fraction of non-members below it
+    v01 = 1.0 - (ry - _st.rankdata(y)) / n1  # per non-member: fraction of members above it
+    a = float(v10.mean())
+    var = float(np.var(v10, ddof=1) / n1 + np.var(v01, ddof=1) / n0)
+    z = float(_st.norm.ppf(1 - (1 - confidence) / 2))
+    if 0.0 < a < 1.0 and var > 0:
+        se_logit = math.sqrt(var) / (a * (1 - a))
+        centre = math.log(a / (1 - a))
+        lo = 1 / (1 + math.exp(-(centre - z * se_logit)))
+        hi = 1 / (1 + math.exp(-(centre + z * se_logit)))
+    else:
+        k = min(n1, n0)
+        edge = (1 - confidence) / 2
+        if a >= 1.0:
+            lo, hi = edge ** (1.0 / k), 1.0
+        elif a <= 0.0:
+            lo, hi = 0.0, 1 - edge ** (1.0 / k)
+        else:  # all scores tied
+            lo, hi = clopper_pearson(k // 2, k, confidence)
+    return Estimate("auc", a, lo, hi, confidence, n1, n0, details={"se": math.sqrt(max(var, 0.0))})
+
+
+# --------------------------------------------------------------------------- threshold metrics
+
+
+def _counts(split_in: np.ndarray, split_out: np.ndarray, threshold: float) -> tuple[int, int]:
+    return int(np.sum(split_in >= threshold)), int(np.sum(split_out >= threshold))
+
+
+def _rates_ci(tp: int, n1: int, fp: int, n0: int, confidence: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """CP intervals for TPR and FPR, each at 1 − α/2 so that both hold jointly at 1 − α."""
+    per = bonferroni(confidence, 2)
+    return clopper_pearson(tp, n1, per), clopper_pearson(fp, n0, per)
+
+
+def _best_advantage_threshold(cal_in: np.ndarray, cal_out: np.ndarray) -> float:
+    fpr, tpr, thr = roc(cal_in, cal_out)
+    i = int(np.argmax(tpr - fpr))
+    return float(thr[i])
+
+
+def _at_threshold(metric: str, split: SplitScores, confidence: float) -> Estimate:
+    reason = split.too_small()
+    if reason:
+        return Estimate.unresolved(metric, reason, confidence, len(split.eval_in), len(split.eval_out))
+    t = _best_advantage_threshold(split.cal_in, split.cal_out)
+    n1, n0 = len(split.eval_in), len(split.eval_out)
+    tp, fp = _counts(split.eval_in, split.eval_out, t)
+    (tl, th), (fl, fh) = _rates_ci(tp, n1, fp, n0, confidence)
+    tpr, fpr = tp / n1, fp / n0
+    details = {"tpr": tpr, "fpr": fpr, "tpr_ci": [tl, th], "fpr_ci": [fl, fh], "tp": tp, "fp": fp, **split.sizes()}
+    if metric == "accuracy":
+        return Estimate("accuracy", (tpr + 1 - fpr) / 2, (tl + 1 - fh) / 2, (th + 1 - fl) / 2, confidence, n1, n0, t, details=details)
+    return Estimate("advantage", tpr - fpr, tl - fh, th - fl, confidence, n1, n0, t, details=details)
+
+
+def balanced_accuracy(split: SplitScores, confidence: float = 0.95) -> Estimate:
+    """Balanced MIA accuracy ½(TPR + 1 − FPR) at the threshold that maximises it on calibration.
+
+    The threshold-selection protocol follows Yeom et al. (2018, arXiv 1709.01604)
+    and Song & Mittal (2021, arXiv 2003.10595), measured here on a disjoint
+    evaluation split; the interval combines Clopper-Pearson intervals on TPR and
+    FPR (Bonferroni, α/2 each). 0.5 is random guessing.
+    """
+    return _at_threshold("accuracy", split, confidence)
+
+
+def advantage(split: SplitScores, confidence: float = 0.95) -> Estimate:
+    """Membership advantage TPR − FPR (Yeom et al. 2018, arXiv 1709.01604) at a calibrated threshold.
+
+    Equals 2·accuracy − 1 at the same threshold; 0 is random guessing.
+    """
+    return _at_threshold("advantage", split, confidence)
+
+
+def _threshold_at_fpr(out_scores: np.ndarray, fpr: float) -> float:
+    """Lowest threshold whose empirical FPR on ``out_scores`` is at most ``fpr``."""
+    s = np.sort(np.asarray(out_scores, dtype=float))[::-1]  # descending
+    k = int(math.floor(fpr * len(s)))  # false positives allowed
+    if k >= len(s):
+        return float(s[-1])
+    # threshold strictly above the (k+1)-th highest non-member score
+    return float(np.nextafter(s[k], np.inf))
+
+
+def tpr_at_fpr(split: SplitScores, fpr: float, confidence: float = 0.95) -> Estimate:
+    """TPR at a fixed low FPR, the measure Carlini et al. (2022, arXiv 2112.03570) argue for.
+
+    The threshold is the lowest one whose FPR on the calibration non-members is
+    ≤ ``fpr``; the evaluation split then gives exact TP/FP counts, a
+    Clopper-Pearson interval on TPR (the reported value) and on the FPR actually
+    achieved (in ``details``). Unresolvable when either split holds fewer than
+    ``ceil(1/fpr)`` non-members (module docstring).
+    """
+    name = "tpr_at_fpr"
+    reason = split.too_small()
+    if reason:
+        return Estimate.unresolved(name, reason, confidence, len(split.eval_in), len(split.eval_out))
+    need = math.ceil(1.0 / fpr - 1e-9)
+    n_cal, n_eval = len(split.cal_out), len(split.eval_out)
+    if n_cal < need or n_eval < need:
+        return Estimate.unresolved(
+            name,
+            f"measuring TPR at FPR {fpr:g} needs at least {need} non-members in each of the calibration "
+            f"and evaluation splits ({2 * need} in all); the audit data has {n_cal} and {n_eval}",
+            confidence,
+            len(split.eval_in),
+            n_eval,
+        )
+    t = _threshold_at_fpr(split.cal_out, fpr)
+    n1 = len(split.eval_in)
+    tp, fp = _counts(split.eval_in, split.eval_out, t)
+    lo, hi = clopper_pearson(tp, n1, confidence)
+    flo, fhi = clopper_pearson(fp, n_eval, confidence)
+    details = {"fpr_target": fpr, "fpr_achieved": fp / n_eval, "fpr_ci": [flo, fhi], "tp": tp, "fp": fp, **split.sizes()}
+    return Estimate(name, tp / n1, lo, hi, confidence, n1, n_eval, t, details=details)
+
+
+def empirical_tpr_at_fpr(in_scores: np.ndarray, out_scores: np.ndarray, fpr: float) -> float:
+    """Descriptive TPR at FPR ≤ ``fpr`` read off one ROC curve (no split, no interval)."""
+    f, t, _ = roc(in_scores, out_scores)
+    ok = f <= fpr + 1e-12
+    return float(t[ok].max()) if ok.any() else 0.0
+
+
+# --------------------------------------------------------------------------- ε lower bound
+
+
+@dataclass(frozen=True)
+class Split:
+    """Choose the threshold on the calibration split, bound ε on the evaluation split."""
+
+
+@dataclass(frozen=True)
+class Bonferroni:
+    """Bound ε at ``n_thresholds`` label-blind thresholds (quantiles of all scores) on the
+    evaluation split, each at α/n_thresholds, and keep the largest bound."""
+
+    n_thresholds: int = 16
+
+
+def _epsilon_lb_counts(tp: int, n1: int, fp: int, n0: int, alpha: float, delta: float) -> float:
+    """1−α lower bound on ε from one threshold: CP lower TPR and CP upper FPR at α/2 each."""
+    tpr_lo = cp_lower(tp, n1, alpha / 2)
+    fpr_hi = cp_upper(fp, n0, alpha / 2)
+    return epsilon_from_rates(tpr_lo, fpr_hi, delta)
+
+
+def max_provable_epsilon(n_members: int, n_nonmembers: int, delta: float, confidence: float, m: int = 1) -> float:
+    """The largest ε lower bound these sample sizes could ever show (a perfect attack)."""
+    return _epsilon_lb_counts(n_members, n_members, 0, n_nonmembers, (1 - confidence) / m, delta)
+
+
+def _haldane_point(tp: int, n1: int, fp: int, n0: int, delta: float) -> float:
+    """Point estimate of ε with a +½ correction so that zero counts stay finite."""
+    return epsilon_from_rates((tp + 0.5) / (n1 + 1), (fp + 0.5) / (n0 + 1), delta)
+
+
+def epsilon_lower_bound(
+    split: SplitScores,
+    delta: float = 1e-5,
+    confidence: float = 0.95,
+    strategy: Split | Bonferroni = Split(),
+    check_max: float | None = None,
+) -> Estimate:
+    """Empirical lower bound on the ε of the training algorithm, valid at ``confidence``.
+
+    For a threshold with counts (TP of n₁ members, FP of n₀ non-members), (ε, δ)-DP
+    implies TPR ≤ e^ε FPR + δ and 1 − FPR ≤ e^ε (1 − TPR) + δ, so
+    ε ≥ ln((TPR_lo − δ)/FPR_hi) and ε ≥ ln((1 − δ − FPR_hi)/(1 − TPR_lo)) with
+    Clopper-Pearson bounds at α/2 each (Jagielski et al. 2020, arXiv 2006.07709;
+    Nasr et al. 2021, arXiv 2101.04535). Choosing the threshold is accounted for:
+
+    * :class:`Split` (default) picks the threshold with the best bound on the
+      calibration split and bounds ε once on the evaluation split;
+    * :class:`Bonferroni` tries label-blind thresholds on the evaluation split at
+      α/m each.
+
+    ``value`` and ``lo`` are the lower bound; ``hi`` is a Haldane-corrected point
+    estimate at the same threshold (not a confidence bound). If ``check_max`` is
+    given and no attack on these counts could prove ε above it, the estimate is
+    unresolvable: a pass would say nothing.
+    """
+    name = "epsilon_lb"
+    reason = split.too_small()
+    if reason:
+        return Estimate.unresolved(name, reason, confidence, len(split.eval_in), len(split.eval_out))
+    alpha = 1 - confidence
+    e_in, e_out = split.eval_in, split.eval_out
+    n1, n0 = len(e_in), len(e_out)
+    if isinstance(strategy, Bonferroni):
+        m = max(1, strategy.n_thresholds)
+        pooled = np.r_[e_in, e_out]
+        thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, m + 2)[1:-1]))
+        m_eff = m
+    else:
+        thresholds = np.unique(np.r_[split.cal_in, split.cal_out])
+        cal_bounds = [
+            _epsilon_lb_counts(*_counts_full(split.cal_in, split.cal_out, t), alpha, delta) for t in thresholds
+        ]
+        thresholds = np.array([thresholds[int(np.argmax(cal_bounds))]])
+        m_eff = 1
+    best_lb, best_t, best_counts = -1.0, float(thresholds[0]), (0, 0)
+    for t in thresholds:
+        tp, fp = _counts(e_in, e_out, float(t))
+        lb = _epsilon_lb_counts(tp, n1, fp, n0, alpha / m_eff, delta)
+        if lb > best_lb:
+            best_lb, best_t, best_counts = lb, float(t), (tp, fp)
+    tp, fp = best_counts
+    ceiling = max_provable_epsilon(n1, n0, delta, confidence, m_eff)
+    details = {
+        "delta": delta,
+        "strategy": type(strategy).__name__.lower(),
+        "tp": tp,
+        "fp": fp,
+        "tpr": tp / n1,
+        "fpr": fp / n0,
+        "max_provable": ceiling,
+        **split.sizes(),
+    }
+    if check_max is not None and ceiling <= check_max:
+        return Estimate(
+            name, best_lb, best_lb, best_lb, confidence, n1, n0, best_t, resolvable=False,
+            reason=(
+                f"with {n1} members and {n0} non-members in the evaluation split no attack could prove "
+                f"ε above {ceiling:.2f} (δ={delta:g}), so a bound of {check_max:g} cannot be tested; add audit data"
+            ),
+            details=details,
+        )
+    point = max(best_lb, _haldane_point(tp, n1, fp, n0, delta))
+    return Estimate(name, best_lb, best_lb, point, confidence, n1, n0, best_t, details=details)
+
+
+def _counts_full(in_s: np.ndarray, out_s: np.ndarray, t: float) -> tuple[int, int, int, int]:
+    tp, fp = _counts(in_s, out_s, t)
+    return tp, len(in_s), fp, len(out_s)
+
+
+# --------------------------------------------------------------------------- class-dependent thresholds
+
+
+def classwise_normalise(
+    scores: np.ndarray, groups: np.ndarray, reference: np.ndarray
+) -> np.ndarray:
+    """Standardise scores per class with the mean/std of the ``reference`` examples of that class.
+
+    Song & Mittal (2021, arXiv 2003.10595) show that class-dependent thresholds
+    strengthen metric-based attacks; a per-class z-score fitted on calibration
+    *non-members* turns one global threshold into one threshold per class. The
+    fit never sees evaluation examples. Classes without at least two reference
+    examples keep the global standardisation.
+    """
+    s = np.asarray(scores, dtype=float)
+    g = np.asarray(groups)
+    ref = np.asarray(reference, dtype=bool)
+    out = np.empty_like(s)
+    gm, gs = s[ref].mean(), s[ref].std() or 1.0
+    for c in np.unique(g):
+        sel = g == c
+        r = sel & ref
+        if r.sum() >= 2:
+            mu, sd = s[r].mean(), s[r].std()
+            out[sel] = (s[sel] - mu) / (sd if sd > 1e-12 else gs)
+        else:
+            out[sel] = (s[sel] - gm) / gs
+    return out
