@@ -85,6 +85,8 @@ def accuracy_bound(epsilon: float, delta: float = 0.0) -> float:
     From the hypothesis-testing characterisation of DP (Kairouz, Oh & Viswanath
     2015, arXiv 1311.0776): TPR ≤ e^ε·FPR + δ and 1−FPR ≤ e^ε·(1−TPR) + δ.
     """
+    if epsilon > 700:  # e^ε overflows; the bound is 1 to machine precision
+        return 1.0
     return min(1.0, (math.exp(epsilon) + delta) / (1.0 + math.exp(epsilon)))
 
 
@@ -240,10 +242,23 @@ def _rates_ci(tp: int, n1: int, fp: int, n0: int, confidence: float) -> tuple[tu
     return clopper_pearson(tp, n1, per), clopper_pearson(fp, n0, per)
 
 
+def _midpoint_below(cal: np.ndarray, t: float) -> float:
+    """Move a threshold that sits on a calibration score halfway down to the next lower one.
+
+    The calibration split only says the cut lies between two observed scores;
+    the midpoint stops the evaluation split from losing members that fall in
+    that gap (a threshold on the lowest calibration member is needlessly strict).
+    """
+    below = cal[cal < t]
+    if not np.isfinite(t) or below.size == 0:
+        return float(t)
+    return float((t + below.max()) / 2.0)
+
+
 def _best_advantage_threshold(cal_in: np.ndarray, cal_out: np.ndarray) -> float:
     fpr, tpr, thr = roc(cal_in, cal_out)
     i = int(np.argmax(tpr - fpr))
-    return float(thr[i])
+    return _midpoint_below(np.r_[cal_in, cal_out], float(thr[i]))
 
 
 def _at_threshold(metric: str, split: SplitScores, confidence: float) -> Estimate:
@@ -290,14 +305,42 @@ def _threshold_at_fpr(out_scores: np.ndarray, fpr: float) -> float:
     return float(np.nextafter(s[k], np.inf))
 
 
+def _order_stat_thresholds(out_scores: np.ndarray, fpr: float, a: float) -> tuple[float | None, float | None]:
+    """Thresholds whose true FPR is ≥ ``fpr`` (resp. ≤ ``fpr``) with probability ≥ 1 − a.
+
+    With s₁ ≥ s₂ ≥ … the non-member scores, the true FPR of "score ≥ s_k" is the
+    k-th smallest of n uniforms, Beta(k, n−k+1), so P(FPR < f) = P(Bin(n, f) ≥ k)
+    (order statistics; e.g. David & Nagaraja 2003, §2.5). The high side uses the
+    smallest k with P(Bin(n, f) ≥ k) ≤ a; the low side the largest k with
+    P(Bin(n, f) < k) ≤ a and a threshold strictly above s_k (ties only lower it).
+    ``None`` when n is too small for that side.
+    """
+    s = np.sort(np.asarray(out_scores, dtype=float))[::-1]
+    n = len(s)
+    ks = np.arange(1, n + 1)
+    p_below = _st.binom.sf(ks - 1, n, fpr)  # P(FPR(s_k) < f)
+    p_above = _st.binom.cdf(ks - 1, n, fpr)  # P(FPR(s_k) > f)
+    hi_ok = np.flatnonzero(p_below <= a)
+    lo_ok = np.flatnonzero(p_above <= a)
+    t_high = float(s[hi_ok[0]]) if hi_ok.size else None
+    t_low = float(np.nextafter(s[lo_ok[-1]], np.inf)) if lo_ok.size else None
+    return t_high, t_low
+
+
 def tpr_at_fpr(split: SplitScores, fpr: float, confidence: float = 0.95) -> Estimate:
     """TPR at a fixed low FPR, the measure Carlini et al. (2022, arXiv 2112.03570) argue for.
 
-    The threshold is the lowest one whose FPR on the calibration non-members is
-    ≤ ``fpr``; the evaluation split then gives exact TP/FP counts, a
-    Clopper-Pearson interval on TPR (the reported value) and on the FPR actually
-    achieved (in ``details``). Unresolvable when either split holds fewer than
-    ``ceil(1/fpr)`` non-members (module docstring).
+    ``value`` is the evaluation TPR at the lowest threshold whose FPR on the
+    calibration non-members is ≤ ``fpr``. The interval bounds the TPR of the
+    attack's ROC curve *at* FPR = ``fpr`` and accounts for the threshold being
+    estimated: the upper bound is the Clopper-Pearson upper bound (α/4) of the
+    TPR at a threshold whose FPR is ≥ ``fpr`` with probability 1 − α/4, the
+    lower bound the CP lower bound at a threshold whose FPR is ≤ ``fpr`` with
+    probability 1 − α/4 (see :func:`_order_stat_thresholds`; 0 when the
+    calibration split is too small to place one). Since TPR is monotone in FPR,
+    the interval holds at 1 − α. The exact counts and the CP interval at the
+    point threshold are in ``details``. Unresolvable when either split holds
+    fewer than ``ceil(1/fpr)`` non-members (module docstring).
     """
     name = "tpr_at_fpr"
     reason = split.too_small()
@@ -314,13 +357,26 @@ def tpr_at_fpr(split: SplitScores, fpr: float, confidence: float = 0.95) -> Esti
             len(split.eval_in),
             n_eval,
         )
+    alpha = 1.0 - confidence
     t = _threshold_at_fpr(split.cal_out, fpr)
     n1 = len(split.eval_in)
     tp, fp = _counts(split.eval_in, split.eval_out, t)
-    lo, hi = clopper_pearson(tp, n1, confidence)
-    flo, fhi = clopper_pearson(fp, n_eval, confidence)
-    details = {"fpr_target": fpr, "fpr_achieved": fp / n_eval, "fpr_ci": [flo, fhi], "tp": tp, "fp": fp, **split.sizes()}
-    return Estimate(name, tp / n1, lo, hi, confidence, n1, n_eval, t, details=details)
+    value = tp / n1
+    t_high, t_low = _order_stat_thresholds(split.cal_out, fpr, alpha / 4)
+    hi = cp_upper(int(np.sum(split.eval_in >= t_high)), n1, alpha / 4) if t_high is not None else 1.0
+    lo = cp_lower(int(np.sum(split.eval_in >= t_low)), n1, alpha / 4) if t_low is not None else 0.0
+    details = {
+        "fpr_target": fpr,
+        "fpr_achieved": fp / n_eval,
+        "fpr_ci": list(clopper_pearson(fp, n_eval, confidence)),
+        "tpr_ci_at_threshold": list(clopper_pearson(tp, n1, confidence)),
+        "tp": tp,
+        "fp": fp,
+        "threshold_high": t_high,
+        "threshold_low": t_low,
+        **split.sizes(),
+    }
+    return Estimate(name, value, min(lo, value), max(hi, value), confidence, n1, n_eval, t, details=details)
 
 
 def empirical_tpr_at_fpr(in_scores: np.ndarray, out_scores: np.ndarray, fpr: float) -> float:
@@ -400,13 +456,18 @@ def epsilon_lower_bound(
         pooled = np.r_[e_in, e_out]
         thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, m + 2)[1:-1]))
         m_eff = m
+        # the best any labelling could do at these label-blind thresholds: all k above are members
+        above = [int(np.sum(pooled >= t)) for t in thresholds]
+        ceiling = max(_epsilon_lb_counts(min(k, n1), n1, max(0, k - n1), n0, alpha / m_eff, delta) for k in above)
     else:
-        thresholds = np.unique(np.r_[split.cal_in, split.cal_out])
+        cal = np.r_[split.cal_in, split.cal_out]
+        thresholds = np.unique(cal)
         cal_bounds = [
             _epsilon_lb_counts(*_counts_full(split.cal_in, split.cal_out, t), alpha, delta) for t in thresholds
         ]
-        thresholds = np.array([thresholds[int(np.argmax(cal_bounds))]])
+        thresholds = np.array([_midpoint_below(cal, float(thresholds[int(np.argmax(cal_bounds))]))])
         m_eff = 1
+        ceiling = max_provable_epsilon(n1, n0, delta, confidence)
     best_lb, best_t, best_counts = -1.0, float(thresholds[0]), (0, 0)
     for t in thresholds:
         tp, fp = _counts(e_in, e_out, float(t))
@@ -414,7 +475,6 @@ def epsilon_lower_bound(
         if lb > best_lb:
             best_lb, best_t, best_counts = lb, float(t), (tp, fp)
     tp, fp = best_counts
-    ceiling = max_provable_epsilon(n1, n0, delta, confidence, m_eff)
     details = {
         "delta": delta,
         "strategy": type(strategy).__name__.lower(),

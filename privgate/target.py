@@ -187,7 +187,7 @@ class Target:
                     "if you trust its origin."
                 ) from None
             return cls._load_trusted(p, digest, exc)
-        except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as exc:
+        except Exception as exc:  # torch raises many types for foreign or damaged files
             raise TargetError(
                 f"{p}: not a readable PyTorch checkpoint ({exc.__class__.__name__}); the file may be truncated or in another format."
             ) from None

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -23,7 +25,9 @@ def root() -> Path:
     return ROOT
 
 
-def privgate_cmd() -> list[str]:
-    """The installed console script (as a user runs it)."""
-    exe = Path(sys.executable).with_name("privgate")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "privgate.cli"]
+@pytest.fixture(scope="session")
+def case(tmp_path_factory):
+    """A leaky and a regularised model on synthetic data, with audit files (built once)."""
+    from cases import build_case
+
+    return build_case(tmp_path_factory.mktemp("case"))

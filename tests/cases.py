@@ -1,0 +1,88 @@
+"""Small, fast audit cases written to disk the way a user would have them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+RECIPE_SOURCE = textwrap.dedent(
+    """
+    from torch import nn
+    from privgate.recipe import Recipe
+
+    def make_model():
+        return nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 4))
+
+    RECIPE = Recipe(model_factory=make_model, epochs=300, batch_size=1000, lr=3e-3, name="tiny-mlp")
+    """
+)
+
+
+def make_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 4))
+
+
+def synthetic(n: int, seed: int, label_noise: float) -> tuple[np.ndarray, np.ndarray]:
+    """4 Gaussian classes in 20-D; a fraction of labels is random (memorising them leaks)."""
+    rng = np.random.default_rng(seed)
+    centres = np.random.default_rng(1234).normal(0, 1.0, size=(4, 20))
+    y = rng.integers(0, 4, size=n)
+    x = centres[y] + rng.normal(0, 1.5, size=(n, 20))
+    flip = rng.random(n) < label_noise
+    y = np.where(flip, rng.integers(0, 4, size=n), y)
+    return x.astype(np.float32), y.astype(np.int64)
+
+
+def train(x: np.ndarray, y: np.ndarray, epochs: int, weight_decay: float = 0.0, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    model = make_model()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3, weight_decay=weight_decay)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    for _ in range(epochs):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(xt), yt).backward()
+        opt.step()
+    return model.eval()
+
+
+@dataclass
+class Case:
+    dir: Path
+    leaky_ts: Path
+    leaky_state: Path
+    safe_ts: Path
+    members: Path
+    nonmembers: Path
+    recipe_spec: str = "tiny_recipe:RECIPE"
+
+
+def build_case(d: Path) -> Case:
+    d.mkdir(parents=True, exist_ok=True)
+    xm, ym = synthetic(300, seed=1, label_noise=0.4)
+    xn, yn = synthetic(300, seed=2, label_noise=0.4)
+    leaky = train(xm, ym, epochs=400)
+    safe = train(xm, ym, epochs=15, weight_decay=1e-2)
+    (d / "tiny_recipe.py").write_text(RECIPE_SOURCE)
+    torch.jit.save(torch.jit.script(leaky), str(d / "leaky.ts.pt"))
+    torch.save(leaky.state_dict(), d / "leaky_state.pt")
+    torch.jit.save(torch.jit.script(safe), str(d / "safe.ts.pt"))
+    np.savez(d / "members.npz", x=xm, y=ym)
+    np.savez(d / "nonmembers.npz", x=xn, y=yn)
+    return Case(d, d / "leaky.ts.pt", d / "leaky_state.pt", d / "safe.ts.pt", d / "members.npz", d / "nonmembers.npz")
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``privgate`` console script in a subprocess, as a user would."""
+    exe = Path(sys.executable).with_name("privgate")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "privgate.cli"]
+    full_env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", **(env or {})}
+    full_env.pop("PRIVGATE_DEBUG", None)
+    return subprocess.run(cmd + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300)
