@@ -15,12 +15,8 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 
-_EPS = 1e-12
-
-
 def _true_class(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
     return proba[np.arange(len(y)), y]
-
 
 class _OutputAttack(Attack):
     """A score computed from the target's probabilities (or labels) on each example."""
@@ -49,7 +45,6 @@ class _OutputAttack(Attack):
             options=dict(self.options),
         )
 
-
 class LossAttack(_OutputAttack):
     """Loss threshold attack (Yeom, Giacomelli, Fredrikson & Jha 2018, arXiv 1709.01604).
 
@@ -60,8 +55,7 @@ class LossAttack(_OutputAttack):
     name = "loss"
 
     def score(self, ctx: AttackContext) -> np.ndarray:
-        return np.log(np.clip(_true_class(ctx.proba, ctx.y), _EPS, 1.0))
-
+        return _true_class(ctx.log_proba, ctx.y)
 
 class ConfidenceAttack(_OutputAttack):
     """Maximum-confidence attack (Salem et al. 2019, "ML-Leaks", arXiv 1806.01246).
@@ -72,21 +66,21 @@ class ConfidenceAttack(_OutputAttack):
     name = "confidence"
 
     def score(self, ctx: AttackContext) -> np.ndarray:
-        return ctx.proba.max(axis=1)
-
+        return ctx.log_proba.max(axis=1)  # log max_k p_k: same ranking, no saturation
 
 class TrueClassConfidenceAttack(_OutputAttack):
     """True-class confidence attack (Song & Mittal 2021, arXiv 2003.10595, "Conf").
 
-    score = p_y(x). Ranks examples like the loss attack globally, but its
-    class-dependent thresholds differ.
+    score = log p_y(x) (same ranking as p_y, without floating-point saturation).
+    Ranks examples like the loss attack globally; it exists for its
+    class-dependent thresholds.
     """
 
     name = "true_class_confidence"
 
     def score(self, ctx: AttackContext) -> np.ndarray:
-        return _true_class(ctx.proba, ctx.y)
-
+        # log p_y ranks like p_y but does not saturate at 1.0; class-wise z-scores act on it
+        return _true_class(ctx.log_proba, ctx.y)
 
 class EntropyAttack(_OutputAttack):
     """Prediction-entropy attack (Salem et al. 2019, arXiv 1806.01246; Song & Mittal 2021).
@@ -97,9 +91,8 @@ class EntropyAttack(_OutputAttack):
     name = "entropy"
 
     def score(self, ctx: AttackContext) -> np.ndarray:
-        p = np.clip(ctx.proba, _EPS, 1.0)
-        return np.sum(p * np.log(p), axis=1)
-
+        logp = ctx.log_proba
+        return np.sum(np.exp(logp) * logp, axis=1)
 
 class ModifiedEntropyAttack(_OutputAttack):
     """Modified-entropy attack (Song & Mittal 2021, arXiv 2003.10595, eq. 5).
@@ -111,14 +104,17 @@ class ModifiedEntropyAttack(_OutputAttack):
     name = "modified_entropy"
 
     def score(self, ctx: AttackContext) -> np.ndarray:
-        p = np.clip(ctx.proba, _EPS, 1.0 - _EPS)
+        # computed from log-probabilities: 1 − p = −expm1(log p) and log(1 − p) = log(−expm1(log p))
+        # stay exact where p rounds to 1.0
+        logp = np.minimum(ctx.log_proba, -1e-300)
+        p = np.exp(logp)
+        log1m = np.log(np.maximum(-np.expm1(logp), 1e-300))
         idx = np.arange(len(ctx.y))
-        py = p[idx, ctx.y]
-        others = p * np.log(1.0 - p)
+        log_py = logp[idx, ctx.y]
+        others = p * log1m
         others[idx, ctx.y] = 0.0
-        mentr = -(1.0 - py) * np.log(py) - others.sum(axis=1)
+        mentr = -(-np.expm1(log_py)) * log_py - others.sum(axis=1)
         return -mentr
-
 
 class CorrectnessAttack(_OutputAttack):
     """Prediction-correctness attack (Yeom et al. 2018, arXiv 1709.01604, "gap attack").
@@ -138,7 +134,6 @@ class CorrectnessAttack(_OutputAttack):
 
     def score(self, ctx: AttackContext) -> np.ndarray:
         return (ctx.labels == ctx.y).astype(float)
-
 
 ATTACKS: tuple[type[Attack], ...] = (
     LossAttack,

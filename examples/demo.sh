@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `make demo`: privgate judges the bundled example models, as a user would run it.
+# A failing verdict is the expected outcome for these deliberately leaky models,
+# so the demo reports exit codes instead of stopping on them.
+set -uo pipefail
+VENV=${1:-.venv}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PRIVGATE="$ROOT/$VENV/bin/privgate"
+OUT="$ROOT/privgate-reports"
+mkdir -p "$OUT"
+
+run() {  # run DIR NAME EXPECTED ARGS...
+  local dir=$1 name=$2 expected=$3; shift 3
+  echo
+  echo "════ $name  (cd examples/$dir && privgate check $*)"
+  (cd "$ROOT/examples/$dir" && "$PRIVGATE" check "$@")
+  local code=$?
+  echo "──── exit code $code (expected $expected)"
+  [ "$code" -eq "$expected" ] || { echo "demo: unexpected exit code for $name" >&2; exit 1; }
+}
+
+run digits "digits MLP vs the strict policy" 1 --json "$OUT/digits-strict.json"
+run purchase "purchase MLP vs the internal policy (MIA accuracy < 80 %)" 1 --json "$OUT/purchase-internal.json"
+
+echo
+echo "Reports written to $OUT:"
+ls -1 "$OUT"
