@@ -58,6 +58,17 @@ class Recipe:
             model.load_state_dict(state)
         return model
 
+    @property
+    def vectorisable(self) -> bool:
+        """Whether :mod:`privgate.ensemble` may train many copies of this recipe at once.
+
+        True for the plain recipe, whose :meth:`train` loop the vectorised engine
+        replicates; a subclass that overrides :meth:`train` (e.g. DP-SGD training)
+        is trained by calling its own :meth:`train` once per model instead.
+        Subclasses may also override this property.
+        """
+        return type(self).train is Recipe.train
+
     def make_optimizer(self, params: Any) -> torch.optim.Optimizer:
         if self.optimizer == "adam":
             return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
@@ -96,11 +107,30 @@ class Recipe:
         return net
 
 
+def _evict_if_elsewhere(top: str, search_dirs: list[Path]) -> None:
+    """Forget a cached module named ``top`` when the search folders hold a different file of that name.
+
+    Two projects with a ``recipe.py`` (or ``data.py``) audited in one process
+    must not get each other's module from ``sys.modules``.
+    """
+    for d in search_dirs:
+        for candidate in (d / f"{top}.py", d / top / "__init__.py"):
+            if candidate.is_file():
+                cached = sys.modules.get(top)
+                cached_file = getattr(cached, "__file__", None)
+                if cached is not None and (cached_file is None or Path(cached_file).resolve() != candidate.resolve()):
+                    for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+                        del sys.modules[name]
+                return
+
+
 def _import_attr(spec: str, search_dirs: list[Path]) -> Any:
     if ":" not in spec:
         raise RecipeError(f"recipe '{spec}': expected 'module:attribute' (e.g. 'recipe:RECIPE').")
     mod_name, _, attr = spec.partition(":")
-    added = [str(d) for d in search_dirs if str(d) not in sys.path]
+    dirs = [Path(d).resolve() for d in search_dirs]
+    _evict_if_elsewhere(mod_name.split(".")[0], dirs)
+    added = [str(d) for d in dirs if str(d) not in sys.path]
     sys.path[:0] = added
     try:
         module = importlib.import_module(mod_name)

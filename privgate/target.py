@@ -114,14 +114,28 @@ class Target:
             return _softmax(out)
         return np.asarray(self.model.predict_proba(np.asarray(x)), dtype=np.float64)
 
+    def log_proba(self, x: np.ndarray) -> np.ndarray:
+        """Log class probabilities without saturation: log-softmax of the logits for torch models.
+
+        Softmax probabilities round to exactly 1.0 once a logit margin passes ~37,
+        which ties every confident example and blinds loss-style attacks.
+        """
+        if self.module is not None:
+            z = self.logits(x)
+            return z - (np.log(np.exp(z - z.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True)) + z.max(axis=1, keepdims=True))
+        if hasattr(self.model, "predict_log_proba"):
+            with np.errstate(divide="ignore"):
+                out = np.asarray(self.model.predict_log_proba(np.asarray(x)), dtype=np.float64)
+            return np.maximum(out, np.log(1e-300))
+        return np.log(np.clip(self.predict_proba(x), 1e-300, 1.0))
+
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Predicted labels (label-only access)."""
         return self.predict_proba(x).argmax(axis=1)
 
     def loss(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Per-example cross-entropy loss."""
-        p = self.predict_proba(x)
-        return -np.log(np.clip(p[np.arange(len(y)), y], 1e-12, 1.0))
+        return -self.log_proba(x)[np.arange(len(y)), y]
 
     @property
     def classes(self) -> int | None:

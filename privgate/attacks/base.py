@@ -41,6 +41,11 @@ class AttackContext:
         return self.target.predict_proba(self.x)
 
     @cached_property
+    def log_proba(self) -> np.ndarray:
+        """Log class probabilities (from log-softmax, no saturation), computed once."""
+        return self.target.log_proba(self.x)
+
+    @cached_property
     def labels(self) -> np.ndarray:
         """The target's predicted labels on the audit examples (computed once, shared)."""
         return self.target.predict(self.x)
