@@ -4,32 +4,50 @@
 >>> report = privgate.check("model.pt", "strict", "members.npz", "nonmembers.npz", recipe="recipe:RECIPE")
 >>> report.verdict
 'fail'
+
+The public names are imported on first use (PEP 562), so ``import privgate``
+and light CLI commands (``--version``, ``policy schema``) do not pay for torch.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
 
-from privgate.api import check  # noqa: E402
-from privgate.data import AuditData, Dataset  # noqa: E402
-from privgate.errors import PrivgateError  # noqa: E402
-from privgate.gate import audit  # noqa: E402
-from privgate.policy import Policy, load_policy  # noqa: E402
-from privgate.recipe import Recipe  # noqa: E402
-from privgate.report.model import CheckResult, Report  # noqa: E402
-from privgate.target import Target  # noqa: E402
+#: public name -> module that defines it
+_EXPORTS = {
+    "check": "privgate.api",
+    "AuditData": "privgate.data",
+    "Dataset": "privgate.data",
+    "PrivgateError": "privgate.errors",
+    "audit": "privgate.gate",
+    "Policy": "privgate.policy",
+    "load_policy": "privgate.policy",
+    "Recipe": "privgate.recipe",
+    "CheckResult": "privgate.report.model",
+    "Report": "privgate.report.model",
+    "Target": "privgate.target",
+    # re-exported from pytest_privgate, so ``import privgate`` never imports pytest
+    "assert_epsilon_below": "pytest_privgate.assertions",
+    "assert_inversion_below": "pytest_privgate.assertions",
+    "assert_mia_below": "pytest_privgate.assertions",
+    "assert_policy": "pytest_privgate.assertions",
+}
 
-__all__ = [
-    "AuditData",
-    "CheckResult",
-    "Dataset",
-    "Policy",
-    "PrivgateError",
-    "Recipe",
-    "Report",
-    "Target",
-    "__version__",
-    "audit",
-    "check",
-    "load_policy",
-]
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'privgate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+__all__ = ["__version__", *_EXPORTS]

@@ -69,6 +69,7 @@ def check(
     trust_checkpoint: bool = False,
     cache_dir: str | None = None,
     progress: Progress | None = None,
+    artefacts_dir: str | None = None,
 ) -> Report:
     """Audit ``model`` against ``policy`` on known ``members`` and ``nonmembers``.
 
@@ -81,6 +82,8 @@ def check(
         population: optional extra same-distribution data.
         recipe: how the model was trained (``module:attr`` or a :class:`Recipe`).
         seed: drives every random choice; same inputs and seed give the same numbers.
+        artefacts_dir: where attacks save files for people to look at (inversion
+            reconstructions); ``None`` saves nothing.
 
     Returns:
         The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.
@@ -94,7 +97,7 @@ def check(
         as_dataset(population, "population") if population is not None else None,
         seed=seed,
     )
-    return audit(target, data, pol, recipe=rec, seed=seed, cache_dir=cache_dir, progress=progress)
+    return audit(target, data, pol, recipe=rec, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir)
 
 
 def audit_paths(
@@ -111,6 +114,7 @@ def audit_paths(
     cache_dir: str | None = None,
     search_dirs: list[Path] | None = None,
     progress: Progress | None = None,
+    artefacts_dir: str | None = None,
 ) -> Report:
     """The CLI's path: everything given as strings, loaded and validated at the door."""
     pol = load_policy(policy)
@@ -123,7 +127,7 @@ def audit_paths(
         load_dataset(population, "population", label_column, base) if population else None,
         seed=seed,
     )
-    return audit(target, data, pol, recipe=rec, seed=seed, cache_dir=cache_dir, progress=progress)
+    return audit(target, data, pol, recipe=rec, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir)
 
 
 __all__ = ["as_dataset", "as_policy", "as_recipe", "as_target", "audit_paths", "check"]

@@ -22,6 +22,14 @@ from privgate.errors import PrivgateError
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
 
+def _out_console() -> Console:
+    """Stdout console; CI logs (no terminal) get a wide fixed width so tables do not wrap."""
+    probe = Console()
+    if probe.is_terminal or os.environ.get("COLUMNS"):
+        return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, width=160)
+
+
 def _err_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -82,18 +90,29 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option("--recipe", help="Training recipe as module:attr (needed for state_dict checkpoints and reference models).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="privgate.toml or pyproject.toml (default: searched from the working directory upward).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here (atomically).")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write a JUnit XML report (one testcase per check).")
+@click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False), help="Write a SARIF 2.1.0 log (a result per failed or inconclusive check).")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write a GitHub-flavoured Markdown summary.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML report (ROC curves, remediation plot).")
+@click.option("--step-summary/--no-step-summary", default=True, show_default=True, help="Append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set.")
 @click.option("--seed", type=int, help="Seed for every random choice (default 0).")
 @click.option("--label-column", help="Label column of CSV data (default 'label').")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Where trained reference models are cached.")
+@click.option("--artefacts", "artefacts_path", type=click.Path(file_okay=False), help="Where attacks save files to look at (inversion reconstructions); default: REPORT.artefacts/ next to --json, none without --json.")
 @click.option("--trust-checkpoint", is_flag=True, default=None, help="Allow loading pickled checkpoints (this runs code from the file).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @click.option("--verbose", "-v", is_flag=True, help="Print the reason of every check, passing ones too.")
+@click.option("--remediate", is_flag=True, help="If the model fails, retrain it with DP-SGD at decreasing ε until the policy passes within its utility floor (the policy must allow it).")
+@click.option("--output-model", "output_model", type=click.Path(dir_okay=False), help="With --remediate: where the hardened model goes (TorchScript; the state_dict beside it as NAME.state_dict.pt). Default: MODEL.hardened.pt next to the input.")
 @_guard
 def check(model: str | None, policy_spec: str | None, members: str | None, nonmembers: str | None, population: str | None,
-          recipe: str | None, config_path: str | None, json_path: str | None, seed: int | None, label_column: str | None,
-          cache_dir: str | None, trust_checkpoint: bool | None, quiet: bool, verbose: bool) -> int:
+          recipe: str | None, config_path: str | None, json_path: str | None,
+          junit_path: str | None, sarif_path: str | None, markdown_path: str | None, html_path: str | None, step_summary: bool, seed: int | None, label_column: str | None,
+          cache_dir: str | None, artefacts_path: str | None, trust_checkpoint: bool | None, quiet: bool, verbose: bool,
+          remediate: bool = False, output_model: str | None = None) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
     from privgate.api import audit_paths
+    from privgate.artefacts import default_directory
     from privgate.config import find_config, load_config
     from privgate.report.console import print_report
     from privgate.report.model import write_atomic
@@ -122,15 +141,30 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     inputs = [p for p in (model_path, policy_value, members_spec, nonmembers_spec, pick("population", population)) if p]
     if json_out and any(Path(json_out).resolve() == Path(i).resolve() for i in inputs if Path(i).exists()):
         raise PrivgateError(f"{json_out}: the report path is one of the inputs; refusing to overwrite it.")
+    outputs = {"junit": junit_path, "sarif": sarif_path, "markdown": markdown_path, "html": html_path}
+    _refuse_inputs_as_outputs(outputs, inputs)
 
-    out = Console(highlight=False, soft_wrap=True)
+    artefacts_dir = artefacts_path or (str(default_directory(json_out)) if json_out else None)
+
+    out = _out_console()
     show_progress = not quiet and out.is_terminal and not os.environ.get("CI")
     status = out.status("auditing…") if show_progress else None
     progress = (lambda msg: status.update(f"running attack {msg}")) if status else None
     if status:
         status.start()
+    runner: Callable[..., Any] = audit_paths
+    if output_model and not remediate:
+        raise click.UsageError("--output-model only applies with --remediate (or privgate harden).")
+    if remediate:
+        from functools import partial
+
+        from privgate.dp.remediate import harden_paths
+        from privgate.report.console import remediation_row
+
+        on_row = None if quiet else (lambda row: out.print(remediation_row(row)))
+        runner = partial(harden_paths, output_model=output_model, on_row=on_row)
     try:
-        report = audit_paths(
+        report = runner(
             model_path,
             policy_value,
             members_spec,
@@ -143,19 +177,185 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
             cache_dir=pick("cache_dir", cache_dir),
             search_dirs=[base],
             progress=progress,
+            artefacts_dir=artefacts_dir,
         )
     finally:
         if status:
             status.stop()
     if json_out:
         write_atomic(json_out, report.to_json() + "\n")
+    written = _write_reports(report, outputs)
+    if step_summary:
+        _append_step_summary(report)
     if quiet:
         out.print(report.summary)
     else:
         print_report(report, out, verbose=verbose)
         if json_out:
             out.print(f"JSON report: {json_out}")
+        for fmt, path in written:
+            out.print(f"{fmt} report: {path}")
+        if artefacts_dir and any(a.extras.get("artefacts") for a in report.attacks):
+            out.print(f"artefacts: {artefacts_dir}")
     return report.exit_code
+
+
+def _refuse_inputs_as_outputs(outputs: dict[str, str | None], inputs: list[str]) -> None:
+    """An output path that is one of the inputs is bad input: nothing is written."""
+    existing = [Path(i).resolve() for i in inputs if i and Path(i).exists()]
+    for path in outputs.values():
+        if path and Path(path).resolve() in existing:
+            raise PrivgateError(f"{path}: the report path is one of the inputs; refusing to overwrite it.")
+
+
+def _write_reports(report: Any, outputs: dict[str, str | None]) -> list[tuple[str, str]]:
+    """Render ``report`` in each format that has a path, atomically; returns (format, path) written."""
+    from privgate.report import render, write_atomic
+
+    written = []
+    for fmt, path in outputs.items():
+        if not path:
+            continue
+        try:
+            write_atomic(path, render(report, fmt))
+        except OSError as exc:
+            raise PrivgateError(f"{path}: cannot write the {fmt} report ({exc.strerror or exc.__class__.__name__}).") from None
+        written.append((fmt, path))
+    return written
+
+
+def _append_step_summary(report: Any) -> None:
+    """Append the Markdown summary to the GitHub Actions job summary (``$GITHUB_STEP_SUMMARY``) when set."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return
+    from privgate.report import render
+
+    try:
+        with open(target, "a", encoding="utf-8") as f:
+            f.write(render(report, "markdown"))
+    except OSError as exc:
+        raise PrivgateError(f"{target}: cannot append to $GITHUB_STEP_SUMMARY ({exc.strerror or exc.__class__.__name__}).") from None
+
+
+# --------------------------------------------------------------------------- report
+
+
+@cli.group()
+def report() -> None:
+    """Render saved JSON reports (privgate check --json) in other formats."""
+
+
+def _load_report(path: str) -> Any:
+    from pydantic import ValidationError
+
+    from privgate.report.model import SCHEMA_VERSION, Report
+
+    p = Path(path)
+    if not p.is_file():
+        raise PrivgateError(f"{path}: report file not found.")
+    try:
+        text = p.read_text(encoding="utf-8")
+        rep = Report.from_json(text)
+    except UnicodeDecodeError:
+        raise PrivgateError(f"{path}: not a privgate JSON report (not UTF-8 text).") from None
+    except OSError as exc:
+        raise PrivgateError(f"{path}: cannot read the report ({exc.strerror or exc.__class__.__name__}).") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        raise PrivgateError(f"{path}: not a privgate JSON report ({where}: {err['msg']}).") from None
+    if rep.schema_version > SCHEMA_VERSION:
+        raise PrivgateError(f"{path}: report schema version {rep.schema_version} is newer than this privgate understands ({SCHEMA_VERSION}); upgrade privgate.")
+    _find_artefacts(rep, p.parent)
+    return rep
+
+
+def _find_artefacts(rep: Any, report_dir: Path) -> None:
+    """Artefact paths in a report are relative to where ``check`` ran; rendering elsewhere, look next to the report too."""
+    for attack in rep.attacks:
+        paths = attack.extras.get("artefacts")
+        if not isinstance(paths, list):
+            continue
+        found = []
+        for item in paths:
+            p = Path(str(item))
+            candidates = [p, report_dir / p] + [report_dir / Path(*p.parts[i:]) for i, part in enumerate(p.parts) if part.endswith(".artefacts")]
+            found.append(str(next((c for c in candidates if c.is_file()), p)))
+        attack.extras["artefacts"] = found
+
+
+@report.command("render")
+@click.argument("report_json", metavar="REPORT.json")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML report.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write a GitHub-flavoured Markdown summary.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write a JUnit XML report.")
+@click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False), help="Write a SARIF 2.1.0 log.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report again (normalised).")
+@click.option("--step-summary", is_flag=True, help="Also append the Markdown summary to $GITHUB_STEP_SUMMARY.")
+@_guard
+def report_render(report_json: str, html_path: str | None, markdown_path: str | None, junit_path: str | None,
+                  sarif_path: str | None, json_path: str | None, step_summary: bool) -> int:
+    """Turn a saved JSON report into HTML, Markdown, JUnit or SARIF (exit 0; the verdict is in the files)."""
+    outputs = {"html": html_path, "markdown": markdown_path, "junit": junit_path, "sarif": sarif_path, "json": json_path}
+    if not any(outputs.values()) and not step_summary:
+        raise click.UsageError("nothing to render: give at least one of --html, --markdown, --junit, --sarif, --json.")
+    _refuse_inputs_as_outputs(outputs, [report_json])
+    rep = _load_report(report_json)
+    for fmt, path in _write_reports(rep, outputs):
+        click.echo(f"{fmt} report: {path}")
+    if step_summary:
+        _append_step_summary(rep)
+    return 0
+
+
+@report.command("outputs")
+@click.argument("report_json", metavar="REPORT.json")
+@_guard
+def report_outputs(report_json: str) -> int:
+    """Print key=value lines for $GITHUB_OUTPUT: verdict, exit-code, counts, chosen epsilon."""
+    from privgate.report.remediation import chosen_epsilon
+
+    rep = _load_report(report_json)
+    eps = chosen_epsilon(rep.remediation)
+    values = {
+        "verdict": rep.verdict,
+        "exit-code": rep.exit_code,
+        "checks": len(rep.checks),
+        "failed": sum(c.status == "fail" for c in rep.checks),
+        "inconclusive": sum(c.status == "inconclusive" for c in rep.checks),
+        "passed": sum(c.status == "pass" for c in rep.checks),
+        "epsilon": "" if eps is None else f"{eps:g}",
+    }
+    for key, value in values.items():
+        click.echo(f"{key}={value}")
+    return 0
+
+
+# --------------------------------------------------------------------------- init
+
+
+@cli.command("init")
+@click.argument("directory", default=".", type=click.Path(file_okay=False))
+@click.option("--from", "base", default="internal", show_default=True, help="Built-in policy to start from (public, internal, confidential, strict).")
+@click.option("--policy-file", default="privacy-policy.yaml", show_default=True, help="Name of the starter policy file.")
+@click.option("--workflow/--no-workflow", default=True, show_default=True, help="Also write .github/workflows/privacy-gate.yml.")
+@click.option("--action-ref", default=None, help="The privgate action the workflow uses (owner/repo@ref).")
+@click.option("--model", default="model.pt", show_default=True, help="Model path the workflow audits.")
+@click.option("--members", default="data/members.npz", show_default=True, help="Members file the workflow uses.")
+@click.option("--nonmembers", default="data/nonmembers.npz", show_default=True, help="Non-members file the workflow uses.")
+@_guard
+def init_cmd(directory: str, base: str, policy_file: str, workflow: bool, action_ref: str | None, model: str,
+             members: str, nonmembers: str) -> int:
+    """Write a starter policy and a GitHub workflow into DIRECTORY; never overwrites a file."""
+    from privgate import init as init_mod
+
+    planned = init_mod.plan(directory, base=base, policy_file=policy_file, workflow=workflow,
+                            action_ref=action_ref or init_mod.ACTION_REF, model=model, members=members, nonmembers=nonmembers)
+    for path in init_mod.write(planned):
+        click.echo(f"wrote {path}")
+    click.echo(f"next: edit {Path(directory) / policy_file}, then run: privgate policy validate {Path(directory) / policy_file}")
+    return 0
 
 
 # --------------------------------------------------------------------------- policy
@@ -212,6 +412,28 @@ def policy_schema() -> int:
 
     click.echo(policy_json_schema())
     return 0
+
+
+# --------------------------------------------------------------------------- harden
+
+
+def _harden(**kwargs: Any) -> None:
+    check.callback(**kwargs, remediate=True)  # type: ignore[misc]
+
+
+#: ``privgate harden`` is ``privgate check --remediate``: the same options, the same engine.
+harden = click.Command(
+    "harden",
+    callback=_harden,
+    params=[p for p in check.params if p.name != "remediate"],
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Audit MODEL and, if it fails the policy, retrain it with DP-SGD at decreasing ε until every check "
+    "passes within the policy's utility floor; write the hardened model (same as check --remediate). "
+    "Exit 0: the original or a hardened model passes; 1: no ε in the schedule does both; "
+    "2: bad input (no recipe, a model Opacus cannot make private, remediation not enabled); 3: inconclusive.",
+    short_help="Retrain a failing model with DP-SGD until the policy passes.",
+)
+cli.add_command(harden)
 
 
 def main() -> None:

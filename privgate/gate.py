@@ -34,8 +34,10 @@ from typing import Any, Callable
 import numpy as np
 
 from privgate import stats
+from privgate.artefacts import save_artefacts
 from privgate.attacks import AttackContext, AttackResult, available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
+from privgate.attacks.blind import soundness_warnings
 from privgate.data import AuditData
 from privgate.policy import Check, Decision, Metric, Policy
 from privgate.recipe import Recipe
@@ -54,6 +56,11 @@ ROC_POINTS = 200
 class _Ran:
     result: AttackResult
     split: stats.SplitScores
+    membership: np.ndarray | None = None  # for metrics measured on all audit examples (privgate.leakage)
+
+
+#: Keys of ``AttackResult.extras`` that are not copied into the JSON report.
+_PRIVATE_EXTRAS = ("estimates", "artefacts")
 
 
 def _version(pkg: str) -> str | None:
@@ -82,6 +89,19 @@ def _downsample_roc(split: stats.SplitScores) -> dict[str, list[float]]:
     return {"fpr": [float(v) for v in fpr], "tpr": [float(v) for v in tpr]}
 
 
+def _measured(ran: _Ran, confidence: float) -> dict[str, Any]:
+    """Non-score metrics an attack measures (privgate.leakage), for the report even without a check."""
+    out: dict[str, Any] = {}
+    for metric, provided in ran.result.extras.get("estimates", {}).items():
+        if not isinstance(provided, stats.Estimate):
+            if ran.membership is None:
+                continue
+            provided = provided.estimate(ran.membership, confidence)
+        out[metric] = {"value": provided.value, "ci": [provided.lo, provided.hi], "confidence": provided.confidence,
+                       "resolvable": provided.resolvable, "reason": provided.reason, "details": dict(provided.details)}
+    return out
+
+
 def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
     sp = ran.split
     a = stats.auc(sp.eval_in, sp.eval_out, confidence)
@@ -107,7 +127,7 @@ def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
         models_trained=r.models_trained,
         roc=_downsample_roc(sp),
         notes=r.notes,
-        extras={k: v for k, v in r.extras.items() if k != "estimates"},
+        extras={**{k: v for k, v in r.extras.items() if k not in _PRIVATE_EXTRAS}, **({"metrics": m} if (m := _measured(ran, confidence)) else {})},
     )
 
 
@@ -126,9 +146,15 @@ def estimate(check: Check, ran: _Ran, confidence: float, m: int = 1) -> stats.Es
     if metric is Metric.epsilon_lb:
         delta = DEFAULT_DELTA if check.delta is None else check.delta
         return stats.epsilon_lower_bound(sp, delta, confidence, check_max=check.max)
+    # metrics that are not membership scores (similarity, attribute_advantage): the attack
+    # provides an Estimate, or a privgate.leakage.Measure that needs the hidden membership
     provided = ran.result.extras.get("estimates", {}).get(metric.value)
     if provided is not None:
-        return provided
+        if isinstance(provided, stats.Estimate):
+            return provided
+        if ran.membership is None:
+            return stats.Estimate.unresolved(metric.value, "the audit's membership was not recorded for this attack", confidence)
+        return provided.estimate(ran.membership, confidence)
     return stats.Estimate.unresolved(metric.value, f"attack '{ran.result.attack}' does not produce the metric '{metric.value}'", confidence)
 
 
@@ -175,7 +201,9 @@ def _severity(est: stats.Estimate, check: Check, decision: Decision) -> float:
 def _decide_check(check: Check, ran: dict[str, _Ran], missing: dict[str, str], policy: Policy) -> CheckResult:
     base = {"id": check.id, "attack": check.attack, "metric": check.metric.value, "threshold": check.max, "fpr": check.fpr, "delta": check.delta}
     if check.attack == "best":
-        names = sorted(ran)
+        names = sorted(n for n in ran if not getattr(available_attacks().get(n), "diagnostic", False))  # blind baseline: data only
+        if check.metric in (Metric.similarity, Metric.attribute_advantage):  # only attacks that measure it compete
+            names = [n for n in names if check.metric.value in ran[n].result.extras.get("estimates", {})]
         if not names:
             return CheckResult(**base, value=None, ci=[None, None], status="inconclusive", reason="no attack ran, so the strongest attack is unknown", confidence=policy.confidence)
     else:
@@ -276,7 +304,7 @@ def run_attacks(
             raise RuntimeError(f"attack '{name}' returned scores of shape {scores.shape} with non-finite values: a bug in the attack")
         if result.groups is not None:
             scores = stats.classwise_normalise(scores, result.groups, reference)
-        ran[name] = _Ran(result, stats.SplitScores.from_mask(scores, membership, calibration))
+        ran[name] = _Ran(result, stats.SplitScores.from_mask(scores, membership, calibration), membership)
         summaries.append(_summarise(name, ran[name], policy.confidence))
     return ran, missing, summaries
 
@@ -290,12 +318,21 @@ def audit(
     seed: int = 0,
     cache_dir: str | None = None,
     progress: Progress | None = None,
+    artefacts_dir: str | None = None,
 ) -> Report:
-    """Run ``policy`` against ``target`` on ``data`` and return the decided :class:`Report`."""
+    """Run ``policy`` against ``target`` on ``data`` and return the decided :class:`Report`.
+
+    ``artefacts_dir``: where attacks' files (inversion reconstructions) are saved,
+    see :mod:`privgate.artefacts`; ``None`` saves nothing.
+    """
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     data.check_against(target)
     ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress)
+    for summary in summaries:
+        files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
+        if files:
+            summary.extras["artefacts"] = save_artefacts(summary.name, files, artefacts_dir) if artefacts_dir else []
     checks = [_decide_check(c, ran, missing, policy) for c in policy.checks]
     verdict = verdict_of(checks)
     from privgate import __version__
@@ -309,7 +346,7 @@ def audit(
         data=data.describe(),
         checks=checks,
         attacks=summaries,
-        warnings=list(data.warnings),
+        warnings=list(data.warnings) + soundness_warnings(summaries),  # blind baseline (Das et al. 2024)
         environment=environment(seed),
         started=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),

@@ -96,7 +96,12 @@ class Check(_Strict):
 
 
 class Utility(_Strict):
-    """The utility floor that remediation must respect (used by DP retraining)."""
+    """The utility floor that remediation must respect (used by DP retraining).
+
+    Utility is the model's accuracy on held-out data (the audit's population,
+    else its non-members). With both ``min`` and ``max_drop`` the stricter
+    floor applies; with neither there is no floor.
+    """
 
     metric: Literal["accuracy"] = "accuracy"
     min: float | None = Field(default=None, ge=0, le=1, description="Absolute floor on held-out accuracy.")
@@ -105,16 +110,31 @@ class Utility(_Strict):
 
 
 class Remediation(_Strict):
-    """How privgate may retrain a failing model with DP-SGD."""
+    """How privgate may retrain a failing model with DP-SGD (see ``privgate.dp.remediate``)."""
 
-    enabled: bool = False
-    epsilons: list[float] = Field(default_factory=lambda: [50.0, 20.0, 10.0, 5.0, 2.0, 1.0])
-    strategy: Literal["ladder", "bisect"] = "ladder"
-    delta: float | Literal["auto"] = "auto"
-    accountant: Literal["prv", "rdp"] = "prv"
-    max_grad_norm: float | Literal["auto"] = 1.0
-    epochs: int | None = Field(default=None, ge=1)
-    max_physical_batch_size: int = Field(default=256, ge=1)
+    enabled: bool = Field(default=False, description="Allow `--remediate` / `privgate harden` to retrain a failing model.")
+    epsilons: list[float] = Field(default_factory=lambda: [50.0, 20.0, 10.0, 5.0, 2.0, 1.0], description="ε schedule, strictly decreasing.")
+    strategy: Literal["ladder", "bisect"] = Field(default="ladder", description="ladder: walk down until pass; bisect: binary search, fewest trainings.")
+    delta: float | Literal["auto"] = Field(default="auto", description="δ of the guarantee; auto = 1/(10·N) for N training rows.")
+    accountant: Literal["prv", "rdp"] = Field(default="prv", description="Privacy accountant; prv falls back to rdp when it fails.")
+    max_grad_norm: float | Literal["auto"] = Field(default=1.0, description="Per-example clipping norm, or auto (noise-free search over 10^k).")
+    epochs: int | None = Field(default=None, ge=1, description="DP-SGD epochs (default: the recipe's).")
+    batch_size: int | None = Field(default=None, ge=1, description="Expected logical batch size (default: the recipe's); DP-SGD prefers larger batches.")
+    max_physical_batch_size: int = Field(default=256, ge=1, description="Most examples per forward/backward pass (memory only).")
+
+    @field_validator("delta")
+    @classmethod
+    def _delta(cls, v: float | str) -> float | str:
+        if v != "auto" and not 0 < float(v) < 1:
+            raise ValueError("δ must be 'auto' or a number between 0 and 1 (well below 1/N for N training rows)")
+        return v
+
+    @field_validator("max_grad_norm")
+    @classmethod
+    def _clip(cls, v: float | str) -> float | str:
+        if v != "auto" and not (math.isfinite(float(v)) and float(v) > 0):
+            raise ValueError("max_grad_norm must be 'auto' or a positive number")
+        return v
 
     @field_validator("epsilons")
     @classmethod

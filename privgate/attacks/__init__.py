@@ -67,6 +67,20 @@ from privgate.attacks import threshold as _threshold  # noqa: E402  (registers t
 for _cls in _threshold.ATTACKS:
     register_attack(_cls)
 
+from privgate.attacks import blind as _blind, label_only as _label_only, lira as _lira, rmia as _rmia, shadow as _shadow  # noqa: E402
+
+for _mod in (_shadow, _lira, _rmia, _label_only, _blind):  # reference-model, label-only and blind attacks
+    for _cls in _mod.ATTACKS:
+        register_attack(_cls)
+
+from privgate.attacks.attribute import AttributeAttack  # noqa: E402
+from privgate.attacks.gradient import GradientAttack  # noqa: E402
+from privgate.attacks.inversion import InversionAttack  # noqa: E402
+
+register_attack(GradientAttack)
+register_attack(InversionAttack)
+register_attack(AttributeAttack)
+
 __all__ = [
     "Attack",
     "AttackContext",

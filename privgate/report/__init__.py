@@ -32,4 +32,14 @@ def render(report: Report, fmt: str) -> str:
 
 register_format("json", lambda r: r.to_json() + "\n")
 
+from privgate.report.html import render_html  # noqa: E402
+from privgate.report.junit import render_junit  # noqa: E402
+from privgate.report.markdown import render_markdown  # noqa: E402
+from privgate.report.sarif import render_sarif  # noqa: E402
+
+register_format("junit", render_junit)
+register_format("sarif", render_sarif)
+register_format("markdown", render_markdown)
+register_format("html", render_html)
+
 __all__ = ["AttackSummary", "CheckResult", "Report", "available_formats", "get_format", "register_format", "render", "write_atomic"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 
@@ -56,5 +58,74 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
                 rates.append(_num(p.tpr) + _ci(p.ci) if p.resolvable else "[dim]too few non-members[/]")
             t.add_row(a.name, a.threat_model, _num(a.auc) + _ci(a.auc_ci), *rates, f"{a.n_members}/{a.n_nonmembers}", f"{a.seconds:.2f}")
         console.print(t)
+    if report.remediation:
+        print_remediation(report.remediation, console)
     style = _STYLE[report.verdict]
     console.print(f"[{style}]{report.summary}[/]")
+
+
+# --------------------------------------------------------------------------- remediation
+
+
+def _g(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "?"
+
+
+def _check_cell(c: dict[str, Any]) -> str:
+    return f"{_num(c.get('value'))} [{_STYLE.get(c.get('status', ''), 'white')}]{c.get('status', '?')}[/]"
+
+
+def remediation_row(row: dict[str, Any]) -> str:
+    """One line per tried ε, printed as the search runs (``privgate harden``)."""
+    tr = row.get("training") or {}
+    util = f"utility {_num(row.get('utility'))}" + ("" if row.get("utility_ok", True) else " [bold red]< floor[/]")
+    checks = " · ".join(f"{c.get('id', '?')} {_check_cell(c)}" for c in row.get("checks", []))
+    outcome = "[green]accepted[/]" if row.get("accepted") else f"[{_STYLE.get(row.get('verdict', ''), 'white')}]{row.get('privacy', '?')}[/]"
+    return (
+        f"  ε = {_g(row.get('epsilon')):<5} σ = {_g(tr.get('noise_multiplier'))}  C = {_g(tr.get('max_grad_norm'))}  "
+        f"{tr.get('steps', '?')} steps  {_g(tr.get('seconds'))}s  {util}  {checks}  → {outcome}"
+    )
+
+
+def print_remediation(rem: dict[str, Any], console: Console) -> None:
+    """The ε–utility–attack table of the DP-SGD search, the choice and the selection caveat."""
+    rows = rem.get("rows") or []
+    util = rem.get("utility") or {}
+    orig = rem.get("original") or {}
+    if rows:
+        ids = [c["id"] for c in rows[0].get("checks", [])]
+        t = Table(title=f"Remediation: DP-SGD ε search ({rem.get('strategy', '?')})")
+        for col in ("ε", "ε spent", "σ", "utility", *ids, "verdict"):
+            t.add_column(col)
+        floor = util.get("floor")
+        first = ([_check_cell(c) for c in orig.get("checks", [])] + [""] * len(ids))[: len(ids)]
+        t.add_row("original", "∞", "—", _num(orig.get("utility")), *first, str(orig.get("verdict", "")))
+        for r in rows:
+            tr = r.get("training") or {}
+            mark = " ✓" if r.get("accepted") else ""
+            u = _num(r.get("utility")) + ("" if r.get("utility_ok", True) else " [red]<floor[/]")
+            spent = "—" if tr.get("epsilon") is None else f"{_g(tr['epsilon'])} ({tr.get('accountant', '')})"
+            cells = [_check_cell(c) for c in r.get("checks", [])]
+            cells = (cells + [""] * len(ids))[: len(ids)]
+            t.add_row(f"{_g(r.get('epsilon'))}{mark}", spent, _g(tr.get("noise_multiplier")), u, *cells, str(r.get("verdict", "")))
+        console.print(t)
+        if isinstance(floor, (int, float)):
+            console.print(f"  utility = accuracy on {util.get('data')}; floor {floor:.4f} ({util.get('rule')})")
+    settings = rem.get("settings") or {}
+    if settings:
+        mode = f" ({settings['max_grad_norm_mode']})" if settings.get("max_grad_norm_mode") else ""
+        start = f", from {settings['start']}" if settings.get("start") else ""
+        console.print(
+            f"  DP-SGD: {settings.get('epochs', '?')} epochs, batch {settings.get('batch_size', '?')}, clip C = {_g(settings.get('max_grad_norm'))}{mode}, "
+            f"δ = {_g(settings.get('delta'))}, accountant {settings.get('accountant', '?')}{start}"
+        )
+    for change in rem.get("architecture_changes") or []:
+        console.print(f"  [yellow]architecture change:[/] {change}")
+    style = {"hardened": "green", "no_epsilon": "bold red"}.get(rem.get("status", ""), "white")
+    if rem.get("status"):
+        console.print(f"  [{style}]remediation {rem['status']}[/]: {rem.get('reason', '')}")
+    output = rem.get("output") or {}
+    if output:
+        console.print(f"  hardened model: {output.get('torchscript')} (TorchScript), {output.get('state_dict')} (state_dict)")
+    if rem.get("selection_leakage"):
+        console.print(f"  [dim]{rem['selection_leakage']}[/]")

@@ -1,0 +1,125 @@
+"""Attack strength on the bundled examples: loss vs shadow, LiRA, RMIA, label-only and the blind baseline.
+
+    python benchmarks/attack_strength.py                   # both examples
+    python benchmarks/attack_strength.py --example digits  # one
+
+For each example the gate runs the attacks on the example's audit data (the
+metrics are measured on the evaluation split, thresholds chosen on the
+calibration split, 95 % intervals) and the script prints, per attack, the AUC
+and the TPR at 0.1 % and 1 % FPR with their intervals, the reference models it
+used (and how many it trained), and the seconds it took. A fresh cache is used,
+so the first attack needing K models pays for training them; the others reuse
+them.
+
+Then the random-guess sanity check: a model trained with the same recipe on
+half of the population — data independent of the audit set — is attacked on
+the same audit data, with the other half of the population as population data.
+Every attack should then get an AUC interval containing 0.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from privgate.data import AuditData, Dataset  # noqa: E402
+from privgate.gate import audit  # noqa: E402
+from privgate.policy import parse_policy  # noqa: E402
+from privgate.target import Target  # noqa: E402
+
+ATTACKS = "loss: {}, shadow: {models: 4}, lira: {models: 16}, rmia: {models: 4}, label_only: {}, blind: {}"
+OFFLINE = "lira: {models: 16, offline: true}"
+
+
+def _load(example: str):  # noqa: ANN202
+    """The example's data module and recipe, imported from its folder under unique names."""
+    folder = ROOT / "examples" / example
+    mods = {}
+    for name in ("data", "recipe"):
+        spec = importlib.util.spec_from_file_location(f"_bench_{example}_{name}", folder / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        assert spec.loader is not None
+        spec.loader.exec_module(mod)
+        mods[name] = mod
+    return folder, mods["data"], mods["recipe"].RECIPE
+
+
+def _policy(attacks: str):  # noqa: ANN202
+    return parse_policy(f"name: bench\nsensitivity: internal\nrelease: api\nattacks: {{{attacks}}}\n"
+                        "checks:\n  - {id: auc, attack: best, metric: auc, max: 1.0}\n")
+
+
+def _ci(v: float | None, ci: list) -> str:
+    if v is None:
+        return "n/a"
+    if not ci or ci[0] is None:
+        return f"{v:.3f}"
+    return f"{v:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _table(title: str, summaries: list) -> None:
+    print(f"\n{title}")
+    print(f"  {'attack':<13} {'AUC [95% CI]':<22} {'TPR@0.1%FPR [CI]':<24} {'TPR@1%FPR [CI]':<24} {'ref. models (trained)':<22} {'seconds':>8}")
+    for a in summaries:
+        if a.status != "ran":
+            print(f"  {a.name:<13} {a.status}: {a.reason}")
+            continue
+        rates = []
+        for p in a.tpr_at_fpr:
+            rates.append(_ci(p.tpr, p.ci) if p.resolvable else "unresolvable")
+        refs = a.extras.get("reference_models")
+        used = f"{refs} ({a.models_trained})" if refs else "-"
+        print(f"  {a.name + ('*' if a.options.get('offline') else ''):<13} {_ci(a.auc, a.auc_ci):<22} {rates[0]:<24} {rates[1]:<24} {used:<22} {a.seconds:>8.1f}")
+
+
+def run(example: str, seed: int) -> None:
+    folder, data, recipe = _load(example)
+    members, nonmembers, population = (Dataset(*f()) for f in (data.members, data.nonmembers, data.population))
+    target = Target.load(folder / "model.pt", recipe=recipe)
+    print(f"\n=== {example}: {len(members)} members, {len(nonmembers)} non-members, {len(population)} population; recipe '{recipe.name}'")
+    with tempfile.TemporaryDirectory(prefix="privgate-bench-") as cache:
+        t0 = time.perf_counter()
+        rep = audit(target, AuditData(members, nonmembers, population, seed=seed), _policy(ATTACKS), recipe=recipe, seed=seed, cache_dir=cache)
+        off = audit(target, AuditData(members, nonmembers, population, seed=seed), _policy(OFFLINE), recipe=recipe, seed=seed, cache_dir=cache)
+        _table(f"{example}: attacks on the target ({time.perf_counter() - t0:.0f} s; * = offline)", rep.attacks + off.attacks)
+        for w in rep.warnings:
+            print(f"  warning: {w}")
+
+        # random-guess sanity: a model that never saw the audit data
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(len(population))
+        half = len(population) // 2
+        train, rest = population.subset(np.sort(order[:half])), population.subset(np.sort(order[half:]))
+        torch.manual_seed(seed)
+        independent = Target(recipe.train(train.x, train.y, seed=seed + 1), source=f"<{example}: trained on {half} population rows>")
+        t0 = time.perf_counter()
+        sane = audit(independent, AuditData(members, nonmembers, rest, seed=seed), _policy(ATTACKS), recipe=recipe, seed=seed, cache_dir=cache)
+        _table(f"{example}: random-guess sanity, a model trained on {half} rows independent of the audit set ({time.perf_counter() - t0:.0f} s)", sane.attacks)
+        held = [a.name for a in sane.attacks if a.status == "ran" and a.auc_ci[0] <= 0.5 <= a.auc_ci[1]]
+        ran = [a.name for a in sane.attacks if a.status == "ran"]
+        print(f"  AUC interval contains 0.5 for {len(held)}/{len(ran)} attacks" + ("" if len(held) == len(ran) else f" (not: {', '.join(sorted(set(ran) - set(held)))})"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--example", choices=("digits", "purchase"), action="append")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    for ex in args.example or ["digits", "purchase"]:
+        run(ex, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

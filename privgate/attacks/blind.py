@@ -1,0 +1,155 @@
+"""Blind baseline: membership "inference" that never queries the model (Das, Zhang & Tramèr 2024, arXiv 2406.16201).
+
+Das et al. show that many published membership-inference evaluations are
+unsound: their members and non-members come from different distributions
+(e.g. different dates), so a classifier that looks only at the data tells them
+apart as well as the attacks do. If a blind attack does as well as the real
+ones, the attack numbers measure that distribution shift, not what the model
+memorised.
+
+privgate's attacks never see membership labels, so the blind baseline learns
+from the population instead: the population is same-distribution data known to
+be outside the training set. A classifier is trained to tell audit rows from
+population rows using the features alone, with K-fold cross-fitting so no audit
+row is scored by a classifier that saw it; the score is its log-odds of "audit".
+When members, non-members and population share one distribution no classifier
+can separate them and the scores are noise (AUC ≈ 0.5). When the members come
+from elsewhere, the classifier learns what distinguishes them from the
+population and members score higher. (A member set that matches the population
+while the *non-members* differ shows up as AUC well below 0.5; the gate's
+warning treats both directions.)
+
+The attack is a *diagnostic*: the gate never lets it decide an ``attack: best``
+check, and :func:`soundness_warnings` turns its result into a report warning.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
+
+CLASSIFIERS = ("gbdt", "logistic")
+
+
+def _classifier(kind: str, seed: int) -> Any:
+    if kind == "logistic":
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        return make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, class_weight="balanced"))
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(max_iter=50, max_leaf_nodes=15, class_weight="balanced", random_state=seed)
+
+
+class BlindAttack(Attack):
+    """Data-only baseline (Das et al. 2024, arXiv 2406.16201): audit-vs-population classifier, cross-fitted.
+
+    Options:
+        folds: cross-fitting folds over the audit rows (≥ 2).
+        classifier: ``gbdt`` (histogram gradient boosting) or ``logistic``.
+        min_population: fewest population rows to run at all.
+    """
+
+    name = "blind"
+    threat_model = "black-box"
+    #: Diagnostic attacks measure the audit data, not the model: never the deciding attack of ``best``.
+    diagnostic = True
+
+    def __init__(self, folds: int = 3, classifier: str = "gbdt", min_population: int = 50, **options: Any) -> None:
+        super().__init__(**options)
+        if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= 50:
+            raise ValueError(f"option folds must be an integer between 2 and 50, got {folds!r}")
+        if classifier not in CLASSIFIERS:
+            raise ValueError(f"option classifier must be one of {', '.join(CLASSIFIERS)}, got {classifier!r}")
+        if isinstance(min_population, bool) or not isinstance(min_population, int) or min_population < 10:
+            raise ValueError(f"option min_population must be an integer ≥ 10, got {min_population!r}")
+        self.options = {"folds": folds, "classifier": classifier, "min_population": min_population}
+
+    def run(self, ctx: AttackContext) -> AttackResult:
+        start = time.perf_counter()
+        o = self.options
+        have = 0 if ctx.population is None else len(ctx.population)
+        if have < o["min_population"]:
+            raise AttackSkipped(
+                f"the blind baseline needs at least {o['min_population']} population rows (same-distribution data "
+                f"known to be outside the training set); the audit has {have or 'none'}"
+            )
+        assert ctx.population is not None
+        audit = np.asarray(ctx.x, dtype=np.float64).reshape(len(ctx.x), -1)
+        rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0xB11D]))
+        keep = np.sort(rng.permutation(have)[: max(len(audit), o["min_population"])])  # no more than the audit: cost
+        pop = np.asarray(ctx.population.x, dtype=np.float64)[keep].reshape(len(keep), -1)
+        have = len(pop)
+        fold_of = rng.permutation(len(audit)) % o["folds"]
+        pop_fold = rng.permutation(have) % o["folds"]
+        scores = np.zeros(len(audit))
+        for f in range(o["folds"]):
+            held = fold_of == f
+            xs = np.concatenate([audit[~held], pop[pop_fold != f]])
+            ys = np.r_[np.ones(int((~held).sum())), np.zeros(int((pop_fold != f).sum()))]
+            clf = _classifier(o["classifier"], ctx.seed).fit(xs, ys)
+            scores[held] = clf.decision_function(audit[held])
+        return AttackResult(
+            attack=self.name,
+            threat_model=self.threat_model,
+            scores=scores,
+            seconds=time.perf_counter() - start,
+            options=dict(o),
+            notes=[
+                f"never queried the model: {o['classifier']} audit-vs-population classifier, {o['folds']}-fold cross-fitted on "
+                f"{len(audit)} audit and {have} population rows; an AUC away from 0.5 means the audit data, not the model, separates members"
+            ],
+            extras={"diagnostic": True},
+        )
+
+
+def _folded(auc: float, lo: float, hi: float) -> tuple[float, float, float]:
+    """An AUC interval read as separation in either direction: (max(a, 1 − a), lo, hi)."""
+    return (auc, lo, hi) if auc >= 0.5 else (1.0 - auc, 1.0 - hi, 1.0 - lo)
+
+
+def soundness_warnings(summaries: Sequence[Any], diagnostic: Sequence[str] = ("blind",)) -> list[str]:
+    """Report warnings from the blind baseline's AUC (Das et al. 2024, arXiv 2406.16201).
+
+    Args:
+        summaries: the report's attack summaries (``name``, ``status``, ``auc``, ``auc_ci``).
+        diagnostic: names of data-only attacks.
+
+    Rule: when the blind AUC interval excludes 0.5 (in either direction), the
+    data alone separates members from non-members. If its upper bound also
+    reaches the best real attack's AUC, the real attacks are no better than a
+    model-free guess and the audit data is unsound; otherwise part of their
+    success may be the shift.
+    """
+    ran = [s for s in summaries if s.status == "ran" and s.auc is not None and s.auc_ci and None not in s.auc_ci]
+    blind = [s for s in ran if s.name in diagnostic]
+    real = [s for s in ran if s.name not in diagnostic]
+    out = []
+    for b in blind:
+        auc, lo, hi = _folded(b.auc, b.auc_ci[0], b.auc_ci[1])
+        if lo <= 0.5:
+            continue
+        what = f"the blind baseline '{b.name}', which never queries the model, separates members from non-members (AUC {b.auc:.3f} [{b.auc_ci[0]:.3f}, {b.auc_ci[1]:.3f}])"
+        best = max(real, key=lambda s: s.auc, default=None)
+        if best is None or hi >= best.auc:
+            vs = f" as well as the strongest attack ('{best.name}', AUC {best.auc:.3f})" if best is not None else ""
+            out.append(
+                f"audit data unsound: {what}{vs}; members and non-members differ in distribution, so the attack "
+                "numbers measure that difference rather than what the model memorised (Das et al. 2024) — draw "
+                "members and non-members from one distribution, e.g. by a random split"
+            )
+        else:
+            out.append(
+                f"{what}, though less well than '{best.name}' (AUC {best.auc:.3f}): members and non-members differ "
+                "in distribution, so part of the measured leakage may come from that difference (Das et al. 2024)"
+            )
+    return out
+
+
+ATTACKS: tuple[type[Attack], ...] = (BlindAttack,)

@@ -1,0 +1,452 @@
+"""Model inversion: reconstruct a representative input of every class from the weights.
+
+Fredrikson, Jha & Ristenpart ("Model Inversion Attacks that Exploit Confidence
+Information and Basic Countermeasures", CCS 2015, doi:10.1145/2810103.2813677)
+recover recognisable training faces by gradient descent on the input, minimising
+c(x) = 1 − f_c(x) + AuxTerm(x). This implementation minimises, for every class c
+at once (one batch of K inputs),
+
+    J_c(x) = −log(p_c(x) / (1 − p_c(x))) + λ_tv · TV(u) + λ_prior · ‖D(u) − u‖² / d,   u = (x − lo)/(hi − lo)
+
+with Adam, projecting x onto the data range [lo, hi] after every step. The
+log-odds replaces Fredrikson et al.'s 1 − p_c, which saturates: a memorising
+model is already 99.9 % sure at the population mean, and the optimisation
+would stop before the input moved (docs/whitebox.md gives the measurement). TV is
+the (squared) total variation of images, the usual natural-image regulariser
+(Mahendran & Vedaldi 2015, arXiv 1412.0035). D is an optional small denoising
+autoencoder trained on the population data: its residual D(u) − u points
+towards higher data density (Alain & Bengio 2014, arXiv 1211.4246), the prior
+used in published evaluations of inversion (e.g. Zhang et al. 2020, arXiv
+1911.07135, use a GAN for the same role). A class stops on ``steps``, on
+reaching ``confidence_target`` (off at its default 1.0) or when J has not
+improved for ``patience`` steps; its best iterate is kept.
+
+Success is a number, not a picture: every audit example is compared with the
+reconstruction of its class (cosine similarity after centring on the reference
+mean, and SSIM for images, Wang et al. 2004, doi:10.1109/TIP.2003.819861).
+The gate turns those per-example similarities into the metric ``similarity`` —
+how much closer reconstructions are to training records than to unseen records
+of the same class — with :class:`privgate.leakage.ReconstructionSimilarity`.
+The same similarity is the attack's membership score (higher = more likely a
+member), normalised per class.
+
+Reconstructions are returned as artefacts (``reconstructions.png`` for images,
+``reconstructions.csv`` always); the gate writes them next to the report.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from scipy import ndimage
+from torch import nn
+
+from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
+from privgate.leakage import ReconstructionSimilarity
+
+#: Fewest population rows to train the denoising-autoencoder prior.
+MIN_PRIOR_ROWS = 50
+_MEASURES = ("auto", "cosine", "ssim")
+
+
+# --------------------------------------------------------------------------- similarity
+
+
+def cosine_to(recon: np.ndarray, x: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each row of ``x`` to the matching row of ``recon``, both centred on ``centre``."""
+    a = recon.reshape(len(recon), -1) - centre.reshape(1, -1)
+    b = x.reshape(len(x), -1) - centre.reshape(1, -1)
+    num = np.sum(a * b, axis=1)
+    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return np.where(den > 0, num / np.maximum(den, 1e-300), 0.0)
+
+
+def ssim(a: np.ndarray, b: np.ndarray, data_range: float, sigma: float = 1.5) -> np.ndarray:
+    """Mean SSIM of each pair of images (Wang, Bovik, Sheikh & Simoncelli 2004).
+
+    SSIM = (2μₐμ_b + C₁)(2σₐ_b + C₂) / ((μₐ² + μ_b² + C₁)(σₐ² + σ_b² + C₂)) with
+    local statistics under a Gaussian window (σ = 1.5, as in the paper),
+    C₁ = (0.01 L)², C₂ = (0.03 L)², averaged over the image (and channels).
+    Images smaller than the paper's 11×11 window (digits are 8×8) use
+    reflected borders instead of the "valid" region.
+
+    Args:
+        a, b: arrays of shape [n, H, W] or [n, C, H, W].
+        data_range: L, the width of the pixel range.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    sig = (0.0,) * (a.ndim - 2) + (sigma, sigma)
+
+    def g(v: np.ndarray) -> np.ndarray:
+        return ndimage.gaussian_filter(v, sigma=sig, mode="reflect", truncate=3.5)
+
+    c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
+    mu_a, mu_b = g(a), g(b)
+    va = g(a * a) - mu_a**2
+    vb = g(b * b) - mu_b**2
+    cov = g(a * b) - mu_a * mu_b
+    smap = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a**2 + mu_b**2 + c1) * (va + vb + c2))
+    return smap.reshape(len(a), -1).mean(axis=1)
+
+
+# --------------------------------------------------------------------------- artefacts
+
+
+def png_bytes(image: np.ndarray) -> bytes:
+    """Encode an 8-bit grayscale [H, W] or RGB [H, W, 3] array as PNG (zlib + struct, no extra dependency)."""
+    img = np.asarray(image, dtype=np.uint8)
+    colour = 2 if img.ndim == 3 else 0
+    h, w = img.shape[:2]
+    raw = b"".join(b"\x00" + img[r].tobytes() for r in range(h))
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", w, h, 8, colour, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+
+
+def image_grid(images: np.ndarray, lo: float, hi: float, columns: int = 10, min_tile: int = 48) -> np.ndarray:
+    """Tile images [n, H, W] or [n, C, H, W] into one 8-bit array, enlarged to at least ``min_tile`` pixels."""
+    imgs = np.asarray(images, dtype=np.float64)
+    if imgs.ndim == 4:
+        imgs = np.moveaxis(imgs, 1, -1)
+        if imgs.shape[-1] != 3:
+            imgs = imgs[..., 0]
+    scaled = np.clip((imgs - lo) / max(hi - lo, 1e-12), 0, 1) * 255
+    n, h, w = scaled.shape[:3]
+    f = max(1, math.ceil(min_tile / max(h, w)))
+    tiles = scaled.repeat(f, axis=1).repeat(f, axis=2)
+    cols = min(columns, n)
+    rows = math.ceil(n / cols)
+    gap = 2
+    shape = (rows * (h * f + gap) - gap, cols * (w * f + gap) - gap) + tiles.shape[3:]
+    grid = np.full(shape, 128.0)
+    for i in range(n):
+        r, c = divmod(i, cols)
+        grid[r * (h * f + gap) : r * (h * f + gap) + h * f, c * (w * f + gap) : c * (w * f + gap) + w * f] = tiles[i]
+    return grid.round().astype(np.uint8)
+
+
+def csv_bytes(classes: Sequence[int], confidence: np.ndarray, recon: np.ndarray) -> bytes:
+    flat = recon.reshape(len(recon), -1)
+    lines = ["class,confidence," + ",".join(f"f{i}" for i in range(flat.shape[1]))]
+    for c, p, row in zip(classes, confidence, flat):
+        lines.append(f"{int(c)},{p:.6g}," + ",".join(f"{v:.6g}" for v in row))
+    return ("\n".join(lines) + "\n").encode()
+
+
+# --------------------------------------------------------------------------- the optimisation
+
+
+class _DenoisingAutoencoder(nn.Module):
+    def __init__(self, d: int, hidden: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, d), nn.Sigmoid())
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return self.net(u)
+
+
+def train_prior(u: np.ndarray, seed: int, steps: int = 400, noise: float = 0.15, hidden: int = 64) -> nn.Module:
+    """A small denoising autoencoder on population rows ``u`` (scaled to [0, 1]) (Vincent et al. 2008)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        dae = _DenoisingAutoencoder(u.shape[1], hidden)
+    data = torch.as_tensor(u, dtype=torch.float32)
+    opt = torch.optim.Adam(dae.parameters(), lr=3e-3)
+    for _ in range(steps):
+        idx = torch.randint(len(data), (min(64, len(data)),), generator=gen)
+        clean = data[idx]
+        noisy = clean + noise * torch.randn(clean.shape, generator=gen)
+        opt.zero_grad(set_to_none=True)
+        ((dae(noisy) - clean) ** 2).mean().backward()
+        opt.step()
+    dae.eval()
+    for p in dae.parameters():
+        p.requires_grad_(False)
+    return dae
+
+
+@dataclass
+class Inversion:
+    """Reconstructions of ``classes`` and how their optimisation ended."""
+
+    classes: np.ndarray
+    recon: np.ndarray  # [K, *row_shape]
+    confidence: np.ndarray  # target's p_c(recon_c)
+    steps: np.ndarray
+    stop: list[str]
+    seconds: float
+
+
+def _tv(x: torch.Tensor, image_shape: tuple[int, ...]) -> torch.Tensor:
+    img = x.reshape(len(x), *image_shape)
+    dv = (img[..., 1:, :] - img[..., :-1, :]).pow(2).flatten(1).mean(dim=1)
+    dh = (img[..., :, 1:] - img[..., :, :-1]).pow(2).flatten(1).mean(dim=1)
+    return dv + dh
+
+
+def invert(
+    module: nn.Module,
+    classes: Sequence[int],
+    starts: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    *,
+    steps: int = 300,
+    lr: float = 0.05,
+    confidence_target: float = 1.0,
+    patience: int = 50,
+    tv: float = 0.0,
+    image_shape: tuple[int, ...] | None = None,
+    prior: nn.Module | None = None,
+    prior_weight: float = 1.0,
+) -> Inversion:
+    """Optimise one input per entry of ``classes``, all in one batch; see the module docstring.
+
+    Args:
+        module: the target, returning logits for a batch shaped like ``starts``.
+        classes: the class of each input to optimise (a class may repeat, for restarts).
+        starts: the starting inputs, [len(classes), *row shape of the audit data].
+        lo, hi: the data range (broadcastable to one row); iterates are clipped to it.
+    """
+    t0 = time.perf_counter()
+    cls = torch.as_tensor(np.asarray(classes), dtype=torch.long)
+    K = len(cls)
+    row = starts.shape[1:]
+    lo_t = torch.as_tensor(np.broadcast_to(lo, row).copy(), dtype=torch.float32)
+    hi_t = torch.as_tensor(np.broadcast_to(hi, row).copy(), dtype=torch.float32)
+    width = torch.clamp(hi_t - lo_t, min=1e-12)
+    x = torch.as_tensor(np.asarray(starts), dtype=torch.float32).clone().requires_grad_(True)
+    opt = torch.optim.Adam([x], lr=lr)
+    best_j = torch.full((K,), math.inf)
+    best_x = x.detach().clone()
+    best_p = torch.zeros(K)
+    since = torch.zeros(K, dtype=torch.long)
+    active = torch.ones(K, dtype=torch.bool)
+    n_steps = torch.zeros(K, dtype=torch.long)
+    stop = ["max steps"] * K
+    was_training = module.training
+    module.eval()
+    rows = torch.arange(K)
+    try:
+        for step in range(steps + 1):
+            out = module(x)
+            if isinstance(out, (tuple, list)):
+                out = out[0]
+            logp = torch.log_softmax(out, dim=1)[rows, cls]
+            u = ((x - lo_t) / width).flatten(1)
+            others = out.masked_fill(torch.nn.functional.one_hot(cls, out.shape[1]).bool(), -math.inf)
+            j = -(out[rows, cls] - torch.logsumexp(others, dim=1))  # −log(p_c / (1 − p_c)): does not saturate
+            if tv > 0 and image_shape is not None:
+                j = j + tv * _tv(u, image_shape)
+            if prior is not None and prior_weight > 0:
+                j = j + prior_weight * (prior(u) - u).pow(2).mean(dim=1)
+            with torch.no_grad():
+                p = logp.exp()
+                tol = 1e-4 * torch.where(torch.isfinite(best_j), best_j.abs(), torch.zeros_like(best_j)).clamp(min=1e-3)
+                better = active & (torch.isinf(best_j) | (j.detach() < best_j - tol))
+                best_j = torch.where(better, j.detach(), best_j)
+                best_x[better] = x.detach()[better]
+                best_p = torch.where(better, p, best_p)
+                since = torch.where(better, torch.zeros_like(since), since + 1)
+                n_steps[active] = step
+                reached = p >= confidence_target if confidence_target < 1.0 else torch.zeros_like(active)
+                for i in torch.nonzero(active & reached).flatten().tolist():
+                    active[i], stop[i] = False, "confidence target"
+                    best_x[i], best_p[i] = x.detach()[i], p[i]
+                for i in torch.nonzero(active & (since >= patience)).flatten().tolist():
+                    active[i], stop[i] = False, "no improvement"
+            if not active.any() or step == steps:
+                break
+            frozen = x.detach().clone()
+            # gradient with respect to the input only: the target's parameters get no .grad
+            (x.grad,) = torch.autograd.grad(j[active].sum(), [x])
+            opt.step()
+            with torch.no_grad():
+                x.copy_(torch.maximum(torch.minimum(x, hi_t), lo_t))
+                x[~active] = frozen[~active]
+    finally:
+        module.train(was_training)
+    return Inversion(np.asarray(classes), best_x.numpy(), best_p.numpy().astype(float), n_steps.numpy(), stop, time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------- the attack
+
+
+def _resolve_image_shape(option: Any, ctx: AttackContext) -> tuple[tuple[int, ...] | None, str | None]:
+    """The image shape of one audit row (or None for tabular data), and a note on how it was chosen."""
+    row = ctx.x.shape[1:]
+    d = int(np.prod(row))
+    if option in (None, "none", False):
+        return None, None
+    if option != "auto":
+        shape = tuple(int(v) for v in option)
+        if int(np.prod(shape)) != d or len(shape) not in (2, 3):
+            raise AttackSkipped(f"option image_shape {list(shape)} does not fit audit rows of {d} features")
+        return shape, None
+    declared = ctx.recipe.extra.get("image_shape") if ctx.recipe is not None else None
+    if declared is not None:
+        return tuple(int(v) for v in declared), "image shape from the recipe's extra['image_shape']"
+    if len(row) in (2, 3):
+        return tuple(int(v) for v in row), None
+    side = int(round(math.sqrt(d)))
+    binary = np.isin(ctx.x, (0.0, 1.0)).all()
+    if len(row) == 1 and side * side == d and d >= 36 and not binary:
+        return (side, side), f"treated as {side}x{side} images (auto: {d} non-binary features, a perfect square); set image_shape: none for tabular data"
+    return None, None
+
+
+class InversionAttack(Attack):
+    """Model inversion with a measured similarity (Fredrikson, Jha & Ristenpart 2015).
+
+    Options:
+        steps: largest number of optimisation steps per class.
+        lr: Adam learning rate, in units of the data range.
+        confidence_target: stop a class when the target's confidence in it reaches this.
+        patience: stop a class after this many steps without improvement.
+        tv: weight of the total-variation term for images (``auto``: 0.05 for images, 0 for tables).
+        prior: ``auto`` (a denoising autoencoder when population data is available), ``dae`` or ``none``.
+        prior_weight: weight of the autoencoder term.
+        image_shape: ``auto``, ``none`` or an explicit ``[H, W]`` / ``[C, H, W]``.
+        measure: similarity that decides the metric: ``auto`` (SSIM for images, cosine otherwise), ``cosine`` or ``ssim``.
+    """
+
+    name = "inversion"
+    threat_model = "white-box"
+
+    def __init__(
+        self,
+        steps: int = 300,
+        lr: float = 0.05,
+        confidence_target: float = 1.0,
+        patience: int = 50,
+        tv: float | str = "auto",
+        prior: str = "auto",
+        prior_weight: float = 1.0,
+        image_shape: Any = "auto",
+        measure: str = "auto",
+        restarts: int = 1,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise ValueError(f"option steps must be a positive integer, got {steps!r}")
+        if not isinstance(patience, int) or isinstance(patience, bool) or patience < 1:
+            raise ValueError(f"option patience must be a positive integer, got {patience!r}")
+        if not (isinstance(lr, (int, float)) and lr > 0):
+            raise ValueError(f"option lr must be positive, got {lr!r}")
+        if not (isinstance(confidence_target, (int, float)) and 0 < confidence_target <= 1):
+            raise ValueError(f"option confidence_target must be in (0, 1], got {confidence_target!r}")
+        if not (tv == "auto" or (isinstance(tv, (int, float)) and tv >= 0)):
+            raise ValueError(f"option tv must be 'auto' or a non-negative number, got {tv!r}")
+        if prior not in ("auto", "dae", "none"):
+            raise ValueError(f"option prior must be 'auto', 'dae' or 'none', got {prior!r}")
+        if not (isinstance(prior_weight, (int, float)) and prior_weight >= 0):
+            raise ValueError(f"option prior_weight must be non-negative, got {prior_weight!r}")
+        if not (image_shape in ("auto", "none", None) or (isinstance(image_shape, (list, tuple)) and all(isinstance(v, int) and v > 0 for v in image_shape))):
+            raise ValueError(f"option image_shape must be 'auto', 'none' or a list like [8, 8], got {image_shape!r}")
+        if not isinstance(restarts, int) or isinstance(restarts, bool) or not 1 <= restarts <= 64:
+            raise ValueError(f"option restarts must be an integer between 1 and 64, got {restarts!r}")
+        if measure not in _MEASURES:
+            raise ValueError(f"option measure must be one of {', '.join(_MEASURES)}, got {measure!r}")
+        self.options = {
+            "steps": steps, "lr": float(lr), "confidence_target": float(confidence_target), "patience": patience,
+            "tv": tv, "prior": prior, "prior_weight": float(prior_weight),
+            "image_shape": list(image_shape) if isinstance(image_shape, (list, tuple)) else image_shape, "measure": measure,
+            "restarts": restarts,
+        }
+
+    def run(self, ctx: AttackContext) -> AttackResult:
+        t0 = time.perf_counter()
+        module = ctx.target.module
+        if module is None:
+            raise AttackSkipped("the target exposes no torch module, so its inputs cannot be optimised")
+        o = self.options
+        notes: list[str] = []
+        image_shape, note = _resolve_image_shape(o["image_shape"], ctx)
+        if note:
+            notes.append(note)
+        pop = ctx.population
+        known = pop.x if pop is not None else ctx.x
+        # the attacker's knowledge: the data range and a typical input come from population data;
+        # without it, only the range (domain knowledge) is taken from the audit data
+        lo, hi = known.min(axis=0), known.max(axis=0)
+        centre_start = pop.x.mean(axis=0) if pop is not None else (lo + hi) / 2
+        if pop is None:
+            notes.append("no population data: inversion starts from the middle of the audit data's range, with no prior")
+        prior = None
+        want_prior = o["prior"] == "dae" or (o["prior"] == "auto" and pop is not None and len(pop) >= MIN_PRIOR_ROWS)
+        if want_prior:
+            if pop is None or len(pop) < MIN_PRIOR_ROWS:
+                raise AttackSkipped(f"prior 'dae' is trained on population data and needs at least {MIN_PRIOR_ROWS} population rows")
+            width = np.maximum(hi - lo, 1e-12)
+            prior = train_prior(((pop.x - lo) / width).reshape(len(pop), -1), seed=ctx.seed)
+        tv = (0.05 if image_shape is not None else 0.0) if o["tv"] == "auto" else float(o["tv"])
+        n_classes = int(ctx.target.predict_proba(ctx.x[:1]).shape[1])
+        R = o["restarts"]
+        classes = np.tile(np.arange(n_classes), R)  # restart r of class c is row r·K + c
+        rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0x1A7]))
+        starts = np.repeat(centre_start[None], len(classes), axis=0)
+        noise = rng.normal(size=starts[n_classes:].shape) * 0.25 * (hi - lo)
+        starts[n_classes:] = np.clip(starts[n_classes:] + noise, lo, hi)
+        inv = invert(
+            module, classes, starts.astype(np.float32), lo, hi,
+            steps=o["steps"], lr=o["lr"], confidence_target=o["confidence_target"], patience=o["patience"],
+            tv=tv, image_shape=image_shape, prior=prior, prior_weight=o["prior_weight"],
+        )
+        centre = (pop.x if pop is not None else ctx.x).mean(axis=0)
+        data_range = float(np.max(hi - lo))
+        sims: dict[str, np.ndarray] = {}
+        for r in range(R):  # an audit example's similarity to the closest reconstruction of its class
+            recon_of = inv.recon[r * n_classes + ctx.y]
+            per = {"cosine": cosine_to(recon_of, ctx.x, centre)}
+            if image_shape is not None:
+                shape = (len(ctx.x), *image_shape)
+                per["ssim"] = ssim(recon_of.reshape(shape), ctx.x.reshape(shape), data_range)
+            sims = per if not sims else {k: np.maximum(sims[k], v) for k, v in per.items()}
+        measure = o["measure"] if o["measure"] != "auto" else ("ssim" if image_shape is not None else "cosine")
+        if measure not in sims:
+            raise AttackSkipped("measure 'ssim' needs image data (set image_shape)")
+        estimate = ReconstructionSimilarity(
+            similarity=sims[measure], groups=np.asarray(ctx.y), measure=measure,
+            secondary={k: v for k, v in sims.items() if k != measure},
+        )
+        artefacts = {"reconstructions.csv": csv_bytes(classes, inv.confidence, inv.recon)}
+        if image_shape is not None:
+            grid = image_grid(inv.recon.reshape(len(classes), *image_shape), float(np.min(lo)), float(np.max(hi)), columns=n_classes)
+            artefacts["reconstructions.png"] = png_bytes(grid)
+        extras = {
+            "estimates": {"similarity": estimate},
+            "artefacts": artefacts,
+            "measure": measure,
+            "image_shape": list(image_shape) if image_shape is not None else None,
+            "prior": "dae" if prior is not None else "none",
+            "tv": tv,
+            "seconds_per_class": round(inv.seconds / n_classes, 4),
+            "restarts": R,
+            "per_class": [
+                {"class": int(c), "restart": i // n_classes, "confidence": round(float(p), 6), "steps": int(s), "stop": why}
+                for i, (c, p, s, why) in enumerate(zip(classes, inv.confidence, inv.steps, inv.stop))
+            ],
+        }
+        return AttackResult(
+            attack=self.name,
+            threat_model=self.threat_model,
+            scores=np.asarray(sims[measure], dtype=float),
+            seconds=time.perf_counter() - t0,
+            groups=np.asarray(ctx.y),
+            options=dict(o),
+            notes=notes,
+            extras=extras,
+        )

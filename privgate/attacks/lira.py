@@ -1,0 +1,126 @@
+"""LiRA, the likelihood-ratio attack (Carlini, Chien, Nasr, Song, Terzis & Tramèr 2022, arXiv 2112.03570).
+
+For each audit example (x, y) the attack looks at the logit-scaled confidence
+φ(x) = log(p_y(x) / (1 − p_y(x))), which is close to Gaussian across models
+trained with and without x. Reference models from the recipe
+(:mod:`privgate.attacks.reference`) give, per example, the φ values of the
+models that trained on x (IN) and of those that did not (OUT):
+
+* **online**: fit N(μ_in(x), σ_in²) and N(μ_out(x), σ_out²) and score the
+  target's φ by the log likelihood ratio
+  log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²);
+* **offline**: OUT models only, a one-sided test: score = (φ − μ_out(x)) / σ_out,
+  a monotone transform of the paper's 1 − Pr[Z > φ], Z ~ N(μ_out, σ_out²).
+
+With few reference models a per-example variance is noisy; the paper's
+*fixed-variance* variant shares one σ_in and one σ_out across all examples
+(here: the pooled within-example variances). ``fixed_variance: auto`` uses it
+below 64 models (32 per side), where the paper finds it stronger. The attack
+makes one query per example (no augmentations).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from privgate.attacks.base import Attack, AttackContext, AttackResult
+from privgate.attacks.reference import build_references, check_models, cost_notes, logit_confidence
+
+#: Below this many models, ``fixed_variance: auto`` shares one variance across examples.
+PER_EXAMPLE_MIN_MODELS = 64
+
+
+def _gaussian(phi: np.ndarray, use: np.ndarray, fixed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per-example mean and standard deviation of ``phi[K, n]`` over the models where ``use``."""
+    cnt = use.sum(axis=0)
+    mu = np.where(use, phi, 0.0).sum(axis=0) / np.maximum(cnt, 1)
+    sq = np.where(use, (phi - mu) ** 2, 0.0)
+    dof = np.maximum(cnt - 1, 0)
+    pooled = sq.sum() / max(int(dof.sum()), 1)
+    if fixed:
+        var = np.full(phi.shape[1], pooled)
+    else:
+        var = np.where(dof > 0, sq.sum(axis=0) / np.maximum(dof, 1), pooled)
+        var = np.maximum(var, 1e-2 * pooled)  # one degenerate example must not dominate the ranking
+    return mu, np.sqrt(np.maximum(var, 1e-12))
+
+
+def lira_scores(phi_target: np.ndarray, phi_ref: np.ndarray, inside: np.ndarray, *, online: bool, fixed_variance: bool) -> np.ndarray:
+    """LiRA membership scores (higher = more likely a member).
+
+    Args:
+        phi_target: ``[n]`` the target's logit-scaled confidences.
+        phi_ref: ``[K, n]`` the reference models' logit-scaled confidences.
+        inside: ``[K, n]`` whether example i was in model k's training set.
+        online: use IN and OUT models (likelihood ratio) or OUT only (one-sided test).
+        fixed_variance: one variance per side for all examples.
+    """
+    mu_out, sd_out = _gaussian(phi_ref, ~inside, fixed_variance)
+    if not online:
+        return (phi_target - mu_out) / sd_out
+    mu_in, sd_in = _gaussian(phi_ref, inside, fixed_variance)
+
+    def logpdf(v: np.ndarray, mu: np.ndarray, sd: np.ndarray) -> np.ndarray:
+        return -0.5 * ((v - mu) / sd) ** 2 - np.log(sd)
+
+    return logpdf(phi_target, mu_in, sd_in) - logpdf(phi_target, mu_out, sd_out)
+
+
+class LiRAAttack(Attack):
+    """Likelihood-ratio attack, online or offline (Carlini et al. 2022, arXiv 2112.03570).
+
+    Options:
+        models: reference models to train (≥ 4; each example is IN for half of them).
+        offline: use only the models that did not train on each example.
+        fixed_variance: ``true``, ``false`` or ``auto`` (fixed below 64 models).
+    """
+
+    name = "lira"
+    threat_model = "black-box"
+    needs_recipe = True
+
+    def __init__(self, models: int = 16, offline: bool = False, fixed_variance: bool | str = "auto", **options: Any) -> None:
+        super().__init__(**options)
+        check_models(models, 4)
+        if not isinstance(offline, bool):
+            raise TypeError("option offline must be true or false")
+        if fixed_variance not in (True, False, "auto"):
+            raise ValueError(f"option fixed_variance must be true, false or auto, got {fixed_variance!r}")
+        if fixed_variance is False and models < 8:
+            raise ValueError(f"per-example variances (fixed_variance: false) need at least 8 models (4 per side), got {models}")
+        self.options = {"models": models, "offline": offline, "fixed_variance": fixed_variance}
+
+    def run(self, ctx: AttackContext) -> AttackResult:
+        start = time.perf_counter()
+        k = self.options["models"]
+        refs = build_references(ctx, k, attack=self.name)
+        fv = self.options["fixed_variance"]
+        fixed = k < PER_EXAMPLE_MIN_MODELS if fv == "auto" else bool(fv)
+        online = not self.options["offline"]
+        scores = lira_scores(
+            logit_confidence(ctx.log_proba, ctx.y),
+            logit_confidence(refs.log_proba, ctx.y),
+            refs.inside,
+            online=online,
+            fixed_variance=fixed,
+        )
+        notes = cost_notes(refs) + [
+            f"{'online' if online else 'offline'} LiRA with {'one shared' if fixed else 'per-example'} variance; "
+            f"{k // 2} IN and {k - k // 2} OUT models per example"
+        ]
+        return AttackResult(
+            attack=self.name,
+            threat_model=self.threat_model,
+            scores=scores,
+            seconds=time.perf_counter() - start,
+            models_trained=refs.ensemble.trained,
+            options=dict(self.options),
+            notes=notes,
+            extras={"reference_models": k, "models_from_cache": refs.ensemble.cached, "engine": refs.ensemble.mode, "fixed_variance": fixed},
+        )
+
+
+ATTACKS: tuple[type[Attack], ...] = (LiRAAttack,)

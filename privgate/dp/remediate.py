@@ -1,0 +1,620 @@
+"""The ε search: retrain a failing model with DP-SGD at decreasing ε until the policy passes.
+
+The procedure (seed thesis 003, ch. 6: start DP-SGD at ε = 50 and lower ε step
+by step while the attack still succeeds; tuning after Ponomareva et al. 2023,
+arXiv 2303.00654):
+
+1. Audit the original model. If it passes, nothing is retrained.
+2. Fix the DP-SGD settings once: epochs and logical batch size (the policy's,
+   else the recipe's), δ (``auto`` = 1/(10·N) for N training rows, below the
+   1/N that would allow releasing one whole record), the clip norm (a number,
+   or ``auto``: :func:`~privgate.dp.train.search_clip_norm`).
+3. For each ε of the schedule the strategy picks, train from scratch with
+   DP-SGD (:func:`~privgate.dp.train.train_dp`), re-run the policy's attacks on
+   the new model with the DP recipe as the recipe — so reference-model attacks
+   (LiRA, RMIA, shadow models) train their reference models with the same
+   clipping, noise, sampling rate and epochs as the target now is — and
+   measure utility.
+4. A candidate is *accepted* when no check fails, no check is undecided (point
+   estimate within the threshold but the upper bound over it) and utility is at
+   or above the floor. Checks the audit data cannot resolve at all (e.g. TPR at
+   FPR 0.001 with fewer than 1000 non-members per split, or an attack that did
+   not run) stay ``inconclusive`` — no amount of noise resolves them — so an
+   accepted model with such a check is reported ``inconclusive``, never ``pass``.
+
+Strategies (both assume leakage falls and utility falls as ε falls):
+
+* ``ladder`` walks the schedule from the largest ε down and stops at the first
+  accepted ε, or as soon as utility falls below the floor (every smaller ε
+  would be worse).
+* ``bisect`` binary-searches the schedule for the largest ε whose checks pass:
+  ⌈log₂(n+1)⌉ trainings instead of up to n; it stops early when a probe fails
+  both the checks and the floor.
+
+Utility is accuracy on held-out data: the **population** when the audit has one
+(rows neither the target nor any DP candidate trains on, and that no attack
+calibrates a threshold on), else the **non-members** (never trained on; the
+attacks only read them, so measuring accuracy there biases neither number).
+The floor is decided on the point estimate; its Clopper-Pearson interval is
+reported. The same rows also pick the ε, so the reported utility of the chosen
+model is slightly optimistic — the price of not holding out a third set.
+
+Choosing ε by attacking several candidates on the same members is itself a
+data-dependent selection that the chosen model's (ε, δ) guarantee does not
+cover (hyper-parameter selection leaks: Papernot & Steinke 2022, arXiv
+2110.03620; Liu & Talwar 2019, arXiv 1811.07971). The report says so and counts
+every training, so the selection can be accounted for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import os
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from privgate import stats
+from privgate.data import AuditData, Dataset
+from privgate.dp.train import DPRecipe, DPSettings, DPTraining, _fresh, probe_private_training, search_clip_norm, train_dp
+from privgate.errors import PolicyError, PrivgateError, RecipeError
+from privgate.gate import Progress, audit
+from privgate.policy import Policy, Utility
+from privgate.recipe import Recipe
+from privgate.report.model import CheckResult, Report
+from privgate.target import Target
+
+RowCallback = Callable[[dict[str, Any]], None]
+
+SELECTION_STATEMENT = (
+    "Choosing ε by repeatedly attacking candidate models on the same audit data is itself a data-dependent "
+    "choice: it leaks a little information about the members that the chosen model's (ε, δ) guarantee does "
+    "not cover (Papernot & Steinke 2022, arXiv 2110.03620). The guarantee holds for one DP-SGD run at a fixed "
+    "ε; {n} DP-SGD training(s) of the target and {c} noise-free clip-norm run(s) were made on the members to "
+    "reach this choice, recorded here so the selection can be accounted for."
+)
+
+
+# --------------------------------------------------------------------------- utility
+
+
+@dataclass(frozen=True)
+class UtilityData:
+    """The held-out rows utility is measured on, and where they come from."""
+
+    x: np.ndarray
+    y: np.ndarray
+    source: str
+
+
+def utility_data(data: AuditData) -> UtilityData:
+    """The population when there is one, else the non-members (see the module docstring)."""
+    if data.population is not None:
+        return UtilityData(data.population.x, data.population.y, f"population ({len(data.population)} rows, {data.population.source})")
+    return UtilityData(data.nonmembers.x, data.nonmembers.y, f"non-members ({len(data.nonmembers)} rows, {data.nonmembers.source}; no population given)")
+
+
+def measure_utility(model: Any, held_out: UtilityData, confidence: float) -> tuple[float, list[float]]:
+    """Accuracy on the held-out rows with its Clopper-Pearson interval (Clopper & Pearson 1934)."""
+    target = model if isinstance(model, Target) else Target(model, fmt="module")
+    correct = int(np.sum(target.predict(held_out.x) == held_out.y))
+    n = len(held_out.y)
+    lo, hi = stats.clopper_pearson(correct, n, confidence)
+    return correct / n, [lo, hi]
+
+
+def utility_floor(policy: Utility | None, original: float) -> tuple[float | None, str]:
+    """The floor utility must stay at or above, and the rule that set it."""
+    if policy is None or (policy.min is None and policy.max_drop is None):
+        return None, "no utility floor in the policy"
+    floors: list[tuple[float, str]] = []
+    if policy.min is not None:
+        floors.append((policy.min, f"min {policy.min:g}"))
+    if policy.max_drop is not None:
+        if policy.relative:
+            floors.append((original * (1 - policy.max_drop), f"at most {policy.max_drop:.0%} below the original {original:.4f} (relative)"))
+        else:
+            floors.append((original - policy.max_drop, f"at most {policy.max_drop:g} below the original {original:.4f}"))
+    value, rule = max(floors)
+    return max(0.0, value), rule + (" (the stricter of " + " and ".join(r for _, r in floors) + ")" if len(floors) > 1 else "")
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+def privacy_status(checks: list[CheckResult]) -> str:
+    """``fail`` if a check fails; ``undecided`` if one is inconclusive with a measured value
+    (more noise can resolve it); else ``pass`` — checks the data cannot resolve at all
+    (no value) do not block, and keep the verdict ``inconclusive``."""
+    if any(c.status == "fail" for c in checks):
+        return "fail"
+    if any(c.status == "inconclusive" and c.value is not None for c in checks):
+        return "undecided"
+    return "pass"
+
+
+def unresolvable(checks: list[CheckResult]) -> list[CheckResult]:
+    """Checks no retraining can decide: inconclusive without a value (too little data, attack unavailable)."""
+    return [c for c in checks if c.status == "inconclusive" and c.value is None]
+
+
+@dataclass
+class Candidate:
+    """One DP-SGD retraining and what the re-audit found."""
+
+    epsilon: float
+    model: nn.Module
+    recipe: DPRecipe
+    training: DPTraining
+    report: Report
+    utility: float
+    utility_ci: list[float]
+    floor: float | None
+
+    @property
+    def utility_ok(self) -> bool:
+        return self.floor is None or self.utility >= self.floor
+
+    @property
+    def privacy(self) -> str:
+        return privacy_status(self.report.checks)
+
+    @property
+    def accepted(self) -> bool:
+        return self.privacy == "pass" and self.utility_ok
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "epsilon": self.epsilon,
+            "utility": round(self.utility, 6),
+            "utility_ci": [round(v, 6) for v in self.utility_ci],
+            "utility_ok": self.utility_ok,
+            "checks": [{"id": c.id, "value": c.value, "ci": c.ci, "status": c.status} for c in self.report.checks],
+            "privacy": self.privacy,
+            "verdict": self.report.verdict,
+            "accepted": self.accepted,
+            "training": self.training.to_dict(),
+            "audit_seconds": self.report.duration_s,
+        }
+
+
+@dataclass
+class Outcome:
+    """What :func:`remediate` decided: the report to hand back and, when hardened, the model."""
+
+    report: Report
+    status: str  # not_needed | cannot_help | hardened | no_epsilon
+    model: nn.Module | None = None
+    recipe: DPRecipe | None = None
+    candidate: Candidate | None = None
+    candidates: list[Candidate] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return self.report.exit_code
+
+
+def _first_problem(c: Candidate) -> CheckResult | None:
+    return next((x for x in c.report.checks if x.status == "fail"), None) or next(
+        (x for x in c.report.checks if x.status == "inconclusive" and x.value is not None), None
+    )
+
+
+def _describe_check(c: CheckResult) -> str:
+    value = "n/a" if c.value is None else f"{c.value:.3g}"
+    return f"check '{c.id}' is {c.status} ({c.metric} {value}, max {c.threshold:g})"
+
+
+def _search(evaluate: Callable[[int], Candidate], n: int, strategy: str) -> tuple[Candidate | None, str | None, str | None]:
+    """(accepted candidate, what broke first — 'utility' | 'privacy', reason) for a schedule of n ε."""
+    tried: dict[int, Candidate] = {}
+
+    def at(i: int) -> Candidate:
+        if i not in tried:
+            tried[i] = evaluate(i)
+        return tried[i]
+
+    if strategy == "ladder":
+        for i in range(n):
+            c = at(i)
+            if c.accepted:
+                return c, None, None
+            if not c.utility_ok:
+                return None, "utility", _utility_reason(c)
+        return None, "privacy", _privacy_reason(at(n - 1))
+    lo, hi = 0, n  # smallest index whose checks pass lies in [lo, hi]; n = none
+    while lo < hi:
+        mid = (lo + hi) // 2
+        c = at(mid)
+        if c.privacy == "pass":
+            hi = mid
+        else:
+            if not c.utility_ok:  # the answer lies at a smaller ε, whose utility is lower still
+                return None, "utility", _utility_reason(c)
+            lo = mid + 1
+    if lo == n:
+        return None, "privacy", _privacy_reason(at(n - 1))
+    c = at(lo)
+    if c.accepted:
+        return c, None, None
+    return None, "utility", _utility_reason(c)
+
+
+def _utility_reason(c: Candidate) -> str:
+    problem = _first_problem(c)
+    tail = f", while {_describe_check(problem)}" if problem else " (its checks pass, but every smaller ε would lose more utility)"
+    return f"the utility floor broke first: at ε = {c.epsilon:g} utility is {c.utility:.4f}, below the floor {c.floor:.4f}{tail}"
+
+
+def _privacy_reason(c: Candidate) -> str:
+    problem = _first_problem(c)
+    what = _describe_check(problem) if problem else "a check does not pass"
+    return f"no ε in the schedule passes the checks: even at the smallest, ε = {c.epsilon:g}, {what}"
+
+
+# --------------------------------------------------------------------------- the search
+
+
+def settings_for(policy: Policy, recipe: Recipe, n_train: int) -> DPSettings:
+    """DP-SGD settings from the policy's ``remediation`` section and the recipe (clip 'auto' resolved later)."""
+    rem = policy.remediation
+    delta = 1.0 / (10.0 * n_train) if rem.delta == "auto" else float(rem.delta)
+    clip = 1.0 if rem.max_grad_norm == "auto" else float(rem.max_grad_norm)
+    return DPSettings(
+        epochs=rem.epochs or recipe.epochs,
+        batch_size=rem.batch_size or recipe.batch_size,
+        max_grad_norm=clip,
+        delta=delta,
+        accountant=rem.accountant,
+        max_physical_batch_size=rem.max_physical_batch_size,
+    )
+
+
+def check_can_remediate(policy: Policy, recipe: Recipe | None, seed: int = 0, probe: Dataset | None = None) -> None:
+    """Bad input, found before any audit: remediation not allowed, no recipe, or a model Opacus cannot train
+    (with ``probe`` rows: per-example gradients are computed on a few of them)."""
+    if not policy.remediation.enabled:
+        raise PolicyError(
+            f"policy '{policy.name}': remediation is not enabled (set 'remediation: {{enabled: true}}' in a copy of the policy to allow DP-SGD retraining)."
+        )
+    if recipe is None:
+        raise RecipeError("remediation retrains the model with DP-SGD and needs its training recipe (--recipe module:attr, or 'recipe' in the config).")
+    if probe is not None:
+        probe_private_training(recipe, probe.x, probe.y, seed)
+    else:
+        _fresh(recipe, seed)  # raises RecipeError when Opacus cannot fix the model
+
+
+def remediate(
+    target: Target,
+    data: AuditData,
+    policy: Policy,
+    recipe: Recipe | None,
+    *,
+    seed: int = 0,
+    train: Dataset | None = None,
+    original: Report | None = None,
+    cache_dir: str | None = None,
+    progress: Progress | None = None,
+    on_row: RowCallback | None = None,
+    artefacts_dir: str | None = None,
+    memo: dict[float, Candidate] | None = None,
+    sweep: bool = False,
+) -> Outcome:
+    """Audit ``target``; if it fails, search the policy's ε schedule for a DP-SGD model that passes.
+
+    Args:
+        target: the model under audit (never modified, never trained further).
+        data: the audit data; utility is measured on its population, else its non-members.
+        policy: the policy, with its ``utility`` and ``remediation`` sections.
+        recipe: how the target was trained; DP-SGD retrains with its model
+            factory and optimiser, from scratch or its public pre-trained start.
+        seed: drives every training and every audit (same seed → same numbers).
+        train: the full training set (default: the audit's members).
+        original: the original model's report, when already computed.
+        cache_dir: reference-model cache for the attacks.
+        progress: one-line progress messages.
+        on_row: called with each ε's row as soon as it is decided.
+        artefacts_dir: attacks' files for the original model; each candidate's
+            go to a ``dp-eps-<ε>`` folder inside it.
+        memo: candidates by ε, reused instead of retraining (a benchmark
+            comparing strategies on the same settings); filled as it goes.
+        sweep: after the search, also train and audit every other ε of the
+            schedule, for the full ε–utility–attack table. The choice and the
+            ``trainings`` count (what the strategy needed) are unchanged.
+
+    Returns:
+        An :class:`Outcome` whose report carries the ``remediation`` section.
+
+    Raises:
+        PolicyError: the policy does not allow remediation.
+        RecipeError: no recipe, or one Opacus cannot make private.
+    """
+    check_can_remediate(policy, recipe, seed, probe=train or data.members)
+    assert recipe is not None
+    t0 = time.perf_counter()
+    say = progress or (lambda _msg: None)
+    original = original or audit(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir)
+    held_out = utility_data(data)
+    orig_utility, orig_ci = measure_utility(target, held_out, policy.confidence)
+    floor, floor_rule = utility_floor(policy.utility, orig_utility)
+    train = train or data.members
+    rem = policy.remediation
+    section: dict[str, Any] = {
+        "strategy": rem.strategy,
+        "schedule": list(rem.epsilons),
+        "original": {
+            "verdict": original.verdict,
+            "utility": round(orig_utility, 6),
+            "utility_ci": [round(v, 6) for v in orig_ci],
+            "checks": [{"id": c.id, "value": c.value, "status": c.status} for c in original.checks],
+        },
+        "utility": {"metric": "accuracy", "data": held_out.source, "floor": None if floor is None else round(floor, 6), "rule": floor_rule},
+        "trainings": 0,
+        "clip_search_trainings": 0,
+        "chosen_epsilon": None,
+        "rows": [],
+    }
+    if original.verdict == "pass":
+        section.update(status="not_needed", reason="the original model passes the policy; nothing was retrained")
+        return Outcome(_with_section(original, section, t0), "not_needed")
+    if privacy_status(original.checks) == "pass":  # inconclusive only for reasons no retraining changes
+        blocked = unresolvable(original.checks)
+        section.update(
+            status="cannot_help",
+            reason="nothing fails; the inconclusive check(s) cannot be decided on this data whatever the model "
+            f"({'; '.join(f'{c.id}: {c.reason}' for c in blocked)}), so retraining would not change the verdict",
+        )
+        return Outcome(_with_section(original, section, t0), "cannot_help")
+
+    settings = settings_for(policy, recipe, len(train))
+    clip_rows: list[dict[str, Any]] = []
+    if rem.max_grad_norm == "auto":
+        say("choosing the clip norm (noise-free runs at C = 10^k)")
+        brief = max(1, math.ceil(settings.epochs / 3))
+        clip, clip_rows = search_clip_norm(recipe, train.x, train.y, seed, settings, epochs=brief)
+        settings = settings.with_clip(clip)
+    section["settings"] = {
+        "epochs": settings.epochs,
+        "batch_size": settings.batch_size,
+        "max_grad_norm": settings.max_grad_norm,
+        "max_grad_norm_mode": "auto" if rem.max_grad_norm == "auto" else "fixed",
+        "clip_search": clip_rows,
+        "delta": settings.delta,
+        "delta_rule": "auto: 1/(10·N)" if rem.delta == "auto" else "policy",
+        "accountant": settings.accountant,
+        "max_physical_batch_size": settings.max_physical_batch_size,
+        "n_train": len(train),
+        "start": f"public pre-trained weights {recipe.pretrained}" if recipe.pretrained else "fresh initialisation (never the audited checkpoint)",
+    }
+    section["clip_search_trainings"] = len(clip_rows)
+    candidates: list[Candidate] = []
+    memo = {} if memo is None else memo
+    searching = True
+
+    def evaluate(i: int) -> Candidate:
+        eps = float(rem.epsilons[i])
+        if eps not in memo:
+            say(f"DP-SGD at ε = {eps:g} ({len(candidates) + 1})")
+            model, record = train_dp(recipe, train.x, train.y, seed, settings=settings, target_epsilon=eps)
+            dp_recipe = DPRecipe.from_training(recipe, record, settings)
+            dp_target = Target(model, source=f"<DP-SGD ε={eps:g}>", fmt="module", extra={"dp": record.to_dict()})
+            artefacts = str(Path(artefacts_dir) / f"dp-eps-{eps:g}") if artefacts_dir else None
+            report = audit(dp_target, data, policy, recipe=dp_recipe, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts)
+            util, util_ci = measure_utility(dp_target, held_out, policy.confidence)
+            memo[eps] = Candidate(eps, model, dp_recipe, record, report, util, util_ci, floor)
+        cand = memo[eps]
+        candidates.append(cand)
+        row = {**cand.row(), "in_search": searching}
+        section["rows"].append(row)
+        if on_row:
+            on_row(row)
+        return cand
+
+    chosen, broke, reason = _search(evaluate, len(rem.epsilons), rem.strategy)
+    section["trainings"] = len(candidates)
+    if sweep:
+        searching = False
+        for i, eps in enumerate(rem.epsilons):
+            if all(c.epsilon != eps for c in candidates):
+                evaluate(i)
+    section["architecture_changes"] = candidates[0].training.architecture_changes if candidates else []
+    section["rows"].sort(key=lambda r: -r["epsilon"])
+    section["selection_leakage"] = SELECTION_STATEMENT.format(n=len(candidates), c=len(clip_rows))
+    if chosen is None:
+        section.update(status="no_epsilon", first_broken=broke, reason=reason)
+        report = _with_section(original, section, t0)
+        report = report.model_copy(update={"summary": f"{original.summary} — remediation: {reason}"})
+        return Outcome(report, "no_epsilon", candidates=candidates)
+    section.update(
+        status="hardened",
+        chosen_epsilon=chosen.epsilon,
+        chosen={
+            "epsilon": chosen.epsilon,
+            "epsilon_spent": chosen.training.to_dict()["epsilon"],
+            "utility": round(chosen.utility, 6),
+            **{k: v for k, v in chosen.training.to_dict().items() if k not in ("target_epsilon", "epsilon")},
+        },
+        reason=(
+            f"DP-SGD at ε = {chosen.epsilon:g} (δ = {settings.delta:.3g}) "
+            + ("passes every check" if chosen.report.verdict == "pass" else "passes every check the data can resolve")
+            + f" with utility {chosen.utility:.4f} (original {orig_utility:.4f}"
+            + (f", floor {floor:.4f})" if floor is not None else ")")
+        ),
+    )
+    report = _with_section(chosen.report, section, t0)
+    report = report.model_copy(update={"summary": f"{chosen.report.summary} — hardened: {section['reason']}; {len(candidates)} training(s)"})
+    return Outcome(report, "hardened", chosen.model, chosen.recipe, chosen, candidates)
+
+
+def _with_section(report: Report, section: dict[str, Any], t0: float) -> Report:
+    section["seconds"] = round(time.perf_counter() - t0, 3)
+    return report.model_copy(update={"remediation": section, "duration_s": round(report.duration_s + section["seconds"], 3)})
+
+
+# --------------------------------------------------------------------------- writing the model
+
+
+def default_output(model_path: str | Path) -> Path:
+    """``model.pt`` → ``model.hardened.pt`` next to the input."""
+    p = Path(model_path)
+    return p.with_name(f"{p.stem}.hardened.pt")
+
+
+def state_dict_path(output: str | Path) -> Path:
+    """Where the state_dict goes for a TorchScript output path: ``x.pt`` → ``x.state_dict.pt``."""
+    p = Path(output)
+    return p.with_name(f"{p.stem}.state_dict{p.suffix or '.pt'}")
+
+
+def _write_bytes_atomic(path: Path, payload: bytes) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return hashlib.sha256(payload).hexdigest()
+
+
+def save_hardened(model: nn.Module, output: str | Path, example: np.ndarray, protect: list[str | Path] = ()) -> dict[str, Any]:
+    """Write ``model`` as TorchScript at ``output`` and as a state_dict beside it, each atomically.
+
+    TorchScript loads without the recipe (``torch.jit.script``, or ``torch.jit.trace``
+    on ``example`` when scripting fails). The state_dict needs the recipe's
+    architecture *after* Opacus' fixes (the report lists them).
+
+    Raises:
+        PrivgateError: an output path is one of the ``protect`` paths (the inputs).
+    """
+    ts_path, sd_path = Path(output), state_dict_path(output)
+    guarded = {Path(p).resolve() for p in protect if p}
+    for p in (ts_path, sd_path):
+        if p.resolve() in guarded:
+            raise PrivgateError(f"{p}: the hardened model would overwrite an input; choose another --output-model.")
+    model = model.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit is deprecated in recent PyTorch, but is the portable format privgate loads
+        try:
+            scripted = torch.jit.script(model)
+            how = "script"
+        except Exception:
+            scripted = torch.jit.trace(model, torch.as_tensor(np.asarray(example[:2]), dtype=torch.float32))
+            how = "trace"
+        buf = io.BytesIO()
+        torch.jit.save(scripted, buf)
+    ts_sha = _write_bytes_atomic(ts_path, buf.getvalue())
+    buf = io.BytesIO()
+    torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, buf)
+    sd_sha = _write_bytes_atomic(sd_path, buf.getvalue())
+    return {"torchscript": str(ts_path), "torchscript_sha256": ts_sha, "torchscript_mode": how, "state_dict": str(sd_path), "state_dict_sha256": sd_sha}
+
+
+# --------------------------------------------------------------------------- the CLI's path
+
+
+def harden_paths(
+    model: str,
+    policy: str,
+    members: str,
+    nonmembers: str,
+    *,
+    population: str | None = None,
+    recipe: str | None = None,
+    seed: int = 0,
+    label_column: str = "label",
+    trust_checkpoint: bool = False,
+    cache_dir: str | None = None,
+    search_dirs: list[Path] | None = None,
+    progress: Progress | None = None,
+    output_model: str | None = None,
+    on_row: RowCallback | None = None,
+    artefacts_dir: str | None = None,
+) -> Report:
+    """``privgate check --remediate`` / ``privgate harden``: everything as strings, checked before any training.
+
+    Same arguments as :func:`privgate.api.audit_paths`, plus ``output_model``
+    (default ``<model>.hardened.pt`` next to the input; never the input itself)
+    and ``on_row`` (each ε's row as it is decided). The input checkpoint is
+    only read.
+    """
+    from privgate.api import as_recipe
+    from privgate.data import load_dataset
+    from privgate.policy import load_policy
+
+    pol = load_policy(policy)
+    rec = as_recipe(recipe, search_dirs)
+    check_can_remediate(pol, rec, seed)
+    out = Path(output_model) if output_model else default_output(model)
+    inputs = [model, policy, members, nonmembers, population]
+    protect = [p for p in inputs if p and Path(p).exists()]
+    for p in (out, state_dict_path(out)):
+        if p.resolve() in {Path(i).resolve() for i in protect}:
+            raise PrivgateError(f"{p}: the hardened model would overwrite an input; choose another --output-model.")
+    target = Target.load(model, recipe=rec, trust_checkpoint=trust_checkpoint)
+    base = (search_dirs or [Path.cwd()])[0]
+    train = load_dataset(members, "members", label_column, base)
+    check_can_remediate(pol, rec, seed, probe=train)
+    data = AuditData(
+        train,
+        load_dataset(nonmembers, "non-members", label_column, base),
+        load_dataset(population, "population", label_column, base) if population else None,
+        seed=seed,
+    )
+    outcome = remediate(
+        target, data, pol, rec, seed=seed, train=train, cache_dir=cache_dir, progress=progress, on_row=on_row, artefacts_dir=artefacts_dir
+    )
+    report = outcome.report
+    if outcome.status == "hardened" and outcome.model is not None:
+        written = save_hardened(outcome.model, out, train.x, protect)
+        section = dict(report.remediation or {})
+        section["output"] = written
+        section["input_sha256"] = target.sha256
+        dp = (outcome.candidate.training.to_dict() if outcome.candidate else {})
+        described = {
+            "path": written["torchscript"],
+            "format": "torchscript",
+            "sha256": written["torchscript_sha256"],
+            "white_box": True,
+            "parameters": sum(p.numel() for p in outcome.model.parameters()),
+            "state_dict": written["state_dict"],
+            "hardened_from": {"path": str(model), "sha256": target.sha256},
+            "dp": dp,
+        }
+        report = report.model_copy(update={"remediation": section, "target": described})
+    return report
+
+
+__all__ = [
+    "Candidate",
+    "Outcome",
+    "SELECTION_STATEMENT",
+    "UtilityData",
+    "check_can_remediate",
+    "default_output",
+    "harden_paths",
+    "measure_utility",
+    "privacy_status",
+    "remediate",
+    "save_hardened",
+    "settings_for",
+    "state_dict_path",
+    "unresolvable",
+    "utility_data",
+    "utility_floor",
+]

@@ -1,0 +1,632 @@
+"""Train K models of one recipe at once, each on its own subset with its own seed, and cache them.
+
+Reference-model attacks (shadow models, Shokri et al. 2017, arXiv 1610.05820;
+LiRA, Carlini et al. 2022, arXiv 2112.03570; RMIA, Zarifzadeh et al. 2024,
+arXiv 2312.03262) need many models "like the target". Training them one after
+another spends most of the time in per-step Python and optimiser overhead for
+the small models a CI job audits; this engine trains all K at once:
+
+* the K freshly built models are stacked (``torch.func.stack_module_state``);
+* one training step evaluates every model on its own mini-batch with
+  ``torch.func.vmap`` over ``torch.func.grad`` of a ``functional_call`` — the
+  K models' parameters, batches, labels and loss weights are the mapped axes;
+* the recipe's optimiser (Adam or SGD with momentum and L2 weight decay) is
+  applied functionally to the stacked parameters, with exactly the update rule
+  of ``torch.optim.Adam`` / ``torch.optim.SGD``.
+
+Model ``k`` is initialised and shuffled exactly as ``recipe.train(x[mask_k],
+y[mask_k], seed=seeds[k])`` would do it (same ``torch.manual_seed`` before
+building, same ``randperm`` generator per epoch, a smaller last batch weighted
+as its mean); models whose subsets need fewer steps per epoch sit out the extra
+steps unchanged. The results agree with the sequential loop up to float rounding
+of batched matrix products.
+
+Recipes the engine cannot replicate — a subclass that overrides
+:meth:`~privgate.recipe.Recipe.train` (DP-SGD training), a model with buffers
+(BatchNorm running statistics), or a model ``vmap`` cannot map — are trained by
+calling ``recipe.train`` once per model; :attr:`Ensemble.notes` says so.
+
+Cache: every trained model is stored under ``cache_dir`` keyed by a SHA-256 of
+the recipe (its fields, the class and factory names, the architecture and the
+state of a fresh build), the training data bytes, the model's membership mask
+and its seed. Entries are written to a temporary file and moved into place with
+``os.replace`` (an interrupted run leaves no half-written entry; a truncated or
+foreign file is treated as a miss and retrained). Concurrent runs on one cache
+(pytest-xdist) serialise training of the same ensemble with an ``fcntl`` lock,
+so the second run waits and then finds every model cached; without ``fcntl``
+concurrent writers produce identical files and ``os.replace`` keeps one.
+
+Threads: training runs with :func:`default_threads` torch threads (1 unless
+``$PRIVGATE_THREADS`` says otherwise) and restores the caller's setting after;
+see that function for why.
+
+Speed: the gain is the per-step overhead that K sequential loops pay K times.
+For a model whose step is already dominated by matrix products (the digits
+MLP) the floor is the K models' FLOPs; see ``benchmarks/ensemble_speed.py``
+and ``docs/attacks.md`` for measured ratios.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import io
+import math
+import os
+import re
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from privgate.errors import RecipeError
+from privgate.recipe import Recipe
+
+try:  # POSIX only; elsewhere concurrent runs rely on write-then-rename idempotence
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+#: Bumped when a change to the engine changes what a cached model would be.
+ENGINE_VERSION = 1
+
+#: Default cache folder (relative to the working directory) when none is given.
+DEFAULT_CACHE_DIR = ".privgate-cache"
+
+_ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_DEPTH = 0
+_THREADS_SAVED = 0
+
+
+def default_threads() -> int:
+    """Torch threads used while training: ``$PRIVGATE_THREADS``, else 1.
+
+    Training small models is a long chain of small parallel regions; on a
+    machine whose cores are shared (CI runners, pytest-xdist workers, other
+    jobs) every region waits for a descheduled thread, and measured here two
+    threads were 5-15× *slower* than one. One thread per process is the robust
+    default; set ``PRIVGATE_THREADS`` on a dedicated machine.
+    """
+    try:
+        return max(1, int(os.environ.get("PRIVGATE_THREADS", "1")))
+    except ValueError:
+        return 1
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``torch.set_num_threads(n)`` and restore the caller's setting after."""
+    global _THREADS_DEPTH, _THREADS_SAVED
+    if not n:
+        yield
+        return
+    with _THREADS_LOCK:
+        if _THREADS_DEPTH == 0:
+            _THREADS_SAVED = torch.get_num_threads()
+            torch.set_num_threads(int(n))
+        _THREADS_DEPTH += 1
+    try:
+        yield
+    finally:
+        with _THREADS_LOCK:
+            _THREADS_DEPTH -= 1
+            if _THREADS_DEPTH == 0:
+                torch.set_num_threads(_THREADS_SAVED)
+
+
+class _NotVectorisable(Exception):
+    """The vectorised engine cannot train this recipe; the message says why."""
+
+
+@dataclass
+class Ensemble:
+    """K trained models of one recipe.
+
+    Attributes:
+        recipe: the recipe they were trained with.
+        states: one ``state_dict`` per model.
+        masks: ``[K, n]`` booleans, row k = the training rows of model k.
+        seeds: the seed of each model.
+        trained: how many models this call trained (0 when all came from the cache).
+        cached: how many models came from the cache.
+        mode: ``"vectorised"``, ``"sequential"`` or ``"cache"`` (nothing trained).
+        seconds: wall time of the call.
+        notes: sentences for the report (fallbacks, cache problems).
+    """
+
+    recipe: Recipe
+    states: list[dict[str, torch.Tensor]]
+    masks: np.ndarray
+    seeds: list[int]
+    trained: int = 0
+    cached: int = 0
+    mode: str = "cache"
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def logits(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
+        """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad)."""
+        net = _build(self.recipe)
+        xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+        out = []
+        with torch.no_grad():
+            for state in self.states:
+                net.load_state_dict(state)
+                net.eval()
+                parts = [net(xt[i : i + batch]) for i in range(0, len(xt), batch)]
+                out.append(torch.cat(parts).double().numpy())
+        return np.stack(out)
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def model_seeds(seed: int, k: int) -> list[int]:
+    """Seed of reference model ``i`` for ``i < k``; model i's seed does not depend on k."""
+    return [int(np.random.SeedSequence([int(seed), 0x5EED, i]).generate_state(1)[0]) for i in range(k)]
+
+
+def paired_masks(n: int, k: int, seed: int) -> np.ndarray:
+    """``[k, n]`` training masks: models 2p and 2p+1 train on complementary random halves.
+
+    Every row is then IN for exactly half of an even number of models (the
+    balanced design of Carlini et al. 2022, arXiv 2112.03570, §IV), and the
+    masks for ``k`` models are the first rows of those for any larger ``k`` —
+    so an attack asking for 4 models reuses, from the cache, 4 of the 16 another
+    attack trained.
+    """
+    masks = np.zeros((k, n), dtype=bool)
+    for p in range((k + 1) // 2):
+        perm = np.random.default_rng(np.random.SeedSequence([int(seed), 0x3A5C, p])).permutation(n)
+        half = np.zeros(n, dtype=bool)
+        half[perm[: n // 2]] = True
+        masks[2 * p] = half
+        if 2 * p + 1 < k:
+            masks[2 * p + 1] = ~half
+    return masks
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+
+def _stable(v: Any) -> str:
+    """A repr that is the same across processes (no memory addresses)."""
+    if callable(v) and hasattr(v, "__qualname__"):
+        return f"{getattr(v, '__module__', '?')}.{v.__qualname__}"
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{_stable(k)}:{_stable(val)}" for k, val in sorted(v.items(), key=lambda kv: repr(kv[0]))) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_stable(i) for i in v) + "]"
+    return _ADDR.sub("", repr(v))
+
+
+def _build(recipe: Recipe, seed: int | None = None) -> nn.Module:
+    """``recipe.build()`` under ``torch.manual_seed(seed)``; any failure is a RecipeError."""
+    try:
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(int(seed))
+            return recipe.build()
+    except RecipeError:
+        raise
+    except Exception as exc:
+        raise RecipeError(f"recipe '{recipe.name}': building the model failed ({exc.__class__.__name__}: {exc}).") from None
+
+
+def recipe_fingerprint(recipe: Recipe) -> str:
+    """SHA-256 of what makes a recipe train different models.
+
+    Covers the recipe's class, every dataclass field (callables by qualified
+    name), the bytes of a public ``pretrained`` start, the architecture
+    (``str(model)``) and every tensor of a fresh build under seed 0.
+    """
+    h = hashlib.sha256()
+    h.update(f"engine{ENGINE_VERSION}|{type(recipe).__module__}.{type(recipe).__qualname__}|".encode())
+    for f in dataclasses.fields(recipe):
+        h.update(f"{f.name}={_stable(getattr(recipe, f.name))}|".encode())
+    if recipe.pretrained and Path(recipe.pretrained).is_file():
+        h.update(Path(recipe.pretrained).read_bytes())
+    net = _build(recipe, 0)
+    h.update(str(net).encode())
+    for name, t in net.state_dict().items():
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode() + str(t.dtype).encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def data_fingerprint(x: np.ndarray, y: np.ndarray) -> str:
+    """SHA-256 of the training data as the engine sees it (float32 inputs, int64 labels)."""
+    h = hashlib.sha256()
+    xa = np.ascontiguousarray(x, dtype=np.float32)
+    ya = np.ascontiguousarray(y, dtype=np.int64)
+    h.update(str(xa.shape).encode())
+    h.update(xa.tobytes())
+    h.update(ya.tobytes())
+    return h.hexdigest()
+
+
+def model_key(recipe_fp: str, data_fp: str, mask: np.ndarray, seed: int) -> str:
+    """The cache key of one model: recipe, data, its membership mask and its seed."""
+    h = hashlib.sha256()
+    h.update(f"{recipe_fp}|{data_fp}|{int(seed)}|{len(mask)}|".encode())
+    h.update(np.packbits(np.asarray(mask, dtype=bool)).tobytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- cache
+
+
+class ModelCache:
+    """A folder of trained models, one file per key; atomic writes, tolerant reads."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def path(self, key: str) -> Path:
+        return self.root / "models" / key[:2] / f"{key}.pt"
+
+    def load(self, key: str, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+        """The cached state for ``key`` if present and shaped like ``like``; else None."""
+        p = self.path(key)
+        if not p.is_file():
+            return None
+        try:
+            state = torch.load(str(p), map_location="cpu", weights_only=True)
+        except Exception:  # truncated or foreign file: a miss, retrained and overwritten
+            return None
+        if not isinstance(state, dict) or set(state) != set(like):
+            return None
+        if any(not isinstance(state[k], torch.Tensor) or state[k].shape != like[k].shape for k in like):
+            return None
+        return state
+
+    def store(self, key: str, state: dict[str, torch.Tensor]) -> None:
+        """Write atomically: temporary file in the same folder, fsync, ``os.replace``."""
+        p = self.path(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        buf = io.BytesIO()
+        torch.save({k: v.detach().cpu().clone() for k, v in state.items()}, buf)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=p.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(buf.getvalue())
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """An exclusive advisory lock (``fcntl.flock``) held while one ensemble trains."""
+        if fcntl is None:
+            yield
+            return
+        d = self.root / "locks"
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / f"{name}.lock", "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def resolve_cache_dir(cache_dir: str | Path | None) -> Path | None:
+    """The cache folder: ``cache_dir``, else ``$PRIVGATE_CACHE_DIR``, else ``.privgate-cache``.
+
+    ``PRIVGATE_CACHE_DIR=off`` (or ``none``/``0``) disables caching.
+    """
+    value = str(cache_dir) if cache_dir is not None else os.environ.get("PRIVGATE_CACHE_DIR", DEFAULT_CACHE_DIR)
+    if value.strip().lower() in ("", "off", "none", "0", "false"):
+        return None
+    return Path(value)
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _check_vectorisable(recipe: Recipe, net: nn.Module) -> None:
+    if not recipe.vectorisable:
+        raise _NotVectorisable(f"recipe '{recipe.name}' ({type(recipe).__name__}) trains with its own loop")
+    if recipe.optimizer not in ("adam", "sgd"):
+        raise RecipeError(f"recipe '{recipe.name}': unknown optimizer '{recipe.optimizer}' (use 'adam' or 'sgd').")
+    buffers = [n for n, _ in net.named_buffers()]
+    if buffers:
+        raise _NotVectorisable(
+            f"the model has buffers ({', '.join(buffers[:3])}{'…' if len(buffers) > 3 else ''}), e.g. BatchNorm "
+            "running statistics, which a vectorised step cannot update per model"
+        )
+
+
+def _epoch_schedule(
+    gens: list[torch.Generator], rows: list[torch.Tensor], batch: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One epoch of every model: row indices ``[S, K, B]``, loss weights ``[S, K, B]``, active ``[S, K]``.
+
+    Model k draws ``randperm(n_k, generator=gens[k])`` exactly as ``Recipe.train``
+    does; a short last batch is padded with weight-0 rows and weighted 1/len so
+    the weighted sum equals the batch mean; models with fewer batches than
+    others are inactive for the remaining steps.
+    """
+    k = len(rows)
+    steps = [math.ceil(len(r) / batch) for r in rows]
+    s_max = max(steps)
+    idx = torch.zeros((s_max, k, batch), dtype=torch.long)
+    w = torch.zeros((s_max, k, batch), dtype=torch.float32)
+    active = torch.zeros((s_max, k), dtype=torch.bool)
+    for m, (gen, r) in enumerate(zip(gens, rows)):
+        order = r[torch.randperm(len(r), generator=gen)]
+        for s in range(steps[m]):
+            part = order[s * batch : (s + 1) * batch]
+            idx[s, m, : len(part)] = part
+            w[s, m, : len(part)] = 1.0 / len(part)
+            active[s, m] = True
+    return idx, w, active
+
+
+def _adam_update(
+    p: list[torch.Tensor], g: list[torch.Tensor], m1: list[torch.Tensor], m2: list[torch.Tensor],
+    tmp: list[torch.Tensor], steps: torch.Tensor, lr: float, b1: float, b2: float, eps: float,
+) -> None:
+    """``torch.optim.Adam``'s update on stacked tensors, in place (Kingma & Ba 2014, arXiv 1412.6980).
+
+    m ← m + (1−β1)(g − m); v ← β2·v + (1−β2)·g²;
+    p ← p − lr/(1−β1^t) · m / (√v / √(1−β2^t) + eps), with t each model's step
+    count and any L2 penalty already added to ``g``. Nothing is allocated, which
+    matters on CPU: fresh multi-megabyte tensors every step cost page faults.
+    """
+    if bool((steps == steps[0]).all()) and hasattr(torch, "_fused_adam_"):
+        # one pass over memory; the same arithmetic as torch.optim.Adam(fused=True)
+        t = [torch.tensor(float(steps[0]))] * len(p)
+        torch._fused_adam_(p, g, m1, m2, [], t, lr=lr, beta1=b1, beta2=b2, weight_decay=0.0, eps=eps, amsgrad=False, maximize=False)
+        return
+    torch._foreach_lerp_(m1, g, 1 - b1)
+    torch._foreach_mul_(m2, b2)
+    torch._foreach_addcmul_(m2, g, g, value=1 - b2)
+    for v, o in zip(m2, tmp):
+        torch.sqrt(v, out=o)
+    if bool((steps == steps[0]).all()):
+        t = float(steps[0])
+        torch._foreach_div_(tmp, math.sqrt(1 - b2**t))
+        torch._foreach_add_(tmp, eps)
+        torch._foreach_addcdiv_(p, m1, tmp, value=-lr / (1 - b1**t))
+        return
+    tt = steps.clamp(min=1.0)
+    bc2 = (1 - b2**tt).sqrt().float()
+    size = (-lr / (1 - b1**tt)).float()
+    for pi, mi, o in zip(p, m1, tmp):
+        shape = (len(tt),) + (1,) * (pi.dim() - 1)
+        o.div_(bc2.view(shape)).add_(eps)
+        torch.div(mi, o, out=o)
+        pi.addcmul_(o, size.view(shape))
+
+
+def _train_vectorised(recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int]) -> list[dict[str, torch.Tensor]]:
+    """Train ``len(seeds)`` models at once (see the module docstring)."""
+    from torch.func import functional_call, grad, stack_module_state, vmap
+
+    nets = [_build(recipe, s) for s in seeds]
+    _check_vectorisable(recipe, nets[0])
+    k = len(nets)
+    params, _ = stack_module_state(nets)
+    names = list(params)
+    p = [params[n].detach().clone() for n in names]
+    base = copy.deepcopy(nets[0]).to("meta")
+    base.train()
+    del nets
+
+    def loss_of(theta: list[torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
+        out = functional_call(base, dict(zip(names, theta)), (xb,))
+        return (F.cross_entropy(out, yb, reduction="none") * wb).sum()
+
+    step_grads = vmap(grad(loss_of), randomness="different")
+
+    xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+    yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
+    rows = [torch.as_tensor(np.flatnonzero(m), dtype=torch.long) for m in masks]
+    gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
+    adam = recipe.optimizer == "adam"
+    lr, wd, mom = float(recipe.lr), float(recipe.weight_decay), float(recipe.momentum)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    m1 = [torch.zeros_like(t) for t in p] if (adam or mom) else []
+    m2 = [torch.zeros_like(t) for t in p] if adam else []
+    steps = torch.zeros(k, dtype=torch.float64)  # per-model optimiser step count
+    tmp = [torch.empty_like(t) for t in p] if adam else []
+
+    for _ in range(int(recipe.epochs)):
+        idx, wts, active = _epoch_schedule(gens, rows, int(recipe.batch_size))
+        for s in range(idx.shape[0]):
+            act = active[s]
+            b = idx[s]
+            g = list(step_grads(p, xt[b], yt[b], wts[s]))
+            with torch.no_grad():
+                idle = torch.nonzero(~act).flatten()
+                saved = [[t[idle].clone() for t in group] for group in (p, m1, m2)] if len(idle) else None
+                steps += act.double()
+                if wd:
+                    torch._foreach_add_(g, p, alpha=wd)
+                if adam:
+                    _adam_update(p, g, m1, m2, tmp, steps, lr, b1, b2, eps)
+                else:
+                    if mom:
+                        torch._foreach_mul_(m1, mom)
+                        torch._foreach_add_(m1, g)
+                    torch._foreach_add_(p, m1 if mom else g, alpha=-lr)
+                if saved is not None:  # models without a batch at this step stay exactly as they were
+                    for group, old in zip((p, m1, m2), saved):
+                        for t, o in zip(group, old):
+                            t[idle] = o
+    return [{n: p[j][i].clone() for j, n in enumerate(names)} for i in range(k)]
+
+
+def _train_sequential(recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int]) -> list[dict[str, torch.Tensor]]:
+    """One ``recipe.train`` call per model: the reference the vectorised engine replicates."""
+    out = []
+    for mask, s in zip(masks, seeds):
+        try:
+            net = recipe.train(x[mask], y[mask], seed=int(s))
+        except RecipeError:
+            raise
+        except Exception as exc:
+            raise RecipeError(f"recipe '{recipe.name}': training failed ({exc.__class__.__name__}: {exc}).") from None
+        out.append({n: t.detach().clone() for n, t in net.state_dict().items()})
+    return out
+
+
+def train_models(
+    recipe: Recipe,
+    x: np.ndarray,
+    y: np.ndarray,
+    masks: np.ndarray,
+    seeds: Sequence[int],
+    vectorise: bool = True,
+    threads: int | None = None,
+) -> tuple[list[dict[str, torch.Tensor]], str, list[str]]:
+    """Train one model per mask, no cache: ``(states, mode, notes)``.
+
+    ``vectorise=False`` forces the sequential loop (the benchmark's baseline);
+    ``threads`` defaults to :func:`default_threads`.
+    """
+    with torch_threads(threads or default_threads()):
+        return _train_models(recipe, x, y, masks, seeds, vectorise)
+
+
+def _train_models(
+    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int], vectorise: bool
+) -> tuple[list[dict[str, torch.Tensor]], str, list[str]]:
+    notes: list[str] = []
+    if vectorise:
+        try:
+            return _train_vectorised(recipe, x, y, masks, seeds), "vectorised", notes
+        except _NotVectorisable as why:
+            notes.append(f"trained {len(seeds)} reference model(s) one after another with recipe.train: {why}")
+        except RecipeError:
+            raise
+        except Exception as exc:  # an op vmap cannot map: the sequential loop is always correct
+            notes.append(
+                f"trained {len(seeds)} reference model(s) one after another with recipe.train: the vectorised "
+                f"engine failed on this model ({exc.__class__.__name__}: {str(exc).splitlines()[0][:160]})"
+            )
+    return _train_sequential(recipe, x, y, masks, seeds), "sequential", notes
+
+
+def train_ensemble(
+    recipe: Recipe,
+    x: np.ndarray,
+    y: np.ndarray,
+    masks: np.ndarray,
+    seeds: Sequence[int],
+    *,
+    cache_dir: str | Path | None = None,
+    vectorise: bool = True,
+    threads: int | None = None,
+) -> Ensemble:
+    """Train (or load from the cache) model k on ``x[masks[k]]`` with seed ``seeds[k]``.
+
+    Args:
+        recipe: how to train each model.
+        x: all candidate training rows (float32-compatible).
+        y: their integer labels.
+        masks: ``[K, len(x)]`` booleans, one training subset per model.
+        seeds: one seed per model (initialisation and batch order).
+        cache_dir: cache folder, or None for no cache.
+        vectorise: train the missing models at once when the recipe allows it.
+        threads: torch threads while training (default :func:`default_threads`).
+
+    Returns:
+        An :class:`Ensemble` with the states in mask order and what it cost.
+
+    Raises:
+        RecipeError: the recipe cannot build or train a model on this data.
+    """
+    start = time.perf_counter()
+    masks = np.asarray(masks, dtype=bool)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    y = np.ascontiguousarray(y, dtype=np.int64)
+    if masks.ndim != 2 or masks.shape[1] != len(x) or len(seeds) != len(masks):
+        raise ValueError(f"masks must be [K, {len(x)}] with one seed per row; got {masks.shape} and {len(seeds)} seeds")
+    if not masks.any(axis=1).all():
+        raise ValueError("every model needs at least one training row")
+    probe = _build(recipe, 0)
+    like = probe.state_dict()
+    try:
+        with torch.no_grad():
+            probe.eval()(torch.as_tensor(x[:2]))
+    except Exception as exc:
+        msg = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else exc.__class__.__name__
+        raise RecipeError(f"recipe '{recipe.name}': its model cannot run on the audit data (rows of shape {x.shape[1:]}): {msg}.") from None
+
+    k = len(seeds)
+    states: list[dict[str, torch.Tensor] | None] = [None] * k
+    cache = ModelCache(cache_dir) if cache_dir is not None else None
+    keys: list[str] = []
+    if cache is not None:
+        rfp, dfp = recipe_fingerprint(recipe), data_fingerprint(x, y)
+        keys = [model_key(rfp, dfp, m, s) for m, s in zip(masks, seeds)]
+        states = [cache.load(key, like) for key in keys]
+    notes: list[str] = []
+    mode = "cache"
+    trained = 0
+    if any(s is None for s in states):
+        lock_name = hashlib.sha256("".join(keys).encode()).hexdigest()[:24] if keys else ""
+        with (cache.lock(lock_name) if cache is not None else _nolock()):
+            if cache is not None:  # another run may have trained them while we waited
+                states = [s if s is not None else cache.load(key, like) for s, key in zip(states, keys)]
+            todo = [i for i, s in enumerate(states) if s is None]
+            if todo:
+                new, mode, notes = train_models(recipe, x, y, masks[todo], [seeds[i] for i in todo], vectorise, threads)
+                trained = len(todo)
+                for i, st in zip(todo, new):
+                    states[i] = st
+                    if cache is not None:
+                        cache.store(keys[i], st)
+    return Ensemble(
+        recipe=recipe,
+        states=[s for s in states if s is not None],
+        masks=masks,
+        seeds=[int(s) for s in seeds],
+        trained=trained,
+        cached=k - trained if cache is not None else 0,
+        mode=mode,
+        seconds=time.perf_counter() - start,
+        notes=notes,
+    )
+
+
+@contextmanager
+def _nolock() -> Iterator[None]:
+    yield
+
+
+__all__ = [
+    "DEFAULT_CACHE_DIR",
+    "default_threads",
+    "Ensemble",
+    "ModelCache",
+    "data_fingerprint",
+    "model_key",
+    "model_seeds",
+    "paired_masks",
+    "recipe_fingerprint",
+    "resolve_cache_dir",
+    "train_ensemble",
+    "torch_threads",
+    "train_models",
+]

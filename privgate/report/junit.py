@@ -1,0 +1,78 @@
+"""JUnit XML: one ``<testcase>`` per policy check, for CI test dashboards.
+
+The layout follows the de-facto schema that Jenkins, GitLab, GitHub test
+reporters and pytest's ``--junitxml`` share (``testsuites`` > ``testsuite`` >
+``testcase``). A failed check is a ``<failure>``; an inconclusive one is an
+``<error>`` (the check could not be decided, which is not a pass); both carry the
+check's full message (:func:`privgate.report.text.check_message`).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import xml.etree.ElementTree as ET
+
+from privgate.report.model import Report
+from privgate.report.text import attack_summary, check_message
+
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _clean(text: str) -> str:
+    return _XML_ILLEGAL.sub("?", text)
+
+
+def _seconds(report: Report, attack: str | None) -> float:
+    a = attack_summary(report, attack) if attack else None
+    return float(a.seconds) if a is not None else 0.0
+
+
+def render_junit(report: Report) -> str:
+    """The report as a JUnit XML document (UTF-8, with declaration)."""
+    policy = str(report.policy.get("name", "policy"))
+    suite_name = f"privgate.{policy}"
+    counts = {s: sum(c.status == s for c in report.checks) for s in ("pass", "fail", "inconclusive")}
+    attrs = {
+        "tests": str(len(report.checks)),
+        "failures": str(counts["fail"]),
+        "errors": str(counts["inconclusive"]),
+        "skipped": "0",
+        "time": f"{report.duration_s:.3f}",
+    }
+    root = ET.Element("testsuites", {"name": "privgate", **attrs})
+    suite = ET.SubElement(root, "testsuite", {"name": suite_name, **attrs, "timestamp": report.started, "hostname": socket.gethostname()})
+    props = ET.SubElement(suite, "properties")
+    for key, value in (
+        ("verdict", report.verdict),
+        ("policy", policy),
+        ("policy_source", report.policy.get("source")),
+        ("target", report.target.get("path")),
+        ("target_sha256", report.target.get("sha256")),
+        ("seed", report.environment.get("seed")),
+        ("privgate_version", report.privgate_version),
+    ):
+        if value is not None:
+            ET.SubElement(props, "property", {"name": key, "value": _clean(str(value))})
+    for c in report.checks:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {"classname": suite_name, "name": c.id, "time": f"{_seconds(report, c.chosen_attack or c.attack):.3f}"},
+        )
+        message = _clean(check_message(c, report))
+        if c.status == "fail":
+            node = ET.SubElement(case, "failure", {"message": message, "type": "privgate.fail"})
+            node.text = message
+        elif c.status == "inconclusive":
+            node = ET.SubElement(case, "error", {"message": message, "type": "privgate.inconclusive"})
+            node.text = message
+        else:
+            ET.SubElement(case, "system-out").text = message
+    if report.warnings:
+        ET.SubElement(suite, "system-err").text = _clean("\n".join(report.warnings))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+__all__ = ["render_junit"]

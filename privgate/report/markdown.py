@@ -1,0 +1,107 @@
+"""GitHub-flavoured Markdown: the verdict, the checks table, the attacks table, the remediation table.
+
+Written for ``$GITHUB_STEP_SUMMARY`` and pull-request comments: tables only use
+GFM syntax, reasons go in a collapsed ``<details>`` block so the summary stays
+short, and cell text is escaped (``|``, newlines) so a reason cannot break a row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from privgate.report.model import Report
+from privgate.report.remediation import view as remediation_view
+from privgate.report.text import attack_label, interval, metric_label, num, verdict_badge
+
+_STATUS = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive"}
+
+
+def cell(value: Any) -> str:
+    """Text safe inside a GFM table cell."""
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return out
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return "" if v is None else str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def render_markdown(report: Report) -> str:
+    """The report as a GitHub-flavoured Markdown summary."""
+    pol = report.policy
+    tgt = report.target
+    data = report.data or {}
+    lines = [f"## privgate {verdict_badge(report.verdict)} · policy `{pol.get('name')}`", "", f"**{report.summary}**", ""]
+    sha = tgt.get("sha256")
+    facts = [
+        f"target `{tgt.get('path')}` ({tgt.get('format')}{', sha256 `' + sha[:12] + '…`' if sha else ''})",
+        f"{data.get('members', {}).get('n', '?')} members / {data.get('nonmembers', {}).get('n', '?')} non-members",
+        f"{pol.get('sensitivity')}, release: {pol.get('release')}, {pol.get('confidence', 0.95):.0%} confidence, decision: {pol.get('decision')}",
+        f"seed {report.environment.get('seed')}",
+        f"privgate {report.privgate_version}",
+        f"{report.duration_s:.1f} s",
+    ]
+    lines += [" · ".join(facts), ""]
+
+    if report.checks:
+        lines += ["### Checks", ""]
+        rows = []
+        for c in report.checks:
+            ci = interval(c.ci)
+            rows.append([_STATUS[c.status], f"`{c.id}`", attack_label(c), metric_label(c), f"{num(c.value)} {ci}".strip(), f"≤ {c.threshold:g}", f"{c.n_members}/{c.n_nonmembers}"])
+        lines += _table(["status", "check", "attack", "metric", "value [CI]", "max", "n in/out"], rows)
+        lines += ["", "<details><summary>Reasons</summary>", ""]
+        lines += [f"- **{cell(c.id)}** ({c.status}): {c.reason}" for c in report.checks]
+        lines += ["", "</details>", ""]
+    else:
+        lines += ["The policy requires no checks.", ""]
+
+    if report.attacks:
+        lines += ["### Attacks (evaluation split)", ""]
+        rows = []
+        for a in report.attacks:
+            if a.status != "ran":
+                rows.append([a.name, a.threat_model, f"{a.status}: {a.reason or ''}", "", "", "", "", ""])
+                continue
+            rates = {round(p.fpr, 6): (f"{num(p.tpr)} {interval(p.ci)}".strip() if p.resolvable else "too few non-members") for p in a.tpr_at_fpr}
+            rows.append([
+                a.name,
+                a.threat_model,
+                f"{num(a.auc)} {interval(a.auc_ci)}".strip(),
+                f"{num(a.accuracy)} {interval(a.accuracy_ci)}".strip(),
+                rates.get(0.001, ""),
+                rates.get(0.01, ""),
+                f"{a.n_members}/{a.n_nonmembers}",
+                f"{a.seconds:.2f}",
+            ])
+        lines += _table(["attack", "access", "AUC [CI]", "accuracy [CI]", "TPR @ 0.1% FPR", "TPR @ 1% FPR", "n in/out", "s"], rows)
+        lines.append("")
+
+    rem = remediation_view(report)
+    if rem is not None:
+        lines += ["### Remediation (DP-SGD)", ""]
+        head = f"Chosen ε: **{rem.chosen_epsilon:g}**" if rem.chosen_epsilon is not None else "No ε was chosen."
+        extra = [f"{k}: {_value(v)}" for k, v in rem.facts.items()]
+        lines += [" · ".join([head, *extra]), ""]
+        lines += [f"*{k.replace('_', ' ')}*: {v}\n" for k, v in rem.notes.items()]
+        if rem.rows:
+            cols = rem.columns
+            lines += _table(["ε" if k == rem.epsilon_key else k for k in cols], [[_value(r.get(k)) for k in cols] for r in rem.rows])
+            lines.append("")
+
+    if report.warnings:
+        lines += ["### Warnings", ""] + [f"- {w}" for w in report.warnings] + [""]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["cell", "render_markdown"]

@@ -1,0 +1,217 @@
+"""SARIF 2.1.0: failed and inconclusive checks as code-scanning results.
+
+One ``rule`` per metric (``privgate/accuracy``, ``privgate/tpr_at_fpr``, ...),
+one ``result`` per check that did not pass: level ``error`` for a violation,
+``warning`` for a check the data could not decide. Each result points at the
+policy file and the line of the check in it (the place a reviewer would change
+a threshold); for a built-in policy, which has no file in the repository, it
+points at the model file instead. Paths under the working directory are written
+relative to ``%SRCROOT%``, which is what GitHub code scanning expects.
+
+Specification: OASIS SARIF 2.1.0 (errata 01),
+https://docs.oasis-open.org/sarif/sarif/v2.1.0/
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from privgate.report.model import CheckResult, Report
+from privgate.report.text import check_message
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+#: Rule per metric: (name, short description, full description).
+RULES: dict[str, tuple[str, str, str]] = {
+    "accuracy": (
+        "MembershipInferenceAccuracy",
+        "Membership-inference accuracy above the policy's bound",
+        "Balanced accuracy of a membership-inference attack at a threshold calibrated on a disjoint split "
+        "(0.5 = guessing). An (ε, δ)-DP model bounds it by (e^ε + δ)/(1 + e^ε) (Kairouz et al. 2015).",
+    ),
+    "auc": (
+        "MembershipInferenceAUC",
+        "Membership-inference AUC above the policy's bound",
+        "Area under the ROC curve of a membership-inference attack on the evaluation split.",
+    ),
+    "advantage": (
+        "MembershipInferenceAdvantage",
+        "Membership advantage (TPR − FPR) above the policy's bound",
+        "Membership advantage max(TPR − FPR) of an attack (Yeom et al. 2018, arXiv 1709.01604).",
+    ),
+    "tpr_at_fpr": (
+        "MembershipInferenceLowFPR",
+        "True-positive rate at a low false-positive rate above the policy's bound",
+        "TPR of a membership-inference attack at a fixed low FPR, the regime where real exposure shows "
+        "(Carlini et al. 2022, arXiv 2112.03570).",
+    ),
+    "epsilon_lb": (
+        "EmpiricalEpsilonLowerBound",
+        "An attack proves a privacy loss ε above the policy's bound",
+        "Empirical ε lower bound implied by an attack's TPR/FPR with Clopper-Pearson intervals "
+        "(Jagielski et al. 2020, arXiv 2006.07709; Nasr et al. 2021, arXiv 2101.04535).",
+    ),
+    "similarity": (
+        "ModelInversionSimilarity",
+        "Model-inversion reconstructions too similar to training examples",
+        "Similarity of white-box model-inversion reconstructions to real training examples "
+        "(Fredrikson et al. 2015).",
+    ),
+    "attribute_advantage": (
+        "AttributeInferenceAdvantage",
+        "Attribute-inference gain above the policy's bound",
+        "Attribute-inference accuracy gain over the best guess from the population (Yeom et al. 2018).",
+    ),
+    "utility": (
+        "UtilityFloor",
+        "Model utility below the policy's floor",
+        "Held-out accuracy of the model, a floor used by DP remediation.",
+    ),
+}
+
+
+def rule_id(metric: str) -> str:
+    return f"privgate/{metric}"
+
+
+def _rule(metric: str) -> dict[str, Any]:
+    name, short, full = RULES.get(metric, (metric.title().replace("_", ""), f"{metric} above the policy's bound", f"Policy bound on {metric}."))
+    return {
+        "id": rule_id(metric),
+        "name": name,
+        "shortDescription": {"text": short},
+        "fullDescription": {"text": full},
+        "defaultConfiguration": {"level": "error"},
+        "help": {"text": f"{full} Lower the leakage (e.g. retrain with DP-SGD: privgate check --remediate) or, if justified, change the check's 'max' in the policy."},
+        "properties": {"tags": ["privacy", "security", "membership-inference"], "security-severity": "7.5", "precision": "high"},
+    }
+
+
+def _uri(path: str) -> tuple[str, str | None]:
+    """(uri, uriBaseId): relative to %SRCROOT% (the working directory) when inside it."""
+    p = Path(path)
+    absolute = p if p.is_absolute() else Path.cwd() / p
+    try:
+        rel = os.path.relpath(absolute.resolve(), Path.cwd().resolve())
+    except ValueError:  # another drive (Windows)
+        rel = None
+    if rel is not None and not rel.startswith(".."):
+        return Path(rel).as_posix(), "%SRCROOT%"
+    return absolute.resolve().as_uri(), None
+
+
+def _check_lines(policy_path: Path) -> dict[str, int]:
+    """Line (1-based) of each check's ``id`` in a policy YAML file; empty when unreadable."""
+    try:
+        tree = yaml.compose(policy_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    if not isinstance(tree, yaml.MappingNode):
+        return {}
+    checks = next((v for k, v in tree.value if getattr(k, "value", None) == "checks"), None)
+    out: dict[str, int] = {}
+    if isinstance(checks, yaml.SequenceNode):
+        for item in checks.value:
+            if isinstance(item, yaml.MappingNode):
+                for k, v in item.value:
+                    if getattr(k, "value", None) == "id" and isinstance(v, yaml.ScalarNode):
+                        out[str(v.value)] = item.start_mark.line + 1
+    return out
+
+
+def _policy_file(report: Report) -> Path | None:
+    source = report.policy.get("source")
+    if not source:
+        return None
+    p = Path(str(source))
+    return p if p.suffix in (".yaml", ".yml") and p.is_file() else None
+
+
+def _location(report: Report, c: CheckResult, lines: dict[str, int]) -> dict[str, Any]:
+    policy_file = _policy_file(report)
+    logical = [{"name": c.id, "fullyQualifiedName": f"{report.policy.get('name')}/{c.id}", "kind": "member"}]
+    if policy_file is not None:
+        uri, base = _uri(str(policy_file))
+        phys: dict[str, Any] = {"artifactLocation": {"uri": uri, **({"uriBaseId": base} if base else {})}}
+        if c.id in lines:
+            phys["region"] = {"startLine": lines[c.id]}
+        return {"physicalLocation": phys, "logicalLocations": logical}
+    model = str(report.target.get("path") or "")
+    if model and not model.startswith("<"):
+        uri, base = _uri(model)
+        return {"physicalLocation": {"artifactLocation": {"uri": uri, **({"uriBaseId": base} if base else {})}}, "logicalLocations": logical}
+    return {"logicalLocations": logical}
+
+
+def _fingerprint(report: Report, c: CheckResult) -> str:
+    key = "\0".join([str(report.policy.get("name")), c.id, str(report.target.get("path"))])
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def render_sarif(report: Report) -> str:
+    """The report as a SARIF 2.1.0 log with one run."""
+    metrics = sorted({c.metric for c in report.checks})
+    index = {m: i for i, m in enumerate(metrics)}
+    policy_file = _policy_file(report)
+    lines = _check_lines(policy_file) if policy_file else {}
+    results = []
+    for c in report.checks:
+        if c.status == "pass":
+            continue
+        results.append(
+            {
+                "ruleId": rule_id(c.metric),
+                "ruleIndex": index[c.metric],
+                "kind": "fail",
+                "level": "error" if c.status == "fail" else "warning",
+                "message": {"text": check_message(c, report)},
+                "locations": [_location(report, c, lines)],
+                "partialFingerprints": {"privgateCheck/v1": _fingerprint(report, c)},
+                "properties": {
+                    "check": c.id,
+                    "status": c.status,
+                    "attack": c.attack,
+                    "chosenAttack": c.chosen_attack,
+                    "metric": c.metric,
+                    "value": c.value,
+                    "ci": c.ci,
+                    "threshold": c.threshold,
+                    "confidence": c.confidence,
+                    "nMembers": c.n_members,
+                    "nNonmembers": c.n_nonmembers,
+                },
+            }
+        )
+    run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": "privgate",
+                "version": report.privgate_version,
+                "semanticVersion": report.privgate_version,
+                "rules": [_rule(m) for m in metrics],
+            }
+        },
+        "invocations": [{"executionSuccessful": True, "exitCode": report.exit_code}],
+        "results": results,
+        "properties": {
+            "verdict": report.verdict,
+            "summary": report.summary,
+            "policy": report.policy.get("name"),
+            "target": report.target.get("path"),
+            "seed": report.environment.get("seed"),
+        },
+    }
+    if policy_file is not None:
+        uri, base = _uri(str(policy_file))
+        run["artifacts"] = [{"location": {"uri": uri, **({"uriBaseId": base} if base else {})}, "roles": ["policy"]}]
+    log = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+__all__ = ["RULES", "render_sarif", "rule_id"]

@@ -1,0 +1,130 @@
+"""One-line texts about a decided check, shared by every report format and the pytest assertions.
+
+A check's message names the attack, the metric, the value with its interval,
+the threshold and the sample sizes, then the gate's reason, so a CI log line or
+a failed test says everything needed to judge the number without opening the
+JSON report.
+"""
+
+from __future__ import annotations
+
+import math
+
+from privgate.report.model import AttackSummary, CheckResult, Report
+
+#: Attack statuses that mean "this attack never produced scores".
+NOT_RUN = ("unavailable", "skipped", "error")
+
+
+def num(v: float | None, digits: int = 3) -> str:
+    """A number for people: ``n/a`` for missing or non-finite values."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "n/a"
+    return f"{v:.{digits}f}"
+
+
+def interval(ci: list[float | None] | None, digits: int = 3) -> str:
+    """``[lo, hi]``, or an empty string when the interval is missing."""
+    if not ci or len(ci) != 2 or ci[0] is None or ci[1] is None:
+        return ""
+    return f"[{num(ci[0], digits)}, {num(ci[1], digits)}]"
+
+
+def metric_label(c: CheckResult) -> str:
+    """``accuracy``, ``tpr_at_fpr@0.001``, ``epsilon_lb (δ=1e-05)``."""
+    if c.fpr is not None:
+        return f"{c.metric}@{c.fpr:g}"
+    if c.metric == "epsilon_lb" and c.delta is not None:
+        return f"{c.metric} (δ={c.delta:g})"
+    return c.metric
+
+
+def attack_label(c: CheckResult) -> str:
+    """``loss``, or ``best → modified_entropy`` when a 'best' check was decided by one attack."""
+    return f"{c.attack} → {c.chosen_attack}" if c.chosen_attack else c.attack
+
+
+def bound_label(c: CheckResult) -> str:
+    """The threshold as a bound: ``≤ 0.8`` (``≥`` would never appear: every metric is a leak bounded above)."""
+    return f"≤ {c.threshold:g}"
+
+
+def value_label(c: CheckResult) -> str:
+    """``0.912 [0.871, 0.945] (95% CI)`` or ``n/a``."""
+    if c.value is None:
+        return "n/a"
+    ci = interval(c.ci)
+    if not ci:
+        return num(c.value)
+    kind = "lower bound" if c.metric == "epsilon_lb" else "CI"
+    return f"{num(c.value)} {ci} ({c.confidence:.1%} {kind})".replace(".0%", "%")
+
+
+def attack_summary(report: Report | None, name: str) -> AttackSummary | None:
+    if report is None:
+        return None
+    return next((a for a in report.attacks if a.name == name), None)
+
+
+def unavailable_reason(c: CheckResult, report: Report | None) -> str | None:
+    """Why the check's attack never ran (not implemented, not applicable, skipped), or None."""
+    if c.attack == "best":
+        if report is not None and c.value is None and report.attacks and all(a.status in NOT_RUN for a in report.attacks):
+            return "no attack ran: " + "; ".join(f"{a.name}: {a.reason}" for a in report.attacks)
+        return None
+    a = attack_summary(report, c.attack)
+    if a is not None and a.status in NOT_RUN:
+        return a.reason or f"attack '{c.attack}' did not run"
+    return None
+
+
+def sizes_label(c: CheckResult, report: Report | None) -> str:
+    """Sample sizes behind the number: the evaluation split, and the whole audit set."""
+    parts = []
+    if c.n_members or c.n_nonmembers:
+        parts.append(f"evaluation split {c.n_members} members / {c.n_nonmembers} non-members")
+    if report is not None:
+        d = report.data
+        try:
+            parts.append(f"audit set {d['members']['n']} members / {d['nonmembers']['n']} non-members")
+        except (KeyError, TypeError):
+            pass
+    return "; ".join(parts) if parts else "no samples"
+
+
+def check_message(c: CheckResult, report: Report | None = None) -> str:
+    """The full one-line message of a check, e.g. for a JUnit failure or a failed assertion.
+
+    ``FAIL mia-accuracy: attack best → loss, metric accuracy = 0.912 [0.871, 0.945]
+    (95% CI), threshold ≤ 0.8; n = evaluation split 100 members / 100 non-members;
+    audit set 200 members / 200 non-members — accuracy 0.912 [...] exceeds 0.8``
+    """
+    head = {"pass": "PASS", "fail": "FAIL", "inconclusive": "inconclusive"}[c.status]
+    missing = unavailable_reason(c, report) if c.status == "inconclusive" else None
+    if missing:
+        head = "inconclusive: attack not available"
+    body = (
+        f"{c.id}: attack {attack_label(c)}, metric {metric_label(c)} = {value_label(c)}, "
+        f"threshold {bound_label(c)}; n = {sizes_label(c, report)}"
+    )
+    return f"{head} — check {body} — {missing or c.reason}"
+
+
+def verdict_badge(verdict: str) -> str:
+    return {"pass": "✅ PASS", "fail": "❌ FAIL", "inconclusive": "⚠️ INCONCLUSIVE"}[verdict]
+
+
+__all__ = [
+    "NOT_RUN",
+    "attack_label",
+    "attack_summary",
+    "bound_label",
+    "check_message",
+    "interval",
+    "metric_label",
+    "num",
+    "sizes_label",
+    "unavailable_reason",
+    "value_label",
+    "verdict_badge",
+]

@@ -1,0 +1,329 @@
+"""The GitHub composite action (action.yml), run locally.
+
+No runner exists here, so this file carries a small one: it reads action.yml,
+substitutes ``${{ inputs.* }}``, ``${{ steps.*.outputs.* }}`` and friends,
+evaluates the simple ``if:`` conditions the action uses, and runs each ``run:``
+step with ``bash -eo pipefail`` (as GitHub does) and ``GITHUB_OUTPUT``,
+``GITHUB_STEP_SUMMARY``, ``GITHUB_ENV`` pointed at temporary files. Steps that
+``uses:`` another action (setup-python) and the pip install are skipped:
+privgate is installed in this environment already.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+from pipeline_cases import torch_files
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTION = ROOT / "action.yml"
+EXAMPLE = ROOT / "examples" / "github-actions" / "privacy-gate.yml"
+BIN = Path(sys.executable).parent
+EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+SPEC_INPUTS = {"model", "policy", "config", "remediate", "fail-on", "python-version", "pip-args"}
+SPEC_OUTPUTS = {"verdict", "report", "epsilon"}
+
+
+def load_action() -> dict:
+    return yaml.safe_load(ACTION.read_text())
+
+
+# --------------------------------------------------------------------------- a tiny local runner
+
+
+@dataclass
+class StepRun:
+    name: str
+    ran: bool
+    returncode: int = 0
+    outputs: dict[str, str] = field(default_factory=dict)
+    log: str = ""
+
+
+@dataclass
+class ActionRun:
+    steps: list[StepRun]
+    outputs: dict[str, str]
+    summary: str
+    env_file: str
+
+    @property
+    def failed(self) -> bool:
+        return any(s.returncode != 0 for s in self.steps if s.ran)
+
+    def step(self, name: str) -> StepRun:
+        return next(s for s in self.steps if s.name == name)
+
+
+def parse_output_file(text: str) -> dict[str, str]:
+    """GITHUB_OUTPUT syntax: ``key=value`` lines and ``key<<DELIM`` ... ``DELIM`` blocks."""
+    out: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            key, delim = line.split("<<", 1)
+            j = lines.index(delim, i + 1)
+            out[key] = "\n".join(lines[i + 1:j])
+            i = j + 1
+            continue
+        if "=" in line:
+            key, value = line.split("=", 1)
+            out[key] = value
+        i += 1
+    return out
+
+
+def _lookup(expr: str, ctx: dict) -> str:
+    parts = expr.split(".")
+    if parts[0] == "inputs":
+        return ctx["inputs"][".".join(parts[1:])]
+    if parts[0] == "steps" and parts[2] == "outputs":
+        return ctx["steps"].get(parts[1], {}).get(".".join(parts[3:]), "")
+    if expr == "github.action_path":
+        return str(ROOT)
+    if expr in ("github.workspace", "runner.temp"):
+        return str(ctx["workspace"])
+    raise AssertionError(f"the local runner does not know the expression {expr!r}")
+
+
+def substitute(text: str, ctx: dict) -> str:
+    return EXPR.sub(lambda m: _lookup(m.group(1), ctx), str(text))
+
+
+def condition(expr: str | None, ctx: dict, failed: bool) -> bool:
+    if expr is None:
+        return not failed  # success()
+    expr = EXPR.sub(lambda m: m.group(1), str(expr)).strip()
+    if expr == "always()":
+        return True
+    m = re.fullmatch(r"(\S+)\s*(==|!=)\s*'([^']*)'", expr)
+    assert m, f"the local runner cannot evaluate if: {expr}"
+    value = _lookup(m.group(1), ctx)
+    return (not failed) and ((value == m.group(3)) if m.group(2) == "==" else (value != m.group(3)))
+
+
+def run_action(inputs: dict[str, str], workspace: Path, *, only: list[str] | None = None, preset: dict | None = None,
+               path_prefix: Path | None = None) -> ActionRun:
+    """Run action.yml's run-steps locally with ``inputs`` (defaults from the file) in ``workspace``."""
+    action = load_action()
+    declared = action["inputs"]
+    unknown = set(inputs) - set(declared)
+    assert not unknown, f"inputs not declared in action.yml: {unknown}"
+    values = {k: str(v.get("default", "")) for k, v in declared.items()}
+    values.update({k: str(v) for k, v in inputs.items()})
+    ctx = {"inputs": values, "steps": dict(preset or {}), "workspace": workspace}
+    gh = workspace / ".github-runner"
+    gh.mkdir(exist_ok=True)
+    summary, env_file = gh / "step_summary.md", gh / "env"
+    summary.touch()
+    env_file.touch()
+    runs: list[StepRun] = []
+    failed = False
+    for i, step in enumerate(action["runs"]["steps"]):
+        name = step.get("name", f"step {i}")
+        if only is not None and name not in only:
+            continue
+        if "uses" in step or step.get("id") == "install" or not condition(step.get("if"), ctx, failed):
+            runs.append(StepRun(name, ran=False))
+            continue
+        out_file = gh / f"output-{i}"
+        out_file.write_text("")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+        env.update({
+            "GITHUB_OUTPUT": str(out_file),
+            "GITHUB_STEP_SUMMARY": str(summary),
+            "GITHUB_ENV": str(env_file),
+            "GITHUB_ACTION_PATH": str(ROOT),
+            "GITHUB_WORKSPACE": str(workspace),
+            "CI": "true",
+            "PATH": os.pathsep.join([str(p) for p in (path_prefix, BIN) if p] + [env.get("PATH", "")]),
+        })
+        env.update({k: substitute(v, ctx) for k, v in (step.get("env") or {}).items()})
+        script = gh / f"step-{i}.sh"
+        script.write_text(step["run"])
+        assert step.get("shell") == "bash"
+        p = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=workspace, env=env,
+                           capture_output=True, text=True, timeout=300)
+        outputs = parse_output_file(out_file.read_text())
+        if step.get("id"):
+            ctx["steps"][step["id"]] = outputs
+        runs.append(StepRun(name, True, p.returncode, outputs, p.stdout + p.stderr))
+        failed = failed or p.returncode != 0
+    outputs = {k: substitute(v["value"], ctx) for k, v in action["outputs"].items()}
+    return ActionRun(runs, outputs, summary.read_text(), env_file.read_text())
+
+
+# --------------------------------------------------------------------------- static checks
+
+
+def test_action_is_a_valid_composite_action():
+    action = load_action()
+    assert action["runs"]["using"] == "composite"
+    assert SPEC_INPUTS <= set(action["inputs"]) and SPEC_OUTPUTS <= set(action["outputs"])
+    text = ACTION.read_text()
+    used = set(re.findall(r"inputs\.([A-Za-z0-9_-]+)", text))
+    assert used and used <= set(action["inputs"]), f"inputs used but not declared: {used - set(action['inputs'])}"
+    assert set(action["inputs"]) - used == set(), f"declared inputs never used: {set(action['inputs']) - used}"
+    ids = {s.get("id") for s in action["runs"]["steps"]}
+    for name, out in action["outputs"].items():
+        m = re.fullmatch(r"\$\{\{ steps\.([A-Za-z0-9_-]+)\.outputs\.([A-Za-z0-9_-]+) \}\}", out["value"])
+        assert m and m.group(1) in ids, f"output {name} does not come from a step: {out['value']}"
+        assert out.get("description")
+    for step in action["runs"]["steps"]:
+        if "run" in step:
+            assert step.get("shell") == "bash", f"composite run steps need a shell: {step.get('name')}"
+            assert "${{" not in step["run"], f"expressions in run: are injectable; pass them through env: ({step.get('name')})"
+    for name, spec in action["inputs"].items():
+        assert spec.get("description") and "default" in spec, name
+
+
+def test_example_workflow_gates_the_deploy_and_uploads_sarif():
+    wf = yaml.safe_load(EXAMPLE.read_text())
+    jobs = wf["jobs"]
+    gate_job = jobs["privacy-gate"]
+    assert jobs["deploy"]["needs"] == "privacy-gate" and gate_job["needs"] == "train"
+    steps = {s.get("id") or s.get("name"): s for s in gate_job["steps"]}
+    assert steps["gate"]["uses"].split("@")[0] in ("privgate/privgate", "./")
+    assert set(steps["gate"]["with"]) <= set(load_action()["inputs"])
+    uses = [s.get("uses", "") for s in gate_job["steps"]]
+    assert any(u.startswith("github/codeql-action/upload-sarif@") for u in uses)
+    assert any(u.startswith("actions/upload-artifact@") for u in uses)
+    assert gate_job["permissions"]["security-events"] == "write"
+    referenced = set(re.findall(r"steps\.gate\.outputs\.([A-Za-z0-9_-]+)", EXAMPLE.read_text()))
+    assert referenced and referenced <= set(load_action()["outputs"])
+
+
+# --------------------------------------------------------------------------- running the steps
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return torch_files(tmp_path_factory.mktemp("model"))
+
+
+def test_action_on_a_leaky_model_fails_the_job_and_publishes_reports(files, tmp_path):
+    run = run_action({"model": str(files.model), "policy": "internal", "members": str(files.members),
+                      "nonmembers": str(files.nonmembers), "reports-dir": "reports"}, tmp_path)
+    assert [s.ran for s in run.steps] == [False, False, True, True]  # setup-python and pip skipped here
+    gate = run.step("Run the privacy gate")
+    assert gate.returncode == 0, gate.log
+    # every declared output was set by the step it names
+    assert set(gate.outputs) >= set(load_action()["outputs"])
+    out = run.outputs
+    assert out["verdict"] == "fail" and out["exit-code"] == "1" and out["epsilon"] == "" and out["model"] == ""
+    assert out["report"] == "reports/privgate-report.json" and out["reports-dir"] == "reports"
+    report = json.loads((tmp_path / out["report"]).read_text())
+    assert report["verdict"] == "fail" and report["checks"][0]["value"] > 0.8
+    for key in ("junit", "sarif", "markdown", "html"):
+        assert (tmp_path / out[key]).stat().st_size > 0, key
+    assert json.loads((tmp_path / out["sarif"]).read_text())["runs"][0]["results"][0]["ruleId"] == "privgate/accuracy"
+    assert "<testcase classname=\"privgate.internal\" name=\"mia-accuracy\"" in (tmp_path / out["junit"]).read_text()
+    # the job summary got the Markdown report (privgate appends it when GITHUB_STEP_SUMMARY is set)
+    assert run.summary.startswith("## privgate ❌ FAIL · policy `internal`")
+    assert run.summary == (tmp_path / out["markdown"]).read_text()
+    assert run.env_file == ""
+    enforce = run.step("Enforce the verdict")
+    assert enforce.returncode == 1 and "::error title=privacy gate::the model violates the privacy policy" in enforce.log
+    assert run.failed
+
+
+def test_action_with_a_config_file_and_fail_on_inconclusive(files, tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("name: low-fpr\nsensitivity: internal\nrelease: api\nattacks: {loss: {}}\n"
+                      "checks:\n  - {id: tpr, attack: loss, metric: tpr_at_fpr, fpr: 0.001, max: 0.01}\n")
+    (tmp_path / "privgate.toml").write_text(f'model = "{files.model}"\npolicy = "policy.yaml"\n'
+                                            f'members = "{files.members}"\nnonmembers = "{files.nonmembers}"\n')
+    run = run_action({"config": "privgate.toml", "fail-on": "inconclusive"}, tmp_path)
+    assert run.outputs["verdict"] == "inconclusive" and run.outputs["exit-code"] == "3"
+    assert run.step("Run the privacy gate").outputs["inconclusive"] == "1"
+    assert "⚠️ INCONCLUSIVE" in run.summary
+    enforce = run.step("Enforce the verdict")
+    assert enforce.returncode == 1 and "fail-on is 'inconclusive'" in enforce.log
+    # the same verdict with fail-on: fail is a warning, not a failed job
+    again = run_action({"fail-on": "fail"}, tmp_path, only=["Enforce the verdict"],
+                       preset={"gate": run.step("Run the privacy gate").outputs})
+    assert again.step("Enforce the verdict").returncode == 0 and "::warning title=privacy gate::inconclusive" in again.step("Enforce the verdict").log
+
+
+@pytest.mark.parametrize(
+    "exit_code, fail_on, expected",
+    [("0", "fail", 0), ("1", "fail", 1), ("1", "inconclusive", 1), ("3", "fail", 0), ("3", "inconclusive", 1),
+     ("2", "fail", 2), ("4", "inconclusive", 4), ("", "fail", 4), ("0", "never", 2)],
+)
+def test_enforce_step_follows_exit_code_and_fail_on(tmp_path, exit_code, fail_on, expected):
+    run = run_action({"fail-on": fail_on}, tmp_path, only=["Enforce the verdict"], preset={"gate": {"exit-code": exit_code, "verdict": "x"}})
+    assert run.step("Enforce the verdict").returncode == expected
+
+
+FAKE_PRIVGATE = """#!/usr/bin/env bash
+# records how the action calls `privgate check`, answers with a canned report; other commands are real
+if [ "$1" = check ]; then
+  printf '%s\\n' "$@" > "$FAKE_ARGS"
+  [ -n "$FAKE_EXIT_NO_REPORT" ] && { echo "error: bad input" >&2; exit "$FAKE_EXIT_NO_REPORT"; }
+  prev=""
+  for a in "$@"; do
+    [ "$prev" = --json ] && cp "$FAKE_REPORT" "$a"
+    [ "$prev" = --output-model ] && echo model > "$a"
+    prev="$a"
+  done
+  exit 0
+fi
+exec "{real}" "$@"
+"""
+
+
+@pytest.fixture
+def fake_privgate(tmp_path, monkeypatch):
+    from pipeline_cases import constant_model
+
+    import privgate
+
+    model, members, nonmembers = constant_model(n=60)
+    report = privgate.check(model, "internal", members, nonmembers)
+    report = report.model_copy(update={"remediation": {"chosen_epsilon": 4.0, "rows": [{"epsilon": 8.0, "utility": 0.9}, {"epsilon": 4.0, "utility": 0.85}]}})
+    canned = tmp_path / "canned.json"
+    canned.write_text(report.to_json())
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    exe = bindir / "privgate"
+    exe.write_text(FAKE_PRIVGATE.replace("{real}", str(BIN / "privgate")))
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args.txt"))
+    monkeypatch.setenv("FAKE_REPORT", str(canned))
+    return bindir
+
+
+def test_action_remediate_passes_flags_and_outputs_the_chosen_epsilon(fake_privgate, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    run = run_action({"model": "m.pt", "policy": "strict", "recipe": "recipe:RECIPE", "remediate": "true",
+                      "seed": "7", "args": "--trust-checkpoint --label-column target"}, ws, path_prefix=fake_privgate)
+    args = (tmp_path / "args.txt").read_text().splitlines()
+    assert args[:4] == ["check", "m.pt", "--policy", "strict"]
+    joined = " ".join(args)
+    assert "--recipe recipe:RECIPE" in joined and "--seed 7" in joined
+    assert "--remediate --output-model privgate-reports/model-dp.pt" in joined
+    assert "--trust-checkpoint --label-column target" in joined
+    assert "--json privgate-reports/privgate-report.json" in joined and "--sarif privgate-reports/privgate.sarif" in joined
+    assert "--members" not in args and "--config" not in args  # empty inputs add no flags
+    assert run.outputs["epsilon"] == "4" and run.outputs["model"] == "privgate-reports/model-dp.pt"
+    assert run.outputs["verdict"] == "pass" and run.step("Enforce the verdict").returncode == 0
+
+
+def test_action_without_a_report_says_error(fake_privgate, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_EXIT_NO_REPORT", "2")
+    run = run_action({"model": "missing.pt", "policy": "internal"}, tmp_path, path_prefix=fake_privgate)
+    assert run.outputs["verdict"] == "error" and run.outputs["exit-code"] == "2" and run.outputs["report"] == ""
+    assert "privgate: error (exit 2)" in run.summary
+    assert run.step("Enforce the verdict").returncode == 2

@@ -1,0 +1,400 @@
+"""Remediation: DP-SGD retraining with Opacus and the ε search (privgate.dp).
+
+Small and fast on purpose: scikit-learn's digits, a 64-64-10 MLP, a few DP-SGD
+epochs, two-step ε schedules, RDP accounting (PRV is exercised through its
+fallback). Every test asserts numbers or behaviour, not only that code runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from sklearn.datasets import load_digits
+from torch import nn
+
+from privgate.data import AuditData, Dataset
+from privgate.dp import remediate as rem
+from privgate.dp.train import DPRecipe, DPSettings, accuracy, make_private_module, probe_private_training, search_clip_norm, train_dp
+from privgate.errors import PolicyError, RecipeError
+from privgate.policy import Utility, parse_policy
+from privgate.recipe import Recipe
+from privgate.report.model import CheckResult
+from privgate.target import Target
+
+# torch.jit (TorchScript, the portable format privgate writes and loads) warns that it is deprecated
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
+
+# --------------------------------------------------------------------------- fixtures
+
+RECIPE_SOURCE = textwrap.dedent(
+    '''
+    import torch
+    from torch import nn
+    from privgate.recipe import Recipe
+
+    def make_model():
+        return nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 10))
+
+    class Gate(nn.Module):
+        """A learnable scale behind data-dependent control flow: no per-example gradient exists for it."""
+
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(10))
+
+        def forward(self, x):
+            return x * self.scale if x.sum() > 0 else x
+
+    def make_bad():
+        return nn.Sequential(nn.Linear(64, 10), Gate())
+
+    RECIPE = Recipe(model_factory=make_model, epochs=80, batch_size=32, lr=2e-2, optimizer="adam", name="tiny")
+    BAD = Recipe(model_factory=make_bad, epochs=1, batch_size=32, name="bad")
+    '''
+)
+
+#: decision: point keeps the small audit decidable; the original (a memorising MLP on 300 digits) has
+#: balanced MIA accuracy ≈ 0.60, DP-SGD models ≈ 0.52.
+POLICY_PASSABLE = """
+name: tiny-remediate
+sensitivity: confidential
+release: api
+decision: point
+attacks: {loss: {}, confidence: {}}
+checks:
+  - {id: mia-acc, attack: best, metric: accuracy, max: 0.55}
+utility: {max_drop: 0.15}
+remediation: {enabled: true, epsilons: [8, 1], strategy: ladder, accountant: rdp, epochs: 8, batch_size: 100, max_grad_norm: 1.0}
+"""
+
+#: An AUC of at most 0.3 is below chance: no model meets it, and ε = 1 costs too much utility.
+POLICY_IMPOSSIBLE = POLICY_PASSABLE.replace("name: tiny-remediate", "name: impossible").replace(
+    "- {id: mia-acc, attack: best, metric: accuracy, max: 0.55}", "- {id: mia-auc, attack: best, metric: auc, max: 0.3}"
+)
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """A folder with the tiny recipe, digits splits (.npz), a memorising model.pt and two policies."""
+    d = tmp_path_factory.mktemp("remediation")
+    (d / "tiny_recipe.py").write_text(RECIPE_SOURCE)
+    digits = load_digits()
+    x = (digits.data / 16.0).astype(np.float32)
+    y = digits.target.astype(np.int64)
+    order = np.random.default_rng(0).permutation(len(x))
+    parts = {"members": order[:300], "nonmembers": order[1000:1300], "population": order[1300:1600]}
+    for name, idx in parts.items():
+        np.savez(d / f"{name}.npz", x=x[idx], y=y[idx])
+    sys.path.insert(0, str(d))
+    try:
+        import tiny_recipe  # noqa: PLC0415
+    finally:
+        sys.path.remove(str(d))
+    model = tiny_recipe.RECIPE.train(x[parts["members"]], y[parts["members"]], seed=0)
+    torch.save(model.state_dict(), d / "model.pt")
+    (d / "passable.yaml").write_text(POLICY_PASSABLE)
+    (d / "impossible.yaml").write_text(POLICY_IMPOSSIBLE)
+    (d / "disabled.yaml").write_text(POLICY_PASSABLE.replace("enabled: true", "enabled: false"))
+    ds = {k: Dataset(x[v], y[v], k) for k, v in parts.items()}
+    return {"dir": d, "recipe": tiny_recipe.RECIPE, "bad": tiny_recipe.BAD, "model": model, **ds}
+
+
+def _data(tiny) -> AuditData:
+    return AuditData(tiny["members"], tiny["nonmembers"], tiny["population"])
+
+
+def _settings(**kw) -> DPSettings:
+    base = dict(epochs=2, batch_size=100, max_grad_norm=1.0, delta=1e-4, accountant="rdp", max_physical_batch_size=64)
+    base.update(kw)
+    return DPSettings(**base)
+
+
+# --------------------------------------------------------------------------- pure rules
+
+
+def test_utility_floor_rules():
+    assert rem.utility_floor(None, 0.9) == (None, "no utility floor in the policy")
+    assert rem.utility_floor(Utility(min=0.8), 0.95)[0] == pytest.approx(0.8)
+    assert rem.utility_floor(Utility(max_drop=0.05), 0.95)[0] == pytest.approx(0.90)
+    assert rem.utility_floor(Utility(max_drop=0.10, relative=True), 0.90)[0] == pytest.approx(0.81)
+    floor, rule = rem.utility_floor(Utility(min=0.92, max_drop=0.05), 0.95)  # the stricter of both
+    assert floor == pytest.approx(0.92) and "stricter" in rule
+
+
+def _check(cid: str, status: str, value: float | None) -> CheckResult:
+    return CheckResult(id=cid, attack="best", metric="auc", value=value, ci=[None, None], threshold=0.6, status=status, reason="r", confidence=0.95)
+
+
+def test_privacy_status_never_counts_inconclusive_as_pass():
+    assert rem.privacy_status([_check("a", "pass", 0.5), _check("b", "fail", 0.9)]) == "fail"
+    # within the threshold but the upper bound is not: more noise can decide it, so not accepted
+    assert rem.privacy_status([_check("a", "pass", 0.5), _check("b", "inconclusive", 0.58)]) == "undecided"
+    # no value: the data cannot measure it (e.g. TPR@0.1% FPR with 600 non-members); noise cannot help
+    checks = [_check("a", "pass", 0.5), _check("b", "inconclusive", None)]
+    assert rem.privacy_status(checks) == "pass"
+    assert [c.id for c in rem.unresolvable(checks)] == ["b"]
+
+
+@dataclass
+class _FakeReport:
+    checks: list = field(default_factory=list)
+
+
+@dataclass
+class _Fake:
+    """Just what the search reads from a Candidate."""
+
+    epsilon: float
+    privacy: str
+    utility: float
+    floor: float = 0.8
+    report: _FakeReport = field(default_factory=_FakeReport)
+
+    @property
+    def utility_ok(self) -> bool:
+        return self.utility >= self.floor
+
+    @property
+    def accepted(self) -> bool:
+        return self.privacy == "pass" and self.utility_ok
+
+
+def _run(pattern: list[tuple[str, float]], strategy: str):
+    eps = [50, 20, 10, 5, 2, 1][: len(pattern)]
+    calls: list[int] = []
+
+    def evaluate(i: int) -> _Fake:
+        calls.append(i)
+        status, util = pattern[i]
+        checks = [] if status == "pass" else [_check("mia", "fail", 0.9)]
+        return _Fake(eps[i], status, util, report=_FakeReport(checks))
+
+    chosen, broke, reason = rem._search(evaluate, len(pattern), strategy)
+    return chosen, broke, reason, calls
+
+
+def test_ladder_and_bisect_choose_the_same_epsilon_with_different_costs():
+    # leakage falls with ε: checks pass from ε = 2 on; utility stays above the floor until ε = 1
+    pattern = [("fail", 0.97), ("fail", 0.96), ("fail", 0.95), ("fail", 0.93), ("pass", 0.90), ("pass", 0.70)]
+    chosen, broke, _, calls = _run(pattern, "ladder")
+    assert chosen.epsilon == 2 and broke is None and calls == [0, 1, 2, 3, 4]
+    chosen, broke, _, calls = _run(pattern, "bisect")
+    assert chosen.epsilon == 2 and broke is None and calls == [3, 5, 4]  # ⌈log2 7⌉ = 3 trainings
+    # the checks pass at the largest ε: the ladder needs one training, bisect three
+    easy = [("pass", 0.97)] * 6
+    assert _run(easy, "ladder")[3] == [0]
+    assert len(_run(easy, "bisect")[3]) == 3 and _run(easy, "bisect")[0].epsilon == 50
+
+
+def test_search_reports_which_constraint_broke_first():
+    # utility falls below the floor (0.8) at ε = 5 while the checks still fail: stop there
+    pattern = [("fail", 0.97), ("fail", 0.9), ("fail", 0.85), ("fail", 0.75), ("pass", 0.6), ("pass", 0.5)]
+    for strategy in ("ladder", "bisect"):
+        chosen, broke, reason, calls = _run(pattern, strategy)
+        assert chosen is None and broke == "utility"
+        assert "utility floor broke first" in reason and "ε = 5" in reason and "check 'mia' is fail" in reason
+    assert _run(pattern, "ladder")[3] == [0, 1, 2, 3]
+    # utility never breaks but the checks never pass
+    never = [("fail", 0.97)] * 4
+    chosen, broke, reason, calls = _run(never, "ladder")
+    assert chosen is None and broke == "privacy" and "even at the smallest, ε = 5" in reason and len(calls) == 4
+    assert _run(never, "bisect")[1] == "privacy" and _run(never, "bisect")[3] == [2, 3]
+
+
+# --------------------------------------------------------------------------- DP-SGD training
+
+
+def test_train_dp_meets_and_records_its_epsilon(tiny):
+    x, y = tiny["members"].x, tiny["members"].y
+    model, rec = train_dp(tiny["recipe"], x, y, seed=3, settings=_settings(epochs=3), target_epsilon=2.0)
+    assert rec.accountant == "rdp" and rec.accountant_note is None
+    assert 1.9 <= rec.epsilon <= 2.0  # verified after training: spent ε ≤ target, and not far below
+    assert rec.noise_multiplier > 0.5 and rec.max_grad_norm == 1.0 and rec.delta == 1e-4
+    assert rec.sample_rate == pytest.approx(1 / 3) and rec.batch_size == 100  # q = 1/ceil(300/100)
+    assert rec.steps == 9 and rec.epochs == 3 and rec.n_train == 300  # epochs / q logical steps
+    assert rec.architecture_changes == [] and rec.seconds > 0
+    assert not any(k.startswith("_module") for k in model.state_dict())  # a clean module, no Opacus wrapper
+    again, rec2 = train_dp(tiny["recipe"], x, y, seed=3, settings=_settings(epochs=3), target_epsilon=2.0)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))  # same seed, same model
+    # physical batches of 16 (BatchMemoryManager) do not change the logical steps or the guarantee
+    _, rec3 = train_dp(tiny["recipe"], x, y, seed=3, settings=_settings(epochs=3, max_physical_batch_size=16), target_epsilon=2.0)
+    assert rec3.steps == 9 and rec3.epsilon == pytest.approx(rec.epsilon)
+    # ghost clipping (the default) is the same DP-SGD update as materialised per-example gradients
+    hooks, rec4 = train_dp(tiny["recipe"], x, y, seed=3, settings=_settings(epochs=3, grad_sample_mode="hooks"), target_epsilon=2.0)
+    assert rec.grad_sample_mode == "ghost" and rec4.grad_sample_mode == "hooks" and rec4.noise_multiplier == rec.noise_multiplier
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(model.state_dict().values(), hooks.state_dict().values()))
+
+
+def test_prv_failure_falls_back_to_rdp(tiny, monkeypatch):
+    """The PRV accountant fails at large ε / small σ (Opacus #601: "Discrete mean differs significantly
+    from continuous mean"); privgate must fall back to RDP and say so, not crash or skip the check."""
+    from opacus.accountants import PRVAccountant
+
+    def broken(self, delta, **kw):
+        raise RuntimeError("Discrete mean differs significantly from continuous mean.")
+
+    monkeypatch.setattr(PRVAccountant, "get_epsilon", broken)
+    _, rec = train_dp(tiny["recipe"], tiny["members"].x, tiny["members"].y, settings=_settings(accountant="prv"), target_epsilon=8.0)
+    assert rec.accountant == "rdp" and "PRV" in rec.accountant_note and "fell back to RDP" in rec.accountant_note
+    assert 7.5 <= rec.epsilon <= 8.0
+
+
+def test_batchnorm_is_replaced_and_recorded(tiny):
+    recipe = Recipe(model_factory=lambda: nn.Sequential(nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 10)), name="bn")
+    fixed, changes = make_private_module(recipe.build(), "bn")
+    assert changes == ["1: BatchNorm1d → GroupNorm"] and isinstance(fixed[1], nn.GroupNorm)
+    model, rec = train_dp(recipe, tiny["members"].x, tiny["members"].y, settings=_settings(epochs=1), target_epsilon=8.0)
+    assert rec.architecture_changes == ["1: BatchNorm1d → GroupNorm"] and isinstance(model[1], nn.GroupNorm)
+    assert probe_private_training(recipe, tiny["members"].x, tiny["members"].y) == ["1: BatchNorm1d → GroupNorm"]
+    with pytest.raises(RecipeError, match="Opacus cannot compute per-example gradients"):
+        probe_private_training(tiny["bad"], tiny["members"].x, tiny["members"].y)
+
+
+def test_dp_recipe_trains_reference_models_like_the_target(tiny):
+    from privgate.ensemble import recipe_fingerprint
+
+    x, y = tiny["members"].x, tiny["members"].y
+    settings = _settings(epochs=2)
+    _, rec = train_dp(tiny["recipe"], x, y, settings=settings, target_epsilon=4.0)
+    dp = DPRecipe.from_training(tiny["recipe"], rec, settings)
+    assert dp.vectorisable is False and tiny["recipe"].vectorisable is True
+    assert (dp.noise_multiplier, dp.max_grad_norm, dp.steps_per_epoch, dp.epochs) == (rec.noise_multiplier, 1.0, 3, 2)
+    ref = dp.train(x[:150], y[:150], seed=1)  # half the rows: same σ, C, steps per epoch, epochs
+    assert ref.state_dict().keys() == dp.build().state_dict().keys()
+    _, ref_rec = train_dp(dp, x[:150], y[:150], 1, settings=dp.settings, noise_multiplier=dp.noise_multiplier, steps_per_epoch=dp.steps_per_epoch)
+    assert ref_rec.steps == rec.steps and ref_rec.sample_rate == pytest.approx(rec.sample_rate) and ref_rec.epsilon == pytest.approx(rec.epsilon, rel=1e-6)
+    # the reference-model cache keys on the DP settings: another clip norm or σ is another recipe
+    assert recipe_fingerprint(dp) != recipe_fingerprint(dataclasses.replace(dp, max_grad_norm=0.1))
+    assert recipe_fingerprint(dp) != recipe_fingerprint(dataclasses.replace(dp, noise_multiplier=2 * dp.noise_multiplier))
+
+
+def test_clip_search_stops_at_the_first_clear_drop(tiny):
+    x, y = tiny["members"].x, tiny["members"].y
+    # plain SGD is not scale-invariant: clipping at C = 1 slows it down clearly, so C = 10 is the last good value
+    sgd = Recipe(model_factory=tiny["recipe"].model_factory, optimizer="sgd", lr=0.5, batch_size=50, name="sgd")
+    clip, rows = search_clip_norm(sgd, x, y, 0, _settings(batch_size=50), epochs=3, exponents=(1, 0, -3))
+    assert clip == 10.0 and [r["max_grad_norm"] for r in rows] == [10.0, 1.0]  # stopped: 10^-3 never tried
+    assert [r["good"] for r in rows] == [True, False] and rows[1]["accuracy"] < rows[0]["accuracy"] - 0.05
+    # Adam normalises the update, so once every gradient is clipped C no longer matters: the search goes down
+    clip, rows = search_clip_norm(tiny["recipe"], x, y, 0, _settings(), epochs=3, exponents=(0, -1, -2))
+    assert clip == 0.01 and all(r["good"] for r in rows) and len(rows) == 3
+
+
+# --------------------------------------------------------------------------- the search, end to end
+
+
+def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
+    policy = parse_policy(POLICY_PASSABLE)
+    target = Target(tiny["model"], source="tiny")
+    rows: list[dict] = []
+    out = rem.remediate(target, _data(tiny), policy, tiny["recipe"], seed=0, on_row=rows.append)
+    section = out.report.remediation
+    assert section["original"]["verdict"] == "fail" and section["original"]["checks"][0]["value"] > 0.55
+    assert out.status == "hardened" and out.report.verdict == "pass" and out.exit_code == 0
+    assert section["chosen_epsilon"] == 8 and section["trainings"] == 1 and len(rows) == 1 == len(section["rows"])
+    row = section["rows"][0]
+    assert row["accepted"] and row["checks"][0]["id"] == "mia-acc" and row["checks"][0]["value"] <= 0.55
+    floor = section["utility"]["floor"]
+    assert floor == pytest.approx(section["original"]["utility"] - 0.15, abs=1e-6) and row["utility"] >= floor
+    assert section["utility"]["data"].startswith("population (300 rows")
+    tr = row["training"]
+    assert tr["epsilon"] <= 8 and tr["delta"] == pytest.approx(1 / 3000) and tr["steps"] == 24 and tr["accountant"] == "rdp"
+    assert "1 DP-SGD training(s) of the target and 0 noise-free" in section["selection_leakage"]
+    # the hardened model is the candidate the report describes
+    assert accuracy(out.model, tiny["population"].x, tiny["population"].y) == pytest.approx(row["utility"], abs=1e-6)
+    written = rem.save_hardened(out.model, tmp_path / "h.pt", tiny["members"].x)
+    loaded = Target.load(written["torchscript"])
+    assert loaded.fmt == "torchscript" and np.allclose(loaded.predict_proba(tiny["population"].x), Target(out.model).predict_proba(tiny["population"].x), atol=1e-6)
+    sd = torch.load(written["state_dict"], weights_only=True)
+    assert sd.keys() == out.model.state_dict().keys()
+
+
+def test_remediate_does_nothing_for_a_passing_model(tiny):
+    policy = parse_policy(POLICY_PASSABLE.replace("max: 0.55", "max: 0.9"))
+    out = rem.remediate(Target(tiny["model"]), _data(tiny), policy, tiny["recipe"])
+    assert out.status == "not_needed" and out.report.remediation["trainings"] == 0 and out.model is None and out.exit_code == 0
+
+
+def test_remediation_must_be_enabled_and_needs_a_recipe(tiny):
+    disabled = parse_policy(POLICY_PASSABLE.replace("enabled: true", "enabled: false"))
+    with pytest.raises(PolicyError, match="remediation is not enabled"):
+        rem.remediate(Target(tiny["model"]), _data(tiny), disabled, tiny["recipe"])
+    with pytest.raises(RecipeError, match="needs its training recipe"):
+        rem.remediate(Target(tiny["model"]), _data(tiny), parse_policy(POLICY_PASSABLE), None)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _privgate_cmd() -> list[str]:
+    """The installed console script, as a user runs it."""
+    exe = Path(sys.executable).with_name("privgate")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "privgate.cli"]
+
+
+def _cli(tiny, *args: str) -> subprocess.CompletedProcess:
+    d = tiny["dir"]
+    cmd = [*_privgate_cmd(), *args, "--members", "members.npz", "--nonmembers", "nonmembers.npz", "--population", "population.npz"]
+    return subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
+    d = tiny["dir"]
+    before = _sha(d / "model.pt")
+    r = _cli(tiny, "harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--json", "hard.json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _sha(d / "model.pt") == before
+    assert (d / "model.hardened.pt").is_file() and (d / "model.hardened.state_dict.pt").is_file()
+    report = json.loads((d / "hard.json").read_text())
+    section = report["remediation"]
+    assert report["verdict"] == "pass" and section["chosen_epsilon"] == 8 and section["input_sha256"] == before
+    assert report["target"]["path"].endswith("model.hardened.pt") and report["target"]["sha256"] == _sha(d / "model.hardened.pt")
+    assert "ε = 8" in r.stdout and "accepted" in r.stdout and "Remediation: DP-SGD ε search" in r.stdout
+    # the hardened TorchScript passes the policy when audited on its own, without a recipe
+    again = _cli(tiny, "check", "model.hardened.pt", "--policy", "passable.yaml")
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_cli_exits_1_when_no_epsilon_meets_the_policy_within_the_floor(tiny):
+    r = _cli(tiny, "check", "model.pt", "--policy", "impossible.yaml", "--recipe", "tiny_recipe:RECIPE", "--remediate", "--output-model", "never.pt")
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = " ".join(r.stdout.split())
+    assert "the utility floor broke first: at ε = 1" in out and "check 'mia-auc' is fail" in out
+    assert not (tiny["dir"] / "never.pt").exists()
+
+
+def test_cli_bad_input_exits_2(tiny, monkeypatch):
+    from privgate.cli import cli
+
+    monkeypatch.chdir(tiny["dir"])
+    monkeypatch.syspath_prepend(str(tiny["dir"]))
+    runner = CliRunner()
+    data = ["--members", "members.npz", "--nonmembers", "nonmembers.npz"]
+    ts = tiny["dir"] / "model.ts.pt"
+    torch.jit.save(torch.jit.trace(tiny["model"], torch.zeros(1, 64)), str(ts))
+    cases = {
+        "needs its training recipe": ["harden", str(ts), "--policy", "passable.yaml", *data],
+        "Opacus cannot compute per-example gradients": ["harden", str(ts), "--policy", "passable.yaml", "--recipe", "tiny_recipe:BAD", *data],
+        "remediation is not enabled": ["harden", "model.pt", "--policy", "disabled.yaml", "--recipe", "tiny_recipe:RECIPE", *data],
+        "would overwrite an input": ["harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--output-model", "members.npz", *data],
+    }
+    for message, args in cases.items():
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 2, (message, result.output)
+        assert message in " ".join(result.output.split()), result.output
