@@ -19,8 +19,15 @@ run() {  # run DIR NAME EXPECTED ARGS...
   [ "$code" -eq "$expected" ] || { echo "demo: unexpected exit code for $name" >&2; exit 1; }
 }
 
-run digits "digits MLP vs the strict policy" 1 --json "$OUT/digits-strict.json"
-run purchase "purchase MLP vs the internal policy (MIA accuracy < 80 %)" 1 --json "$OUT/purchase-internal.json"
+run digits "digits MLP vs the strict policy" 1 \
+  --json "$OUT/digits-strict.json" --html "$OUT/digits-strict.html" --markdown "$OUT/digits-strict.md"
+run purchase "purchase MLP vs the internal policy (MIA accuracy < 80 %)" 1 \
+  --json "$OUT/purchase-internal.json" --html "$OUT/purchase-internal.html"
+# the fix: retrain with DP-SGD from scratch, lowering ε until the policy passes within its utility floor.
+# strict-remediate.yaml is strict without its TPR@0.1%-FPR check, which 600 digits non-members cannot measure.
+run digits "harden the digits MLP with DP-SGD" 0 \
+  --policy strict-remediate.yaml --remediate --output-model "$OUT/digits-hardened.pt" \
+  --json "$OUT/digits-hardened.json" --html "$OUT/digits-hardened.html"
 
 echo
 echo "Reports written to $OUT:"

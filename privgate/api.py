@@ -6,6 +6,7 @@ what the CLI calls. Both end in :func:`privgate.gate.audit`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,45 @@ def check(
     return audit(target, data, pol, recipe=rec, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir)
 
 
+@dataclass
+class Inputs:
+    """Everything an audit needs, loaded and validated at the door from the CLI's strings."""
+
+    policy: Policy
+    recipe: Recipe | None
+    target: Target
+    data: AuditData
+    members: Dataset  # the whole member set (AuditData may sub-sample it to balance the audit)
+
+
+def load_inputs(
+    model: str,
+    policy: str,
+    members: str,
+    nonmembers: str,
+    *,
+    population: str | None = None,
+    recipe: str | None = None,
+    seed: int = 0,
+    label_column: str = "label",
+    trust_checkpoint: bool = False,
+    search_dirs: list[Path] | None = None,
+) -> Inputs:
+    """Load policy, recipe, model and audit data from paths and ``module:attr`` specs."""
+    pol = load_policy(policy)
+    rec = as_recipe(recipe, search_dirs)
+    target = Target.load(model, recipe=rec, trust_checkpoint=trust_checkpoint)
+    base = (search_dirs or [Path.cwd()])[0]
+    train = load_dataset(members, "members", label_column, base)
+    data = AuditData(
+        train,
+        load_dataset(nonmembers, "non-members", label_column, base),
+        load_dataset(population, "population", label_column, base) if population else None,
+        seed=seed,
+    )
+    return Inputs(pol, rec, target, data, train)
+
+
 def audit_paths(
     model: str,
     policy: str,
@@ -117,17 +157,9 @@ def audit_paths(
     artefacts_dir: str | None = None,
 ) -> Report:
     """The CLI's path: everything given as strings, loaded and validated at the door."""
-    pol = load_policy(policy)
-    rec = as_recipe(recipe, search_dirs)
-    target = Target.load(model, recipe=rec, trust_checkpoint=trust_checkpoint)
-    base = (search_dirs or [Path.cwd()])[0]
-    data = AuditData(
-        load_dataset(members, "members", label_column, base),
-        load_dataset(nonmembers, "non-members", label_column, base),
-        load_dataset(population, "population", label_column, base) if population else None,
-        seed=seed,
-    )
-    return audit(target, data, pol, recipe=rec, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir)
+    i = load_inputs(model, policy, members, nonmembers, population=population, recipe=recipe, seed=seed,
+                    label_column=label_column, trust_checkpoint=trust_checkpoint, search_dirs=search_dirs)
+    return audit(i.target, i.data, i.policy, recipe=i.recipe, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir)
 
 
-__all__ = ["as_dataset", "as_policy", "as_recipe", "as_target", "audit_paths", "check"]
+__all__ = ["Inputs", "as_dataset", "as_policy", "as_recipe", "as_target", "audit_paths", "check", "load_inputs"]

@@ -11,25 +11,12 @@ did not ask for.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
+from privgate.atomic import write_atomic
+
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` via a temporary file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_artefacts(attack: str, files: dict[str, bytes], directory: str | Path) -> list[str]:
@@ -39,7 +26,7 @@ def save_artefacts(attack: str, files: dict[str, bytes], directory: str | Path) 
         if not _SAFE.match(name) or not _SAFE.match(attack):
             raise ValueError(f"attack '{attack}' returned an artefact with an unsafe name {name!r}")
         path = Path(directory) / attack / name
-        write_bytes_atomic(path, data)
+        write_atomic(path, data)
         written.append(str(path))
     return written
 

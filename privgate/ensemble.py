@@ -160,7 +160,7 @@ class Ensemble:
 
     def logits(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
         """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad)."""
-        net = _build(self.recipe)
+        net = build_model(self.recipe)
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         out = []
         with torch.no_grad():
@@ -214,10 +214,17 @@ def _stable(v: Any) -> str:
     return _ADDR.sub("", repr(v))
 
 
-def _build(recipe: Recipe, seed: int | None = None) -> nn.Module:
-    """``recipe.build()`` under ``torch.manual_seed(seed)``; any failure is a RecipeError."""
+_BUILD_LOCK = threading.RLock()
+
+
+def build_model(recipe: Recipe, seed: int | None = None) -> nn.Module:
+    """``recipe.build()`` under ``torch.manual_seed(seed)``; any failure is a RecipeError.
+
+    Seeding and building use torch's global generator; the lock keeps two
+    threads (one run's fingerprint, another's training) from interleaving there.
+    """
     try:
-        with torch.random.fork_rng(devices=[]):
+        with _BUILD_LOCK, torch.random.fork_rng(devices=[]):
             if seed is not None:
                 torch.manual_seed(int(seed))
             return recipe.build()
@@ -240,7 +247,7 @@ def recipe_fingerprint(recipe: Recipe) -> str:
         h.update(f"{f.name}={_stable(getattr(recipe, f.name))}|".encode())
     if recipe.pretrained and Path(recipe.pretrained).is_file():
         h.update(Path(recipe.pretrained).read_bytes())
-    net = _build(recipe, 0)
+    net = build_model(recipe, 0)
     h.update(str(net).encode())
     for name, t in net.state_dict().items():
         h.update(name.encode())
@@ -422,7 +429,7 @@ def _train_vectorised(recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.nd
     """Train ``len(seeds)`` models at once (see the module docstring)."""
     from torch.func import functional_call, grad, stack_module_state, vmap
 
-    nets = [_build(recipe, s) for s in seeds]
+    nets = [build_model(recipe, s) for s in seeds]
     _check_vectorisable(recipe, nets[0])
     k = len(nets)
     params, _ = stack_module_state(nets)
@@ -564,7 +571,7 @@ def train_ensemble(
         raise ValueError(f"masks must be [K, {len(x)}] with one seed per row; got {masks.shape} and {len(seeds)} seeds")
     if not masks.any(axis=1).all():
         raise ValueError("every model needs at least one training row")
-    probe = _build(recipe, 0)
+    probe = build_model(recipe, 0)
     like = probe.state_dict()
     try:
         with torch.no_grad():
@@ -620,6 +627,7 @@ __all__ = [
     "default_threads",
     "Ensemble",
     "ModelCache",
+    "build_model",
     "data_fingerprint",
     "model_key",
     "model_seeds",

@@ -162,6 +162,11 @@ def _fmt(v: float) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3g}"
 
 
+def _pct(confidence: float) -> str:
+    """99.5 % stays 99.5 %, not a rounded 100 %."""
+    return f"{confidence * 100:.4g}%"
+
+
 def decide(est: stats.Estimate, check: Check, decision: Decision) -> tuple[str, str]:
     """Status and a one-sentence reason for an estimate against ``check.max``."""
     mx = check.max
@@ -171,14 +176,14 @@ def decide(est: stats.Estimate, check: Check, decision: Decision) -> tuple[str, 
     ci = f"[{_fmt(est.lo)}, {_fmt(est.hi)}]"
     if check.metric is Metric.epsilon_lb:
         if est.value > mx:
-            return "fail", f"the attack proves ε ≥ {est.value:.3g} at {est.confidence:.0%} confidence, above the allowed {mx:g}"
+            return "fail", f"the attack proves ε ≥ {est.value:.3g} at {_pct(est.confidence)} confidence, above the allowed {mx:g}"
         return "pass", f"the attack proves no more than ε ≥ {est.value:.3g} (δ={est.details.get('delta', DEFAULT_DELTA):g}), within {mx:g}"
     if decision is Decision.point:
         if est.value > mx:
             return "fail", f"{name} {_fmt(est.value)} {ci} exceeds {mx:g}"
         return "pass", f"{name} {_fmt(est.value)} {ci} is within {mx:g} (decided on the point estimate)"
     if est.hi <= mx:
-        return "pass", f"{name} {_fmt(est.value)}, upper bound {_fmt(est.hi)} ≤ {mx:g} at {est.confidence:.0%} confidence"
+        return "pass", f"{name} {_fmt(est.value)}, upper bound {_fmt(est.hi)} ≤ {mx:g} at {_pct(est.confidence)} confidence"
     if est.value > mx:
         proven = " (even the lower bound is over: a proven violation)" if est.lo > mx else ""
         return "fail", f"{name} {_fmt(est.value)} {ci} exceeds {mx:g}{proven}"

@@ -109,23 +109,25 @@ def test_state_dict_needs_recipe(case, tmp_path):
     assert json.loads(out.read_text())["target"]["format"] == "state_dict"
 
 
-def test_unavailable_attack_is_reported_not_dropped(case, tmp_path):
-    pol = tmp_path / "p.yaml"
-    pol.write_text(
-        "name: p\nsensitivity: strictly_confidential\nrelease: model\n"
-        "checks:\n  - {id: acc, attack: loss, metric: accuracy, max: 0.99}\n  - {id: wb, attack: gradient, metric: auc, max: 0.6}\n"
-    )
-    from privgate.attacks import available_attacks
+def test_unavailable_attack_is_reported_not_dropped(case, monkeypatch):
+    """A policy may name an attack this version does not implement: its check is inconclusive, with the reason."""
+    import numpy as np
 
-    if "gradient" in available_attacks():
-        pytest.skip("the gradient attack is implemented now; covered by the white-box tests")
-    out = tmp_path / "r.json"
-    r = _check(case, case.safe_ts, str(pol), json_path=out)
-    rep = json.loads(out.read_text())
-    wb = next(c for c in rep["checks"] if c["id"] == "wb")
-    assert wb["status"] == "inconclusive" and "not implemented" in wb["reason"]
-    assert any(a["name"] == "gradient" and a["status"] == "unavailable" for a in rep["attacks"])
-    assert r.returncode == 3
+    import privgate
+    from privgate.attacks import PLANNED
+    from privgate.policy import parse_policy
+
+    monkeypatch.setitem(PLANNED, "future_attack", "black-box")
+    pol = parse_policy(
+        "name: p\nsensitivity: internal\nrelease: api\n"
+        "checks:\n  - {id: acc, attack: loss, metric: accuracy, max: 0.99}\n  - {id: fut, attack: future_attack, metric: auc, max: 0.6}\n"
+    )
+    m, n = np.load(case.members), np.load(case.nonmembers)
+    rep = privgate.check(str(case.safe_ts), pol, (m["x"], m["y"]), (n["x"], n["y"]))
+    fut = next(c for c in rep.checks if c.id == "fut")
+    assert fut.status == "inconclusive" and "not implemented" in fut.reason
+    assert any(a.name == "future_attack" and a.status == "unavailable" for a in rep.attacks)
+    assert rep.verdict == "inconclusive" and rep.exit_code == 3
 
 
 def test_public_policy_passes_without_attacks(case):

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from privgate.attacks.base import AttackContext, AttackSkipped
-from privgate.ensemble import Ensemble, model_seeds, paired_masks, resolve_cache_dir, train_ensemble
+from privgate.ensemble import Ensemble, build_model, model_seeds, paired_masks, resolve_cache_dir, train_ensemble
 from privgate.errors import RecipeError
 
 @dataclass
@@ -106,13 +106,7 @@ def _check_recipe_matches(ctx: AttackContext) -> None:
     """The recipe's model must have the target's parameters (when the target exposes them)."""
     recipe = ctx.recipe
     assert recipe is not None
-    try:
-        with torch.random.fork_rng(devices=[]):
-            net = recipe.build()
-    except RecipeError:
-        raise
-    except Exception as exc:
-        raise RecipeError(f"recipe '{recipe.name}': building the model failed ({exc.__class__.__name__}: {exc}).") from None
+    net = build_model(recipe)
     model = ctx.target.model
     target_state = model.state_dict() if hasattr(model, "state_dict") and callable(model.state_dict) else None
     if not isinstance(target_state, dict) or not target_state:

@@ -51,8 +51,6 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-import os
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -64,6 +62,7 @@ import torch
 from torch import nn
 
 from privgate import stats
+from privgate.atomic import write_atomic
 from privgate.data import AuditData, Dataset
 from privgate.dp.train import DPRecipe, DPSettings, DPTraining, _fresh, probe_private_training, search_clip_norm, train_dp
 from privgate.errors import PolicyError, PrivgateError, RecipeError
@@ -477,18 +476,8 @@ def state_dict_path(output: str | Path) -> Path:
 
 
 def _write_bytes_atomic(path: Path, payload: bytes) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``payload`` atomically (privgate.atomic) and return its SHA-256."""
+    write_atomic(path, payload)
     return hashlib.sha256(payload).hexdigest()
 
 
@@ -553,29 +542,21 @@ def harden_paths(
     and ``on_row`` (each ε's row as it is decided). The input checkpoint is
     only read.
     """
-    from privgate.api import as_recipe
-    from privgate.data import load_dataset
+    from privgate.api import as_recipe, load_inputs
     from privgate.policy import load_policy
 
-    pol = load_policy(policy)
-    rec = as_recipe(recipe, search_dirs)
-    check_can_remediate(pol, rec, seed)
+    # policy and recipe first: an unusable remediation setup fails before any loading
+    check_can_remediate(load_policy(policy), as_recipe(recipe, search_dirs), seed)
     out = Path(output_model) if output_model else default_output(model)
     inputs = [model, policy, members, nonmembers, population]
     protect = [p for p in inputs if p and Path(p).exists()]
     for p in (out, state_dict_path(out)):
         if p.resolve() in {Path(i).resolve() for i in protect}:
             raise PrivgateError(f"{p}: the hardened model would overwrite an input; choose another --output-model.")
-    target = Target.load(model, recipe=rec, trust_checkpoint=trust_checkpoint)
-    base = (search_dirs or [Path.cwd()])[0]
-    train = load_dataset(members, "members", label_column, base)
+    loaded = load_inputs(model, policy, members, nonmembers, population=population, recipe=recipe, seed=seed,
+                         label_column=label_column, trust_checkpoint=trust_checkpoint, search_dirs=search_dirs)
+    pol, rec, target, data, train = loaded.policy, loaded.recipe, loaded.target, loaded.data, loaded.members
     check_can_remediate(pol, rec, seed, probe=train)
-    data = AuditData(
-        train,
-        load_dataset(nonmembers, "non-members", label_column, base),
-        load_dataset(population, "population", label_column, base) if population else None,
-        seed=seed,
-    )
     outcome = remediate(
         target, data, pol, rec, seed=seed, train=train, cache_dir=cache_dir, progress=progress, on_row=on_row, artefacts_dir=artefacts_dir
     )

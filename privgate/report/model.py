@@ -7,12 +7,11 @@ new optional fields keep the version.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
+
+from privgate.atomic import write_atomic  # noqa: F401  (re-exported: reports are written with it)
 
 SCHEMA_VERSION = 1
 
@@ -123,18 +122,3 @@ class Report(BaseModel):
     @classmethod
     def from_json(cls, text: str) -> Report:
         return cls.model_validate_json(text)
-
-
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
