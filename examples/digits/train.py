@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +26,8 @@ import torch  # noqa: E402
 
 import data  # noqa: E402
 from recipe import RECIPE  # noqa: E402
+
+from privgate.atomic import write_atomic  # noqa: E402
 
 SEED = 0
 MODEL_PATH = HERE / "model.pt"
@@ -46,18 +47,7 @@ def save_atomic(state: dict, path: Path) -> None:
     """
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(buffer.getvalue())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, buffer.getvalue())
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import os
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -32,6 +31,8 @@ import torch  # noqa: E402
 
 import data  # noqa: E402
 from recipe import RECIPE  # noqa: E402
+
+from privgate.atomic import write_atomic  # noqa: E402
 
 SEED = 0
 MODEL_PATH = HERE / "model.pt"
@@ -59,18 +60,7 @@ def save_torchscript_atomic(model: torch.nn.Module, example: torch.Tensor, path:
                 raise RuntimeError("the traced model disagrees with the trained one")
         buffer = io.BytesIO()
         torch.jit.save(traced, buffer)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(buffer.getvalue())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, buffer.getvalue())
 
 
 def main() -> None:
