@@ -46,6 +46,13 @@ def _is_torchscript(path: Path) -> bool:
         return False
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Log-softmax over the last axis, in float64 (no saturation at confident outputs)."""
+    z = np.asarray(logits, dtype=np.float64)
+    m = z.max(axis=-1, keepdims=True)
+    return z - (m + np.log(np.exp(z - m).sum(axis=-1, keepdims=True)))
+
+
 def _softmax(logits: np.ndarray) -> np.ndarray:
     z = logits - logits.max(axis=1, keepdims=True)
     e = np.exp(z)
@@ -121,8 +128,7 @@ class Target:
         which ties every confident example and blinds loss-style attacks.
         """
         if self.module is not None:
-            z = self.logits(x)
-            return z - (np.log(np.exp(z - z.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True)) + z.max(axis=1, keepdims=True))
+            return log_softmax(self.logits(x))
         if hasattr(self.model, "predict_log_proba"):
             with np.errstate(divide="ignore"):
                 out = np.asarray(self.model.predict_log_proba(np.asarray(x)), dtype=np.float64)

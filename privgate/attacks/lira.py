@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
-from privgate.attacks.reference import build_references, check_models, cost_notes, logit_confidence
+from privgate.attacks.reference import build_references, check_models, reference_result, logit_confidence
 
 #: Below this many models, ``fixed_variance: auto`` shares one variance across examples.
 PER_EXAMPLE_MIN_MODELS = 64
@@ -107,20 +107,11 @@ class LiRAAttack(Attack):
             online=online,
             fixed_variance=fixed,
         )
-        notes = cost_notes(refs) + [
+        note = (
             f"{'online' if online else 'offline'} LiRA with {'one shared' if fixed else 'per-example'} variance; "
             f"{k // 2} IN and {k - k // 2} OUT models per example"
-        ]
-        return AttackResult(
-            attack=self.name,
-            threat_model=self.threat_model,
-            scores=scores,
-            seconds=time.perf_counter() - start,
-            models_trained=refs.ensemble.trained,
-            options=dict(self.options),
-            notes=notes,
-            extras={"reference_models": k, "models_from_cache": refs.ensemble.cached, "engine": refs.ensemble.mode, "fixed_variance": fixed},
         )
+        return reference_result(self, refs, scores, start, self.options, [note], reference_models=k, fixed_variance=fixed)
 
 
 ATTACKS: tuple[type[Attack], ...] = (LiRAAttack,)

@@ -23,14 +23,17 @@ comparison is meaningless and the audit stops with a :class:`RecipeError`.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
-from privgate.attacks.base import AttackContext, AttackSkipped
+from privgate.attacks.base import AttackContext, AttackResult, AttackSkipped
 from privgate.ensemble import Ensemble, build_model, model_seeds, paired_masks, resolve_cache_dir, train_ensemble
 from privgate.errors import RecipeError
+from privgate.target import log_softmax  # noqa: F401  (re-exported for the reference attacks)
 
 @dataclass
 class References:
@@ -55,13 +58,6 @@ class References:
     @property
     def k(self) -> int:
         return len(self.inside)
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Log-softmax over the last axis, in float64 (no saturation at confident outputs)."""
-    z = np.asarray(logits, dtype=np.float64)
-    m = z.max(axis=-1, keepdims=True)
-    return z - (m + np.log(np.exp(z - m).sum(axis=-1, keepdims=True)))
 
 
 def true_class(values: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -176,6 +172,21 @@ def build_references(ctx: AttackContext, k: int, *, z_samples: int = 0, min_popu
         refs.z_x, refs.z_y = pop.x[take], pop.y[take]
         refs.z_log_proba = log_softmax(ens.logits(refs.z_x))
     return refs
+
+
+def reference_result(attack: Any, refs: References, scores: np.ndarray, start: float, options: dict[str, Any],
+                     notes: list[str], **extras: Any) -> AttackResult:
+    """The AttackResult of a reference-model attack: its scores plus what the reference models cost."""
+    return AttackResult(
+        attack=attack.name,
+        threat_model=attack.threat_model,
+        scores=scores,
+        seconds=time.perf_counter() - start,
+        models_trained=refs.ensemble.trained,
+        options=dict(options),
+        notes=cost_notes(refs) + notes,
+        extras={"models_from_cache": refs.ensemble.cached, "engine": refs.ensemble.mode, **extras},
+    )
 
 
 def cost_notes(refs: References) -> list[str]:

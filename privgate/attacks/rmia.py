@@ -36,7 +36,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
-from privgate.attacks.reference import build_references, check_models, cost_notes, log_softmax, true_class
+from privgate.attacks.reference import build_references, check_models, reference_result, log_softmax, true_class
 
 _TINY = 1e-300
 #: Grid searched for ``a`` (paper: a ∈ [0, 1]).
@@ -188,23 +188,13 @@ class RMIAAttack(Attack):
         lz = np.log(np.clip(p_target_z, _TINY, None)) - np.log(np.clip(pz, _TINY, None))
         scores = rmia_scores(lx, lz, o["gamma"])
         how = "online (IN and OUT models)" if o["online"] else f"offline, a = {a:g}" + (" (calibrated on the reference models)" if grid else "")
-        notes = cost_notes(refs) + [f"RMIA {how}, γ = {o['gamma']:g}, temperature {t:g}, {len(lz)} population z-samples"]
-        return AttackResult(
-            attack=self.name,
-            threat_model=self.threat_model,
-            scores=scores,
-            seconds=time.perf_counter() - start,
-            models_trained=refs.ensemble.trained,
-            options=dict(o),
-            notes=notes,
-            extras={
-                "reference_models": o["models"],
-                "models_from_cache": refs.ensemble.cached,
-                "engine": refs.ensemble.mode,
-                "a": a,
-                "a_calibration_auc": {str(k): round(v, 4) for k, v in grid.items()},
-                "z_samples": len(lz),
-            },
+        return reference_result(
+            self, refs, scores, start, o,
+            [f"RMIA {how}, γ = {o['gamma']:g}, temperature {t:g}, {len(lz)} population z-samples"],
+            reference_models=o["models"],
+            a=a,
+            a_calibration_auc={str(k): round(v, 4) for k, v in grid.items()},
+            z_samples=len(lz),
         )
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
-from privgate.attacks.reference import build_references, check_models, cost_notes, logit_confidence, true_class
+from privgate.attacks.reference import build_references, check_models, reference_result, logit_confidence, true_class
 
 CLASSIFIERS = ("gbdt", "logistic", "mlp")
 MIN_PER_CLASS = 20
@@ -112,20 +112,10 @@ class ShadowAttack(Attack):
                 clf = _make_classifier(o["classifier"], ctx.seed).fit(train_x[sel], train_in[sel])
                 scores[ctx.y == c] = _log_odds(clf, test_x[ctx.y == c])
                 per_class_fitted += 1
-        notes = cost_notes(refs) + [
-            f"{o['classifier']} attack classifier trained on {len(train_x)} shadow outputs"
-            + (f"; one per class for {per_class_fitted} classes" if o["per_class"] else "")
-        ]
-        return AttackResult(
-            attack=self.name,
-            threat_model=self.threat_model,
-            scores=scores,
-            seconds=time.perf_counter() - start,
-            models_trained=refs.ensemble.trained,
-            options=dict(o),
-            notes=notes,
-            extras={"reference_models": k, "models_from_cache": refs.ensemble.cached, "engine": refs.ensemble.mode},
+        note = f"{o['classifier']} attack classifier trained on {len(train_x)} shadow outputs" + (
+            f"; one per class for {per_class_fitted} classes" if o["per_class"] else ""
         )
+        return reference_result(self, refs, scores, start, o, [note], reference_models=k)
 
 
 ATTACKS: tuple[type[Attack], ...] = (ShadowAttack,)
