@@ -4,16 +4,22 @@
     python benchmarks/ensemble_speed.py --threads 1     # single core
     python benchmarks/ensemble_speed.py --epochs 10     # a quick look (fewer epochs)
 
-Both runs happen in this one process, with the same thread count, on the same
+All runs happen in this one process, with the same thread count, on the same
 masks and seeds (the reference-model plan of :mod:`privgate.attacks.reference`:
 complementary halves of the 1,497 audit rows), with no cache:
 
-* sequential: ``recipe.train(x[mask_k], y[mask_k], seed_k)`` for k = 1..K;
-* vectorised: :func:`privgate.ensemble.train_models` (``torch.func`` + ``vmap``).
+* sequential: ``recipe.train(x[mask_k], y[mask_k], seed_k)`` for k = 1..K —
+  the loop a user would write, and the engine's fallback;
+* vectorised, vmap kernel: :func:`privgate.ensemble.train_models` with
+  ``kernel="vmap"`` (``torch.func`` + ``vmap``, any model without buffers);
+* vectorised, MLP kernel: ``kernel="auto"``, what an audit uses — the
+  closed-form kernel of :mod:`privgate.stacked` for this Linear/Tanh stack.
 
 A one-epoch warm-up of each path runs first (import and first-call costs are
-paid once per process, not per model). The two results are checked to agree,
-then the script prints both times and their ratio.
+paid once per process, not per model). Rounds interleave the three paths so a
+noisy neighbour slows them alike. The vectorised models are checked against
+the sequential ones (predicted labels, largest parameter difference), then the
+script prints the times and the ratios to the sequential loop.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=None, help="override the recipe's epochs (default: the recipe's own)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved repetitions (default 1)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-one-thread", action="store_true", help="skip the extra 1-thread sequential run made when --threads > 1")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -61,41 +68,65 @@ def main() -> int:
     )
 
     warm = dataclasses.replace(recipe, epochs=1)
-    train_models(warm, x, y, masks[:2], seeds[:2], vectorise=True, threads=args.threads)
+    kernels = {"vmap": "vectorised, vmap kernel", "auto": "vectorised, MLP kernel"}
+    for kern in kernels:
+        train_models(warm, x, y, masks[:2], seeds[:2], vectorise=True, threads=args.threads, kernel=kern)
     train_models(warm, x, y, masks[:1], seeds[:1], vectorise=False, threads=args.threads)
 
-    t_seq, t_vec = [], []
-    for r in range(args.rounds):  # interleaved, so a noisy neighbour slows both paths alike
+    one_thread = args.threads > 1 and not args.no_one_thread
+    times: dict[str, list[float]] = {"sequential": [], "sequential-1": [], **{k: [] for k in kernels}}
+    states: dict[str, list] = {}
+    for r in range(args.rounds):
         t0 = time.perf_counter()
-        seq, _, _ = train_models(recipe, x, y, masks, seeds, vectorise=False, threads=args.threads)
-        t_seq.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        vec, mode, notes = train_models(recipe, x, y, masks, seeds, vectorise=True, threads=args.threads)
-        t_vec.append(time.perf_counter() - t0)
-        print(
-            f"round {r + 1}: sequential (recipe.train, one after another) {t_seq[-1]:7.2f} s | "
-            f"vectorised (torch.func + vmap, all at once) {t_vec[-1]:7.2f} s [{mode}] | ratio {t_seq[-1] / t_vec[-1]:.2f}x"
-            + (f" — {'; '.join(notes)}" if notes else ""),
-            flush=True,
-        )
+        states["sequential"] = train_models(recipe, x, y, masks, seeds, vectorise=False, threads=args.threads).states
+        times["sequential"].append(time.perf_counter() - t0)
+        line = [f"round {r + 1}: sequential (recipe.train, one after another) {times['sequential'][-1]:6.2f} s"]
+        if one_thread:  # the sequential loop's small products may gain nothing from a second thread
+            t0 = time.perf_counter()
+            train_models(recipe, x, y, masks, seeds, vectorise=False, threads=1)
+            times["sequential-1"].append(time.perf_counter() - t0)
+            line.append(f"sequential on 1 thread {times['sequential-1'][-1]:6.2f} s")
+        for kern, label in kernels.items():
+            t0 = time.perf_counter()
+            out = train_models(recipe, x, y, masks, seeds, vectorise=True, threads=args.threads, kernel=kern)
+            times[kern].append(time.perf_counter() - t0)
+            states[kern] = out.states
+            used = f"{out.mode}/{out.kernel}" + (f" — {'; '.join(out.notes)}" if out.notes else "")
+            line.append(f"{label} {times[kern][-1]:6.2f} s [{used}], {times['sequential'][-1] / times[kern][-1]:.2f}x")
+        print(" | ".join(line), flush=True)
+
     xt = torch.as_tensor(x)
     net = recipe.build()
-    agree = []
-    with torch.no_grad():
-        for a, b in zip(seq, vec):
-            net.load_state_dict(a)
-            pa = net(xt).argmax(1)
-            net.load_state_dict(b)
-            pb = net(xt).argmax(1)
-            agree.append(float((pa == pb).float().mean()))
-    drift = max(float((a[n] - b[n]).abs().max()) for a, b in zip(seq, vec) for n in a)
-    print(f"agreement of predicted labels, vectorised vs sequential: min {min(agree):.4f}; largest parameter difference {drift:.2e}")
-    ratios = sorted(a / b for a, b in zip(t_seq, t_vec))
+
+    def labels(state: dict) -> torch.Tensor:
+        net.load_state_dict(state)
+        with torch.no_grad():
+            return net(xt).argmax(1)
+
+    seq_labels = [labels(a) for a in states["sequential"]]
+    for kern, label in kernels.items():
+        agree = min(float((labels(b) == pa).float().mean()) for pa, b in zip(seq_labels, states[kern]))
+        drift = max(float((a[n] - b[n]).abs().max()) for a, b in zip(states["sequential"], states[kern]) for n in a)
+        print(f"{label} vs sequential: agreement of predicted labels min {agree:.4f}; largest parameter difference {drift:.2e}")
+    best = {k: min(v) for k, v in times.items() if v}
     print(
-        f"best times: sequential {min(t_seq):.2f} s ({min(t_seq) / args.models:.2f} s per model), vectorised {min(t_vec):.2f} s; "
-        f"ratio of best times {min(t_seq) / min(t_vec):.2f}x, median per-round ratio {float(np.median(ratios)):.2f}x "
-        f"(K = {args.models}, {torch.get_num_threads()} thread(s), load average {os.getloadavg()[0]:.1f} at the end)"
+        f"best times: sequential {best['sequential']:.2f} s ({best['sequential'] / args.models:.2f} s per model), "
+        + ", ".join(f"{label} {best[k]:.2f} s" for k, label in kernels.items())
     )
+    for kern, label in kernels.items():
+        ratios = sorted(a / b for a, b in zip(times["sequential"], times[kern]))
+        print(
+            f"RATIO {label}: {best['sequential'] / best[kern]:.2f}x (ratio of best times), median per-round ratio "
+            f"{float(np.median(ratios)):.2f}x over {args.rounds} round(s)"
+        )
+    if one_thread:
+        fastest = min(min(times["sequential"]), min(times["sequential-1"]))
+        print(
+            f"against the faster sequential configuration ({fastest:.2f} s; 1 thread {min(times['sequential-1']):.2f} s, "
+            f"{args.threads} threads {min(times['sequential']):.2f} s): "
+            + ", ".join(f"{label} {fastest / best[k]:.2f}x" for k, label in kernels.items())
+        )
+    print(f"(K = {args.models}, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f} at the end)")
     return 0
 
 

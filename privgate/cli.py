@@ -98,6 +98,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option("--seed", type=int, help="Seed for every random choice (default 0).")
 @click.option("--label-column", help="Label column of CSV data (default 'label').")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Where trained reference models are cached.")
+@click.option("--threads", type=click.IntRange(min=1), help="Torch threads for training reference models (default 1, or $PRIVGATE_THREADS). Set it to the core count on a runner that does nothing else; never oversubscribe shared cores.")
 @click.option("--artefacts", "artefacts_path", type=click.Path(file_okay=False), help="Where attacks save files to look at (inversion reconstructions); default: REPORT.artefacts/ next to --json, none without --json.")
 @click.option("--trust-checkpoint", is_flag=True, default=None, help="Allow loading pickled checkpoints (this runs code from the file).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
@@ -109,7 +110,7 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
           recipe: str | None, config_path: str | None, json_path: str | None,
           junit_path: str | None, sarif_path: str | None, markdown_path: str | None, html_path: str | None, step_summary: bool, seed: int | None, label_column: str | None,
           cache_dir: str | None, artefacts_path: str | None, trust_checkpoint: bool | None, quiet: bool, verbose: bool,
-          remediate: bool = False, output_model: str | None = None) -> int:
+          remediate: bool = False, output_model: str | None = None, threads: int | None = None) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
     from privgate.api import audit_paths
     from privgate.artefacts import default_directory
@@ -145,6 +146,11 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     _refuse_inputs_as_outputs(outputs, inputs)
 
     artefacts_dir = artefacts_path or (str(default_directory(json_out)) if json_out else None)
+    n_threads = pick("threads", threads)
+    if n_threads is not None:
+        if not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1:
+            raise PrivgateError(f"{cfg.path}: field 'threads' must be a whole number of at least 1, not {n_threads!r}.")
+        os.environ["PRIVGATE_THREADS"] = str(n_threads)  # read by privgate.ensemble.default_threads
 
     out = _out_console()
     show_progress = not quiet and out.is_terminal and not os.environ.get("CI")

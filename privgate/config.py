@@ -31,6 +31,7 @@ KEYS = {
     "json": str,
     "label_column": str,
     "cache_dir": str,
+    "threads": int,
     "trust_checkpoint": bool,
 }
 

@@ -61,7 +61,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -77,7 +77,7 @@ except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
 #: Bumped when a change to the engine changes what a cached model would be.
-ENGINE_VERSION = 1
+ENGINE_VERSION = 2
 
 #: Default cache folder (relative to the working directory) when none is given.
 DEFAULT_CACHE_DIR = ".privgate-cache"
@@ -141,6 +141,10 @@ class Ensemble:
         trained: how many models this call trained (0 when all came from the cache).
         cached: how many models came from the cache.
         mode: ``"vectorised"``, ``"sequential"`` or ``"cache"`` (nothing trained).
+        threads: torch threads used for training (0 when nothing was trained).
+        kernel: how the trained models were trained: ``"mlp"`` (the closed-form
+            kernel of :mod:`privgate.stacked`), ``"vmap"`` (``torch.func``),
+            ``"loop"`` (``recipe.train`` per model) or ``""`` (nothing trained).
         seconds: wall time of the call.
         notes: sentences for the report (fallbacks, cache problems).
     """
@@ -154,6 +158,8 @@ class Ensemble:
     mode: str = "cache"
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    kernel: str = ""
+    threads: int = 0
 
     def __len__(self) -> int:
         return len(self.states)
@@ -364,33 +370,36 @@ def _check_vectorisable(recipe: Recipe, net: nn.Module) -> None:
 
 def _epoch_schedule(
     gens: list[torch.Generator], rows: list[torch.Tensor], batch: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """One epoch of every model: row indices ``[S, K, B]``, loss weights ``[S, K, B]``, active ``[S, K]``.
 
     Model k draws ``randperm(n_k, generator=gens[k])`` exactly as ``Recipe.train``
     does; a short last batch is padded with weight-0 rows and weighted 1/len so
     the weighted sum equals the batch mean; models with fewer batches than
-    others are inactive for the remaining steps.
+    others are inactive (``active`` is a numpy array: it steers Python control
+    flow, one lookup per step) for the remaining steps.
     """
     k = len(rows)
-    steps = [math.ceil(len(r) / batch) for r in rows]
+    sizes = [len(r) for r in rows]
+    steps = [math.ceil(n / batch) for n in sizes]
     s_max = max(steps)
-    idx = torch.zeros((s_max, k, batch), dtype=torch.long)
-    w = torch.zeros((s_max, k, batch), dtype=torch.float32)
-    active = torch.zeros((s_max, k), dtype=torch.bool)
-    for m, (gen, r) in enumerate(zip(gens, rows)):
-        order = r[torch.randperm(len(r), generator=gen)]
-        for s in range(steps[m]):
-            part = order[s * batch : (s + 1) * batch]
-            idx[s, m, : len(part)] = part
-            w[s, m, : len(part)] = 1.0 / len(part)
-            active[s, m] = True
-    return idx, w, active
+    idx = torch.zeros((k, s_max * batch), dtype=torch.long)
+    w = torch.zeros((k, s_max * batch), dtype=torch.float32)
+    active = np.zeros((s_max, k), dtype=bool)
+    for m, (gen, r, n) in enumerate(zip(gens, rows, sizes)):
+        idx[m, :n] = r[torch.randperm(n, generator=gen)]
+        full = (n // batch) * batch
+        w[m, :full] = 1.0 / batch
+        if n > full:
+            w[m, full:n] = 1.0 / (n - full)
+        active[: steps[m], m] = True
+    return (idx.view(k, s_max, batch).transpose(0, 1).contiguous(),
+            w.view(k, s_max, batch).transpose(0, 1).contiguous(), active)
 
 
 def _adam_update(
     p: list[torch.Tensor], g: list[torch.Tensor], m1: list[torch.Tensor], m2: list[torch.Tensor],
-    tmp: list[torch.Tensor], steps: torch.Tensor, lr: float, b1: float, b2: float, eps: float,
+    tmp: list[torch.Tensor], steps: np.ndarray, lr: float, b1: float, b2: float, eps: float,
 ) -> None:
     """``torch.optim.Adam``'s update on stacked tensors, in place (Kingma & Ba 2014, arXiv 1412.6980).
 
@@ -399,7 +408,8 @@ def _adam_update(
     count and any L2 penalty already added to ``g``. Nothing is allocated, which
     matters on CPU: fresh multi-megabyte tensors every step cost page faults.
     """
-    if bool((steps == steps[0]).all()) and hasattr(torch, "_fused_adam_"):
+    same = bool((steps == steps[0]).all())
+    if same and hasattr(torch, "_fused_adam_"):
         # one pass over memory; the same arithmetic as torch.optim.Adam(fused=True)
         t = [torch.tensor(float(steps[0]))] * len(p)
         torch._fused_adam_(p, g, m1, m2, [], t, lr=lr, beta1=b1, beta2=b2, weight_decay=0.0, eps=eps, amsgrad=False, maximize=False)
@@ -409,13 +419,13 @@ def _adam_update(
     torch._foreach_addcmul_(m2, g, g, value=1 - b2)
     for v, o in zip(m2, tmp):
         torch.sqrt(v, out=o)
-    if bool((steps == steps[0]).all()):
+    if same:
         t = float(steps[0])
         torch._foreach_div_(tmp, math.sqrt(1 - b2**t))
         torch._foreach_add_(tmp, eps)
         torch._foreach_addcdiv_(p, m1, tmp, value=-lr / (1 - b1**t))
         return
-    tt = steps.clamp(min=1.0)
+    tt = torch.as_tensor(steps, dtype=torch.float64).clamp(min=1.0)
     bc2 = (1 - b2**tt).sqrt().float()
     size = (-lr / (1 - b1**tt)).float()
     for pi, mi, o in zip(p, m1, tmp):
@@ -425,28 +435,114 @@ def _adam_update(
         pi.addcmul_(o, size.view(shape))
 
 
-def _train_vectorised(recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int]) -> list[dict[str, torch.Tensor]]:
-    """Train ``len(seeds)`` models at once (see the module docstring)."""
+KERNELS = ("auto", "mlp", "vmap")
+
+
+def _train_vectorised(
+    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int], kernel: str = "auto"
+) -> tuple[list[dict[str, torch.Tensor]], str, list[str]]:
+    """Train ``len(seeds)`` models at once (see the module docstring): ``(states, kernel used, notes)``.
+
+    ``kernel``: ``"mlp"`` — the closed-form kernel of :mod:`privgate.stacked`
+    (plain Linear/activation stacks only); ``"vmap"`` — ``torch.func`` on any
+    model without buffers; ``"auto"`` — the MLP kernel when the model qualifies
+    and reproduces the model's own forward pass, else vmap.
+    """
     from torch.func import functional_call, grad, stack_module_state, vmap
 
+    from privgate import stacked
+
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     nets = [build_model(recipe, s) for s in seeds]
     _check_vectorisable(recipe, nets[0])
     k = len(nets)
     params, _ = stack_module_state(nets)
     names = list(params)
     p = [params[n].detach().clone() for n in names]
-    base = copy.deepcopy(nets[0]).to("meta")
-    base.train()
-    del nets
-
-    def loss_of(theta: list[torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
-        out = functional_call(base, dict(zip(names, theta)), (xb,))
-        return (F.cross_entropy(out, yb, reduction="none") * wb).sum()
-
-    step_grads = vmap(grad(loss_of), randomness="different")
-
     xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
     yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
+    notes: list[str] = []
+
+    grad_fn = None
+    used = "vmap"
+    unpack = None
+    if kernel in ("auto", "mlp"):
+        mlp_plan, why = stacked.plan(nets[0])
+        if mlp_plan is not None:
+            engine = stacked.StackedMLP(mlp_plan, names, k, int(recipe.batch_size), xt, yt)
+            why = _mlp_kernel_mismatch(engine, nets[0], engine.pack(p), xt)
+            if not why:
+                grad_fn, used, unpack = engine.grads, "mlp", engine.unpack
+                p = engine.pack(p)
+        if grad_fn is None and kernel == "mlp":
+            raise _NotVectorisable(f"the MLP kernel cannot train this model: {why}")
+    if grad_fn is None:
+        base = copy.deepcopy(nets[0])
+        base.train()
+        if k > 1 and not _functional_call_matches(base, nets[-1], [t[-1] for t in p], names, xt):
+            raise _NotVectorisable(
+                "calling the model with another model's parameters (torch.func.functional_call) does not reproduce "
+                "that model's output, e.g. because its forward is patched on the instance"
+            )
+        base = base.to("meta")
+
+        def loss_of(theta: list[torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
+            out = functional_call(base, dict(zip(names, theta)), (xb,))
+            return (F.cross_entropy(out, yb, reduction="none") * wb).sum()
+
+        step_grads = vmap(grad(loss_of), randomness="different")
+
+        def grad_fn(theta: list[torch.Tensor], b: torch.Tensor, wb: torch.Tensor) -> list[torch.Tensor]:
+            return list(step_grads(theta, xt[b], yt[b], wb))
+
+    del nets
+    _optimise(recipe, p, grad_fn, masks, seeds)
+    if unpack is not None:
+        p = unpack(p)
+    return [{n: p[j][i].clone() for j, n in enumerate(names)} for i in range(k)], used, notes
+
+
+def _mlp_kernel_mismatch(engine: Any, net: nn.Module, p: list[torch.Tensor], xt: torch.Tensor) -> str:
+    """Empty when the MLP kernel's forward pass equals ``net``'s own on a few rows; else why not."""
+    rows = min(4, len(xt), engine.batch)
+    idx = torch.zeros((engine.k, engine.batch), dtype=torch.long)
+    idx[:, :rows] = torch.arange(rows)
+    try:
+        with torch.no_grad():
+            mine = engine.logits(p, idx)[0, :rows].clone()
+            net.train()
+            theirs = net(xt[:rows])
+    except Exception as exc:  # noqa: BLE001 - any failure means: use the general kernel
+        return f"its forward pass failed ({exc.__class__.__name__})"
+    if theirs.shape != mine.shape or not torch.allclose(mine, theirs, rtol=1e-4, atol=1e-5):
+        return "its forward pass differs from the model's own"
+    return ""
+
+
+def _functional_call_matches(base: nn.Module, other: nn.Module, theta: list[torch.Tensor], names: list[str], xt: torch.Tensor) -> bool:
+    """Whether ``base`` run with ``other``'s parameters gives ``other``'s output on a few rows."""
+    from torch.func import functional_call
+
+    rows = xt[: min(4, len(xt))]
+    try:
+        with torch.no_grad():
+            other.train()
+            mine = functional_call(base, dict(zip(names, theta)), (rows,))
+            theirs = other(rows)
+    except Exception:  # noqa: BLE001 - the vmap attempt will report the real error
+        return True
+    return bool(mine.shape == theirs.shape and torch.allclose(mine, theirs, rtol=1e-4, atol=1e-5))
+
+
+def _optimise(recipe: Recipe, p: list[torch.Tensor], grad_fn: Any, masks: np.ndarray, seeds: Sequence[int]) -> None:
+    """``recipe.epochs`` epochs of the recipe's optimiser on the stacked parameters ``p``, in place.
+
+    ``grad_fn(p, idx [K, B], weights [K, B])`` returns one gradient per tensor
+    of ``p``. Models without a batch at a step (smaller subsets) stay exactly
+    as they were, optimiser state included.
+    """
+    k = len(seeds)
     rows = [torch.as_tensor(np.flatnonzero(m), dtype=torch.long) for m in masks]
     gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
     adam = recipe.optimizer == "adam"
@@ -454,19 +550,20 @@ def _train_vectorised(recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.nd
     b1, b2, eps = 0.9, 0.999, 1e-8
     m1 = [torch.zeros_like(t) for t in p] if (adam or mom) else []
     m2 = [torch.zeros_like(t) for t in p] if adam else []
-    steps = torch.zeros(k, dtype=torch.float64)  # per-model optimiser step count
+    steps = np.zeros(k)  # per-model optimiser step count
     tmp = [torch.empty_like(t) for t in p] if adam else []
 
     for _ in range(int(recipe.epochs)):
         idx, wts, active = _epoch_schedule(gens, rows, int(recipe.batch_size))
         for s in range(idx.shape[0]):
             act = active[s]
-            b = idx[s]
-            g = list(step_grads(p, xt[b], yt[b], wts[s]))
+            g = grad_fn(p, idx[s], wts[s])
             with torch.no_grad():
-                idle = torch.nonzero(~act).flatten()
-                saved = [[t[idle].clone() for t in group] for group in (p, m1, m2)] if len(idle) else None
-                steps += act.double()
+                saved = None
+                if not act.all():
+                    idle = torch.as_tensor(np.flatnonzero(~act))
+                    saved = [[t[idle].clone() for t in group] for group in (p, m1, m2)]
+                steps += act
                 if wd:
                     torch._foreach_add_(g, p, alpha=wd)
                 if adam:
@@ -480,7 +577,6 @@ def _train_vectorised(recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.nd
                     for group, old in zip((p, m1, m2), saved):
                         for t, o in zip(group, old):
                             t[idle] = o
-    return [{n: p[j][i].clone() for j, n in enumerate(names)} for i in range(k)]
 
 
 def _train_sequential(recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int]) -> list[dict[str, torch.Tensor]]:
@@ -497,6 +593,15 @@ def _train_sequential(recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.nd
     return out
 
 
+class Trained(NamedTuple):
+    """What :func:`train_models` returns."""
+
+    states: list[dict[str, torch.Tensor]]
+    mode: str  # "vectorised" or "sequential"
+    notes: list[str]
+    kernel: str  # "mlp", "vmap" (vectorised) or "loop" (sequential)
+
+
 def train_models(
     recipe: Recipe,
     x: np.ndarray,
@@ -505,23 +610,26 @@ def train_models(
     seeds: Sequence[int],
     vectorise: bool = True,
     threads: int | None = None,
-) -> tuple[list[dict[str, torch.Tensor]], str, list[str]]:
-    """Train one model per mask, no cache: ``(states, mode, notes)``.
+    kernel: str = "auto",
+) -> Trained:
+    """Train one model per mask, no cache: ``(states, mode, notes, kernel)``.
 
     ``vectorise=False`` forces the sequential loop (the benchmark's baseline);
-    ``threads`` defaults to :func:`default_threads`.
+    ``kernel`` picks the vectorised kernel (``"auto"``, ``"mlp"``, ``"vmap"``;
+    see :func:`_train_vectorised`); ``threads`` defaults to :func:`default_threads`.
     """
     with torch_threads(threads or default_threads()):
-        return _train_models(recipe, x, y, masks, seeds, vectorise)
+        return _train_models(recipe, x, y, masks, seeds, vectorise, kernel)
 
 
 def _train_models(
-    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int], vectorise: bool
-) -> tuple[list[dict[str, torch.Tensor]], str, list[str]]:
+    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int], vectorise: bool, kernel: str = "auto"
+) -> Trained:
     notes: list[str] = []
     if vectorise:
         try:
-            return _train_vectorised(recipe, x, y, masks, seeds), "vectorised", notes
+            states, used, notes = _train_vectorised(recipe, x, y, masks, seeds, kernel)
+            return Trained(states, "vectorised", notes, used)
         except _NotVectorisable as why:
             notes.append(f"trained {len(seeds)} reference model(s) one after another with recipe.train: {why}")
         except RecipeError:
@@ -531,7 +639,7 @@ def _train_models(
                 f"trained {len(seeds)} reference model(s) one after another with recipe.train: the vectorised "
                 f"engine failed on this model ({exc.__class__.__name__}: {str(exc).splitlines()[0][:160]})"
             )
-    return _train_sequential(recipe, x, y, masks, seeds), "sequential", notes
+    return Trained(_train_sequential(recipe, x, y, masks, seeds), "sequential", notes, "loop")
 
 
 def train_ensemble(
@@ -589,7 +697,7 @@ def train_ensemble(
         keys = [model_key(rfp, dfp, m, s) for m, s in zip(masks, seeds)]
         states = [cache.load(key, like) for key in keys]
     notes: list[str] = []
-    mode = "cache"
+    mode, kernel = "cache", ""
     trained = 0
     if any(s is None for s in states):
         lock_name = hashlib.sha256("".join(keys).encode()).hexdigest()[:24] if keys else ""
@@ -598,7 +706,7 @@ def train_ensemble(
                 states = [s if s is not None else cache.load(key, like) for s, key in zip(states, keys)]
             todo = [i for i, s in enumerate(states) if s is None]
             if todo:
-                new, mode, notes = train_models(recipe, x, y, masks[todo], [seeds[i] for i in todo], vectorise, threads)
+                new, mode, notes, kernel = train_models(recipe, x, y, masks[todo], [seeds[i] for i in todo], vectorise, threads)
                 trained = len(todo)
                 for i, st in zip(todo, new):
                     states[i] = st
@@ -612,6 +720,8 @@ def train_ensemble(
         trained=trained,
         cached=k - trained if cache is not None else 0,
         mode=mode,
+        kernel=kernel,
+        threads=(threads or default_threads()) if trained else 0,
         seconds=time.perf_counter() - start,
         notes=notes,
     )

@@ -54,12 +54,13 @@ def _max_diff(a: list[dict], b: list[dict]) -> float:
     return max(float((sa[k] - sb[k]).abs().max()) for sa, sb in zip(a, b) for k in sa)
 
 
+@pytest.mark.parametrize("kernel", ["mlp", "vmap"])
 @pytest.mark.parametrize(
     "changes",
     [{}, {"weight_decay": 1e-2}, {"optimizer": "sgd", "momentum": 0.9, "weight_decay": 1e-3}, {"optimizer": "sgd"}],
     ids=["adam", "adam-l2", "sgd-momentum-l2", "sgd"],
 )
-def test_vectorised_training_replicates_recipe_train(changes):
+def test_vectorised_training_replicates_recipe_train(changes, kernel):
     """Same init, batch order and optimiser as recipe.train, model by model, up to float rounding."""
     recipe = dataclasses.replace(RECIPE, **changes)
     x, y = data()
@@ -67,8 +68,8 @@ def test_vectorised_training_replicates_recipe_train(changes):
     masks[2] = True
     masks[2, :37] = False  # a third model on another subset size: uneven steps per epoch
     seeds = model_seeds(1, 3)
-    vec, mode, notes = train_models(recipe, x, y, masks, seeds, vectorise=True)
-    assert mode == "vectorised" and notes == []
+    vec, mode, notes, used = train_models(recipe, x, y, masks, seeds, vectorise=True, kernel=kernel)
+    assert (mode, used, notes) == ("vectorised", kernel, [])
     ref = [recipe.train(x[m], y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
     assert _max_diff(vec, ref) < 1e-5
 
@@ -86,7 +87,7 @@ def test_cache_second_run_trains_nothing(tmp_path):
     x, y = data()
     masks, seeds = paired_masks(len(x), 4, 0), model_seeds(0, 4)
     first = train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path)
-    assert (first.trained, first.cached, first.mode) == (4, 0, "vectorised")
+    assert (first.trained, first.cached, first.mode, first.kernel) == (4, 0, "vectorised", "mlp")
     second = train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path)
     assert (second.trained, second.cached, second.mode) == (0, 4, "cache")
     assert _max_diff(first.states, second.states) == 0.0
@@ -168,8 +169,8 @@ def test_custom_train_loop_falls_back_to_sequential_and_says_so(tmp_path):
 def test_models_with_buffers_fall_back_to_sequential():
     recipe = Recipe(bn_model, epochs=1, batch_size=16, lr=1e-2, name="bn")
     x, y = data()
-    states, mode, notes = train_models(recipe, x, y, paired_masks(len(x), 2, 0), model_seeds(0, 2))
-    assert mode == "sequential" and "buffers" in notes[0] and "running_mean" in "".join(states[0])
+    states, mode, notes, kernel = train_models(recipe, x, y, paired_masks(len(x), 2, 0), model_seeds(0, 2))
+    assert (mode, kernel) == ("sequential", "loop") and "buffers" in notes[0] and "running_mean" in "".join(states[0])
 
 
 def test_bad_recipes_are_privgate_errors():

@@ -269,3 +269,38 @@ def test_reference_attacks_are_skipped_without_a_recipe(task):
     rep = audit(target, _audit_data(members, nonmembers, population), policy("loss: {}, lira: {models: 4}"), cache_dir="off")
     lira = next(a for a in rep.attacks if a.name == "lira")
     assert lira.status == "skipped" and "recipe" in lira.reason
+
+
+def test_threads_option_reaches_the_engine_and_the_report(tmp_path):
+    """CLI: --threads N trains reference models with N threads and says so; a bad value in the config is exit 2."""
+    (tmp_path / "small_recipe.py").write_text(textwrap.dedent(
+        """
+        from torch import nn
+        from privgate.recipe import Recipe
+        RECIPE = Recipe(lambda: nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 5)), epochs=3, batch_size=64, name="small")
+        """
+    ))
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from small_recipe import RECIPE as small
+    finally:
+        sys.path.remove(str(tmp_path))
+    for name, seed in (("members", 1), ("nonmembers", 2), ("population", 3)):
+        x, y = synth(120, seed)
+        np.savez(tmp_path / f"{name}.npz", x=x, y=y)
+    torch.jit.save(torch.jit.script(small.train(*synth(120, 1), seed=0)), str(tmp_path / "model.ts.pt"))
+    (tmp_path / "p.yaml").write_text("name: p\nsensitivity: internal\nrelease: api\nattacks: {rmia: {models: 2}}\n"
+                                     "checks:\n  - {id: a, attack: rmia, metric: auc, max: 0.99}\n")
+    args = ("check", "model.ts.pt", "--policy", "p.yaml", "--members", "members.npz", "--nonmembers", "nonmembers.npz",
+            "--population", "population.npz", "--recipe", "small_recipe:RECIPE", "--cache-dir", "cache")
+    r = run_cli(*args, "--threads", "2", "--json", "report.json", cwd=tmp_path)
+    assert r.returncode in (0, 3), r.stdout + r.stderr
+    (rmia,) = json.loads((tmp_path / "report.json").read_text())["attacks"]
+    assert (rmia["extras"]["threads"], rmia["extras"]["kernel"], rmia["extras"]["engine"]) == (2, "mlp", "vectorised")
+    assert any("MLP kernel, 2 threads" in n for n in rmia["notes"])
+    (tmp_path / "privgate.toml").write_text("threads = 0\n")
+    bad = run_cli(*args, cwd=tmp_path)
+    assert bad.returncode == 2 and "privgate.toml" in bad.stderr and "'threads'" in bad.stderr and "Traceback" not in bad.stderr
+    assert run_cli(*args, "--threads", "0", cwd=tmp_path).returncode == 2

@@ -185,7 +185,8 @@ def reference_result(attack: Any, refs: References, scores: np.ndarray, start: f
         models_trained=refs.ensemble.trained,
         options=dict(options),
         notes=cost_notes(refs) + notes,
-        extras={"models_from_cache": refs.ensemble.cached, "engine": refs.ensemble.mode, **extras},
+        extras={"models_from_cache": refs.ensemble.cached, "engine": refs.ensemble.mode, "kernel": refs.ensemble.kernel,
+                "threads": refs.ensemble.threads, **extras},
     )
 
 
@@ -195,5 +196,7 @@ def cost_notes(refs: References) -> list[str]:
     if ens.trained == 0:
         how = f"all {len(ens)} reference models came from the cache"
     else:
-        how = f"trained {ens.trained} reference model(s) {ens.mode}" + (f", {ens.cached} from the cache" if ens.cached else "")
+        kernel = {"mlp": "MLP kernel", "vmap": "torch.func/vmap", "loop": "recipe.train"}.get(ens.kernel, ens.kernel)
+        how = (f"trained {ens.trained} reference model(s) {ens.mode} ({kernel}, {ens.threads} thread{'s' if ens.threads != 1 else ''}"
+               f", {ens.seconds:.1f} s)" + (f", {ens.cached} from the cache" if ens.cached else ""))
     return [how] + refs.notes
