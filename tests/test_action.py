@@ -308,11 +308,11 @@ def test_action_remediate_passes_flags_and_outputs_the_chosen_epsilon(fake_privg
     ws = tmp_path / "ws"
     ws.mkdir()
     run = run_action({"model": "m.pt", "policy": "strict", "recipe": "recipe:RECIPE", "remediate": "true",
-                      "seed": "7", "args": "--trust-checkpoint --label-column target"}, ws, path_prefix=fake_privgate)
+                      "seed": "7", "threads": "3", "args": "--trust-checkpoint --label-column target"}, ws, path_prefix=fake_privgate)
     args = (tmp_path / "args.txt").read_text().splitlines()
     assert args[:4] == ["check", "m.pt", "--policy", "strict"]
     joined = " ".join(args)
-    assert "--recipe recipe:RECIPE" in joined and "--seed 7" in joined
+    assert "--recipe recipe:RECIPE" in joined and "--seed 7" in joined and "--threads 3" in joined
     assert "--remediate --output-model privgate-reports/model-dp.pt" in joined
     assert "--trust-checkpoint --label-column target" in joined
     assert "--json privgate-reports/privgate-report.json" in joined and "--sarif privgate-reports/privgate.sarif" in joined
@@ -325,5 +325,7 @@ def test_action_without_a_report_says_error(fake_privgate, tmp_path, monkeypatch
     monkeypatch.setenv("FAKE_EXIT_NO_REPORT", "2")
     run = run_action({"model": "missing.pt", "policy": "internal"}, tmp_path, path_prefix=fake_privgate)
     assert run.outputs["verdict"] == "error" and run.outputs["exit-code"] == "2" and run.outputs["report"] == ""
+    cpus = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()  # honours OMP_NUM_THREADS
+    assert f"--threads {cpus}" in " ".join((tmp_path / "args.txt").read_text().splitlines())  # default: auto
     assert "privgate: error (exit 2)" in run.summary
     assert run.step("Enforce the verdict").returncode == 2
