@@ -51,7 +51,7 @@ see that function for why.
 
 Speed (``benchmarks/ensemble_speed.py``, K = 16 digits models, 2 cores): the
 MLP kernel is about 5× faster than 16 ``recipe.train`` calls, the vmap kernel
-about 2.7×. The digits MLP's step is dominated by its 256×256 products, which
+about 3×. The digits MLP's step is dominated by its 256×256 products, which
 the MLP kernel runs at close to the machine's fp32 matrix-multiply speed; what
 is left is Adam's pass over the K models' parameters, bound by memory.
 """
@@ -746,7 +746,9 @@ __all__ = [
     "DEFAULT_CACHE_DIR",
     "default_threads",
     "Ensemble",
+    "KERNELS",
     "ModelCache",
+    "Trained",
     "build_model",
     "data_fingerprint",
     "model_key",
