@@ -153,7 +153,9 @@ class Ensemble:
         mode: ``"vectorised"``, ``"sequential"`` or ``"cache"`` (nothing trained).
         threads: torch threads used for training (0 when nothing was trained).
         kernel: how the trained models were trained: ``"mlp"`` (the closed-form
-            kernel of :mod:`privgate.stacked`), ``"vmap"`` (``torch.func``),
+            kernel of :mod:`privgate.stacked`), ``"mlp-dp"`` (the same kernel
+            running DP-SGD for a recipe with :attr:`~privgate.recipe.Recipe.dp_sgd`),
+            ``"vmap"`` (``torch.func``),
             ``"loop"`` (``recipe.train`` per model) or ``""`` (nothing trained).
         seconds: wall time of the call.
         notes: sentences for the report (fallbacks, cache problems).
@@ -366,7 +368,7 @@ def resolve_cache_dir(cache_dir: str | Path | None) -> Path | None:
 
 
 def _check_vectorisable(recipe: Recipe, net: nn.Module) -> None:
-    if not recipe.vectorisable:
+    if not recipe.vectorisable and recipe.dp_sgd is None:
         raise _NotVectorisable(f"recipe '{recipe.name}' ({type(recipe).__name__}) trains with its own loop")
     if recipe.optimizer not in ("adam", "sgd"):
         raise RecipeError(f"recipe '{recipe.name}': unknown optimizer '{recipe.optimizer}' (use 'adam' or 'sgd').")
@@ -405,6 +407,37 @@ def _epoch_schedule(
         active[: steps[m], m] = True
     return (idx.view(k, s_max, batch).transpose(0, 1).contiguous(),
             w.view(k, s_max, batch).transpose(0, 1).contiguous(), active)
+
+
+def _poisson_schedule(
+    gens: list[torch.Generator], rows: list[torch.Tensor], dp: Any, capacity: int
+) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """One DP-SGD epoch of every model, as :func:`_epoch_schedule` but with Poisson sampling.
+
+    Model k takes ``dp.steps(n_k)`` steps; at each, every one of its rows is
+    drawn independently with probability q = 1/steps (Opacus'
+    ``UniformWithReplacementSampler``). Batches vary in size: they are padded
+    with weight-0 rows to ``capacity`` or to the largest batch of the epoch,
+    whichever is larger. Weights are 1 for drawn rows (DP-SGD sums clipped
+    gradients and divides by the expected batch size, not the drawn one).
+    """
+    k = len(rows)
+    steps = [dp.steps(len(r)) for r in rows]
+    draws = [
+        [r[torch.rand(len(r), generator=gen) < 1.0 / st] for _ in range(st)]
+        for gen, r, st in zip(gens, rows, steps)
+    ]
+    width = max([capacity] + [len(d) for ds in draws for d in ds])
+    s_max = max(steps)
+    idx = torch.zeros((s_max, k, width), dtype=torch.long)
+    w = torch.zeros((s_max, k, width), dtype=torch.float32)
+    active = np.zeros((s_max, k), dtype=bool)
+    for m, ds in enumerate(draws):
+        for s, d in enumerate(ds):
+            idx[s, m, : len(d)] = d
+            w[s, m, : len(d)] = 1.0
+        active[: steps[m], m] = True
+    return idx, w, active
 
 
 def _adam_update(
@@ -474,6 +507,27 @@ def _train_vectorised(
     yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
     notes: list[str] = []
 
+    rows = [torch.as_tensor(np.flatnonzero(m), dtype=torch.long) for m in masks]
+    gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
+    dp = recipe.dp_sgd
+    if dp is not None:  # DP-SGD: the MLP kernel only
+        mlp_plan, why = stacked.plan(nets[0])
+        if mlp_plan is None or kernel == "vmap":
+            raise _NotVectorisable(f"DP-SGD is vectorised for MLPs only ({why or 'the vmap kernel was asked for'})")
+        engine = stacked.StackedMLP(mlp_plan, names, k, 1, xt, yt)
+        why = _mlp_kernel_mismatch(engine, nets[0], engine.pack(p), xt)
+        if why:
+            raise _NotVectorisable(f"the MLP kernel cannot train this model: {why}")
+        del nets
+        p = engine.pack(p)
+        grad_fn, schedule = _dp_step(engine, dp, rows, gens, seeds, p)
+        _optimise(recipe, p, grad_fn, schedule)
+        p = engine.unpack(p)
+        return [{n: p[j][i].clone() for j, n in enumerate(names)} for i in range(k)], "mlp-dp", notes
+
+    def schedule() -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        return _epoch_schedule(gens, rows, int(recipe.batch_size))
+
     grad_fn = None
     used = "vmap"
     unpack = None
@@ -507,10 +561,47 @@ def _train_vectorised(
             return list(step_grads(theta, xt[b], yt[b], wb))
 
     del nets
-    _optimise(recipe, p, grad_fn, masks, seeds)
+    _optimise(recipe, p, grad_fn, schedule)
     if unpack is not None:
         p = unpack(p)
     return [{n: p[j][i].clone() for j, n in enumerate(names)} for i in range(k)], used, notes
+
+
+def _dp_step(
+    engine: Any, dp: Any, rows: list[torch.Tensor], gens: list[torch.Generator], seeds: Sequence[int], p: list[torch.Tensor]
+) -> tuple[Any, Any]:
+    """(grad_fn, schedule) of DP-SGD on the MLP kernel: Poisson batches, clipped sums, Gaussian noise.
+
+    Per model k, like Opacus' ``DPOptimizer`` with ``loss_reduction="mean"``:
+    gradient = (Σ clipped per-row gradients + N(0, (σC)²)) / int(n_k · q_k).
+    Model k draws its batches from a generator seeded with its seed and its
+    noise from one seeded with seed + 0x5EED, so its result depends on its own
+    seed only; the draws are not Opacus' own, so a model is distributed like the
+    one ``DPRecipe.train`` returns for that seed, not equal to it.
+    """
+    k = len(rows)
+    noise_gens = [torch.Generator().manual_seed(int(s) + 0x5EED) for s in seeds]
+    scale = torch.tensor([1.0 / max(1, dp.expected_batch(len(r))) for r in rows])
+    sigma_c = float(dp.noise_multiplier) * float(dp.max_grad_norm)
+    noise = [torch.empty_like(t) for t in p] if sigma_c > 0 else []
+    capacity = [1]
+
+    def schedule() -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        idx, wts, active = _poisson_schedule(gens, rows, dp, capacity[0])
+        capacity[0] = idx.shape[2]
+        engine.resize(capacity[0])
+        return idx, wts, active
+
+    def grad_fn(theta: list[torch.Tensor], b: torch.Tensor, wb: torch.Tensor) -> list[torch.Tensor]:
+        g = engine.clipped_grads(theta, b, wb, float(dp.max_grad_norm), scale)
+        for t, z in zip(g, noise):
+            for m in range(k):
+                torch.randn(z.shape[1:], generator=noise_gens[m], out=z[m])
+            z.mul_((scale * sigma_c).view((k,) + (1,) * (z.dim() - 1)))
+            t.add_(z)
+        return g
+
+    return grad_fn, schedule
 
 
 def _mlp_kernel_mismatch(engine: Any, net: nn.Module, p: list[torch.Tensor], xt: torch.Tensor) -> str:
@@ -545,16 +636,16 @@ def _functional_call_matches(base: nn.Module, other: nn.Module, theta: list[torc
     return bool(mine.shape == theirs.shape and torch.allclose(mine, theirs, rtol=1e-4, atol=1e-5))
 
 
-def _optimise(recipe: Recipe, p: list[torch.Tensor], grad_fn: Any, masks: np.ndarray, seeds: Sequence[int]) -> None:
+def _optimise(recipe: Recipe, p: list[torch.Tensor], grad_fn: Any, schedule: Any) -> None:
     """``recipe.epochs`` epochs of the recipe's optimiser on the stacked parameters ``p``, in place.
 
-    ``grad_fn(p, idx [K, B], weights [K, B])`` returns one gradient per tensor
-    of ``p``. Models without a batch at a step (smaller subsets) stay exactly
-    as they were, optimiser state included.
+    ``schedule()`` gives one epoch of row indices ``[S, K, B]``, row weights
+    ``[S, K, B]`` and which models step ``[S, K]``; ``grad_fn(p, idx [K, B],
+    weights [K, B])`` returns one gradient per tensor of ``p``. Models without
+    a batch at a step (smaller subsets) stay exactly as they were, optimiser
+    state included.
     """
-    k = len(seeds)
-    rows = [torch.as_tensor(np.flatnonzero(m), dtype=torch.long) for m in masks]
-    gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
+    k = len(p[0])
     adam = recipe.optimizer == "adam"
     lr, wd, mom = float(recipe.lr), float(recipe.weight_decay), float(recipe.momentum)
     b1, b2, eps = 0.9, 0.999, 1e-8
@@ -564,7 +655,7 @@ def _optimise(recipe: Recipe, p: list[torch.Tensor], grad_fn: Any, masks: np.nda
     tmp = [torch.empty_like(t) for t in p] if adam else []
 
     for _ in range(int(recipe.epochs)):
-        idx, wts, active = _epoch_schedule(gens, rows, int(recipe.batch_size))
+        idx, wts, active = schedule()
         for s in range(idx.shape[0]):
             act = active[s]
             g = grad_fn(p, idx[s], wts[s])
@@ -609,7 +700,7 @@ class Trained(NamedTuple):
     states: list[dict[str, torch.Tensor]]
     mode: str  # "vectorised" or "sequential"
     notes: list[str]
-    kernel: str  # "mlp", "vmap" (vectorised) or "loop" (sequential)
+    kernel: str  # "mlp", "mlp-dp", "vmap" (vectorised) or "loop" (sequential)
 
 
 def train_models(

@@ -9,6 +9,7 @@ one training loop, used everywhere.
 from __future__ import annotations
 
 import importlib
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,33 @@ import torch
 from torch import nn
 
 from privgate.errors import RecipeError
+
+
+@dataclass(frozen=True)
+class DPSGD:
+    """DP-SGD as Opacus runs it with Poisson sampling, described for the vectorised engine.
+
+    Per step every training row is drawn independently with probability
+    q = 1 / steps_per_epoch(n); each drawn row's gradient is clipped to norm
+    ``max_grad_norm``; the clipped sum gets Gaussian noise of standard deviation
+    ``noise_multiplier · max_grad_norm`` per coordinate and is divided by the
+    expected batch size ``int(n · q)`` (Abadi et al. 2016, arXiv 1607.00133;
+    Opacus' ``DPOptimizer``, Yousefpour et al. 2021, arXiv 2109.12298).
+    """
+
+    noise_multiplier: float
+    max_grad_norm: float
+    steps_per_epoch: int | None  # None: ceil(n / batch_size)
+    batch_size: int
+
+    def steps(self, n: int) -> int:
+        """Poisson batches per epoch for ``n`` rows: the length of the DataLoader Opacus replaces."""
+        batch = math.ceil(n / self.steps_per_epoch) if self.steps_per_epoch else min(self.batch_size, n)
+        return math.ceil(n / batch)
+
+    def expected_batch(self, n: int) -> int:
+        """Opacus' ``expected_batch_size``: ``int(n · q)`` with q = 1 / steps."""
+        return int(n * (1.0 / self.steps(n)))
 
 
 @dataclass
@@ -68,6 +96,15 @@ class Recipe:
         Subclasses may also override this property.
         """
         return type(self).train is Recipe.train
+
+    @property
+    def dp_sgd(self) -> DPSGD | None:
+        """The DP-SGD this recipe trains with, when :meth:`train` is DP-SGD; None for plain training.
+
+        A recipe that returns a :class:`DPSGD` lets the vectorised engine train
+        its MLPs at once with the same mechanism (:mod:`privgate.stacked`).
+        """
+        return None
 
     def make_optimizer(self, params: Any) -> torch.optim.Optimizer:
         if self.optimizer == "adam":

@@ -217,17 +217,61 @@ class StackedMLP:
             h = z
         return h
 
-    def grads(self, p: list[torch.Tensor], idx: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
-        """Gradient of ``sum_b w[k, b] · CE(model_k(x[idx[k, b]]), y[idx[k, b]])`` for every model k.
+    def resize(self, batch: int) -> None:
+        """Use mini-batches of ``batch`` rows from now on (buffers are reallocated when it changes)."""
+        if batch != self.batch:
+            self.batch = batch
+            self.h0 = torch.empty(self.k, batch, self.plan.in_features)
+            self.red = torch.empty(self.k, batch, 1)
+            for j, t in enumerate(self.out):
+                self.out[j] = torch.empty(self.k, batch, t.shape[2])
+                self.delta[j] = torch.empty(self.k, batch, t.shape[2])
 
-        ``p`` and the gradients are in the packed layout (:meth:`pack`). The
-        returned tensors are the kernel's buffers: valid until the next call.
+    def clipped_grads(
+        self, p: list[torch.Tensor], idx: torch.Tensor, w: torch.Tensor, clip: float, scale: torch.Tensor
+    ) -> list[torch.Tensor]:
+        """DP-SGD's clipped gradient sum for every model, before noise (Abadi et al. 2016, arXiv 1607.00133).
+
+        ``scale[k] · Σ_b w[k, b] · min(1, clip / (‖∇ℓ_b‖ + 1e-6)) · ∇ℓ_b`` with
+        ``∇ℓ_b`` the gradient of row b's own cross-entropy and ``w`` 1 for drawn
+        rows, 0 for padding. A row's gradient norm comes without materialising
+        its gradient: for a Linear layer the per-row weight gradient is the outer
+        product ``δ_b a_bᵀ``, so ``‖·‖² = ‖δ_b‖² ‖a_b‖²`` (plus ``‖δ_b‖²`` for the
+        bias) — the "ghost norm" (Goodfellow 2015, arXiv 1510.01799; Li et al.
+        2021, arXiv 2110.05679). Every δ of a row is linear in its output δ, so
+        scaling the rows' δ by their clip factors after the backward pass and
+        only then forming ``aᵀ δ`` gives the clipped sum. Same clip factor as
+        Opacus (``clip / (norm + 1e-6)``, at most 1).
         """
-        z = self.logits(p, idx)
         last = len(self.plan.layers) - 1
-        d, red = self.delta[last], self.red
+        d = self._output_delta(p, idx, w)
+        sq = torch.zeros(self.k, self.batch)
+        for j in range(last, -1, -1):
+            prev = self.out[j - 1] if j > 0 else self.h0
+            a2 = prev.square().sum(-1)
+            if self.b_at[j] is not None:
+                a2 += 1.0
+            sq.addcmul_(d.square().sum(-1), a2)
+            if j == 0:
+                break
+            below = self.delta[j - 1]
+            torch.bmm(d, p[self.w_at[j]].transpose(1, 2), out=below)
+            self._activation_backward(self.plan.layers[j - 1], below, prev)
+            d = below
+        factor = (clip / (sq.sqrt_() + 1e-6)).clamp_(max=1.0).mul_(w).mul_(scale.unsqueeze(1)).unsqueeze(-1)
+        for j in range(last + 1):
+            d = self.delta[j].mul_(factor)
+            prev = self.out[j - 1] if j > 0 else self.h0
+            torch.bmm(prev.transpose(1, 2), d, out=self.grad_buf[self.w_at[j]])
+            if self.b_at[j] is not None:
+                torch.sum(d, 1, out=self.grad_buf[self.b_at[j]])
+        return self.grad_buf  # type: ignore[return-value]
+
+    def _output_delta(self, p: list[torch.Tensor], idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """Forward pass, then ``δ = (softmax(z) − onehot(y)) · w`` into the last layer's δ buffer."""
+        z = self.logits(p, idx)
+        d, red = self.delta[len(self.plan.layers) - 1], self.red
         wk = w.unsqueeze(-1)
-        # δ = (softmax(z) − onehot(y)) · w, computed in place
         torch.amax(z, -1, keepdim=True, out=red)
         torch.sub(z, red, out=d)
         d.exp_()
@@ -235,6 +279,28 @@ class StackedMLP:
         red.reciprocal_().mul_(wk)
         d.mul_(red)
         d.scatter_add_(-1, self.y[idx].unsqueeze(-1), wk.neg())
+        return d
+
+    @staticmethod
+    def _activation_backward(layer: Layer, g: torch.Tensor, a: torch.Tensor) -> None:
+        """``g ← g ⊙ act'`` in place, the derivative taken from the activation's output ``a``."""
+        if layer.activation == "tanh":
+            torch.ops.aten.tanh_backward.grad_input(g, a, grad_input=g)
+        elif layer.activation == "sigmoid":
+            torch.ops.aten.sigmoid_backward.grad_input(g, a, grad_input=g)
+        elif layer.activation == "relu":
+            torch.ops.aten.threshold_backward.grad_input(g, a, 0.0, grad_input=g)
+        elif layer.activation == "leaky_relu":
+            torch.ops.aten.leaky_relu_backward.grad_input(g, a, layer.slope, True, grad_input=g)
+
+    def grads(self, p: list[torch.Tensor], idx: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
+        """Gradient of ``sum_b w[k, b] · CE(model_k(x[idx[k, b]]), y[idx[k, b]])`` for every model k.
+
+        ``p`` and the gradients are in the packed layout (:meth:`pack`). The
+        returned tensors are the kernel's buffers: valid until the next call.
+        """
+        last = len(self.plan.layers) - 1
+        d = self._output_delta(p, idx, w)
         for j in range(last, -1, -1):
             prev = self.out[j - 1] if j > 0 else self.h0
             torch.bmm(prev.transpose(1, 2), d, out=self.grad_buf[self.w_at[j]])
@@ -244,15 +310,7 @@ class StackedMLP:
                 break
             below = self.delta[j - 1]
             torch.bmm(d, p[self.w_at[j]].transpose(1, 2), out=below)
-            layer, a = self.plan.layers[j - 1], prev
-            if layer.activation == "tanh":
-                torch.ops.aten.tanh_backward.grad_input(below, a, grad_input=below)
-            elif layer.activation == "sigmoid":
-                torch.ops.aten.sigmoid_backward.grad_input(below, a, grad_input=below)
-            elif layer.activation == "relu":
-                torch.ops.aten.threshold_backward.grad_input(below, a, 0.0, grad_input=below)
-            elif layer.activation == "leaky_relu":
-                torch.ops.aten.leaky_relu_backward.grad_input(below, a, layer.slope, True, grad_input=below)
+            self._activation_backward(self.plan.layers[j - 1], below, prev)
             d = below
         return self.grad_buf  # type: ignore[return-value]
 

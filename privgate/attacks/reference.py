@@ -196,7 +196,7 @@ def cost_notes(refs: References) -> list[str]:
     if ens.trained == 0:
         how = f"all {len(ens)} reference models came from the cache"
     else:
-        kernel = {"mlp": "MLP kernel", "vmap": "torch.func/vmap", "loop": "recipe.train"}.get(ens.kernel, ens.kernel)
+        kernel = {"mlp": "MLP kernel", "mlp-dp": "MLP kernel, DP-SGD", "vmap": "torch.func/vmap", "loop": "recipe.train"}.get(ens.kernel, ens.kernel)
         how = (f"trained {ens.trained} reference model(s) {ens.mode} ({kernel}, {ens.threads} thread{'s' if ens.threads != 1 else ''}"
                f", {ens.seconds:.1f} s)" + (f", {ens.cached} from the cache" if ens.cached else ""))
     return [how] + refs.notes

@@ -55,7 +55,7 @@ import torch
 from torch import nn
 
 from privgate.errors import PrivgateError, RecipeError
-from privgate.recipe import Recipe
+from privgate.recipe import DPSGD, Recipe
 
 AccountantName = Literal["prv", "rdp"]
 
@@ -489,10 +489,14 @@ class DPRecipe(Recipe):
 
     Reference models for LiRA/RMIA/shadow attacks must be trained the way the
     target was: against a DP target, reference models trained without clipping
-    and noise make those attacks look weaker than they are. The ensemble engine
-    trains such a recipe one model at a time (:attr:`vectorisable` is False).
+    and noise make those attacks look weaker than they are.
     ``build()`` returns the Opacus-fixed architecture, so its state_dict fits
-    the models ``train()`` returns.
+    the models ``train()`` returns. The ensemble engine never replicates
+    :meth:`train` with its plain kernels (:attr:`vectorisable` is False); it
+    trains reference models of an MLP recipe at once with the same mechanism (:attr:`dp_sgd`; Poisson
+    sampling, clipping and noise drawn per model by the engine, so the models are
+    distributed like, not equal to, Opacus' for the same seed); any other
+    architecture one at a time through :meth:`train`.
     """
 
     noise_multiplier: float = 1.0
@@ -522,6 +526,11 @@ class DPRecipe(Recipe):
     @property
     def vectorisable(self) -> bool:
         return False
+
+    @property
+    def dp_sgd(self) -> DPSGD:
+        """What :meth:`train` does, for the engine's vectorised DP-SGD (MLP recipes only)."""
+        return DPSGD(float(self.noise_multiplier), float(self.max_grad_norm), self.steps_per_epoch, int(self.batch_size))
 
     @property
     def settings(self) -> DPSettings:
