@@ -152,7 +152,6 @@ class StackedMLP:
         pos = {n: i for i, n in enumerate(names)}
         self.w_at = [pos[layer.weight] for layer in plan.layers]
         self.b_at = [pos[layer.bias] if layer.bias else None for layer in plan.layers]
-        self.n_params = len(names)
         self.k, self.batch = k, batch
         self.h0 = torch.empty(k, batch, plan.in_features)
         self.out: list[torch.Tensor] = []  # output of layer j (after its activation)
@@ -175,11 +174,8 @@ class StackedMLP:
         return out
 
     def unpack(self, p: list[torch.Tensor]) -> list[torch.Tensor]:
-        """The inverse of :meth:`pack`: ``nn.Linear``'s ``[K, out, in]`` weights again."""
-        out = list(p)
-        for wi in self.w_at:
-            out[wi] = p[wi].transpose(1, 2).contiguous()
-        return out
+        """The inverse of :meth:`pack` (the same transposition): ``nn.Linear``'s ``[K, out, in]`` weights again."""
+        return self.pack(p)
 
     def _allocate(self, p: list[torch.Tensor]) -> None:
         for wi, bi in zip(self.w_at, self.b_at):
