@@ -243,24 +243,15 @@ class StackedMLP:
         d = self._output_delta(p, idx, w)
         sq = torch.zeros(self.k, self.batch)
         for j in range(last, -1, -1):
-            prev = self.out[j - 1] if j > 0 else self.h0
-            a2 = prev.square().sum(-1)
+            a2 = self._input_of(j).square().sum(-1)
             if self.b_at[j] is not None:
                 a2 += 1.0
             sq.addcmul_(d.square().sum(-1), a2)
-            if j == 0:
-                break
-            below = self.delta[j - 1]
-            torch.bmm(d, p[self.w_at[j]].transpose(1, 2), out=below)
-            self._activation_backward(self.plan.layers[j - 1], below, prev)
-            d = below
+            if j > 0:
+                d = self._backprop(p, j, d)
         factor = (clip / (sq.sqrt_() + 1e-6)).clamp_(max=1.0).mul_(w).mul_(scale.unsqueeze(1)).unsqueeze(-1)
         for j in range(last + 1):
-            d = self.delta[j].mul_(factor)
-            prev = self.out[j - 1] if j > 0 else self.h0
-            torch.bmm(prev.transpose(1, 2), d, out=self.grad_buf[self.w_at[j]])
-            if self.b_at[j] is not None:
-                torch.sum(d, 1, out=self.grad_buf[self.b_at[j]])
+            self._layer_grads(j, self.delta[j].mul_(factor))
         return self.grad_buf  # type: ignore[return-value]
 
     def _output_delta(self, p: list[torch.Tensor], idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -295,20 +286,29 @@ class StackedMLP:
         ``p`` and the gradients are in the packed layout (:meth:`pack`). The
         returned tensors are the kernel's buffers: valid until the next call.
         """
-        last = len(self.plan.layers) - 1
         d = self._output_delta(p, idx, w)
-        for j in range(last, -1, -1):
-            prev = self.out[j - 1] if j > 0 else self.h0
-            torch.bmm(prev.transpose(1, 2), d, out=self.grad_buf[self.w_at[j]])
-            if self.b_at[j] is not None:
-                torch.sum(d, 1, out=self.grad_buf[self.b_at[j]])
-            if j == 0:
-                break
-            below = self.delta[j - 1]
-            torch.bmm(d, p[self.w_at[j]].transpose(1, 2), out=below)
-            self._activation_backward(self.plan.layers[j - 1], below, prev)
-            d = below
+        for j in range(len(self.plan.layers) - 1, -1, -1):
+            self._layer_grads(j, d)
+            if j > 0:
+                d = self._backprop(p, j, d)
         return self.grad_buf  # type: ignore[return-value]
+
+    def _input_of(self, j: int) -> torch.Tensor:
+        """What layer j multiplies: the input rows for the first layer, else the previous layer's output."""
+        return self.out[j - 1] if j > 0 else self.h0
+
+    def _layer_grads(self, j: int, d: torch.Tensor) -> None:
+        """Layer j's weight gradient ``aᵀ δ`` and bias gradient ``Σ_b δ`` into their buffers."""
+        torch.bmm(self._input_of(j).transpose(1, 2), d, out=self.grad_buf[self.w_at[j]])
+        if self.b_at[j] is not None:
+            torch.sum(d, 1, out=self.grad_buf[self.b_at[j]])
+
+    def _backprop(self, p: list[torch.Tensor], j: int, d: torch.Tensor) -> torch.Tensor:
+        """δ of layer j − 1 from layer j's: ``(δ Wᵀ) ⊙ act'``, into its buffer."""
+        below = self.delta[j - 1]
+        torch.bmm(d, p[self.w_at[j]].transpose(1, 2), out=below)
+        self._activation_backward(self.plan.layers[j - 1], below, self.out[j - 1])
+        return below
 
 
 __all__ = ["Layer", "Plan", "StackedMLP", "plan"]
