@@ -489,14 +489,14 @@ class DPRecipe(Recipe):
 
     Reference models for LiRA/RMIA/shadow attacks must be trained the way the
     target was: against a DP target, reference models trained without clipping
-    and noise make those attacks look weaker than they are.
-    ``build()`` returns the Opacus-fixed architecture, so its state_dict fits
-    the models ``train()`` returns. The ensemble engine never replicates
-    :meth:`train` with its plain kernels (:attr:`vectorisable` is False); it
-    trains reference models of an MLP recipe at once with the same mechanism (:attr:`dp_sgd`; Poisson
-    sampling, clipping and noise drawn per model by the engine, so the models are
-    distributed like, not equal to, Opacus' for the same seed); any other
-    architecture one at a time through :meth:`train`.
+    and noise make those attacks look weaker than they are. ``build()``
+    returns the Opacus-fixed architecture, so its state_dict fits the models
+    ``train()`` returns. The ensemble engine never replicates :meth:`train`
+    with its plain kernels (:attr:`vectorisable` is False); it trains reference
+    models of an MLP recipe at once with the same mechanism (:attr:`dp_sgd`:
+    Poisson sampling, clipping and noise drawn per model by the engine, so the
+    models are distributed like, not equal to, Opacus' for the same seed), and
+    any other architecture one at a time through :meth:`train`.
     """
 
     noise_multiplier: float = 1.0
