@@ -146,10 +146,8 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     _refuse_inputs_as_outputs(outputs, inputs)
 
     artefacts_dir = artefacts_path or (str(default_directory(json_out)) if json_out else None)
-    n_threads = pick("threads", threads)
+    n_threads = pick("threads", threads)  # validated: click's IntRange for the flag, config._validate for the file
     if n_threads is not None:
-        if not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1:
-            raise PrivgateError(f"{cfg.path}: field 'threads' must be a whole number of at least 1, not {n_threads!r}.")
         os.environ["PRIVGATE_THREADS"] = str(n_threads)  # read by privgate.ensemble.default_threads
 
     out = _out_console()

@@ -69,6 +69,8 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
         want = KEYS[key]
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             raise ConfigError(f"{path}: '{prefix}{key}' must be a {want.__name__}, got {type(value).__name__}.")
+        if key == "threads" and value < 1:
+            raise ConfigError(f"{path}: '{prefix}threads' must be at least 1, got {value}.")
     return dict(table)
 
 
