@@ -3,26 +3,14 @@
 This is privgate's façade (as ``PrivacyEngine`` is Opacus's): it wires the
 registries together and holds the decision rules, nothing else.
 
-Decision rules (documented for users in the README):
-
-* A check is ``inconclusive`` when its metric is unresolvable on the data (see
-  :mod:`privgate.stats`), when its attack could not run, or — under the default
-  ``decision: upper_bound`` — when the point estimate is within the threshold but
-  the upper confidence bound is not: the data cannot rule a violation out.
-* ``upper_bound``: pass iff the upper bound ≤ max; fail iff the point estimate
-  > max (the reason says "proven" when even the lower bound is over).
-* ``point``: fail iff the point estimate > max.
-* ``epsilon_lb`` is itself a 1 − α lower bound: fail iff it exceeds max (the
-  attack *proves* ε > max), whatever the decision mode.
-* ``attack: best`` evaluates every attack that ran at confidence 1 − α/m
-  (Bonferroni over the m attacks) and is decided by the most leaking one, so
-  taking a maximum does not inflate the false-alarm rate.
-* Verdict: ``fail`` if any check fails, else ``inconclusive`` if any is, else ``pass``.
+The decision rules — pass only on an upper bound within the threshold, fail
+only on a lower bound above it, one error budget per policy shared by its
+checks and their candidate attacks, ``extends`` chains decided verbatim — live
+in :mod:`privgate.decision`.
 """
 
 from __future__ import annotations
 
-import math
 import platform
 import sys
 import time
@@ -39,7 +27,8 @@ from privgate.attacks import AttackContext, AttackResult, available_attacks, get
 from privgate.attacks.base import AttackSkipped
 from privgate.attacks.blind import soundness_warnings
 from privgate.data import AuditData
-from privgate.policy import Check, Decision, Metric, Policy
+from privgate.decision import decide_policy, verdict_of
+from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
 from privgate.target import Target
@@ -48,7 +37,6 @@ Progress = Callable[[str], None]
 
 #: FPRs at which every attack summary reports TPR.
 SUMMARY_FPRS = (0.001, 0.01)
-DEFAULT_DELTA = 1e-5
 ROC_POINTS = 200
 
 
@@ -109,7 +97,12 @@ def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
     points = []
     for f in SUMMARY_FPRS:
         e = stats.tpr_at_fpr(sp, f, confidence)
-        points.append(RatePoint(fpr=f, tpr=e.value if e.resolvable else None, ci=[e.lo, e.hi] if e.resolvable else [None, None], resolvable=e.resolvable, reason=e.reason))
+        ok = e.resolvable
+        points.append(RatePoint(
+            fpr=f, tpr=e.value if ok else None, ci=[e.lo, e.hi] if ok else [None, None], resolvable=ok, reason=e.reason,
+            measurable=e.measurable, fpr_achieved=e.details.get("fpr_achieved") if ok else None,
+            fpr_ci=e.details.get("fpr_ci") if ok else None,
+        ))
     r = ran.result
     return AttackSummary(
         name=name,
@@ -131,122 +124,21 @@ def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
     )
 
 
-def estimate(check: Check, ran: _Ran, confidence: float, m: int = 1) -> stats.Estimate:
-    """The check's metric for one attack's scores at the given confidence."""
-    sp = ran.split
-    metric = check.metric
-    if metric is Metric.auc:
-        return stats.auc(sp.eval_in, sp.eval_out, confidence)
-    if metric is Metric.accuracy:
-        return stats.balanced_accuracy(sp, confidence)
-    if metric is Metric.advantage:
-        return stats.advantage(sp, confidence)
-    if metric is Metric.tpr_at_fpr:
-        return stats.tpr_at_fpr(sp, float(check.fpr), confidence)
-    if metric is Metric.epsilon_lb:
-        delta = DEFAULT_DELTA if check.delta is None else check.delta
-        return stats.epsilon_lower_bound(sp, delta, confidence, check_max=check.max)
-    # metrics that are not membership scores (similarity, attribute_advantage): the attack
-    # provides an Estimate, or a privgate.leakage.Measure that needs the hidden membership
-    provided = ran.result.extras.get("estimates", {}).get(metric.value)
-    if provided is not None:
-        if isinstance(provided, stats.Estimate):
-            return provided
-        if ran.membership is None:
-            return stats.Estimate.unresolved(metric.value, "the audit's membership was not recorded for this attack", confidence)
-        return provided.estimate(ran.membership, confidence)
-    return stats.Estimate.unresolved(metric.value, f"attack '{ran.result.attack}' does not produce the metric '{metric.value}'", confidence)
+def _policy_facts(policy: Policy) -> dict:
+    """What the report records about the policy, including the chain it extends."""
+    facts = {"name": policy.name, "sensitivity": policy.sensitivity.value, "release": policy.release.value,
+             "confidence": policy.confidence, "decision": policy.decision.value, "source": policy.source}
+    if policy.parent is not None:
+        facts["extends"] = [{"name": p.name, "source": p.source, "confidence": p.confidence} for p in policy.chain()[:-1]]
+    if policy.uses_default_attacks():
+        facts["default_attacks"] = True
+    return facts
 
 
-def _fmt(v: float) -> str:
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3g}"
-
-
-def _pct(confidence: float) -> str:
-    """99.5 % stays 99.5 %, not a rounded 100 %."""
-    return f"{confidence * 100:.4g}%"
-
-
-def decide(est: stats.Estimate, check: Check, decision: Decision) -> tuple[str, str]:
-    """Status and a one-sentence reason for an estimate against ``check.max``."""
-    mx = check.max
-    name = est.metric
-    if not est.resolvable:
-        return "inconclusive", est.reason or "the data cannot resolve this check"
-    ci = f"[{_fmt(est.lo)}, {_fmt(est.hi)}]"
-    if check.metric is Metric.epsilon_lb:
-        if est.value > mx:
-            return "fail", f"the attack proves ε ≥ {est.value:.3g} at {_pct(est.confidence)} confidence, above the allowed {mx:g}"
-        return "pass", f"the attack proves no more than ε ≥ {est.value:.3g} (δ={est.details.get('delta', DEFAULT_DELTA):g}), within {mx:g}"
-    if decision is Decision.point:
-        if est.value > mx:
-            return "fail", f"{name} {_fmt(est.value)} {ci} exceeds {mx:g}"
-        return "pass", f"{name} {_fmt(est.value)} {ci} is within {mx:g} (decided on the point estimate)"
-    if est.hi <= mx:
-        return "pass", f"{name} {_fmt(est.value)}, upper bound {_fmt(est.hi)} ≤ {mx:g} at {_pct(est.confidence)} confidence"
-    if est.value > mx:
-        proven = " (even the lower bound is over: a proven violation)" if est.lo > mx else ""
-        return "fail", f"{name} {_fmt(est.value)} {ci} exceeds {mx:g}{proven}"
-    return (
-        "inconclusive",
-        f"{name} {_fmt(est.value)} is within {mx:g} but its upper bound {_fmt(est.hi)} is not: "
-        f"the audit data cannot rule out a violation (add audit data, or use decision: point)",
-    )
-
-
-def _severity(est: stats.Estimate, check: Check, decision: Decision) -> float:
-    """Which candidate decides a 'best' check: the most leaking one on the deciding side."""
-    if not est.resolvable:
-        return -math.inf
-    if check.metric is Metric.epsilon_lb or decision is Decision.point:
-        return est.value
-    return est.hi
-
-
-def _decide_check(check: Check, ran: dict[str, _Ran], missing: dict[str, str], policy: Policy) -> CheckResult:
-    base = {"id": check.id, "attack": check.attack, "metric": check.metric.value, "threshold": check.max, "fpr": check.fpr, "delta": check.delta}
-    if check.attack == "best":
-        names = sorted(n for n in ran if not getattr(available_attacks().get(n), "diagnostic", False))  # blind baseline: data only
-        if check.metric in (Metric.similarity, Metric.attribute_advantage):  # only attacks that measure it compete
-            names = [n for n in names if check.metric.value in ran[n].result.extras.get("estimates", {})]
-        if not names:
-            return CheckResult(**base, value=None, ci=[None, None], status="inconclusive", reason="no attack ran, so the strongest attack is unknown", confidence=policy.confidence)
-    else:
-        if check.attack not in ran:
-            why = missing.get(check.attack, "it did not run")
-            return CheckResult(**base, value=None, ci=[None, None], status="inconclusive", reason=f"attack '{check.attack}' did not run: {why}", confidence=policy.confidence)
-        names = [check.attack]
-    m = len(names)
-    conf = stats.bonferroni(policy.confidence, m)
-    estimates = {n: estimate(check, ran[n], conf, m) for n in names}
-    decided = {n: decide(e, check, policy.decision) for n, e in estimates.items()}
-    # fail if any candidate fails; else inconclusive if any is; else pass — decided by the most severe
-    for status in ("fail", "inconclusive", "pass"):
-        hits = [n for n in names if decided[n][0] == status]
-        if hits:
-            chosen = max(hits, key=lambda n: _severity(estimates[n], check, policy.decision))
-            break
-    est = estimates[chosen]
-    status, reason = decided[chosen]
-    if m > 1:
-        reason = f"{chosen}: {reason} (best of {m} attacks, Bonferroni-adjusted to {conf:.2%})"
-    return CheckResult(
-        **base,
-        value=est.value,
-        ci=[est.lo, est.hi],
-        status=status,
-        reason=reason,
-        confidence=conf,
-        n_members=est.n_members,
-        n_nonmembers=est.n_nonmembers,
-        chosen_attack=chosen if check.attack == "best" else None,
-        details=dict(est.details),
-    )
-
-
-def verdict_of(checks: list[CheckResult]) -> str:
-    statuses = {c.status for c in checks}
-    return "fail" if "fail" in statuses else "inconclusive" if "inconclusive" in statuses else "pass"
+def _policy_warnings(policy: Policy) -> list[str]:
+    if not policy.uses_default_attacks():
+        return []
+    return [f"the policy lists no attacks; its checks ran the default black-box family ({', '.join(policy.attacks_to_run())})"]
 
 
 def _summary_line(verdict: str, checks: list[CheckResult]) -> str:
@@ -338,7 +230,8 @@ def audit(
         files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
         if files:
             summary.extras["artefacts"] = save_artefacts(summary.name, files, artefacts_dir) if artefacts_dir else []
-    checks = [_decide_check(c, ran, missing, policy) for c in policy.checks]
+    diagnostic = {n for n, cls in available_attacks().items() if getattr(cls, "diagnostic", False)}  # blind baseline
+    checks = decide_policy(policy, ran, missing, diagnostic)
     verdict = verdict_of(checks)
     from privgate import __version__
 
@@ -346,12 +239,12 @@ def audit(
         privgate_version=__version__,
         verdict=verdict,
         summary=_summary_line(verdict, checks),
-        policy={"name": policy.name, "sensitivity": policy.sensitivity.value, "release": policy.release.value, "confidence": policy.confidence, "decision": policy.decision.value, "source": policy.source},
+        policy=_policy_facts(policy),
         target=target.describe(),
         data=data.describe(),
         checks=checks,
         attacks=summaries,
-        warnings=list(data.warnings) + soundness_warnings(summaries),  # blind baseline (Das et al. 2024)
+        warnings=list(data.warnings) + _policy_warnings(policy) + soundness_warnings(summaries),  # blind: Das et al. 2024
         environment=environment(seed),
         started=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),

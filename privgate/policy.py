@@ -23,11 +23,26 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from privgate.errors import PolicyError
 
 POLICY_SUFFIXES = (".yaml", ".yml")
+
+#: The attacks a policy that lists none runs for its checks: the cheap black-box family
+#: (Yeom et al. 2018; Salem et al. 2019; Song & Mittal 2021), with class-dependent
+#: thresholds where they help. Named in ``attacks:`` a policy can run anything else.
+DEFAULT_ATTACKS: dict[str, dict[str, Any]] = {
+    "loss": {},
+    "confidence": {},
+    "entropy": {},
+    "modified_entropy": {"class_dependent": True},
+    "true_class_confidence": {"class_dependent": True},
+    "correctness": {},
+}
+
+#: The metric → the only attacks that measure it (others produce membership scores).
+_MEASURED_BY = {"similarity": ("inversion",), "attribute_advantage": ("attribute",)}
 
 
 class Sensitivity(str, Enum):
@@ -149,9 +164,20 @@ class Remediation(_Strict):
 
 
 class Policy(_Strict):
-    """A privacy policy. Construct with :func:`load_policy` to get file-aware errors."""
+    """A privacy policy. Construct with :func:`load_policy` to get file-aware errors.
+
+    ``extends`` names another policy (a built-in, or a file relative to this
+    one) whose attacks and checks this policy includes *verbatim*: they are run
+    with the same options and decided exactly as the extended policy decides
+    them, so this policy's verdict is never softer than that policy's on the
+    same inputs. ``confidence`` is the probability that *every* decision in the
+    report — inherited ones included — is right; the extended policy already
+    spends ``1 − its confidence`` of that error budget, so an extending policy
+    must declare a lower confidence and its own checks share the difference.
+    """
 
     name: str
+    extends: str | None = Field(default=None, description="A policy whose attacks and checks this one includes verbatim (built-in name or file).")
     description: str = ""
     sensitivity: Sensitivity
     release: Release
@@ -162,11 +188,32 @@ class Policy(_Strict):
     utility: Utility | None = None
     remediation: Remediation = Field(default_factory=Remediation)
     _source: str | None = PrivateAttr(default=None)
+    _parent: Policy | None = PrivateAttr(default=None)
 
     @property
     def source(self) -> str | None:
         """The file (or built-in name) the policy was loaded from."""
         return self._source
+
+    @property
+    def parent(self) -> Policy | None:
+        """The policy named by ``extends``, loaded and validated."""
+        return self._parent
+
+    def chain(self) -> list[Policy]:
+        """This policy and every policy it extends, the most basic first."""
+        out: list[Policy] = []
+        p: Policy | None = self
+        while p is not None:
+            out.insert(0, p)
+            p = p.parent
+        return out
+
+    @property
+    def own_alpha(self) -> float:
+        """The error budget of this policy's own checks: 1 − confidence, less what the extended policy spends."""
+        spent = 1.0 - self.parent.confidence if self.parent is not None else 0.0
+        return (1.0 - self.confidence) - spent
 
     @field_validator("attacks", mode="before")
     @classmethod
@@ -205,9 +252,15 @@ class Policy(_Strict):
                     f"checks[{i}].attack: '{check.attack}' needs the model's weights, "
                     "but release is 'api' (an API-only release is attacked by black-box attacks)"
                 )
-        if self.sensitivity is not Sensitivity.public and not self.checks:
+            measured_by = _MEASURED_BY.get(check.metric.value)
+            if measured_by and check.attack not in ("best", *measured_by):
+                raise ValueError(
+                    f"checks[{i}].metric: '{check.metric.value}' is measured only by {', '.join(measured_by)}, "
+                    f"not by '{check.attack}'"
+                )
+        if self.sensitivity is not Sensitivity.public and not self.checks and self.extends is None:
             raise ValueError(f"checks: a policy for {self.sensitivity.value} data needs at least one check")
-        if self.sensitivity is Sensitivity.strictly_confidential and self.release is Release.model:
+        if self.sensitivity is Sensitivity.strictly_confidential and self.release is Release.model and self.extends is None:
             threats = {threat_model_of(c.attack) for c in self.checks if c.attack != "best"}
             if "white-box" not in threats:
                 raise ValueError(
@@ -220,13 +273,79 @@ class Policy(_Strict):
                 )
         return self
 
-    def attacks_to_run(self) -> dict[str, dict[str, Any]]:
-        """Every attack the policy needs: those listed under ``attacks`` and those named by checks."""
+    @model_validator(mode="after")
+    def _resolve_extends(self, info: ValidationInfo) -> Policy:
+        """Load the extended policy (built-in name, or a file relative to this one) and check they fit."""
+        if self.extends is None:
+            return self
+        from privgate.attacks import threat_model_of
+
+        context = info.context or {}
+        parent = _load_extended(self.extends, context.get("base"), tuple(context.get("chain", ())))
+        if not self.confidence < parent.confidence:
+            raise ValueError(
+                f"confidence: this policy extends '{parent.name}', whose decisions already hold at "
+                f"{parent.confidence:g} confidence; its own checks need part of the error budget too, so its "
+                f"confidence must be lower than {parent.confidence:g} (e.g. {_suggest_confidence(parent.confidence):g})"
+            )
+        if parent.decision is not self.decision:
+            raise ValueError(
+                f"decision: this policy extends '{parent.name}', which decides with '{parent.decision.value}'; "
+                "an extending policy must decide the same way"
+            )
+        if self.release is Release.api and any(
+            threat_model_of(c.attack) == "white-box" for p in parent.chain() for c in p.checks if c.attack != "best"
+        ):
+            raise ValueError(
+                f"release: this policy extends '{parent.name}', which has white-box checks; an API-only release "
+                "cannot be attacked with the weights (use release: model, or extend a black-box policy)"
+            )
+        chain_checks = [c for p in parent.chain() for c in p.checks] + list(self.checks)
+        if self.sensitivity is Sensitivity.strictly_confidential and self.release is Release.model and not any(
+            c.attack != "best" and threat_model_of(c.attack) == "white-box" for c in chain_checks
+        ):
+            raise ValueError(
+                "checks: strictly confidential data released as a whole model needs at least one "
+                "check by a white-box attack (e.g. 'gradient')"
+            )
+        inherited = parent.attacks_to_run()
+        for name, options in self.attacks.items():
+            if name in inherited and inherited[name] != options:
+                raise ValueError(
+                    f"attacks.{name}: the extended policy '{parent.name}' runs it with options {inherited[name]}; "
+                    "an extending policy runs the extended policy's attacks as they are (drop it here, or use the same options)"
+                )
+        self._parent = parent
+        return self
+
+    def own_attacks(self) -> dict[str, dict[str, Any]]:
+        """The attacks this policy adds: those under ``attacks`` and those its checks name.
+
+        A policy (chain) that lists no attacks at all runs :data:`DEFAULT_ATTACKS`
+        for its ``best`` checks, rather than ending every such check with "no
+        attack ran".
+        """
         out = dict(self.attacks)
+        listed = any(p.attacks for p in self.chain())
+        if not listed and any(c.attack == "best" and c.metric.value not in _MEASURED_BY for c in self.checks):
+            out = dict(DEFAULT_ATTACKS)
         for check in self.checks:
             if check.attack != "best":
                 out.setdefault(check.attack, {})
         return out
+
+    def attacks_to_run(self) -> dict[str, dict[str, Any]]:
+        """Every attack the policy needs: the extended policy's, then its own."""
+        out = self.parent.attacks_to_run() if self.parent is not None else {}
+        for name, options in self.own_attacks().items():
+            out.setdefault(name, options)
+        return out
+
+    def uses_default_attacks(self) -> bool:
+        """Whether the attacks come from :data:`DEFAULT_ATTACKS` because the policy lists none."""
+        return not any(p.attacks for p in self.chain()) and bool(self.attacks_to_run()) and all(
+            name in DEFAULT_ATTACKS for name in self.attacks_to_run()
+        )
 
 
 # --------------------------------------------------------------------------- loading
@@ -244,6 +363,34 @@ def builtin_policies() -> dict[str, Path]:
     """Names and files of the built-in policies."""
     d = _builtin_dir()
     return {p.stem: p for p in sorted(d.glob("*.yaml"))} if d.is_dir() else {}
+
+
+def _suggest_confidence(parent: float) -> float:
+    """A confidence that leaves the extending policy's own checks as much budget again as the parent spent."""
+    return round(1.0 - 2.0 * (1.0 - parent), 6)
+
+
+def _load_extended(spec: str, base: str | Path | None, chain: tuple[str, ...]) -> Policy:
+    """The policy named by ``extends``: a built-in name, or a file path relative to ``base``."""
+    builtins = builtin_policies()
+    if spec in builtins and not Path(spec).suffix:
+        key, target = f"builtin:{spec}", builtins[spec]
+    else:
+        p = Path(spec)
+        if not p.is_absolute() and base is not None:
+            p = Path(base) / p
+        if not p.is_file():
+            raise ValueError(f"extends: '{spec}' is neither a built-in policy ({', '.join(builtins)}) nor a policy file")
+        key, target = str(p.resolve()), p
+    if key in chain:
+        raise ValueError(f"extends: '{spec}' extends this policy again (a cycle: {' → '.join(chain + (key,))})")
+    try:
+        text = Path(target).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"extends: cannot read '{spec}' ({exc.__class__.__name__})") from None
+    parent = parse_policy(text, str(target), base=Path(target).parent, chain=chain + (key,))
+    parent._source = spec if key.startswith("builtin:") else str(target)
+    return parent
 
 
 def _node_line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
@@ -271,8 +418,12 @@ def _loc_str(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-def parse_policy(text: str, source: str = "<policy>") -> Policy:
-    """Parse and validate policy YAML; errors name ``source``, the line and the field."""
+def parse_policy(text: str, source: str = "<policy>", *, base: str | Path | None = None, chain: tuple[str, ...] = ()) -> Policy:
+    """Parse and validate policy YAML; errors name ``source``, the line and the field.
+
+    ``base`` is the folder an ``extends:`` file path is relative to; ``chain``
+    the policies already being loaded (to refuse cycles).
+    """
     try:
         data = yaml.safe_load(text)
         tree = yaml.compose(text)
@@ -284,7 +435,7 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
     if not isinstance(data, dict):
         raise PolicyError(f"{source}: a policy must be a YAML mapping with 'name', 'sensitivity', 'release' and 'checks'.")
     try:
-        return Policy.model_validate(data)
+        return Policy.model_validate(data, context={"base": base, "chain": chain or (source,)})
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err["loc"])
@@ -318,7 +469,8 @@ def load_policy(spec: str | Path) -> Policy:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise PolicyError(f"{path}: cannot read policy file ({exc.__class__.__name__}).") from None
-    policy = parse_policy(text, str(path))
+    key = f"builtin:{spec_str}" if spec_str in builtins and not Path(spec_str).suffix else str(path.resolve())
+    policy = parse_policy(text, str(path), base=path.parent, chain=(key,))
     policy._source = spec_str if spec_str in builtins and not Path(spec_str).suffix else str(path)
     return policy
 

@@ -160,6 +160,10 @@ class Estimate:
     resolvable: bool = True
     reason: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
+    #: False when the attack's scores cannot be placed at the requested operating point at all
+    #: (ties or too few distinct values, see :func:`tpr_at_fpr`): unlike too little data, more
+    #: audit data would not help, so such an attack is not a candidate of a ``best`` check.
+    measurable: bool = True
 
     @classmethod
     def unresolved(cls, metric: str, reason: str, confidence: float, n_members: int = 0, n_nonmembers: int = 0) -> Estimate:
@@ -327,6 +331,50 @@ def _order_stat_thresholds(out_scores: np.ndarray, fpr: float, a: float) -> tupl
     return t_high, t_low
 
 
+def attainable_fprs(out_scores: np.ndarray, fpr: float) -> tuple[float, float, int]:
+    """The empirical FPRs a threshold can reach on ``out_scores`` next to ``fpr``: (below, above, tie).
+
+    A threshold "score ≥ t" flags all non-members at or above t, so its FPR can
+    only be a multiple of 1/n that skips every group of tied scores at once.
+    ``below`` is the largest attainable FPR ≤ ``fpr``, ``above`` the smallest one
+    above it, and ``tie`` the number of non-members in the score group whose
+    inclusion jumps from one to the other.
+    """
+    s = np.asarray(out_scores, dtype=float)
+    n = len(s)
+    values, counts = np.unique(s, return_counts=True)
+    cum = np.cumsum(counts[::-1]) / n  # FPR of "score >= v" for v in descending order
+    steps = np.r_[0.0, cum]
+    tol = 1e-12
+    below = float(steps[steps <= fpr + tol].max())
+    higher = steps[steps > fpr + tol]
+    above = float(higher.min()) if higher.size else 1.0
+    tie = int(round((above - below) * n))
+    return below, above, tie
+
+
+def measurable_at(out_scores: np.ndarray, fpr: float) -> str | None:
+    """Why an attack's scores cannot be placed at FPR ``fpr`` (None when they can).
+
+    The operating point is measurable when the attainable FPRs around ``fpr`` on
+    the calibration non-members are no further apart than ``fpr`` itself, i.e.
+    no tie group straddling the point holds more non-members than the whole
+    false-positive budget (and more than one). A score with few distinct values
+    (prediction correctness: two) or heavy ties (saturated confidences) jumps
+    over the point: its TPR "at FPR f" is then a TPR at some other FPR, and its
+    interval spans almost [0, 1] whatever the amount of data.
+    """
+    n = len(out_scores)
+    below, above, tie = attainable_fprs(out_scores, fpr)
+    if above - below > fpr + 1e-12 and tie > max(1, fpr * n):
+        return (
+            f"not measurable at FPR {fpr:g}: its scores jump from FPR {below:.3g} to {above:.3g} on the calibration "
+            f"non-members ({tie} of {n} tie at one score, {len(np.unique(out_scores))} distinct values), so no threshold "
+            f"operates at FPR {fpr:g}"
+        )
+    return None
+
+
 def tpr_at_fpr(split: SplitScores, fpr: float, confidence: float = 0.95) -> Estimate:
     """TPR at a fixed low FPR, the measure Carlini et al. (2022, arXiv 2112.03570) argue for.
 
@@ -340,7 +388,12 @@ def tpr_at_fpr(split: SplitScores, fpr: float, confidence: float = 0.95) -> Esti
     calibration split is too small to place one). Since TPR is monotone in FPR,
     the interval holds at 1 − α. The exact counts and the CP interval at the
     point threshold are in ``details``. Unresolvable when either split holds
-    fewer than ``ceil(1/fpr)`` non-members (module docstring).
+    fewer than ``ceil(1/fpr)`` non-members (module docstring); ``measurable``
+    is False, with the reason, when the scores cannot be placed at ``fpr`` at all
+    (:func:`measurable_at`). ``details`` reports the FPR the point threshold
+    achieves on the evaluation split with its Clopper-Pearson interval, so a TPR
+    "at 1 %" that was really measured at 4 % cannot pass unnoticed; the
+    decisions use ``lo``/``hi``, which bound the curve at ``fpr`` itself.
     """
     name = "tpr_at_fpr"
     reason = split.too_small()
@@ -376,7 +429,13 @@ def tpr_at_fpr(split: SplitScores, fpr: float, confidence: float = 0.95) -> Esti
         "threshold_low": t_low,
         **split.sizes(),
     }
-    return Estimate(name, value, min(lo, value), max(hi, value), confidence, n1, n_eval, t, details=details)
+    why = measurable_at(split.cal_out, fpr)
+    if why:
+        details["not_measurable"] = why
+    return Estimate(
+        name, value, min(lo, value), max(hi, value), confidence, n1, n_eval, t, details=details,
+        measurable=why is None, reason=why,
+    )
 
 
 def empirical_tpr_at_fpr(in_scores: np.ndarray, out_scores: np.ndarray, fpr: float) -> float:

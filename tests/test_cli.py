@@ -25,18 +25,30 @@ def test_leaky_model_fails_internal_with_numbers(case, tmp_path):
     assert rep["verdict"] == "fail"
     (chk,) = rep["checks"]
     assert chk["id"] == "mia-accuracy" and chk["status"] == "fail"
-    assert chk["value"] > 0.8 and chk["ci"][0] < chk["value"] < chk["ci"][1]
-    assert chk["chosen_attack"] in {"loss", "modified_entropy"}
-    # best of 5 attacks: Bonferroni-adjusted confidence
-    assert chk["confidence"] == pytest.approx(1 - 0.05 / 5)
+    # a fail is a proven violation: even the lower bound is above the threshold
+    assert 0.8 < chk["ci"][0] < chk["value"] < chk["ci"][1]
+    assert chk["chosen_attack"] in {"loss", "modified_entropy", "true_class_confidence"}
+    # internal holds at 99 %; best of 6 attacks: Bonferroni-adjusted confidence
+    assert rep["policy"]["confidence"] == 0.99
+    assert chk["confidence"] == pytest.approx(1 - 0.01 / 6)
+    assert chk["details"]["bonferroni"] == {"alpha": pytest.approx(0.01), "checks": 1, "attacks": 6}
+    # the deciding attack has the highest point estimate among the failing candidates
+    cands = chk["details"]["candidates"]
+    assert max((c for c in cands if c["status"] == "fail"), key=lambda c: c["value"])["attack"] == chk["chosen_attack"]
     assert chk["n_members"] == 150 and chk["n_nonmembers"] == 150
     names = {a["name"]: a for a in rep["attacks"]}
-    assert set(names) == {"loss", "confidence", "entropy", "modified_entropy", "correctness"}
+    assert set(names) == {"loss", "confidence", "entropy", "modified_entropy", "true_class_confidence", "correctness"}
     loss = names["loss"]
     assert loss["auc"] > 0.7 and loss["auc_ci"][0] > 0.6
     assert [p["fpr"] for p in loss["tpr_at_fpr"]] == [0.001, 0.01]
     assert loss["tpr_at_fpr"][0]["resolvable"] is False  # 150 non-members cannot measure FPR 0.001
     assert loss["tpr_at_fpr"][1]["resolvable"] is True
+    # next to every TPR@FPR: the FPR its threshold achieved on the evaluation split, with an interval
+    low = loss["tpr_at_fpr"][1]
+    assert low["fpr_achieved"] is not None and low["fpr_ci"][0] <= low["fpr_achieved"] <= low["fpr_ci"][1]
+    # correctness scores take two values: not measurable at 1 % FPR, said so
+    corr = names["correctness"]["tpr_at_fpr"][1]
+    assert corr["measurable"] is False and "not measurable at FPR 0.01" in corr["reason"]
     assert loss["roc"]["fpr"][0] == 0.0 and loss["roc"]["fpr"][-1] == 1.0
     assert rep["environment"]["seed"] == 0 and rep["environment"]["versions"]["torch"]
     assert rep["target"]["format"] == "torchscript" and len(rep["target"]["sha256"]) == 64
@@ -67,23 +79,34 @@ def test_unmeasurable_check_is_inconclusive_exit_3(case, tmp_path):
     assert "1000 non-members" in chk["reason"]
 
 
-def test_straddling_interval_is_inconclusive_not_pass(case, tmp_path):
-    # threshold between the leaky model's point estimate and its upper bound
+def test_decision_rules_on_one_interval(case, tmp_path):
+    """One measured interval, four thresholds: fail only above it, pass only below it, inconclusive across it."""
     pol = tmp_path / "edge.yaml"
-    pol.write_text(
-        "name: edge\nsensitivity: internal\nrelease: api\n"
-        "checks:\n  - {id: acc, attack: loss, metric: accuracy, max: 0.86}\n"
-    )
-    out = tmp_path / "r.json"
-    r = _check(case, case.leaky_ts, str(pol), json_path=out)
-    chk = json.loads(out.read_text())["checks"][0]
-    assert chk["value"] <= 0.86 < chk["ci"][1]
-    assert chk["status"] == "inconclusive" and r.returncode == 3
-    assert "cannot rule out" in chk["reason"]
-    # the same check decided on the point estimate passes
-    pol.write_text(pol.read_text().replace("release: api\n", "release: api\ndecision: point\n"))
-    r2 = _check(case, case.leaky_ts, str(pol), json_path=out)
-    assert r2.returncode == 0 and json.loads(out.read_text())["checks"][0]["status"] == "pass"
+
+    def decide(mx: float, extra: str = "") -> tuple[dict, int]:
+        pol.write_text(
+            f"name: edge\nsensitivity: internal\nrelease: api\n{extra}"
+            f"checks:\n  - {{id: acc, attack: loss, metric: accuracy, max: {mx}}}\n"
+        )
+        out = tmp_path / "r.json"
+        r = _check(case, case.leaky_ts, str(pol), json_path=out)
+        return json.loads(out.read_text())["checks"][0], r.returncode
+
+    chk, _ = decide(0.5)
+    value, (lo, hi) = chk["value"], chk["ci"]
+    assert lo < value < hi
+    below_lo, mid_low, mid_high, above_hi = lo - 0.01, (lo + value) / 2, (value + hi) / 2, min(1.0, hi + 0.01)
+    c, code = decide(below_lo)
+    assert (c["status"], code) == ("fail", 1) and "even the lower bound" in c["reason"]
+    c, code = decide(mid_low)  # the point estimate is over, the lower bound is not: not proven
+    assert (c["status"], code) == ("inconclusive", 3) and "cannot prove a violation" in c["reason"]
+    c, code = decide(mid_high)  # within, but the upper bound is not
+    assert (c["status"], code) == ("inconclusive", 3) and "cannot rule out" in c["reason"]
+    c, code = decide(above_hi)
+    assert (c["status"], code) == ("pass", 0)
+    # decided on the point estimate (no error control): pass and fail around the value
+    assert decide(mid_high, "decision: point\n")[0]["status"] == "pass"
+    assert decide(mid_low, "decision: point\n")[0]["status"] == "fail"
 
 
 def test_same_seed_same_numbers_other_seed_other_split(case, tmp_path):

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from privgate.report.model import Report
+from privgate.report.text import check_fpr_label, rate_label
 
 _STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
 
@@ -27,7 +28,8 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     pol = report.policy
     console.print(
         f"[bold]privgate[/] {report.privgate_version} · policy [bold]{pol['name']}[/] "
-        f"({pol['sensitivity']}, release: {pol['release']}, {pol['confidence']:.0%} confidence, decision: {pol['decision']})"
+        f"({pol['sensitivity']}, release: {pol['release']}, {pol['confidence']:.1%} confidence, decision: {pol['decision']})".replace(".0%", "%")
+        + (" · extends " + " → ".join(p["name"] for p in pol["extends"]) if pol.get("extends") else "")
     )
     console.print(f"target {report.target.get('path')} ({report.target.get('format')}) · "
                   f"{report.data['members']['n']} members, {report.data['nonmembers']['n']} non-members")
@@ -40,7 +42,8 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         for c in report.checks:
             attack = c.attack + (f" → {c.chosen_attack}" if c.chosen_attack else "")
             metric = c.metric + (f"@{c.fpr:g}" if c.fpr else "")
-            t.add_row(c.id, attack, metric, _num(c.value) + _ci(c.ci), f"{c.threshold:g}", f"[{_STYLE[c.status]}]{c.status}[/]")
+            fpr = check_fpr_label(c)
+            t.add_row(c.id, attack, metric, _num(c.value) + _ci(c.ci) + (f" {fpr}" if fpr else ""), f"{c.threshold:g}", f"[{_STYLE[c.status]}]{c.status}[/]")
         console.print(t)
         for c in report.checks:
             if c.status != "pass" or verbose:
@@ -53,9 +56,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
             if a.status != "ran":
                 t.add_row(a.name, a.threat_model, f"[yellow]{a.status}[/]: {a.reason}", "", "", "", "")
                 continue
-            rates = []
-            for p in a.tpr_at_fpr:
-                rates.append(_num(p.tpr) + _ci(p.ci) if p.resolvable else "[dim]too few non-members[/]")
+            rates = [rate_label(p) if p.resolvable and p.measurable else f"[dim]{rate_label(p)}[/]" for p in a.tpr_at_fpr]
             t.add_row(a.name, a.threat_model, _num(a.auc) + _ci(a.auc_ci), *rates, f"{a.n_members}/{a.n_nonmembers}", f"{a.seconds:.2f}")
         console.print(t)
     if report.remediation:

@@ -25,7 +25,7 @@ import numpy as np
 from privgate.report.model import AttackSummary, Report
 from privgate.report.remediation import RemediationView
 from privgate.report.remediation import view as remediation_view
-from privgate.report.text import attack_label, interval, metric_label, num
+from privgate.report.text import attack_label, check_fpr_label, interval, metric_label, num, origin_label, rate_label
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 _STATUS_CLASS = {"pass": "pass", "fail": "fail", "inconclusive": "inc"}
@@ -464,7 +464,8 @@ def render_html(report: Report) -> str:
                 f"target {tgt.get('path')} ({tgt.get('format')})",
                 f"{data.get('members', {}).get('n', '?')} members / {data.get('nonmembers', {}).get('n', '?')} non-members",
                 f"{pol.get('sensitivity')}, release: {pol.get('release')}",
-                f"{pol.get('confidence', 0.95):.0%} confidence, decision: {pol.get('decision')}",
+                f"{pol.get('confidence', 0.95):.1%} confidence, decision: {pol.get('decision')}".replace(".0%", "%")
+                + (" (extends " + " → ".join(p["name"] for p in pol["extends"]) + ")" if pol.get("extends") else ""),
                 f"seed {report.environment.get('seed')}",
                 f"privgate {report.privgate_version}",
                 f"started {report.started}, {report.duration_s:.1f} s",
@@ -480,8 +481,8 @@ def render_html(report: Report) -> str:
             cls = _STATUS_CLASS[c.status]
             h.append(
                 f"<tr class='check {cls}'><td class='st {cls}'>{escape(c.status)}</td>{_td(c.id)}{_td(attack_label(c))}{_td(metric_label(c))}"
-                f"{_td((num(c.value) + ' ' + interval(c.ci)).strip(), 'num')}{_td(f'≤ {c.threshold:g}', 'num')}{_td(f'{c.n_members}/{c.n_nonmembers}', 'num')}</tr>"
-                f"<tr><td></td><td colspan='6' class='reason'>{escape(c.reason)}</td></tr>"
+                f"{_td((num(c.value) + ' ' + interval(c.ci) + ' ' + check_fpr_label(c)).strip(), 'num')}{_td(f'≤ {c.threshold:g}', 'num')}{_td(f'{c.n_members}/{c.n_nonmembers}', 'num')}</tr>"
+                f"<tr><td></td><td colspan='6' class='reason'>{escape(((origin_label(c, report) + ': ') if origin_label(c, report) else '') + c.reason)}</td></tr>"
             )
         h.append("</table></div>")
     else:
@@ -501,7 +502,7 @@ def render_html(report: Report) -> str:
             if a.status != "ran":
                 h.append(f"<tr>{_td(a.name)}{_td(a.threat_model)}<td class='st inc'>{escape(a.status)}</td><td colspan='6' class='reason'>{escape(a.reason or '')}</td></tr>")
                 continue
-            rates = {round(p.fpr, 6): ((num(p.tpr) + " " + interval(p.ci)).strip() if p.resolvable else "too few non-members") for p in a.tpr_at_fpr}
+            rates = {round(p.fpr, 6): rate_label(p) for p in a.tpr_at_fpr}
             h.append(
                 f"<tr>{_td(a.name)}{_td(a.threat_model)}<td class='st pass'>ran</td>{_td((num(a.auc) + ' ' + interval(a.auc_ci)).strip(), 'num')}"
                 f"{_td((num(a.accuracy) + ' ' + interval(a.accuracy_ci)).strip(), 'num')}{_td(rates.get(0.001, ''), 'num')}{_td(rates.get(0.01, ''), 'num')}"

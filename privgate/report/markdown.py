@@ -11,7 +11,7 @@ from typing import Any
 
 from privgate.report.model import Report
 from privgate.report.remediation import view as remediation_view
-from privgate.report.text import attack_label, interval, metric_label, num, verdict_badge
+from privgate.report.text import attack_label, check_fpr_label, interval, metric_label, num, origin_label, rate_label, verdict_badge
 
 _STATUS = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive"}
 
@@ -46,7 +46,8 @@ def render_markdown(report: Report) -> str:
     facts = [
         f"target `{tgt.get('path')}` ({tgt.get('format')}{', sha256 `' + sha[:12] + '…`' if sha else ''})",
         f"{data.get('members', {}).get('n', '?')} members / {data.get('nonmembers', {}).get('n', '?')} non-members",
-        f"{pol.get('sensitivity')}, release: {pol.get('release')}, {pol.get('confidence', 0.95):.0%} confidence, decision: {pol.get('decision')}",
+        f"{pol.get('sensitivity')}, release: {pol.get('release')}, {pol.get('confidence', 0.95):.1%} confidence, decision: {pol.get('decision')}".replace(".0%", "%")
+        + (" (extends " + " → ".join(f"`{p['name']}`" for p in pol["extends"]) + ")" if pol.get("extends") else ""),
         f"seed {report.environment.get('seed')}",
         f"privgate {report.privgate_version}",
         f"{report.duration_s:.1f} s",
@@ -58,10 +59,11 @@ def render_markdown(report: Report) -> str:
         rows = []
         for c in report.checks:
             ci = interval(c.ci)
-            rows.append([_STATUS[c.status], f"`{c.id}`", attack_label(c), metric_label(c), f"{num(c.value)} {ci}".strip(), f"≤ {c.threshold:g}", f"{c.n_members}/{c.n_nonmembers}"])
+            value = f"{num(c.value)} {ci} {check_fpr_label(c)}".strip()
+            rows.append([_STATUS[c.status], f"`{c.id}`", attack_label(c), metric_label(c), value, f"≤ {c.threshold:g}", f"{c.n_members}/{c.n_nonmembers}"])
         lines += _table(["status", "check", "attack", "metric", "value [CI]", "max", "n in/out"], rows)
         lines += ["", "<details><summary>Reasons</summary>", ""]
-        lines += [f"- **{cell(c.id)}** ({c.status}): {c.reason}" for c in report.checks]
+        lines += [f"- **{cell(c.id)}** ({c.status}{', ' + origin_label(c, report) if origin_label(c, report) else ''}): {c.reason}" for c in report.checks]
         lines += ["", "</details>", ""]
     else:
         lines += ["The policy requires no checks.", ""]
@@ -73,7 +75,7 @@ def render_markdown(report: Report) -> str:
             if a.status != "ran":
                 rows.append([a.name, a.threat_model, f"{a.status}: {a.reason or ''}", "", "", "", "", ""])
                 continue
-            rates = {round(p.fpr, 6): (f"{num(p.tpr)} {interval(p.ci)}".strip() if p.resolvable else "too few non-members") for p in a.tpr_at_fpr}
+            rates = {round(p.fpr, 6): rate_label(p) for p in a.tpr_at_fpr}
             rows.append([
                 a.name,
                 a.threat_model,

@@ -32,7 +32,7 @@ class CheckResult(BaseModel):
     attack: str
     metric: str
     value: float | None
-    ci: list[float | None] = Field(description="[lo, hi] at the policy's confidence (Bonferroni-adjusted for 'best').")
+    ci: list[float | None] = Field(description="[lo, hi] at `confidence`: the policy's, Bonferroni-adjusted over its checks and candidate attacks.")
     threshold: float
     status: Status
     reason: str
@@ -42,6 +42,7 @@ class CheckResult(BaseModel):
     fpr: float | None = None
     delta: float | None = None
     chosen_attack: str | None = Field(default=None, description="For attack 'best': the attack that decided.")
+    policy: str | None = Field(default=None, description="The policy that declared the check (an extended one for inherited checks).")
     details: dict[str, Any] = Field(default_factory=dict)
 
     _v = field_validator("value", mode="before")(_finite)
@@ -53,13 +54,16 @@ class CheckResult(BaseModel):
 
 
 class RatePoint(BaseModel):
-    """TPR at a fixed FPR, measured on the evaluation split."""
+    """TPR at a fixed FPR, measured on the evaluation split, with the FPR its threshold achieved there."""
 
     fpr: float
     tpr: float | None
     ci: list[float | None]
     resolvable: bool
     reason: str | None = None
+    measurable: bool = True
+    fpr_achieved: float | None = Field(default=None, description="FPR of the calibrated threshold on the evaluation split.")
+    fpr_ci: list[float | None] | None = Field(default=None, description="Clopper-Pearson interval of fpr_achieved.")
 
 
 class AttackSummary(BaseModel):

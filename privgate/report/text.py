@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from privgate.report.model import AttackSummary, CheckResult, Report
+from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
 
 #: Attack statuses that mean "this attack never produced scores".
 NOT_RUN = ("unavailable", "skipped", "error")
@@ -49,15 +49,48 @@ def bound_label(c: CheckResult) -> str:
     return f"≤ {c.threshold:g}"
 
 
+def achieved_fpr(fpr: float | None, ci: list[float | None] | None) -> str:
+    """``FPR 0.012 [0.004, 0.028]``: the false-positive rate a TPR was really measured at."""
+    if fpr is None:
+        return ""
+    return f"FPR {num(fpr)} {interval(ci)}".strip()
+
+
+def rate_label(p: RatePoint) -> str:
+    """A TPR-at-FPR cell: ``0.100 [0.020, 0.250] at FPR 0.012 [0.004, 0.028]``, or why there is none."""
+    if not p.resolvable:
+        return "too few non-members"
+    if not p.measurable:
+        return "not measurable (ties)"
+    at = achieved_fpr(p.fpr_achieved, p.fpr_ci)
+    return f"{num(p.tpr)} {interval(p.ci)}".strip() + (f" at {at}" if at else "")
+
+
+def check_fpr_label(c: CheckResult) -> str:
+    """For a TPR@FPR check: ``at FPR 0.012 [0.004, 0.028] (target 0.01)``; else empty."""
+    if c.fpr is None or c.value is None:
+        return ""
+    at = achieved_fpr(c.details.get("fpr_achieved"), c.details.get("fpr_ci"))
+    return f"at {at} (target {c.fpr:g})" if at else ""
+
+
 def value_label(c: CheckResult) -> str:
-    """``0.912 [0.871, 0.945] (95% CI)`` or ``n/a``."""
+    """``0.912 [0.871, 0.945] (95% CI)`` or ``n/a``; a TPR check adds the FPR it was measured at."""
     if c.value is None:
         return "n/a"
     ci = interval(c.ci)
     if not ci:
         return num(c.value)
     kind = "lower bound" if c.metric == "epsilon_lb" else "CI"
-    return f"{num(c.value)} {ci} ({c.confidence:.1%} {kind})".replace(".0%", "%")
+    fpr = check_fpr_label(c)
+    return f"{num(c.value)} {ci} ({c.confidence:.1%} {kind})".replace(".0%", "%") + (f" {fpr}" if fpr else "")
+
+
+def origin_label(c: CheckResult, report: Report | None) -> str:
+    """``inherited from internal`` for a check of an extended policy; else empty."""
+    if report is None or not c.policy or c.policy == report.policy.get("name"):
+        return ""
+    return f"inherited from {c.policy}"
 
 
 def attack_summary(report: Report | None, name: str) -> AttackSummary | None:
@@ -119,10 +152,14 @@ __all__ = [
     "attack_label",
     "attack_summary",
     "bound_label",
+    "achieved_fpr",
+    "check_fpr_label",
     "check_message",
     "interval",
     "metric_label",
     "num",
+    "origin_label",
+    "rate_label",
     "sizes_label",
     "unavailable_reason",
     "value_label",

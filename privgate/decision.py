@@ -1,0 +1,248 @@
+"""Decision rules: turn one check's estimates into pass / fail / inconclusive.
+
+The rules (documented for users in ``docs/policies.md`` and the README):
+
+* **Error budget.** A policy's ``confidence`` c is the probability that every
+  decision in its report is right. Its own k checks share α = 1 − c (less what
+  an extended policy spends, see :attr:`privgate.policy.Policy.own_alpha`);
+  a check whose attack is ``best`` splits its share over the m candidate
+  attacks. Every interval is therefore two-sided at 1 − α/(k·m) (Bonferroni
+  1936; Dunn 1961), and all of them hold simultaneously with probability ≥ c.
+* ``decision: upper_bound`` (default): **pass** when the upper bound is within
+  ``max``; **fail** when the lower bound is above it — the data *prove* the
+  violation; **inconclusive** when the interval straddles ``max``. A model
+  whose true values are within every threshold therefore fails with
+  probability ≤ 1 − c, and one that exceeds a threshold passes with
+  probability ≤ 1 − c.
+* ``decision: point``: fail when the point estimate is over ``max``, else pass
+  — no error control; for exploring, not for gating.
+* ``epsilon_lb`` is itself a lower confidence bound: fail when it is above
+  ``max`` (an attack proves ε > max); pass otherwise, provided the counts could
+  have proved more than ``max`` at all (else inconclusive,
+  :func:`privgate.stats.epsilon_lower_bound`).
+* **Best of m.** ``best`` fails when any candidate fails, else is inconclusive
+  when any is, else passes; it names the candidate with the highest point
+  estimate among those with the deciding status. A candidate whose scores
+  cannot be placed at the check's FPR at all (ties, two-valued scores:
+  :func:`privgate.stats.measurable_at`) leaves the candidate list — more data
+  would not make it measurable — unless its lower bound alone proves a
+  violation; the check's details list it as "not measurable".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from privgate import stats
+from privgate.policy import Check, Decision, Metric, Policy
+from privgate.report.model import CheckResult
+
+DEFAULT_DELTA = 1e-5
+
+#: Status of a candidate that cannot be placed at the check's operating point.
+EXCLUDED = "not measurable"
+
+
+class Scored(Protocol):
+    """What the gate keeps of an attack that ran (see ``privgate.gate``)."""
+
+    result: Any
+    split: stats.SplitScores
+    membership: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class Level:
+    """The checks of one policy in an ``extends`` chain, and what they may use.
+
+    Attributes:
+        policy: the policy that declares the checks.
+        alpha: its own error budget (:attr:`Policy.own_alpha`).
+        attacks: the attacks its ``best`` checks choose from (its ``attacks_to_run``).
+        prefix: prepended to inherited check ids (``internal:``); empty for the audited policy.
+    """
+
+    policy: Policy
+    alpha: float
+    attacks: frozenset[str]
+    prefix: str = ""
+
+    @classmethod
+    def of(cls, policy: Policy, audited: Policy) -> Level:
+        prefix = "" if policy is audited else f"{policy.name}:"
+        return cls(policy, policy.own_alpha, frozenset(policy.attacks_to_run()), prefix)
+
+
+def estimate(check: Check, ran: Scored, confidence: float) -> stats.Estimate:
+    """The check's metric for one attack's scores at the given confidence."""
+    sp = ran.split
+    metric = check.metric
+    if metric is Metric.auc:
+        return stats.auc(sp.eval_in, sp.eval_out, confidence)
+    if metric is Metric.accuracy:
+        return stats.balanced_accuracy(sp, confidence)
+    if metric is Metric.advantage:
+        return stats.advantage(sp, confidence)
+    if metric is Metric.tpr_at_fpr:
+        return stats.tpr_at_fpr(sp, float(check.fpr), confidence)
+    if metric is Metric.epsilon_lb:
+        delta = DEFAULT_DELTA if check.delta is None else check.delta
+        return stats.epsilon_lower_bound(sp, delta, confidence, check_max=check.max)
+    # metrics that are not membership scores (similarity, attribute_advantage): the attack
+    # provides an Estimate, or a privgate.leakage.Measure that needs the hidden membership
+    provided = ran.result.extras.get("estimates", {}).get(metric.value)
+    if provided is not None:
+        if isinstance(provided, stats.Estimate):
+            return provided
+        if ran.membership is None:
+            return stats.Estimate.unresolved(metric.value, "the audit's membership was not recorded for this attack", confidence)
+        return provided.estimate(ran.membership, confidence)
+    return stats.Estimate.unresolved(metric.value, f"attack '{ran.result.attack}' does not produce the metric '{metric.value}'", confidence)
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3g}"
+
+
+def _pct(confidence: float) -> str:
+    """99.5 % stays 99.5 %, not a rounded 100 %."""
+    return f"{confidence * 100:.4g}%"
+
+
+def decide(est: stats.Estimate, check: Check, decision: Decision) -> tuple[str, str]:
+    """Status (``pass``, ``fail``, ``inconclusive`` or :data:`EXCLUDED`) and a one-sentence reason."""
+    mx = check.max
+    name = est.metric
+    if not est.measurable:
+        if decision is Decision.upper_bound and est.lo is not None and est.lo > mx:
+            return "fail", (f"{est.reason}; but even at a threshold whose FPR is at most {check.fpr:g} its TPR is at least "
+                            f"{_fmt(est.lo)}, above {mx:g} (a proven violation)")
+        return EXCLUDED, est.reason or "not measurable at this operating point"
+    if not est.resolvable:
+        return "inconclusive", est.reason or "the data cannot resolve this check"
+    ci = f"[{_fmt(est.lo)}, {_fmt(est.hi)}]"
+    if check.metric is Metric.epsilon_lb:
+        if est.value > mx:
+            return "fail", f"the attack proves ε ≥ {est.value:.3g} at {_pct(est.confidence)} confidence, above the allowed {mx:g}"
+        return "pass", f"the attack proves no more than ε ≥ {est.value:.3g} (δ={est.details.get('delta', DEFAULT_DELTA):g}), within {mx:g}"
+    if decision is Decision.point:
+        if est.value > mx:
+            return "fail", f"{name} {_fmt(est.value)} {ci} exceeds {mx:g} (decided on the point estimate)"
+        return "pass", f"{name} {_fmt(est.value)} {ci} is within {mx:g} (decided on the point estimate)"
+    if est.hi <= mx:
+        return "pass", f"{name} {_fmt(est.value)}, upper bound {_fmt(est.hi)} ≤ {mx:g} at {_pct(est.confidence)} confidence"
+    if est.lo > mx:
+        return "fail", f"{name} {_fmt(est.value)} {ci}: even the lower bound is above {mx:g} at {_pct(est.confidence)} confidence"
+    if est.value > mx:
+        return "inconclusive", (
+            f"{name} {_fmt(est.value)} is above {mx:g} but its lower bound {_fmt(est.lo)} is not: the audit data "
+            "cannot prove a violation, nor rule one out (add audit data)"
+        )
+    return "inconclusive", (
+        f"{name} {_fmt(est.value)} is within {mx:g} but its upper bound {_fmt(est.hi)} is not: "
+        "the audit data cannot rule out a violation (add audit data)"
+    )
+
+
+def _candidates(check: Check, level: Level, ran: dict[str, Scored], diagnostic: set[str]) -> list[str]:
+    if check.attack != "best":
+        return [check.attack] if check.attack in ran else []
+    names = sorted(n for n in ran if n in level.attacks and n not in diagnostic)
+    if check.metric in (Metric.similarity, Metric.attribute_advantage):  # only attacks that measure it compete
+        names = [n for n in names if check.metric.value in ran[n].result.extras.get("estimates", {})]
+    return names
+
+
+def _point(est: stats.Estimate) -> float:
+    return -math.inf if est.value is None or not math.isfinite(est.value) else float(est.value)
+
+
+def decide_check(
+    check: Check, level: Level, ran: dict[str, Scored], missing: dict[str, str], diagnostic: set[str]
+) -> CheckResult:
+    """Decide one check of ``level`` on the attacks that ran (see the module docstring)."""
+    policy = level.policy
+    k = max(1, len(policy.checks))
+    base = {"id": level.prefix + check.id, "attack": check.attack, "metric": check.metric.value, "threshold": check.max,
+            "fpr": check.fpr, "delta": check.delta, "policy": policy.name}
+    names = _candidates(check, level, ran, diagnostic)
+    if not names:
+        conf = 1.0 - level.alpha / k
+        if check.attack == "best":
+            reason = "no attack ran, so the strongest attack is unknown"
+        else:
+            reason = f"attack '{check.attack}' did not run: {missing.get(check.attack, 'it did not run')}"
+        return CheckResult(**base, value=None, ci=[None, None], status="inconclusive", reason=reason, confidence=conf)
+    m = len(names)
+    conf = 1.0 - level.alpha / (k * m)
+    estimates = {n: estimate(check, ran[n], conf) for n in names}
+    decided = {n: decide(e, check, policy.decision) for n, e in estimates.items()}
+    deciding = [n for n in names if decided[n][0] != EXCLUDED]
+    excluded = {n: decided[n][1] for n in names if decided[n][0] == EXCLUDED}
+    bonferroni = {"alpha": level.alpha, "checks": k, "attacks": m}
+    if not deciding:
+        reasons = "; ".join(f"{n}: {why}" for n, why in excluded.items())
+        return CheckResult(**base, value=None, ci=[None, None], status="inconclusive",
+                           reason=f"no attack can be measured at FPR {check.fpr:g} ({reasons})", confidence=conf,
+                           details={"excluded": excluded, "bonferroni": bonferroni})
+    for status in ("fail", "inconclusive", "pass"):
+        hits = [n for n in deciding if decided[n][0] == status]
+        if hits:
+            chosen = max(hits, key=lambda n: _point(estimates[n]))
+            break
+    est = estimates[chosen]
+    status, reason = decided[chosen]
+    if check.attack == "best" and m > 1:
+        reason = f"{chosen}: {reason} (best of {len(deciding)} attacks"
+        reason += f"; {len(excluded)} not measurable at FPR {check.fpr:g}" if excluded else ""
+        reason += f", each at {_pct(conf)} for {k} check(s) × {m} attacks at {_pct(1 - level.alpha)} jointly)"
+    details: dict[str, Any] = dict(est.details)
+    details["bonferroni"] = bonferroni
+    if check.attack == "best":
+        details["candidates"] = [
+            {"attack": n, "value": _finite(estimates[n].value), "ci": [_finite(estimates[n].lo), _finite(estimates[n].hi)],
+             "status": decided[n][0]}
+            for n in names
+        ]
+    if excluded:
+        details["excluded"] = excluded
+    return CheckResult(
+        **base,
+        value=est.value,
+        ci=[est.lo, est.hi],
+        status=status,
+        reason=reason,
+        confidence=conf,
+        n_members=est.n_members,
+        n_nonmembers=est.n_nonmembers,
+        chosen_attack=chosen if check.attack == "best" else None,
+        details=details,
+    )
+
+
+def _finite(v: Any) -> Any:
+    return v if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def decide_policy(
+    policy: Policy, ran: dict[str, Scored], missing: dict[str, str], diagnostic: set[str]
+) -> list[CheckResult]:
+    """Every check of ``policy`` and of the policies it extends: its own first, then inherited ones."""
+    out: list[CheckResult] = []
+    for p in reversed(policy.chain()):
+        level = Level.of(p, policy)
+        out += [decide_check(c, level, ran, missing, diagnostic) for c in p.checks]
+    return out
+
+
+def verdict_of(checks: list[CheckResult]) -> str:
+    """``fail`` if any check fails, else ``inconclusive`` if any is, else ``pass``."""
+    statuses = {c.status for c in checks}
+    return "fail" if "fail" in statuses else "inconclusive" if "inconclusive" in statuses else "pass"
+
+
+__all__ = ["DEFAULT_DELTA", "EXCLUDED", "Level", "decide", "decide_check", "decide_policy", "estimate", "verdict_of"]
