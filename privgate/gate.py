@@ -42,6 +42,7 @@ from privgate.data import AuditData
 from privgate.policy import Check, Decision, Metric, Policy
 from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
+from privgate.sanity import inspect_target
 from privgate.target import Target
 
 Progress = Callable[[str], None]
@@ -333,6 +334,7 @@ def audit(
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     data.check_against(target)
+    sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: before any attack
     ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress)
     for summary in summaries:
         files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
@@ -347,11 +349,11 @@ def audit(
         verdict=verdict,
         summary=_summary_line(verdict, checks),
         policy={"name": policy.name, "sensitivity": policy.sensitivity.value, "release": policy.release.value, "confidence": policy.confidence, "decision": policy.decision.value, "source": policy.source},
-        target=target.describe(),
+        target={**target.describe(), **sanity.describe()},  # accuracy on members/non-members, output kind
         data=data.describe(),
         checks=checks,
         attacks=summaries,
-        warnings=list(data.warnings) + soundness_warnings(summaries),  # blind baseline (Das et al. 2024)
+        warnings=list(data.warnings) + sanity.warnings + soundness_warnings(summaries),  # blind baseline (Das et al. 2024)
         environment=environment(seed),
         started=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),
