@@ -45,6 +45,11 @@ says so — and a member set from the right distribution that is not the
 training set, for a model that generalises well (its accuracy is high on both;
 only the attacks' weakness would hint at it).
 
+A model privgate trained itself on the members (the DP-SGD candidates of
+remediation, whose ``Target.extra`` records ``dp``) gets its accuracies
+reported but no such warning: its members are known, and a DP model is meant
+not to fit them better than unseen data.
+
 Also checked here, because each makes the comparison with other models
 meaningless: how the target's raw outputs are read (:mod:`privgate.outputs`,
 fixed from a probe of the audit data before any attack runs), and a
@@ -207,7 +212,9 @@ def inspect_target(target: Target, data: AuditData, recipe: Recipe | None, confi
     nonmembers = accuracy_on(target, data.nonmembers, confidence)
     classes = int(target.predict_proba(data.members.x[:1]).shape[1])
     fit = members_fit(members, nonmembers, baseline_accuracy(np.concatenate([data.members.y, data.nonmembers.y]), classes))
-    warnings = [w for w in (fit.warning, hint and f"{WARNING_PREFIX}: {hint}", recipe_warning(target, recipe)) if w]
+    # a model privgate trained itself on these members (DP-SGD remediation records "dp") needs no doubt about them
+    doubt = None if "dp" in target.extra else fit.warning
+    warnings = [w for w in (doubt, hint and f"{WARNING_PREFIX}: {hint}", recipe_warning(target, recipe)) if w]
     kind = target.outputs if target.module is not None else None
     return Sanity(members, nonmembers, classes, fit, kind, len(x), note, warnings)
 

@@ -204,7 +204,7 @@ def test_single_logit_white_box_attacks_and_dp_training():
 
 def _classifier(softmax: bool) -> nn.Module:
     layers: list[nn.Module] = [nn.Linear(20, 32), nn.Tanh(), nn.Linear(32, 4)]
-    return nn.Sequential(*layers, *( [nn.Softmax(dim=1)] if softmax else []))
+    return nn.Sequential(*layers, *([nn.Softmax(dim=1)] if softmax else []))
 
 
 def test_softmax_model_is_read_as_probabilities_with_the_same_ranking():
@@ -252,8 +252,7 @@ def test_softmax_model_is_read_as_probabilities_with_the_same_ranking():
 
 
 def test_sklearn_target_with_a_torch_recipe_warns():
-    from cases import RECIPE_SOURCE, synthetic  # noqa: F401  (the tiny torch recipe of the other tests)
-    from cases import make_model
+    from cases import make_model, synthetic  # the tiny torch MLP of the other tests
 
     (xm, ym), (xn, yn), (xp, yp) = synthetic(150, 1, 0.3), synthetic(150, 2, 0.3), synthetic(150, 3, 0.3)
     target = Target(LogisticRegression(max_iter=500).fit(xm, ym), fmt="sklearn")

@@ -202,3 +202,12 @@ def test_well_generalising_model_does_not_warn():
     assert 0.95 < acc["members"]["value"] < 0.99 and 0.94 < acc["nonmembers"]["value"] < 0.98
     assert acc["members"]["value"] - acc["nonmembers"]["value"] < 0.03
     assert _sanity(rep.warnings) == []
+
+
+def test_a_model_privgate_trained_on_the_members_itself_gets_no_doubt(digits):
+    """Remediation's DP-SGD candidates (Target.extra['dp']) were trained on these members by privgate."""
+    model, members, nonmembers = digits
+    flipped = (_flip(members[0]), members[1]), (_flip(nonmembers[0]), nonmembers[1])
+    data = AuditData(Dataset(*flipped[0]), Dataset(*flipped[1]))
+    rep = audit(Target(model, extra={"dp": {"epsilon": 1.0}}), data, load_policy("internal"), seed=0)
+    assert _sanity(rep.warnings) == [] and rep.target["accuracy"]["members"]["value"] < 0.4
