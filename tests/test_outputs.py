@@ -263,3 +263,15 @@ def test_sklearn_target_with_a_torch_recipe_warns():
     rmia = next(a for a in rep.attacks if a.name == "rmia")
     assert rmia.status == "ran" and w in rmia.notes
     assert "outputs" not in rep.target and rep.target["accuracy"]["members"]["n"] == 150
+
+
+def test_outputs_of_another_shape_are_bad_input(tmp_path):
+    """A model whose rows are [2, 3] grids, not logits: exit 2, one sentence naming the file, no traceback."""
+    torch.jit.save(torch.jit.script(nn.Sequential(nn.Linear(20, 6), nn.Unflatten(1, (2, 3)))), str(tmp_path / "grid.pt"))
+    (xm, ym), (xn, yn) = binary_data(50, 1), binary_data(50, 2)
+    np.savez(tmp_path / "m.npz", x=xm, y=ym)
+    np.savez(tmp_path / "n.npz", x=xn, y=yn)
+    r = run_cli("check", "grid.pt", "--policy", "internal", "--members", "m.npz", "--nonmembers", "n.npz", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "grid.pt: the model returned shape (2, 2, 3)" in r.stderr and "one logit per row" in r.stderr
+    assert "Traceback" not in r.stderr
