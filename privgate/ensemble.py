@@ -75,9 +75,9 @@ from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from privgate import outputs
 from privgate.errors import RecipeError
 from privgate.recipe import Recipe
 
@@ -86,8 +86,9 @@ try:  # POSIX only; elsewhere concurrent runs rely on write-then-rename idempote
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-#: Bumped when a change to the engine changes what a cached model would be.
-ENGINE_VERSION = 2
+#: Bumped when a change to the engine changes what a cached model would be (3: one-logit and
+#: probability outputs train on their own likelihood, privgate.outputs).
+ENGINE_VERSION = 3
 
 #: Default cache folder (relative to the working directory) when none is given.
 DEFAULT_CACHE_DIR = ".privgate-cache"
@@ -549,11 +550,14 @@ def _train_vectorised(
                 "calling the model with another model's parameters (torch.func.functional_call) does not reproduce "
                 "that model's output, e.g. because its forward is patched on the instance"
             )
+        # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.outputs)
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            kind = outputs.kind_of(base(xt[: min(64, len(xt))])) or outputs.LOGITS
         base = base.to("meta")
 
         def loss_of(theta: list[torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
             out = functional_call(base, dict(zip(names, theta)), (xb,))
-            return (F.cross_entropy(out, yb, reduction="none") * wb).sum()
+            return (outputs.nll(out, yb, kind, reduction="none") * wb).sum()
 
         step_grads = vmap(grad(loss_of), randomness="different")
 

@@ -31,6 +31,7 @@ from privgate.decision import decide_policy, verdict_of
 from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
+from privgate.sanity import inspect_target
 from privgate.target import Target
 
 Progress = Callable[[str], None]
@@ -225,6 +226,7 @@ def audit(
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     data.check_against(target)
+    sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: before any attack
     ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress)
     for summary in summaries:
         files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
@@ -240,11 +242,11 @@ def audit(
         verdict=verdict,
         summary=_summary_line(verdict, checks),
         policy=_policy_facts(policy),
-        target=target.describe(),
+        target={**target.describe(), **sanity.describe()},  # accuracy on members/non-members, output kind
         data=data.describe(),
         checks=checks,
         attacks=summaries,
-        warnings=list(data.warnings) + _policy_warnings(policy) + soundness_warnings(summaries),  # blind: Das et al. 2024
+        warnings=list(data.warnings) + _policy_warnings(policy) + sanity.warnings + soundness_warnings(summaries),  # blind: Das et al. 2024
         environment=environment(seed),
         started=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from privgate.errors import RecipeError
+from privgate.outputs import nll
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ class Recipe:
     """Everything needed to train a model like the target.
 
     Args:
-        model_factory: builds a fresh, untrained ``nn.Module`` that outputs logits.
+        model_factory: builds a fresh, untrained ``nn.Module`` that outputs logits
+            (``[n, K]``, or one logit ``[n]``/``[n, 1]`` for a binary task trained with
+            BCE-with-logits; rows of probabilities are trained on their log).
         epochs: passes over the training set.
         batch_size: mini-batch size.
         lr: learning rate.
@@ -130,7 +133,6 @@ class Recipe:
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
         opt = self.make_optimizer(net.parameters())
-        loss_fn = nn.CrossEntropyLoss()
         net.train()
         n = len(xt)
         for _ in range(self.epochs):
@@ -138,7 +140,7 @@ class Recipe:
             for start in range(0, n, self.batch_size):
                 idx = order[start : start + self.batch_size]
                 opt.zero_grad(set_to_none=True)
-                loss_fn(net(xt[idx]), yt[idx]).backward()
+                nll(net(xt[idx]), yt[idx]).backward()  # cross-entropy; BCE-with-logits for one logit (privgate.outputs)
                 opt.step()
         net.eval()
         return net

@@ -12,6 +12,7 @@ products over the model axis,
 * loss: the gradient of the batch-mean cross-entropy in closed form,
   ``(softmax(z) − onehot(y)) · w`` with ``w`` the per-row weight of
   :func:`privgate.ensemble._epoch_schedule` (1/batch length, 0 for padding);
+  for a single-logit output, BCE-with-logits: ``(σ(z) − y) · w``;
 * backward: ``∂W_j = δ_jᵀ a_{j-1}`` and ``δ_{j-1} = (δ_j W_j) ⊙ act'(a_{j-1})``,
   the activation derivative taken from the stored output (``1 − a²`` for tanh,
   ``a(1 − a)`` for sigmoid, ``a > 0`` for ReLU and LeakyReLU), written into
@@ -255,10 +256,17 @@ class StackedMLP:
         return self.grad_buf  # type: ignore[return-value]
 
     def _output_delta(self, p: list[torch.Tensor], idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """Forward pass, then ``δ = (softmax(z) − onehot(y)) · w`` into the last layer's δ buffer."""
+        """Forward pass, then ``δ = (softmax(z) − onehot(y)) · w`` into the last layer's δ buffer.
+
+        A single output is one logit (:mod:`privgate.outputs`): cross-entropy on
+        ``[0, z]`` is BCE-with-logits, whose gradient is ``δ = (σ(z) − y) · w``.
+        """
         z = self.logits(p, idx)
         d, red = self.delta[len(self.plan.layers) - 1], self.red
         wk = w.unsqueeze(-1)
+        if z.shape[-1] == 1:
+            torch.sigmoid(z, out=d)
+            return d.sub_(self.y[idx].unsqueeze(-1).to(d.dtype)).mul_(wk)
         torch.amax(z, -1, keepdim=True, out=red)
         torch.sub(z, red, out=d)
         d.exp_()

@@ -4,6 +4,11 @@
 a ``torch.nn.Module``; ``None`` for scikit-learn estimators). Inference is
 batched and runs under ``torch.no_grad()`` in eval mode.
 
+A torch model's raw outputs are read by :mod:`privgate.outputs`: logits
+``[n, K]``, one logit ``[n]``/``[n, 1]`` (two classes, p(1) = σ(z)), or rows
+that already are probabilities (a final softmax). :meth:`Target.detect_outputs`
+fixes the reading from a probe of the audit data before any attack runs.
+
 Formats: TorchScript (``torch.jit.save``), a ``state_dict`` loaded with
 ``torch.load(weights_only=True)`` plus the recipe's model factory, safetensors
 plus the recipe, and pickled objects (a whole ``nn.Module``, a scikit-learn
@@ -24,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from privgate import outputs as _outputs
 from privgate.errors import RecipeError, TargetError
 from privgate.recipe import Recipe
 
@@ -53,12 +59,6 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - (m + np.log(np.exp(z - m).sum(axis=-1, keepdims=True)))
 
 
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
-
-
 @dataclass
 class Target:
     """A model under audit.
@@ -69,6 +69,8 @@ class Target:
         fmt: the checkpoint format.
         sha256: hash of the checkpoint file.
         architecture_notes: changes made to the architecture (e.g. by DP fixes).
+        outputs: how a torch model's raw outputs are read (:mod:`privgate.outputs`);
+            ``None`` until :meth:`detect_outputs` fixes it, meanwhile decided per call.
     """
 
     model: Any
@@ -76,6 +78,7 @@ class Target:
     fmt: str = "module"
     sha256: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    outputs: _outputs.Kind | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.model, nn.Module) or isinstance(self.model, torch.jit.ScriptModule):
@@ -109,26 +112,61 @@ class Target:
                 out = self.module(xb)
                 if isinstance(out, (tuple, list)):
                     out = out[0]
+                if out.dim() == 0:  # a squeezed single logit of a one-row batch
+                    out = out.reshape(1)
                 outs.append(out.detach().cpu().numpy().astype(np.float64))
         return np.concatenate(outs) if outs else np.zeros((0, 0))
 
+    def _kind(self, raw: np.ndarray) -> _outputs.Kind:
+        """How to read ``raw``: the detected kind, else this call's own (:func:`privgate.outputs.kind_of`)."""
+        kind = _outputs.kind_of(raw)
+        if kind is None:
+            raise TargetError(
+                f"{self.source}: the model returned shape {tuple(raw.shape)}, expected [batch, classes] logits or probabilities, "
+                "or one logit per row ([batch] or [batch, 1])."
+            )
+        if self.outputs is None:
+            return kind
+        if (self.outputs == _outputs.BINARY) != (kind == _outputs.BINARY):
+            raise TargetError(f"{self.source}: the model returned shape {tuple(raw.shape)}, unlike its earlier {self.outputs} outputs.")
+        return self.outputs
+
+    def detect_outputs(self, x: np.ndarray) -> tuple[str | None, str | None]:
+        """Fix how the raw outputs are read from a probe ``x`` (a few hundred audit rows).
+
+        Every probed row must be non-negative and sum to 1 for the outputs to be
+        read as probabilities (:func:`privgate.outputs.kind_of`). Non-torch
+        targets give probabilities by contract (``predict_proba``).
+
+        Returns:
+            (a note for the report when the outputs are not plain logits, a
+            warning when a single output looks like a sigmoid's probability).
+        """
+        if self.module is None:
+            self.outputs = _outputs.PROBABILITIES
+            return None, None
+        self.outputs = None
+        raw = self.logits(x)
+        self.outputs = self._kind(raw)
+        return _outputs.note(self.outputs, len(raw)), _outputs.sigmoid_hint(raw, self.outputs)
+
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        """Class probabilities, shape ``[n, classes]`` (softmax of a torch model's logits)."""
+        """Class probabilities, shape ``[n, classes]`` (from the raw outputs as :mod:`privgate.outputs` reads them)."""
         if self.module is not None:
-            out = self.logits(x)
-            if out.ndim != 2:
-                raise TargetError(f"{self.source}: the model returned shape {tuple(out.shape)}, expected [batch, classes] logits.")
-            return _softmax(out)
+            raw = self.logits(x)
+            return np.exp(_outputs.log_proba(raw, self._kind(raw)))
         return np.asarray(self.model.predict_proba(np.asarray(x)), dtype=np.float64)
 
     def log_proba(self, x: np.ndarray) -> np.ndarray:
         """Log class probabilities without saturation: log-softmax of the logits for torch models.
 
         Softmax probabilities round to exactly 1.0 once a logit margin passes ~37,
-        which ties every confident example and blinds loss-style attacks.
+        which ties every confident example and blinds loss-style attacks. One
+        logit z is read as the logits [0, z]; probabilities as log p.
         """
         if self.module is not None:
-            return log_softmax(self.logits(x))
+            raw = self.logits(x)
+            return _outputs.log_proba(raw, self._kind(raw))
         if hasattr(self.model, "predict_log_proba"):
             with np.errstate(divide="ignore"):
                 out = np.asarray(self.model.predict_log_proba(np.asarray(x)), dtype=np.float64)

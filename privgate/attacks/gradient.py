@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
 
+from privgate import outputs
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 
 #: Fewest population rows per reference-model half for the classifier mode.
@@ -58,7 +58,7 @@ def _layers(module: nn.Module) -> "OrderedDict[str, list[str]]":
     return groups
 
 
-def _per_example_sq_norms_vmap(module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+def _per_example_sq_norms_vmap(module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str], kind: outputs.Kind) -> tuple[torch.Tensor, torch.Tensor]:
     from torch.func import functional_call, grad_and_value, vmap
 
     params = {k: v.detach() for k, v in module.named_parameters() if k in set(names)}
@@ -68,14 +68,14 @@ def _per_example_sq_norms_vmap(module: nn.Module, x: torch.Tensor, y: torch.Tens
         out = functional_call(module, (p, buffers), (xi.unsqueeze(0),))
         if isinstance(out, (tuple, list)):
             out = out[0]
-        return F.cross_entropy(out, yi.unsqueeze(0))
+        return outputs.nll(out, yi.unsqueeze(0), kind)
 
     grads, loss = vmap(grad_and_value(loss_of), in_dims=(None, 0, 0))(params, x, y)
     sq = torch.stack([grads[k].reshape(len(x), -1).pow(2).sum(dim=1) for k in names], dim=1)
     return sq, loss
 
 
-def _per_example_sq_norms_loop(module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+def _per_example_sq_norms_loop(module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str], kind: outputs.Kind) -> tuple[torch.Tensor, torch.Tensor]:
     params = dict(module.named_parameters())
     chosen = [params[k] for k in names]
     rows, losses = [], []
@@ -83,15 +83,19 @@ def _per_example_sq_norms_loop(module: nn.Module, x: torch.Tensor, y: torch.Tens
         out = module(x[i : i + 1])
         if isinstance(out, (tuple, list)):
             out = out[0]
-        loss = F.cross_entropy(out, y[i : i + 1])
+        loss = outputs.nll(out, y[i : i + 1], kind)
         gs = torch.autograd.grad(loss, chosen, allow_unused=True)
         rows.append(torch.stack([g.pow(2).sum() if g is not None else torch.zeros(()) for g in gs]))
         losses.append(loss.detach())
     return torch.stack(rows), torch.stack(losses)
 
 
-def gradient_features(module: nn.Module, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def gradient_features(module: nn.Module, x: np.ndarray, y: np.ndarray, kind: outputs.Kind = outputs.LOGITS) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Per-example per-layer gradient norms and losses of ``module`` on (x, y).
+
+    The loss is the negative log-likelihood of the label under the outputs read
+    as ``kind`` (:mod:`privgate.outputs`): cross-entropy of logits,
+    BCE-with-logits of one logit, NLL of probabilities.
 
     Returns:
         (norms [n, L] — ‖∇ℓ‖₂ per layer, losses [n], layer names). The total
@@ -114,11 +118,11 @@ def gradient_features(module: nn.Module, x: np.ndarray, y: np.ndarray) -> tuple[
             yb = torch.as_tensor(np.asarray(y[start : start + batch]), dtype=torch.long)
             if not looped:
                 try:
-                    sq, loss = _per_example_sq_norms_vmap(module, xb, yb, names)
+                    sq, loss = _per_example_sq_norms_vmap(module, xb, yb, names, kind)
                 except RuntimeError:
                     looped = True
             if looped:
-                sq, loss = _per_example_sq_norms_loop(module, xb, yb, names)
+                sq, loss = _per_example_sq_norms_loop(module, xb, yb, names, kind)
             sq_parts.append(sq.detach().double())
             loss_parts.append(loss.detach().double())
     finally:
@@ -178,14 +182,15 @@ class GradientAttack(Attack):
             raise AttackSkipped(
                 f"mode 'classifier' trains reference models and needs a recipe and at least {2 * MIN_REFERENCE} population rows"
             )
-        norms, loss, layers = gradient_features(module, ctx.x, ctx.y)
+        kind = ctx.target.outputs or outputs.LOGITS
+        norms, loss, layers = gradient_features(module, ctx.x, ctx.y, kind)
         total = np.sqrt((norms**2).sum(axis=1))
         trained = 0
         extras: dict[str, Any] = {"layers": layers, "mode": mode}
         if mode == "norm":
             scores = -total
         else:
-            clf, trained = self._fit_attack_model(ctx)
+            clf, trained = self._fit_attack_model(ctx, kind)
             scores = clf.decision_function(_features(norms, loss))
             coef = clf[-1].coef_.ravel()
             extras["attack_model_weights"] = {name: round(float(w), 4) for name, w in zip([*layers, "loss"], coef)}
@@ -202,7 +207,7 @@ class GradientAttack(Attack):
             extras=extras,
         )
 
-    def _fit_attack_model(self, ctx: AttackContext) -> tuple[Any, int]:
+    def _fit_attack_model(self, ctx: AttackContext, kind: outputs.Kind) -> tuple[Any, int]:
         """Train reference models on population halves and a logistic attack model on their features."""
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import make_pipeline
@@ -217,7 +222,7 @@ class GradientAttack(Attack):
             inside = np.zeros(len(pop), dtype=bool)
             inside[rng.permutation(len(pop))[: len(pop) // 2]] = True
             ref = ctx.recipe.train(pop.x[inside], pop.y[inside], seed=int(rng.integers(2**31)))
-            norms, loss, _ = gradient_features(ref, pop.x, pop.y)
+            norms, loss, _ = gradient_features(ref, pop.x, pop.y, kind)
             feats.append(_features(norms, loss))
             labels.append(inside)
         clf = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))

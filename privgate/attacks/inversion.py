@@ -48,6 +48,7 @@ import torch
 from scipy import ndimage
 from torch import nn
 
+from privgate import outputs as _outputs
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.leakage import ReconstructionSimilarity
 
@@ -211,6 +212,7 @@ def invert(
     image_shape: tuple[int, ...] | None = None,
     prior: nn.Module | None = None,
     prior_weight: float = 1.0,
+    outputs: _outputs.Kind = "logits",
 ) -> Inversion:
     """Optimise one input per entry of ``classes``, all in one batch; see the module docstring.
 
@@ -219,6 +221,8 @@ def invert(
         classes: the class of each input to optimise (a class may repeat, for restarts).
         starts: the starting inputs, [len(classes), *row shape of the audit data].
         lo, hi: the data range (broadcastable to one row); iterates are clipped to it.
+        outputs: how the module's raw outputs are read (:mod:`privgate.outputs`); one
+            logit z becomes the logits [0, z], probabilities p become log p.
     """
     t0 = time.perf_counter()
     cls = torch.as_tensor(np.asarray(classes), dtype=torch.long)
@@ -244,6 +248,7 @@ def invert(
             out = module(x)
             if isinstance(out, (tuple, list)):
                 out = out[0]
+            out = _outputs.as_logits_torch(out, outputs)
             logp = torch.log_softmax(out, dim=1)[rows, cls]
             u = ((x - lo_t) / width).flatten(1)
             others = out.masked_fill(torch.nn.functional.one_hot(cls, out.shape[1]).bool(), -math.inf)
@@ -403,7 +408,7 @@ class InversionAttack(Attack):
         inv = invert(
             module, classes, starts.astype(np.float32), lo, hi,
             steps=o["steps"], lr=o["lr"], confidence_target=o["confidence_target"], patience=o["patience"],
-            tv=tv, image_shape=image_shape, prior=prior, prior_weight=o["prior_weight"],
+            tv=tv, image_shape=image_shape, prior=prior, prior_weight=o["prior_weight"], outputs=ctx.target.outputs or "logits",
         )
         centre = (pop.x if pop is not None else ctx.x).mean(axis=0)
         data_range = float(np.max(hi - lo))

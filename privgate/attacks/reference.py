@@ -30,9 +30,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from privgate import outputs
 from privgate.attacks.base import AttackContext, AttackResult, AttackSkipped
 from privgate.ensemble import Ensemble, build_model, model_seeds, paired_masks, resolve_cache_dir, train_ensemble
 from privgate.errors import RecipeError
+from privgate.sanity import recipe_warning
 from privgate.target import log_softmax  # noqa: F401  (re-exported for the reference attacks)
 
 @dataclass
@@ -157,21 +159,45 @@ def build_references(ctx: AttackContext, k: int, *, z_samples: int = 0, min_popu
     masks = paired_masks(n, k, ctx.seed)
     seeds = model_seeds(ctx.seed, k)
     ens = train_ensemble(ctx.recipe, ctx.x, ctx.y, masks, seeds, cache_dir=resolve_cache_dir(ctx.cache_dir))
-    logits = ens.logits(ctx.x)
     n_classes = ctx.log_proba.shape[1]
-    if logits.shape[-1] != n_classes:
-        raise RecipeError(
-            f"recipe '{ctx.recipe.name}': its model outputs {logits.shape[-1]} classes but the target outputs {n_classes}; "
-            "reference models must be trained like the target."
-        )
-    refs = References(log_proba=log_softmax(logits), inside=masks, ensemble=ens, notes=list(ens.notes))
+    log_proba = _reference_log_proba(ctx, ens.logits(ctx.x), n_classes)
+    refs = References(log_proba=log_proba, inside=masks, ensemble=ens, notes=list(ens.notes))
+    mismatch = recipe_warning(ctx.target, ctx.recipe)
+    if mismatch:
+        refs.notes.append(mismatch)
     if z_samples and ctx.population is not None:
         pop = ctx.population
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0x2A]))
         take = np.sort(rng.permutation(len(pop))[: min(z_samples, len(pop))])
         refs.z_x, refs.z_y = pop.x[take], pop.y[take]
-        refs.z_log_proba = log_softmax(ens.logits(refs.z_x))
+        refs.z_log_proba = _reference_log_proba(ctx, ens.logits(refs.z_x), n_classes)
     return refs
+
+
+def _reference_log_proba(ctx: AttackContext, raw: np.ndarray, n_classes: int) -> np.ndarray:
+    """``[K, n, classes]`` log-probabilities of the reference models, their outputs read like the target's.
+
+    A reference model is "like the target" only when its outputs are of the
+    same kind (:mod:`privgate.outputs`: logits, one logit, probabilities) and
+    count the same classes.
+    """
+    assert ctx.recipe is not None
+    kind = ctx.target.outputs if ctx.target.module is not None and ctx.target.outputs else None
+    kinds = {outputs.kind_of(r) for r in raw}
+    if kind is None:  # a scikit-learn target: the recipe's torch models are read on their own terms
+        kind = next(iter(kinds)) if len(kinds) == 1 and None not in kinds else outputs.LOGITS
+    elif kinds != {kind}:
+        raise RecipeError(
+            f"recipe '{ctx.recipe.name}': its models output {', '.join(sorted(str(k) for k in kinds))} but the target outputs "
+            f"{kind}; reference models must be trained like the target."
+        )
+    log_proba = np.stack([outputs.log_proba(r, kind) for r in raw])
+    if log_proba.shape[-1] != n_classes:
+        raise RecipeError(
+            f"recipe '{ctx.recipe.name}': its model outputs {log_proba.shape[-1]} classes but the target outputs {n_classes}; "
+            "reference models must be trained like the target."
+        )
+    return log_proba
 
 
 def reference_result(attack: Any, refs: References, scores: np.ndarray, start: float, options: dict[str, Any],

@@ -55,6 +55,7 @@ import torch
 from torch import nn
 
 from privgate.errors import PrivgateError, RecipeError
+from privgate.outputs import OutputsLoss, as_logits_torch, kind_of, nll
 from privgate.recipe import DPSGD, Recipe
 
 AccountantName = Literal["prv", "rdp"]
@@ -209,7 +210,7 @@ def probe_private_training(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: i
             warnings.simplefilter("ignore")
             gsm = GradSampleModule(model)
             out = gsm(torch.as_tensor(np.ascontiguousarray(x[:rows]), dtype=torch.float32))
-            nn.functional.cross_entropy(out, torch.as_tensor(np.asarray(y[:rows]), dtype=torch.long)).backward()
+            nll(out, torch.as_tensor(np.asarray(y[:rows]), dtype=torch.long)).backward()
         missing = [n for n, p in model.named_parameters() if p.requires_grad and getattr(p, "grad_sample", None) is None]
         gsm._close()
     except RecipeError:
@@ -263,7 +264,7 @@ def _make_private(
     from opacus import PrivacyEngine
 
     common = dict(
-        module=model, optimizer=optimizer, data_loader=loader, criterion=nn.CrossEntropyLoss(), max_grad_norm=settings.max_grad_norm,
+        module=model, optimizer=optimizer, data_loader=loader, criterion=OutputsLoss(), max_grad_norm=settings.max_grad_norm,
         poisson_sampling=True, noise_generator=noise_gen, grad_sample_mode=settings.grad_sample_mode,
     )
 
@@ -271,7 +272,7 @@ def _make_private(
         if len(wrapped) == 4:  # ghost clipping also wraps the loss
             m, o, c, d = wrapped
         else:
-            (m, o, d), c = wrapped, nn.CrossEntropyLoss()
+            (m, o, d), c = wrapped, OutputsLoss()
         return engine, m, o, c, d, note
 
     if target_epsilon is None:
@@ -425,7 +426,8 @@ def train_dp(
 def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
     """Fraction of (x, y) the model labels correctly (eval mode, no gradients)."""
     with torch.no_grad():
-        pred = model(torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32)).argmax(dim=1).numpy()
+        out = model(torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32))
+        pred = as_logits_torch(out, kind_of(out) or "logits").argmax(dim=1).numpy()  # one logit z: class 1 iff z > 0
     return float(np.mean(pred == np.asarray(y)))
 
 

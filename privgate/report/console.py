@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from privgate.report.model import Report
-from privgate.report.text import check_fpr_label, rate_label
+from privgate.report.text import check_fpr_label, rate_label, target_notes
 
 _STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
 
@@ -33,6 +33,8 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     )
     console.print(f"target {report.target.get('path')} ({report.target.get('format')}) · "
                   f"{report.data['members']['n']} members, {report.data['nonmembers']['n']} non-members")
+    for line in target_notes(report):  # accuracy on members / non-members, output kind (privgate.sanity)
+        console.print(line, markup=False)
     for w in report.warnings:
         console.print(f"[yellow]warning:[/] {w}")
     if report.checks:

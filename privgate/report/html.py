@@ -25,7 +25,7 @@ import numpy as np
 from privgate.report.model import AttackSummary, Report
 from privgate.report.remediation import RemediationView
 from privgate.report.remediation import view as remediation_view
-from privgate.report.text import attack_label, check_fpr_label, interval, metric_label, num, origin_label, rate_label
+from privgate.report.text import attack_label, check_fpr_label, interval, metric_label, num, origin_label, rate_label, target_notes
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 _STATUS_CLASS = {"pass": "pass", "fail": "fail", "inconclusive": "inc"}
@@ -473,6 +473,7 @@ def render_html(report: Report) -> str:
         )
         + "</p>",
     ]
+    h += [f"<p class='facts target'>{escape(line)}</p>" for line in target_notes(report)]
 
     h.append("<h2>Checks</h2>")
     if report.checks:

@@ -14,7 +14,7 @@ import socket
 import xml.etree.ElementTree as ET
 
 from privgate.report.model import Report
-from privgate.report.text import attack_summary, check_message
+from privgate.report.text import attack_summary, check_message, target_accuracy
 
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -51,6 +51,7 @@ def render_junit(report: Report) -> str:
         ("target_sha256", report.target.get("sha256")),
         ("seed", report.environment.get("seed")),
         ("privgate_version", report.privgate_version),
+        ("target_accuracy", target_accuracy(report)),
     ):
         if value is not None:
             ET.SubElement(props, "property", {"name": key, "value": _clean(str(value))})

@@ -11,7 +11,7 @@ from typing import Any
 
 from privgate.report.model import Report
 from privgate.report.remediation import view as remediation_view
-from privgate.report.text import attack_label, check_fpr_label, interval, metric_label, num, origin_label, rate_label, verdict_badge
+from privgate.report.text import attack_label, check_fpr_label, interval, metric_label, num, origin_label, rate_label, target_notes, verdict_badge
 
 _STATUS = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive"}
 
@@ -53,6 +53,7 @@ def render_markdown(report: Report) -> str:
         f"{report.duration_s:.1f} s",
     ]
     lines += [" · ".join(facts), ""]
+    lines += [line for note in target_notes(report) for line in (note, "")]
 
     if report.checks:
         lines += ["### Checks", ""]

@@ -197,7 +197,8 @@ def render_sarif(report: Report) -> str:
                 "rules": [_rule(m) for m in metrics],
             }
         },
-        "invocations": [{"executionSuccessful": True, "exitCode": report.exit_code}],
+        "invocations": [{"executionSuccessful": True, "exitCode": report.exit_code,
+                         "toolExecutionNotifications": [{"level": "warning", "message": {"text": w}} for w in report.warnings]}],
         "results": results,
         "properties": {
             "verdict": report.verdict,
@@ -205,6 +206,7 @@ def render_sarif(report: Report) -> str:
             "policy": report.policy.get("name"),
             "target": report.target.get("path"),
             "seed": report.environment.get("seed"),
+            "targetAccuracy": report.target.get("accuracy"),
         },
     }
     if policy_file is not None:

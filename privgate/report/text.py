@@ -9,6 +9,7 @@ JSON report.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
 
@@ -147,6 +148,29 @@ def verdict_badge(verdict: str) -> str:
     return {"pass": "✅ PASS", "fail": "❌ FAIL", "inconclusive": "⚠️ INCONCLUSIVE"}[verdict]
 
 
+def _rate(d: Any) -> str:
+    if not isinstance(d, dict) or not isinstance(d.get("n"), int):
+        return "n/a"
+    return f"{num(d.get('value'))} {interval(d.get('ci'))} (n = {d['n']})".replace("  ", " ")
+
+
+def target_accuracy(report: Report) -> str | None:
+    """``target accuracy: members 0.993 [0.976, 0.999] (n = 300) · non-members …`` (privgate.sanity), or None."""
+    acc = (report.target or {}).get("accuracy")
+    if not isinstance(acc, dict):
+        return None
+    conf = acc.get("confidence")
+    level = f", {conf * 100:.4g}% {acc.get('interval', 'Clopper-Pearson')} CI" if isinstance(conf, (int, float)) else ""
+    return f"target accuracy: members {_rate(acc.get('members'))} · non-members {_rate(acc.get('nonmembers'))}{level}"
+
+
+def target_notes(report: Report) -> list[str]:
+    """Facts about the target every format shows: its accuracy on both audit sets, how its outputs were read."""
+    outputs = (report.target or {}).get("outputs")
+    note = outputs.get("note") if isinstance(outputs, dict) else None
+    return [line for line in (target_accuracy(report), f"target outputs: {note}" if note else None) if line]
+
+
 __all__ = [
     "NOT_RUN",
     "attack_label",
@@ -161,6 +185,8 @@ __all__ = [
     "origin_label",
     "rate_label",
     "sizes_label",
+    "target_accuracy",
+    "target_notes",
     "unavailable_reason",
     "value_label",
     "verdict_badge",
