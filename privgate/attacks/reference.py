@@ -164,7 +164,7 @@ def build_references(ctx: AttackContext, k: int, *, z_samples: int = 0, min_popu
             f"recipe '{ctx.recipe.name}': its model outputs {logits.shape[-1]} classes but the target outputs {n_classes}; "
             "reference models must be trained like the target."
         )
-    refs = References(log_proba=log_softmax(logits), inside=masks, ensemble=ens, notes=list(ens.notes))
+    refs = References(log_proba=log_softmax(logits), inside=masks, ensemble=ens, notes=list(ens.notes) + list(ens.warnings))
     if z_samples and ctx.population is not None:
         pop = ctx.population
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0x2A]))
@@ -186,7 +186,7 @@ def reference_result(attack: Any, refs: References, scores: np.ndarray, start: f
         options=dict(options),
         notes=cost_notes(refs) + notes,
         extras={"models_from_cache": refs.ensemble.cached, "engine": refs.ensemble.mode, "kernel": refs.ensemble.kernel,
-                "threads": refs.ensemble.threads, **extras},
+                "threads": refs.ensemble.threads, "cache_warnings": list(refs.ensemble.warnings), **extras},
     )
 
 
