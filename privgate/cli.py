@@ -5,7 +5,7 @@ Exit codes: 0 pass, 1 policy violated, 2 usage or bad input, 3 inconclusive,
 sentence naming the file or field, with no traceback (set ``PRIVGATE_DEBUG=1``
 to see one for internal errors). No output may be an input or another output
 (:mod:`privgate.guards`), and a run's outputs are written together at its end
-(:mod:`privgate.outputs`).
+(:mod:`privgate.staging`).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     from privgate.artefacts import default_directory
     from privgate.config import find_config, load_config
     from privgate.guards import audit_inputs, check_outputs
-    from privgate.outputs import Staging, commit, render_reports
+    from privgate.staging import Staging, commit, render_reports
     from privgate.report.console import print_report
 
     cfg = load_config(config_path) if config_path else find_config()
@@ -236,7 +236,7 @@ def _planned(outputs: dict[str, str | None], artefacts_dir: str | None, model_ou
              default_artefacts: bool, default_model: bool) -> list[Named]:
     """Every path ``check`` may write, with what it is and which flag (or config key) named it."""
     from privgate.guards import Named
-    from privgate.outputs import FORMAT_NAMES
+    from privgate.staging import FORMAT_NAMES
 
     planned = [Named(Path(p), f"the {FORMAT_NAMES[fmt]} ({json_from if fmt == 'json' else '--' + fmt})") for fmt, p in outputs.items() if p]
     if artefacts_dir:
@@ -323,7 +323,7 @@ def report_render(report_json: str, html_path: str | None, markdown_path: str | 
                   sarif_path: str | None, json_path: str | None, step_summary: bool) -> int:
     """Turn a saved JSON report into HTML, Markdown, JUnit or SARIF (exit 0; the verdict is in the files)."""
     from privgate.guards import Named, check_outputs
-    from privgate.outputs import FORMAT_NAMES, commit, render_reports
+    from privgate.staging import FORMAT_NAMES, commit, render_reports
 
     outputs = {"html": html_path, "markdown": markdown_path, "junit": junit_path, "sarif": sarif_path, "json": json_path}
     if not any(outputs.values()) and not step_summary:

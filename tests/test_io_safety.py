@@ -210,7 +210,7 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_report(work):
 def test_commit_names_the_file_on_enospc(tmp_path, monkeypatch):
     from privgate import atomic
     from privgate.errors import PrivgateError
-    from privgate.outputs import commit
+    from privgate.staging import commit
 
     real = atomic._write_temp
 
@@ -230,7 +230,7 @@ def test_an_artefact_that_cannot_be_written_names_where_it_was_going(tmp_path, m
     from privgate import atomic
     from privgate.artefacts import save_artefacts
     from privgate.errors import PrivgateError
-    from privgate.outputs import Staging
+    from privgate.staging import Staging
 
     def full(path, payload, mode):  # noqa: ANN001, ANN202
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

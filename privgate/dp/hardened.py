@@ -1,7 +1,7 @@
 """The hardened model's files: TorchScript at the output path and a state_dict beside it, written together.
 
 :func:`hardened_files` returns the bytes (the CLI writes them in one unit with
-its reports, :mod:`privgate.outputs`); :func:`save_hardened` writes both for
+its reports, :mod:`privgate.staging`); :func:`save_hardened` writes both for
 library callers, both or neither (:func:`privgate.atomic.write_together`).
 """
 

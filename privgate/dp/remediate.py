@@ -492,7 +492,7 @@ def harden_paths(
     and ``on_row`` (each ε's row as it is decided). The input checkpoint is
     only read, and nothing is written: the hardened model's files come back in
     :attr:`Hardening.files` for the caller to write together with its reports
-    (:mod:`privgate.outputs`), after checking their paths (:mod:`privgate.guards`).
+    (:mod:`privgate.staging`), after checking their paths (:mod:`privgate.guards`).
     """
     from privgate.api import as_recipe, load_inputs
     from privgate.policy import load_policy
