@@ -1,8 +1,11 @@
 """The ``privgate`` command line (click + rich).
 
 Exit codes: 0 pass, 1 policy violated, 2 usage or bad input, 3 inconclusive,
-4 internal error. Bad input prints one sentence naming the file or field, with
-no traceback (set ``PRIVGATE_DEBUG=1`` to see one for internal errors).
+4 internal error, 130 / 143 stopped by SIGINT / SIGTERM. Bad input prints one
+sentence naming the file or field, with no traceback (set ``PRIVGATE_DEBUG=1``
+to see one for internal errors). No output may be an input or another output
+(:mod:`privgate.guards`), and a run's outputs are written together at its end
+(:mod:`privgate.staging`).
 """
 
 from __future__ import annotations
@@ -11,13 +14,16 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 from rich.console import Console
 
 from privgate import __version__
 from privgate.errors import PrivgateError
+
+if TYPE_CHECKING:
+    from privgate.guards import Named
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -35,15 +41,23 @@ def _err_console() -> Console:
 
 
 def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
-    """Turn PrivgateErrors into one line + exit 2 and anything unexpected into exit 4."""
+    """Turn PrivgateErrors into one line + exit 2, Ctrl-C / SIGTERM into one line + exit 130 / 143,
+    and anything unexpected into exit 4."""
 
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        from privgate.interrupt import exit_status, sigterm_raises
+
         try:
-            code = fn(*args, **kwargs)
+            with sigterm_raises():
+                code = fn(*args, **kwargs)
         except PrivgateError as exc:
             _err_console().print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
             sys.exit(exc.exit_code)
-        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+        except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (privgate.interrupt.Terminated)
+            status, name = exit_status(exc)
+            _err_console().print(f"interrupted ({name}): stopped without writing partial output.", markup=False, highlight=False)
+            sys.exit(status)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 — the last line of defence
             if os.environ.get("PRIVGATE_DEBUG"):
@@ -64,7 +78,8 @@ def cli() -> None:
 
     Runs membership-inference attacks against a model on known members and
     non-members, measures their success with confidence intervals and decides a
-    policy: pass (0), fail (1), bad input (2), inconclusive (3), internal error (4).
+    policy: pass (0), fail (1), bad input (2), inconclusive (3), internal error (4);
+    130 / 143 when stopped by Ctrl-C / SIGTERM (nothing half-written is left).
     """
 
 
@@ -112,11 +127,11 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
           cache_dir: str | None, artefacts_path: str | None, trust_checkpoint: bool | None, quiet: bool, verbose: bool,
           remediate: bool = False, output_model: str | None = None, threads: int | None = None) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
-    from privgate.api import audit_paths
     from privgate.artefacts import default_directory
     from privgate.config import find_config, load_config
+    from privgate.guards import audit_inputs, check_outputs
+    from privgate.staging import Staging, commit, render_reports
     from privgate.report.console import print_report
-    from privgate.report.model import write_atomic
 
     cfg = load_config(config_path) if config_path else find_config()
     base = cfg.base
@@ -139,13 +154,22 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     if members_spec is None or nonmembers_spec is None:
         raise click.UsageError("audit data missing: pass --members and --nonmembers (or set them in the config).")
     json_out = pick("json", json_path)
-    inputs = [p for p in (model_path, policy_value, members_spec, nonmembers_spec, pick("population", population)) if p]
-    if json_out and any(Path(json_out).resolve() == Path(i).resolve() for i in inputs if Path(i).exists()):
-        raise PrivgateError(f"{json_out}: the report path is one of the inputs; refusing to overwrite it.")
-    outputs = {"junit": junit_path, "sarif": sarif_path, "markdown": markdown_path, "html": html_path}
-    _refuse_inputs_as_outputs(outputs, inputs)
-
+    outputs = {"json": json_out, "junit": junit_path, "sarif": sarif_path, "markdown": markdown_path, "html": html_path}
     artefacts_dir = artefacts_path or (str(default_directory(json_out)) if json_out else None)
+    if output_model and not remediate:
+        raise click.UsageError("--output-model only applies with --remediate (or privgate harden).")
+    model_out = None
+    if remediate:
+        from privgate.dp.remediate import default_output
+
+        model_out = Path(output_model) if output_model else default_output(model_path)
+    population_spec, recipe_spec = pick("population", population), pick("recipe", recipe)
+    inputs = audit_inputs(model=model_path, policy=policy_value, recipe=recipe_spec, config=cfg.path, base=base,
+                          data={"members": members_spec, "non-members": nonmembers_spec, "population": population_spec})
+    json_from = "--json" if json_path is not None else f"'json' in {cfg.path}"
+    check_outputs(_planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs)
+    from privgate.api import audit_paths  # torch: imported after the cheap checks above
+
     n_threads = pick("threads", threads)  # validated: click's IntRange for the flag, config._validate for the file
     if n_threads is not None:
         os.environ["PRIVGATE_THREADS"] = str(n_threads)  # read by privgate.ensemble.default_threads
@@ -154,11 +178,7 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     show_progress = not quiet and out.is_terminal and not os.environ.get("CI")
     status = out.status("auditing…") if show_progress else None
     progress = (lambda msg: status.update(f"running attack {msg}")) if status else None
-    if status:
-        status.start()
     runner: Callable[..., Any] = audit_paths
-    if output_model and not remediate:
-        raise click.UsageError("--output-model only applies with --remediate (or privgate harden).")
     if remediate:
         from functools import partial
 
@@ -167,28 +187,35 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
 
         on_row = None if quiet else (lambda row: out.print(remediation_row(row)))
         runner = partial(harden_paths, output_model=output_model, on_row=on_row)
-    try:
-        report = runner(
-            model_path,
-            policy_value,
-            members_spec,
-            nonmembers_spec,
-            population=pick("population", population),
-            recipe=pick("recipe", recipe),
-            seed=pick("seed", seed) or 0,
-            label_column=pick("label_column", label_column) or "label",
-            trust_checkpoint=bool(pick("trust_checkpoint", trust_checkpoint)),
-            cache_dir=pick("cache_dir", cache_dir),
-            search_dirs=[base],
-            progress=progress,
-            artefacts_dir=artefacts_dir,
-        )
-    finally:
+    with Staging(artefacts_dir) as staging:  # nothing reaches its destination before commit()
         if status:
-            status.stop()
-    if json_out:
-        write_atomic(json_out, report.to_json() + "\n")
-    written = _write_reports(report, outputs)
+            status.start()
+        try:
+            result = runner(
+                model_path,
+                policy_value,
+                members_spec,
+                nonmembers_spec,
+                population=population_spec,
+                recipe=recipe_spec,
+                seed=pick("seed", seed) or 0,
+                label_column=pick("label_column", label_column) or "label",
+                trust_checkpoint=bool(pick("trust_checkpoint", trust_checkpoint)),
+                cache_dir=pick("cache_dir", cache_dir),
+                search_dirs=[base],
+                progress=progress,
+                artefacts_dir=staging.path,
+            )
+        finally:
+            if status:
+                status.stop()
+        staged, model_files = (result.report, result.files) if remediate else (result, {})
+        report = staging.relocate(staged)
+        files = render_reports(staged, report, outputs)
+        for path, data in model_files.items():
+            files[path] = ("hardened model" if path == model_out else "hardened model's state_dict", data)
+        files.update({path: ("attack artefact", data) for path, data in staging.files().items()})
+        commit(files)
     if step_summary:
         _append_step_summary(report)
     if quiet:
@@ -197,35 +224,29 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
         print_report(report, out, verbose=verbose)
         if json_out:
             out.print(f"JSON report: {json_out}")
-        for fmt, path in written:
-            out.print(f"{fmt} report: {path}")
+        for fmt, path in outputs.items():
+            if path and fmt != "json":
+                out.print(f"{fmt} report: {path}")
         if artefacts_dir and any(a.extras.get("artefacts") for a in report.attacks):
             out.print(f"artefacts: {artefacts_dir}")
     return report.exit_code
 
 
-def _refuse_inputs_as_outputs(outputs: dict[str, str | None], inputs: list[str]) -> None:
-    """An output path that is one of the inputs is bad input: nothing is written."""
-    existing = [Path(i).resolve() for i in inputs if i and Path(i).exists()]
-    for path in outputs.values():
-        if path and Path(path).resolve() in existing:
-            raise PrivgateError(f"{path}: the report path is one of the inputs; refusing to overwrite it.")
+def _planned(outputs: dict[str, str | None], artefacts_dir: str | None, model_out: Path | None, json_from: str,
+             default_artefacts: bool, default_model: bool) -> list[Named]:
+    """Every path ``check`` may write, with what it is and which flag (or config key) named it."""
+    from privgate.guards import Named
+    from privgate.staging import FORMAT_NAMES
 
+    planned = [Named(Path(p), f"the {FORMAT_NAMES[fmt]} ({json_from if fmt == 'json' else '--' + fmt})") for fmt, p in outputs.items() if p]
+    if artefacts_dir:
+        planned.append(Named(Path(artefacts_dir), f"the artefacts folder ({'beside the JSON report' if default_artefacts else '--artefacts'})", folder=True))
+    if model_out is not None:
+        from privgate.dp.remediate import state_dict_path
 
-def _write_reports(report: Any, outputs: dict[str, str | None]) -> list[tuple[str, str]]:
-    """Render ``report`` in each format that has a path, atomically; returns (format, path) written."""
-    from privgate.report import render, write_atomic
-
-    written = []
-    for fmt, path in outputs.items():
-        if not path:
-            continue
-        try:
-            write_atomic(path, render(report, fmt))
-        except OSError as exc:
-            raise PrivgateError(f"{path}: cannot write the {fmt} report ({exc.strerror or exc.__class__.__name__}).") from None
-        written.append((fmt, path))
-    return written
+        how = "the default, beside the model" if default_model else "--output-model"
+        planned += [Named(model_out, f"the hardened model ({how})"), Named(state_dict_path(model_out), f"the hardened model's state_dict ({how})")]
+    return planned
 
 
 def _append_step_summary(report: Any) -> None:
@@ -301,13 +322,21 @@ def _find_artefacts(rep: Any, report_dir: Path) -> None:
 def report_render(report_json: str, html_path: str | None, markdown_path: str | None, junit_path: str | None,
                   sarif_path: str | None, json_path: str | None, step_summary: bool) -> int:
     """Turn a saved JSON report into HTML, Markdown, JUnit or SARIF (exit 0; the verdict is in the files)."""
+    from privgate.guards import Named, check_outputs
+    from privgate.staging import FORMAT_NAMES, commit, render_reports
+
     outputs = {"html": html_path, "markdown": markdown_path, "junit": junit_path, "sarif": sarif_path, "json": json_path}
     if not any(outputs.values()) and not step_summary:
         raise click.UsageError("nothing to render: give at least one of --html, --markdown, --junit, --sarif, --json.")
-    _refuse_inputs_as_outputs(outputs, [report_json])
     rep = _load_report(report_json)
-    for fmt, path in _write_reports(rep, outputs):
-        click.echo(f"{fmt} report: {path}")
+    inputs = [Named(Path(report_json), "the report being rendered")]
+    inputs += [Named(Path(str(p)), f"an artefact of attack '{a.name}'") for a in rep.attacks
+               for p in (a.extras.get("artefacts") if isinstance(a.extras.get("artefacts"), list) else [])]
+    check_outputs([Named(Path(p), f"the {FORMAT_NAMES[fmt]} (--{fmt})") for fmt, p in outputs.items() if p], inputs)
+    commit(render_reports(rep, rep, outputs))
+    for fmt, path in outputs.items():
+        if path:
+            click.echo(f"{fmt} report: {path}")
     if step_summary:
         _append_step_summary(rep)
     return 0

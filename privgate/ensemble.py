@@ -35,15 +35,16 @@ patched on the instance) — are trained by calling ``recipe.train`` once per
 model; :attr:`Ensemble.notes` says so. Before the MLP kernel is used, its
 forward pass is compared with the model's own on a few rows.
 
-Cache: every trained model is stored under ``cache_dir`` keyed by a SHA-256 of
-the recipe (its fields, the class and factory names, the architecture and the
-state of a fresh build), the training data bytes, the model's membership mask
-and its seed. Entries are written to a temporary file and moved into place with
-``os.replace`` (an interrupted run leaves no half-written entry; a truncated or
-foreign file is treated as a miss and retrained). Concurrent runs on one cache
-(pytest-xdist) serialise training of the same ensemble with an ``fcntl`` lock,
-so the second run waits and then finds every model cached; without ``fcntl``
-concurrent writers produce identical files and ``os.replace`` keeps one.
+Cache (:mod:`privgate.cache`): every trained model is stored under ``cache_dir``
+keyed by a SHA-256 of the recipe (its fields, the class and factory names, the
+architecture and the state of a fresh build), the training data bytes, the
+model's membership mask and its seed. Entries carry a content hash and are
+verified on load; one that fails (edited, swapped, truncated) is retrained and
+overwritten, and an unusable cache folder is skipped, each with a warning in
+:attr:`Ensemble.warnings`. Concurrent runs on one cache (pytest-xdist)
+serialise training of the same ensemble with an ``fcntl`` lock, so the second
+run waits and then finds every model cached; without ``fcntl`` concurrent
+writers produce identical files and ``os.replace`` keeps one.
 
 Threads: training runs with :func:`default_threads` torch threads (1 unless
 ``$PRIVGATE_THREADS`` says otherwise) and restores the caller's setting after;
@@ -61,11 +62,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-import io
 import math
 import os
 import re
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -78,20 +77,14 @@ import torch
 from torch import nn
 
 from privgate import outputs
+from privgate.cache import DEFAULT_CACHE_DIR, ModelCache, resolve_cache_dir  # noqa: F401  (re-exported)
 from privgate.errors import RecipeError
 from privgate.recipe import Recipe
 
-try:  # POSIX only; elsewhere concurrent runs rely on write-then-rename idempotence
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
-
-#: Bumped when a change to the engine changes what a cached model would be (3: one-logit and
+#: Bumped when a change to the engine or the cache format changes what a cached model would be
+#: (4: entries carry their key and a content hash, older entries are never read; one-logit and
 #: probability outputs train on their own likelihood, privgate.outputs).
-ENGINE_VERSION = 3
-
-#: Default cache folder (relative to the working directory) when none is given.
-DEFAULT_CACHE_DIR = ".privgate-cache"
+ENGINE_VERSION = 4
 
 _ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -159,7 +152,9 @@ class Ensemble:
             ``"vmap"`` (``torch.func``),
             ``"loop"`` (``recipe.train`` per model) or ``""`` (nothing trained).
         seconds: wall time of the call.
-        notes: sentences for the report (fallbacks, cache problems).
+        notes: sentences for the report (fallbacks).
+        warnings: cache problems for the report: entries that failed their
+            integrity check and were retrained, a cache folder that could not be used.
     """
 
     recipe: Recipe
@@ -173,6 +168,7 @@ class Ensemble:
     notes: list[str] = field(default_factory=list)
     kernel: str = ""
     threads: int = 0
+    warnings: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.states)
@@ -292,77 +288,6 @@ def model_key(recipe_fp: str, data_fp: str, mask: np.ndarray, seed: int) -> str:
     h.update(f"{recipe_fp}|{data_fp}|{int(seed)}|{len(mask)}|".encode())
     h.update(np.packbits(np.asarray(mask, dtype=bool)).tobytes())
     return h.hexdigest()
-
-
-# --------------------------------------------------------------------------- cache
-
-
-class ModelCache:
-    """A folder of trained models, one file per key; atomic writes, tolerant reads."""
-
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-
-    def path(self, key: str) -> Path:
-        return self.root / "models" / key[:2] / f"{key}.pt"
-
-    def load(self, key: str, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
-        """The cached state for ``key`` if present and shaped like ``like``; else None."""
-        p = self.path(key)
-        if not p.is_file():
-            return None
-        try:
-            state = torch.load(str(p), map_location="cpu", weights_only=True)
-        except Exception:  # truncated or foreign file: a miss, retrained and overwritten
-            return None
-        if not isinstance(state, dict) or set(state) != set(like):
-            return None
-        if any(not isinstance(state[k], torch.Tensor) or state[k].shape != like[k].shape for k in like):
-            return None
-        return state
-
-    def store(self, key: str, state: dict[str, torch.Tensor]) -> None:
-        """Write atomically: temporary file in the same folder, fsync, ``os.replace``."""
-        p = self.path(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        buf = io.BytesIO()
-        torch.save({k: v.detach().cpu().clone() for k, v in state.items()}, buf)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=p.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(buf.getvalue())
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    @contextmanager
-    def lock(self, name: str) -> Iterator[None]:
-        """An exclusive advisory lock (``fcntl.flock``) held while one ensemble trains."""
-        if fcntl is None:
-            yield
-            return
-        d = self.root / "locks"
-        d.mkdir(parents=True, exist_ok=True)
-        with open(d / f"{name}.lock", "a+b") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-def resolve_cache_dir(cache_dir: str | Path | None) -> Path | None:
-    """The cache folder: ``cache_dir``, else ``$PRIVGATE_CACHE_DIR``, else ``.privgate-cache``.
-
-    ``PRIVGATE_CACHE_DIR=off`` (or ``none``/``0``) disables caching.
-    """
-    value = str(cache_dir) if cache_dir is not None else os.environ.get("PRIVGATE_CACHE_DIR", DEFAULT_CACHE_DIR)
-    if value.strip().lower() in ("", "off", "none", "0", "false"):
-        return None
-    return Path(value)
 
 
 # --------------------------------------------------------------------------- training
@@ -829,6 +754,7 @@ def train_ensemble(
         threads=(threads or default_threads()) if trained else 0,
         seconds=time.perf_counter() - start,
         notes=notes,
+        warnings=list(cache.warnings) if cache is not None else [],
     )
 
 

@@ -49,7 +49,7 @@ class _Ran:
 
 
 #: Keys of ``AttackResult.extras`` that are not copied into the JSON report.
-_PRIVATE_EXTRAS = ("estimates", "artefacts")
+_PRIVATE_EXTRAS = ("estimates", "artefacts", "cache_warnings")  # cache_warnings: lifted into Report.warnings
 
 
 def _version(pkg: str) -> str | None:
@@ -246,7 +246,8 @@ def audit(
         data=data.describe(),
         checks=checks,
         attacks=summaries,
-        warnings=list(data.warnings) + _policy_warnings(policy) + sanity.warnings + soundness_warnings(summaries),  # blind: Das et al. 2024
+        warnings=list(data.warnings) + _policy_warnings(policy) + sanity.warnings + soundness_warnings(summaries)  # blind: Das 2024
+        + list(dict.fromkeys(w for r in ran.values() for w in r.result.extras.get("cache_warnings", []))),
         environment=environment(seed),
         started=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),

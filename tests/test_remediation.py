@@ -398,3 +398,36 @@ def test_cli_bad_input_exits_2(tiny, monkeypatch):
         result = runner.invoke(cli, args)
         assert result.exit_code == 2, (message, result.output)
         assert message in " ".join(result.output.split()), result.output
+
+
+def test_cli_harden_writes_the_model_and_its_reports_together_or_not_at_all(tiny, monkeypatch):
+    """The disk fills up at the very last rename (the state_dict): the reports and the TorchScript already moved
+    into place are taken back, and the file the user had at the output path is as it was."""
+    import errno
+
+    from privgate import atomic
+    from privgate.cli import cli
+
+    d = tiny["dir"]
+    monkeypatch.chdir(d)
+    monkeypatch.syspath_prepend(str(d))
+    (d / "keep.pt").write_bytes(b"the user's own model, not to be lost")
+    real_replace = os.replace
+
+    def full_at_the_end(src, dst):  # noqa: ANN001, ANN202
+        if Path(dst).name == "keep.state_dict.pt":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", full_at_the_end)
+    args = ["harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--members", "members.npz",
+            "--nonmembers", "nonmembers.npz", "--population", "population.npz", "--output-model", "keep.pt",
+            "--json", "keep.json", "--html", "keep.html"]
+    result = CliRunner().invoke(cli, args)
+    monkeypatch.undo()
+    assert result.exit_code == 2, result.output
+    assert "keep.state_dict.pt: cannot write the hardened model's state_dict (No space left on device); nothing was written." in " ".join(result.output.split())
+    assert (d / "keep.pt").read_bytes() == b"the user's own model, not to be lost"
+    assert not any((d / f).exists() for f in ("keep.state_dict.pt", "keep.json", "keep.html"))
+    assert not [p for p in d.rglob("*") if p.name.endswith(".tmp")]
+    (d / "keep.pt").unlink()

@@ -488,7 +488,7 @@ def test_report_render_bad_input(failing, tmp_path):
     r = _cli("report", "render", str(run))
     assert r.exit_code == 2 and "nothing to render" in r.output
     r = _cli("report", "render", str(run), "--html", str(run))
-    assert r.exit_code == 2 and "one of the inputs" in r.output and run.read_bytes() == before
+    assert r.exit_code == 2 and "would overwrite an input" in r.output and run.read_bytes() == before
 
 
 def test_report_render_step_summary_appends(failing, tmp_path, monkeypatch):

@@ -161,7 +161,7 @@ def build_references(ctx: AttackContext, k: int, *, z_samples: int = 0, min_popu
     ens = train_ensemble(ctx.recipe, ctx.x, ctx.y, masks, seeds, cache_dir=resolve_cache_dir(ctx.cache_dir))
     n_classes = ctx.log_proba.shape[1]
     log_proba = _reference_log_proba(ctx, ens.logits(ctx.x), n_classes)
-    refs = References(log_proba=log_proba, inside=masks, ensemble=ens, notes=list(ens.notes))
+    refs = References(log_proba=log_proba, inside=masks, ensemble=ens, notes=list(ens.notes) + list(ens.warnings))
     mismatch = recipe_warning(ctx.target, ctx.recipe)
     if mismatch:
         refs.notes.append(mismatch)
@@ -212,7 +212,7 @@ def reference_result(attack: Any, refs: References, scores: np.ndarray, start: f
         options=dict(options),
         notes=cost_notes(refs) + notes,
         extras={"models_from_cache": refs.ensemble.cached, "engine": refs.ensemble.mode, "kernel": refs.ensemble.kernel,
-                "threads": refs.ensemble.threads, **extras},
+                "threads": refs.ensemble.threads, "cache_warnings": list(refs.ensemble.warnings), **extras},
     )
 
 

@@ -48,24 +48,20 @@ every training, so the selection can be accounted for.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import torch
 from torch import nn
 
 from privgate import stats
-from privgate.atomic import write_atomic
 from privgate.data import AuditData, Dataset
+from privgate.dp.hardened import default_output, hardened_files, save_hardened, state_dict_path  # noqa: F401  (re-exported)
 from privgate.dp.train import DPRecipe, DPSettings, DPTraining, _fresh, probe_private_training, search_clip_norm, train_dp
-from privgate.errors import PolicyError, PrivgateError, RecipeError
+from privgate.errors import PolicyError, RecipeError
 from privgate.gate import Progress, audit
 from privgate.policy import Policy, Utility
 from privgate.recipe import Recipe
@@ -460,58 +456,12 @@ def _with_section(report: Report, section: dict[str, Any], t0: float) -> Report:
     return report.model_copy(update={"remediation": section, "duration_s": round(report.duration_s + section["seconds"], 3)})
 
 
-# --------------------------------------------------------------------------- writing the model
+@dataclass
+class Hardening:
+    """What :func:`harden_paths` decided: the report, and the hardened model's files to write (none unless hardened)."""
 
-
-def default_output(model_path: str | Path) -> Path:
-    """``model.pt`` → ``model.hardened.pt`` next to the input."""
-    p = Path(model_path)
-    return p.with_name(f"{p.stem}.hardened.pt")
-
-
-def state_dict_path(output: str | Path) -> Path:
-    """Where the state_dict goes for a TorchScript output path: ``x.pt`` → ``x.state_dict.pt``."""
-    p = Path(output)
-    return p.with_name(f"{p.stem}.state_dict{p.suffix or '.pt'}")
-
-
-def _write_bytes_atomic(path: Path, payload: bytes) -> str:
-    """Write ``payload`` atomically (privgate.atomic) and return its SHA-256."""
-    write_atomic(path, payload)
-    return hashlib.sha256(payload).hexdigest()
-
-
-def save_hardened(model: nn.Module, output: str | Path, example: np.ndarray, protect: list[str | Path] = ()) -> dict[str, Any]:
-    """Write ``model`` as TorchScript at ``output`` and as a state_dict beside it, each atomically.
-
-    TorchScript loads without the recipe (``torch.jit.script``, or ``torch.jit.trace``
-    on ``example`` when scripting fails). The state_dict needs the recipe's
-    architecture *after* Opacus' fixes (the report lists them).
-
-    Raises:
-        PrivgateError: an output path is one of the ``protect`` paths (the inputs).
-    """
-    ts_path, sd_path = Path(output), state_dict_path(output)
-    guarded = {Path(p).resolve() for p in protect if p}
-    for p in (ts_path, sd_path):
-        if p.resolve() in guarded:
-            raise PrivgateError(f"{p}: the hardened model would overwrite an input; choose another --output-model.")
-    model = model.eval()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.jit is deprecated in recent PyTorch, but is the portable format privgate loads
-        try:
-            scripted = torch.jit.script(model)
-            how = "script"
-        except Exception:
-            scripted = torch.jit.trace(model, torch.as_tensor(np.asarray(example[:2]), dtype=torch.float32))
-            how = "trace"
-        buf = io.BytesIO()
-        torch.jit.save(scripted, buf)
-    ts_sha = _write_bytes_atomic(ts_path, buf.getvalue())
-    buf = io.BytesIO()
-    torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, buf)
-    sd_sha = _write_bytes_atomic(sd_path, buf.getvalue())
-    return {"torchscript": str(ts_path), "torchscript_sha256": ts_sha, "torchscript_mode": how, "state_dict": str(sd_path), "state_dict_sha256": sd_sha}
+    report: Report
+    files: dict[Path, bytes] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- the CLI's path
@@ -534,13 +484,15 @@ def harden_paths(
     output_model: str | None = None,
     on_row: RowCallback | None = None,
     artefacts_dir: str | None = None,
-) -> Report:
+) -> Hardening:
     """``privgate check --remediate`` / ``privgate harden``: everything as strings, checked before any training.
 
     Same arguments as :func:`privgate.api.audit_paths`, plus ``output_model``
     (default ``<model>.hardened.pt`` next to the input; never the input itself)
     and ``on_row`` (each ε's row as it is decided). The input checkpoint is
-    only read.
+    only read, and nothing is written: the hardened model's files come back in
+    :attr:`Hardening.files` for the caller to write together with its reports
+    (:mod:`privgate.staging`), after checking their paths (:mod:`privgate.guards`).
     """
     from privgate.api import as_recipe, load_inputs
     from privgate.policy import load_policy
@@ -548,11 +500,6 @@ def harden_paths(
     # policy and recipe first: an unusable remediation setup fails before any loading
     check_can_remediate(load_policy(policy), as_recipe(recipe, search_dirs), seed)
     out = Path(output_model) if output_model else default_output(model)
-    inputs = [model, policy, members, nonmembers, population]
-    protect = [p for p in inputs if p and Path(p).exists()]
-    for p in (out, state_dict_path(out)):
-        if p.resolve() in {Path(i).resolve() for i in protect}:
-            raise PrivgateError(f"{p}: the hardened model would overwrite an input; choose another --output-model.")
     loaded = load_inputs(model, policy, members, nonmembers, population=population, recipe=recipe, seed=seed,
                          label_column=label_column, trust_checkpoint=trust_checkpoint, search_dirs=search_dirs)
     pol, rec, target, data, train = loaded.policy, loaded.recipe, loaded.target, loaded.data, loaded.members
@@ -561,8 +508,9 @@ def harden_paths(
         target, data, pol, rec, seed=seed, train=train, cache_dir=cache_dir, progress=progress, on_row=on_row, artefacts_dir=artefacts_dir
     )
     report = outcome.report
+    files: dict[Path, bytes] = {}
     if outcome.status == "hardened" and outcome.model is not None:
-        written = save_hardened(outcome.model, out, train.x, protect)
+        files, written = hardened_files(outcome.model, out, train.x)
         section = dict(report.remediation or {})
         section["output"] = written
         section["input_sha256"] = target.sha256
@@ -578,17 +526,19 @@ def harden_paths(
             "dp": dp,
         }
         report = report.model_copy(update={"remediation": section, "target": described})
-    return report
+    return Hardening(report, files)
 
 
 __all__ = [
     "Candidate",
+    "Hardening",
     "Outcome",
     "SELECTION_STATEMENT",
     "UtilityData",
     "check_can_remediate",
     "default_output",
     "harden_paths",
+    "hardened_files",
     "measure_utility",
     "privacy_status",
     "remediate",

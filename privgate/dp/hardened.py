@@ -1,0 +1,85 @@
+"""The hardened model's files: TorchScript at the output path and a state_dict beside it, written together.
+
+:func:`hardened_files` returns the bytes (the CLI writes them in one unit with
+its reports, :mod:`privgate.staging`); :func:`save_hardened` writes both for
+library callers, both or neither (:func:`privgate.atomic.write_together`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from privgate.atomic import write_together
+from privgate.errors import PrivgateError
+from privgate.guards import same_file
+
+
+def default_output(model_path: str | Path) -> Path:
+    """``model.pt`` → ``model.hardened.pt`` next to the input."""
+    p = Path(model_path)
+    return p.with_name(f"{p.stem}.hardened.pt")
+
+
+def state_dict_path(output: str | Path) -> Path:
+    """Where the state_dict goes for a TorchScript output path: ``x.pt`` → ``x.state_dict.pt``."""
+    p = Path(output)
+    return p.with_name(f"{p.stem}.state_dict{p.suffix or '.pt'}")
+
+
+def hardened_files(model: nn.Module, output: str | Path, example: np.ndarray) -> tuple[dict[Path, bytes], dict[str, Any]]:
+    """The bytes of ``model`` as TorchScript (at ``output``) and as a state_dict (beside it), not yet written.
+
+    TorchScript loads without the recipe (``torch.jit.script``, or ``torch.jit.trace``
+    on ``example`` when scripting fails). The state_dict needs the recipe's
+    architecture *after* Opacus' fixes (the report lists them).
+
+    Returns:
+        ``({path: bytes}, description)``, the description with both paths, their
+        SHA-256 and how the TorchScript was made, as the report records it.
+    """
+    ts_path, sd_path = Path(output), state_dict_path(output)
+    model = model.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit is deprecated in recent PyTorch, but is the portable format privgate loads
+        try:
+            scripted = torch.jit.script(model)
+            how = "script"
+        except Exception:
+            scripted = torch.jit.trace(model, torch.as_tensor(np.asarray(example[:2]), dtype=torch.float32))
+            how = "trace"
+        buf = io.BytesIO()
+        torch.jit.save(scripted, buf)
+    ts_bytes = buf.getvalue()
+    buf = io.BytesIO()
+    torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, buf)
+    sd_bytes = buf.getvalue()
+    described = {
+        "torchscript": str(ts_path), "torchscript_sha256": hashlib.sha256(ts_bytes).hexdigest(), "torchscript_mode": how,
+        "state_dict": str(sd_path), "state_dict_sha256": hashlib.sha256(sd_bytes).hexdigest(),
+    }
+    return {ts_path: ts_bytes, sd_path: sd_bytes}, described
+
+
+def save_hardened(model: nn.Module, output: str | Path, example: np.ndarray, protect: list[str | Path] = ()) -> dict[str, Any]:
+    """Write ``model`` as TorchScript at ``output`` and as a state_dict beside it: both files, or neither.
+
+    Raises:
+        PrivgateError: an output path is one of the ``protect`` paths (the inputs).
+    """
+    files, described = hardened_files(model, output, example)
+    for p in files:
+        if any(same_file(p, Path(q)) for q in protect if q):
+            raise PrivgateError(f"{p}: the hardened model would overwrite an input; choose another --output-model.")
+    write_together(files)
+    return described
+
+
+__all__ = ["default_output", "hardened_files", "save_hardened", "state_dict_path"]

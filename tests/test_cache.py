@@ -1,0 +1,160 @@
+"""The reference-model cache cannot change a result: tampered entries are caught and retrained, an unusable
+cache folder is skipped with a warning."""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from privgate import atomic
+from privgate.cache import ModelCache, entry_digest
+from privgate.ensemble import model_seeds, paired_masks, train_ensemble
+from privgate.recipe import Recipe
+
+RECIPE = Recipe(lambda: nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3)), epochs=3, batch_size=16, lr=1e-2, name="tiny")
+
+
+def _data(n: int = 90) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, 6)).astype(np.float32), rng.integers(0, 3, n)
+
+
+def _train(cache_dir):  # noqa: ANN001, ANN202
+    x, y = _data()
+    return train_ensemble(RECIPE, x, y, paired_masks(len(x), 4, 0), model_seeds(0, 4), cache_dir=cache_dir)
+
+
+def _same(a, b) -> bool:  # noqa: ANN001
+    return all(torch.equal(sa[k], sb[k]) for sa, sb in zip(a.states, b.states) for k in sa)
+
+
+@pytest.fixture
+def clean(tmp_path):
+    """A cache holding the four models, the ensemble as trained, and the entry files in model order."""
+    first = _train(tmp_path)
+    cache = ModelCache(tmp_path)
+    files = [p for p in sorted((tmp_path / "models").rglob("*.pt"))]
+    assert first.trained == 4 and len(files) == 4 and first.warnings == []
+    by_key = {torch.load(p, weights_only=True)["key"]: p for p in files}
+    assert all(cache.path(k) == p for k, p in by_key.items())
+    return first, files
+
+
+def test_an_entry_is_its_key_a_hash_and_the_tensors(clean):
+    first, files = clean
+    entry = torch.load(files[0], weights_only=True)
+    assert entry["format"] == "privgate-model-cache" and len(entry["sha256"]) == 64
+    assert entry["sha256"] == entry_digest(entry["key"], entry["state"])
+    again = _train(files[0].parents[2])
+    assert (again.trained, again.cached, again.warnings) == (0, 4, []) and _same(first, again)
+
+
+def test_zeroed_weights_are_caught_and_retrained(clean, tmp_path):
+    first, files = clean
+    entry = torch.load(files[1], weights_only=True)
+    entry["state"] = {k: torch.zeros_like(v) for k, v in entry["state"].items()}  # same key, same recorded hash
+    torch.save(entry, files[1])
+    again = _train(tmp_path)
+    assert again.trained == 1 and again.cached == 3
+    (warning,) = again.warnings
+    assert f"cache entry {entry['key'][:12]}" in warning and "failed its integrity check" in warning
+    assert "do not match their SHA-256" in warning and "retrained" in warning
+    assert max(float((a[k] - b[k]).abs().max()) for a, b in zip(first.states, again.states) for k in a) < 1e-6
+    assert _train(tmp_path).warnings == []  # the entry was overwritten with the retrained model
+
+
+def test_swapped_entries_are_caught(clean, tmp_path):
+    """A valid entry under another model's key: its hash matches its own tensors, but not the key asked for."""
+    first, files = clean
+    a, b = files[0].read_bytes(), files[2].read_bytes()
+    files[0].write_bytes(b)
+    files[2].write_bytes(a)
+    again = _train(tmp_path)
+    assert again.trained == 2 and len(again.warnings) == 2
+    assert all("holds the model of another key" in w for w in again.warnings)
+    assert max(float((x[k] - y[k]).abs().max()) for x, y in zip(first.states, again.states) for k in x) < 1e-6
+
+
+@pytest.mark.parametrize("where", ["weights", "key", "truncated"])
+def test_flipped_bytes_are_caught(clean, tmp_path, where):
+    """One bit flipped in a weight (the file still loads: only the hash can tell) or in the stored key; a cut file."""
+    first, files = clean
+    raw = bytearray(files[3].read_bytes())
+    if where == "weights":
+        weight = torch.load(files[3], weights_only=True)["state"]["0.weight"]
+        i = bytes(raw).find(weight.numpy().tobytes()) + 4 * 7 + 2  # a byte of the 8th weight
+        assert i > 4 * 7 + 2
+        raw[i] ^= 0x01
+        changed = torch.load(io.BytesIO(bytes(raw)), weights_only=True)
+        assert not torch.equal(changed["state"]["0.weight"], weight)  # loads fine, one weight differs
+    elif where == "key":
+        key = torch.load(files[3], weights_only=True)["key"]
+        raw[bytes(raw).find(key.encode()) + 20] ^= 0x01
+    else:
+        raw = raw[: len(raw) * 2 // 3]
+    files[3].write_bytes(bytes(raw))
+    again = _train(tmp_path)
+    assert again.trained == 1
+    (warning,) = again.warnings
+    assert "failed its integrity check" in warning
+    if where == "weights":
+        assert "do not match their SHA-256" in warning
+    assert max(float((x[k] - y[k]).abs().max()) for x, y in zip(first.states, again.states) for k in x) < 1e-6
+
+
+def test_old_format_entries_are_not_read(clean, tmp_path):
+    """An entry as privgate wrote it before entries carried a hash: a bare state_dict."""
+    _, files = clean
+    entry = torch.load(files[0], weights_only=True)
+    torch.save(entry["state"], files[0])
+    again = _train(tmp_path)
+    assert again.trained == 1 and "not a privgate cache entry" in again.warnings[0]
+
+
+def test_a_cache_folder_that_cannot_be_created_is_skipped(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    ens = _train(blocker / "cache")
+    assert ens.trained == 4 and ens.cached == 0
+    (warning,) = ens.warnings
+    assert f"reference-model cache {blocker / 'cache'} cannot be used" in warning and "trained without it" in warning
+    reference = _train(None)
+    assert _same(ens, reference)
+
+
+def test_a_full_disk_is_skipped_with_a_warning(tmp_path, monkeypatch):
+    def full(path, payload, mode):  # noqa: ANN001, ANN202
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(atomic, "_write_temp", full)
+    ens = _train(tmp_path)
+    monkeypatch.undo()
+    assert ens.trained == 4 and len(ens.states) == 4
+    (warning,) = ens.warnings  # one warning, not one per model
+    assert "No space left on device" in warning
+    assert not list(tmp_path.rglob("*.pt")) and not list(tmp_path.rglob("*.tmp"))
+    assert _same(ens, _train(None))
+
+
+@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root writes through chmod 0o555")
+def test_a_read_only_cache_is_read_but_not_written(tmp_path):
+    first = _train(tmp_path)
+    extra = paired_masks(90, 6, 0)
+    for d in [tmp_path, *tmp_path.rglob("*")]:
+        if d.is_dir():
+            d.chmod(0o555)
+    try:
+        x, y = _data()
+        ens = train_ensemble(RECIPE, x, y, extra, model_seeds(0, 6), cache_dir=tmp_path)
+    finally:
+        for d in [tmp_path, *tmp_path.rglob("*")]:
+            if d.is_dir():
+                d.chmod(0o755)
+    assert (ens.trained, ens.cached) == (2, 4) and "cannot be used" in ens.warnings[0]
+    assert all(torch.equal(a[k], b[k]) for a, b in zip(first.states, ens.states[:4]) for k in a)
