@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from privgate import __version__
 from privgate.errors import PrivgateError
@@ -41,14 +42,14 @@ def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         try:
             code = fn(*args, **kwargs)
         except PrivgateError as exc:
-            _err_console().print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            _err_console().print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
             sys.exit(exc.exit_code)
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
         except Exception as exc:  # noqa: BLE001 — the last line of defence
             if os.environ.get("PRIVGATE_DEBUG"):
                 traceback.print_exc()
-            _err_console().print(f"[bold red]internal error:[/] {exc.__class__.__name__}: {exc} (set PRIVGATE_DEBUG=1 for a traceback)")
+            _err_console().print(f"[bold red]internal error:[/] {exc.__class__.__name__}: {escape(str(exc))} (set PRIVGATE_DEBUG=1 for a traceback)")
             sys.exit(EXIT_INTERNAL)
         sys.exit(code or 0)
 
