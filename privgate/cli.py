@@ -99,7 +99,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option("--seed", type=int, help="Seed for every random choice (default 0).")
 @click.option("--label-column", help="Label column of CSV data (default 'label').")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Where trained reference models are cached.")
-@click.option("--threads", type=click.IntRange(min=1), help="Torch threads for training reference models (default 1, or $PRIVGATE_THREADS). Set it to the core count on a runner that does nothing else; never oversubscribe shared cores.")
+@click.option("--threads", type=click.IntRange(min=1), envvar="PRIVGATE_THREADS", show_envvar=True, help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, else $PRIVGATE_THREADS, else the config's 'threads', else 1. Set it to the core count on a runner that does nothing else; never oversubscribe shared cores.")
 @click.option("--artefacts", "artefacts_path", type=click.Path(file_okay=False), help="Where attacks save files to look at (inversion reconstructions); default: REPORT.artefacts/ next to --json, none without --json.")
 @click.option("--trust-checkpoint", is_flag=True, default=None, help="Allow loading pickled checkpoints (this runs code from the file).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
@@ -147,14 +147,12 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     _refuse_inputs_as_outputs(outputs, inputs)
 
     artefacts_dir = artefacts_path or (str(default_directory(json_out)) if json_out else None)
-    n_threads = pick("threads", threads)  # validated: click's IntRange for the flag, config._validate for the file
-    if n_threads is not None:
-        os.environ["PRIVGATE_THREADS"] = str(n_threads)  # read by privgate.ensemble.default_threads
+    n_threads = pick("threads", threads)  # validated: click's IntRange for the flag/$PRIVGATE_THREADS, config._validate for the file
 
     out = _out_console()
     show_progress = not quiet and out.is_terminal and not os.environ.get("CI")
     status = out.status("auditing…") if show_progress else None
-    progress = (lambda msg: status.update(f"running attack {msg}")) if status else None
+    progress = (lambda msg: status.update(escape(msg))) if status else None
     if status:
         status.start()
     runner: Callable[..., Any] = audit_paths
@@ -183,6 +181,7 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
             search_dirs=[base],
             progress=progress,
             artefacts_dir=artefacts_dir,
+            threads=n_threads,
         )
     finally:
         if status:

@@ -25,7 +25,16 @@ ThreatModel = Literal["black-box", "label-only", "white-box"]
 
 @dataclass
 class AttackContext:
-    """What an attack may use. ``x``/``y`` are the pooled audit examples, membership hidden."""
+    """What an attack may use. ``x``/``y`` are the pooled audit examples, membership hidden.
+
+    ``threads`` is the most threads the attack may use at once — torch's
+    intra-op threads, BLAS and OpenMP (scikit-learn's gradient boosting) — on
+    a shared runner more threads than cores stall every parallel region. The
+    gate runs each attack inside :func:`privgate.threads.limit_threads`;
+    attacks that fit scikit-learn models keep ``n_jobs`` at 1 and pass it on
+    to anything that starts its own threads (the reference-model engine).
+    ``None`` means :data:`privgate.threads.DEFAULT_THREADS`.
+    """
 
     target: Target
     x: np.ndarray
@@ -35,6 +44,7 @@ class AttackContext:
     seed: int = 0
     cache_dir: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    threads: int | None = None
 
     @cached_property
     def proba(self) -> np.ndarray:
