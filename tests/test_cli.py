@@ -229,3 +229,10 @@ def test_policy_list_does_not_import_torch():
     assert r.stdout.strip().splitlines()[-1] == "EXIT 0 HEAVY -"
     assert [line.split()[0] for line in r.stdout.splitlines()[:-1]] == ["confidential", "internal", "public", "strict"]
 
+
+def test_cli_run_prints_no_library_warnings(case):
+    """Loading a TorchScript model (torch.jit.load is deprecated in torch 2.x) warns nothing, even with warnings on."""
+    r = run_cli("check", str(case.safe_ts), "--policy", "internal", "--members", str(case.members), "--nonmembers",
+                str(case.nonmembers), env={"PYTHONWARNINGS": "default"})
+    assert r.returncode == 0, r.stderr
+    assert "Warning" not in r.stderr and "warn" not in r.stderr, r.stderr
