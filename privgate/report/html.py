@@ -12,6 +12,7 @@ environment. Charts are inline SVG, images inline PNG data URIs.
 from __future__ import annotations
 
 import base64
+import colorsys
 import math
 import struct
 import zlib
@@ -27,7 +28,12 @@ from privgate.report.remediation import RemediationView
 from privgate.report.remediation import view as remediation_view
 from privgate.report.text import attack_label, interval, metric_label, num
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
+#: Line colours: Tableau's 10, then 10 more (navy, maroon, dark green, goldenrod, magenta, black, slate blue,
+#: teal, yellow-green, dark slate grey) — 20 distinct colours, more than privgate has attacks.
+PALETTE = (
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22",
+    "#000080", "#800000", "#006400", "#daa520", "#ff00ff", "#000000", "#6a5acd", "#008080", "#9acd32", "#2f4f4f",
+)
 _STATUS_CLASS = {"pass": "pass", "fail": "fail", "inconclusive": "inc"}
 #: Keys of attack extras that hold images (model-inversion reconstructions and their references).
 IMAGE_KEY_HINTS = ("image", "reconstruction", "inversion", "original", "prototype")
@@ -51,6 +57,14 @@ figure{margin:0} figcaption{color:#555;font-size:12.5px;max-width:560px}
 
 
 # --------------------------------------------------------------------------- charts
+
+
+def colour(i: int) -> str:
+    """The i-th line colour: :data:`PALETTE`, then hues spaced by the golden angle, so no two lines share one."""
+    if i < len(PALETTE):
+        return PALETTE[i]
+    r, g, b = colorsys.hls_to_rgb(((i - len(PALETTE)) * 0.381966 + 0.05) % 1.0, 0.4, 0.75)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 
 
 @dataclass
@@ -114,9 +128,18 @@ def line_chart(
     width: int = 560,
     height: int = 400,
 ) -> str:
-    """An SVG line chart; log axes clip values below the range to its lower end."""
+    """An SVG line chart; log axes clip values below the range to its lower end.
+
+    The legend sits below the plot, in as many columns as fit the width, so it
+    never covers a curve; the SVG is ``height`` plus the legend's rows tall.
+    """
     left, right, top, bottom = 62, 16, 30, 48
     pw, ph = width - left - right, height - top - bottom
+    lh = 16
+    col_w = min(width - left, max((len(s.name) for s in series), default=0) * 6.6 + 40)
+    cols = max(1, int((width - left) // col_w)) if series else 1
+    legend_h = (math.ceil(len(series) / cols) * lh + 10) if series else 0
+    full_height = height + legend_h
     fx = (lambda v: math.log10(v)) if x_log else (lambda v: v)
     fy = (lambda v: math.log10(v)) if y_log else (lambda v: v)
     x0, x1 = fx(x_range[0]), fx(x_range[1])
@@ -130,8 +153,8 @@ def line_chart(
         v = min(max(v, y_range[0]), y_range[1])
         return top + ph - (fy(v) - y0) / (y1 - y0) * ph
 
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img' aria-label='{escape(title)}' font-family='sans-serif' font-size='11'>"]
-    out.append(f"<rect x='0' y='0' width='{width}' height='{height}' fill='#fff'/>")
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{full_height}' viewBox='0 0 {width} {full_height}' role='img' aria-label='{escape(title)}' font-family='sans-serif' font-size='11'>"]
+    out.append(f"<rect x='0' y='0' width='{width}' height='{full_height}' fill='#fff'/>")
     out.append(f"<text x='{left + pw / 2}' y='18' text-anchor='middle' font-size='13' font-weight='bold'>{escape(title)}</text>")
     xt = _log_ticks(*x_range) if x_log else _linear_ticks(*x_range)
     yt = _log_ticks(*y_range) if y_log else _linear_ticks(*y_range)
@@ -168,16 +191,13 @@ def line_chart(
         out.append(f"<polyline class='series' data-name='{escape(s.name)}' points='{path}' fill='none' stroke='{s.color}' stroke-width='2'{dash}/>")
         if s.markers:
             out += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3' fill='{s.color}'/>" for x, y in pts]
-    # legend, bottom right inside the plot
-    lh = 15
-    ly = top + ph - 8 - lh * len(series)
-    lx = left + pw - 190
-    out.append(f"<rect x='{lx - 6}' y='{ly - 4}' width='192' height='{lh * len(series) + 6}' fill='#fff' fill-opacity='0.85' stroke='#ddd'/>")
+    # legend below the plot and its axis label, row by row
     for i, s in enumerate(series):
-        y = ly + i * lh + 8
+        row, col = divmod(i, cols)
+        lx, y = left + col * col_w, height + row * lh + 8
         dash = " stroke-dasharray='6 3'" if s.dashed else ""
-        out.append(f"<line x1='{lx}' y1='{y}' x2='{lx + 22}' y2='{y}' stroke='{s.color}' stroke-width='2'{dash}/>")
-        out.append(f"<text x='{lx + 28}' y='{y + 4}'>{escape(s.name)}</text>")
+        out.append(f"<g class='legend' data-name='{escape(s.name)}'><line x1='{lx:.1f}' y1='{y}' x2='{lx + 22:.1f}' y2='{y}' stroke='{s.color}' stroke-width='2'{dash}/>")
+        out.append(f"<text x='{lx + 28:.1f}' y='{y + 4}'>{escape(s.name)}</text></g>")
     out.append("</svg>")
     return "".join(out)
 
@@ -222,7 +242,7 @@ def roc_chart(attacks: list[AttackSummary]) -> str | None:
     for i, a in enumerate(ran):
         name = f"{a.name} (AUC {num(a.auc)})"
         xs, ys = densify_roc([float(v) for v in a.roc["fpr"]], [float(v) for v in a.roc["tpr"]], lo)
-        series.append(Series(name, xs, ys, PALETTE[i % len(PALETTE)]))
+        series.append(Series(name, xs, ys, colour(i)))
     return line_chart(
         series,
         x_range=(lo, 1.0),
@@ -258,7 +278,7 @@ def remediation_chart(rem: RemediationView, thresholds: dict[str, float] | None 
     for i, (k, dashed) in enumerate(keys):
         ys = [float(r[k]) if _ok(r.get(k)) else float("nan") for r in rows]
         values += [y for y in ys if math.isfinite(y)]
-        series.append(Series(k, eps, ys, PALETTE[i % len(PALETTE)], dashed=dashed, markers=True))
+        series.append(Series(k, eps, ys, colour(i), dashed=dashed, markers=True))
     if not values:
         return None
     ylo, yhi = (0.0, 1.0) if 0.0 <= min(values) and max(values) <= 1.0 else (min(values), max(values) if max(values) > min(values) else min(values) + 1)
@@ -547,4 +567,4 @@ def render_html(report: Report) -> str:
     return "\n".join(h) + "\n"
 
 
-__all__ = ["Series", "densify_roc", "inversion_images", "line_chart", "png_bytes", "remediation_chart", "render_html", "roc_chart"]
+__all__ = ["PALETTE", "Series", "colour", "densify_roc", "inversion_images", "line_chart", "png_bytes", "remediation_chart", "render_html", "roc_chart"]
