@@ -351,13 +351,14 @@ def report_outputs(report_json: str) -> int:
 @_guard
 def init_cmd(directory: str, base: str, policy_file: str, workflow: bool, action_ref: str | None, model: str,
              members: str, nonmembers: str) -> int:
-    """Write a starter policy and a GitHub workflow into DIRECTORY; never overwrites a file."""
+    """Write a starter policy and a GitHub workflow into DIRECTORY (never overwriting a file), and ignore .privgate-cache/ in its .gitignore."""
     from privgate import init as init_mod
 
     planned = init_mod.plan(directory, base=base, policy_file=policy_file, workflow=workflow,
                             action_ref=action_ref or init_mod.ACTION_REF, model=model, members=members, nonmembers=nonmembers)
+    ignore = {planned.gitignore, planned.gitignore.resolve()} if planned.gitignore is not None else set()
     for path in init_mod.write(planned):
-        click.echo(f"wrote {path}")
+        click.echo(f"added {init_mod.CACHE_IGNORE} to {path}" if path in ignore else f"wrote {path}")
     click.echo(f"next: edit {Path(directory) / policy_file}, then run: privgate policy validate {Path(directory) / policy_file}")
     return 0
 
