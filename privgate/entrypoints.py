@@ -94,6 +94,8 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
     dirs = list(dict.fromkeys(Path(d).resolve() for d in search_dirs))
     where = clip(", ".join(str(d) for d in dirs), 300)
     if top in sys.stdlib_module_names or top in sys.builtin_module_names:
+        if importlib.machinery.PathFinder.find_spec(top, [str(d) for d in dirs]) is not None:
+            raise error(f"{head}: your module '{top}' has the name of a module of Python's standard library; rename it.")
         raise error(f"{head}: '{top}' is a module of Python's standard library; a {kind} must be defined in your project ({where}).")
     if top in OWN_PACKAGES:
         raise error(f"{head}: '{top}' is privgate itself; a {kind} must be defined in your project ({where}).")

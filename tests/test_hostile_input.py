@@ -145,10 +145,12 @@ def test_unknown_config_key_suggests_the_close_one(tmp_path):
         ("--recipe", "evil:os.abort", "recipe 'evil:os.abort': 'os.abort' is defined in module 'posix'"),
         ("--members", "evil:__builtins__", "'__builtins__' is a Python internal attribute"),
         ("--members", "evil:members", "data factory 'evil:members': module 'evil' has no attribute 'members'"),
+        ("--members", "code:members", "data factory 'code:members': your module 'code' has the name of a module of Python's standard library; rename it"),
     ],
 )
 def test_foreign_entry_points_are_refused_before_they_are_called(case, tmp_path, flag, spec, needle):
     (tmp_path / "evil.py").write_text("import os\nfrom os import abort\n")
+    (tmp_path / "code.py").write_text("def members():\n    raise SystemExit(9)\n")
     keep = tmp_path / "keep"
     keep.mkdir()
     (keep / "file.txt").write_text("mine")
