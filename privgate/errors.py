@@ -7,6 +7,8 @@ The CLI prints it without a traceback and exits with code 2.
 
 from __future__ import annotations
 
+import reprlib
+
 
 class PrivgateError(Exception):
     """Bad input: one clear sentence naming the file, field or flag at fault."""
@@ -45,8 +47,6 @@ def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
     the text, so a huge or deeply shared value (a YAML alias bomb that got
     through, a 10 MB string) costs no more to quote than a small one.
     """
-    import reprlib
-
     if isinstance(value, str):
         return clip(repr(value[: limit + 2]), limit)
     r = reprlib.Repr()
