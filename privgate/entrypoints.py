@@ -105,7 +105,7 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
     if found is None or (origin is not None and _inside(origin, installed)):
         cached = _module_file(sys.modules.get(top))
         if cached is not None and _inside(cached, installed):
-            raise error(f"{head}: '{top}' is an installed package, not a module of your project ({where}); privgate imports {kind}s only from the project.")
+            raise error(f"{head}: '{top}' is an installed package, not a module of your project ({where}); privgate imports a {kind} only from your project.")
         raise error(f"{head}: no module '{top}' in {where}.")
     cached = _module_file(sys.modules.get(top))
     if cached is not None and _inside(cached, installed):
