@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from privgate.attacks.inversion import image_grid, invert, png_bytes, train_prior  # noqa: E402
+from privgate.attacks.inversion import image_grid, png_bytes  # noqa: E402
+from privgate.attacks.inversion_search import invert, train_prior  # noqa: E402
 from privgate.recipe import import_factory, load_recipe  # noqa: E402
 from privgate.target import Target  # noqa: E402
 

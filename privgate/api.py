@@ -71,6 +71,7 @@ def check(
     cache_dir: str | None = None,
     progress: Progress | None = None,
     artefacts_dir: str | None = None,
+    threads: int | None = None,
 ) -> Report:
     """Audit ``model`` against ``policy`` on known ``members`` and ``nonmembers``.
 
@@ -85,6 +86,8 @@ def check(
         seed: drives every random choice; same inputs and seed give the same numbers.
         artefacts_dir: where attacks save files for people to look at (inversion
             reconstructions); ``None`` saves nothing.
+        threads: the most threads the attacks may use (torch, BLAS, OpenMP);
+            default 1, see :mod:`privgate.threads`.
 
     Returns:
         The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.
@@ -98,7 +101,7 @@ def check(
         as_dataset(population, "population") if population is not None else None,
         seed=seed,
     )
-    return audit(target, data, pol, recipe=rec, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir)
+    return audit(target, data, pol, recipe=rec, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir, threads=threads)
 
 
 @dataclass
@@ -155,11 +158,13 @@ def audit_paths(
     search_dirs: list[Path] | None = None,
     progress: Progress | None = None,
     artefacts_dir: str | None = None,
+    threads: int | None = None,
 ) -> Report:
     """The CLI's path: everything given as strings, loaded and validated at the door."""
     i = load_inputs(model, policy, members, nonmembers, population=population, recipe=recipe, seed=seed,
                     label_column=label_column, trust_checkpoint=trust_checkpoint, search_dirs=search_dirs)
-    return audit(i.target, i.data, i.policy, recipe=i.recipe, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir)
+    return audit(i.target, i.data, i.policy, recipe=i.recipe, seed=seed, cache_dir=cache_dir, progress=progress,
+                 artefacts_dir=artefacts_dir, threads=threads)
 
 
 __all__ = ["Inputs", "as_dataset", "as_policy", "as_recipe", "as_target", "audit_paths", "check", "load_inputs"]

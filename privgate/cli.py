@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from privgate import __version__
 from privgate.errors import PrivgateError
@@ -51,7 +52,7 @@ def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
             with sigterm_raises():
                 code = fn(*args, **kwargs)
         except PrivgateError as exc:
-            _err_console().print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            _err_console().print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (privgate.interrupt.Terminated)
             status, name = exit_status(exc)
@@ -62,7 +63,7 @@ def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         except Exception as exc:  # noqa: BLE001 — the last line of defence
             if os.environ.get("PRIVGATE_DEBUG"):
                 traceback.print_exc()
-            _err_console().print(f"[bold red]internal error:[/] {exc.__class__.__name__}: {exc} (set PRIVGATE_DEBUG=1 for a traceback)")
+            _err_console().print(f"[bold red]internal error:[/] {exc.__class__.__name__}: {escape(str(exc))} (set PRIVGATE_DEBUG=1 for a traceback)")
             sys.exit(EXIT_INTERNAL)
         sys.exit(code or 0)
 
@@ -113,7 +114,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option("--seed", type=int, help="Seed for every random choice (default 0).")
 @click.option("--label-column", help="Label column of CSV data (default 'label').")
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Where trained reference models are cached.")
-@click.option("--threads", type=click.IntRange(min=1), help="Torch threads for training reference models (default 1, or $PRIVGATE_THREADS). Set it to the core count on a runner that does nothing else; never oversubscribe shared cores.")
+@click.option("--threads", type=click.IntRange(min=1), envvar="PRIVGATE_THREADS", show_envvar=True, help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, else $PRIVGATE_THREADS, else the config's 'threads', else 1. Set it to the core count on a runner that does nothing else; never oversubscribe shared cores.")
 @click.option("--artefacts", "artefacts_path", type=click.Path(file_okay=False), help="Where attacks save files to look at (inversion reconstructions); default: REPORT.artefacts/ next to --json, none without --json.")
 @click.option("--trust-checkpoint", is_flag=True, default=None, help="Allow loading pickled checkpoints (this runs code from the file).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
@@ -170,14 +171,12 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     check_outputs(_planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs)
     from privgate.api import audit_paths  # torch: imported after the cheap checks above
 
-    n_threads = pick("threads", threads)  # validated: click's IntRange for the flag, config._validate for the file
-    if n_threads is not None:
-        os.environ["PRIVGATE_THREADS"] = str(n_threads)  # read by privgate.ensemble.default_threads
+    n_threads = pick("threads", threads)  # validated: click's IntRange for the flag/$PRIVGATE_THREADS, config._validate for the file
 
     out = _out_console()
     show_progress = not quiet and out.is_terminal and not os.environ.get("CI")
     status = out.status("auditing…") if show_progress else None
-    progress = (lambda msg: status.update(f"running attack {msg}")) if status else None
+    progress = (lambda msg: status.update(escape(msg))) if status else None
     runner: Callable[..., Any] = audit_paths
     if remediate:
         from functools import partial
@@ -205,6 +204,7 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
                 search_dirs=[base],
                 progress=progress,
                 artefacts_dir=staging.path,
+                threads=n_threads,
             )
         finally:
             if status:
@@ -380,13 +380,14 @@ def report_outputs(report_json: str) -> int:
 @_guard
 def init_cmd(directory: str, base: str, policy_file: str, workflow: bool, action_ref: str | None, model: str,
              members: str, nonmembers: str) -> int:
-    """Write a starter policy and a GitHub workflow into DIRECTORY; never overwrites a file."""
+    """Write a starter policy and a GitHub workflow into DIRECTORY (never overwriting a file), and ignore .privgate-cache/ in its .gitignore."""
     from privgate import init as init_mod
 
     planned = init_mod.plan(directory, base=base, policy_file=policy_file, workflow=workflow,
                             action_ref=action_ref or init_mod.ACTION_REF, model=model, members=members, nonmembers=nonmembers)
+    ignore = {planned.gitignore, planned.gitignore.resolve()} if planned.gitignore is not None else set()
     for path in init_mod.write(planned):
-        click.echo(f"wrote {path}")
+        click.echo(f"added {init_mod.CACHE_IGNORE} to {path}" if path in ignore else f"wrote {path}")
     click.echo(f"next: edit {Path(directory) / policy_file}, then run: privgate policy validate {Path(directory) / policy_file}")
     return 0
 

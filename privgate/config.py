@@ -18,7 +18,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from privgate.errors import ConfigError
+from privgate.errors import ConfigError, clip, shown
+from privgate.suggest import did_you_mean
+from privgate.textfile import read_limited
 
 KEYS = {
     "model": str,
@@ -52,12 +54,14 @@ class Config:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """The TOML of ``path``, read with the settings-file size limit (:mod:`privgate.textfile`)."""
+    text = read_limited(path, "config", ConfigError)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML ({exc}).") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read config ({exc.__class__.__name__}).") from None
+        raise ConfigError(f"{path}: invalid TOML ({clip(str(exc))}).") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML (nested too deeply).") from None
 
 
 def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
@@ -65,10 +69,12 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: '{prefix or 'privgate'}' must be a table.")
     for key, value in table.items():
         if key not in KEYS:
-            raise ConfigError(f"{path}: unknown key '{prefix}{key}' (known: {', '.join(sorted(KEYS))}).")
+            raise ConfigError(
+                f"{path}: unknown key '{prefix}{clip(key, 100)}'{did_you_mean(key, KEYS)} (known: {', '.join(sorted(KEYS))})."
+            )
         want = KEYS[key]
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-            raise ConfigError(f"{path}: '{prefix}{key}' must be a {want.__name__}, got {type(value).__name__}.")
+            raise ConfigError(f"{path}: '{prefix}{key}' must be a {want.__name__}, got {type(value).__name__} {shown(value, 80)}.")
         if key == "threads" and value < 1:
             raise ConfigError(f"{path}: '{prefix}threads' must be at least 1, got {value}.")
     return dict(table)

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from privgate.errors import DataError, PrivgateError
+from privgate.errors import DataError, PrivgateError, clip, shown
 from privgate.recipe import import_factory
+from privgate.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from privgate.target import Target
@@ -98,24 +99,48 @@ def _load_pt(p: Path, role: str) -> Dataset:
 
 
 def _load_csv(p: Path, role: str, label_column: str) -> Dataset:
+    """A CSV with a header row; every error names the file's line (1-based, as an editor shows it) and the column."""
     try:
         with p.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{p}: cannot read CSV ({exc.__class__.__name__}).") from None
+            reader = csv.reader(f)
+            rows = [(reader.line_num, r) for r in reader]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"{p}: cannot read CSV ({exc.__class__.__name__}: {clip(str(exc))}).") from None
+    rows = [(line, r) for line, r in rows if r and any(v.strip() for v in r)]  # blank lines are not rows
     if len(rows) < 2:
         raise DataError(f"{p}: CSV needs a header row and at least one data row.")
-    header = [h.strip() for h in rows[0]]
+    header_line, raw_header = rows[0]
+    header = [h.strip() for h in raw_header]
     if label_column not in header:
-        raise DataError(f"{p}: no label column '{label_column}' in the CSV header (columns: {', '.join(header[:12])}).")
+        shown_cols = ", ".join(clip(h, 40) for h in header[:12]) + (", …" if len(header) > 12 else "")
+        raise DataError(f"{p}: no label column {shown(label_column)} in the CSV header (line {header_line}; columns: {shown_cols}){did_you_mean(label_column, header)}.")
     li = header.index(label_column)
+    body = rows[1:]
+    for line, r in body:
+        if len(r) != len(header):
+            raise DataError(f"{p}: line {line} has {len(r)} values but the header has {len(header)} columns.")
+
+    def cell(i: int, j: int) -> str:
+        return f"{p}: line {body[i][0]}, column {shown(header[j])}: {shown(body[i][1][j].strip())}"
+
     try:
-        table = np.array([[float(v) for v in r] for r in rows[1:] if r], dtype=np.float64)
-    except ValueError as exc:
-        raise DataError(f"{p}: non-numeric value in CSV ({exc}).") from None
-    if table.shape[1] != len(header):
-        raise DataError(f"{p}: rows have {table.shape[1]} values but the header has {len(header)} columns.")
-    return _as_dataset(np.delete(table, li, axis=1), table[:, li], str(p), role)
+        table = np.array([r for _, r in body], dtype=np.float64)
+    except ValueError:  # find the first value that is not a number
+        for i, (_, r) in enumerate(body):
+            for j, v in enumerate(r):
+                try:
+                    float(v)
+                except ValueError:
+                    raise DataError(f"{cell(i, j)} is not a number.") from None
+        raise
+    bad = np.argwhere(~np.isfinite(table))
+    if len(bad):
+        raise DataError(f"{cell(*bad[0])} is not a finite number.")
+    labels = table[:, li]
+    bad = np.flatnonzero((labels < 0) | (labels != np.round(labels)))
+    if len(bad):
+        raise DataError(f"{cell(int(bad[0]), li)} is not a class label (0, 1, 2, …).")
+    return _as_dataset(np.delete(table, li, axis=1), labels, str(p), role)
 
 
 def load_dataset(spec: str | Path, role: str = "data", label_column: str = "label", base: Path | None = None) -> Dataset:

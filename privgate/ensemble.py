@@ -46,9 +46,9 @@ serialise training of the same ensemble with an ``fcntl`` lock, so the second
 run waits and then finds every model cached; without ``fcntl`` concurrent
 writers produce identical files and ``os.replace`` keeps one.
 
-Threads: training runs with :func:`default_threads` torch threads (1 unless
-``$PRIVGATE_THREADS`` says otherwise) and restores the caller's setting after;
-see that function for why.
+Threads: training runs with the caller's ``threads`` torch threads (1 by
+default, :func:`default_threads`) and restores the caller's setting after;
+see :mod:`privgate.threads` for why.
 
 Speed (``benchmarks/ensemble_speed.py``, K = 16 digits models, 2 cores): the
 MLP kernel is about 5× faster than 16 ``recipe.train`` calls, the vmap kernel
@@ -63,7 +63,6 @@ import copy
 import dataclasses
 import hashlib
 import math
-import os
 import re
 import threading
 import time
@@ -94,18 +93,17 @@ _THREADS_SAVED = 0
 
 
 def default_threads() -> int:
-    """Torch threads used while training: ``$PRIVGATE_THREADS``, else 1.
+    """Torch threads used while training when the caller gives none: :data:`privgate.threads.DEFAULT_THREADS` (1).
 
     Training small models is a long chain of small parallel regions; on a
     machine whose cores are shared (CI runners, pytest-xdist workers, other
     jobs) every region waits for a descheduled thread, and measured here two
     threads were 5-15× *slower* than one. One thread per process is the robust
-    default; set ``PRIVGATE_THREADS`` on a dedicated machine.
+    default; pass ``threads`` (the CLI's ``--threads``) on a dedicated machine.
     """
-    try:
-        return max(1, int(os.environ.get("PRIVGATE_THREADS", "1")))
-    except ValueError:
-        return 1
+    from privgate.threads import DEFAULT_THREADS
+
+    return DEFAULT_THREADS
 
 
 @contextmanager

@@ -7,6 +7,8 @@ The CLI prints it without a traceback and exits with code 2.
 
 from __future__ import annotations
 
+import reprlib
+
 
 class PrivgateError(Exception):
     """Bad input: one clear sentence naming the file, field or flag at fault."""
@@ -32,3 +34,29 @@ class DataError(PrivgateError):
 
 class RecipeError(PrivgateError):
     """A training recipe that cannot be imported or does not build a model."""
+
+
+#: Most characters of a user's value that an error message quotes.
+QUOTE_LIMIT = 200
+
+
+def shown(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` for an error message, at most ``limit`` characters, cut with "…".
+
+    Uses :mod:`reprlib`, which elides long strings and containers while it builds
+    the text, so a huge or deeply shared value (a YAML alias bomb that got
+    through, a 10 MB string) costs no more to quote than a small one.
+    """
+    if isinstance(value, str):
+        return clip(repr(value[: limit + 2]), limit)
+    r = reprlib.Repr()
+    r.fillvalue = "…"
+    r.maxstring = r.maxother = r.maxlong = limit
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = r.maxfrozenset = r.maxdeque = r.maxarray = 12
+    r.maxlevel = 4
+    return clip(r.repr(value), limit)
+
+
+def clip(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` cut to at most ``limit`` characters, the cut marked with "…"."""
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"

@@ -33,6 +33,7 @@ from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
 from privgate.sanity import inspect_target
 from privgate.target import Target
+from privgate.threads import limit_threads, resolve_threads
 
 Progress = Callable[[str], None]
 
@@ -59,9 +60,10 @@ def _version(pkg: str) -> str | None:
         return None
 
 
-def environment(seed: int) -> dict[str, Any]:
+def environment(seed: int, threads: int | None = None) -> dict[str, Any]:
     return {
         "seed": seed,
+        "threads": resolve_threads(threads),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "versions": {p: _version(p) for p in ("privgate", "torch", "numpy", "scipy", "scikit-learn", "opacus", "pydantic")},
@@ -161,14 +163,18 @@ def run_attacks(
     seed: int = 0,
     cache_dir: str | None = None,
     progress: Progress | None = None,
+    threads: int | None = None,
 ) -> tuple[dict[str, _Ran], dict[str, str], list[AttackSummary]]:
-    """Run the policy's attacks on the audit data; returns (ran, missing reasons, summaries)."""
+    """Run the policy's attacks on the audit data; returns (ran, missing reasons, summaries).
+
+    ``threads``: the most threads any attack may use (torch, BLAS, OpenMP), see :mod:`privgate.threads`.
+    """
     x, y, membership = data.pooled()
     perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(len(y))
     x, y, membership = x[perm], y[perm], membership[perm]  # attacks never see membership, nor its order
     calibration = stats.calibration_mask(membership, seed)
     reference = calibration & ~membership
-    ctx = AttackContext(target=target, x=x, y=y, population=data.population, recipe=recipe, seed=seed, cache_dir=cache_dir)
+    ctx = AttackContext(target=target, x=x, y=y, population=data.population, recipe=recipe, seed=seed, cache_dir=cache_dir, threads=threads)
     ran: dict[str, _Ran] = {}
     missing: dict[str, str] = {}
     summaries: list[AttackSummary] = []
@@ -188,11 +194,12 @@ def run_attacks(
             summaries.append(AttackSummary(name=name, threat_model=threat, status="unavailable" if name not in registry else "skipped", reason=why, options=options))
             continue
         if progress:
-            progress(f"[{i}/{len(todo)}] {name}")
+            progress(f"running attack {name} ({i}/{len(todo)})")
         attack = get_attack(name)(**options)
         ctx.options = dict(options)
         try:
-            result = attack.run(ctx)
+            with limit_threads(threads):
+                result = attack.run(ctx)
         except AttackSkipped as exc:
             missing[name] = str(exc)
             summaries.append(AttackSummary(name=name, threat_model=threat, status="skipped", reason=str(exc), options=options))
@@ -217,17 +224,19 @@ def audit(
     cache_dir: str | None = None,
     progress: Progress | None = None,
     artefacts_dir: str | None = None,
+    threads: int | None = None,
 ) -> Report:
     """Run ``policy`` against ``target`` on ``data`` and return the decided :class:`Report`.
 
     ``artefacts_dir``: where attacks' files (inversion reconstructions) are saved,
-    see :mod:`privgate.artefacts`; ``None`` saves nothing.
+    see :mod:`privgate.artefacts`; ``None`` saves nothing. ``threads``: the most
+    threads the attacks may use (default 1), see :mod:`privgate.threads`.
     """
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     data.check_against(target)
     sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: before any attack
-    ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress)
+    ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress, threads=threads)
     for summary in summaries:
         files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
         if files:
@@ -248,7 +257,7 @@ def audit(
         attacks=summaries,
         warnings=list(data.warnings) + _policy_warnings(policy) + sanity.warnings + soundness_warnings(summaries)  # blind: Das 2024
         + list(dict.fromkeys(w for r in ran.values() for w in r.result.extras.get("cache_warnings", []))),
-        environment=environment(seed),
+        environment=environment(seed, threads),
         started=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),
     )

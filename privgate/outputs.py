@@ -30,12 +30,12 @@ white-box attacks' per-example losses and gradients.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
-from torch import nn
-from torch.nn import functional as F
+
+if TYPE_CHECKING:  # torch loads when a model is read, not when a policy is validated
+    import torch
 
 Kind = Literal["logits", "binary-logit", "probabilities"]
 
@@ -53,6 +53,10 @@ TINY = 1e-300
 PROBE_ROWS = 512
 
 
+def _is_tensor(v: Any) -> bool:
+    return type(v).__module__.startswith("torch") and hasattr(v, "detach")
+
+
 def kind_of(raw: np.ndarray | torch.Tensor) -> Kind | None:
     """The kind of ``raw`` (one model's outputs on a batch), or None for an unusable shape.
 
@@ -60,7 +64,7 @@ def kind_of(raw: np.ndarray | torch.Tensor) -> Kind | None:
     row is non-negative and sums to 1 within :data:`SUM_TOL`, else logits.
     """
     # training loops call this every step: a tensor stays a tensor
-    z = raw.detach() if isinstance(raw, torch.Tensor) else np.asarray(raw, dtype=np.float64)
+    z = raw.detach() if _is_tensor(raw) else np.asarray(raw, dtype=np.float64)
     if z.ndim <= 1 or (z.ndim == 2 and z.shape[1] == 1):
         return BINARY
     if z.ndim != 2 or z.shape[1] < 2:
@@ -69,7 +73,7 @@ def kind_of(raw: np.ndarray | torch.Tensor) -> Kind | None:
 
 
 def _rows_are_distributions(z: np.ndarray | torch.Tensor) -> bool:
-    if isinstance(z, torch.Tensor):
+    if _is_tensor(z):
         return bool((z >= 0).all() and ((z.double().sum(dim=1) - 1.0).abs() <= SUM_TOL).all())
     return bool(np.all(z >= 0.0) and np.all(np.abs(z.sum(axis=1) - 1.0) <= SUM_TOL))
 
@@ -102,6 +106,8 @@ def log_proba(raw: np.ndarray, kind: Kind) -> np.ndarray:
 
 def as_logits_torch(out: torch.Tensor, kind: Kind) -> torch.Tensor:
     """The torch counterpart of :func:`as_logits`, differentiable (and ``vmap``-able: no data-dependent branch)."""
+    import torch
+
     _check(kind)
     if kind == BINARY:
         z = out.reshape(out.shape[0] if out.dim() else 1, 1)
@@ -119,16 +125,11 @@ def nll(out: torch.Tensor, y: torch.Tensor, kind: Kind | None = None, reduction:
     ``kind=None`` decides from this batch's values (:func:`kind_of`), which is
     what :meth:`privgate.recipe.Recipe.train` does.
     """
+    from torch.nn import functional as F
+
     if kind is None:
         kind = kind_of(out) or LOGITS
     return F.cross_entropy(as_logits_torch(out, kind), y, reduction=reduction)
-
-
-class OutputsLoss(nn.CrossEntropyLoss):
-    """``nn.CrossEntropyLoss`` that reads the outputs with :func:`nll` (for Opacus' criterion slot)."""
-
-    def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:  # noqa: A002 - torch's names
-        return nll(input, target, reduction=self.reduction)
 
 
 def note(kind: Kind, rows: int) -> str | None:
@@ -153,5 +154,5 @@ def sigmoid_hint(raw: np.ndarray, kind: Kind) -> str | None:
     return None
 
 
-__all__ = ["BINARY", "KINDS", "Kind", "LOGITS", "OutputsLoss", "PROBABILITIES", "PROBE_ROWS", "SUM_TOL", "as_logits",
+__all__ = ["BINARY", "KINDS", "Kind", "LOGITS", "PROBABILITIES", "PROBE_ROWS", "SUM_TOL", "as_logits",
            "as_logits_torch", "kind_of", "log_proba", "nll", "note", "sigmoid_hint"]

@@ -22,10 +22,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
-from privgate.errors import PolicyError
+from privgate.errors import PolicyError, shown
+from privgate.suggest import did_you_mean
+from privgate.textfile import read_limited
+from privgate.validation import FieldError, describe
+from privgate.yamlsafe import load_yaml
 
 POLICY_SUFFIXES = (".yaml", ".yml")
 
@@ -98,15 +101,15 @@ class Check(_Strict):
     @model_validator(mode="after")
     def _metric_options(self) -> Check:
         if self.metric is Metric.tpr_at_fpr and self.fpr is None:
-            raise ValueError("metric 'tpr_at_fpr' needs 'fpr' (the false-positive rate, e.g. 0.001)")
+            raise FieldError("metric", "metric 'tpr_at_fpr' needs 'fpr' (the false-positive rate, e.g. 0.001)")
         if self.metric is not Metric.tpr_at_fpr and self.fpr is not None:
-            raise ValueError(f"'fpr' only applies to metric 'tpr_at_fpr', not '{self.metric.value}'")
+            raise FieldError("fpr", f"'fpr' only applies to metric 'tpr_at_fpr', not '{self.metric.value}'")
         if self.metric is not Metric.epsilon_lb and self.delta is not None:
-            raise ValueError(f"'delta' only applies to metric 'epsilon_lb', not '{self.metric.value}'")
+            raise FieldError("delta", f"'delta' only applies to metric 'epsilon_lb', not '{self.metric.value}'")
         if self.metric in (Metric.accuracy, Metric.auc) and not 0.0 <= self.max <= 1.0:
-            raise ValueError(f"'max' for {self.metric.value} must be between 0 and 1, got {self.max}")
+            raise FieldError("max", f"'max' for {self.metric.value} must be between 0 and 1, got {self.max}")
         if self.metric is Metric.epsilon_lb and self.max < 0:
-            raise ValueError("'max' for epsilon_lb must be >= 0")
+            raise FieldError("max", "'max' for epsilon_lb must be >= 0")
         return self
 
 
@@ -229,47 +232,51 @@ class Policy(_Strict):
         implemented = available_attacks()
         for name, options in self.attacks.items():
             if name not in KNOWN_ATTACKS:
-                raise ValueError(f"attacks: unknown attack '{name}' (known: {', '.join(sorted(KNOWN_ATTACKS))})")
+                raise FieldError(
+                    ("attacks", name),
+                    f"unknown attack {shown(name)}{did_you_mean(name, KNOWN_ATTACKS)} (known: {', '.join(sorted(KNOWN_ATTACKS))})",
+                )
             if not isinstance(options, dict):
-                raise ValueError(f"attacks.{name}: options must be a mapping, got {type(options).__name__}")
+                raise FieldError(("attacks", name), f"options must be a mapping, got {type(options).__name__}")
             if name in implemented:
-                try:
-                    implemented[name](**options)
-                except (TypeError, ValueError) as exc:
-                    raise ValueError(f"attacks.{name}: {exc}") from None
+                _check_options(name, implemented[name], options)
         ids: set[str] = set()
         for i, check in enumerate(self.checks):
             if check.id in ids:
-                raise ValueError(f"checks[{i}].id: '{check.id}' is used twice")
+                raise FieldError(("checks", i, "id"), f"{shown(check.id)} is used twice")
             ids.add(check.id)
             if check.attack != "best" and check.attack not in KNOWN_ATTACKS:
-                raise ValueError(
-                    f"checks[{i}].attack: unknown attack '{check.attack}' "
-                    f"(use 'best' or one of: {', '.join(sorted(KNOWN_ATTACKS))})"
+                raise FieldError(
+                    ("checks", i, "attack"),
+                    f"unknown attack {shown(check.attack)}{did_you_mean(check.attack, [*KNOWN_ATTACKS, 'best'])} "
+                    f"(use 'best' or one of: {', '.join(sorted(KNOWN_ATTACKS))})",
                 )
             if check.attack != "best" and threat_model_of(check.attack) == "white-box" and self.release is Release.api:
-                raise ValueError(
-                    f"checks[{i}].attack: '{check.attack}' needs the model's weights, "
-                    "but release is 'api' (an API-only release is attacked by black-box attacks)"
+                raise FieldError(
+                    ("checks", i, "attack"),
+                    f"'{check.attack}' needs the model's weights, "
+                    "but release is 'api' (an API-only release is attacked by black-box attacks)",
                 )
             measured_by = _MEASURED_BY.get(check.metric.value)
             if measured_by and check.attack not in ("best", *measured_by):
-                raise ValueError(
-                    f"checks[{i}].metric: '{check.metric.value}' is measured only by {', '.join(measured_by)}, "
-                    f"not by '{check.attack}'"
+                raise FieldError(
+                    ("checks", i, "metric"),
+                    f"'{check.metric.value}' is measured only by {', '.join(measured_by)}, not by '{check.attack}'",
                 )
         if self.sensitivity is not Sensitivity.public and not self.checks and self.extends is None:
-            raise ValueError(f"checks: a policy for {self.sensitivity.value} data needs at least one check")
+            where = "checks" if "checks" in self.model_fields_set else "sensitivity"
+            raise FieldError(where, f"a policy for {self.sensitivity.value} data needs at least one check")
         if self.sensitivity is Sensitivity.strictly_confidential and self.release is Release.model and self.extends is None:
             threats = {threat_model_of(c.attack) for c in self.checks if c.attack != "best"}
             if "white-box" not in threats:
-                raise ValueError(
-                    "checks: strictly confidential data released as a whole model needs at least one "
-                    "check by a white-box attack (e.g. 'gradient')"
+                raise FieldError(
+                    "checks",
+                    "strictly confidential data released as a whole model needs at least one "
+                    "check by a white-box attack (e.g. 'gradient')",
                 )
             if not threats & {"black-box", "label-only"} and not any(c.attack == "best" for c in self.checks):
-                raise ValueError(
-                    "checks: strictly confidential data released as a whole model needs black-box checks as well"
+                raise FieldError(
+                    "checks", "strictly confidential data released as a whole model needs black-box checks as well"
                 )
         return self
 
@@ -283,36 +290,41 @@ class Policy(_Strict):
         context = info.context or {}
         parent = _load_extended(self.extends, context.get("base"), tuple(context.get("chain", ())))
         if not self.confidence < parent.confidence:
-            raise ValueError(
-                f"confidence: this policy extends '{parent.name}', whose decisions already hold at "
+            raise FieldError(
+                "confidence",
+                f"this policy extends '{parent.name}', whose decisions already hold at "
                 f"{parent.confidence:g} confidence; its own checks need part of the error budget too, so its "
                 f"confidence must be lower than {parent.confidence:g} (e.g. {_suggest_confidence(parent.confidence):g})"
             )
         if parent.decision is not self.decision:
-            raise ValueError(
-                f"decision: this policy extends '{parent.name}', which decides with '{parent.decision.value}'; "
+            raise FieldError(
+                "decision",
+                f"this policy extends '{parent.name}', which decides with '{parent.decision.value}'; "
                 "an extending policy must decide the same way"
             )
         if self.release is Release.api and any(
             threat_model_of(c.attack) == "white-box" for p in parent.chain() for c in p.checks if c.attack != "best"
         ):
-            raise ValueError(
-                f"release: this policy extends '{parent.name}', which has white-box checks; an API-only release "
+            raise FieldError(
+                "release",
+                f"this policy extends '{parent.name}', which has white-box checks; an API-only release "
                 "cannot be attacked with the weights (use release: model, or extend a black-box policy)"
             )
         chain_checks = [c for p in parent.chain() for c in p.checks] + list(self.checks)
         if self.sensitivity is Sensitivity.strictly_confidential and self.release is Release.model and not any(
             c.attack != "best" and threat_model_of(c.attack) == "white-box" for c in chain_checks
         ):
-            raise ValueError(
-                "checks: strictly confidential data released as a whole model needs at least one "
-                "check by a white-box attack (e.g. 'gradient')"
+            raise FieldError(
+                "checks",
+                "strictly confidential data released as a whole model needs at least one "
+                "check by a white-box attack (e.g. 'gradient')",
             )
         inherited = parent.attacks_to_run()
         for name, options in self.attacks.items():
             if name in inherited and inherited[name] != options:
-                raise ValueError(
-                    f"attacks.{name}: the extended policy '{parent.name}' runs it with options {inherited[name]}; "
+                raise FieldError(
+                    ("attacks", name),
+                    f"the extended policy '{parent.name}' runs it with options {inherited[name]}; "
                     "an extending policy runs the extended policy's attacks as they are (drop it here, or use the same options)"
                 )
         self._parent = parent
@@ -348,6 +360,21 @@ class Policy(_Strict):
         )
 
 
+def _check_options(name: str, attack: type, options: dict[str, Any]) -> None:
+    """Validate an attack's options by constructing it; the error names the option at fault when one alone fails."""
+    try:
+        attack(**options)
+    except (TypeError, ValueError) as exc:
+        culprit: tuple[Any, ...] = ()
+        for key, value in options.items():
+            try:
+                attack(**{key: value})
+            except (TypeError, ValueError):
+                culprit = (key,)
+                break
+        raise FieldError(("attacks", name, *culprit), str(exc)) from None
+
+
 # --------------------------------------------------------------------------- loading
 
 
@@ -380,74 +407,31 @@ def _load_extended(spec: str, base: str | Path | None, chain: tuple[str, ...]) -
         if not p.is_absolute() and base is not None:
             p = Path(base) / p
         if not p.is_file():
-            raise ValueError(f"extends: '{spec}' is neither a built-in policy ({', '.join(builtins)}) nor a policy file")
+            raise FieldError("extends", f"{shown(spec)} is neither a built-in policy ({', '.join(builtins)}) nor a policy file")
         key, target = str(p.resolve()), p
     if key in chain:
-        raise ValueError(f"extends: '{spec}' extends this policy again (a cycle: {' → '.join(chain + (key,))})")
-    try:
-        text = Path(target).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"extends: cannot read '{spec}' ({exc.__class__.__name__})") from None
+        raise FieldError("extends", f"{shown(spec)} extends this policy again (a cycle: {' → '.join(chain + (key,))})")
+    text = read_limited(Path(target), "policy file", PolicyError)
     parent = parse_policy(text, str(target), base=Path(target).parent, chain=chain + (key,))
     parent._source = spec if key.startswith("builtin:") else str(target)
     return parent
 
 
-def _node_line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
-    """The 1-based line of the YAML node at ``loc`` (a pydantic error location), or its closest parent."""
-    line = None
-    for key in loc:
-        if node is None:
-            break
-        line = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if getattr(k, "value", None) == key), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-        else:
-            node = None
-    if node is not None:
-        line = node.start_mark.line + 1
-    return line
-
-
-def _loc_str(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
 def parse_policy(text: str, source: str = "<policy>", *, base: str | Path | None = None, chain: tuple[str, ...] = ()) -> Policy:
     """Parse and validate policy YAML; errors name ``source``, the line and the field.
 
+    The YAML is read with :func:`privgate.yamlsafe.load_yaml` (no alias bombs);
+    validation errors become one sentence with :func:`privgate.validation.describe`.
     ``base`` is the folder an ``extends:`` file path is relative to; ``chain``
     the policies already being loaded (to refuse cycles).
     """
-    try:
-        data = yaml.safe_load(text)
-        tree = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise PolicyError(f"{source}:{where}: invalid YAML: {problem}.") from None
+    data, tree = load_yaml(text, source, PolicyError)
     if not isinstance(data, dict):
         raise PolicyError(f"{source}: a policy must be a YAML mapping with 'name', 'sensitivity', 'release' and 'checks'.")
     try:
         return Policy.model_validate(data, context={"base": base, "chain": chain or (source,)})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        msg = err["msg"]
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
-        line = _node_line(tree, loc)
-        where = f" line {line}:" if line else ""
-        field = _loc_str(loc)
-        if not loc:  # a model-level validator: the message names its own field
-            raise PolicyError(f"{source}:{where} {msg}.") from None
-        raise PolicyError(f"{source}:{where} field '{field}': {msg}.") from None
+        raise PolicyError(describe(exc, tree, source, Policy)) from None
 
 
 def load_policy(spec: str | Path) -> Policy:
@@ -465,10 +449,7 @@ def load_policy(spec: str | Path) -> Policy:
         )
     if path.is_dir():
         raise PolicyError(f"{path}: is a directory, expected a policy YAML file.")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyError(f"{path}: cannot read policy file ({exc.__class__.__name__}).") from None
+    text = read_limited(path, "policy file", PolicyError)
     key = f"builtin:{spec_str}" if spec_str in builtins and not Path(spec_str).suffix else str(path.resolve())
     policy = parse_policy(text, str(path), base=path.parent, chain=(key,))
     policy._source = spec_str if spec_str in builtins and not Path(spec_str).suffix else str(path)

@@ -8,9 +8,7 @@ one training loop, used everywhere.
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -19,7 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.errors import RecipeError
+from privgate.entrypoints import import_entry
+from privgate.errors import DataError, RecipeError, clip
 from privgate.outputs import nll
 
 
@@ -146,61 +145,25 @@ class Recipe:
         return net
 
 
-def _evict_if_elsewhere(top: str, search_dirs: list[Path]) -> None:
-    """Forget a cached module named ``top`` when the search folders hold a different file of that name.
-
-    Two projects with a ``recipe.py`` (or ``data.py``) audited in one process
-    must not get each other's module from ``sys.modules``.
-    """
-    for d in search_dirs:
-        for candidate in (d / f"{top}.py", d / top / "__init__.py"):
-            if candidate.is_file():
-                cached = sys.modules.get(top)
-                cached_file = getattr(cached, "__file__", None)
-                if cached is not None and (cached_file is None or Path(cached_file).resolve() != candidate.resolve()):
-                    for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
-                        del sys.modules[name]
-                return
-
-
-def _import_attr(spec: str, search_dirs: list[Path]) -> Any:
-    if ":" not in spec:
-        raise RecipeError(f"recipe '{spec}': expected 'module:attribute' (e.g. 'recipe:RECIPE').")
-    mod_name, _, attr = spec.partition(":")
-    dirs = [Path(d).resolve() for d in search_dirs]
-    _evict_if_elsewhere(mod_name.split(".")[0], dirs)
-    added = [str(d) for d in dirs if str(d) not in sys.path]
-    sys.path[:0] = added
-    try:
-        module = importlib.import_module(mod_name)
-    except Exception as exc:  # an import runs user code: report any failure in one sentence
-        raise RecipeError(f"recipe '{spec}': cannot import module '{mod_name}' ({exc.__class__.__name__}: {exc}).") from None
-    finally:
-        for d in added:
-            if d in sys.path:
-                sys.path.remove(d)
-    try:
-        obj = module
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except AttributeError:
-        raise RecipeError(f"recipe '{spec}': module '{mod_name}' has no attribute '{attr}'.") from None
-    return obj
-
-
 def load_recipe(spec: str, search_dirs: list[Path] | None = None) -> Recipe:
-    """Import a recipe from ``module:attr``; ``search_dirs`` are tried before ``sys.path``."""
-    obj = _import_attr(spec, list(search_dirs or []) + [Path.cwd()])
+    """Import a recipe from ``module:attr`` in the user's project (``search_dirs``, then the working directory).
+
+    The attribute must be a :class:`Recipe` or a function of the project that
+    returns one; anything else — a standard-library or installed module's
+    function such as ``os:abort`` — is refused before it is called
+    (:func:`privgate.entrypoints.import_entry`).
+    """
+    obj = import_entry(spec, list(search_dirs or []) + [Path.cwd()], "recipe", RecipeError)
     if callable(obj) and not isinstance(obj, Recipe):
         try:
             obj = obj()
         except Exception as exc:
-            raise RecipeError(f"recipe '{spec}': calling it failed ({exc.__class__.__name__}: {exc}).") from None
+            raise RecipeError(f"recipe '{clip(spec)}': calling it failed ({exc.__class__.__name__}: {clip(str(exc))}).") from None
     if not isinstance(obj, Recipe):
-        raise RecipeError(f"recipe '{spec}': is a {type(obj).__name__}, expected a privgate.Recipe.")
+        raise RecipeError(f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe.")
     return obj
 
 
 def import_factory(spec: str, search_dirs: list[Path] | None = None) -> Any:
-    """Import ``module:function`` (used for data factories)."""
-    return _import_attr(spec, list(search_dirs or []) + [Path.cwd()])
+    """Import a data factory ``module:function`` from the user's project (see :func:`load_recipe`); not called here."""
+    return import_entry(spec, list(search_dirs or []) + [Path.cwd()], "data factory", DataError)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,7 +218,9 @@ class Target:
             return cls._from_pickle(p, trust_checkpoint, digest)
         if _is_torchscript(p):
             try:
-                model = torch.jit.load(str(p), map_location="cpu")
+                with warnings.catch_warnings():  # TorchScript is deprecated in torch 2.x but is the format users hand in
+                    warnings.filterwarnings("ignore", message=r".*torch\.jit\.load.* is deprecated", category=DeprecationWarning)
+                    model = torch.jit.load(str(p), map_location="cpu")
             except Exception as exc:
                 raise TargetError(f"{p}: cannot load TorchScript model ({exc.__class__.__name__}); the file may be truncated.") from None
             return cls(model, str(p), "torchscript", digest)

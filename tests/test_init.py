@@ -84,3 +84,37 @@ def test_shell_completion_uses_clicks_mechanism():
     assert "#compdef privgate" in zsh.output
     fish = invoke(env={"_PRIVGATE_COMPLETE": "fish_source"})
     assert "complete" in fish.output and "privgate" in fish.output
+
+
+def test_init_adds_the_cache_to_an_existing_gitignore_once(tmp_path):
+    ignore = tmp_path / ".gitignore"
+    ignore.write_text("node_modules/\n# build output\ndist\n*.pyc")  # no newline at the end
+    ignore.chmod(0o640)
+    r = invoke("init", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert ignore.read_text() == "node_modules/\n# build output\ndist\n*.pyc\n# privgate's reference-model cache (privgate init)\n.privgate-cache/\n"
+    assert ignore.stat().st_mode & 0o777 == 0o640
+    assert f"added .privgate-cache/ to {ignore}" in r.output
+    before = ignore.read_text()
+    r = invoke("init", str(tmp_path), "--no-workflow", "--policy-file", "second.yaml")
+    assert r.exit_code == 0, r.output
+    assert ignore.read_text() == before and ".gitignore" not in r.output  # never twice
+    assert not list(tmp_path.glob(".gitignore.*"))  # no temporary file left behind
+
+
+def test_init_creates_a_gitignore_or_keeps_one_that_already_ignores_the_cache(tmp_path):
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    r = invoke("init", str(fresh), "--no-workflow")
+    assert r.exit_code == 0, r.output
+    assert (fresh / ".gitignore").read_text() == "# privgate's reference-model cache (privgate init)\n.privgate-cache/\n"
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / ".gitignore").write_text("/.privgate-cache\n")
+    r = invoke("init", str(kept), "--no-workflow")
+    assert r.exit_code == 0 and (kept / ".gitignore").read_text() == "/.privgate-cache\n"
+    # an existing policy file: nothing is written, the .gitignore included
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "privacy-policy.yaml").write_text("mine\n")
+    r = invoke("init", str(tmp_path / "busy"))
+    assert r.exit_code == 2 and not (tmp_path / "busy" / ".gitignore").exists()

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -303,8 +304,12 @@ def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
     policy = parse_policy(POLICY_PASSABLE)
     target = Target(tiny["model"], source="tiny")
     rows: list[dict] = []
-    out = rem.remediate(target, _data(tiny), policy, tiny["recipe"], seed=0, on_row=rows.append)
+    said: list[str] = []
+    out = rem.remediate(target, _data(tiny), policy, tiny["recipe"], seed=0, on_row=rows.append, progress=said.append)
     section = out.report.remediation
+    # progress: the original audit's attacks, then the candidate's training and attacks, each labelled with its ε
+    assert said == ["running attack loss (1/2)", "running attack confidence (2/2)", "DP-SGD ε=8: training (model 1)",
+                    "DP-SGD ε=8: running attack loss (1/2)", "DP-SGD ε=8: running attack confidence (2/2)"]
     assert section["original"]["verdict"] == "fail" and section["original"]["checks"][0]["value"] > 0.55
     assert out.status == "hardened" and out.report.verdict == "pass" and out.exit_code == 0
     assert section["chosen_epsilon"] == 8 and section["trainings"] == 1 and len(rows) == 1 == len(section["rows"])
@@ -357,13 +362,17 @@ def _cli(tiny, *args: str) -> subprocess.CompletedProcess:
 def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
     d = tiny["dir"]
     before = _sha(d / "model.pt")
+    t0 = time.perf_counter()
     r = _cli(tiny, "harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--json", "hard.json")
+    wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stdout + r.stderr
     assert _sha(d / "model.pt") == before
     assert (d / "model.hardened.pt").is_file() and (d / "model.hardened.state_dict.pt").is_file()
     report = json.loads((d / "hard.json").read_text())
     section = report["remediation"]
     assert report["verdict"] == "pass" and section["chosen_epsilon"] == 8 and section["input_sha256"] == before
+    # every audit counted once: the run's duration fits in the process's wall time, the search in the run
+    assert section["rows"][0]["audit_seconds"] < section["seconds"] <= report["duration_s"] <= wall
     assert report["target"]["path"].endswith("model.hardened.pt") and report["target"]["sha256"] == _sha(d / "model.hardened.pt")
     assert "ε = 8" in r.stdout and "accepted" in r.stdout and "Remediation: DP-SGD ε search" in r.stdout
     # the hardened TorchScript passes the policy when audited on its own, without a recipe
@@ -372,8 +381,13 @@ def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
 
 
 def test_cli_exits_1_when_no_epsilon_meets_the_policy_within_the_floor(tiny):
-    r = _cli(tiny, "check", "model.pt", "--policy", "impossible.yaml", "--recipe", "tiny_recipe:RECIPE", "--remediate", "--output-model", "never.pt")
+    t0 = time.perf_counter()
+    r = _cli(tiny, "check", "model.pt", "--policy", "impossible.yaml", "--recipe", "tiny_recipe:RECIPE", "--remediate",
+             "--output-model", "never.pt", "--json", "never.json")
+    wall = time.perf_counter() - t0
     assert r.returncode == 1, r.stdout + r.stderr
+    report = json.loads((tiny["dir"] / "never.json").read_text())
+    assert report["remediation"]["seconds"] <= report["duration_s"] <= wall  # the original audit is counted once
     out = " ".join(r.stdout.split())
     assert "the utility floor broke first: at ε = 1" in out and "check 'mia-auc' is fail" in out
     assert not (tiny["dir"] / "never.pt").exists()

@@ -512,3 +512,20 @@ def test_report_outputs_for_github(failing, tmp_path):
     run.write_text(failing.model_copy(update={"remediation": REMEDIATION}).to_json())
     assert "epsilon=5\n" in _cli("report", "outputs", str(run)).output
     assert chosen_epsilon(REMEDIATION) == 5.0
+
+
+def test_roc_curves_have_distinct_colours_and_the_legend_sits_below_the_plot():
+    from privgate.attacks import available_attacks
+
+    names = sorted(available_attacks()) + [f"extra_{i}" for i in range(10)]  # every attack, and more than the palette
+    attacks = [AttackSummary(name=n, threat_model="black-box", status="ran", auc=0.6, n_members=100, n_nonmembers=100,
+                             roc={"fpr": [0.0, 0.01 * (i + 1), 1.0], "tpr": [0.0, 0.5, 1.0]}) for i, n in enumerate(names)]
+    svg = roc_chart(attacks)
+    colours = re.findall(r"class='series' data-name='[^']+' points='[^']+' fill='none' stroke='(#[0-9a-f]{6})'", svg)
+    assert len(names) == 24 and len(colours) == 24 == len(set(colours))
+    legend = re.findall(r"<g class='legend' data-name='([^']+)'><line x1='[\d.]+' y1='(\d+)' x2='[\d.]+' y2='\d+' stroke='(#[0-9a-f]{6})'", svg)
+    assert [(n, c) for n, _, c in legend] == [(f"{n} (AUC 0.600)", c) for n, c in zip(names, colours)]
+    # the plot is 322 px tall from y = 30 and its axis label sits at y = 392: every legend row is below both
+    assert min(int(y) for _, y, _ in legend) > 392
+    height = int(re.search(r"<svg [^>]*height='(\d+)'", svg).group(1))
+    assert max(int(y) for _, y, _ in legend) < height

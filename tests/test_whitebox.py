@@ -219,7 +219,7 @@ def test_inversion_reconstructions_are_closer_to_members_of_a_memorising_model(m
 
 
 def test_inversion_stops_on_confidence_target_and_patience(models, digits):
-    from privgate.attacks.inversion import invert
+    from privgate.attacks.inversion_search import invert
 
     x = digits["population"][0]
     start = np.repeat(x.mean(axis=0, keepdims=True), 10, axis=0)

@@ -2,6 +2,9 @@
 
 Adding an attack is adding a file with an :class:`~privgate.attacks.base.Attack`
 subclass and one ``register_attack`` line below; the gate never changes.
+Attack modules import torch, scipy and scikit-learn inside the functions that
+use them, never at module level: validating a policy imports this registry,
+and ``privgate policy list`` must not pay for torch (tests/test_cli.py checks).
 Attacks that a policy may name but this version does not implement yet are in
 :data:`PLANNED`: a check on one of them is reported as unavailable
 (``inconclusive``), never silently dropped.

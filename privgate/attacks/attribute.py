@@ -37,10 +37,10 @@ import time
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
-from privgate.leakage import PairedGuesses
+from privgate.errors import shown
+from privgate.threads import SKLEARN_JOBS, native_threads
 
 #: Fewest population rows to fit the prior and the baseline.
 MIN_POPULATION = 30
@@ -99,7 +99,7 @@ def _best_model(feats: np.ndarray, codes: np.ndarray, k: int, seed: int) -> tupl
         return best
     cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
     for name, model in _candidates(feats.shape[1], seed).items():
-        acc = float(np.mean(cross_val_score(clone(model), feats, codes, cv=cv)))
+        acc = float(np.mean(cross_val_score(clone(model), feats, codes, cv=cv, n_jobs=SKLEARN_JOBS)))
         if acc > best[2]:
             best = (model, name, acc)
     if best[1] != "prior":
@@ -121,12 +121,14 @@ class AttributeAttack(Attack):
     def __init__(self, sensitive_column: int | None = None, max_values: int = 32, **options: Any) -> None:
         super().__init__(**options)
         if sensitive_column is not None and (not isinstance(sensitive_column, int) or isinstance(sensitive_column, bool)):
-            raise ValueError(f"option sensitive_column must be a column index (an integer), got {sensitive_column!r}")
+            raise ValueError(f"option sensitive_column must be a column index (an integer), got {shown(sensitive_column)}")
         if not isinstance(max_values, int) or isinstance(max_values, bool) or not 2 <= max_values <= 1000:
-            raise ValueError(f"option max_values must be an integer between 2 and 1000, got {max_values!r}")
+            raise ValueError(f"option max_values must be an integer between 2 and 1000, got {shown(max_values)}")
         self.options = {"sensitive_column": sensitive_column, "max_values": max_values}
 
     def run(self, ctx: AttackContext) -> AttackResult:
+        from privgate.leakage import PairedGuesses
+
         t0 = time.perf_counter()
         col = self.options["sensitive_column"]
         if col is None:
@@ -158,8 +160,10 @@ class AttributeAttack(Attack):
             return np.column_stack([np.delete(rows, col, axis=1), np.eye(n_labels)[y]])
 
         # the attacker's prior π(s | x₋ₛ) and the model-free baseline b(s | x₋ₛ, y), both from the population;
-        # one OpenMP thread: these fits are small, and a shared CI runner makes many threads slower, not faster
-        with threadpool_limits(limits=1, user_api="openmp"):
+        # these fits are small: the context's threads (1 by default; a shared CI runner makes many threads slower)
+        import sklearn.ensemble  # noqa: F401  (loads scikit-learn's OpenMP runtime, so the limit below reaches it)
+
+        with native_threads(ctx.threads):
             prior, prior_kind, prior_cv = _best_model(np.delete(P, col, axis=1), s_pop, k, ctx.seed)
             base, base_kind, base_cv = _best_model(with_label(P, pop.y), s_pop, k, ctx.seed)
             pi = np.clip(_proba_over(prior, np.delete(X, col, axis=1), np.arange(k)), _TINY, 1.0)

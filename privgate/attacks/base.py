@@ -7,6 +7,7 @@ attaches the true membership afterwards. They never compute metrics or verdicts.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,7 +25,16 @@ ThreatModel = Literal["black-box", "label-only", "white-box"]
 
 @dataclass
 class AttackContext:
-    """What an attack may use. ``x``/``y`` are the pooled audit examples, membership hidden."""
+    """What an attack may use. ``x``/``y`` are the pooled audit examples, membership hidden.
+
+    ``threads`` is the most threads the attack may use at once — torch's
+    intra-op threads, BLAS and OpenMP (scikit-learn's gradient boosting) — on
+    a shared runner more threads than cores stall every parallel region. The
+    gate runs each attack inside :func:`privgate.threads.limit_threads`;
+    attacks that fit scikit-learn models keep ``n_jobs`` at 1 and pass it on
+    to anything that starts its own threads (the reference-model engine).
+    ``None`` means :data:`privgate.threads.DEFAULT_THREADS`.
+    """
 
     target: Target
     x: np.ndarray
@@ -34,6 +44,7 @@ class AttackContext:
     seed: int = 0
     cache_dir: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    threads: int | None = None
 
     @cached_property
     def proba(self) -> np.ndarray:
@@ -80,8 +91,26 @@ class Attack(ABC):
 
     def __init__(self, **options: Any) -> None:
         if options:
-            raise TypeError(f"unknown option(s) {', '.join(sorted(options))}")
+            raise TypeError(self._unknown(options))
         self.options: dict[str, Any] = {}
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The options this attack accepts: the keyword arguments of its ``__init__``."""
+        params = inspect.signature(cls.__init__).parameters.values()
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        return [p.name for p in params if p.name != "self" and p.kind in kinds]
+
+    @classmethod
+    def _unknown(cls, options: dict[str, Any]) -> str:
+        from privgate.errors import shown
+        from privgate.suggest import did_you_mean
+
+        first = sorted(options, key=str)[0]
+        known = cls.option_names()
+        more = f" and {len(options) - 1} more" if len(options) > 1 else ""
+        return (f"unknown option {shown(first)}{more}{did_you_mean(first, known)}"
+                f" (options of '{getattr(cls, 'name', cls.__name__)}': {', '.join(known) or 'none'})")
 
     @abstractmethod
     def run(self, ctx: AttackContext) -> AttackResult:

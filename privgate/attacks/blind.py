@@ -31,6 +31,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
+from privgate.errors import shown
+from privgate.threads import native_threads
 
 CLASSIFIERS = ("gbdt", "logistic")
 
@@ -64,11 +66,11 @@ class BlindAttack(Attack):
     def __init__(self, folds: int = 3, classifier: str = "gbdt", min_population: int = 50, **options: Any) -> None:
         super().__init__(**options)
         if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= 50:
-            raise ValueError(f"option folds must be an integer between 2 and 50, got {folds!r}")
+            raise ValueError(f"option folds must be an integer between 2 and 50, got {shown(folds)}")
         if classifier not in CLASSIFIERS:
-            raise ValueError(f"option classifier must be one of {', '.join(CLASSIFIERS)}, got {classifier!r}")
+            raise ValueError(f"option classifier must be one of {', '.join(CLASSIFIERS)}, got {shown(classifier)}")
         if isinstance(min_population, bool) or not isinstance(min_population, int) or min_population < 10:
-            raise ValueError(f"option min_population must be an integer ≥ 10, got {min_population!r}")
+            raise ValueError(f"option min_population must be an integer ≥ 10, got {shown(min_population)}")
         self.options = {"folds": folds, "classifier": classifier, "min_population": min_population}
 
     def run(self, ctx: AttackContext) -> AttackResult:
@@ -93,8 +95,9 @@ class BlindAttack(Attack):
             held = fold_of == f
             xs = np.concatenate([audit[~held], pop[pop_fold != f]])
             ys = np.r_[np.ones(int((~held).sum())), np.zeros(int((pop_fold != f).sum()))]
-            clf = _classifier(o["classifier"], ctx.seed).fit(xs, ys)
-            scores[held] = clf.decision_function(audit[held])
+            clf = _classifier(o["classifier"], ctx.seed)
+            with native_threads(ctx.threads):  # entered after sklearn is loaded: it limits the pools it finds
+                scores[held] = clf.fit(xs, ys).decision_function(audit[held])
         return AttackResult(
             attack=self.name,
             threat_model=self.threat_model,

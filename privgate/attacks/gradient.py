@@ -31,14 +31,18 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from privgate import outputs
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
+from privgate.errors import shown
+from privgate.threads import native_threads
+
+if TYPE_CHECKING:  # torch is imported when the attack runs, so validating a policy does not load it
+    import torch
+    from torch import nn
 
 #: Fewest population rows per reference-model half for the classifier mode.
 MIN_REFERENCE = 20
@@ -59,6 +63,7 @@ def _layers(module: nn.Module) -> "OrderedDict[str, list[str]]":
 
 
 def _per_example_sq_norms_vmap(module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str], kind: outputs.Kind) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
     from torch.func import functional_call, grad_and_value, vmap
 
     params = {k: v.detach() for k, v in module.named_parameters() if k in set(names)}
@@ -76,6 +81,8 @@ def _per_example_sq_norms_vmap(module: nn.Module, x: torch.Tensor, y: torch.Tens
 
 
 def _per_example_sq_norms_loop(module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str], kind: outputs.Kind) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
     params = dict(module.named_parameters())
     chosen = [params[k] for k in names]
     rows, losses = [], []
@@ -101,6 +108,8 @@ def gradient_features(module: nn.Module, x: np.ndarray, y: np.ndarray, kind: out
         (norms [n, L] — ‖∇ℓ‖₂ per layer, losses [n], layer names). The total
         norm is ``sqrt((norms ** 2).sum(axis=1))``.
     """
+    import torch
+
     groups = _layers(module)
     names = [n for members in groups.values() for n in members]
     if not names:
@@ -157,9 +166,9 @@ class GradientAttack(Attack):
     def __init__(self, mode: str = "auto", n_reference: int = 2, class_dependent: bool = False, **options: Any) -> None:
         super().__init__(**options)
         if mode not in ("auto", "norm", "classifier"):
-            raise ValueError(f"option mode must be 'auto', 'norm' or 'classifier', got {mode!r}")
+            raise ValueError(f"option mode must be 'auto', 'norm' or 'classifier', got {shown(mode)}")
         if not isinstance(n_reference, int) or isinstance(n_reference, bool) or not 1 <= n_reference <= 16:
-            raise ValueError(f"option n_reference must be an integer between 1 and 16, got {n_reference!r}")
+            raise ValueError(f"option n_reference must be an integer between 1 and 16, got {shown(n_reference)}")
         if not isinstance(class_dependent, bool):
             raise TypeError("option class_dependent must be true or false")
         self.options = {"mode": mode, "n_reference": n_reference, "class_dependent": class_dependent}
@@ -226,5 +235,6 @@ class GradientAttack(Attack):
             feats.append(_features(norms, loss))
             labels.append(inside)
         clf = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))
-        clf.fit(np.concatenate(feats), np.concatenate(labels))
+        with native_threads(ctx.threads):
+            clf.fit(np.concatenate(feats), np.concatenate(labels))
         return clf, k

@@ -30,6 +30,8 @@ of the same class — with :class:`privgate.leakage.ReconstructionSimilarity`.
 The same similarity is the attack's membership score (higher = more likely a
 member), normalised per class.
 
+The optimisation itself (torch) is in :mod:`privgate.attacks.inversion_search`.
+
 Reconstructions are returned as artefacts (``reconstructions.png`` for images,
 ``reconstructions.csv`` always); the gate writes them next to the report.
 """
@@ -40,17 +42,12 @@ import math
 import struct
 import time
 import zlib
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-import torch
-from scipy import ndimage
-from torch import nn
 
-from privgate import outputs as _outputs
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
-from privgate.leakage import ReconstructionSimilarity
+from privgate.errors import shown
 
 #: Fewest population rows to train the denoising-autoencoder prior.
 MIN_PRIOR_ROWS = 50
@@ -82,6 +79,8 @@ def ssim(a: np.ndarray, b: np.ndarray, data_range: float, sigma: float = 1.5) ->
         a, b: arrays of shape [n, H, W] or [n, C, H, W].
         data_range: L, the width of the pixel range.
     """
+    from scipy import ndimage
+
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     sig = (0.0,) * (a.ndim - 2) + (sigma, sigma)
@@ -145,147 +144,6 @@ def csv_bytes(classes: Sequence[int], confidence: np.ndarray, recon: np.ndarray)
     return ("\n".join(lines) + "\n").encode()
 
 
-# --------------------------------------------------------------------------- the optimisation
-
-
-class _DenoisingAutoencoder(nn.Module):
-    def __init__(self, d: int, hidden: int) -> None:
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, d), nn.Sigmoid())
-
-    def forward(self, u: torch.Tensor) -> torch.Tensor:
-        return self.net(u)
-
-
-def train_prior(u: np.ndarray, seed: int, steps: int = 400, noise: float = 0.15, hidden: int = 64) -> nn.Module:
-    """A small denoising autoencoder on population rows ``u`` (scaled to [0, 1]) (Vincent et al. 2008)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        dae = _DenoisingAutoencoder(u.shape[1], hidden)
-    data = torch.as_tensor(u, dtype=torch.float32)
-    opt = torch.optim.Adam(dae.parameters(), lr=3e-3)
-    for _ in range(steps):
-        idx = torch.randint(len(data), (min(64, len(data)),), generator=gen)
-        clean = data[idx]
-        noisy = clean + noise * torch.randn(clean.shape, generator=gen)
-        opt.zero_grad(set_to_none=True)
-        ((dae(noisy) - clean) ** 2).mean().backward()
-        opt.step()
-    dae.eval()
-    for p in dae.parameters():
-        p.requires_grad_(False)
-    return dae
-
-
-@dataclass
-class Inversion:
-    """Reconstructions of ``classes`` and how their optimisation ended."""
-
-    classes: np.ndarray
-    recon: np.ndarray  # [K, *row_shape]
-    confidence: np.ndarray  # target's p_c(recon_c)
-    steps: np.ndarray
-    stop: list[str]
-    seconds: float
-
-
-def _tv(x: torch.Tensor, image_shape: tuple[int, ...]) -> torch.Tensor:
-    img = x.reshape(len(x), *image_shape)
-    dv = (img[..., 1:, :] - img[..., :-1, :]).pow(2).flatten(1).mean(dim=1)
-    dh = (img[..., :, 1:] - img[..., :, :-1]).pow(2).flatten(1).mean(dim=1)
-    return dv + dh
-
-
-def invert(
-    module: nn.Module,
-    classes: Sequence[int],
-    starts: np.ndarray,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    *,
-    steps: int = 300,
-    lr: float = 0.05,
-    confidence_target: float = 1.0,
-    patience: int = 50,
-    tv: float = 0.0,
-    image_shape: tuple[int, ...] | None = None,
-    prior: nn.Module | None = None,
-    prior_weight: float = 1.0,
-    outputs: _outputs.Kind = "logits",
-) -> Inversion:
-    """Optimise one input per entry of ``classes``, all in one batch; see the module docstring.
-
-    Args:
-        module: the target, returning logits for a batch shaped like ``starts``.
-        classes: the class of each input to optimise (a class may repeat, for restarts).
-        starts: the starting inputs, [len(classes), *row shape of the audit data].
-        lo, hi: the data range (broadcastable to one row); iterates are clipped to it.
-        outputs: how the module's raw outputs are read (:mod:`privgate.outputs`); one
-            logit z becomes the logits [0, z], probabilities p become log p.
-    """
-    t0 = time.perf_counter()
-    cls = torch.as_tensor(np.asarray(classes), dtype=torch.long)
-    K = len(cls)
-    row = starts.shape[1:]
-    lo_t = torch.as_tensor(np.broadcast_to(lo, row).copy(), dtype=torch.float32)
-    hi_t = torch.as_tensor(np.broadcast_to(hi, row).copy(), dtype=torch.float32)
-    width = torch.clamp(hi_t - lo_t, min=1e-12)
-    x = torch.as_tensor(np.asarray(starts), dtype=torch.float32).clone().requires_grad_(True)
-    opt = torch.optim.Adam([x], lr=lr)
-    best_j = torch.full((K,), math.inf)
-    best_x = x.detach().clone()
-    best_p = torch.zeros(K)
-    since = torch.zeros(K, dtype=torch.long)
-    active = torch.ones(K, dtype=torch.bool)
-    n_steps = torch.zeros(K, dtype=torch.long)
-    stop = ["max steps"] * K
-    was_training = module.training
-    module.eval()
-    rows = torch.arange(K)
-    try:
-        for step in range(steps + 1):
-            out = module(x)
-            if isinstance(out, (tuple, list)):
-                out = out[0]
-            out = _outputs.as_logits_torch(out, outputs)
-            logp = torch.log_softmax(out, dim=1)[rows, cls]
-            u = ((x - lo_t) / width).flatten(1)
-            others = out.masked_fill(torch.nn.functional.one_hot(cls, out.shape[1]).bool(), -math.inf)
-            j = -(out[rows, cls] - torch.logsumexp(others, dim=1))  # −log(p_c / (1 − p_c)): does not saturate
-            if tv > 0 and image_shape is not None:
-                j = j + tv * _tv(u, image_shape)
-            if prior is not None and prior_weight > 0:
-                j = j + prior_weight * (prior(u) - u).pow(2).mean(dim=1)
-            with torch.no_grad():
-                p = logp.exp()
-                tol = 1e-4 * torch.where(torch.isfinite(best_j), best_j.abs(), torch.zeros_like(best_j)).clamp(min=1e-3)
-                better = active & (torch.isinf(best_j) | (j.detach() < best_j - tol))
-                best_j = torch.where(better, j.detach(), best_j)
-                best_x[better] = x.detach()[better]
-                best_p = torch.where(better, p, best_p)
-                since = torch.where(better, torch.zeros_like(since), since + 1)
-                n_steps[active] = step
-                reached = p >= confidence_target if confidence_target < 1.0 else torch.zeros_like(active)
-                for i in torch.nonzero(active & reached).flatten().tolist():
-                    active[i], stop[i] = False, "confidence target"
-                    best_x[i], best_p[i] = x.detach()[i], p[i]
-                for i in torch.nonzero(active & (since >= patience)).flatten().tolist():
-                    active[i], stop[i] = False, "no improvement"
-            if not active.any() or step == steps:
-                break
-            frozen = x.detach().clone()
-            # gradient with respect to the input only: the target's parameters get no .grad
-            (x.grad,) = torch.autograd.grad(j[active].sum(), [x])
-            opt.step()
-            with torch.no_grad():
-                x.copy_(torch.maximum(torch.minimum(x, hi_t), lo_t))
-                x[~active] = frozen[~active]
-    finally:
-        module.train(was_training)
-    return Inversion(np.asarray(classes), best_x.numpy(), best_p.numpy().astype(float), n_steps.numpy(), stop, time.perf_counter() - t0)
-
-
 # --------------------------------------------------------------------------- the attack
 
 
@@ -346,25 +204,25 @@ class InversionAttack(Attack):
     ) -> None:
         super().__init__(**options)
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-            raise ValueError(f"option steps must be a positive integer, got {steps!r}")
+            raise ValueError(f"option steps must be a positive integer, got {shown(steps)}")
         if not isinstance(patience, int) or isinstance(patience, bool) or patience < 1:
-            raise ValueError(f"option patience must be a positive integer, got {patience!r}")
+            raise ValueError(f"option patience must be a positive integer, got {shown(patience)}")
         if not (isinstance(lr, (int, float)) and lr > 0):
-            raise ValueError(f"option lr must be positive, got {lr!r}")
+            raise ValueError(f"option lr must be positive, got {shown(lr)}")
         if not (isinstance(confidence_target, (int, float)) and 0 < confidence_target <= 1):
-            raise ValueError(f"option confidence_target must be in (0, 1], got {confidence_target!r}")
+            raise ValueError(f"option confidence_target must be in (0, 1], got {shown(confidence_target)}")
         if not (tv == "auto" or (isinstance(tv, (int, float)) and tv >= 0)):
-            raise ValueError(f"option tv must be 'auto' or a non-negative number, got {tv!r}")
+            raise ValueError(f"option tv must be 'auto' or a non-negative number, got {shown(tv)}")
         if prior not in ("auto", "dae", "none"):
-            raise ValueError(f"option prior must be 'auto', 'dae' or 'none', got {prior!r}")
+            raise ValueError(f"option prior must be 'auto', 'dae' or 'none', got {shown(prior)}")
         if not (isinstance(prior_weight, (int, float)) and prior_weight >= 0):
-            raise ValueError(f"option prior_weight must be non-negative, got {prior_weight!r}")
+            raise ValueError(f"option prior_weight must be non-negative, got {shown(prior_weight)}")
         if not (image_shape in ("auto", "none", None) or (isinstance(image_shape, (list, tuple)) and all(isinstance(v, int) and v > 0 for v in image_shape))):
-            raise ValueError(f"option image_shape must be 'auto', 'none' or a list like [8, 8], got {image_shape!r}")
+            raise ValueError(f"option image_shape must be 'auto', 'none' or a list like [8, 8], got {shown(image_shape)}")
         if not isinstance(restarts, int) or isinstance(restarts, bool) or not 1 <= restarts <= 64:
-            raise ValueError(f"option restarts must be an integer between 1 and 64, got {restarts!r}")
+            raise ValueError(f"option restarts must be an integer between 1 and 64, got {shown(restarts)}")
         if measure not in _MEASURES:
-            raise ValueError(f"option measure must be one of {', '.join(_MEASURES)}, got {measure!r}")
+            raise ValueError(f"option measure must be one of {', '.join(_MEASURES)}, got {shown(measure)}")
         self.options = {
             "steps": steps, "lr": float(lr), "confidence_target": float(confidence_target), "patience": patience,
             "tv": tv, "prior": prior, "prior_weight": float(prior_weight),
@@ -373,6 +231,9 @@ class InversionAttack(Attack):
         }
 
     def run(self, ctx: AttackContext) -> AttackResult:
+        from privgate.attacks.inversion_search import invert, train_prior
+        from privgate.leakage import ReconstructionSimilarity
+
         t0 = time.perf_counter()
         module = ctx.target.module
         if module is None:
@@ -455,3 +316,12 @@ class InversionAttack(Attack):
             notes=notes,
             extras=extras,
         )
+
+
+def __getattr__(name: str) -> Any:
+    """``invert``, ``train_prior`` and ``Inversion`` from :mod:`privgate.attacks.inversion_search`, imported on first use."""
+    if name in ("Inversion", "invert", "train_prior"):
+        from privgate.attacks import inversion_search
+
+        return getattr(inversion_search, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
+from privgate.errors import shown
 
 NOISES = ("auto", "gaussian", "flip")
 GAUSSIAN_GRID = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0)
@@ -72,11 +73,11 @@ class LabelOnlyAttack(Attack):
     def __init__(self, queries: int = 64, noise: str = "auto", sigma: float | str = "auto", **options: Any) -> None:
         super().__init__(**options)
         if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= 10000:
-            raise ValueError(f"option queries must be an integer between 1 and 10000, got {queries!r}")
+            raise ValueError(f"option queries must be an integer between 1 and 10000, got {shown(queries)}")
         if noise not in NOISES:
-            raise ValueError(f"option noise must be one of {', '.join(NOISES)}, got {noise!r}")
+            raise ValueError(f"option noise must be one of {', '.join(NOISES)}, got {shown(noise)}")
         if sigma != "auto" and (isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0):
-            raise ValueError(f"option sigma must be a positive number or auto, got {sigma!r}")
+            raise ValueError(f"option sigma must be a positive number or auto, got {shown(sigma)}")
         if noise == "flip" and sigma != "auto" and sigma >= 1:
             raise ValueError(f"option sigma is a flip probability for noise: flip and must be below 1, got {sigma}")
         self.options = {"queries": queries, "noise": noise, "sigma": sigma if sigma == "auto" else float(sigma)}

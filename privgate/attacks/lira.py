@@ -28,6 +28,7 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.attacks.reference import build_references, check_models, reference_result, logit_confidence
+from privgate.errors import shown
 
 #: Below this many models, ``fixed_variance: auto`` shares one variance across examples.
 PER_EXAMPLE_MIN_MODELS = 64
@@ -88,7 +89,7 @@ class LiRAAttack(Attack):
         if not isinstance(offline, bool):
             raise TypeError("option offline must be true or false")
         if fixed_variance not in (True, False, "auto"):
-            raise ValueError(f"option fixed_variance must be true, false or auto, got {fixed_variance!r}")
+            raise ValueError(f"option fixed_variance must be true, false or auto, got {shown(fixed_variance)}")
         if fixed_variance is False and models < 8:
             raise ValueError(f"per-example variances (fixed_variance: false) need at least 8 models (4 per side), got {models}")
         self.options = {"models": models, "offline": offline, "fixed_variance": fixed_variance}

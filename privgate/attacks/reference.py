@@ -25,17 +25,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from privgate import outputs
 from privgate.attacks.base import AttackContext, AttackResult, AttackSkipped
-from privgate.ensemble import Ensemble, build_model, model_seeds, paired_masks, resolve_cache_dir, train_ensemble
-from privgate.errors import RecipeError
-from privgate.sanity import recipe_warning
-from privgate.target import log_softmax  # noqa: F401  (re-exported for the reference attacks)
+from privgate.errors import RecipeError, shown
+
+if TYPE_CHECKING:  # torch and the training engine load when an attack runs, not when policies are validated
+    from privgate.ensemble import Ensemble
 
 @dataclass
 class References:
@@ -60,6 +59,13 @@ class References:
     @property
     def k(self) -> int:
         return len(self.inside)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """:func:`privgate.target.log_softmax`, imported when first used (the target module loads torch)."""
+    from privgate.target import log_softmax as _log_softmax
+
+    return _log_softmax(logits)
 
 
 def true_class(values: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -90,7 +96,7 @@ def logit_confidence(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
 def check_models(k: int, minimum: int = 2, name: str = "models") -> int:
     """Validate a reference-model budget: an even integer (models come in complementary pairs)."""
     if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"option {name} must be an integer, got {k!r}")
+        raise TypeError(f"option {name} must be an integer, got {shown(k)}")
     if k < minimum:
         raise ValueError(f"option {name} must be at least {minimum}, got {k}")
     if k > 1024:
@@ -102,6 +108,10 @@ def check_models(k: int, minimum: int = 2, name: str = "models") -> int:
 
 def _check_recipe_matches(ctx: AttackContext) -> None:
     """The recipe's model must have the target's parameters (when the target exposes them)."""
+    import torch
+
+    from privgate.ensemble import build_model
+
     recipe = ctx.recipe
     assert recipe is not None
     net = build_model(recipe)
@@ -154,11 +164,14 @@ def build_references(ctx: AttackContext, k: int, *, z_samples: int = 0, min_popu
                 f"'{attack}' needs at least {min_population} population rows (known non-members, never trained on) "
                 f"to compare its {k} reference models against; the audit has {have or 'none'} (give --population)"
             )
+    from privgate.ensemble import model_seeds, paired_masks, resolve_cache_dir, train_ensemble
+    from privgate.sanity import recipe_warning
+
     _check_recipe_matches(ctx)
     n = len(ctx.y)
     masks = paired_masks(n, k, ctx.seed)
     seeds = model_seeds(ctx.seed, k)
-    ens = train_ensemble(ctx.recipe, ctx.x, ctx.y, masks, seeds, cache_dir=resolve_cache_dir(ctx.cache_dir))
+    ens = train_ensemble(ctx.recipe, ctx.x, ctx.y, masks, seeds, cache_dir=resolve_cache_dir(ctx.cache_dir), threads=ctx.threads)
     n_classes = ctx.log_proba.shape[1]
     log_proba = _reference_log_proba(ctx, ens.logits(ctx.x), n_classes)
     refs = References(log_proba=log_proba, inside=masks, ensemble=ens, notes=list(ens.notes) + list(ens.warnings))

@@ -33,10 +33,10 @@ import time
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.attacks.reference import build_references, check_models, reference_result, log_softmax, true_class
+from privgate.errors import shown
 
 _TINY = 1e-300
 #: Grid searched for ``a`` (paper: a ∈ [0, 1]).
@@ -68,6 +68,8 @@ def offline_px(p_out: np.ndarray, a: float) -> np.ndarray:
 
 def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
     """Mann–Whitney AUC (used only to calibrate ``a`` on reference models)."""
+    from scipy.stats import rankdata
+
     r = rankdata(np.r_[pos, neg])
     return float((r[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
@@ -108,6 +110,8 @@ def rmia_scores(log_ratio_x: np.ndarray, log_ratio_z: np.ndarray, gamma: float) 
     ``log_ratio_*`` are log(Pr(· | θ) / Pr(·)). The tie-break adds less than one
     step of the z-fraction, so the order between different fractions is kept.
     """
+    from scipy.stats import rankdata
+
     lz = np.sort(np.asarray(log_ratio_z, dtype=float))
     frac = np.searchsorted(lz, log_ratio_x - np.log(gamma), side="left") / len(lz)
     tie = rankdata(log_ratio_x) / (len(log_ratio_x) + 1)
@@ -145,16 +149,16 @@ class RMIAAttack(Attack):
         super().__init__(**options)
         check_models(models, 2)
         if a != "auto" and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= float(a) <= 1.0):
-            raise ValueError(f"option a must be a number in [0, 1] or auto, got {a!r}")
+            raise ValueError(f"option a must be a number in [0, 1] or auto, got {shown(a)}")
         if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma >= 1.0:
-            raise ValueError(f"option gamma must be a number ≥ 1, got {gamma!r}")
+            raise ValueError(f"option gamma must be a number ≥ 1, got {shown(gamma)}")
         for opt, v, lo in (("z_samples", z_samples, 10), ("min_population", min_population, 10)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"option {opt} must be an integer ≥ {lo}, got {v!r}")
+                raise ValueError(f"option {opt} must be an integer ≥ {lo}, got {shown(v)}")
         if not isinstance(online, bool):
             raise TypeError("option online must be true or false")
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-            raise ValueError(f"option temperature must be a positive number, got {temperature!r}")
+            raise ValueError(f"option temperature must be a positive number, got {shown(temperature)}")
         self.options = {
             "models": models,
             "a": a if a == "auto" else float(a),

@@ -26,6 +26,8 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.attacks.reference import build_references, check_models, reference_result, logit_confidence, true_class
+from privgate.errors import shown
+from privgate.threads import native_threads
 
 CLASSIFIERS = ("gbdt", "logistic", "mlp")
 MIN_PER_CLASS = 20
@@ -88,7 +90,7 @@ class ShadowAttack(Attack):
         if not isinstance(per_class, bool):
             raise TypeError("option per_class must be true or false")
         if classifier not in CLASSIFIERS:
-            raise ValueError(f"option classifier must be one of {', '.join(CLASSIFIERS)}, got {classifier!r}")
+            raise ValueError(f"option classifier must be one of {', '.join(CLASSIFIERS)}, got {shown(classifier)}")
         self.options = {"models": models, "per_class": per_class, "classifier": classifier}
 
     def run(self, ctx: AttackContext) -> AttackResult:
@@ -100,18 +102,19 @@ class ShadowAttack(Attack):
         train_in = refs.inside.reshape(-1)
         train_cls = np.tile(ctx.y, k)
         test_x = output_features(ctx.log_proba, ctx.y)
-        glob = _make_classifier(o["classifier"], ctx.seed).fit(train_x, train_in)
-        scores = _log_odds(glob, test_x)
+        glob = _make_classifier(o["classifier"], ctx.seed)
         per_class_fitted = 0
-        if o["per_class"]:
-            for c in np.unique(ctx.y):
-                sel = train_cls == c
-                n_in = int(train_in[sel].sum())
-                if n_in < MIN_PER_CLASS or int(sel.sum()) - n_in < MIN_PER_CLASS:
-                    continue
-                clf = _make_classifier(o["classifier"], ctx.seed).fit(train_x[sel], train_in[sel])
-                scores[ctx.y == c] = _log_odds(clf, test_x[ctx.y == c])
-                per_class_fitted += 1
+        with native_threads(ctx.threads):  # the attack classifier's BLAS/OpenMP pools, after sklearn loaded them
+            scores = _log_odds(glob.fit(train_x, train_in), test_x)
+            if o["per_class"]:
+                for c in np.unique(ctx.y):
+                    sel = train_cls == c
+                    n_in = int(train_in[sel].sum())
+                    if n_in < MIN_PER_CLASS or int(sel.sum()) - n_in < MIN_PER_CLASS:
+                        continue
+                    clf = _make_classifier(o["classifier"], ctx.seed).fit(train_x[sel], train_in[sel])
+                    scores[ctx.y == c] = _log_odds(clf, test_x[ctx.y == c])
+                    per_class_fitted += 1
         note = f"{o['classifier']} attack classifier trained on {len(train_x)} shadow outputs" + (
             f"; one per class for {per_class_fitted} classes" if o["per_class"] else ""
         )

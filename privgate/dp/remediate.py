@@ -67,6 +67,7 @@ from privgate.policy import Policy, Utility
 from privgate.recipe import Recipe
 from privgate.report.model import CheckResult, Report
 from privgate.target import Target
+from privgate.threads import limit_threads
 
 RowCallback = Callable[[dict[str, Any]], None]
 
@@ -304,6 +305,7 @@ def remediate(
     artefacts_dir: str | None = None,
     memo: dict[float, Candidate] | None = None,
     sweep: bool = False,
+    threads: int | None = None,
 ) -> Outcome:
     """Audit ``target``; if it fails, search the policy's ε schedule for a DP-SGD model that passes.
 
@@ -326,6 +328,12 @@ def remediate(
         sweep: after the search, also train and audit every other ε of the
             schedule, for the full ε–utility–attack table. The choice and the
             ``trainings`` count (what the strategy needed) are unchanged.
+        threads: the most threads DP training and the attacks may use
+            (default 1, see :mod:`privgate.threads`).
+
+    The report's ``duration_s`` is the time of the whole run (the original
+    audit, when computed here, and the search), counted once;
+    ``remediation.seconds`` is the search alone.
 
     Returns:
         An :class:`Outcome` whose report carries the ``remediation`` section.
@@ -338,7 +346,10 @@ def remediate(
     assert recipe is not None
     t0 = time.perf_counter()
     say = progress or (lambda _msg: None)
-    original = original or audit(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir)
+    earlier = original.duration_s if original is not None else 0.0  # audited before this call
+    original = original or audit(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress,
+                                 artefacts_dir=artefacts_dir, threads=threads)
+    clock = _Clock(t0, time.perf_counter(), earlier)
     held_out = utility_data(data)
     orig_utility, orig_ci = measure_utility(target, held_out, policy.confidence)
     floor, floor_rule = utility_floor(policy.utility, orig_utility)
@@ -361,7 +372,7 @@ def remediate(
     }
     if original.verdict == "pass":
         section.update(status="not_needed", reason="the original model passes the policy; nothing was retrained")
-        return Outcome(_with_section(original, section, t0), "not_needed")
+        return Outcome(_with_section(original, section, clock), "not_needed")
     if privacy_status(original.checks) == "pass":  # inconclusive only for reasons no retraining changes
         blocked = unresolvable(original.checks)
         section.update(
@@ -369,14 +380,15 @@ def remediate(
             reason="nothing fails; the inconclusive check(s) cannot be decided on this data whatever the model "
             f"({'; '.join(f'{c.id}: {c.reason}' for c in blocked)}), so retraining would not change the verdict",
         )
-        return Outcome(_with_section(original, section, t0), "cannot_help")
+        return Outcome(_with_section(original, section, clock), "cannot_help")
 
     settings = settings_for(policy, recipe, len(train))
     clip_rows: list[dict[str, Any]] = []
     if rem.max_grad_norm == "auto":
         say("choosing the clip norm (noise-free runs at C = 10^k)")
         brief = max(1, math.ceil(settings.epochs / 3))
-        clip, clip_rows = search_clip_norm(recipe, train.x, train.y, seed, settings, epochs=brief)
+        with limit_threads(threads):
+            clip, clip_rows = search_clip_norm(recipe, train.x, train.y, seed, settings, epochs=brief)
         settings = settings.with_clip(clip)
     section["settings"] = {
         "epochs": settings.epochs,
@@ -399,12 +411,15 @@ def remediate(
     def evaluate(i: int) -> Candidate:
         eps = float(rem.epsilons[i])
         if eps not in memo:
-            say(f"DP-SGD at ε = {eps:g} ({len(candidates) + 1})")
-            model, record = train_dp(recipe, train.x, train.y, seed, settings=settings, target_epsilon=eps)
+            label = f"DP-SGD ε={eps:g}"
+            say(f"{label}: training (model {len(candidates) + 1})")
+            with limit_threads(threads):
+                model, record = train_dp(recipe, train.x, train.y, seed, settings=settings, target_epsilon=eps)
             dp_recipe = DPRecipe.from_training(recipe, record, settings)
             dp_target = Target(model, source=f"<DP-SGD ε={eps:g}>", fmt="module", extra={"dp": record.to_dict()})
             artefacts = str(Path(artefacts_dir) / f"dp-eps-{eps:g}") if artefacts_dir else None
-            report = audit(dp_target, data, policy, recipe=dp_recipe, seed=seed, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts)
+            report = audit(dp_target, data, policy, recipe=dp_recipe, seed=seed, cache_dir=cache_dir, artefacts_dir=artefacts,
+                           progress=lambda msg: say(f"{label}: {msg}"), threads=threads)
             util, util_ci = measure_utility(dp_target, held_out, policy.confidence)
             memo[eps] = Candidate(eps, model, dp_recipe, record, report, util, util_ci, floor)
         cand = memo[eps]
@@ -427,7 +442,7 @@ def remediate(
     section["selection_leakage"] = SELECTION_STATEMENT.format(n=len(candidates), c=len(clip_rows))
     if chosen is None:
         section.update(status="no_epsilon", first_broken=broke, reason=reason)
-        report = _with_section(original, section, t0)
+        report = _with_section(original, section, clock)
         report = report.model_copy(update={"summary": f"{original.summary} — remediation: {reason}"})
         return Outcome(report, "no_epsilon", candidates=candidates)
     section.update(
@@ -446,14 +461,29 @@ def remediate(
             + (f", floor {floor:.4f})" if floor is not None else ")")
         ),
     )
-    report = _with_section(chosen.report, section, t0)
+    report = _with_section(chosen.report, section, clock)
     report = report.model_copy(update={"summary": f"{chosen.report.summary} — hardened: {section['reason']}; {len(candidates)} training(s)"})
     return Outcome(report, "hardened", chosen.model, chosen.recipe, chosen, candidates)
 
 
-def _with_section(report: Report, section: dict[str, Any], t0: float) -> Report:
-    section["seconds"] = round(time.perf_counter() - t0, 3)
-    return report.model_copy(update={"remediation": section, "duration_s": round(report.duration_s + section["seconds"], 3)})
+@dataclass(frozen=True)
+class _Clock:
+    """When :func:`remediate` started, when its search started, and seconds spent auditing before it was called."""
+
+    start: float
+    search: float
+    earlier: float
+
+
+def _with_section(report: Report, section: dict[str, Any], clock: _Clock) -> Report:
+    """``report`` with the remediation section; ``duration_s`` is the whole run, each audit counted once.
+
+    ``report`` is the original's or the chosen candidate's, whose own
+    ``duration_s`` is already inside the time measured here.
+    """
+    now = time.perf_counter()
+    section["seconds"] = round(now - clock.search, 3)
+    return report.model_copy(update={"remediation": section, "duration_s": round(clock.earlier + now - clock.start, 3)})
 
 
 @dataclass
@@ -484,6 +514,7 @@ def harden_paths(
     output_model: str | None = None,
     on_row: RowCallback | None = None,
     artefacts_dir: str | None = None,
+    threads: int | None = None,
 ) -> Hardening:
     """``privgate check --remediate`` / ``privgate harden``: everything as strings, checked before any training.
 
@@ -505,7 +536,8 @@ def harden_paths(
     pol, rec, target, data, train = loaded.policy, loaded.recipe, loaded.target, loaded.data, loaded.members
     check_can_remediate(pol, rec, seed, probe=train)
     outcome = remediate(
-        target, data, pol, rec, seed=seed, train=train, cache_dir=cache_dir, progress=progress, on_row=on_row, artefacts_dir=artefacts_dir
+        target, data, pol, rec, seed=seed, train=train, cache_dir=cache_dir, progress=progress, on_row=on_row, artefacts_dir=artefacts_dir,
+        threads=threads,
     )
     report = outcome.report
     files: dict[Path, bytes] = {}
@@ -524,6 +556,7 @@ def harden_paths(
             "state_dict": written["state_dict"],
             "hardened_from": {"path": str(model), "sha256": target.sha256},
             "dp": dp,
+            **{k: report.target[k] for k in ("accuracy", "outputs") if k in report.target},  # the hardened model's own
         }
         report = report.model_copy(update={"remediation": section, "target": described})
     return Hardening(report, files)

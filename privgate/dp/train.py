@@ -55,7 +55,7 @@ import torch
 from torch import nn
 
 from privgate.errors import PrivgateError, RecipeError
-from privgate.outputs import OutputsLoss, as_logits_torch, kind_of, nll
+from privgate.outputs import as_logits_torch, kind_of, nll
 from privgate.recipe import DPSGD, Recipe
 
 AccountantName = Literal["prv", "rdp"]
@@ -70,6 +70,13 @@ CLEAR_DROP_SE = 2.0
 CLIP_VALIDATION_FRACTION = 0.2
 
 _ACCOUNTANT_ERRORS = (RuntimeError, ValueError, OverflowError, FloatingPointError, ZeroDivisionError, MemoryError)
+
+
+class OutputsLoss(nn.CrossEntropyLoss):
+    """``nn.CrossEntropyLoss`` that reads the outputs with :func:`privgate.outputs.nll` (for Opacus' criterion slot)."""
+
+    def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:  # noqa: A002 - torch's names
+        return nll(input, target, reduction=self.reduction)
 
 
 class DPCalibrationError(PrivgateError):

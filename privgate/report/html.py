@@ -15,19 +15,17 @@ import base64
 import math
 import struct
 import zlib
-from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
+from privgate.report.charts import PALETTE, Series, colour, densify_roc, line_chart, remediation_chart, roc_chart  # noqa: F401  (re-exported)
 from privgate.report.model import AttackSummary, Report
-from privgate.report.remediation import RemediationView
 from privgate.report.remediation import view as remediation_view
 from privgate.report.text import attack_label, check_fpr_label, interval, metric_label, num, origin_label, rate_label, target_notes
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 _STATUS_CLASS = {"pass": "pass", "fail": "fail", "inconclusive": "inc"}
 #: Keys of attack extras that hold images (model-inversion reconstructions and their references).
 IMAGE_KEY_HINTS = ("image", "reconstruction", "inversion", "original", "prototype")
@@ -48,240 +46,6 @@ figure{margin:0} figcaption{color:#555;font-size:12.5px;max-width:560px}
 .imgs img{image-rendering:pixelated;border:1px solid #ccc;background:#fff} .imgs img.tile{width:72px;height:72px} .imgs img.grid{max-width:100%;min-width:240px}
 .muted{color:#777} code{background:#f3f3f3;padding:0 3px;border-radius:3px}
 """
-
-
-# --------------------------------------------------------------------------- charts
-
-
-@dataclass
-class Series:
-    """One line of a chart."""
-
-    name: str
-    xs: list[float]
-    ys: list[float]
-    color: str
-    dashed: bool = False
-    markers: bool = False
-
-
-def _decades(lo: float, hi: float) -> list[float]:
-    return [10.0**k for k in range(int(math.floor(math.log10(lo) + 1e-9)), int(math.ceil(math.log10(hi) - 1e-9)) + 1)]
-
-
-def _log_ticks(lo: float, hi: float) -> list[float]:
-    """Decades, or 1-2-5 steps when the range spans fewer than three decades."""
-    decades = _decades(lo, hi)
-    if len(decades) >= 4:
-        return decades
-    return [d * m for d in decades for m in (1, 2, 5) if lo <= d * m <= hi]
-
-
-def _linear_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    span = hi - lo
-    if span <= 0:
-        return [lo]
-    raw = span / n
-    step = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 2.5, 5, 10):
-        if step * m >= raw:
-            step *= m
-            break
-    start = math.ceil(lo / step - 1e-9) * step
-    return [round(start + i * step, 10) for i in range(int((hi - start) / step + 1e-9) + 1)]
-
-
-def _tick_label(v: float, log: bool) -> str:
-    k = math.log10(v) if log and v > 0 else None
-    if k is not None and abs(k - round(k)) < 1e-9 and not -2 <= round(k) <= 2:
-        return f"10<tspan dy='-6' font-size='9'>{round(k)}</tspan>"
-    return f"{v:g}"
-
-
-def line_chart(
-    series: list[Series],
-    *,
-    x_range: tuple[float, float],
-    y_range: tuple[float, float],
-    x_log: bool,
-    y_log: bool,
-    x_label: str,
-    y_label: str,
-    title: str,
-    diagonal: bool = False,
-    vlines: Iterable[tuple[float, str]] = (),
-    hlines: Iterable[tuple[float, str]] = (),
-    width: int = 560,
-    height: int = 400,
-) -> str:
-    """An SVG line chart; log axes clip values below the range to its lower end."""
-    left, right, top, bottom = 62, 16, 30, 48
-    pw, ph = width - left - right, height - top - bottom
-    fx = (lambda v: math.log10(v)) if x_log else (lambda v: v)
-    fy = (lambda v: math.log10(v)) if y_log else (lambda v: v)
-    x0, x1 = fx(x_range[0]), fx(x_range[1])
-    y0, y1 = fy(y_range[0]), fy(y_range[1])
-
-    def px(v: float) -> float:
-        v = min(max(v, x_range[0]), x_range[1])
-        return left + (fx(v) - x0) / (x1 - x0) * pw
-
-    def py(v: float) -> float:
-        v = min(max(v, y_range[0]), y_range[1])
-        return top + ph - (fy(v) - y0) / (y1 - y0) * ph
-
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' viewBox='0 0 {width} {height}' role='img' aria-label='{escape(title)}' font-family='sans-serif' font-size='11'>"]
-    out.append(f"<rect x='0' y='0' width='{width}' height='{height}' fill='#fff'/>")
-    out.append(f"<text x='{left + pw / 2}' y='18' text-anchor='middle' font-size='13' font-weight='bold'>{escape(title)}</text>")
-    xt = _log_ticks(*x_range) if x_log else _linear_ticks(*x_range)
-    yt = _log_ticks(*y_range) if y_log else _linear_ticks(*y_range)
-    for t in xt:
-        if x_range[0] - 1e-12 <= t <= x_range[1] + 1e-12:
-            X = px(t)
-            out.append(f"<line x1='{X:.1f}' y1='{top}' x2='{X:.1f}' y2='{top + ph}' stroke='#e6e6e6'/>")
-            out.append(f"<text x='{X:.1f}' y='{top + ph + 16}' text-anchor='middle'>{_tick_label(t, x_log)}</text>")
-    for t in yt:
-        if y_range[0] - 1e-12 <= t <= y_range[1] + 1e-12:
-            Y = py(t)
-            out.append(f"<line x1='{left}' y1='{Y:.1f}' x2='{left + pw}' y2='{Y:.1f}' stroke='#e6e6e6'/>")
-            out.append(f"<text x='{left - 6}' y='{Y + 4:.1f}' text-anchor='end'>{_tick_label(t, y_log)}</text>")
-    out.append(f"<rect x='{left}' y='{top}' width='{pw}' height='{ph}' fill='none' stroke='#999'/>")
-    out.append(f"<text x='{left + pw / 2}' y='{height - 8}' text-anchor='middle'>{escape(x_label)}</text>")
-    out.append(f"<text transform='translate(14,{top + ph / 2}) rotate(-90)' text-anchor='middle'>{escape(y_label)}</text>")
-    if diagonal:
-        lo, hi = max(x_range[0], y_range[0]), min(x_range[1], y_range[1])
-        out.append(f"<line x1='{px(lo):.1f}' y1='{py(lo):.1f}' x2='{px(hi):.1f}' y2='{py(hi):.1f}' stroke='#888' stroke-dasharray='4 4'/>")
-    for v, label in vlines:
-        X = px(v)
-        out.append(f"<line x1='{X:.1f}' y1='{top}' x2='{X:.1f}' y2='{top + ph}' stroke='#444' stroke-dasharray='2 3'/>")
-        out.append(f"<text x='{X + 4:.1f}' y='{top + 12}' fill='#444'>{escape(label)}</text>")
-    for v, label in hlines:
-        Y = py(v)
-        out.append(f"<line x1='{left}' y1='{Y:.1f}' x2='{left + pw}' y2='{Y:.1f}' stroke='#444' stroke-dasharray='2 3'/>")
-        out.append(f"<text x='{left + pw - 4}' y='{Y - 4:.1f}' fill='#444' text-anchor='end'>{escape(label)}</text>")
-    for s in series:
-        pts = [(px(x), py(y)) for x, y in zip(s.xs, s.ys) if _ok(x) and _ok(y)]
-        if not pts:
-            continue
-        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
-        dash = " stroke-dasharray='6 3'" if s.dashed else ""
-        out.append(f"<polyline class='series' data-name='{escape(s.name)}' points='{path}' fill='none' stroke='{s.color}' stroke-width='2'{dash}/>")
-        if s.markers:
-            out += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3' fill='{s.color}'/>" for x, y in pts]
-    # legend, bottom right inside the plot
-    lh = 15
-    ly = top + ph - 8 - lh * len(series)
-    lx = left + pw - 190
-    out.append(f"<rect x='{lx - 6}' y='{ly - 4}' width='192' height='{lh * len(series) + 6}' fill='#fff' fill-opacity='0.85' stroke='#ddd'/>")
-    for i, s in enumerate(series):
-        y = ly + i * lh + 8
-        dash = " stroke-dasharray='6 3'" if s.dashed else ""
-        out.append(f"<line x1='{lx}' y1='{y}' x2='{lx + 22}' y2='{y}' stroke='{s.color}' stroke-width='2'{dash}/>")
-        out.append(f"<text x='{lx + 28}' y='{y + 4}'>{escape(s.name)}</text>")
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _ok(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _floor_decade(v: float) -> float:
-    return 10.0 ** math.floor(math.log10(v) + 1e-9)
-
-
-def densify_roc(fpr: list[float], tpr: list[float], lo: float, per_segment: int = 12) -> tuple[list[float], list[float]]:
-    """Points along each ROC segment, spaced evenly on a log FPR axis.
-
-    Between two operating points the ROC is a straight line in linear space
-    (randomising between the two thresholds), which is a curve on log-log axes;
-    drawing it as one straight log-log segment would misplace the low-FPR rates.
-    """
-    xs, ys = [fpr[0]], [tpr[0]]
-    for (f0, t0), (f1, t1) in zip(zip(fpr, tpr), zip(fpr[1:], tpr[1:])):
-        if f1 > f0 and f1 > lo and (f0 <= 0 or f1 / f0 > 1.5):
-            for f in np.geomspace(max(f0, lo), f1, per_segment)[1:-1]:
-                xs.append(float(f))
-                ys.append(t0 + (t1 - t0) * (float(f) - f0) / (f1 - f0))
-        xs.append(f1)
-        ys.append(t1)
-    return xs, ys
-
-
-def roc_chart(attacks: list[AttackSummary]) -> str | None:
-    """ROC curves of the attacks that ran, log-log, from their down-sampled evaluation ROC."""
-    ran = [a for a in attacks if a.status == "ran" and a.roc and a.roc.get("fpr") and a.roc.get("tpr")]
-    if not ran:
-        return None
-    # the lowest rate a split of this size can show: one example in n
-    n0 = max(max(a.n_nonmembers for a in ran), 1)
-    n1 = max(max(a.n_members for a in ran), 1)
-    lo = min(_floor_decade(1.0 / n0), _floor_decade(1.0 / n1))
-    lo = max(lo, 1e-6)
-    series = []
-    for i, a in enumerate(ran):
-        name = f"{a.name} (AUC {num(a.auc)})"
-        xs, ys = densify_roc([float(v) for v in a.roc["fpr"]], [float(v) for v in a.roc["tpr"]], lo)
-        series.append(Series(name, xs, ys, PALETTE[i % len(PALETTE)]))
-    return line_chart(
-        series,
-        x_range=(lo, 1.0),
-        y_range=(lo, 1.0),
-        x_log=True,
-        y_log=True,
-        x_label="false-positive rate",
-        y_label="true-positive rate",
-        title="ROC of each attack (log-log, evaluation split)",
-        diagonal=True,
-    )
-
-
-def remediation_chart(rem: RemediationView, thresholds: dict[str, float] | None = None) -> str | None:
-    """ε on a log axis against utility (solid) and leakage (dashed) for each step of the search.
-
-    ``thresholds``: the policy's bound for a leakage column named after a check, drawn as a line.
-    """
-    if not rem.plottable or rem.epsilon_key is None:
-        return None
-    rows = sorted((r for r in rem.rows if _ok(r.get(rem.epsilon_key)) and r[rem.epsilon_key] > 0), key=lambda r: r[rem.epsilon_key])
-    eps = [float(r[rem.epsilon_key]) for r in rows]
-    series = []
-
-    def in_unit(k: str) -> bool:
-        return all(0.0 <= r[k] <= 1.0 for r in rows if _ok(r.get(k)))
-
-    leakage = rem.leakage_keys
-    if all(in_unit(k) for k in rem.utility_keys) and any(in_unit(k) for k in leakage):
-        leakage = [k for k in leakage if in_unit(k)]  # one 0..1 axis; ε bounds and the like stay in the table
-    keys = [(k, False) for k in rem.utility_keys] + [(k, True) for k in leakage]
-    values = []
-    for i, (k, dashed) in enumerate(keys):
-        ys = [float(r[k]) if _ok(r.get(k)) else float("nan") for r in rows]
-        values += [y for y in ys if math.isfinite(y)]
-        series.append(Series(k, eps, ys, PALETTE[i % len(PALETTE)], dashed=dashed, markers=True))
-    if not values:
-        return None
-    ylo, yhi = (0.0, 1.0) if 0.0 <= min(values) and max(values) <= 1.0 else (min(values), max(values) if max(values) > min(values) else min(values) + 1)
-    xlo, xhi = min(eps), max(eps)
-    if xlo == xhi:
-        xlo, xhi = xlo / 2, xhi * 2
-    xlo, xhi = xlo / 1.3, xhi * 1.3
-    vlines = [(rem.chosen_epsilon, f"chosen ε = {rem.chosen_epsilon:g}")] if rem.chosen_epsilon is not None and rem.chosen_epsilon > 0 else []
-    hlines = [(rem.utility_floor, f"utility floor {rem.utility_floor:.3g}")] if rem.utility_floor is not None else []
-    hlines += [(t, f"{k} max {t:g}") for k, t in (thresholds or {}).items() if k in leakage]
-    hlines = [(v, label) for v, label in hlines if ylo <= v <= yhi]
-    return line_chart(
-        series,
-        x_range=(xlo, xhi),
-        y_range=(ylo, yhi),
-        x_log=True,
-        y_log=False,
-        x_label="ε (DP-SGD privacy budget, log scale)",
-        y_label="utility (solid) / leakage (dashed)",
-        title="Remediation: ε vs utility and leakage",
-        vlines=vlines,
-        hlines=hlines,
-    )
 
 
 # --------------------------------------------------------------------------- images
@@ -549,4 +313,4 @@ def render_html(report: Report) -> str:
     return "\n".join(h) + "\n"
 
 
-__all__ = ["Series", "densify_roc", "inversion_images", "line_chart", "png_bytes", "remediation_chart", "render_html", "roc_chart"]
+__all__ = ["PALETTE", "Series", "colour", "densify_roc", "inversion_images", "line_chart", "png_bytes", "remediation_chart", "render_html", "roc_chart"]

@@ -1,0 +1,66 @@
+"""How many threads privgate's numerical work may use, and holding every thread pool to it.
+
+The setting is a parameter (``--threads`` → :func:`privgate.api.audit_paths` →
+:func:`privgate.gate.audit` → :attr:`AttackContext.threads <privgate.attacks.base.AttackContext>`),
+never read from the environment below the CLI.
+
+Why the default is one thread: training small models and fitting small
+classifiers is a long chain of short parallel regions. On a machine whose cores
+are shared (CI runners, pytest-xdist workers, other jobs) every region waits for
+a descheduled thread: measured here, two torch threads were 5-15× *slower* than
+one, and scikit-learn's histogram gradient boosting, which by default starts an
+OpenMP thread per core, stalled for 150 s on a busy runner (issue 11). One thread per
+process is the robust default; give ``--threads`` the core count on a machine
+that does nothing else.
+
+Three pools are held to the setting: torch's intra-op threads
+(:func:`privgate.ensemble.torch_threads`), and every BLAS and OpenMP library
+loaded in the process — numpy/scipy's OpenBLAS and scikit-learn's OpenMP —
+through ``threadpoolctl.threadpool_limits``. scikit-learn's ``n_jobs`` (worker
+processes or threads of joblib) stays 1 in privgate's fits: jobs on top of
+``threads`` threads each would multiply the two.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+#: Threads used when none are asked for.
+DEFAULT_THREADS = 1
+
+#: ``n_jobs`` for every scikit-learn call that takes one (see the module docstring).
+SKLEARN_JOBS = 1
+
+
+def resolve_threads(threads: int | None) -> int:
+    """``threads``, or :data:`DEFAULT_THREADS` when it is None; at least 1."""
+    return DEFAULT_THREADS if threads is None else max(1, int(threads))
+
+
+@contextmanager
+def native_threads(threads: int | None) -> Iterator[int]:
+    """Hold every BLAS and OpenMP pool loaded in the process to ``threads`` (restored after).
+
+    Enter it after the library that brings the pool is imported (e.g. after
+    building a scikit-learn estimator): threadpoolctl limits the libraries
+    loaded when the block starts.
+    """
+    from threadpoolctl import threadpool_limits
+
+    n = resolve_threads(threads)
+    with threadpool_limits(limits=n):
+        yield n
+
+
+@contextmanager
+def limit_threads(threads: int | None) -> Iterator[int]:
+    """Hold torch's intra-op threads and every BLAS/OpenMP pool to ``threads`` for the block."""
+    from privgate.ensemble import torch_threads
+
+    n = resolve_threads(threads)
+    with torch_threads(n), native_threads(n):
+        yield n
+
+
+__all__ = ["DEFAULT_THREADS", "SKLEARN_JOBS", "limit_threads", "native_threads", "resolve_threads"]

@@ -1,0 +1,79 @@
+"""--threads is a parameter that reaches every attack: torch, BLAS and scikit-learn's OpenMP are held to it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import threadpoolctl
+import torch
+from cases import run_cli, synthetic
+
+from privgate.attacks import blind
+from privgate.data import AuditData, Dataset, load_dataset
+from privgate.gate import audit
+from privgate.policy import parse_policy
+from privgate.target import Target
+
+POLICY = """
+name: threads
+sensitivity: internal
+release: api
+attacks: {loss: {}, blind: {folds: 2}}
+checks:
+  - {id: auc, attack: loss, metric: auc, max: 0.9}
+"""
+
+
+def _pools() -> list[int]:
+    """Threads of every BLAS and OpenMP library loaded in this process."""
+    return sorted({i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] in ("blas", "openmp")})
+
+
+@pytest.mark.parametrize("threads, expected", [(2, 2), (None, 1)])
+def test_sklearn_fits_are_held_to_threads(case, monkeypatch, threads, expected):
+    seen: list[tuple[int, list[int]]] = []
+    real = blind._classifier
+
+    class Spy:
+        """The blind baseline's classifier, recording the thread pools while it fits."""
+
+        def __init__(self, clf):
+            self.clf = clf
+
+        def fit(self, x, y):
+            seen.append((torch.get_num_threads(), _pools()))
+            self.clf.fit(x, y)
+            return self
+
+        def decision_function(self, x):
+            return self.clf.decision_function(x)
+
+    monkeypatch.setattr(blind, "_classifier", lambda kind, seed: Spy(real(kind, seed)))
+    x, y = synthetic(200, seed=3, label_noise=0.4)
+    data = AuditData(load_dataset(case.members), load_dataset(case.nonmembers), Dataset(x, y, "population"))
+    before = (torch.get_num_threads(), _pools())
+    report = audit(Target.load(case.safe_ts), data, parse_policy(POLICY), threads=threads)
+    assert [a.status for a in report.attacks] == ["ran", "ran"]
+    assert seen == [(expected, [expected])] * 2  # one fit per fold, torch and every BLAS/OpenMP pool at the setting
+    assert (torch.get_num_threads(), _pools()) == before  # restored after
+    assert report.environment["threads"] == expected
+
+
+def test_threads_flag_env_and_config_reach_the_report(case, tmp_path):
+    args = ["check", str(case.safe_ts), "--policy", "internal", "--members", str(case.members),
+            "--nonmembers", str(case.nonmembers), "--json", "r.json"]
+
+    def threads(*extra, env=None) -> int:
+        r = run_cli(*args, *extra, cwd=tmp_path, env=env)
+        assert r.returncode == 0, r.stderr
+        return json.loads((tmp_path / "r.json").read_text())["environment"]["threads"]
+
+    assert threads() == 1
+    assert threads("--threads", "2") == 2
+    (tmp_path / "privgate.toml").write_text("threads = 3\n")
+    assert threads() == 3
+    assert threads(env={"PRIVGATE_THREADS": "2"}) == 2  # the environment variable is the flag's default
+    assert threads("--threads", "1", env={"PRIVGATE_THREADS": "2"}) == 1
+    bad = run_cli(*args, cwd=tmp_path, env={"PRIVGATE_THREADS": "0"})
+    assert bad.returncode == 2 and "PRIVGATE_THREADS" in bad.stderr and "Traceback" not in bad.stderr
