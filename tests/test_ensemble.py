@@ -125,14 +125,14 @@ def test_corrupt_or_foreign_cache_entries_are_retrained(tmp_path):
 
 
 def test_interrupted_write_leaves_no_entry(tmp_path, monkeypatch):
-    import privgate.ensemble as ens
+    import os
 
     def interrupted(src, dst):  # noqa: ANN001, ANN202
         raise KeyboardInterrupt
 
     x, y = data()
     masks, seeds = paired_masks(len(x), 2, 0), model_seeds(0, 2)
-    monkeypatch.setattr(ens.os, "replace", interrupted)
+    monkeypatch.setattr(os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path)
     monkeypatch.undo()

@@ -79,10 +79,9 @@ def _write(world: World, dir: Path) -> list[str]:
     torch.jit.save(torch.jit.script(world.model), str(dir / "model.pt"))
     for name, (x, y) in (("members", world.members), ("nonmembers", world.nonmembers), ("population", world.population)):
         np.savez(dir / f"{name}.npz", x=x, y=y)
-    module = world.recipe.split(":")[0]
-    src = next(Path(p) / f"{module}.py" for p in __import__("sys").path if (Path(p) / f"{module}.py").is_file())
-    (dir / f"{module}.py").write_text(src.read_text())
-    return ["--members", "members.npz", "--nonmembers", "nonmembers.npz", "--population", "population.npz", "--recipe", world.recipe]
+    module = world.spec.split(":")[0]
+    (dir / f"{module}.py").write_text((world.dir / f"{module}.py").read_text())
+    return ["--members", "members.npz", "--nonmembers", "nonmembers.npz", "--population", "population.npz", "--recipe", world.spec]
 
 
 def test_memorising_model_fails_every_built_in_policy(tmp_path):

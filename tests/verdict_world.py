@@ -14,7 +14,6 @@ built-in policies run every attack they list (reference models included):
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+
+from privgate.recipe import Recipe, load_recipe
 
 D, CLASSES = 16, 4
 
@@ -64,23 +65,27 @@ def fit(x: np.ndarray, y: np.ndarray, classes: int, epochs: int, weight_decay: f
 
 @dataclass
 class World:
-    """A target with its audit data and the recipe spec to pass to ``privgate.check``."""
+    """A target with its audit data, its recipe, and the recipe's ``module:attr`` spec (for the CLI)."""
 
     model: nn.Module
     members: tuple[np.ndarray, np.ndarray]
     nonmembers: tuple[np.ndarray, np.ndarray]
     population: tuple[np.ndarray, np.ndarray]
-    recipe: str
+    spec: str
+    dir: Path
+
+    @property
+    def recipe(self) -> Recipe:
+        """The recipe object, loaded from the module written into ``dir`` (privgate imports only project modules)."""
+        return load_recipe(self.spec, [self.dir])
 
 
-def _recipe(dir: Path, name: str, classes: int, epochs: int, wd: float, hidden: int = 32) -> str:
-    """Write a recipe module into ``dir`` and make it importable; returns its ``module:attr`` spec."""
+def _recipe(dir: Path, name: str, classes: int, epochs: int, wd: float, hidden: int = 32) -> tuple[str, Path]:
+    """Write a recipe module into ``dir``; returns its ``module:attr`` spec and the folder."""
     dir.mkdir(parents=True, exist_ok=True)
     lr = 1e-2 if hidden > 32 else 3e-3
     (dir / f"{name}.py").write_text(RECIPE.format(d=D, c=classes, h=hidden, epochs=epochs, wd=wd, lr=lr))
-    if str(dir) not in sys.path:
-        sys.path.insert(0, str(dir))
-    return f"{name}:RECIPE"
+    return f"{name}:RECIPE", dir
 
 
 def null_world(dir: Path, seed: int, n: int = 200) -> World:
@@ -88,7 +93,7 @@ def null_world(dir: Path, seed: int, n: int = 200) -> World:
     x_train, y_train = task(600, 10_000 + seed)
     model = fit(x_train, y_train, CLASSES, epochs=300, weight_decay=0.0, seed=seed)
     return World(model, task(n, 20_000 + seed), task(n, 30_000 + seed), task(200, 40_000 + seed),
-                 _recipe(dir, "null_recipe", CLASSES, epochs=30, wd=0.0))
+                 *_recipe(dir, "null_recipe", CLASSES, epochs=30, wd=0.0))
 
 
 def memorising_world(dir: Path, seed: int = 0, n: int = 300) -> World:
@@ -96,7 +101,7 @@ def memorising_world(dir: Path, seed: int = 0, n: int = 300) -> World:
     members = task(n, 50_000 + seed, classes=10, random_labels=True)
     model = fit(*members, classes=10, epochs=400, weight_decay=0.0, seed=seed, hidden=128)
     return World(model, members, task(n, 60_000 + seed, classes=10, random_labels=True),
-                 task(200, 70_000 + seed, classes=10, random_labels=True), _recipe(dir, "memo_recipe", 10, epochs=60, wd=0.0, hidden=128))
+                 task(200, 70_000 + seed, classes=10, random_labels=True), *_recipe(dir, "memo_recipe", 10, epochs=60, wd=0.0, hidden=128))
 
 
 def generalising_world(dir: Path, seed: int = 0, n: int = 5000) -> World:
@@ -104,7 +109,7 @@ def generalising_world(dir: Path, seed: int = 0, n: int = 5000) -> World:
     members = task(n, 80_000 + seed)
     model = fit(*members, classes=CLASSES, epochs=60, weight_decay=1e-2, seed=seed)
     return World(model, members, task(n, 90_000 + seed), task(1000, 95_000 + seed),
-                 _recipe(dir, "gen_recipe", CLASSES, epochs=2, wd=1e-2))
+                 *_recipe(dir, "gen_recipe", CLASSES, epochs=2, wd=1e-2))
 
 
 def partly_leaky_world(dir: Path, seed: int = 0, n: int = 300) -> World:
@@ -116,7 +121,7 @@ def partly_leaky_world(dir: Path, seed: int = 0, n: int = 300) -> World:
     xn, yn = task(n, 120_000 + seed)
     yn = np.where(rng.random(n) < 0.4, rng.integers(0, CLASSES, size=n), yn)
     model = fit(x, y, CLASSES, epochs=400, weight_decay=0.0, seed=seed, hidden=128)
-    return World(model, (x, y), (xn, yn), task(200, 130_000 + seed), _recipe(dir, "leaky_recipe", CLASSES, epochs=60, wd=0.0, hidden=128))
+    return World(model, (x, y), (xn, yn), task(200, 130_000 + seed), *_recipe(dir, "leaky_recipe", CLASSES, epochs=60, wd=0.0, hidden=128))
 
 
 SEVERITY = {"pass": 0, "inconclusive": 1, "fail": 2}
