@@ -406,10 +406,20 @@ def policy_list() -> int:
     """List the built-in policies."""
     from privgate.policy import builtin_policies, load_policy
 
-    out = Console(highlight=False)
-    for name in builtin_policies():
-        p = load_policy(name)
-        out.print(f"[bold]{name:<13}[/] {p.sensitivity.value:<22} release={p.release.value:<6} {len(p.checks)} checks  {p.description.splitlines()[0] if p.description else ''}")
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("policy", "sensitivity", "release", "extends", "checks", "confidence", "description"):
+        table.add_column(col, no_wrap=col != "description")
+    from privgate.policy import Sensitivity
+
+    policies = sorted((load_policy(n) for n in builtin_policies()), key=lambda p: (list(Sensitivity).index(p.sensitivity), len(p.chain())))
+    for p in policies:
+        name = p.name
+        checks = sum(len(q.checks) for q in p.chain())
+        table.add_row(f"[bold]{name}[/]", p.sensitivity.value, p.release.value, p.parent.name if p.parent else "—",
+                      str(checks), f"{p.confidence:g}", escape(p.description.splitlines()[0]) if p.description else "")
+    Console(highlight=False).print(table)
     return 0
 
 
@@ -434,7 +444,10 @@ def policy_validate(file: str) -> int:
     from privgate.policy import load_policy
 
     p = load_policy(file)
-    click.echo(f"{file}: valid policy '{p.name}' ({len(p.checks)} checks, {len(p.attacks_to_run())} attacks).")
+    inherited = sum(len(q.checks) for q in p.chain()[:-1])
+    extra = f" and {inherited} inherited from {' → '.join(q.name for q in p.chain()[:-1])}" if inherited else ""
+    click.echo(f"{file}: valid policy '{p.name}' ({len(p.checks)} checks{extra}, {len(p.attacks_to_run())} attacks, "
+               f"every decision at {p.confidence:g} confidence).")
     return 0
 
 

@@ -250,7 +250,14 @@ def test_policy_list_does_not_import_torch():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "EXIT 0 HEAVY -"
-    assert [line.split()[0] for line in r.stdout.splitlines()[:-1]] == ["confidential", "internal", "public", "strict"]
+    rows = [line.split() for line in r.stdout.splitlines()[1:-1]]
+    # in the order of the ladder, each with what it extends, its checks (inherited included) and its confidence
+    assert [row[:6] for row in rows] == [
+        ["public", "public", "model", "—", "0", "0.95"],
+        ["internal", "internal", "api", "—", "1", "0.99"],
+        ["confidential", "confidential", "api", "internal", "4", "0.975"],
+        ["strict", "strictly_confidential", "model", "confidential", "9", "0.95"],
+    ]
 
 
 def test_cli_run_prints_no_library_warnings(case):

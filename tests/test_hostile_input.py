@@ -72,7 +72,7 @@ def test_ordinary_anchors_still_work(tmp_path):
     body = HEAD + "attacks:\n  modified_entropy: &opts {class_dependent: true}\n  true_class_confidence: *opts\n" + CHECK
     r = _validate(tmp_path, body)
     assert r.returncode == 0, r.stderr
-    assert "valid policy 'x' (1 checks, 3 attacks)" in r.stdout
+    assert "valid policy 'x' (1 checks, 3 attacks, every decision at 0.95 confidence)" in r.stdout
 
 
 def test_policy_and_config_files_are_size_limited(case, tmp_path):
