@@ -39,10 +39,10 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from privgate.data import AuditData, Dataset  # noqa: E402
+from privgate.inputs.data import AuditData, Dataset  # noqa: E402
 from privgate.gate import audit  # noqa: E402
 from privgate.policy import parse_policy  # noqa: E402
-from privgate.target import Target  # noqa: E402
+from privgate.inputs.target import Target  # noqa: E402
 
 ATTACKS = "loss: {}, shadow: {models: 4}, lira: {models: 16}, rmia: {models: 4}, label_only: {}, blind: {}"
 OFFLINE = "lira: {models: 16, offline: true}"

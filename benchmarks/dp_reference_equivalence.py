@@ -40,8 +40,9 @@ import data as digits  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 
 from privgate.dp.train import DPRecipe, DPSettings, train_dp  # noqa: E402
-from privgate.ensemble import Ensemble, model_seeds, paired_masks, train_models  # noqa: E402
-from privgate.target import log_softmax  # noqa: E402
+from privgate.training.engine import Ensemble, train_models  # noqa: E402
+from privgate.training.plan import model_seeds, paired_masks  # noqa: E402
+from privgate.inputs.target import log_softmax  # noqa: E402
 
 
 def logit_confidence(ens: Ensemble, x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -12,10 +12,10 @@ complementary halves of the 1,497 audit rows), with no cache:
 
 * sequential: ``recipe.train(x[mask_k], y[mask_k], seed_k)`` for k = 1..K —
   the loop a user would write, and the engine's fallback;
-* vectorised, vmap kernel: :func:`privgate.ensemble.train_models` with
+* vectorised, vmap kernel: :func:`privgate.training.engine.train_models` with
   ``kernel="vmap"`` (``torch.func`` + ``vmap``, any model without buffers);
 * vectorised, MLP kernel: ``kernel="auto"``, what an audit uses — the
-  closed-form kernel of :mod:`privgate.stacked` for this Linear/Tanh stack.
+  closed-form kernel of :mod:`privgate.training.mlp` for this Linear/Tanh stack.
 
 A one-epoch warm-up of each path runs first (import and first-call costs are
 paid once per process, not per model). Rounds interleave the three paths so a
@@ -43,7 +43,8 @@ import torch  # noqa: E402
 import data as digits  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 
-from privgate.ensemble import model_seeds, paired_masks, train_models  # noqa: E402
+from privgate.training.engine import train_models  # noqa: E402
+from privgate.training.plan import model_seeds, paired_masks  # noqa: E402
 
 
 def main() -> int:

@@ -34,8 +34,8 @@ import torch  # noqa: E402
 
 from privgate.attacks.inversion import image_grid, png_bytes  # noqa: E402
 from privgate.attacks.inversion_search import invert, train_prior  # noqa: E402
-from privgate.recipe import import_factory, load_recipe  # noqa: E402
-from privgate.target import Target  # noqa: E402
+from privgate.inputs.entrypoints import import_factory, load_recipe  # noqa: E402
+from privgate.inputs.target import Target  # noqa: E402
 
 
 def _example(name: str) -> tuple[Target, np.ndarray, np.ndarray, tuple[int, ...] | None]:

@@ -32,12 +32,12 @@ from rich.console import Console  # noqa: E402
 
 import data as digits_data  # noqa: E402  (examples/digits/data.py)
 from recipe import RECIPE  # noqa: E402  (examples/digits/recipe.py)
-from privgate.data import AuditData, Dataset  # noqa: E402
+from privgate.inputs.data import AuditData, Dataset  # noqa: E402
 from privgate.dp.remediate import remediate  # noqa: E402
 from privgate.gate import audit  # noqa: E402
 from privgate.policy import load_policy  # noqa: E402
 from privgate.report.console import print_remediation  # noqa: E402
-from privgate.target import Target  # noqa: E402
+from privgate.inputs.target import Target  # noqa: E402
 
 
 def main() -> None:

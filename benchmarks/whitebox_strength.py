@@ -44,9 +44,9 @@ from torch import nn  # noqa: E402
 from privgate import stats  # noqa: E402
 from privgate.attacks import get_attack  # noqa: E402
 from privgate.attacks.base import AttackContext  # noqa: E402
-from privgate.data import Dataset  # noqa: E402
-from privgate.recipe import import_factory, load_recipe  # noqa: E402
-from privgate.target import Target  # noqa: E402
+from privgate.inputs.data import Dataset  # noqa: E402
+from privgate.inputs.entrypoints import import_factory, load_recipe  # noqa: E402
+from privgate.inputs.target import Target  # noqa: E402
 
 DIGITS = ROOT / "examples" / "digits"
 SYNTH = ROOT / "examples" / "synthetic_attribute"

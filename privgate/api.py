@@ -13,13 +13,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from privgate.data import AuditData, Dataset, load_dataset
+from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.errors import DataError
 from privgate.gate import Progress, audit
 from privgate.policy import Policy, load_policy
-from privgate.recipe import Recipe, load_recipe
+from privgate.inputs.entrypoints import load_recipe
+from privgate.recipe import Recipe
 from privgate.report.model import Report
-from privgate.target import Target
+from privgate.inputs.target import Target
 
 DataLike = Any  # Dataset | (x, y) | path | "module:function"
 
@@ -31,7 +32,7 @@ def as_dataset(value: DataLike, role: str, label_column: str = "label", base: Pa
     if isinstance(value, (str, Path)):
         return load_dataset(value, role, label_column, base)
     if isinstance(value, (tuple, list)) and len(value) == 2:
-        from privgate.data import _as_dataset
+        from privgate.inputs.data import _as_dataset
 
         return _as_dataset(value[0], value[1], f"<{role}>", role)
     raise DataError(f"{role}: expected (x, y), a Dataset, a file path or module:function, got {type(value).__name__}.")
@@ -87,7 +88,7 @@ def check(
         artefacts_dir: where attacks save files for people to look at (inversion
             reconstructions); ``None`` saves nothing.
         threads: the most threads the attacks may use (torch, BLAS, OpenMP);
-            default 1, see :mod:`privgate.threads`.
+            default 1, see :mod:`privgate.training.threads`.
 
     Returns:
         The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.

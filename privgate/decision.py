@@ -93,7 +93,7 @@ def estimate(check: Check, ran: Scored, confidence: float) -> stats.Estimate:
         delta = DEFAULT_DELTA if check.delta is None else check.delta
         return stats.epsilon_lower_bound(sp, delta, confidence, check_max=check.max)
     # metrics that are not membership scores (similarity, attribute_advantage): the attack
-    # provides an Estimate, or a privgate.leakage.Measure that needs the hidden membership
+    # provides an Estimate, or a privgate.stats.leakage.Measure that needs the hidden membership
     provided = ran.result.extras.get("estimates", {}).get(metric.value)
     if provided is not None:
         if isinstance(provided, stats.Estimate):

@@ -22,18 +22,18 @@ from typing import Any, Callable
 import numpy as np
 
 from privgate import stats
-from privgate.artefacts import save_artefacts
+from privgate.io.artefacts import save_artefacts
 from privgate.attacks import AttackContext, AttackResult, available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
 from privgate.attacks.blind import soundness_warnings
-from privgate.data import AuditData
+from privgate.inputs.data import AuditData
 from privgate.decision import decide_policy, verdict_of
 from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
-from privgate.sanity import inspect_target
-from privgate.target import Target
-from privgate.threads import limit_threads, resolve_threads
+from privgate.inputs.sanity import inspect_target
+from privgate.inputs.target import Target
+from privgate.training.threads import limit_threads, resolve_threads
 
 Progress = Callable[[str], None]
 
@@ -46,7 +46,7 @@ ROC_POINTS = 200
 class _Ran:
     result: AttackResult
     split: stats.SplitScores
-    membership: np.ndarray | None = None  # for metrics measured on all audit examples (privgate.leakage)
+    membership: np.ndarray | None = None  # for metrics measured on all audit examples (privgate.stats.leakage)
 
 
 #: Keys of ``AttackResult.extras`` that are not copied into the JSON report.
@@ -81,7 +81,7 @@ def _downsample_roc(split: stats.SplitScores) -> dict[str, list[float]]:
 
 
 def _measured(ran: _Ran, confidence: float) -> dict[str, Any]:
-    """Non-score metrics an attack measures (privgate.leakage), for the report even without a check."""
+    """Non-score metrics an attack measures (privgate.stats.leakage), for the report even without a check."""
     out: dict[str, Any] = {}
     for metric, provided in ran.result.extras.get("estimates", {}).items():
         if not isinstance(provided, stats.Estimate):
@@ -167,7 +167,7 @@ def run_attacks(
 ) -> tuple[dict[str, _Ran], dict[str, str], list[AttackSummary]]:
     """Run the policy's attacks on the audit data; returns (ran, missing reasons, summaries).
 
-    ``threads``: the most threads any attack may use (torch, BLAS, OpenMP), see :mod:`privgate.threads`.
+    ``threads``: the most threads any attack may use (torch, BLAS, OpenMP), see :mod:`privgate.training.threads`.
     """
     x, y, membership = data.pooled()
     perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(len(y))
@@ -229,8 +229,8 @@ def audit(
     """Run ``policy`` against ``target`` on ``data`` and return the decided :class:`Report`.
 
     ``artefacts_dir``: where attacks' files (inversion reconstructions) are saved,
-    see :mod:`privgate.artefacts`; ``None`` saves nothing. ``threads``: the most
-    threads the attacks may use (default 1), see :mod:`privgate.threads`.
+    see :mod:`privgate.io.artefacts`; ``None`` saves nothing. ``threads``: the most
+    threads the attacks may use (default 1), see :mod:`privgate.training.threads`.
     """
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()

@@ -25,10 +25,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from privgate.errors import PolicyError, shown
-from privgate.suggest import did_you_mean
-from privgate.textfile import read_limited
-from privgate.validation import FieldError, describe
-from privgate.yamlsafe import load_yaml
+from privgate.inputs.suggest import did_you_mean
+from privgate.inputs.textfile import read_limited
+from privgate.inputs.validation import FieldError, describe
+from privgate.inputs.yamlsafe import load_yaml
 
 POLICY_SUFFIXES = (".yaml", ".yml")
 
@@ -420,8 +420,8 @@ def _load_extended(spec: str, base: str | Path | None, chain: tuple[str, ...]) -
 def parse_policy(text: str, source: str = "<policy>", *, base: str | Path | None = None, chain: tuple[str, ...] = ()) -> Policy:
     """Parse and validate policy YAML; errors name ``source``, the line and the field.
 
-    The YAML is read with :func:`privgate.yamlsafe.load_yaml` (no alias bombs);
-    validation errors become one sentence with :func:`privgate.validation.describe`.
+    The YAML is read with :func:`privgate.inputs.yamlsafe.load_yaml` (no alias bombs);
+    validation errors become one sentence with :func:`privgate.inputs.validation.describe`.
     ``base`` is the folder an ``extends:`` file path is relative to; ``chain``
     the policies already being loaded (to refuse cycles).
     """

@@ -1,7 +1,7 @@
 """pytest11 entry point of privgate: options, fixtures, the ``privacy`` marker, a terminal summary.
 
 Thin by design (like pytest-cov): every audit goes through
-:mod:`pytest_privgate.assertions`, i.e. privgate's public ``check``; this module
+:mod:`privgate.assertions`, i.e. privgate's public ``check``; this module
 only wires it into pytest.
 
 * ``--privgate-policy NAME|FILE`` / ini ``privgate_policy``: the policy behind the
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-from pytest_privgate import assertions
+from privgate import assertions
 
 if TYPE_CHECKING:
     from privgate.policy import Policy
@@ -93,7 +93,7 @@ class PrivgateSession:
     # ------------------------------------------------------------------ recording
 
     def observe(self, report: Report, label: str) -> None:
-        """An audit ran (called by :mod:`pytest_privgate.assertions`): keep its rows, write its JSON."""
+        """An audit ran (called by :mod:`privgate.assertions`): keep its rows, write its JSON."""
         from privgate.report.text import attack_label, interval, metric_label, num
 
         nodeid = self.current or "<outside a test>"

@@ -11,15 +11,11 @@ import pytest
 import torch
 from torch import nn
 
-from privgate.ensemble import (
-    ModelCache,
-    model_seeds,
-    paired_masks,
-    recipe_fingerprint,
-    torch_threads,
-    train_ensemble,
-    train_models,
-)
+from privgate.training.cache import ModelCache
+from privgate.training.engine import train_ensemble, train_models
+from privgate.training.fingerprint import recipe_fingerprint
+from privgate.training.plan import model_seeds, paired_masks
+from privgate.training.threads import torch_threads
 from privgate.errors import PrivgateError, RecipeError
 from privgate.recipe import Recipe
 

@@ -23,7 +23,7 @@ import pytest
 import torch
 from cases import run_cli
 
-from privgate.atomic import TEMP_MARK
+from privgate.io.atomic import TEMP_MARK
 
 LIRA_POLICY = (
     "name: lira\nsensitivity: confidential\nrelease: api\nattacks: {loss: {}, lira: {models: 4}}\n"
@@ -208,9 +208,9 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_report(work):
 
 
 def test_commit_names_the_file_on_enospc(tmp_path, monkeypatch):
-    from privgate import atomic
+    from privgate.io import atomic
     from privgate.errors import PrivgateError
-    from privgate.staging import commit
+    from privgate.io.staging import commit
 
     real = atomic._write_temp
 
@@ -227,10 +227,10 @@ def test_commit_names_the_file_on_enospc(tmp_path, monkeypatch):
 
 
 def test_an_artefact_that_cannot_be_written_names_where_it_was_going(tmp_path, monkeypatch):
-    from privgate import atomic
-    from privgate.artefacts import save_artefacts
+    from privgate.io import atomic
+    from privgate.io.artefacts import save_artefacts
     from privgate.errors import PrivgateError
-    from privgate.staging import Staging
+    from privgate.io.staging import Staging
 
     def full(path, payload, mode):  # noqa: ANN001, ANN202
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

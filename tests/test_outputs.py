@@ -1,4 +1,4 @@
-"""Models whose outputs are not [n, K] logits (privgate.outputs): one logit trained with BCE-with-logits,
+"""Models whose outputs are not [n, K] logits (privgate.inputs.outputs): one logit trained with BCE-with-logits,
 and rows that already are probabilities (a final nn.Softmax); and a scikit-learn target given a torch recipe."""
 
 from __future__ import annotations
@@ -14,16 +14,18 @@ from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 from torch import nn
 
-from privgate import outputs, stats
+from privgate import stats
+from privgate.inputs import outputs
 from privgate.attacks import AttackContext, get_attack
 from privgate.attacks.gradient import gradient_features
-from privgate.data import AuditData, Dataset
+from privgate.inputs.data import AuditData, Dataset
 from privgate.dp.train import accuracy, probe_private_training
-from privgate.ensemble import model_seeds, paired_masks, train_models
+from privgate.training.engine import train_models
+from privgate.training.plan import model_seeds, paired_masks
 from privgate.gate import audit
 from privgate.policy import Policy, parse_policy
 from privgate.recipe import Recipe
-from privgate.target import Target
+from privgate.inputs.target import Target
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 

@@ -15,7 +15,7 @@ import torch
 from pipeline_cases import constant_model, leaky_tree
 
 import privgate
-from privgate.data import AuditData, Dataset
+from privgate.inputs.data import AuditData, Dataset
 from pytest_privgate import (
     PrivacyAssertionError,
     assert_epsilon_below,
@@ -144,7 +144,7 @@ def test_no_bound_is_a_usage_error(blind):
 
 def test_privgate_reexports_lazily_without_importing_pytest():
     code = (
-        "import sys, privgate, pytest_privgate.assertions as a\n"
+        "import sys, privgate, pytest_privgate as a\n"
         "assert 'pytest' not in sys.modules\n"
         "assert privgate.assert_mia_below is a.assert_mia_below and privgate.assert_policy is a.assert_policy\n"
         "from privgate import assert_epsilon_below, assert_inversion_below\n"

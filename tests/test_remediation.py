@@ -25,14 +25,14 @@ from click.testing import CliRunner
 from sklearn.datasets import load_digits
 from torch import nn
 
-from privgate.data import AuditData, Dataset
+from privgate.inputs.data import AuditData, Dataset
 from privgate.dp import remediate as rem
 from privgate.dp.train import DPRecipe, DPSettings, accuracy, make_private_module, probe_private_training, search_clip_norm, train_dp
 from privgate.errors import PolicyError, RecipeError
 from privgate.policy import Utility, parse_policy
 from privgate.recipe import Recipe
 from privgate.report.model import CheckResult
-from privgate.target import Target
+from privgate.inputs.target import Target
 
 # torch.jit (TorchScript, the portable format privgate writes and loads) warns that it is deprecated
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
@@ -268,7 +268,7 @@ def test_batchnorm_is_replaced_and_recorded(tiny):
 
 
 def test_dp_recipe_trains_reference_models_like_the_target(tiny):
-    from privgate.ensemble import recipe_fingerprint
+    from privgate.training.fingerprint import recipe_fingerprint
 
     x, y = tiny["members"].x, tiny["members"].y
     settings = _settings(epochs=2)
@@ -419,7 +419,7 @@ def test_cli_harden_writes_the_model_and_its_reports_together_or_not_at_all(tiny
     into place are taken back, and the file the user had at the output path is as it was."""
     import errno
 
-    from privgate import atomic
+    from privgate.io import atomic
     from privgate.cli import cli
 
     d = tiny["dir"]

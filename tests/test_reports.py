@@ -380,7 +380,7 @@ def test_html_is_self_contained_with_checks_roc_and_remediation(failing):
 
 
 def test_html_embeds_saved_inversion_artefacts_found_next_to_the_report(failing, tmp_path, monkeypatch):
-    """privgate.artefacts saves files under REPORT.artefacts/ and lists their paths; rendering elsewhere still finds them."""
+    """privgate.io.artefacts saves files under REPORT.artefacts/ and lists their paths; rendering elsewhere still finds them."""
     run_dir = tmp_path / "ci"
     grid = run_dir / "run.artefacts" / "inversion" / "reconstructions.png"
     grid.parent.mkdir(parents=True)

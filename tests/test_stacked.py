@@ -8,8 +8,9 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
-from privgate import stacked
-from privgate.ensemble import model_seeds, paired_masks, train_models
+from privgate.training import mlp as stacked
+from privgate.training.engine import train_models
+from privgate.training.plan import model_seeds, paired_masks
 from privgate.recipe import Recipe
 
 
@@ -196,7 +197,7 @@ def _dp_recipe(sigma: float, epochs: int = 3, factory=None):  # noqa: ANN001, AN
 
 def test_dp_noise_and_poisson_sampling_follow_the_mechanism():
     """Poisson batches with rate q = 1/steps; noise of std σC / int(n q) per coordinate, per model."""
-    from privgate.ensemble import _dp_step
+    from privgate.training.dp_step import dp_step
 
     recipe = _dp_recipe(sigma=2.0)
     dp = recipe.dp_sgd
@@ -208,7 +209,7 @@ def test_dp_noise_and_poisson_sampling_follow_the_mechanism():
     p = kernel.pack([params[n].detach().clone() for n in names])
     rows = [torch.arange(90), torch.arange(90, 190)]
     gens = [torch.Generator().manual_seed(s) for s in (1, 2)]
-    grad_fn, schedule = _dp_step(kernel, dp, rows, gens, [1, 2], p)
+    grad_fn, schedule = dp_step(kernel, dp, rows, gens, [1, 2], p)
     drawn = np.zeros(190)
     batches = 0
     for _ in range(200):

@@ -24,12 +24,12 @@ from privgate.attacks.blind import soundness_warnings
 from privgate.attacks.lira import lira_scores
 from privgate.attacks.reference import logit_confidence
 from privgate.attacks.rmia import rmia_scores, tempered_true_class
-from privgate.data import AuditData, Dataset
+from privgate.inputs.data import AuditData, Dataset
 from privgate.errors import PolicyError, PrivgateError
 from privgate.gate import audit
 from privgate.policy import parse_policy
 from privgate.recipe import Recipe
-from privgate.target import Target
+from privgate.inputs.target import Target
 
 N = 250
 

@@ -1,4 +1,4 @@
-"""Target sanity (privgate.sanity): the target's accuracy on members and non-members in every report,
+"""Target sanity (privgate.inputs.sanity): the target's accuracy on members and non-members in every report,
 and the warning when the members do not look like the model's training data."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from privgate import stats
-from privgate.data import AuditData, Dataset
+from privgate.inputs.data import AuditData, Dataset
 from privgate.gate import audit
 from privgate.policy import load_policy
-from privgate.sanity import WARNING_PREFIX, Accuracy, baseline_accuracy, members_fit
-from privgate.target import Target
+from privgate.inputs.sanity import WARNING_PREFIX, Accuracy, baseline_accuracy, members_fit
+from privgate.inputs.target import Target
 
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")

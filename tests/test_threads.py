@@ -10,10 +10,10 @@ import torch
 from cases import run_cli, synthetic
 
 from privgate.attacks import blind
-from privgate.data import AuditData, Dataset, load_dataset
+from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.gate import audit
 from privgate.policy import parse_policy
-from privgate.target import Target
+from privgate.inputs.target import Target
 
 POLICY = """
 name: threads

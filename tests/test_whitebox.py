@@ -24,8 +24,8 @@ from privgate.attacks import PLANNED, available_attacks, get_attack
 from privgate.attacks.base import AttackContext, AttackSkipped
 from privgate.attacks.gradient import gradient_features
 from privgate.attacks.inversion import cosine_to, image_grid, png_bytes, ssim
-from privgate.data import AuditData, Dataset
-from privgate.leakage import PairedGuesses, ReconstructionSimilarity, expected_max_of_subset, paired_advantage
+from privgate.inputs.data import AuditData, Dataset
+from privgate.stats.leakage import PairedGuesses, ReconstructionSimilarity, expected_max_of_subset, paired_advantage
 from privgate.policy import load_policy, parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent

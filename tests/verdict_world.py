@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.recipe import Recipe, load_recipe
+from privgate.inputs.entrypoints import load_recipe
+from privgate.recipe import Recipe
 
 D, CLASSES = 16, 4
 

@@ -19,7 +19,7 @@ It is compared with the **best model-free guess** of s: the most accurate (same
 cross-validation) of the population's most frequent value and the same
 imputation models of s from the other columns *and the label*, trained on the
 population without the target. The difference in accuracy on the members
-is the metric ``attribute_advantage`` (:class:`privgate.leakage.PairedGuesses`),
+is the metric ``attribute_advantage`` (:class:`privgate.stats.leakage.PairedGuesses`),
 with an exact paired interval. Because the baseline sees the label too, a model
 that only learnt the population's relation between s and y gives no advantage;
 a model that memorised its members does.
@@ -40,7 +40,7 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
-from privgate.threads import SKLEARN_JOBS, native_threads
+from privgate.training.threads import SKLEARN_JOBS, native_threads
 
 #: Fewest population rows to fit the prior and the baseline.
 MIN_POPULATION = 30
@@ -127,7 +127,7 @@ class AttributeAttack(Attack):
         self.options = {"sensitive_column": sensitive_column, "max_values": max_values}
 
     def run(self, ctx: AttackContext) -> AttackResult:
-        from privgate.leakage import PairedGuesses
+        from privgate.stats.leakage import PairedGuesses
 
         t0 = time.perf_counter()
         col = self.options["sensitive_column"]

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 
 if TYPE_CHECKING:
-    from privgate.data import Dataset
+    from privgate.inputs.data import Dataset
     from privgate.recipe import Recipe
-    from privgate.target import Target
+    from privgate.inputs.target import Target
 
 ThreatModel = Literal["black-box", "label-only", "white-box"]
 
@@ -30,10 +30,10 @@ class AttackContext:
     ``threads`` is the most threads the attack may use at once — torch's
     intra-op threads, BLAS and OpenMP (scikit-learn's gradient boosting) — on
     a shared runner more threads than cores stall every parallel region. The
-    gate runs each attack inside :func:`privgate.threads.limit_threads`;
+    gate runs each attack inside :func:`privgate.training.threads.limit_threads`;
     attacks that fit scikit-learn models keep ``n_jobs`` at 1 and pass it on
     to anything that starts its own threads (the reference-model engine).
-    ``None`` means :data:`privgate.threads.DEFAULT_THREADS`.
+    ``None`` means :data:`privgate.training.threads.DEFAULT_THREADS`.
     """
 
     target: Target
@@ -104,7 +104,7 @@ class Attack(ABC):
     @classmethod
     def _unknown(cls, options: dict[str, Any]) -> str:
         from privgate.errors import shown
-        from privgate.suggest import did_you_mean
+        from privgate.inputs.suggest import did_you_mean
 
         first = sorted(options, key=str)[0]
         known = cls.option_names()

@@ -32,7 +32,7 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
-from privgate.threads import native_threads
+from privgate.training.threads import native_threads
 
 CLASSIFIERS = ("gbdt", "logistic")
 

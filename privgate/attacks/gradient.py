@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privgate import outputs
+from privgate.inputs import outputs
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
-from privgate.threads import native_threads
+from privgate.training.threads import native_threads
 
 if TYPE_CHECKING:  # torch is imported when the attack runs, so validating a policy does not load it
     import torch
@@ -101,7 +101,7 @@ def gradient_features(module: nn.Module, x: np.ndarray, y: np.ndarray, kind: out
     """Per-example per-layer gradient norms and losses of ``module`` on (x, y).
 
     The loss is the negative log-likelihood of the label under the outputs read
-    as ``kind`` (:mod:`privgate.outputs`): cross-entropy of logits,
+    as ``kind`` (:mod:`privgate.inputs.outputs`): cross-entropy of logits,
     BCE-with-logits of one logit, NLL of probabilities.
 
     Returns:

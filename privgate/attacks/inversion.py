@@ -26,7 +26,7 @@ reconstruction of its class (cosine similarity after centring on the reference
 mean, and SSIM for images, Wang et al. 2004, doi:10.1109/TIP.2003.819861).
 The gate turns those per-example similarities into the metric ``similarity`` —
 how much closer reconstructions are to training records than to unseen records
-of the same class — with :class:`privgate.leakage.ReconstructionSimilarity`.
+of the same class — with :class:`privgate.stats.leakage.ReconstructionSimilarity`.
 The same similarity is the attack's membership score (higher = more likely a
 member), normalised per class.
 
@@ -232,7 +232,7 @@ class InversionAttack(Attack):
 
     def run(self, ctx: AttackContext) -> AttackResult:
         from privgate.attacks.inversion_search import invert, train_prior
-        from privgate.leakage import ReconstructionSimilarity
+        from privgate.stats.leakage import ReconstructionSimilarity
 
         t0 = time.perf_counter()
         module = ctx.target.module

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.outputs import Kind, as_logits_torch
+from privgate.inputs.outputs import Kind, as_logits_torch
 
 
 class _DenoisingAutoencoder(nn.Module):
@@ -96,7 +96,7 @@ def invert(
         classes: the class of each input to optimise (a class may repeat, for restarts).
         starts: the starting inputs, [len(classes), *row shape of the audit data].
         lo, hi: the data range (broadcastable to one row); iterates are clipped to it.
-        outputs: how the module's raw outputs are read (:mod:`privgate.outputs`); one
+        outputs: how the module's raw outputs are read (:mod:`privgate.inputs.outputs`); one
             logit z becomes the logits [0, z], probabilities p become log p.
     """
     t0 = time.perf_counter()

@@ -5,7 +5,7 @@ trains each model once per audit:
 
 * **Training pool = the audit examples** (members and non-members pooled, their
   membership unknown to privgate's attacks). Reference models 2p and 2p+1 train
-  on complementary random halves of the pool (:func:`privgate.ensemble.paired_masks`),
+  on complementary random halves of the pool (:func:`privgate.training.plan.paired_masks`),
   so every audit example is IN for half of the models and OUT for the other
   half, and each model trains on about as many rows as the target's training
   set. This is the experimental design of Carlini et al. (2022, arXiv
@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privgate import outputs
+from privgate.inputs import outputs
 from privgate.attacks.base import AttackContext, AttackResult, AttackSkipped
 from privgate.errors import RecipeError, shown
 
 if TYPE_CHECKING:  # torch and the training engine load when an attack runs, not when policies are validated
-    from privgate.ensemble import Ensemble
+    from privgate.training.engine import Ensemble
 
 @dataclass
 class References:
@@ -62,8 +62,8 @@ class References:
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """:func:`privgate.target.log_softmax`, imported when first used (the target module loads torch)."""
-    from privgate.target import log_softmax as _log_softmax
+    """:func:`privgate.inputs.target.log_softmax`, imported when first used (the target module loads torch)."""
+    from privgate.inputs.target import log_softmax as _log_softmax
 
     return _log_softmax(logits)
 
@@ -110,11 +110,10 @@ def _check_recipe_matches(ctx: AttackContext) -> None:
     """The recipe's model must have the target's parameters (when the target exposes them)."""
     import torch
 
-    from privgate.ensemble import build_model
 
     recipe = ctx.recipe
     assert recipe is not None
-    net = build_model(recipe)
+    net = recipe.build()
     model = ctx.target.model
     target_state = model.state_dict() if hasattr(model, "state_dict") and callable(model.state_dict) else None
     if not isinstance(target_state, dict) or not target_state:
@@ -164,8 +163,10 @@ def build_references(ctx: AttackContext, k: int, *, z_samples: int = 0, min_popu
                 f"'{attack}' needs at least {min_population} population rows (known non-members, never trained on) "
                 f"to compare its {k} reference models against; the audit has {have or 'none'} (give --population)"
             )
-    from privgate.ensemble import model_seeds, paired_masks, resolve_cache_dir, train_ensemble
-    from privgate.sanity import recipe_warning
+    from privgate.training.cache import resolve_cache_dir
+    from privgate.training.engine import train_ensemble
+    from privgate.training.plan import model_seeds, paired_masks
+    from privgate.inputs.sanity import recipe_warning
 
     _check_recipe_matches(ctx)
     n = len(ctx.y)
@@ -191,7 +192,7 @@ def _reference_log_proba(ctx: AttackContext, raw: np.ndarray, n_classes: int) ->
     """``[K, n, classes]`` log-probabilities of the reference models, their outputs read like the target's.
 
     A reference model is "like the target" only when its outputs are of the
-    same kind (:mod:`privgate.outputs`: logits, one logit, probabilities) and
+    same kind (:mod:`privgate.inputs.outputs`: logits, one logit, probabilities) and
     count the same classes.
     """
     assert ctx.recipe is not None

@@ -27,7 +27,7 @@ import numpy as np
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.attacks.reference import build_references, check_models, reference_result, logit_confidence, true_class
 from privgate.errors import shown
-from privgate.threads import native_threads
+from privgate.training.threads import native_threads
 
 CLASSIFIERS = ("gbdt", "logistic", "mlp")
 MIN_PER_CLASS = 20

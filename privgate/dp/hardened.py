@@ -1,8 +1,8 @@
 """The hardened model's files: TorchScript at the output path and a state_dict beside it, written together.
 
 :func:`hardened_files` returns the bytes (the CLI writes them in one unit with
-its reports, :mod:`privgate.staging`); :func:`save_hardened` writes both for
-library callers, both or neither (:func:`privgate.atomic.write_together`).
+its reports, :mod:`privgate.io.staging`); :func:`save_hardened` writes both for
+library callers, both or neither (:func:`privgate.io.atomic.write_together`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.atomic import write_together
+from privgate.io.atomic import write_together
 from privgate.errors import PrivgateError
-from privgate.guards import same_file
+from privgate.io.guards import same_file
 
 
 def default_output(model_path: str | Path) -> Path:

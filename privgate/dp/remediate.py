@@ -58,7 +58,7 @@ import numpy as np
 from torch import nn
 
 from privgate import stats
-from privgate.data import AuditData, Dataset
+from privgate.inputs.data import AuditData, Dataset
 from privgate.dp.hardened import default_output, hardened_files, save_hardened, state_dict_path  # noqa: F401  (re-exported)
 from privgate.dp.train import DPRecipe, DPSettings, DPTraining, _fresh, probe_private_training, search_clip_norm, train_dp
 from privgate.errors import PolicyError, RecipeError
@@ -66,8 +66,8 @@ from privgate.gate import Progress, audit
 from privgate.policy import Policy, Utility
 from privgate.recipe import Recipe
 from privgate.report.model import CheckResult, Report
-from privgate.target import Target
-from privgate.threads import limit_threads
+from privgate.inputs.target import Target
+from privgate.training.threads import limit_threads
 
 RowCallback = Callable[[dict[str, Any]], None]
 
@@ -329,7 +329,7 @@ def remediate(
             schedule, for the full ε–utility–attack table. The choice and the
             ``trainings`` count (what the strategy needed) are unchanged.
         threads: the most threads DP training and the attacks may use
-            (default 1, see :mod:`privgate.threads`).
+            (default 1, see :mod:`privgate.training.threads`).
 
     The report's ``duration_s`` is the time of the whole run (the original
     audit, when computed here, and the search), counted once;
@@ -523,7 +523,7 @@ def harden_paths(
     and ``on_row`` (each ε's row as it is decided). The input checkpoint is
     only read, and nothing is written: the hardened model's files come back in
     :attr:`Hardening.files` for the caller to write together with its reports
-    (:mod:`privgate.staging`), after checking their paths (:mod:`privgate.guards`).
+    (:mod:`privgate.io.staging`), after checking their paths (:mod:`privgate.io.guards`).
     """
     from privgate.api import as_recipe, load_inputs
     from privgate.policy import load_policy

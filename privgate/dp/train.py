@@ -55,7 +55,7 @@ import torch
 from torch import nn
 
 from privgate.errors import PrivgateError, RecipeError
-from privgate.outputs import as_logits_torch, kind_of, nll
+from privgate.inputs.outputs import as_logits_torch, kind_of, nll
 from privgate.recipe import DPSGD, Recipe
 
 AccountantName = Literal["prv", "rdp"]
@@ -73,7 +73,7 @@ _ACCOUNTANT_ERRORS = (RuntimeError, ValueError, OverflowError, FloatingPointErro
 
 
 class OutputsLoss(nn.CrossEntropyLoss):
-    """``nn.CrossEntropyLoss`` that reads the outputs with :func:`privgate.outputs.nll` (for Opacus' criterion slot)."""
+    """``nn.CrossEntropyLoss`` that reads the outputs with :func:`privgate.inputs.outputs.nll` (for Opacus' criterion slot)."""
 
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:  # noqa: A002 - torch's names
         return nll(input, target, reduction=self.reduction)
@@ -186,16 +186,8 @@ def make_private_module(model: nn.Module, recipe_name: str = "recipe") -> tuple[
 
 
 def _fresh(recipe: Recipe, seed: int) -> tuple[nn.Module, list[str]]:
-    """``recipe.build()`` under ``torch.manual_seed(seed)``, made private; failures are RecipeErrors."""
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(seed))
-            net = recipe.build()
-    except RecipeError:
-        raise
-    except Exception as exc:
-        raise RecipeError(f"recipe '{recipe.name}': building the model failed ({exc.__class__.__name__}: {exc}).") from None
-    return make_private_module(net, recipe.name)
+    """``recipe.build(seed=seed)``, made private (failures are RecipeErrors)."""
+    return make_private_module(recipe.build(seed=seed), recipe.name)
 
 
 def probe_private_training(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: int = 0) -> list[str]:
@@ -546,9 +538,8 @@ class DPRecipe(Recipe):
         return DPSettings(self.epochs, self.batch_size, self.max_grad_norm, self.delta, "rdp", self.max_physical_batch_size)
 
 
-    def build(self) -> nn.Module:
-        model = super().build()
-        return make_private_module(model, self.name)[0]
+    def build(self, seed: int | None = None) -> nn.Module:
+        return make_private_module(super().build(seed=seed), self.name)[0]
 
     def train(self, x: np.ndarray, y: np.ndarray, seed: int = 0, model: nn.Module | None = None) -> nn.Module:
         """DP-SGD at this recipe's σ, C, steps per epoch and epochs (``model`` is ignored: DP training starts fresh)."""

@@ -33,7 +33,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     )
     console.print(f"target {report.target.get('path')} ({report.target.get('format')}) · "
                   f"{report.data['members']['n']} members, {report.data['nonmembers']['n']} non-members")
-    for line in target_notes(report):  # accuracy on members / non-members, output kind (privgate.sanity)
+    for line in target_notes(report):  # accuracy on members / non-members, output kind (privgate.inputs.sanity)
         console.print(line, markup=False)
     for w in report.warnings:
         console.print(f"[yellow]warning:[/] {w}")

@@ -167,7 +167,7 @@ def inversion_images(attacks: list[AttackSummary]) -> list[tuple[str, list[str],
         shape = next((extras[k] for k in ("image_shape", "shape", "input_shape") if extras.get(k) is not None), None)
         for key, value in extras.items():
             if key in ("artefacts", "artifacts"):
-                # {name: bytes | base64 | path} in memory, or [path, ...] as saved by privgate.artefacts
+                # {name: bytes | base64 | path} in memory, or [path, ...] as saved by privgate.io.artefacts
                 items = value.items() if isinstance(value, dict) else ((str(v), v) for v in value) if isinstance(value, list) else ()
                 for name, item in items:
                     uri = _artefact_uri(str(name), item)

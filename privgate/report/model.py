@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from privgate.atomic import write_atomic  # noqa: F401  (re-exported: reports are written with it)
+from privgate.io.atomic import write_atomic  # noqa: F401  (re-exported: reports are written with it)
 
 SCHEMA_VERSION = 1
 

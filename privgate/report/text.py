@@ -155,7 +155,7 @@ def _rate(d: Any) -> str:
 
 
 def target_accuracy(report: Report) -> str | None:
-    """``target accuracy: members 0.993 [0.976, 0.999] (n = 300) · non-members …`` (privgate.sanity), or None."""
+    """``target accuracy: members 0.993 [0.976, 0.999] (n = 300) · non-members …`` (privgate.inputs.sanity), or None."""
     acc = (report.target or {}).get("accuracy")
     if not isinstance(acc, dict):
         return None

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from privgate.atomic import write_atomic
+from privgate.io.atomic import write_atomic
 from privgate.errors import PrivgateError
 from privgate.policy import builtin_policies, parse_policy
 

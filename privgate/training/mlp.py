@@ -11,7 +11,7 @@ products over the model axis,
   ``[K, B, d]`` activations, stored in buffers allocated once;
 * loss: the gradient of the batch-mean cross-entropy in closed form,
   ``(softmax(z) − onehot(y)) · w`` with ``w`` the per-row weight of
-  :func:`privgate.ensemble._epoch_schedule` (1/batch length, 0 for padding);
+  :func:`privgate.training.plan.epoch_schedule` (1/batch length, 0 for padding);
   for a single-logit output, BCE-with-logits: ``(σ(z) − y) · w``;
 * backward: ``∂W_j = δ_jᵀ a_{j-1}`` and ``δ_{j-1} = (δ_j W_j) ⊙ act'(a_{j-1})``,
   the activation derivative taken from the stored output (``1 − a²`` for tanh,
@@ -258,7 +258,7 @@ class StackedMLP:
     def _output_delta(self, p: list[torch.Tensor], idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """Forward pass, then ``δ = (softmax(z) − onehot(y)) · w`` into the last layer's δ buffer.
 
-        A single output is one logit (:mod:`privgate.outputs`): cross-entropy on
+        A single output is one logit (:mod:`privgate.inputs.outputs`): cross-entropy on
         ``[0, z]`` is BCE-with-logits, whose gradient is ``δ = (σ(z) − y) · w``.
         """
         z = self.logits(p, idx)

@@ -4,7 +4,7 @@ Nothing reaches its destination until the run has finished: attack artefacts
 go to a hidden staging folder beside the artefacts folder
 (``.NAME.privgate-PID-XXXXXXXX.tmp/``), reports and the hardened model are
 rendered in memory, and :func:`commit` writes them all with
-:func:`privgate.atomic.write_together`: every file appears, or none does and
+:func:`privgate.io.atomic.write_together`: every file appears, or none does and
 files already there are left as they were. An error, Ctrl-C or SIGTERM before
 the end removes the staging folder; one left by a killed run is removed by the
 next run writing the same artefacts folder.
@@ -18,9 +18,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Mapping
 
-from privgate.atomic import make_parents, remove_empty, remove_stale, temp_name, write_together
+from privgate.io.atomic import make_parents, remove_empty, remove_stale, temp_name, write_together
 from privgate.errors import PrivgateError
-from privgate.guards import inside
+from privgate.io.guards import inside
 from privgate.report.model import Report
 
 #: How each report format is named in messages.

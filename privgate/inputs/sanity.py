@@ -51,7 +51,7 @@ reported but no such warning: its members are known, and a DP model is meant
 not to fit them better than unseen data.
 
 Also checked here, because each makes the comparison with other models
-meaningless: how the target's raw outputs are read (:mod:`privgate.outputs`,
+meaningless: how the target's raw outputs are read (:mod:`privgate.inputs.outputs`,
 fixed from a probe of the audit data before any attack runs), and a
 scikit-learn target given a torch recipe (reference models would not be
 trained like it).
@@ -65,10 +65,10 @@ from typing import Any
 import numpy as np
 
 from privgate import stats
-from privgate.data import AuditData, Dataset
-from privgate.outputs import PROBE_ROWS
+from privgate.inputs.data import AuditData, Dataset
+from privgate.inputs.outputs import PROBE_ROWS
 from privgate.recipe import Recipe
-from privgate.target import Target
+from privgate.inputs.target import Target
 
 #: Prefix of the warnings this module adds, so readers and tests can pick them out.
 WARNING_PREFIX = "target sanity"

@@ -4,7 +4,7 @@
 a ``torch.nn.Module``; ``None`` for scikit-learn estimators). Inference is
 batched and runs under ``torch.no_grad()`` in eval mode.
 
-A torch model's raw outputs are read by :mod:`privgate.outputs`: logits
+A torch model's raw outputs are read by :mod:`privgate.inputs.outputs`: logits
 ``[n, K]``, one logit ``[n]``/``[n, 1]`` (two classes, p(1) = σ(z)), or rows
 that already are probabilities (a final softmax). :meth:`Target.detect_outputs`
 fixes the reading from a probe of the audit data before any attack runs.
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate import outputs as _outputs
+from privgate.inputs import outputs as _outputs
 from privgate.errors import RecipeError, TargetError
 from privgate.recipe import Recipe
 
@@ -70,7 +70,7 @@ class Target:
         fmt: the checkpoint format.
         sha256: hash of the checkpoint file.
         architecture_notes: changes made to the architecture (e.g. by DP fixes).
-        outputs: how a torch model's raw outputs are read (:mod:`privgate.outputs`);
+        outputs: how a torch model's raw outputs are read (:mod:`privgate.inputs.outputs`);
             ``None`` until :meth:`detect_outputs` fixes it, meanwhile decided per call.
     """
 
@@ -119,7 +119,7 @@ class Target:
         return np.concatenate(outs) if outs else np.zeros((0, 0))
 
     def _kind(self, raw: np.ndarray) -> _outputs.Kind:
-        """How to read ``raw``: the detected kind, else this call's own (:func:`privgate.outputs.kind_of`)."""
+        """How to read ``raw``: the detected kind, else this call's own (:func:`privgate.inputs.outputs.kind_of`)."""
         kind = _outputs.kind_of(raw)
         if kind is None:
             raise TargetError(
@@ -136,7 +136,7 @@ class Target:
         """Fix how the raw outputs are read from a probe ``x`` (a few hundred audit rows).
 
         Every probed row must be non-negative and sum to 1 for the outputs to be
-        read as probabilities (:func:`privgate.outputs.kind_of`). Non-torch
+        read as probabilities (:func:`privgate.inputs.outputs.kind_of`). Non-torch
         targets give probabilities by contract (``predict_proba``).
 
         Returns:
@@ -152,7 +152,7 @@ class Target:
         return _outputs.note(self.outputs, len(raw)), _outputs.sigmoid_hint(raw, self.outputs)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        """Class probabilities, shape ``[n, classes]`` (from the raw outputs as :mod:`privgate.outputs` reads them)."""
+        """Class probabilities, shape ``[n, classes]`` (from the raw outputs as :mod:`privgate.inputs.outputs` reads them)."""
         if self.module is not None:
             raw = self.logits(x)
             return np.exp(_outputs.log_proba(raw, self._kind(raw)))

@@ -28,9 +28,12 @@ import site
 import sys
 import sysconfig
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from privgate.errors import PrivgateError, clip
+from privgate.errors import DataError, PrivgateError, RecipeError, clip
+
+if TYPE_CHECKING:  # the recipe module loads torch; importing an entry point does not need it
+    from privgate.recipe import Recipe
 
 _SPEC = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -142,4 +145,32 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
     return obj
 
 
-__all__ = ["OWN_PACKAGES", "import_entry"]
+
+
+def load_recipe(spec: str, search_dirs: list[Path] | None = None) -> Recipe:
+    """Import a recipe from ``module:attr`` in the user's project (``search_dirs``, then the working directory).
+
+    The attribute must be a :class:`Recipe` or a function of the project that
+    returns one; anything else — a standard-library or installed module's
+    function such as ``os:abort`` — is refused before it is called
+    (:func:`privgate.inputs.entrypoints.import_entry`).
+    """
+    from privgate.recipe import Recipe
+
+    obj = import_entry(spec, list(search_dirs or []) + [Path.cwd()], "recipe", RecipeError)
+    if callable(obj) and not isinstance(obj, Recipe):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise RecipeError(f"recipe '{clip(spec)}': calling it failed ({exc.__class__.__name__}: {clip(str(exc))}).") from None
+    if not isinstance(obj, Recipe):
+        raise RecipeError(f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe.")
+    return obj
+
+
+def import_factory(spec: str, search_dirs: list[Path] | None = None) -> Any:
+    """Import a data factory ``module:function`` from the user's project (see :func:`load_recipe`); not called here."""
+    return import_entry(spec, list(search_dirs or []) + [Path.cwd()], "data factory", DataError)
+
+
+__all__ = ["OWN_PACKAGES", "import_entry", "import_factory", "load_recipe"]

@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from privgate.errors import clip, shown
-from privgate.suggest import did_you_mean
-from privgate.yamlsafe import locate
+from privgate.inputs.suggest import did_you_mean
+from privgate.inputs.yamlsafe import locate
 
 if typing.TYPE_CHECKING:
     import yaml
@@ -97,7 +97,7 @@ def describe(exc: ValidationError, root: yaml.Node | None, source: str, model: t
 
     Args:
         exc: pydantic's error from validating ``model``.
-        root: the YAML node graph of the file (:func:`privgate.yamlsafe.load_yaml`), for line numbers.
+        root: the YAML node graph of the file (:func:`privgate.inputs.yamlsafe.load_yaml`), for line numbers.
         source: the file name.
         model: the validated model class, for known keys and allowed values.
     """

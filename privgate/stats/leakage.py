@@ -29,7 +29,8 @@ import numpy as np
 from scipy import stats as _st
 from scipy.special import gammaln
 
-from privgate.stats import Estimate, bonferroni, clopper_pearson
+from privgate.stats.binomial import bonferroni, clopper_pearson
+from privgate.stats.membership import Estimate
 
 #: Fewest classes with both members and non-members for a similarity interval.
 MIN_CLASSES = 3

@@ -19,8 +19,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from privgate.errors import ConfigError, clip, shown
-from privgate.suggest import did_you_mean
-from privgate.textfile import read_limited
+from privgate.inputs.suggest import did_you_mean
+from privgate.inputs.textfile import read_limited
 
 KEYS = {
     "model": str,
@@ -54,7 +54,7 @@ class Config:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    """The TOML of ``path``, read with the settings-file size limit (:mod:`privgate.textfile`)."""
+    """The TOML of ``path``, read with the settings-file size limit (:mod:`privgate.inputs.textfile`)."""
     text = read_limited(path, "config", ConfigError)
     try:
         return tomllib.loads(text)

@@ -21,7 +21,7 @@ without any error:
   Logits that happen to do that on every row of a few hundred rows do not
   occur in practice; softmax outputs always do.
 
-The same reading is used for the target (:class:`privgate.target.Target`),
+The same reading is used for the target (:class:`privgate.inputs.target.Target`),
 for the reference models trained from the recipe, for the training loss
 (:func:`nll`: the negative log-likelihood of the label under the outputs as
 read here — cross-entropy, BCE-with-logits, or NLL of log p) and for the

@@ -21,11 +21,11 @@ import numpy as np
 import torch
 
 from privgate.errors import DataError, PrivgateError, clip, shown
-from privgate.recipe import import_factory
-from privgate.suggest import did_you_mean
+from privgate.inputs.entrypoints import import_factory
+from privgate.inputs.suggest import did_you_mean
 
 if TYPE_CHECKING:
-    from privgate.target import Target
+    from privgate.inputs.target import Target
 
 #: Members/non-members ratio above which the larger set is sub-sampled.
 IMBALANCE_RATIO = 2.0

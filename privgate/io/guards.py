@@ -61,7 +61,7 @@ def inside(child: Path, folder: Path) -> bool:
 def module_file(module: str, search_dirs: Sequence[str | Path] = ()) -> Path | None:
     """The source file ``import module`` would load, with ``search_dirs`` first on the path, without importing it.
 
-    Searched like :func:`privgate.recipe.load_recipe` imports: ``search_dirs``
+    Searched like :func:`privgate.inputs.entrypoints.load_recipe` imports: ``search_dirs``
     (which it puts first on ``sys.path``), then ``sys.path`` and the installed
     import hooks. Submodules are looked up in their package's folders, so no
     package ``__init__`` runs. None when it cannot be found (the import will
@@ -109,7 +109,7 @@ def audit_inputs(
         model: the checkpoint path.
         policy: a built-in policy name or a policy file.
         data: ``{"members": spec, ...}``: files (relative to the working
-            directory or to ``base``, as :func:`privgate.data.load_dataset`
+            directory or to ``base``, as :func:`privgate.inputs.data.load_dataset`
             resolves them) or ``module:function`` factories.
         recipe: ``module:attr``.
         config: the config file in use, if any.

@@ -14,7 +14,7 @@ process is the robust default; give ``--threads`` the core count on a machine
 that does nothing else.
 
 Three pools are held to the setting: torch's intra-op threads
-(:func:`privgate.ensemble.torch_threads`), and every BLAS and OpenMP library
+(:func:`torch_threads`), and every BLAS and OpenMP library
 loaded in the process — numpy/scipy's OpenBLAS and scikit-learn's OpenMP —
 through ``threadpoolctl.threadpool_limits``. scikit-learn's ``n_jobs`` (worker
 processes or threads of joblib) stays 1 in privgate's fits: jobs on top of
@@ -23,6 +23,7 @@ processes or threads of joblib) stays 1 in privgate's fits: jobs on top of
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -31,6 +32,38 @@ DEFAULT_THREADS = 1
 
 #: ``n_jobs`` for every scikit-learn call that takes one (see the module docstring).
 SKLEARN_JOBS = 1
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_DEPTH = 0
+_THREADS_SAVED = 0
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``torch.set_num_threads(n)`` and restore the caller's setting after.
+
+    Nested and concurrent blocks share one setting: the outermost sets it, the
+    last to leave restores it.
+    """
+    import torch
+
+    global _THREADS_DEPTH, _THREADS_SAVED
+    if not n:
+        yield
+        return
+    with _THREADS_LOCK:
+        if _THREADS_DEPTH == 0:
+            _THREADS_SAVED = torch.get_num_threads()
+            torch.set_num_threads(int(n))
+        _THREADS_DEPTH += 1
+    try:
+        yield
+    finally:
+        with _THREADS_LOCK:
+            _THREADS_DEPTH -= 1
+            if _THREADS_DEPTH == 0:
+                torch.set_num_threads(_THREADS_SAVED)
 
 
 def resolve_threads(threads: int | None) -> int:
@@ -56,11 +89,9 @@ def native_threads(threads: int | None) -> Iterator[int]:
 @contextmanager
 def limit_threads(threads: int | None) -> Iterator[int]:
     """Hold torch's intra-op threads and every BLAS/OpenMP pool to ``threads`` for the block."""
-    from privgate.ensemble import torch_threads
-
     n = resolve_threads(threads)
     with torch_threads(n), native_threads(n):
         yield n
 
 
-__all__ = ["DEFAULT_THREADS", "SKLEARN_JOBS", "limit_threads", "native_threads", "resolve_threads"]
+__all__ = ["DEFAULT_THREADS", "SKLEARN_JOBS", "limit_threads", "native_threads", "resolve_threads", "torch_threads"]

@@ -5,7 +5,7 @@ makes SIGTERM (what CI runners, ``timeout`` and ``kill`` send) raise
 :class:`Terminated`, a ``KeyboardInterrupt``, so the same cleanup runs for
 both: ``finally`` blocks and ``except BaseException`` handlers remove
 temporary files and release the cache lock, and no output is half-written
-(:mod:`privgate.atomic`). ``except Exception`` handlers in library code do not
+(:mod:`privgate.io.atomic`). ``except Exception`` handlers in library code do not
 catch either, so an interrupt is never mistaken for a failed attack.
 """
 

@@ -325,7 +325,7 @@ def assert_policy(
     population])`` tuple; each part as :func:`privgate.check` accepts it.
     """
     __tracebackhide__ = True
-    from privgate.data import AuditData
+    from privgate.inputs.data import AuditData
 
     if isinstance(data, AuditData):
         import privgate

@@ -17,7 +17,7 @@ is as trustworthy as whoever can write to its folder.
 
 The cache only saves time. A folder that cannot be created or written (read
 only, disk full, a path through a file) is skipped with one warning and the
-run goes on training without it. Writes are atomic (:mod:`privgate.atomic`).
+run goes on training without it. Writes are atomic (:mod:`privgate.io.atomic`).
 Concurrent runs serialise the training of one ensemble with an ``fcntl`` lock.
 """
 
@@ -32,7 +32,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-from privgate.atomic import write_atomic
+from privgate.io.atomic import write_atomic
 
 try:  # POSIX only; elsewhere concurrent runs rely on write-then-rename idempotence
     import fcntl
