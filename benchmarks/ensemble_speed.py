@@ -145,7 +145,7 @@ def dp_reference_models(x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: 
     vectorised: the MLP kernel running the same mechanism. The models are not
     equal (different random draws), so their held-out accuracies are compared.
     """
-    from privgate.dp.train import DPRecipe
+    from privgate.dp.recipe import DPRecipe
 
     base = {f.name: getattr(RECIPE, f.name) for f in dataclasses.fields(RECIPE)}
     dp = DPRecipe(**{**base, "epochs": 30, "batch_size": 256, "name": "digits-dp"}, noise_multiplier=1.0, max_grad_norm=1.0, steps_per_epoch=3)

@@ -43,6 +43,7 @@ from torch import nn  # noqa: E402
 
 from privgate import stats  # noqa: E402
 from privgate.attacks import get_attack  # noqa: E402
+from privgate.options import RunOptions
 from privgate.attacks.base import AttackContext  # noqa: E402
 from privgate.inputs.data import Dataset  # noqa: E402
 from privgate.inputs.entrypoints import import_factory, load_recipe  # noqa: E402
@@ -116,7 +117,7 @@ def digits_rows(seeds: int) -> list[dict]:
 def _audit_digits(name, seed, target, xm, ym, xn, yn, pop, xt, yt, train_s) -> dict:
     x, y = np.concatenate([xm, xn]), np.concatenate([ym, yn])
     m = np.r_[np.ones(len(ym), bool), np.zeros(len(yn), bool)]
-    ctx = AttackContext(target=target, x=x, y=y, population=pop, seed=seed)
+    ctx = AttackContext(target=target, x=x, y=y, population=pop, run=RunOptions(seed=seed))
     g = get_attack("gradient")(mode="norm").run(ctx)
     auc = stats.auc(g.scores[m], g.scores[~m])
     inv = get_attack("inversion")().run(ctx)

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -33,9 +33,8 @@ from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
 from privgate.inputs.sanity import inspect_target
 from privgate.inputs.target import Target
+from privgate.options import RunOptions
 from privgate.training.threads import limit_threads, resolve_threads
-
-Progress = Callable[[str], None]
 
 #: FPRs at which every attack summary reports TPR.
 SUMMARY_FPRS = (0.001, 0.01)
@@ -60,10 +59,13 @@ def _version(pkg: str) -> str | None:
         return None
 
 
-def environment(seed: int, threads: int | None = None) -> dict[str, Any]:
+def environment(run: RunOptions) -> dict[str, Any]:
+    """What the report records of the run's settings and the software it ran on."""
     return {
-        "seed": seed,
-        "threads": resolve_threads(threads),
+        "seed": run.seed,
+        "threads": resolve_threads(run.threads),
+        "engine": run.engine,
+        "device": run.device,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "versions": {p: _version(p) for p in ("privgate", "torch", "numpy", "scipy", "scikit-learn", "opacus", "pydantic")},
@@ -155,26 +157,19 @@ def _summary_line(verdict: str, checks: list[CheckResult]) -> str:
 
 
 def run_attacks(
-    target: Target,
-    data: AuditData,
-    policy: Policy,
-    *,
-    recipe: Recipe | None = None,
-    seed: int = 0,
-    cache_dir: str | None = None,
-    progress: Progress | None = None,
-    threads: int | None = None,
+    target: Target, data: AuditData, policy: Policy, *, recipe: Recipe | None = None, run: RunOptions | None = None
 ) -> tuple[dict[str, _Ran], dict[str, str], list[AttackSummary]]:
     """Run the policy's attacks on the audit data; returns (ran, missing reasons, summaries).
 
-    ``threads``: the most threads any attack may use (torch, BLAS, OpenMP), see :mod:`privgate.training.threads`.
+    Every attack runs inside :func:`privgate.training.threads.limit_threads` with ``run.threads``.
     """
+    run = run or RunOptions()
     x, y, membership = data.pooled()
-    perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(len(y))
+    perm = np.random.default_rng(np.random.SeedSequence([run.seed, 0xA11])).permutation(len(y))
     x, y, membership = x[perm], y[perm], membership[perm]  # attacks never see membership, nor its order
-    calibration = stats.calibration_mask(membership, seed)
+    calibration = stats.calibration_mask(membership, run.seed)
     reference = calibration & ~membership
-    ctx = AttackContext(target=target, x=x, y=y, population=data.population, recipe=recipe, seed=seed, cache_dir=cache_dir, threads=threads)
+    ctx = AttackContext(target=target, x=x, y=y, population=data.population, recipe=recipe, run=run)
     ran: dict[str, _Ran] = {}
     missing: dict[str, str] = {}
     summaries: list[AttackSummary] = []
@@ -193,12 +188,11 @@ def run_attacks(
             missing[name] = why
             summaries.append(AttackSummary(name=name, threat_model=threat, status="unavailable" if name not in registry else "skipped", reason=why, options=options))
             continue
-        if progress:
-            progress(f"running attack {name} ({i}/{len(todo)})")
+        run.say(f"running attack {name} ({i}/{len(todo)})")
         attack = get_attack(name)(**options)
         ctx.options = dict(options)
         try:
-            with limit_threads(threads):
+            with limit_threads(run.threads):
                 result = attack.run(ctx)
         except AttackSkipped as exc:
             missing[name] = str(exc)
@@ -220,27 +214,31 @@ def audit(
     policy: Policy,
     *,
     recipe: Recipe | None = None,
-    seed: int = 0,
-    cache_dir: str | None = None,
-    progress: Progress | None = None,
-    artefacts_dir: str | None = None,
-    threads: int | None = None,
+    options: RunOptions | None = None,
+    **settings: Any,
 ) -> Report:
     """Run ``policy`` against ``target`` on ``data`` and return the decided :class:`Report`.
 
-    ``artefacts_dir``: where attacks' files (inversion reconstructions) are saved,
-    see :mod:`privgate.io.artefacts`; ``None`` saves nothing. ``threads``: the most
-    threads the attacks may use (default 1), see :mod:`privgate.training.threads`.
+    Args:
+        target: the model under audit.
+        data: known members and non-members (and optional population data).
+        policy: the policy, with the policies it extends.
+        recipe: how the target was trained (reference-model attacks need it).
+        options: how the run is carried out (:class:`privgate.options.RunOptions`).
+        **settings: single settings of :class:`~privgate.options.RunOptions`
+            (``seed=``, ``threads=``, ``cache_dir=``, ``artefacts_dir=`` …),
+            applied on top of ``options``.
     """
+    run = RunOptions.of(options, **settings)
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     data.check_against(target)
     sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: before any attack
-    ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress, threads=threads)
+    ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, run=run)
     for summary in summaries:
         files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
         if files:
-            summary.extras["artefacts"] = save_artefacts(summary.name, files, artefacts_dir) if artefacts_dir else []
+            summary.extras["artefacts"] = save_artefacts(summary.name, files, run.artefacts_dir) if run.artefacts_dir else []
     diagnostic = {n for n, cls in available_attacks().items() if getattr(cls, "diagnostic", False)}  # blind baseline
     checks = decide_policy(policy, ran, missing, diagnostic)
     verdict = verdict_of(checks)
@@ -257,7 +255,7 @@ def audit(
         attacks=summaries,
         warnings=list(data.warnings) + _policy_warnings(policy) + sanity.warnings + soundness_warnings(summaries)  # blind: Das 2024
         + list(dict.fromkeys(w for r in ran.values() for w in r.result.extras.get("cache_warnings", []))),
-        environment=environment(seed, threads),
+        environment=environment(run),
         started=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),
     )

@@ -16,10 +16,12 @@ from torch import nn
 
 from privgate import stats
 from privgate.inputs import outputs
+from privgate.options import RunOptions
 from privgate.attacks import AttackContext, get_attack
 from privgate.attacks.gradient import gradient_features
 from privgate.inputs.data import AuditData, Dataset
-from privgate.dp.train import accuracy, probe_private_training
+from privgate.dp.clip import accuracy
+from privgate.dp.train import probe_private_training
 from privgate.training.engine import train_models
 from privgate.training.plan import model_seeds, paired_masks
 from privgate.gate import audit
@@ -190,7 +192,7 @@ def test_single_logit_white_box_attacks_and_dp_training():
     assert layers == ["0", "2"]
     np.testing.assert_allclose(norms[:, 1], last.numpy(), rtol=1e-3, atol=1e-6)
     membership = np.r_[np.ones(150, bool), np.zeros(150, bool)]
-    ctx = AttackContext(target=target, x=x, y=y, seed=0)
+    ctx = AttackContext(target=target, x=x, y=y, run=RunOptions(seed=0))
     grad = get_attack("gradient")(mode="norm").run(ctx)
     assert stats.auc(grad.scores[membership], grad.scores[~membership]).value > 0.7
     inv = get_attack("inversion")(steps=40, restarts=1, prior="none").run(ctx)

@@ -27,7 +27,10 @@ from torch import nn
 
 from privgate.inputs.data import AuditData, Dataset
 from privgate.dp import remediate as rem
-from privgate.dp.train import DPRecipe, DPSettings, accuracy, make_private_module, probe_private_training, search_clip_norm, train_dp
+from privgate.dp.clip import accuracy, search_clip_norm
+from privgate.dp.hardened import save_hardened
+from privgate.dp.recipe import DPRecipe
+from privgate.dp.train import DPSettings, make_private_module, probe_private_training, train_dp
 from privgate.errors import PolicyError, RecipeError
 from privgate.policy import Utility, parse_policy
 from privgate.recipe import Recipe
@@ -323,7 +326,7 @@ def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
     assert "1 DP-SGD training(s) of the target and 0 noise-free" in section["selection_leakage"]
     # the hardened model is the candidate the report describes
     assert accuracy(out.model, tiny["population"].x, tiny["population"].y) == pytest.approx(row["utility"], abs=1e-6)
-    written = rem.save_hardened(out.model, tmp_path / "h.pt", tiny["members"].x)
+    written = save_hardened(out.model, tmp_path / "h.pt", tiny["members"].x)
     loaded = Target.load(written["torchscript"])
     assert loaded.fmt == "torchscript" and np.allclose(loaded.predict_proba(tiny["population"].x), Target(out.model).predict_proba(tiny["population"].x), atol=1e-6)
     sd = torch.load(written["state_dict"], weights_only=True)

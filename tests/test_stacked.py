@@ -189,7 +189,7 @@ def test_clipped_gradient_equals_per_example_clipping(clip):
 
 
 def _dp_recipe(sigma: float, epochs: int = 3, factory=None):  # noqa: ANN001, ANN202
-    from privgate.dp.train import DPRecipe
+    from privgate.dp.recipe import DPRecipe
 
     return DPRecipe(factory or (lambda: nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))), epochs=epochs,
                     batch_size=16, lr=1e-2, name="dp-tiny", noise_multiplier=sigma, max_grad_norm=0.5, steps_per_epoch=4)

@@ -19,6 +19,7 @@ from torch import nn
 
 from privgate import stats
 from privgate.attacks import available_attacks, get_attack
+from privgate.options import RunOptions
 from privgate.attacks.base import AttackContext, AttackSkipped
 from privgate.attacks.blind import soundness_warnings
 from privgate.attacks.lira import lira_scores
@@ -74,7 +75,7 @@ def scores(task):
     """Each attack's scores on all 500 audit rows (members first)."""
     target, members, nonmembers, population = task
     x, y = np.concatenate([members[0], nonmembers[0]]), np.concatenate([members[1], nonmembers[1]])
-    ctx = AttackContext(target, x, y, population=Dataset(*population), recipe=RECIPE, seed=0, cache_dir="off")
+    ctx = AttackContext(target, x, y, population=Dataset(*population), recipe=RECIPE, run=RunOptions(seed=0, cache_dir="off"))
     out = {}
     for name, opts in [("loss", {}), ("lira", {"models": 8}), ("lira_offline", {"models": 8, "offline": True}), ("rmia", {"models": 4})]:
         out[name] = get_attack(name.split("_")[0])(**opts).run(ctx)
@@ -134,7 +135,7 @@ def test_too_little_population_skips_with_a_reason(task):
     assert summary.status == "skipped" and "100 population rows" in summary.reason and "has 20" in summary.reason
     assert rep.checks[0].status == "inconclusive" and "population" in rep.checks[0].reason
     x, y = members
-    ctx = AttackContext(target, x, y, population=None, recipe=RECIPE, cache_dir="off")
+    ctx = AttackContext(target, x, y, population=None, recipe=RECIPE, run=RunOptions(cache_dir="off"))
     with pytest.raises(AttackSkipped, match="none"):
         get_attack("blind")().run(ctx)
 

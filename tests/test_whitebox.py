@@ -21,6 +21,7 @@ from torch import nn
 
 from privgate import Recipe, Target, audit
 from privgate.attacks import PLANNED, available_attacks, get_attack
+from privgate.options import RunOptions
 from privgate.attacks.base import AttackContext, AttackSkipped
 from privgate.attacks.gradient import gradient_features
 from privgate.attacks.inversion import cosine_to, image_grid, png_bytes, ssim
@@ -201,7 +202,7 @@ def test_png_writer_round_trip():
 def test_inversion_reconstructions_are_closer_to_members_of_a_memorising_model(models, digits):
     est = {}
     for name, net in models.items():
-        ctx, m = _ctx(net, digits, seed=0)
+        ctx, m = _ctx(net, digits, run=RunOptions(seed=0))
         r = get_attack("inversion")(steps=150).run(ctx)
         assert r.extras["image_shape"] == [8, 8] and r.extras["measure"] == "ssim" and r.extras["prior"] == "dae"
         assert len(r.extras["per_class"]) == 10 and r.notes  # the auto image-shape guess is reported
@@ -237,7 +238,7 @@ def test_inversion_stops_on_confidence_target_and_patience(models, digits):
 def test_inversion_is_reproducible_for_a_seed(models, digits):
     runs = []
     for _ in range(2):
-        ctx, _m = _ctx(models["reg"], digits, seed=7)
+        ctx, _m = _ctx(models["reg"], digits, run=RunOptions(seed=7))
         runs.append(get_attack("inversion")(steps=20, restarts=2).run(ctx))
     np.testing.assert_array_equal(runs[0].scores, runs[1].scores)
     assert runs[0].extras["artefacts"] == runs[1].extras["artefacts"]

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from privgate.options import RunOptions
+
 if TYPE_CHECKING:
     from privgate.inputs.data import Dataset
     from privgate.recipe import Recipe
@@ -27,13 +29,21 @@ ThreatModel = Literal["black-box", "label-only", "white-box"]
 class AttackContext:
     """What an attack may use. ``x``/``y`` are the pooled audit examples, membership hidden.
 
-    ``threads`` is the most threads the attack may use at once — torch's
-    intra-op threads, BLAS and OpenMP (scikit-learn's gradient boosting) — on
-    a shared runner more threads than cores stall every parallel region. The
-    gate runs each attack inside :func:`privgate.training.threads.limit_threads`;
-    attacks that fit scikit-learn models keep ``n_jobs`` at 1 and pass it on
-    to anything that starts its own threads (the reference-model engine).
-    ``None`` means :data:`privgate.training.threads.DEFAULT_THREADS`.
+    Attributes:
+        target: the model under audit.
+        x, y: the pooled audit inputs and labels (members and non-members
+            shuffled together).
+        population: more same-distribution rows known to be outside the
+            training set, when given.
+        recipe: how the target was trained, when given.
+        options: this attack's own options, from the policy.
+        run: the run's settings (:class:`privgate.options.RunOptions`): its
+            seed, its thread budget — torch's intra-op threads, BLAS and
+            OpenMP; the gate runs each attack inside
+            :func:`privgate.training.threads.limit_threads`, and attacks that
+            fit scikit-learn models keep ``n_jobs`` at 1 and pass the budget on
+            to anything that starts its own threads — and the reference-model
+            cache and engine.
     """
 
     target: Target
@@ -41,10 +51,18 @@ class AttackContext:
     y: np.ndarray
     population: Dataset | None = None
     recipe: Recipe | None = None
-    seed: int = 0
-    cache_dir: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
-    threads: int | None = None
+    run: RunOptions = field(default_factory=RunOptions)
+
+    @property
+    def seed(self) -> int:
+        """The run's seed (every attack derives its random streams from it)."""
+        return self.run.seed
+
+    @property
+    def threads(self) -> int | None:
+        """The run's thread budget (``None``: one thread)."""
+        return self.run.threads
 
     @cached_property
     def proba(self) -> np.ndarray:

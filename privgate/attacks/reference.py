@@ -163,7 +163,6 @@ def build_references(ctx: AttackContext, k: int, *, z_samples: int = 0, min_popu
                 f"'{attack}' needs at least {min_population} population rows (known non-members, never trained on) "
                 f"to compare its {k} reference models against; the audit has {have or 'none'} (give --population)"
             )
-    from privgate.training.cache import resolve_cache_dir
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
     from privgate.inputs.sanity import recipe_warning
@@ -172,7 +171,7 @@ def build_references(ctx: AttackContext, k: int, *, z_samples: int = 0, min_popu
     n = len(ctx.y)
     masks = paired_masks(n, k, ctx.seed)
     seeds = model_seeds(ctx.seed, k)
-    ens = train_ensemble(ctx.recipe, ctx.x, ctx.y, masks, seeds, cache_dir=resolve_cache_dir(ctx.cache_dir), threads=ctx.threads)
+    ens = train_ensemble(ctx.recipe, ctx.x, ctx.y, masks, seeds, cache_dir=ctx.run.cache, threads=ctx.threads, engine=ctx.run.engine)
     n_classes = ctx.log_proba.shape[1]
     log_proba = _reference_log_proba(ctx, ens.logits(ctx.x), n_classes)
     refs = References(log_proba=log_proba, inside=masks, ensemble=ens, notes=list(ens.notes) + list(ens.warnings))

@@ -42,7 +42,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option("--step-summary/--no-step-summary", default=True, show_default=True, help="Append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set.")
 @click.option("--seed", type=int, help="Seed for every random choice (default 0).")
 @click.option("--label-column", help="Label column of CSV data (default 'label').")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Where trained reference models are cached.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="PRIVGATE_CACHE_DIR", show_envvar=True, help="Where trained reference models are cached (default .privgate-cache; 'off' for none). This flag, else $PRIVGATE_CACHE_DIR, else the config's 'cache_dir'.")
 @click.option("--threads", type=click.IntRange(min=1), envvar="PRIVGATE_THREADS", show_envvar=True, help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, else $PRIVGATE_THREADS, else the config's 'threads', else 1. Set it to the core count on a runner that does nothing else; never oversubscribe shared cores.")
 @click.option("--artefacts", "artefacts_path", type=click.Path(file_okay=False), help="Where attacks save files to look at (inversion reconstructions); default: REPORT.artefacts/ next to --json, none without --json.")
 @click.option("--trust-checkpoint", is_flag=True, default=None, help="Allow loading pickled checkpoints (this runs code from the file).")
@@ -90,7 +90,7 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
         raise click.UsageError("--output-model only applies with --remediate (or privgate harden).")
     model_out = None
     if remediate:
-        from privgate.dp.remediate import default_output
+        from privgate.dp.hardened import default_output
 
         model_out = Path(output_model) if output_model else default_output(model_path)
     population_spec, recipe_spec = pick("population", population), pick("recipe", recipe)
@@ -99,6 +99,7 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     json_from = "--json" if json_path is not None else f"'json' in {cfg.path}"
     check_outputs(_planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs)
     from privgate.api import audit_paths  # torch: imported after the cheap checks above
+    from privgate.options import RunOptions
 
     n_threads = pick("threads", threads)  # validated: click's IntRange for the flag/$PRIVGATE_THREADS, config._validate for the file
 
@@ -110,12 +111,14 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     if remediate:
         from functools import partial
 
-        from privgate.dp.remediate import harden_paths
+        from privgate.api import harden_paths
         from privgate.report.console import remediation_row
 
         on_row = None if quiet else (lambda row: out.print(remediation_row(row)))
         runner = partial(harden_paths, output_model=output_model, on_row=on_row)
     with Staging(artefacts_dir) as staging:  # nothing reaches its destination before commit()
+        run = RunOptions(seed=pick("seed", seed) or 0, threads=n_threads, cache_dir=pick("cache_dir", cache_dir),
+                         progress=progress, artefacts_dir=staging.path)
         if status:
             status.start()
         try:
@@ -126,14 +129,10 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
                 nonmembers_spec,
                 population=population_spec,
                 recipe=recipe_spec,
-                seed=pick("seed", seed) or 0,
                 label_column=pick("label_column", label_column) or "label",
                 trust_checkpoint=bool(pick("trust_checkpoint", trust_checkpoint)),
-                cache_dir=pick("cache_dir", cache_dir),
                 search_dirs=[base],
-                progress=progress,
-                artefacts_dir=staging.path,
-                threads=n_threads,
+                options=run,
             )
         finally:
             if status:
@@ -171,7 +170,7 @@ def _planned(outputs: dict[str, str | None], artefacts_dir: str | None, model_ou
     if artefacts_dir:
         planned.append(Named(Path(artefacts_dir), f"the artefacts folder ({'beside the JSON report' if default_artefacts else '--artefacts'})", folder=True))
     if model_out is not None:
-        from privgate.dp.remediate import state_dict_path
+        from privgate.dp.hardened import state_dict_path
 
         how = "the default, beside the model" if default_model else "--output-model"
         planned += [Named(model_out, f"the hardened model ({how})"), Named(state_dict_path(model_out), f"the hardened model's state_dict ({how})")]

@@ -31,9 +31,9 @@ audit: fine-tuning a model that has already memorised its data gives no
 guarantee about that data.
 
 Tuning follows published practice (Ponomareva et al. 2023, "How to DP-fy ML",
-arXiv 2303.00654, §5.4; the seed thesis 003, §5.4.4): the clipping norm is
-chosen by :func:`search_clip_norm`, a short noise-free run with clipping at
-C = 10^k, lowering k until accuracy drops clearly.
+arXiv 2303.00654, §5.4): the clipping norm is chosen by
+:func:`privgate.dp.clip.search_clip_norm`, a short noise-free run with clipping
+at C = 10^k, lowering k until accuracy drops clearly.
 
 Opacus uses PyTorch's default pseudo-random generator for the noise here
 (``secure_mode=False``), seeded for reproducibility. That is the usual research
@@ -47,7 +47,7 @@ import dataclasses
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -55,19 +55,10 @@ import torch
 from torch import nn
 
 from privgate.errors import PrivgateError, RecipeError
-from privgate.inputs.outputs import as_logits_torch, kind_of, nll
-from privgate.recipe import DPSGD, Recipe
+from privgate.inputs.outputs import nll
+from privgate.recipe import Recipe
 
 AccountantName = Literal["prv", "rdp"]
-
-#: Clip norms tried by :func:`search_clip_norm`: 10^1 down to 10^-5 (the thesis' CIFAR-10 optimum was 10^-5).
-CLIP_EXPONENTS = tuple(range(1, -6, -1))
-#: An accuracy drop "clearly" below the best so far: at least this much (absolute) …
-CLEAR_DROP = 0.02
-#: … and at least this many standard errors of the validation accuracy.
-CLEAR_DROP_SE = 2.0
-#: Fraction of the training rows held out to validate the clip-norm search.
-CLIP_VALIDATION_FRACTION = 0.2
 
 _ACCOUNTANT_ERRORS = (RuntimeError, ValueError, OverflowError, FloatingPointError, ZeroDivisionError, MemoryError)
 
@@ -422,140 +413,4 @@ def train_dp(
     return trained, record
 
 
-def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
-    """Fraction of (x, y) the model labels correctly (eval mode, no gradients)."""
-    with torch.no_grad():
-        out = model(torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32))
-        pred = as_logits_torch(out, kind_of(out) or "logits").argmax(dim=1).numpy()  # one logit z: class 1 iff z > 0
-    return float(np.mean(pred == np.asarray(y)))
-
-
-def search_clip_norm(
-    recipe: Recipe,
-    x: np.ndarray,
-    y: np.ndarray,
-    seed: int,
-    settings: DPSettings,
-    *,
-    epochs: int | None = None,
-    exponents: tuple[int, ...] = CLIP_EXPONENTS,
-) -> tuple[float, list[dict[str, Any]]]:
-    """The clipping norm C for DP-SGD: the noise-free search of published tuning practice.
-
-    Train briefly with per-example clipping but no noise (σ = 0) at C = 10^k for
-    k = 1, 0, −1, …, and stop at the first C whose validation accuracy drops
-    clearly below the best so far; return the last good C (Ponomareva et al.
-    2023, arXiv 2303.00654, §5.4.1; seed thesis 003, §5.4.4). A small C clips
-    most gradients, so the noise σC added per step is small relative to them.
-
-    "Clearly" = more than max(:data:`CLEAR_DROP`, :data:`CLEAR_DROP_SE` ×
-    standard error of the validation accuracy). Validation uses a seeded
-    :data:`CLIP_VALIDATION_FRACTION` of the training rows held out of these
-    runs, so the audit's held-out data is never touched by tuning. (Tuning on
-    the private data is itself not covered by the DP guarantee; the report
-    counts these runs.)
-
-    Returns:
-        (C, rows) with one row ``{max_grad_norm, accuracy, good}`` per run.
-    """
-    n = len(y)
-    order = np.random.default_rng(np.random.SeedSequence([seed, 0xC11])).permutation(n)
-    n_val = max(1, int(round(CLIP_VALIDATION_FRACTION * n)))
-    val, fit = order[:n_val], order[n_val:]
-    brief = dataclasses.replace(settings, epochs=epochs or settings.epochs)
-    rows: list[dict[str, Any]] = []
-    best: float | None = None
-    chosen: float | None = None
-    for k in exponents:
-        clip = 10.0**k
-        model, _ = train_dp(recipe, x[fit], y[fit], seed, settings=brief.with_clip(clip), noise_multiplier=0.0, account=False)
-        acc = accuracy(model, x[val], y[val])
-        tol = CLEAR_DROP if best is None else max(CLEAR_DROP, CLEAR_DROP_SE * math.sqrt(max(best * (1 - best), 1e-12) / n_val))
-        good = best is None or acc >= best - tol
-        rows.append({"max_grad_norm": clip, "accuracy": round(acc, 6), "good": bool(good)})
-        if not good:
-            break
-        chosen = clip
-        best = acc if best is None else max(best, acc)
-    assert chosen is not None
-    return chosen, rows
-
-
-# --------------------------------------------------------------------------- the DP recipe
-
-
-@dataclass
-class DPRecipe(Recipe):
-    """A :class:`Recipe` whose :meth:`train` is DP-SGD at a fixed σ, C, sampling rate and epochs.
-
-    Reference models for LiRA/RMIA/shadow attacks must be trained the way the
-    target was: against a DP target, reference models trained without clipping
-    and noise make those attacks look weaker than they are. ``build()``
-    returns the Opacus-fixed architecture, so its state_dict fits the models
-    ``train()`` returns. The ensemble engine never replicates :meth:`train`
-    with its plain kernels (:attr:`vectorisable` is False); it trains reference
-    models of an MLP recipe at once with the same mechanism (:attr:`dp_sgd`:
-    Poisson sampling, clipping and noise drawn per model by the engine, so the
-    models are distributed like, not equal to, Opacus' for the same seed), and
-    any other architecture one at a time through :meth:`train`.
-    """
-
-    noise_multiplier: float = 1.0
-    max_grad_norm: float = 1.0
-    steps_per_epoch: int | None = None
-    max_physical_batch_size: int = 256
-    delta: float = 1e-5
-
-    @classmethod
-    def from_training(cls, recipe: Recipe, training: DPTraining, settings: DPSettings) -> DPRecipe:
-        """The recipe that reproduces ``training`` (same σ, C, q, epochs) on any training set."""
-        base = {f.name: getattr(recipe, f.name) for f in fields(Recipe)}
-        base.update(
-            epochs=training.epochs,
-            batch_size=training.batch_size,
-            name=f"{recipe.name}+dp-sgd(σ={training.noise_multiplier:.4g},C={training.max_grad_norm:g})",
-        )
-        return cls(
-            **base,
-            noise_multiplier=training.noise_multiplier,
-            max_grad_norm=training.max_grad_norm,
-            steps_per_epoch=max(1, int(round(1.0 / training.sample_rate))),
-            max_physical_batch_size=settings.max_physical_batch_size,
-            delta=training.delta,
-        )
-
-    @property
-    def vectorisable(self) -> bool:
-        return False
-
-    @property
-    def dp_sgd(self) -> DPSGD:
-        """What :meth:`train` does, for the engine's vectorised DP-SGD (MLP recipes only)."""
-        return DPSGD(float(self.noise_multiplier), float(self.max_grad_norm), self.steps_per_epoch, int(self.batch_size))
-
-    @property
-    def settings(self) -> DPSettings:
-        return DPSettings(self.epochs, self.batch_size, self.max_grad_norm, self.delta, "rdp", self.max_physical_batch_size)
-
-
-    def build(self, seed: int | None = None) -> nn.Module:
-        return make_private_module(super().build(seed=seed), self.name)[0]
-
-    def train(self, x: np.ndarray, y: np.ndarray, seed: int = 0, model: nn.Module | None = None) -> nn.Module:
-        """DP-SGD at this recipe's σ, C, steps per epoch and epochs (``model`` is ignored: DP training starts fresh)."""
-        net, _ = train_dp(self, x, y, seed, settings=self.settings, noise_multiplier=self.noise_multiplier, steps_per_epoch=self.steps_per_epoch, account=False)
-        return net
-
-
-__all__ = [
-    "CLIP_EXPONENTS",
-    "DPCalibrationError",
-    "DPRecipe",
-    "DPSettings",
-    "DPTraining",
-    "accuracy",
-    "make_private_module",
-    "probe_private_training",
-    "search_clip_norm",
-    "train_dp",
-]
+__all__ = ["DPCalibrationError", "DPSettings", "DPTraining", "make_private_module", "probe_private_training", "train_dp"]

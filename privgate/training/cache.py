@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -38,9 +37,6 @@ try:  # POSIX only; elsewhere concurrent runs rely on write-then-rename idempote
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
-
-#: Default cache folder (relative to the working directory) when none is given.
-DEFAULT_CACHE_DIR = ".privgate-cache"
 
 ENTRY_FORMAT = "privgate-model-cache"
 ENTRY_VERSION = 1
@@ -173,15 +169,4 @@ class ModelCache:
                 fh.close()
 
 
-def resolve_cache_dir(cache_dir: str | Path | None) -> Path | None:
-    """The cache folder: ``cache_dir``, else ``$PRIVGATE_CACHE_DIR``, else ``.privgate-cache``.
-
-    ``PRIVGATE_CACHE_DIR=off`` (or ``none``/``0``) disables caching.
-    """
-    value = str(cache_dir) if cache_dir is not None else os.environ.get("PRIVGATE_CACHE_DIR", DEFAULT_CACHE_DIR)
-    if value.strip().lower() in ("", "off", "none", "0", "false"):
-        return None
-    return Path(value)
-
-
-__all__ = ["DEFAULT_CACHE_DIR", "ModelCache", "entry_digest", "resolve_cache_dir"]
+__all__ = ["ModelCache", "entry_digest"]

@@ -315,34 +315,38 @@ def train_models(
     vectorise: bool = True,
     threads: int | None = None,
     kernel: str = "auto",
+    strict: bool = False,
 ) -> Trained:
     """Train one model per mask, no cache: ``(states, mode, notes, kernel)``.
 
     ``vectorise=False`` forces the sequential loop (the benchmark's baseline);
     ``kernel`` picks the vectorised kernel (``"auto"``, ``"mlp"``, ``"vmap"``;
-    see :func:`_train_vectorised`); ``threads`` defaults to one (:mod:`privgate.training.threads`).
+    see :func:`_train_vectorised`); ``strict`` makes a model the vectorised
+    engine cannot train a :class:`RecipeError` instead of a fallback to the
+    sequential loop; ``threads`` defaults to one (:mod:`privgate.training.threads`).
     """
     with torch_threads(resolve_threads(threads)):
-        return _train_models(recipe, x, y, masks, seeds, vectorise, kernel)
+        return _train_models(recipe, x, y, masks, seeds, vectorise, kernel, strict)
 
 
 def _train_models(
-    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int], vectorise: bool, kernel: str = "auto"
+    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int], vectorise: bool,
+    kernel: str = "auto", strict: bool = False,
 ) -> Trained:
     notes: list[str] = []
     if vectorise:
         try:
             states, used, notes = _train_vectorised(recipe, x, y, masks, seeds, kernel)
             return Trained(states, "vectorised", notes, used)
-        except _NotVectorisable as why:
-            notes.append(f"trained {len(seeds)} reference model(s) one after another with recipe.train: {why}")
+        except _NotVectorisable as exc:
+            why = str(exc)
         except RecipeError:
             raise
         except Exception as exc:  # an op vmap cannot map: the sequential loop is always correct
-            notes.append(
-                f"trained {len(seeds)} reference model(s) one after another with recipe.train: the vectorised "
-                f"engine failed on this model ({exc.__class__.__name__}: {str(exc).splitlines()[0][:160]})"
-            )
+            why = f"the vectorised engine failed on this model ({exc.__class__.__name__}: {str(exc).splitlines()[0][:160]})"
+        if strict:
+            raise RecipeError(f"recipe '{recipe.name}': engine 'vectorised' cannot train this model: {why} (use engine 'auto' or 'sequential').")
+        notes.append(f"trained {len(seeds)} reference model(s) one after another with recipe.train: {why}")
     return Trained(_train_sequential(recipe, x, y, masks, seeds), "sequential", notes, "loop")
 
 
@@ -356,6 +360,7 @@ def train_ensemble(
     cache_dir: str | Path | None = None,
     vectorise: bool = True,
     threads: int | None = None,
+    engine: str = "auto",
 ) -> Ensemble:
     """Train (or load from the cache) model k on ``x[masks[k]]`` with seed ``seeds[k]``.
 
@@ -368,6 +373,10 @@ def train_ensemble(
         cache_dir: cache folder, or None for no cache.
         vectorise: train the missing models at once when the recipe allows it.
         threads: torch threads while training (default one, :mod:`privgate.training.threads`).
+        engine: ``auto`` (vectorised when possible, else one model after
+            another), ``vectorised`` (a model the engine cannot stack is a
+            RecipeError) or ``sequential`` (``recipe.train`` per model), as
+            :attr:`privgate.options.RunOptions.engine`.
 
     Returns:
         An :class:`Ensemble` with the states in mask order and what it cost.
@@ -410,7 +419,8 @@ def train_ensemble(
                 states = [s if s is not None else cache.load(key, like) for s, key in zip(states, keys)]
             todo = [i for i, s in enumerate(states) if s is None]
             if todo:
-                new, mode, notes, kernel = train_models(recipe, x, y, masks[todo], [seeds[i] for i in todo], vectorise, threads)
+                new, mode, notes, kernel = train_models(recipe, x, y, masks[todo], [seeds[i] for i in todo],
+                                                        vectorise and engine != "sequential", threads, strict=engine == "vectorised")
                 trained = len(todo)
                 for i, st in zip(todo, new):
                     states[i] = st
