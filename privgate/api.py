@@ -2,8 +2,8 @@
 
 * :func:`check` — audit a model against a policy (library users, the pytest plugin);
 * :func:`harden` — audit it and, if it fails, retrain it with DP-SGD until the policy passes;
-* :func:`audit_paths` / :func:`harden_paths` — the same from the CLI's strings
-  (paths and ``module:attr`` specs), loaded and validated at the door.
+* :func:`audit_paths` / :func:`harden_paths` — the same from the CLI's
+  :class:`Sources` (paths and ``module:attr`` specs), loaded and validated at the door.
 
 A run's settings travel as one :class:`~privgate.options.RunOptions`; the
 public functions also take the common ones by keyword (``seed=``,
@@ -12,6 +12,7 @@ public functions also take the common ones by keyword (``seed=``,
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,17 @@ def as_recipe(recipe: Recipe | str | None, search_dirs: list[Path] | None = None
     return load_recipe(recipe, search_dirs)
 
 
-def _run(options: RunOptions | None, seed: int | None, threads: int | None, cache_dir: str | None,
-         progress: Progress | None, artefacts_dir: str | None) -> RunOptions:
-    return RunOptions.of(options, seed=seed, threads=threads, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir)
+def _run(
+    options: RunOptions | None,
+    seed: int | None,
+    threads: int | None,
+    cache_dir: str | None,
+    progress: Progress | None,
+    artefacts_dir: str | None,
+) -> RunOptions:
+    return RunOptions.of(
+        options, seed=seed, threads=threads, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir
+    )
 
 
 def _audit_data(members: DataLike, nonmembers: DataLike, population: DataLike | None, seed: int) -> AuditData:
@@ -161,7 +170,7 @@ def harden(
 
 @dataclass
 class Inputs:
-    """Everything an audit needs, loaded and validated at the door from the CLI's strings."""
+    """Everything an audit needs, loaded and validated at the door."""
 
     policy: Policy
     recipe: Recipe | None
@@ -170,56 +179,56 @@ class Inputs:
     members: Dataset  # the whole member set (AuditData may sub-sample it to balance the audit)
 
 
-def load_inputs(
-    model: str,
-    policy: str | Policy,
-    members: str,
-    nonmembers: str,
-    *,
-    population: str | None = None,
-    recipe: str | Recipe | None = None,
-    seed: int = 0,
-    label_column: str = "label",
-    trust_checkpoint: bool = False,
-    search_dirs: list[Path] | None = None,
-) -> Inputs:
-    """Load policy, recipe, model and audit data from paths and ``module:attr`` specs."""
-    pol = as_policy(policy)
-    rec = as_recipe(recipe, search_dirs)
-    target = Target.load(model, recipe=rec, trust_checkpoint=trust_checkpoint)
-    base = (search_dirs or [Path.cwd()])[0]
-    train = load_dataset(members, "members", label_column, base)
-    data = AuditData(
-        train,
-        load_dataset(nonmembers, "non-members", label_column, base),
-        load_dataset(population, "population", label_column, base) if population else None,
-        seed=seed,
-    )
-    return Inputs(pol, rec, target, data, train)
+@dataclass(frozen=True)
+class Sources:
+    """Where a run's inputs come from, as the CLI and the config file give them (paths and ``module:attr`` specs).
+
+    Attributes:
+        model: the checkpoint file.
+        policy: a built-in policy name or a policy file.
+        members, nonmembers: the audit data (``.npz``, ``.pt``, ``.csv`` or ``module:function``).
+        population: optional extra same-distribution data.
+        recipe: ``module:attr`` of the training recipe (or a :class:`Recipe`).
+        label_column: the label column of CSV data.
+        trust_checkpoint: allow pickled checkpoints (loading them runs code).
+        search_dirs: folders ``module:attr`` specs and relative data paths are looked up in (first: the base).
+    """
+
+    model: str
+    policy: str | Policy
+    members: str
+    nonmembers: str
+    population: str | None = None
+    recipe: str | Recipe | None = None
+    label_column: str = "label"
+    trust_checkpoint: bool = False
+    search_dirs: tuple[Path, ...] = ()
+
+    def load(self, seed: int = 0) -> Inputs:
+        """Load policy, recipe, model and audit data; bad input is one :class:`~privgate.errors.PrivgateError`."""
+        dirs = list(self.search_dirs)
+        pol = as_policy(self.policy)
+        rec = as_recipe(self.recipe, dirs)
+        target = Target.load(self.model, recipe=rec, trust_checkpoint=self.trust_checkpoint)
+        base = (dirs or [Path.cwd()])[0]
+        train = load_dataset(self.members, "members", self.label_column, base)
+        data = AuditData(
+            train,
+            load_dataset(self.nonmembers, "non-members", self.label_column, base),
+            load_dataset(self.population, "population", self.label_column, base) if self.population else None,
+            seed=seed,
+        )
+        return Inputs(pol, rec, target, data, train)
 
 
-def audit_paths(
-    model: str,
-    policy: str,
-    members: str,
-    nonmembers: str,
-    *,
-    population: str | None = None,
-    recipe: str | None = None,
-    label_column: str = "label",
-    trust_checkpoint: bool = False,
-    search_dirs: list[Path] | None = None,
-    options: RunOptions | None = None,
-    **settings: Any,
-) -> Report:
-    """The CLI's path: everything given as strings, loaded and validated at the door.
+def audit_paths(sources: Sources, options: RunOptions | None = None, **settings: Any) -> Report:
+    """The CLI's path: inputs given as paths and specs, loaded and validated at the door, then audited.
 
     ``options`` (and single settings by keyword, as :func:`privgate.gate.audit`)
     say how the run is carried out.
     """
     run = RunOptions.of(options, **settings)
-    i = load_inputs(model, policy, members, nonmembers, population=population, recipe=recipe, seed=run.seed,
-                    label_column=label_column, trust_checkpoint=trust_checkpoint, search_dirs=search_dirs)
+    i = sources.load(run.seed)
     return audit(i.target, i.data, i.policy, recipe=i.recipe, options=run)
 
 
@@ -232,28 +241,20 @@ class Hardening:
 
 
 def harden_paths(
-    model: str,
-    policy: str,
-    members: str,
-    nonmembers: str,
+    sources: Sources,
+    options: RunOptions | None = None,
     *,
-    population: str | None = None,
-    recipe: str | None = None,
-    label_column: str = "label",
-    trust_checkpoint: bool = False,
-    search_dirs: list[Path] | None = None,
     output_model: str | None = None,
     on_row: Any = None,
-    options: RunOptions | None = None,
     **settings: Any,
 ) -> Hardening:
-    """``privgate check --remediate`` / ``privgate harden``: everything as strings, checked before any training.
+    """``privgate check --remediate`` / ``privgate harden``: :func:`audit_paths`, then DP-SGD when the model fails.
 
-    Same arguments as :func:`audit_paths`, plus ``output_model`` (default
-    ``<model>.hardened.pt`` next to the input; never the input itself) and
-    ``on_row`` (each ε's row as it is decided). The policy and the recipe are
-    checked before anything else is loaded. The input checkpoint is only read,
-    and nothing is written: the hardened model's files come back in
+    ``output_model`` is where the hardened model would go (default
+    ``<model>.hardened.pt`` next to the input; never the input itself);
+    ``on_row`` gets each ε's row as it is decided. The policy and the recipe
+    are checked before anything else is loaded. The input checkpoint is only
+    read, and nothing is written: the hardened model's files come back in
     :attr:`Hardening.files` for the caller to write together with its reports
     (:mod:`privgate.io.staging`), after checking their paths (:mod:`privgate.io.guards`).
     """
@@ -261,11 +262,10 @@ def harden_paths(
     from privgate.dp.remediate import check_can_remediate, remediate
 
     run = RunOptions.of(options, **settings)
-    pol, rec = load_policy(policy), as_recipe(recipe, search_dirs)
+    pol, rec = as_policy(sources.policy), as_recipe(sources.recipe, list(sources.search_dirs))
     check_can_remediate(pol, rec)  # an unusable remediation setup fails before the model and data are loaded
-    out = Path(output_model) if output_model else default_output(model)
-    i = load_inputs(model, pol, members, nonmembers, population=population, recipe=rec, seed=run.seed,
-                    label_column=label_column, trust_checkpoint=trust_checkpoint, search_dirs=search_dirs)
+    out = Path(output_model) if output_model else default_output(sources.model)
+    i = dataclasses.replace(sources, policy=pol, recipe=rec).load(run.seed)
     outcome = remediate(i.target, i.data, i.policy, i.recipe, train=i.members, on_row=on_row, options=run)
     report = outcome.report
     files: dict[Path, bytes] = {}
@@ -281,7 +281,7 @@ def harden_paths(
             "white_box": True,
             "parameters": sum(p.numel() for p in outcome.model.parameters()),
             "state_dict": written["state_dict"],
-            "hardened_from": {"path": str(model), "sha256": i.target.sha256},
+            "hardened_from": {"path": str(sources.model), "sha256": i.target.sha256},
             "dp": outcome.candidate.training.to_dict() if outcome.candidate else {},
             **{k: report.target[k] for k in ("accuracy", "outputs") if k in report.target},  # the hardened model's own
         }
@@ -300,5 +300,5 @@ __all__ = [
     "check",
     "harden",
     "harden_paths",
-    "load_inputs",
+    "Sources",
 ]

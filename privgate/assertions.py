@@ -18,7 +18,8 @@ these functions lazily and they work in any test runner (a skip is raised as
 from __future__ import annotations
 
 import unittest
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from privgate.policy import Check, Policy
@@ -77,11 +78,24 @@ def run_check(
     """Audit through :func:`privgate.check` and tell the observers (the pytest summary)."""
     import privgate
 
-    report = privgate.check(
-        model, policy, members, nonmembers, population=population, recipe=recipe, seed=seed, trust_checkpoint=trust_checkpoint
-    )
+    sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    report = privgate.check(model, policy, members, nonmembers, **sources)
     _notify(report, label)
     return report
+
+
+def _decided(
+    label: str,
+    model: Any,
+    policy: Policy,
+    members: Any,
+    nonmembers: Any,
+    sources: dict[str, Any],
+    on: OnInconclusive | None,
+) -> Report:
+    """Run the assertion's policy and enforce its verdict."""
+    __tracebackhide__ = True
+    return enforce(run_check(model, policy, members, nonmembers, label=label, **sources), on, label)
 
 
 def enforce(report: Report, on_inconclusive: OnInconclusive | None = None, what: str = "privacy assertion") -> Report:
@@ -100,7 +114,9 @@ def enforce(report: Report, on_inconclusive: OnInconclusive | None = None, what:
         lines = [f"{what} {kind} ({where}):"] + [f"  {check_message(c, report)}" for c in failed + undecided]
         raise PrivacyAssertionError("\n".join(lines), report)
     if undecided:
-        raise unittest.SkipTest(f"{what} inconclusive ({where}): " + "; ".join(check_message(c, report) for c in undecided))
+        raise unittest.SkipTest(
+            f"{what} inconclusive ({where}): " + "; ".join(check_message(c, report) for c in undecided)
+        )
     return report
 
 
@@ -126,12 +142,16 @@ def default_attacks(recipe: Any = None, white_box: bool = False, population: boo
         if name not in NOT_MEMBERSHIP
         and (white_box or cls.threat_model != "white-box")
         and (recipe is not None or not cls.needs_recipe)
-        and (population or not getattr(cls, "diagnostic", False))
+        and (population or not cls.diagnostic)
     }
 
 
 def _plan(
-    attack: str | Sequence[str], recipe: Any, options: Mapping[str, Mapping[str, Any]] | None, white_box: bool, population: bool
+    attack: str | Sequence[str],
+    recipe: Any,
+    options: Mapping[str, Mapping[str, Any]] | None,
+    white_box: bool,
+    population: bool,
 ) -> tuple[str, dict[str, dict[str, Any]]]:
     """(check attack, attacks to run) for ``attack`` = 'best', one name, or several names (best of them)."""
     if isinstance(attack, str):
@@ -154,7 +174,9 @@ def _target(model: Any, recipe: Any, trust_checkpoint: bool) -> Any:
     return as_target(model, as_recipe(recipe), trust_checkpoint)
 
 
-def make_policy(name: str, checks: list[Check], attacks: dict[str, dict[str, Any]], confidence: float, decision: str = "upper_bound") -> Policy:
+def make_policy(
+    name: str, checks: list[Check], attacks: dict[str, dict[str, Any]], confidence: float, decision: str = "upper_bound"
+) -> Policy:
     """A policy for an assertion: confidential data, whole model released (so white-box attacks are allowed)."""
     from privgate.policy import Policy
 
@@ -221,13 +243,19 @@ def assert_mia_below(
     target = _target(model, recipe, trust_checkpoint)
     name, attacks = _plan(attack, recipe, attack_options, target.white_box, population is not None)
     checks = [
-        Check(id=f"mia-{metric.replace('_', '-')}", attack=name, metric=metric, max=bound, fpr=fpr if metric == "tpr_at_fpr" else None)
+        Check(
+            id=f"mia-{metric.replace('_', '-')}",
+            attack=name,
+            metric=metric,
+            max=bound,
+            fpr=fpr if metric == "tpr_at_fpr" else None,
+        )
         for metric, bound in bounds.items()
         if bound is not None
     ]
     policy = make_policy("assert_mia_below", checks, attacks, confidence, decision)
-    report = run_check(target, policy, members, nonmembers, population=population, recipe=recipe, seed=seed, trust_checkpoint=trust_checkpoint, label="assert_mia_below")
-    return enforce(report, on_inconclusive, "assert_mia_below")
+    sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    return _decided("assert_mia_below", target, policy, members, nonmembers, sources, on_inconclusive)
 
 
 def assert_epsilon_below(
@@ -261,8 +289,8 @@ def assert_epsilon_below(
     name, attacks = _plan(attack, recipe, attack_options, target.white_box, population is not None)
     checks = [Check(id="empirical-epsilon", attack=name, metric="epsilon_lb", max=epsilon, delta=delta)]
     policy = make_policy("assert_epsilon_below", checks, attacks, confidence)
-    report = run_check(target, policy, members, nonmembers, population=population, recipe=recipe, seed=seed, trust_checkpoint=trust_checkpoint, label="assert_epsilon_below")
-    return enforce(report, on_inconclusive, "assert_epsilon_below")
+    sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    return _decided("assert_epsilon_below", target, policy, members, nonmembers, sources, on_inconclusive)
 
 
 def assert_inversion_below(
@@ -293,8 +321,8 @@ def assert_inversion_below(
 
     checks = [Check(id="inversion-similarity", attack=attack, metric="similarity", max=similarity)]
     policy = make_policy("assert_inversion_below", checks, {attack: dict(options or {})}, confidence)
-    report = run_check(model, policy, members, nonmembers, population=population, recipe=recipe, seed=seed, trust_checkpoint=trust_checkpoint, label="assert_inversion_below")
-    return enforce(report, on_inconclusive, "assert_inversion_below")
+    sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    return _decided("assert_inversion_below", model, policy, members, nonmembers, sources, on_inconclusive)
 
 
 def _split_data(data: Any) -> tuple[Any, Any, Any]:
@@ -305,7 +333,10 @@ def _split_data(data: Any) -> tuple[Any, Any, Any]:
             raise TypeError(f"assert_policy: data mapping needs 'members' and 'nonmembers' (missing {exc})") from None
     if isinstance(data, (tuple, list)) and len(data) in (2, 3):
         return data[0], data[1], data[2] if len(data) == 3 else None
-    raise TypeError("assert_policy: data must be an AuditData, a mapping with 'members'/'nonmembers'[/'population'], or (members, nonmembers[, population])")
+    raise TypeError(
+        "assert_policy: data must be an AuditData, a mapping with 'members'/'nonmembers'[/'population'], or "
+        "(members, nonmembers[, population])"
+    )
 
 
 def assert_policy(
@@ -334,10 +365,10 @@ def assert_policy(
         rec = as_recipe(recipe)
         report = privgate.audit(as_target(model, rec, trust_checkpoint), data, as_policy(policy), recipe=rec, seed=seed)
         _notify(report, "assert_policy")
-    else:
-        members, nonmembers, population = _split_data(data)
-        report = run_check(model, policy, members, nonmembers, population=population, recipe=recipe, seed=seed, trust_checkpoint=trust_checkpoint, label="assert_policy")
-    return enforce(report, on_inconclusive, "assert_policy")
+        return enforce(report, on_inconclusive, "assert_policy")
+    members, nonmembers, population = _split_data(data)
+    sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    return _decided("assert_policy", model, policy, members, nonmembers, sources, on_inconclusive)
 
 
 __all__ = [

@@ -22,18 +22,18 @@ from typing import Any
 import numpy as np
 
 from privgate import stats
-from privgate.io.artefacts import save_artefacts
 from privgate.attacks import AttackContext, AttackResult, available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
 from privgate.attacks.blind import soundness_warnings
-from privgate.inputs.data import AuditData
 from privgate.decision import decide_policy, verdict_of
+from privgate.inputs.data import AuditData
+from privgate.inputs.sanity import inspect_target
+from privgate.inputs.target import Target
+from privgate.io.artefacts import save_artefacts
+from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
-from privgate.inputs.sanity import inspect_target
-from privgate.inputs.target import Target
-from privgate.options import RunOptions
 from privgate.training.threads import limit_threads, resolve_threads
 
 #: FPRs at which every attack summary reports TPR.
@@ -68,7 +68,9 @@ def environment(run: RunOptions) -> dict[str, Any]:
         "device": run.device,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "versions": {p: _version(p) for p in ("privgate", "torch", "numpy", "scipy", "scikit-learn", "opacus", "pydantic")},
+        "versions": {
+            p: _version(p) for p in ("privgate", "torch", "numpy", "scipy", "scikit-learn", "opacus", "pydantic")
+        },
     }
 
 
@@ -90,8 +92,14 @@ def _measured(ran: _Ran, confidence: float) -> dict[str, Any]:
             if ran.membership is None:
                 continue
             provided = provided.estimate(ran.membership, confidence)
-        out[metric] = {"value": provided.value, "ci": [provided.lo, provided.hi], "confidence": provided.confidence,
-                       "resolvable": provided.resolvable, "reason": provided.reason, "details": dict(provided.details)}
+        out[metric] = {
+            "value": provided.value,
+            "ci": [provided.lo, provided.hi],
+            "confidence": provided.confidence,
+            "resolvable": provided.resolvable,
+            "reason": provided.reason,
+            "details": dict(provided.details),
+        }
     return out
 
 
@@ -103,11 +111,18 @@ def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
     for f in SUMMARY_FPRS:
         e = stats.tpr_at_fpr(sp, f, confidence)
         ok = e.resolvable
-        points.append(RatePoint(
-            fpr=f, tpr=e.value if ok else None, ci=[e.lo, e.hi] if ok else [None, None], resolvable=ok, reason=e.reason,
-            measurable=e.measurable, fpr_achieved=e.details.get("fpr_achieved") if ok else None,
-            fpr_ci=e.details.get("fpr_ci") if ok else None,
-        ))
+        points.append(
+            RatePoint(
+                fpr=f,
+                tpr=e.value if ok else None,
+                ci=[e.lo, e.hi] if ok else [None, None],
+                resolvable=ok,
+                reason=e.reason,
+                measurable=e.measurable,
+                fpr_achieved=e.details.get("fpr_achieved") if ok else None,
+                fpr_ci=e.details.get("fpr_ci") if ok else None,
+            )
+        )
     r = ran.result
     return AttackSummary(
         name=name,
@@ -125,16 +140,27 @@ def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
         models_trained=r.models_trained,
         roc=_downsample_roc(sp),
         notes=r.notes,
-        extras={**{k: v for k, v in r.extras.items() if k not in _PRIVATE_EXTRAS}, **({"metrics": m} if (m := _measured(ran, confidence)) else {})},
+        extras={
+            **{k: v for k, v in r.extras.items() if k not in _PRIVATE_EXTRAS},
+            **({"metrics": m} if (m := _measured(ran, confidence)) else {}),
+        },
     )
 
 
 def _policy_facts(policy: Policy) -> dict:
     """What the report records about the policy, including the chain it extends."""
-    facts = {"name": policy.name, "sensitivity": policy.sensitivity.value, "release": policy.release.value,
-             "confidence": policy.confidence, "decision": policy.decision.value, "source": policy.source}
+    facts = {
+        "name": policy.name,
+        "sensitivity": policy.sensitivity.value,
+        "release": policy.release.value,
+        "confidence": policy.confidence,
+        "decision": policy.decision.value,
+        "source": policy.source,
+    }
     if policy.parent is not None:
-        facts["extends"] = [{"name": p.name, "source": p.source, "confidence": p.confidence} for p in policy.chain()[:-1]]
+        facts["extends"] = [
+            {"name": p.name, "source": p.source, "confidence": p.confidence} for p in policy.chain()[:-1]
+        ]
     if policy.uses_default_attacks():
         facts["default_attacks"] = True
     return facts
@@ -143,7 +169,10 @@ def _policy_facts(policy: Policy) -> dict:
 def _policy_warnings(policy: Policy) -> list[str]:
     if not policy.uses_default_attacks():
         return []
-    return [f"the policy lists no attacks; its checks ran the default black-box family ({', '.join(policy.attacks_to_run())})"]
+    return [
+        f"the policy lists no attacks; its checks ran the default black-box family "
+        f"({', '.join(policy.attacks_to_run())})"
+    ]
 
 
 def _summary_line(verdict: str, checks: list[CheckResult]) -> str:
@@ -181,12 +210,22 @@ def run_attacks(
         if name not in registry:
             why = f"'{name}' is not implemented in this version of privgate"
         elif threat == "white-box" and not target.white_box:
-            why = f"'{name}' needs the model's weights (white-box), but the target is {target.fmt} without a torch module"
+            why = (
+                f"'{name}' needs the model's weights (white-box), but the target is {target.fmt} without a torch module"
+            )
         elif registry[name].needs_recipe and recipe is None:
             why = f"'{name}' trains reference models and needs a recipe (--recipe module:attr)"
         if why:
             missing[name] = why
-            summaries.append(AttackSummary(name=name, threat_model=threat, status="unavailable" if name not in registry else "skipped", reason=why, options=options))
+            summaries.append(
+                AttackSummary(
+                    name=name,
+                    threat_model=threat,
+                    status="unavailable" if name not in registry else "skipped",
+                    reason=why,
+                    options=options,
+                )
+            )
             continue
         run.say(f"running attack {name} ({i}/{len(todo)})")
         attack = get_attack(name)(**options)
@@ -196,11 +235,15 @@ def run_attacks(
                 result = attack.run(ctx)
         except AttackSkipped as exc:
             missing[name] = str(exc)
-            summaries.append(AttackSummary(name=name, threat_model=threat, status="skipped", reason=str(exc), options=options))
+            summaries.append(
+                AttackSummary(name=name, threat_model=threat, status="skipped", reason=str(exc), options=options)
+            )
             continue
         scores = np.asarray(result.scores, dtype=float)
         if scores.shape != (len(y),) or not np.all(np.isfinite(scores)):
-            raise RuntimeError(f"attack '{name}' returned scores of shape {scores.shape} with non-finite values: a bug in the attack")
+            raise RuntimeError(
+                f"attack '{name}' returned scores of shape {scores.shape} with non-finite values: a bug in the attack"
+            )
         if result.groups is not None:
             scores = stats.classwise_normalise(scores, result.groups, reference)
         ran[name] = _Ran(result, stats.SplitScores.from_mask(scores, membership, calibration), membership)
@@ -238,8 +281,10 @@ def audit(
     for summary in summaries:
         files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
         if files:
-            summary.extras["artefacts"] = save_artefacts(summary.name, files, run.artefacts_dir) if run.artefacts_dir else []
-    diagnostic = {n for n, cls in available_attacks().items() if getattr(cls, "diagnostic", False)}  # blind baseline
+            summary.extras["artefacts"] = (
+                save_artefacts(summary.name, files, run.artefacts_dir) if run.artefacts_dir else []
+            )
+    diagnostic = {n for n, cls in available_attacks().items() if cls.diagnostic}  # the blind baseline: data only
     checks = decide_policy(policy, ran, missing, diagnostic)
     verdict = verdict_of(checks)
     from privgate import __version__
@@ -253,7 +298,10 @@ def audit(
         data=data.describe(),
         checks=checks,
         attacks=summaries,
-        warnings=list(data.warnings) + _policy_warnings(policy) + sanity.warnings + soundness_warnings(summaries)  # blind: Das 2024
+        warnings=list(data.warnings)
+        + _policy_warnings(policy)
+        + sanity.warnings
+        + soundness_warnings(summaries)  # blind: Das 2024
         + list(dict.fromkeys(w for r in ran.values() for w in r.result.extras.get("cache_warnings", []))),
         environment=environment(run),
         started=started.isoformat(timespec="seconds"),

@@ -14,9 +14,10 @@ and seed give the same report numbers whatever the threads, cache or engine
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 #: The reference-model cache folder when none is given (relative to the working directory).
 DEFAULT_CACHE_DIR = ".privgate-cache"
@@ -65,7 +66,9 @@ class RunOptions:
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"seed must be an integer, got {self.seed!r}")
-        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
+        if self.threads is not None and (
+            isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
+        ):
             raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
         for name, allowed in (("engine", ENGINES), ("device", DEVICES), ("executor", EXECUTORS)):
             if getattr(self, name) not in allowed:

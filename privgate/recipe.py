@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -19,7 +20,6 @@ from torch import nn
 
 from privgate.errors import RecipeError
 from privgate.inputs.outputs import nll
-
 
 #: Building seeds torch's global generator: one model at a time.
 _BUILD_LOCK = threading.RLock()
@@ -98,9 +98,13 @@ class Recipe:
         except RecipeError:
             raise
         except Exception as exc:
-            raise RecipeError(f"recipe '{self.name}': building the model failed ({exc.__class__.__name__}: {exc}).") from None
+            raise RecipeError(
+                f"recipe '{self.name}': building the model failed ({exc.__class__.__name__}: {exc})."
+            ) from None
         if not isinstance(model, nn.Module):
-            raise RecipeError(f"recipe '{self.name}': model_factory returned {type(model).__name__}, not a torch.nn.Module.")
+            raise RecipeError(
+                f"recipe '{self.name}': model_factory returned {type(model).__name__}, not a torch.nn.Module."
+            )
         if self.pretrained:
             state = torch.load(self.pretrained, map_location="cpu", weights_only=True)
             model.load_state_dict(state)
@@ -155,7 +159,9 @@ class Recipe:
             for start in range(0, n, self.batch_size):
                 idx = order[start : start + self.batch_size]
                 opt.zero_grad(set_to_none=True)
-                nll(net(xt[idx]), yt[idx]).backward()  # cross-entropy; BCE-with-logits for one logit (privgate.inputs.outputs)
+                nll(
+                    net(xt[idx]), yt[idx]
+                ).backward()  # cross-entropy; BCE-with-logits for one logit (privgate.inputs.outputs)
                 opt.step()
         net.eval()
         return net

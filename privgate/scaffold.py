@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from privgate.io.atomic import write_atomic
 from privgate.errors import PrivgateError
+from privgate.io.atomic import write_atomic
 from privgate.policy import builtin_policies, parse_policy
 
 #: The action a generated workflow uses; override with ``privgate init --action-ref``.
@@ -112,7 +112,9 @@ def gitignore_update(path: Path) -> str | None:
     try:
         old = path.read_text(encoding="utf-8") if path.exists() else ""
     except (OSError, UnicodeDecodeError) as exc:
-        raise PrivgateError(f"{path}: cannot read it to add {CACHE_IGNORE} ({exc.__class__.__name__}); nothing was written.") from None
+        raise PrivgateError(
+            f"{path}: cannot read it to add {CACHE_IGNORE} ({exc.__class__.__name__}); nothing was written."
+        ) from None
     if _ignores_cache(old):
         return None
     sep = "" if not old or old.endswith("\n") else "\n"
@@ -169,4 +171,13 @@ def write(p: InitPlan) -> list[Path]:
     return written
 
 
-__all__ = ["ACTION_REF", "CACHE_IGNORE", "InitPlan", "POLICY_FILE", "WORKFLOW_FILE", "gitignore_update", "plan", "write"]
+__all__ = [
+    "ACTION_REF",
+    "CACHE_IGNORE",
+    "InitPlan",
+    "POLICY_FILE",
+    "WORKFLOW_FILE",
+    "gitignore_update",
+    "plan",
+    "write",
+]

@@ -19,8 +19,8 @@ from privgate.options import RunOptions
 
 if TYPE_CHECKING:
     from privgate.inputs.data import Dataset
-    from privgate.recipe import Recipe
     from privgate.inputs.target import Target
+    from privgate.recipe import Recipe
 
 ThreatModel = Literal["black-box", "label-only", "white-box"]
 
@@ -100,12 +100,20 @@ class Attack(ABC):
 
     Subclasses set ``name`` and ``threat_model``, declare their options as
     keyword arguments of ``__init__`` (unknown options are a policy error), and
-    implement :meth:`scores`.
+    implement :meth:`run`, which returns one score per audit example.
+
+    Attributes:
+        name: the name policies use.
+        threat_model: the access the attack needs (``black-box``, ``label-only``, ``white-box``).
+        needs_recipe: it trains reference models, so it needs the recipe.
+        diagnostic: it looks at the data only, never at the model (the blind
+            baseline): it is reported, but never decides a ``best`` check.
     """
 
     name: ClassVar[str]
     threat_model: ClassVar[ThreatModel]
     needs_recipe: ClassVar[bool] = False
+    diagnostic: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         if options:
@@ -127,8 +135,10 @@ class Attack(ABC):
         first = sorted(options, key=str)[0]
         known = cls.option_names()
         more = f" and {len(options) - 1} more" if len(options) > 1 else ""
-        return (f"unknown option {shown(first)}{more}{did_you_mean(first, known)}"
-                f" (options of '{getattr(cls, 'name', cls.__name__)}': {', '.join(known) or 'none'})")
+        return (
+            f"unknown option {shown(first)}{more}{did_you_mean(first, known)}"
+            f" (options of '{getattr(cls, 'name', cls.__name__)}': {', '.join(known) or 'none'})"
+        )
 
     @abstractmethod
     def run(self, ctx: AttackContext) -> AttackResult:

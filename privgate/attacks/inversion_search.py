@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -158,7 +158,14 @@ def invert(
                 x[~active] = frozen[~active]
     finally:
         module.train(was_training)
-    return Inversion(np.asarray(classes), best_x.numpy(), best_p.numpy().astype(float), n_steps.numpy(), stop, time.perf_counter() - t0)
+    return Inversion(
+        np.asarray(classes),
+        best_x.numpy(),
+        best_p.numpy().astype(float),
+        n_steps.numpy(),
+        stop,
+        time.perf_counter() - t0,
+    )
 
 
 __all__ = ["Inversion", "invert", "train_prior"]

@@ -16,6 +16,7 @@ from privgate.cli.init import init_cmd
 from privgate.cli.policy import policy
 from privgate.cli.report import report
 
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="privgate")
 def cli() -> None:

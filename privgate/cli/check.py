@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -28,37 +29,125 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 
 @click.command()
 @click.argument("model", required=False)
-@click.option("--policy", "-p", "policy_spec", help="Built-in policy name (public, internal, confidential, strict) or a policy YAML file.")
+@click.option(
+    "--policy",
+    "-p",
+    "policy_spec",
+    help="Built-in policy name (public, internal, confidential, strict) or a policy YAML file.",
+)
 @click.option("--members", help="Members (the training set): .npz, .pt, .csv or module:function.")
 @click.option("--nonmembers", help="Non-members from the same distribution: .npz, .pt, .csv or module:function.")
 @click.option("--population", help="Optional extra same-distribution data for reference models.")
-@click.option("--recipe", help="Training recipe as module:attr (needed for state_dict checkpoints and reference models).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="privgate.toml or pyproject.toml (default: searched from the working directory upward).")
+@click.option(
+    "--recipe", help="Training recipe as module:attr (needed for state_dict checkpoints and reference models)."
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="privgate.toml or pyproject.toml (default: searched from the working directory upward).",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here (atomically).")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write a JUnit XML report (one testcase per check).")
-@click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False), help="Write a SARIF 2.1.0 log (a result per failed or inconclusive check).")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write a GitHub-flavoured Markdown summary.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML report (ROC curves, remediation plot).")
-@click.option("--step-summary/--no-step-summary", default=True, show_default=True, help="Append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set.")
+@click.option(
+    "--junit", "junit_path", type=click.Path(dir_okay=False), help="Write a JUnit XML report (one testcase per check)."
+)
+@click.option(
+    "--sarif",
+    "sarif_path",
+    type=click.Path(dir_okay=False),
+    help="Write a SARIF 2.1.0 log (a result per failed or inconclusive check).",
+)
+@click.option(
+    "--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write a GitHub-flavoured Markdown summary."
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="Write a self-contained HTML report (ROC curves, remediation plot).",
+)
+@click.option(
+    "--step-summary/--no-step-summary",
+    default=True,
+    show_default=True,
+    help="Append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set.",
+)
 @click.option("--seed", type=int, help="Seed for every random choice (default 0).")
 @click.option("--label-column", help="Label column of CSV data (default 'label').")
-@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="PRIVGATE_CACHE_DIR", show_envvar=True, help="Where trained reference models are cached (default .privgate-cache; 'off' for none). This flag, else $PRIVGATE_CACHE_DIR, else the config's 'cache_dir'.")
-@click.option("--threads", type=click.IntRange(min=1), envvar="PRIVGATE_THREADS", show_envvar=True, help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, else $PRIVGATE_THREADS, else the config's 'threads', else 1. Set it to the core count on a runner that does nothing else; never oversubscribe shared cores.")
-@click.option("--artefacts", "artefacts_path", type=click.Path(file_okay=False), help="Where attacks save files to look at (inversion reconstructions); default: REPORT.artefacts/ next to --json, none without --json.")
-@click.option("--trust-checkpoint", is_flag=True, default=None, help="Allow loading pickled checkpoints (this runs code from the file).")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    envvar="PRIVGATE_CACHE_DIR",
+    show_envvar=True,
+    help="Where trained reference models are cached (default .privgate-cache; 'off' for none). This flag, "
+    "else $PRIVGATE_CACHE_DIR, else the config's 'cache_dir'.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    envvar="PRIVGATE_THREADS",
+    show_envvar=True,
+    help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, "
+    "else $PRIVGATE_THREADS, else the config's 'threads', else 1. Set it to the core count on a runner "
+    "that does nothing else; never oversubscribe shared cores.",
+)
+@click.option(
+    "--artefacts",
+    "artefacts_path",
+    type=click.Path(file_okay=False),
+    help="Where attacks save files to look at (inversion reconstructions); default: REPORT.artefacts/ next to "
+    "--json, none without --json.",
+)
+@click.option(
+    "--trust-checkpoint",
+    is_flag=True,
+    default=None,
+    help="Allow loading pickled checkpoints (this runs code from the file).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @click.option("--verbose", "-v", is_flag=True, help="Print the reason of every check, passing ones too.")
-@click.option("--remediate", is_flag=True, help="If the model fails, retrain it with DP-SGD at decreasing ε until the policy passes within its utility floor (the policy must allow it).")
-@click.option("--output-model", "output_model", type=click.Path(dir_okay=False), help="With --remediate: where the hardened model goes (TorchScript; the state_dict beside it as NAME.state_dict.pt). Default: MODEL.hardened.pt next to the input.")
+@click.option(
+    "--remediate",
+    is_flag=True,
+    help="If the model fails, retrain it with DP-SGD at decreasing ε until the policy passes within its "
+    "utility floor (the policy must allow it).",
+)
+@click.option(
+    "--output-model",
+    "output_model",
+    type=click.Path(dir_okay=False),
+    help="With --remediate: where the hardened model goes (TorchScript; the state_dict beside it as "
+    "NAME.state_dict.pt). Default: MODEL.hardened.pt next to the input.",
+)
 @guard
-def check(model: str | None, policy_spec: str | None, members: str | None, nonmembers: str | None, population: str | None,
-          recipe: str | None, config_path: str | None, json_path: str | None,
-          junit_path: str | None, sarif_path: str | None, markdown_path: str | None, html_path: str | None, step_summary: bool, seed: int | None, label_column: str | None,
-          cache_dir: str | None, artefacts_path: str | None, trust_checkpoint: bool | None, quiet: bool, verbose: bool,
-          remediate: bool = False, output_model: str | None = None, threads: int | None = None) -> int:
+def check(
+    model: str | None,
+    policy_spec: str | None,
+    members: str | None,
+    nonmembers: str | None,
+    population: str | None,
+    recipe: str | None,
+    config_path: str | None,
+    json_path: str | None,
+    junit_path: str | None,
+    sarif_path: str | None,
+    markdown_path: str | None,
+    html_path: str | None,
+    step_summary: bool,
+    seed: int | None,
+    label_column: str | None,
+    cache_dir: str | None,
+    artefacts_path: str | None,
+    trust_checkpoint: bool | None,
+    quiet: bool,
+    verbose: bool,
+    remediate: bool = False,
+    output_model: str | None = None,
+    threads: int | None = None,
+) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
-    from privgate.io.artefacts import default_directory
     from privgate.inputs.config import find_config, load_config
+    from privgate.io.artefacts import default_directory
     from privgate.io.guards import audit_inputs, check_outputs
     from privgate.io.staging import Staging, commit, render_reports
     from privgate.report.console import print_report
@@ -94,14 +183,23 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
 
         model_out = Path(output_model) if output_model else default_output(model_path)
     population_spec, recipe_spec = pick("population", population), pick("recipe", recipe)
-    inputs = audit_inputs(model=model_path, policy=policy_value, recipe=recipe_spec, config=cfg.path, base=base,
-                          data={"members": members_spec, "non-members": nonmembers_spec, "population": population_spec})
+    inputs = audit_inputs(
+        model=model_path,
+        policy=policy_value,
+        recipe=recipe_spec,
+        config=cfg.path,
+        base=base,
+        data={"members": members_spec, "non-members": nonmembers_spec, "population": population_spec},
+    )
     json_from = "--json" if json_path is not None else f"'json' in {cfg.path}"
-    check_outputs(_planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs)
-    from privgate.api import audit_paths  # torch: imported after the cheap checks above
+    check_outputs(
+        _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs
+    )
+    from privgate.api import Sources, audit_paths  # torch: imported after the cheap checks above
     from privgate.options import RunOptions
 
-    n_threads = pick("threads", threads)  # validated: click's IntRange for the flag/$PRIVGATE_THREADS, config._validate for the file
+    # validated: click's IntRange for the flag and $PRIVGATE_THREADS, config._validate for the file
+    n_threads = pick("threads", threads)
 
     out = out_console()
     show_progress = not quiet and out.is_terminal and not os.environ.get("CI")
@@ -116,24 +214,29 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
 
         on_row = None if quiet else (lambda row: out.print(remediation_row(row)))
         runner = partial(harden_paths, output_model=output_model, on_row=on_row)
+    sources = Sources(
+        model=model_path,
+        policy=policy_value,
+        members=members_spec,
+        nonmembers=nonmembers_spec,
+        population=population_spec,
+        recipe=recipe_spec,
+        label_column=pick("label_column", label_column) or "label",
+        trust_checkpoint=bool(pick("trust_checkpoint", trust_checkpoint)),
+        search_dirs=(base,),
+    )
     with Staging(artefacts_dir) as staging:  # nothing reaches its destination before commit()
-        run = RunOptions(seed=pick("seed", seed) or 0, threads=n_threads, cache_dir=pick("cache_dir", cache_dir),
-                         progress=progress, artefacts_dir=staging.path)
+        run = RunOptions(
+            seed=pick("seed", seed) or 0,
+            threads=n_threads,
+            cache_dir=pick("cache_dir", cache_dir),
+            progress=progress,
+            artefacts_dir=staging.path,
+        )
         if status:
             status.start()
         try:
-            result = runner(
-                model_path,
-                policy_value,
-                members_spec,
-                nonmembers_spec,
-                population=population_spec,
-                recipe=recipe_spec,
-                label_column=pick("label_column", label_column) or "label",
-                trust_checkpoint=bool(pick("trust_checkpoint", trust_checkpoint)),
-                search_dirs=[base],
-                options=run,
-            )
+            result = runner(sources, run)
         finally:
             if status:
                 status.stop()
@@ -160,20 +263,39 @@ def check(model: str | None, policy_spec: str | None, members: str | None, nonme
     return report.exit_code
 
 
-def _planned(outputs: dict[str, str | None], artefacts_dir: str | None, model_out: Path | None, json_from: str,
-             default_artefacts: bool, default_model: bool) -> list[Named]:
+def _planned(
+    outputs: dict[str, str | None],
+    artefacts_dir: str | None,
+    model_out: Path | None,
+    json_from: str,
+    default_artefacts: bool,
+    default_model: bool,
+) -> list[Named]:
     """Every path ``check`` may write, with what it is and which flag (or config key) named it."""
     from privgate.io.guards import Named
     from privgate.io.staging import FORMAT_NAMES
 
-    planned = [Named(Path(p), f"the {FORMAT_NAMES[fmt]} ({json_from if fmt == 'json' else '--' + fmt})") for fmt, p in outputs.items() if p]
+    planned = [
+        Named(Path(p), f"the {FORMAT_NAMES[fmt]} ({json_from if fmt == 'json' else '--' + fmt})")
+        for fmt, p in outputs.items()
+        if p
+    ]
     if artefacts_dir:
-        planned.append(Named(Path(artefacts_dir), f"the artefacts folder ({'beside the JSON report' if default_artefacts else '--artefacts'})", folder=True))
+        planned.append(
+            Named(
+                Path(artefacts_dir),
+                f"the artefacts folder ({'beside the JSON report' if default_artefacts else '--artefacts'})",
+                folder=True,
+            )
+        )
     if model_out is not None:
         from privgate.dp.hardened import state_dict_path
 
         how = "the default, beside the model" if default_model else "--output-model"
-        planned += [Named(model_out, f"the hardened model ({how})"), Named(state_dict_path(model_out), f"the hardened model's state_dict ({how})")]
+        planned += [
+            Named(model_out, f"the hardened model ({how})"),
+            Named(state_dict_path(model_out), f"the hardened model's state_dict ({how})"),
+        ]
     return planned
 
 
@@ -188,8 +310,9 @@ def append_step_summary(report: Any) -> None:
         with open(target, "a", encoding="utf-8") as f:
             f.write(render(report, "markdown"))
     except OSError as exc:
-        raise PrivgateError(f"{target}: cannot append to $GITHUB_STEP_SUMMARY ({exc.strerror or exc.__class__.__name__}).") from None
-
+        raise PrivgateError(
+            f"{target}: cannot append to $GITHUB_STEP_SUMMARY ({exc.strerror or exc.__class__.__name__})."
+        ) from None
 
 
 # --------------------------------------------------------------------------- harden

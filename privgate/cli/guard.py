@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 from rich.console import Console
@@ -49,14 +50,19 @@ def guard(fn: Callable[..., int | None]) -> Callable[..., None]:
             sys.exit(exc.exit_code)
         except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (privgate.io.interrupt.Terminated)
             status, name = exit_status(exc)
-            err_console().print(f"interrupted ({name}): stopped without writing partial output.", markup=False, highlight=False)
+            err_console().print(
+                f"interrupted ({name}): stopped without writing partial output.", markup=False, highlight=False
+            )
             sys.exit(status)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 — the last line of defence
             if os.environ.get("PRIVGATE_DEBUG"):
                 traceback.print_exc()
-            err_console().print(f"[bold red]internal error:[/] {exc.__class__.__name__}: {escape(str(exc))} (set PRIVGATE_DEBUG=1 for a traceback)")
+            err_console().print(
+                f"[bold red]internal error:[/] {exc.__class__.__name__}: {escape(str(exc))} (set "
+                f"PRIVGATE_DEBUG=1 for a traceback)"
+            )
             sys.exit(EXIT_INTERNAL)
         sys.exit(code or 0)
 

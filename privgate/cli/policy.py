@@ -20,21 +20,31 @@ def policy() -> None:
 @guard
 def policy_list() -> int:
     """List the built-in policies."""
-    from privgate.policy import builtin_policies, load_policy
-
     from rich.table import Table
+
+    from privgate.policy import builtin_policies, load_policy
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("policy", "sensitivity", "release", "extends", "checks", "confidence", "description"):
         table.add_column(col, no_wrap=col != "description")
     from privgate.policy import Sensitivity
 
-    policies = sorted((load_policy(n) for n in builtin_policies()), key=lambda p: (list(Sensitivity).index(p.sensitivity), len(p.chain())))
+    policies = sorted(
+        (load_policy(n) for n in builtin_policies()),
+        key=lambda p: (list(Sensitivity).index(p.sensitivity), len(p.chain())),
+    )
     for p in policies:
         name = p.name
         checks = sum(len(q.checks) for q in p.chain())
-        table.add_row(f"[bold]{name}[/]", p.sensitivity.value, p.release.value, p.parent.name if p.parent else "—",
-                      str(checks), f"{p.confidence:g}", escape(p.description.splitlines()[0]) if p.description else "")
+        table.add_row(
+            f"[bold]{name}[/]",
+            p.sensitivity.value,
+            p.release.value,
+            p.parent.name if p.parent else "—",
+            str(checks),
+            f"{p.confidence:g}",
+            escape(p.description.splitlines()[0]) if p.description else "",
+        )
     Console(highlight=False).print(table)
     return 0
 
@@ -62,8 +72,10 @@ def policy_validate(file: str) -> int:
     p = load_policy(file)
     inherited = sum(len(q.checks) for q in p.chain()[:-1])
     extra = f" and {inherited} inherited from {' → '.join(q.name for q in p.chain()[:-1])}" if inherited else ""
-    click.echo(f"{file}: valid policy '{p.name}' ({len(p.checks)} checks{extra}, {len(p.attacks_to_run())} attacks, "
-               f"every decision at {p.confidence:g} confidence).")
+    click.echo(
+        f"{file}: valid policy '{p.name}' ({len(p.checks)} checks{extra}, {len(p.attacks_to_run())} attacks, "
+        f"every decision at {p.confidence:g} confidence)."
+    )
     return 0
 
 

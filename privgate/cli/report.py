@@ -37,13 +37,16 @@ def _load_report(path: str) -> Any:
         where = ".".join(str(x) for x in err["loc"]) or "(top level)"
         raise PrivgateError(f"{path}: not a privgate JSON report ({where}: {err['msg']}).") from None
     if rep.schema_version > SCHEMA_VERSION:
-        raise PrivgateError(f"{path}: report schema version {rep.schema_version} is newer than this privgate understands ({SCHEMA_VERSION}); upgrade privgate.")
+        raise PrivgateError(
+            f"{path}: report schema version {rep.schema_version} is newer than this privgate understands "
+            f"({SCHEMA_VERSION}); upgrade privgate."
+        )
     _find_artefacts(rep, p.parent)
     return rep
 
 
 def _find_artefacts(rep: Any, report_dir: Path) -> None:
-    """Artefact paths in a report are relative to where ``check`` ran; rendering elsewhere, look next to the report too."""
+    """Artefact paths are relative to where ``check`` ran; rendering elsewhere, look next to the report too."""
     for attack in rep.attacks:
         paths = attack.extras.get("artefacts")
         if not isinstance(paths, list):
@@ -51,7 +54,9 @@ def _find_artefacts(rep: Any, report_dir: Path) -> None:
         found = []
         for item in paths:
             p = Path(str(item))
-            candidates = [p, report_dir / p] + [report_dir / Path(*p.parts[i:]) for i, part in enumerate(p.parts) if part.endswith(".artefacts")]
+            candidates = [p, report_dir / p] + [
+                report_dir / Path(*p.parts[i:]) for i, part in enumerate(p.parts) if part.endswith(".artefacts")
+            ]
             found.append(str(next((c for c in candidates if c.is_file()), p)))
         attack.extras["artefacts"] = found
 
@@ -59,25 +64,43 @@ def _find_artefacts(rep: Any, report_dir: Path) -> None:
 @report.command("render")
 @click.argument("report_json", metavar="REPORT.json")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML report.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write a GitHub-flavoured Markdown summary.")
+@click.option(
+    "--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write a GitHub-flavoured Markdown summary."
+)
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write a JUnit XML report.")
 @click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False), help="Write a SARIF 2.1.0 log.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report again (normalised).")
 @click.option("--step-summary", is_flag=True, help="Also append the Markdown summary to $GITHUB_STEP_SUMMARY.")
 @guard
-def report_render(report_json: str, html_path: str | None, markdown_path: str | None, junit_path: str | None,
-                  sarif_path: str | None, json_path: str | None, step_summary: bool) -> int:
+def report_render(
+    report_json: str,
+    html_path: str | None,
+    markdown_path: str | None,
+    junit_path: str | None,
+    sarif_path: str | None,
+    json_path: str | None,
+    step_summary: bool,
+) -> int:
     """Turn a saved JSON report into HTML, Markdown, JUnit or SARIF (exit 0; the verdict is in the files)."""
     from privgate.io.guards import Named, check_outputs
     from privgate.io.staging import FORMAT_NAMES, commit, render_reports
 
-    outputs = {"html": html_path, "markdown": markdown_path, "junit": junit_path, "sarif": sarif_path, "json": json_path}
+    outputs = {
+        "html": html_path,
+        "markdown": markdown_path,
+        "junit": junit_path,
+        "sarif": sarif_path,
+        "json": json_path,
+    }
     if not any(outputs.values()) and not step_summary:
         raise click.UsageError("nothing to render: give at least one of --html, --markdown, --junit, --sarif, --json.")
     rep = _load_report(report_json)
     inputs = [Named(Path(report_json), "the report being rendered")]
-    inputs += [Named(Path(str(p)), f"an artefact of attack '{a.name}'") for a in rep.attacks
-               for p in (a.extras.get("artefacts") if isinstance(a.extras.get("artefacts"), list) else [])]
+    inputs += [
+        Named(Path(str(p)), f"an artefact of attack '{a.name}'")
+        for a in rep.attacks
+        for p in (a.extras.get("artefacts") if isinstance(a.extras.get("artefacts"), list) else [])
+    ]
     check_outputs([Named(Path(p), f"the {FORMAT_NAMES[fmt]} (--{fmt})") for fmt, p in outputs.items() if p], inputs)
     commit(render_reports(rep, rep, outputs))
     for fmt, path in outputs.items():

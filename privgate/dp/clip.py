@@ -77,9 +77,15 @@ def search_clip_norm(
     chosen: float | None = None
     for k in exponents:
         clip = 10.0**k
-        model, _ = train_dp(recipe, x[fit], y[fit], seed, settings=brief.with_clip(clip), noise_multiplier=0.0, account=False)
+        model, _ = train_dp(
+            recipe, x[fit], y[fit], seed, settings=brief.with_clip(clip), noise_multiplier=0.0, account=False
+        )
         acc = accuracy(model, x[val], y[val])
-        tol = CLEAR_DROP if best is None else max(CLEAR_DROP, CLEAR_DROP_SE * math.sqrt(max(best * (1 - best), 1e-12) / n_val))
+        tol = (
+            CLEAR_DROP
+            if best is None
+            else max(CLEAR_DROP, CLEAR_DROP_SE * math.sqrt(max(best * (1 - best), 1e-12) / n_val))
+        )
         good = best is None or acc >= best - tol
         rows.append({"max_grad_norm": clip, "accuracy": round(acc, 6), "good": bool(good)})
         if not good:

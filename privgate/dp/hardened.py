@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.io.atomic import write_together
 from privgate.errors import PrivgateError
+from privgate.io.atomic import write_together
 from privgate.io.guards import same_file
 
 
@@ -34,7 +34,9 @@ def state_dict_path(output: str | Path) -> Path:
     return p.with_name(f"{p.stem}.state_dict{p.suffix or '.pt'}")
 
 
-def hardened_files(model: nn.Module, output: str | Path, example: np.ndarray) -> tuple[dict[Path, bytes], dict[str, Any]]:
+def hardened_files(
+    model: nn.Module, output: str | Path, example: np.ndarray
+) -> tuple[dict[Path, bytes], dict[str, Any]]:
     """The bytes of ``model`` as TorchScript (at ``output``) and as a state_dict (beside it), not yet written.
 
     TorchScript loads without the recipe (``torch.jit.script``, or ``torch.jit.trace``
@@ -48,7 +50,9 @@ def hardened_files(model: nn.Module, output: str | Path, example: np.ndarray) ->
     ts_path, sd_path = Path(output), state_dict_path(output)
     model = model.eval()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.jit is deprecated in recent PyTorch, but is the portable format privgate loads
+        warnings.simplefilter(
+            "ignore"
+        )  # torch.jit is deprecated in recent PyTorch, but is the portable format privgate loads
         try:
             scripted = torch.jit.script(model)
             how = "script"
@@ -62,13 +66,18 @@ def hardened_files(model: nn.Module, output: str | Path, example: np.ndarray) ->
     torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, buf)
     sd_bytes = buf.getvalue()
     described = {
-        "torchscript": str(ts_path), "torchscript_sha256": hashlib.sha256(ts_bytes).hexdigest(), "torchscript_mode": how,
-        "state_dict": str(sd_path), "state_dict_sha256": hashlib.sha256(sd_bytes).hexdigest(),
+        "torchscript": str(ts_path),
+        "torchscript_sha256": hashlib.sha256(ts_bytes).hexdigest(),
+        "torchscript_mode": how,
+        "state_dict": str(sd_path),
+        "state_dict_sha256": hashlib.sha256(sd_bytes).hexdigest(),
     }
     return {ts_path: ts_bytes, sd_path: sd_bytes}, described
 
 
-def save_hardened(model: nn.Module, output: str | Path, example: np.ndarray, protect: list[str | Path] = ()) -> dict[str, Any]:
+def save_hardened(
+    model: nn.Module, output: str | Path, example: np.ndarray, protect: list[str | Path] = ()
+) -> dict[str, Any]:
     """Write ``model`` as TorchScript at ``output`` and as a state_dict beside it: both files, or neither.
 
     Raises:

@@ -65,19 +65,31 @@ class DPRecipe(Recipe):
     @property
     def dp_sgd(self) -> DPSGD:
         """What :meth:`train` does, for the engine's vectorised DP-SGD (MLP recipes only)."""
-        return DPSGD(float(self.noise_multiplier), float(self.max_grad_norm), self.steps_per_epoch, int(self.batch_size))
+        return DPSGD(
+            float(self.noise_multiplier), float(self.max_grad_norm), self.steps_per_epoch, int(self.batch_size)
+        )
 
     @property
     def settings(self) -> DPSettings:
-        return DPSettings(self.epochs, self.batch_size, self.max_grad_norm, self.delta, "rdp", self.max_physical_batch_size)
-
+        return DPSettings(
+            self.epochs, self.batch_size, self.max_grad_norm, self.delta, "rdp", self.max_physical_batch_size
+        )
 
     def build(self, seed: int | None = None) -> nn.Module:
         return make_private_module(super().build(seed=seed), self.name)[0]
 
     def train(self, x: np.ndarray, y: np.ndarray, seed: int = 0, model: nn.Module | None = None) -> nn.Module:
         """DP-SGD at this recipe's σ, C, steps per epoch and epochs (``model`` is ignored: DP training starts fresh)."""
-        net, _ = train_dp(self, x, y, seed, settings=self.settings, noise_multiplier=self.noise_multiplier, steps_per_epoch=self.steps_per_epoch, account=False)
+        net, _ = train_dp(
+            self,
+            x,
+            y,
+            seed,
+            settings=self.settings,
+            noise_multiplier=self.noise_multiplier,
+            steps_per_epoch=self.steps_per_epoch,
+            account=False,
+        )
         return net
 
 

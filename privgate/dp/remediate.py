@@ -1,8 +1,8 @@
 """The ε search: retrain a failing model with DP-SGD at decreasing ε until the policy passes.
 
-The procedure (seed thesis 003, ch. 6: start DP-SGD at ε = 50 and lower ε step
-by step while the attack still succeeds; tuning after Ponomareva et al. 2023,
-arXiv 2303.00654):
+The procedure (Sabau 2023, master's thesis, OTH Amberg-Weiden, ch. 6: start
+DP-SGD at ε = 50 and lower ε step by step while the attack still succeeds;
+tuning after Ponomareva et al. 2023, arXiv 2303.00654):
 
 1. Audit the original model. If it passes, nothing is retrained.
 2. Fix the DP-SGD settings once: epochs and logical batch size (the policy's,
@@ -50,24 +50,25 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from torch import nn
 
-from privgate.inputs.data import AuditData, Dataset
 from privgate.dp.clip import search_clip_norm
 from privgate.dp.recipe import DPRecipe
-from privgate.dp.utility import UtilityData, measure_utility, utility_data, utility_floor  # noqa: F401  (re-exported)
 from privgate.dp.train import DPSettings, DPTraining, probe_private_training, train_dp
+from privgate.dp.utility import UtilityData, measure_utility, utility_data, utility_floor  # noqa: F401  (re-exported)
 from privgate.errors import PolicyError, RecipeError
 from privgate.gate import audit
+from privgate.inputs.data import AuditData, Dataset
+from privgate.inputs.target import Target
 from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.report.model import CheckResult, Report
-from privgate.inputs.target import Target
 from privgate.training.threads import limit_threads
 
 RowCallback = Callable[[dict[str, Any]], None]
@@ -167,7 +168,9 @@ def _describe_check(c: CheckResult) -> str:
     return f"check '{c.id}' is {c.status} ({c.metric} {value}, max {c.threshold:g})"
 
 
-def _search(evaluate: Callable[[int], Candidate], n: int, strategy: str) -> tuple[Candidate | None, str | None, str | None]:
+def _search(
+    evaluate: Callable[[int], Candidate], n: int, strategy: str
+) -> tuple[Candidate | None, str | None, str | None]:
     """(accepted candidate, what broke first — 'utility' | 'privacy', reason) for a schedule of n ε."""
     tried: dict[int, Candidate] = {}
 
@@ -204,8 +207,15 @@ def _search(evaluate: Callable[[int], Candidate], n: int, strategy: str) -> tupl
 
 def _utility_reason(c: Candidate) -> str:
     problem = _first_problem(c)
-    tail = f", while {_describe_check(problem)}" if problem else " (its checks pass, but every smaller ε would lose more utility)"
-    return f"the utility floor broke first: at ε = {c.epsilon:g} utility is {c.utility:.4f}, below the floor {c.floor:.4f}{tail}"
+    tail = (
+        f", while {_describe_check(problem)}"
+        if problem
+        else " (its checks pass, but every smaller ε would lose more utility)"
+    )
+    return (
+        f"the utility floor broke first: at ε = {c.epsilon:g} utility is {c.utility:.4f}, below the floor "
+        f"{c.floor:.4f}{tail}"
+    )
 
 
 def _privacy_reason(c: Candidate) -> str:
@@ -236,10 +246,14 @@ def check_can_remediate(policy: Policy, recipe: Recipe | None) -> None:
     """Bad input, found before anything is loaded: remediation not allowed, or no recipe."""
     if not policy.remediation.enabled:
         raise PolicyError(
-            f"policy '{policy.name}': remediation is not enabled (set 'remediation: {{enabled: true}}' in a copy of the policy to allow DP-SGD retraining)."
+            f"policy '{policy.name}': remediation is not enabled (set 'remediation: {{enabled: true}}' in a "
+            f"copy of the policy to allow DP-SGD retraining)."
         )
     if recipe is None:
-        raise RecipeError("remediation retrains the model with DP-SGD and needs its training recipe (--recipe module:attr, or 'recipe' in the config).")
+        raise RecipeError(
+            "remediation retrains the model with DP-SGD and needs its training recipe (--recipe module:attr, "
+            "or 'recipe' in the config)."
+        )
 
 
 def remediate(
@@ -315,7 +329,12 @@ def remediate(
             "utility_ci": [round(v, 6) for v in orig_ci],
             "checks": [{"id": c.id, "value": c.value, "status": c.status} for c in original.checks],
         },
-        "utility": {"metric": "accuracy", "data": held_out.source, "floor": None if floor is None else round(floor, 6), "rule": floor_rule},
+        "utility": {
+            "metric": "accuracy",
+            "data": held_out.source,
+            "floor": None if floor is None else round(floor, 6),
+            "rule": floor_rule,
+        },
         "trainings": 0,
         "clip_search_trainings": 0,
         "chosen_epsilon": None,
@@ -352,7 +371,9 @@ def remediate(
         "accountant": settings.accountant,
         "max_physical_batch_size": settings.max_physical_batch_size,
         "n_train": len(train),
-        "start": f"public pre-trained weights {recipe.pretrained}" if recipe.pretrained else "fresh initialisation (never the audited checkpoint)",
+        "start": f"public pre-trained weights {recipe.pretrained}"
+        if recipe.pretrained
+        else "fresh initialisation (never the audited checkpoint)",
     }
     section["clip_search_trainings"] = len(clip_rows)
     candidates: list[Candidate] = []
@@ -369,8 +390,13 @@ def remediate(
             dp_recipe = DPRecipe.from_training(recipe, record, settings)
             dp_target = Target(model, source=f"<DP-SGD ε={eps:g}>", fmt="module", extra={"dp": record.to_dict()})
             artefacts = str(Path(run.artefacts_dir) / f"dp-eps-{eps:g}") if run.artefacts_dir else None
-            report = audit(dp_target, data, policy, recipe=dp_recipe,
-                           options=run.replace(artefacts_dir=artefacts, progress=lambda msg: say(f"{label}: {msg}")))
+            report = audit(
+                dp_target,
+                data,
+                policy,
+                recipe=dp_recipe,
+                options=run.replace(artefacts_dir=artefacts, progress=lambda msg: say(f"{label}: {msg}")),
+            )
             util, util_ci = measure_utility(dp_target, held_out, policy.confidence)
             memo[eps] = Candidate(eps, model, dp_recipe, record, report, util, util_ci, floor)
         cand = memo[eps]
@@ -413,7 +439,9 @@ def remediate(
         ),
     )
     report = _with_section(chosen.report, section, clock)
-    report = report.model_copy(update={"summary": f"{chosen.report.summary} — hardened: {section['reason']}; {len(candidates)} training(s)"})
+    report = report.model_copy(
+        update={"summary": f"{chosen.report.summary} — hardened: {section['reason']}; {len(candidates)} training(s)"}
+    )
     return Outcome(report, "hardened", chosen.model, chosen.recipe, chosen, candidates)
 
 

@@ -64,7 +64,7 @@ _ACCOUNTANT_ERRORS = (RuntimeError, ValueError, OverflowError, FloatingPointErro
 
 
 class OutputsLoss(nn.CrossEntropyLoss):
-    """``nn.CrossEntropyLoss`` that reads the outputs with :func:`privgate.inputs.outputs.nll` (for Opacus' criterion slot)."""
+    """``nn.CrossEntropyLoss`` reading the outputs with :func:`privgate.inputs.outputs.nll` (Opacus' criterion slot)."""
 
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:  # noqa: A002 - torch's names
         return nll(input, target, reduction=self.reduction)
@@ -166,7 +166,8 @@ def make_private_module(model: nn.Module, recipe_name: str = "recipe") -> tuple[
             fixed = ModuleValidator.fix(model)
         except Exception as exc:
             raise RecipeError(
-                f"recipe '{recipe_name}': Opacus cannot make the model private ({errors[0]}; fixing it failed: {exc.__class__.__name__})."
+                f"recipe '{recipe_name}': Opacus cannot make the model private ({errors[0]}; fixing it "
+                f"failed: {exc.__class__.__name__})."
             ) from None
         remaining = ModuleValidator.validate(fixed, strict=False)
     if remaining:
@@ -201,22 +202,32 @@ def probe_private_training(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: i
             gsm = GradSampleModule(model)
             out = gsm(torch.as_tensor(np.ascontiguousarray(x[:rows]), dtype=torch.float32))
             nll(out, torch.as_tensor(np.asarray(y[:rows]), dtype=torch.long)).backward()
-        missing = [n for n, p in model.named_parameters() if p.requires_grad and getattr(p, "grad_sample", None) is None]
+        missing = [
+            n for n, p in model.named_parameters() if p.requires_grad and getattr(p, "grad_sample", None) is None
+        ]
         gsm._close()
     except RecipeError:
         raise
     except Exception as exc:
         msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
-        raise RecipeError(f"recipe '{recipe.name}': Opacus cannot compute per-example gradients for this model ({exc.__class__.__name__}: {msg}).") from None
+        raise RecipeError(
+            f"recipe '{recipe.name}': Opacus cannot compute per-example gradients for this model "
+            f"({exc.__class__.__name__}: {msg})."
+        ) from None
     if missing:
-        raise RecipeError(f"recipe '{recipe.name}': Opacus computes no per-example gradient for parameter(s) {', '.join(missing[:5])}; DP-SGD cannot train them.")
+        raise RecipeError(
+            f"recipe '{recipe.name}': Opacus computes no per-example gradient for parameter(s) "
+            f"{', '.join(missing[:5])}; DP-SGD cannot train them."
+        )
     return changes
 
 
 # --------------------------------------------------------------------------- accounting
 
 
-def _spent_epsilon(accountant: Any, delta: float, history: list[tuple[float, float, int]]) -> tuple[float, str, str | None]:
+def _spent_epsilon(
+    accountant: Any, delta: float, history: list[tuple[float, float, int]]
+) -> tuple[float, str, str | None]:
     """(ε, accountant used, note) for ``history``; PRV falls back to RDP when it fails or returns inf."""
     from opacus.accountants import RDPAccountant
 
@@ -235,7 +246,11 @@ def _spent_epsilon(accountant: Any, delta: float, history: list[tuple[float, flo
         rdp.history = list(history)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return float(rdp.get_epsilon(delta=delta)), "rdp", f"the PRV accountant could not compute ε ({why}); reported with RDP instead"
+            return (
+                float(rdp.get_epsilon(delta=delta)),
+                "rdp",
+                f"the PRV accountant could not compute ε ({why}); reported with RDP instead",
+            )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(accountant.get_epsilon(delta=delta)), name, None
@@ -250,12 +265,20 @@ def _make_private(
     target_epsilon: float | None,
     noise_multiplier: float | None,
 ) -> tuple[Any, Any, Any, Any, Any, str | None]:
-    """(engine, module, optimizer, criterion, loader, note): wrap for DP-SGD with Poisson sampling; PRV → RDP on failure."""
+    """(engine, module, optimizer, criterion, loader, note): wrapped for DP-SGD with Poisson sampling.
+
+    The PRV accountant falls back to RDP when it fails."""
     from opacus import PrivacyEngine
 
     common = dict(
-        module=model, optimizer=optimizer, data_loader=loader, criterion=OutputsLoss(), max_grad_norm=settings.max_grad_norm,
-        poisson_sampling=True, noise_generator=noise_gen, grad_sample_mode=settings.grad_sample_mode,
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        criterion=OutputsLoss(),
+        max_grad_norm=settings.max_grad_norm,
+        poisson_sampling=True,
+        noise_generator=noise_gen,
+        grad_sample_mode=settings.grad_sample_mode,
     )
 
     def unpack(engine: Any, wrapped: tuple[Any, ...], note: str | None) -> tuple[Any, Any, Any, Any, Any, str | None]:
@@ -286,12 +309,14 @@ def _make_private(
             # get_noise_multiplier runs before make_private wraps anything, so retrying is clean
             if name == chain[-1]:
                 raise DPCalibrationError(
-                    f"no noise multiplier reaches ε = {target_epsilon:g} at δ = {settings.delta:.3g} in {settings.epochs} epochs "
+                    f"no noise multiplier reaches ε = {target_epsilon:g} at δ = {settings.delta:.3g} in "
+                    f"{settings.epochs} epochs "
                     f"({exc.__class__.__name__}: {str(exc)[:160]}); use larger ε values in remediation.epsilons."
                 ) from None
             note = (
                 f"the PRV accountant could not calibrate the noise for ε = {target_epsilon:g} "
-                f"({exc.__class__.__name__}: {str(exc)[:120]}); fell back to RDP, a valid and slightly more conservative bound"
+                f"({exc.__class__.__name__}: {str(exc)[:120]}); fell back to RDP, a valid and slightly more "
+                f"conservative bound"
             )
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -308,7 +333,9 @@ def _run_epochs(module: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, ep
         # Opacus' full backward hooks warn when the inputs need no gradient: expected here
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
         for _ in range(epochs):
-            with BatchMemoryManager(data_loader=loader, max_physical_batch_size=max_physical, optimizer=optimizer) as batches:
+            with BatchMemoryManager(
+                data_loader=loader, max_physical_batch_size=max_physical, optimizer=optimizer
+            ) as batches:
                 for xb, yb in batches:
                     optimizer.zero_grad(set_to_none=True)
                     loss_fn(module(xb), yb).backward()
@@ -370,7 +397,9 @@ def train_dp(
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=batch, generator=data_gen)
 
     t0 = time.perf_counter()
-    engine, module, dp_opt, criterion, dp_loader, note = _make_private(model, optimizer, loader, settings, noise_gen, target_epsilon, noise_multiplier)
+    engine, module, dp_opt, criterion, dp_loader, note = _make_private(
+        model, optimizer, loader, settings, noise_gen, target_epsilon, noise_multiplier
+    )
     calibration = time.perf_counter() - t0
     t1 = time.perf_counter()
     _run_epochs(module, dp_opt, criterion, dp_loader, settings.epochs, settings.max_physical_batch_size)
@@ -387,7 +416,8 @@ def train_dp(
         used = "none (σ = 0)"
     if target_epsilon is not None and account and eps > target_epsilon * (1 + 1e-9) + 1e-12:
         raise RuntimeError(
-            f"DP-SGD verification failed: the {used} accountant reports ε = {eps:.4g} after training, above the target {target_epsilon:g}"
+            f"DP-SGD verification failed: the {used} accountant reports ε = {eps:.4g} after training, above "
+            f"the target {target_epsilon:g}"
         )
     trained, _ = _fresh(recipe, seed)  # a clean copy: no Opacus hooks or per-sample gradient buffers
     trained.load_state_dict(model.state_dict())
@@ -413,4 +443,11 @@ def train_dp(
     return trained, record
 
 
-__all__ = ["DPCalibrationError", "DPSettings", "DPTraining", "make_private_module", "probe_private_training", "train_dp"]
+__all__ = [
+    "DPCalibrationError",
+    "DPSettings",
+    "DPTraining",
+    "make_private_module",
+    "probe_private_training",
+    "train_dp",
+]

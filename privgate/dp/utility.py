@@ -32,8 +32,14 @@ class UtilityData:
 def utility_data(data: AuditData) -> UtilityData:
     """The population when there is one, else the non-members (see the module docstring)."""
     if data.population is not None:
-        return UtilityData(data.population.x, data.population.y, f"population ({len(data.population)} rows, {data.population.source})")
-    return UtilityData(data.nonmembers.x, data.nonmembers.y, f"non-members ({len(data.nonmembers)} rows, {data.nonmembers.source}; no population given)")
+        return UtilityData(
+            data.population.x, data.population.y, f"population ({len(data.population)} rows, {data.population.source})"
+        )
+    return UtilityData(
+        data.nonmembers.x,
+        data.nonmembers.y,
+        f"non-members ({len(data.nonmembers)} rows, {data.nonmembers.source}; no population given)",
+    )
 
 
 def measure_utility(model: Any, held_out: UtilityData, confidence: float) -> tuple[float, list[float]]:
@@ -54,11 +60,20 @@ def utility_floor(policy: Utility | None, original: float) -> tuple[float | None
         floors.append((policy.min, f"min {policy.min:g}"))
     if policy.max_drop is not None:
         if policy.relative:
-            floors.append((original * (1 - policy.max_drop), f"at most {policy.max_drop:.0%} below the original {original:.4f} (relative)"))
+            floors.append(
+                (
+                    original * (1 - policy.max_drop),
+                    f"at most {policy.max_drop:.0%} below the original {original:.4f} (relative)",
+                )
+            )
         else:
-            floors.append((original - policy.max_drop, f"at most {policy.max_drop:g} below the original {original:.4f}"))
+            floors.append(
+                (original - policy.max_drop, f"at most {policy.max_drop:g} below the original {original:.4f}")
+            )
     value, rule = max(floors)
-    return max(0.0, value), rule + (" (the stricter of " + " and ".join(r for _, r in floors) + ")" if len(floors) > 1 else "")
+    return max(0.0, value), rule + (
+        " (the stricter of " + " and ".join(r for _, r in floors) + ")" if len(floors) > 1 else ""
+    )
 
 
 __all__ = ["UtilityData", "measure_utility", "utility_data", "utility_floor"]

@@ -70,11 +70,14 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
     for key, value in table.items():
         if key not in KEYS:
             raise ConfigError(
-                f"{path}: unknown key '{prefix}{clip(key, 100)}'{did_you_mean(key, KEYS)} (known: {', '.join(sorted(KEYS))})."
+                f"{path}: unknown key '{prefix}{clip(key, 100)}'{did_you_mean(key, KEYS)} (known: "
+                f"{', '.join(sorted(KEYS))})."
             )
         want = KEYS[key]
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-            raise ConfigError(f"{path}: '{prefix}{key}' must be a {want.__name__}, got {type(value).__name__} {shown(value, 80)}.")
+            raise ConfigError(
+                f"{path}: '{prefix}{key}' must be a {want.__name__}, got {type(value).__name__} {shown(value, 80)}."
+            )
         if key == "threads" and value < 1:
             raise ConfigError(f"{path}: '{prefix}threads' must be at least 1, got {value}.")
     return dict(table)

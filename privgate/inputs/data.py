@@ -73,7 +73,10 @@ def _as_dataset(x: Any, y: Any, source: str, role: str) -> Dataset:
     xa = xa.astype(np.float32)
     bad = ~np.isfinite(xa).reshape(len(xa), -1).all(axis=1)
     if bad.any():
-        raise DataError(f"{source}: {role} has {int(bad.sum())} row(s) with NaN or infinite values (first at row {int(np.argmax(bad))}).")
+        raise DataError(
+            f"{source}: {role} has {int(bad.sum())} row(s) with NaN or infinite values (first at row "
+            f"{int(np.argmax(bad))})."
+        )
     return Dataset(xa, ya, source)
 
 
@@ -92,7 +95,9 @@ def _load_pt(p: Path, role: str) -> Dataset:
     try:
         obj = torch.load(str(p), map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise DataError(f"{p}: not a readable tensor file, or it holds pickled objects ({exc.__class__.__name__}).") from None
+        raise DataError(
+            f"{p}: not a readable tensor file, or it holds pickled objects ({exc.__class__.__name__})."
+        ) from None
     if not isinstance(obj, dict) or not {"x", "y"} <= set(obj):
         raise DataError(f"{p}: expected a dict with tensors 'x' and 'y'.")
     return _as_dataset(obj["x"], obj["y"], str(p), role)
@@ -113,7 +118,10 @@ def _load_csv(p: Path, role: str, label_column: str) -> Dataset:
     header = [h.strip() for h in raw_header]
     if label_column not in header:
         shown_cols = ", ".join(clip(h, 40) for h in header[:12]) + (", …" if len(header) > 12 else "")
-        raise DataError(f"{p}: no label column {shown(label_column)} in the CSV header (line {header_line}; columns: {shown_cols}){did_you_mean(label_column, header)}.")
+        raise DataError(
+            f"{p}: no label column {shown(label_column)} in the CSV header (line {header_line}; columns: "
+            f"{shown_cols}){did_you_mean(label_column, header)}."
+        )
     li = header.index(label_column)
     body = rows[1:]
     for line, r in body:
@@ -143,12 +151,14 @@ def _load_csv(p: Path, role: str, label_column: str) -> Dataset:
     return _as_dataset(np.delete(table, li, axis=1), labels, str(p), role)
 
 
-def load_dataset(spec: str | Path, role: str = "data", label_column: str = "label", base: Path | None = None) -> Dataset:
+def load_dataset(
+    spec: str | Path, role: str = "data", label_column: str = "label", base: Path | None = None
+) -> Dataset:
     """Load one set from a path or a ``module:function`` factory returning ``(x, y)``."""
     s = str(spec)
     base = base or Path.cwd()
     p = Path(s) if Path(s).is_absolute() else base / s
-    if ":" in s and not p.exists() and not Path(s).suffix.lower() in (".npz", ".pt", ".csv"):
+    if ":" in s and not p.exists() and Path(s).suffix.lower() not in (".npz", ".pt", ".csv"):
         fn = import_factory(s, [base])
         try:
             out = fn() if callable(fn) else fn
@@ -178,7 +188,10 @@ def load_dataset(spec: str | Path, role: str = "data", label_column: str = "labe
 def _row_hashes(d: Dataset) -> np.ndarray:
     flat = np.ascontiguousarray(d.x.reshape(len(d), -1))
     return np.array(
-        [hashlib.blake2b(row.tobytes() + int(lbl).to_bytes(8, "little", signed=True), digest_size=12).digest() for row, lbl in zip(flat, d.y)]
+        [
+            hashlib.blake2b(row.tobytes() + int(lbl).to_bytes(8, "little", signed=True), digest_size=12).digest()
+            for row, lbl in zip(flat, d.y)
+        ]
     )
 
 
@@ -207,9 +220,7 @@ class AuditData:
         shape = self.members.x.shape[1:]
         for role, d in sets[1:]:
             if d.x.shape[1:] != shape:
-                raise DataError(
-                    f"{d.source}: {role} rows have shape {d.x.shape[1:]} but members rows have {shape}."
-                )
+                raise DataError(f"{d.source}: {role} rows have shape {d.x.shape[1:]} but members rows have {shape}.")
         overlap = np.isin(_row_hashes(self.members), _row_hashes(self.nonmembers))
         if overlap.any():
             raise DataError(
@@ -226,7 +237,8 @@ class AuditData:
             else:
                 self.nonmembers = self.nonmembers.subset(np.sort(rng.choice(n0, k, replace=False)))
             self.warnings.append(
-                f"members ({n1}) and non-members ({n0}) are very unbalanced; sub-sampled both to {k} with seed {self.seed}"
+                f"members ({n1}) and non-members ({n0}) are very unbalanced; sub-sampled both to {k} with "
+                f"seed {self.seed}"
             )
 
     def pooled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -246,7 +258,8 @@ class AuditData:
         except Exception as exc:
             msg = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else exc.__class__.__name__
             raise DataError(
-                f"{self.members.source}: the model cannot run on the audit data (rows of shape {probe.shape[1:]}): {msg}."
+                f"{self.members.source}: the model cannot run on the audit data (rows of shape "
+                f"{probe.shape[1:]}): {msg}."
             ) from None
         n_classes = proba.shape[1]
         sets = [("members", self.members), ("non-members", self.nonmembers)]
@@ -255,14 +268,17 @@ class AuditData:
         for role, d in sets:
             if int(d.y.max()) >= n_classes:
                 raise DataError(
-                    f"{d.source}: {role} labels go up to {int(d.y.max())} but the model has {n_classes} classes (labels 0..{n_classes - 1})."
+                    f"{d.source}: {role} labels go up to {int(d.y.max())} but the model has {n_classes} "
+                    f"classes (labels 0..{n_classes - 1})."
                 )
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "members": {"source": self.members.source, "n": len(self.members)},
             "nonmembers": {"source": self.nonmembers.source, "n": len(self.nonmembers)},
-            "population": ({"source": self.population.source, "n": len(self.population)} if self.population is not None else None),
+            "population": (
+                {"source": self.population.source, "n": len(self.population)} if self.population is not None else None
+            ),
             "features": list(self.members.x.shape[1:]),
             "warnings": list(self.warnings),
         }

@@ -98,8 +98,13 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
     where = clip(", ".join(str(d) for d in dirs), 300)
     if top in sys.stdlib_module_names or top in sys.builtin_module_names:
         if importlib.machinery.PathFinder.find_spec(top, [str(d) for d in dirs]) is not None:
-            raise error(f"{head}: your module '{top}' has the name of a module of Python's standard library; rename it.")
-        raise error(f"{head}: '{top}' is a module of Python's standard library; a {kind} must be defined in your project ({where}).")
+            raise error(
+                f"{head}: your module '{top}' has the name of a module of Python's standard library; rename it."
+            )
+        raise error(
+            f"{head}: '{top}' is a module of Python's standard library; a {kind} must be defined in your "
+            f"project ({where})."
+        )
     if top in OWN_PACKAGES:
         raise error(f"{head}: '{top}' is privgate itself; a {kind} must be defined in your project ({where}).")
     installed = _installed_roots()
@@ -108,25 +113,34 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
     if found is None or (origin is not None and _inside(origin, installed)):
         cached = _module_file(sys.modules.get(top))
         if cached is not None and _inside(cached, installed):
-            raise error(f"{head}: '{top}' is an installed package, not a module of your project ({where}); privgate imports a {kind} only from your project.")
+            raise error(
+                f"{head}: '{top}' is an installed package, not a module of your project ({where}); privgate "
+                f"imports a {kind} only from your project."
+            )
         raise error(f"{head}: no module '{top}' in {where}.")
     cached = _module_file(sys.modules.get(top))
     if cached is not None and _inside(cached, installed):
-        raise error(f"{head}: your module '{top}' has the name of an installed package that is already in use; rename it.")
+        raise error(
+            f"{head}: your module '{top}' has the name of an installed package that is already in use; rename it."
+        )
     _evict_if_elsewhere(top, dirs)
     added = [str(d) for d in dirs if str(d) not in sys.path]
     sys.path[:0] = added
     try:
         module = importlib.import_module(mod_name)
     except (Exception, SystemExit) as exc:  # an import runs user code: report any failure in one sentence
-        raise error(f"{head}: cannot import module '{mod_name}' ({exc.__class__.__name__}: {clip(str(exc), 200)}).") from None
+        raise error(
+            f"{head}: cannot import module '{mod_name}' ({exc.__class__.__name__}: {clip(str(exc), 200)})."
+        ) from None
     finally:
         for d in added:
             if d in sys.path:
                 sys.path.remove(d)
     file = _module_file(module)
     if file is None or not _inside(file, dirs) or _inside(file, installed):
-        raise error(f"{head}: module '{mod_name}' was imported from {file or 'no file'}, outside your project ({where}).")
+        raise error(
+            f"{head}: module '{mod_name}' was imported from {file or 'no file'}, outside your project ({where})."
+        )
     obj: Any = module
     for part in attr.split("."):
         if part.startswith("__") and part.endswith("__"):
@@ -139,12 +153,11 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
         defined_in = getattr(obj, "__module__", None)
         if not isinstance(defined_in, str) or not (defined_in == top or defined_in.startswith(top + ".")):
             raise error(
-                f"{head}: '{attr}' is defined in {f'module {defined_in!r}' if isinstance(defined_in, str) else 'no module'}, "
+                f"{head}: '{attr}' is defined in "
+                f"{f'module {defined_in!r}' if isinstance(defined_in, str) else 'no module'}, "
                 f"not in your project's '{mod_name}'; privgate calls only functions defined in your project."
             )
     return obj
-
-
 
 
 def load_recipe(spec: str, search_dirs: list[Path] | None = None) -> Recipe:
@@ -162,7 +175,9 @@ def load_recipe(spec: str, search_dirs: list[Path] | None = None) -> Recipe:
         try:
             obj = obj()
         except Exception as exc:
-            raise RecipeError(f"recipe '{clip(spec)}': calling it failed ({exc.__class__.__name__}: {clip(str(exc))}).") from None
+            raise RecipeError(
+                f"recipe '{clip(spec)}': calling it failed ({exc.__class__.__name__}: {clip(str(exc))})."
+            ) from None
     if not isinstance(obj, Recipe):
         raise RecipeError(f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe.")
     return obj

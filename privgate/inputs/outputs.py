@@ -135,12 +135,19 @@ def nll(out: torch.Tensor, y: torch.Tensor, kind: Kind | None = None, reduction:
 def note(kind: Kind, rows: int) -> str | None:
     """The sentence the report carries about a kind that is not plain logits."""
     if kind == BINARY:
-        return ("the model outputs one logit per row (e.g. trained with BCEWithLogitsLoss): privgate reads it as two classes, "
-                "p(1) = sigmoid(z), i.e. the logits [0, z]; labels must be 0 or 1")
+        return (
+            "the model outputs one logit per row (e.g. trained with BCEWithLogitsLoss): privgate reads it as "
+            "two classes, "
+            "p(1) = sigmoid(z), i.e. the logits [0, z]; labels must be 0 or 1"
+        )
     if kind == PROBABILITIES:
-        return (f"the model's outputs are already probabilities (all {rows} probed rows are non-negative and sum to 1 within "
-                f"{SUM_TOL:g}, e.g. a final nn.Softmax): privgate uses log p directly instead of applying softmax a second time; "
-                "probabilities that round to 0 or 1 in float32 tie, so export the logits for the sharpest audit")
+        return (
+            f"the model's outputs are already probabilities (all {rows} probed rows are non-negative and sum "
+            f"to 1 within "
+            f"{SUM_TOL:g}, e.g. a final nn.Softmax): privgate uses log p directly instead of applying softmax "
+            f"a second time; "
+            "probabilities that round to 0 or 1 in float32 tie, so export the logits for the sharpest audit"
+        )
     return None
 
 
@@ -148,11 +155,28 @@ def sigmoid_hint(raw: np.ndarray, kind: Kind) -> str | None:
     """A warning when a single output lies in [0, 1] on every probed row, as a final sigmoid's would."""
     z = np.asarray(raw, dtype=np.float64)
     if kind == BINARY and len(z) >= 20 and np.all((z >= 0.0) & (z <= 1.0)):
-        return (f"the model's single output lies within [0, 1] on all {len(z)} probed rows, as a final nn.Sigmoid's would; "
-                "privgate reads it as a logit (p(1) = sigmoid(z)), so if it is a probability every number in this report is "
-                "wrong: export the model without the final sigmoid")
+        return (
+            f"the model's single output lies within [0, 1] on all {len(z)} probed rows, as a final nn.Sigmoid's would; "
+            "privgate reads it as a logit (p(1) = sigmoid(z)), so if it is a probability every number in this "
+            "report is "
+            "wrong: export the model without the final sigmoid"
+        )
     return None
 
 
-__all__ = ["BINARY", "KINDS", "Kind", "LOGITS", "PROBABILITIES", "PROBE_ROWS", "SUM_TOL", "as_logits",
-           "as_logits_torch", "kind_of", "log_proba", "nll", "note", "sigmoid_hint"]
+__all__ = [
+    "BINARY",
+    "KINDS",
+    "Kind",
+    "LOGITS",
+    "PROBABILITIES",
+    "PROBE_ROWS",
+    "SUM_TOL",
+    "as_logits",
+    "as_logits_torch",
+    "kind_of",
+    "log_proba",
+    "nll",
+    "note",
+    "sigmoid_hint",
+]

@@ -67,8 +67,8 @@ import numpy as np
 from privgate import stats
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.outputs import PROBE_ROWS
-from privgate.recipe import Recipe
 from privgate.inputs.target import Target
+from privgate.recipe import Recipe
 
 #: Prefix of the warnings this module adds, so readers and tests can pick them out.
 WARNING_PREFIX = "target sanity"
@@ -137,20 +137,28 @@ def members_fit(members: Accuracy, nonmembers: Accuracy, baseline: float) -> Mem
     p_above = _fisher_p(members, nonmembers, "greater")
     level = (1.0 + baseline) / 2
     upper = members.ci[1]
-    sets = (f"its members ({members.label()}) than on its non-members ({nonmembers.label()}; "
-            f"{members.confidence * 100:.4g}% Clopper-Pearson intervals")
-    causes = ("the members may not be the data the model was trained on, or are preprocessed differently "
-              "(scaling, feature order, label encoding)")
+    sets = (
+        f"its members ({members.label()}) than on its non-members ({nonmembers.label()}; "
+        f"{members.confidence * 100:.4g}% Clopper-Pearson intervals"
+    )
+    causes = (
+        "the members may not be the data the model was trained on, or are preprocessed differently "
+        "(scaling, feature order, label encoding)"
+    )
     warning = None
     if p_below < half_alpha:
-        warning = (f"{WARNING_PREFIX}: the model is less accurate on {sets}; one-sided Fisher exact p = {p_below:.2g}); "
-                   f"models are almost never worse on their own training data, so {causes}, and the membership "
-                   "results do not measure its leakage")
+        warning = (
+            f"{WARNING_PREFIX}: the model is less accurate on {sets}; one-sided Fisher exact p = {p_below:.2g}); "
+            f"models are almost never worse on their own training data, so {causes}, and the membership "
+            "results do not measure its leakage"
+        )
     elif p_above >= half_alpha and upper < level:
-        warning = (f"{WARNING_PREFIX}: the model is no more accurate on {sets}; one-sided Fisher exact p = {p_above:.2g}) "
-                   f"and far below what models get on their training data (upper bound {upper:.3f} < {level:.3f}, halfway "
-                   f"between guessing the most common label, {baseline:.3f}, and perfect): {causes}, so a pass means "
-                   "little; if the model is this weak by design, ignore this")
+        warning = (
+            f"{WARNING_PREFIX}: the model is no more accurate on {sets}; one-sided Fisher exact p = {p_above:.2g}) "
+            f"and far below what models get on their training data (upper bound {upper:.3f} < {level:.3f}, halfway "
+            f"between guessing the most common label, {baseline:.3f}, and perfect): {causes}, so a pass means "
+            "little; if the model is this weak by design, ignore this"
+        )
     return MembersFit(p_below, p_above, baseline, level, upper, warning)
 
 
@@ -158,9 +166,12 @@ def recipe_warning(target: Target, recipe: Recipe | None) -> str | None:
     """A warning when a non-torch target (scikit-learn) is given a recipe, which always trains torch models."""
     if recipe is None or target.module is not None:
         return None
-    return (f"recipe mismatch: the target is a {type(target.model).__name__} (not a torch model) but recipe '{recipe.name}' "
-            "trains torch models, so reference models (shadow, lira, rmia) are not trained like the target and their "
-            "results compare it with a different kind of model: they may over- or under-state its leakage")
+    return (
+        f"recipe mismatch: the target is a {type(target.model).__name__} (not a torch model) but recipe "
+        f"'{recipe.name}' "
+        "trains torch models, so reference models (shadow, lira, rmia) are not trained like the target and their "
+        "results compare it with a different kind of model: they may over- or under-state its leakage"
+    )
 
 
 @dataclass
@@ -211,7 +222,9 @@ def inspect_target(target: Target, data: AuditData, recipe: Recipe | None, confi
     members = accuracy_on(target, data.members, confidence)
     nonmembers = accuracy_on(target, data.nonmembers, confidence)
     classes = int(target.predict_proba(data.members.x[:1]).shape[1])
-    fit = members_fit(members, nonmembers, baseline_accuracy(np.concatenate([data.members.y, data.nonmembers.y]), classes))
+    fit = members_fit(
+        members, nonmembers, baseline_accuracy(np.concatenate([data.members.y, data.nonmembers.y]), classes)
+    )
     # a model privgate trained itself on these members (DP-SGD remediation records "dp") needs no doubt about them
     doubt = None if "dp" in target.extra else fit.warning
     warnings = [w for w in (doubt, hint and f"{WARNING_PREFIX}: {hint}", recipe_warning(target, recipe)) if w]
@@ -219,5 +232,15 @@ def inspect_target(target: Target, data: AuditData, recipe: Recipe | None, confi
     return Sanity(members, nonmembers, classes, fit, kind, len(x), note, warnings)
 
 
-__all__ = ["Accuracy", "MembersFit", "Sanity", "WARNING_PREFIX", "accuracy_on", "baseline_accuracy", "inspect_target",
-           "members_fit", "probe", "recipe_warning"]
+__all__ = [
+    "Accuracy",
+    "MembersFit",
+    "Sanity",
+    "WARNING_PREFIX",
+    "accuracy_on",
+    "baseline_accuracy",
+    "inspect_target",
+    "members_fit",
+    "probe",
+    "recipe_warning",
+]

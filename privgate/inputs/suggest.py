@@ -8,7 +8,7 @@ fields, attack names and options, config keys), with :func:`difflib.get_close_ma
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 from privgate.errors import shown
 

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.inputs import outputs as _outputs
 from privgate.errors import RecipeError, TargetError
+from privgate.inputs import outputs as _outputs
 from privgate.recipe import Recipe
 
 BATCH = 1024
@@ -82,10 +82,13 @@ class Target:
     outputs: _outputs.Kind | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.model, nn.Module) or isinstance(self.model, torch.jit.ScriptModule):
+        if isinstance(self.model, (nn.Module, torch.jit.ScriptModule)):
             self.model.eval()
         elif not hasattr(self.model, "predict_proba"):
-            raise TargetError(f"{self.source}: the checkpoint holds a {type(self.model).__name__}, not a model (no forward pass or predict_proba).")
+            raise TargetError(
+                f"{self.source}: the checkpoint holds a {type(self.model).__name__}, not a model (no forward "
+                f"pass or predict_proba)."
+            )
 
     # ------------------------------------------------------------------ capabilities
 
@@ -123,13 +126,17 @@ class Target:
         kind = _outputs.kind_of(raw)
         if kind is None:
             raise TargetError(
-                f"{self.source}: the model returned shape {tuple(raw.shape)}, expected [batch, classes] logits or probabilities, "
+                f"{self.source}: the model returned shape {tuple(raw.shape)}, expected [batch, classes] "
+                f"logits or probabilities, "
                 "or one logit per row ([batch] or [batch, 1])."
             )
         if self.outputs is None:
             return kind
         if (self.outputs == _outputs.BINARY) != (kind == _outputs.BINARY):
-            raise TargetError(f"{self.source}: the model returned shape {tuple(raw.shape)}, unlike its earlier {self.outputs} outputs.")
+            raise TargetError(
+                f"{self.source}: the model returned shape {tuple(raw.shape)}, unlike its earlier "
+                f"{self.outputs} outputs."
+            )
         return self.outputs
 
     def detect_outputs(self, x: np.ndarray) -> tuple[str | None, str | None]:
@@ -152,7 +159,7 @@ class Target:
         return _outputs.note(self.outputs, len(raw)), _outputs.sigmoid_hint(raw, self.outputs)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        """Class probabilities, shape ``[n, classes]`` (from the raw outputs as :mod:`privgate.inputs.outputs` reads them)."""
+        """Class probabilities, shape ``[n, classes]`` (the raw outputs read by :mod:`privgate.inputs.outputs`)."""
         if self.module is not None:
             raw = self.logits(x)
             return np.exp(_outputs.log_proba(raw, self._kind(raw)))
@@ -218,11 +225,17 @@ class Target:
             return cls._from_pickle(p, trust_checkpoint, digest)
         if _is_torchscript(p):
             try:
-                with warnings.catch_warnings():  # TorchScript is deprecated in torch 2.x but is the format users hand in
-                    warnings.filterwarnings("ignore", message=r".*torch\.jit\.load.* is deprecated", category=DeprecationWarning)
+                with (
+                    warnings.catch_warnings()
+                ):  # TorchScript is deprecated in torch 2.x but is the format users hand in
+                    warnings.filterwarnings(
+                        "ignore", message=r".*torch\.jit\.load.* is deprecated", category=DeprecationWarning
+                    )
                     model = torch.jit.load(str(p), map_location="cpu")
             except Exception as exc:
-                raise TargetError(f"{p}: cannot load TorchScript model ({exc.__class__.__name__}); the file may be truncated.") from None
+                raise TargetError(
+                    f"{p}: cannot load TorchScript model ({exc.__class__.__name__}); the file may be truncated."
+                ) from None
             return cls(model, str(p), "torchscript", digest)
         return cls._from_torch_load(p, recipe, trust_checkpoint, digest)
 
@@ -250,7 +263,8 @@ class Target:
             return cls._load_trusted(p, digest, exc)
         except Exception as exc:  # torch raises many types for foreign or damaged files
             raise TargetError(
-                f"{p}: not a readable PyTorch checkpoint ({exc.__class__.__name__}); the file may be truncated or in another format."
+                f"{p}: not a readable PyTorch checkpoint ({exc.__class__.__name__}); the file may be "
+                f"truncated or in another format."
             ) from None
         if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
             obj = obj["state_dict"]
@@ -272,7 +286,8 @@ class Target:
     def _from_pickle(cls, p: Path, trust: bool, digest: str) -> Target:
         if not trust:
             raise TargetError(
-                f"{p}: is a pickle, and loading it would run code from the file; pass --trust-checkpoint if you trust its origin."
+                f"{p}: is a pickle, and loading it would run code from the file; pass --trust-checkpoint if "
+                f"you trust its origin."
             )
         try:
             import joblib
@@ -285,7 +300,9 @@ class Target:
         raise TargetError(f"{p}: the pickle holds a {type(obj).__name__}, not a model with predict_proba.")
 
     @classmethod
-    def _from_state(cls, p: Path, state: dict[str, torch.Tensor], recipe: Recipe | None, fmt: str, digest: str) -> Target:
+    def _from_state(
+        cls, p: Path, state: dict[str, torch.Tensor], recipe: Recipe | None, fmt: str, digest: str
+    ) -> Target:
         if recipe is None:
             raise TargetError(
                 f"{p}: is a {fmt} of weights only; give the recipe that builds the model (--recipe module:attr) "
@@ -296,11 +313,15 @@ class Target:
         except RecipeError:
             raise
         except Exception as exc:
-            raise RecipeError(f"recipe '{recipe.name}': building the model failed ({exc.__class__.__name__}: {exc}).") from None
+            raise RecipeError(
+                f"recipe '{recipe.name}': building the model failed ({exc.__class__.__name__}: {exc})."
+            ) from None
         try:
             model.load_state_dict(state, strict=True)
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()
             detail = " ".join(line.strip() for line in first[1:3]) if len(first) > 1 else first[0]
-            raise TargetError(f"{p}: the weights do not fit the recipe's model '{recipe.name}' ({detail[:300]}).") from None
+            raise TargetError(
+                f"{p}: the weights do not fit the recipe's model '{recipe.name}' ({detail[:300]})."
+            ) from None
         return cls(model, str(p), fmt, digest)

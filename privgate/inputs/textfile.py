@@ -20,8 +20,12 @@ def _size(n: int) -> str:
     return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 and n % (1 << 10) == 0 else f"{n:,} bytes"
 
 
-def read_limited(path: str | Path, what: str, error: type[PrivgateError] = PrivgateError, limit: int = MAX_BYTES) -> str:
-    """The UTF-8 text of ``path``; ``error`` (one sentence naming the file) when it is larger than ``limit`` or unreadable.
+def read_limited(
+    path: str | Path, what: str, error: type[PrivgateError] = PrivgateError, limit: int = MAX_BYTES
+) -> str:
+    """The UTF-8 text of ``path``.
+
+    Raises ``error`` (one sentence naming the file) when it is larger than ``limit`` or unreadable.
 
     Args:
         path: the file.

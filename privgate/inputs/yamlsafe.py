@@ -66,7 +66,9 @@ def _too_big(root: yaml.Node, limit: int) -> tuple[int, yaml.Node] | None:
     return None
 
 
-def load_yaml(text: str, source: str, error: type[PrivgateError] = PrivgateError, max_nodes: int = MAX_NODES) -> tuple[Any, yaml.Node | None]:
+def load_yaml(
+    text: str, source: str, error: type[PrivgateError] = PrivgateError, max_nodes: int = MAX_NODES
+) -> tuple[Any, yaml.Node | None]:
     """Parse one YAML document safely: ``(value, node graph)``; ``error`` with the file and line on any problem.
 
     Args:
@@ -85,7 +87,9 @@ def load_yaml(text: str, source: str, error: type[PrivgateError] = PrivgateError
             total, node = found
             line = node.start_mark.line + 1
             if total < 0:
-                raise error(f"{source}: line {line}: a YAML alias refers to the value that contains it, which has no end.")
+                raise error(
+                    f"{source}: line {line}: a YAML alias refers to the value that contains it, which has no end."
+                )
             raise error(
                 f"{source}: line {line}: this value expands to {total:,} YAML nodes through its aliases (*name), "
                 f"more than the {max_nodes:,} privgate accepts; write the values out or use fewer aliases."

@@ -19,15 +19,16 @@ gone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
 import signal
 import threading
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Iterator, Mapping
 
 #: Part of every temporary name privgate creates: ``.NAME.privgate-PID-RANDOM.tmp``.
 TEMP_MARK = ".privgate-"
@@ -101,10 +102,8 @@ def make_parents(folder: Path) -> list[Path]:
 def remove_empty(folders: list[Path]) -> None:
     """Remove the folders :func:`make_parents` created, innermost first, where they are still empty."""
     for d in reversed(folders):
-        try:
+        with contextlib.suppress(OSError):
             d.rmdir()
-        except OSError:
-            pass
 
 
 def _as_bytes(data: str | bytes) -> bytes:
@@ -274,4 +273,13 @@ def write_atomic(path: str | Path, data: str | bytes, mode: int = 0o644) -> Path
     return write_together({path: data}, mode)[0]
 
 
-__all__ = ["TEMP_MARK", "make_parents", "remove_empty", "remove_stale", "signals_held", "temp_name", "write_atomic", "write_together"]
+__all__ = [
+    "TEMP_MARK",
+    "make_parents",
+    "remove_empty",
+    "remove_stale",
+    "signals_held",
+    "temp_name",
+    "write_atomic",
+    "write_together",
+]

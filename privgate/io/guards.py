@@ -22,9 +22,9 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from privgate.errors import PrivgateError
 
@@ -130,7 +130,9 @@ def audit_inputs(
             continue
         p = Path(spec)
         candidates = [p] if p.is_absolute() else [p, base / p]
-        is_factory = ":" in spec and not any(c.exists() for c in candidates) and p.suffix.lower() not in (".npz", ".pt", ".csv")
+        is_factory = (
+            ":" in spec and not any(c.exists() for c in candidates) and p.suffix.lower() not in (".npz", ".pt", ".csv")
+        )
         if is_factory:
             found.append(spec_file(spec, f"the {role} data factory", dirs))
         else:
@@ -164,13 +166,19 @@ def check_outputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
     for o in outs:
         for i in ins:
             if same_file(o.path, i.path):
-                raise _refuse(o.path, f"{o.what} would overwrite an input, {i.what} ({i.path}); refusing to overwrite it")
+                raise _refuse(
+                    o.path, f"{o.what} would overwrite an input, {i.what} ({i.path}); refusing to overwrite it"
+                )
         if o.folder:
             if o.path.exists() and not o.path.is_dir():
                 raise _refuse(o.path, f"{o.what} must be a folder, but this is a file")
             for i in ins:
                 if inside(i.path, o.path):
-                    raise _refuse(o.path, f"{o.what} holds an input, {i.what} ({i.path}), and privgate writes files there; choose another folder")
+                    raise _refuse(
+                        o.path,
+                        f"{o.what} holds an input, {i.what} ({i.path}), and privgate writes files there; "
+                        f"choose another folder",
+                    )
         elif o.path.is_dir():
             raise _refuse(o.path, f"{o.what} is a folder; give a file path")
         anchor = _first_existing(o.path.parent)
@@ -183,7 +191,10 @@ def check_outputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
             for outer, inner in ((a, b), (b, a)):
                 if inside(inner.path, outer.path):
                     where = "where attack files are written" if outer.folder else "which is a file"
-                    raise _refuse(inner.path, f"{inner.what} lies inside {outer.path}, {outer.what}, {where}; choose a path outside it")
+                    raise _refuse(
+                        inner.path,
+                        f"{inner.what} lies inside {outer.path}, {outer.what}, {where}; choose a path outside it",
+                    )
 
 
 __all__ = ["Named", "audit_inputs", "check_outputs", "inside", "module_file", "same_file", "spec_file"]

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Iterator
 
 #: Exit status of a run stopped by SIGINT / SIGTERM (128 + the signal number, as shells report it).
 EXIT_SIGINT = 128 + int(signal.SIGINT)
@@ -32,7 +32,7 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def sigterm_raises() -> Iterator[None]:
-    """Within the block (main thread only), SIGTERM raises :class:`Terminated`; the previous handler is restored after."""
+    """Within the block (main thread only), SIGTERM raises :class:`Terminated`; the old handler comes back after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

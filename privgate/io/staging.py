@@ -14,17 +14,23 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Mapping
 
-from privgate.io.atomic import make_parents, remove_empty, remove_stale, temp_name, write_together
 from privgate.errors import PrivgateError
+from privgate.io.atomic import make_parents, remove_empty, remove_stale, temp_name, write_together
 from privgate.io.guards import inside
 from privgate.report.model import Report
 
 #: How each report format is named in messages.
-FORMAT_NAMES = {"json": "JSON report", "junit": "JUnit report", "sarif": "SARIF log", "markdown": "Markdown summary", "html": "HTML report"}
+FORMAT_NAMES = {
+    "json": "JSON report",
+    "junit": "JUnit report",
+    "sarif": "SARIF log",
+    "markdown": "Markdown summary",
+    "html": "HTML report",
+}
 
 
 class Staging:
@@ -49,7 +55,10 @@ class Staging:
             try:
                 self._created = make_parents(self.final.parent)
             except OSError as exc:
-                raise PrivgateError(f"{self.final}: cannot create the artefacts folder ({exc.strerror or exc.__class__.__name__}); nothing was written.") from None
+                raise PrivgateError(
+                    f"{self.final}: cannot create the artefacts folder "
+                    f"({exc.strerror or exc.__class__.__name__}); nothing was written."
+                ) from None
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -57,15 +66,22 @@ class Staging:
             return
         shutil.rmtree(self.root, ignore_errors=True)
         remove_empty(self._created)
-        if isinstance(exc, OSError) and exc.filename and inside(Path(exc.filename), self.root):  # an artefact could not be staged
+        if (
+            isinstance(exc, OSError) and exc.filename and inside(Path(exc.filename), self.root)
+        ):  # an artefact could not be staged
             where = self.final / os.path.relpath(os.path.realpath(exc.filename), os.path.realpath(self.root))
-            raise PrivgateError(f"{where}: cannot write the attack artefact ({exc.strerror or exc.__class__.__name__}); nothing was written.") from None
+            raise PrivgateError(
+                f"{where}: cannot write the attack artefact ({exc.strerror or exc.__class__.__name__}); "
+                f"nothing was written."
+            ) from None
 
     def files(self) -> dict[Path, bytes]:
         """Every staged file, keyed by where it goes in the artefacts folder."""
         if self.root is None or self.final is None or not self.root.is_dir():
             return {}
-        return {self.final / p.relative_to(self.root): p.read_bytes() for p in sorted(self.root.rglob("*")) if p.is_file()}
+        return {
+            self.final / p.relative_to(self.root): p.read_bytes() for p in sorted(self.root.rglob("*")) if p.is_file()
+        }
 
     def relocate(self, report: Report) -> Report:
         """A copy of ``report`` whose artefact paths name the artefacts folder instead of the staging folder."""
@@ -88,7 +104,9 @@ class Staging:
         return out
 
 
-def render_reports(staged: Report, final: Report, paths: Mapping[str, str | Path | None]) -> dict[Path, tuple[str, str]]:
+def render_reports(
+    staged: Report, final: Report, paths: Mapping[str, str | Path | None]
+) -> dict[Path, tuple[str, str]]:
     """``{path: (what, text)}`` for each format with a path.
 
     The HTML report embeds image artefacts by reading them, so it is rendered
@@ -97,7 +115,11 @@ def render_reports(staged: Report, final: Report, paths: Mapping[str, str | Path
     """
     from privgate.report import render
 
-    return {Path(p): (FORMAT_NAMES.get(fmt, f"{fmt} report"), render(staged if fmt == "html" else final, fmt)) for fmt, p in paths.items() if p}
+    return {
+        Path(p): (FORMAT_NAMES.get(fmt, f"{fmt} report"), render(staged if fmt == "html" else final, fmt))
+        for fmt, p in paths.items()
+        if p
+    }
 
 
 def commit(files: Mapping[Path, tuple[str, str | bytes]]) -> list[Path]:
@@ -113,7 +135,9 @@ def commit(files: Mapping[Path, tuple[str, str | bytes]]) -> list[Path]:
         failed = Path(exc.filename) if exc.filename else None
         what = files[failed][0] if failed in files else "the outputs"
         where = failed if failed is not None else ", ".join(str(p) for p in files)
-        raise PrivgateError(f"{where}: cannot write the {what} ({exc.strerror or exc.__class__.__name__}); nothing was written.") from None
+        raise PrivgateError(
+            f"{where}: cannot write the {what} ({exc.strerror or exc.__class__.__name__}); nothing was written."
+        ) from None
 
 
 __all__ = ["FORMAT_NAMES", "Staging", "commit", "render_reports"]

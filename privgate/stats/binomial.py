@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scipy import stats as _st
 
+
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Two-sided exact binomial interval for a proportion k/n (Clopper & Pearson 1934).
 

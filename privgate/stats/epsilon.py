@@ -17,6 +17,7 @@ import numpy as np
 from privgate.stats.binomial import cp_lower, cp_upper
 from privgate.stats.membership import Estimate, SplitScores, _counts, _midpoint_below
 
+
 def accuracy_bound(epsilon: float, delta: float = 0.0) -> float:
     """Largest balanced MIA accuracy an (ε, δ)-DP algorithm allows: (e^ε + δ)/(1 + e^ε).
 
@@ -44,7 +45,6 @@ def epsilon_from_rates(tpr: float, fpr: float, delta: float = 0.0) -> float:
             return math.inf
         best = max(best, math.log(num / den))
     return best
-
 
 
 # --------------------------------------------------------------------------- ε lower bound
@@ -148,7 +148,15 @@ def epsilon_lower_bound(
     }
     if check_max is not None and ceiling <= check_max:
         return Estimate(
-            name, best_lb, best_lb, best_lb, confidence, n1, n0, best_t, resolvable=False,
+            name,
+            best_lb,
+            best_lb,
+            best_lb,
+            confidence,
+            n1,
+            n0,
+            best_t,
+            resolvable=False,
             reason=(
                 f"with {n1} members and {n0} non-members in the evaluation split no attack could prove "
                 f"ε above {ceiling:.2f} (δ={delta:g}), so a bound of {check_max:g} cannot be tested; add audit data"

@@ -22,8 +22,9 @@ documented on each class and in ``docs/whitebox.md``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from scipy import stats as _st
@@ -76,8 +77,17 @@ def _class_gaps(sim: np.ndarray, groups: np.ndarray, membership: np.ndarray) -> 
             continue
         k = min(len(s_in), len(s_out))
         a, b = expected_max_of_subset(s_in, k), expected_max_of_subset(s_out, k)
-        rows.append({"class": int(c), "n_members": len(s_in), "n_nonmembers": len(s_out), "pool": k,
-                     "member": a, "nonmember": b, "gap": a - b})
+        rows.append(
+            {
+                "class": int(c),
+                "n_members": len(s_in),
+                "n_nonmembers": len(s_out),
+                "pool": k,
+                "member": a,
+                "nonmember": b,
+                "gap": a - b,
+            }
+        )
     return rows
 
 
@@ -130,7 +140,9 @@ class ReconstructionSimilarity:
                 f"only {K} class(es) have both members and non-members in the audit data; the similarity gap's "
                 f"interval is over classes and needs at least {MIN_CLASSES} (with fewer classes, bound the "
                 "inversion attack's auc or accuracy instead: its scores are the same similarities)",
-                confidence, n1, n0,
+                confidence,
+                n1,
+                n0,
             )
         d = np.array([r["gap"] for r in rows])
         mean = float(d.mean())

@@ -29,8 +29,9 @@ Honesty rules that every function follows:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from scipy import stats as _st
@@ -100,7 +101,9 @@ class Estimate:
     measurable: bool = True
 
     @classmethod
-    def unresolved(cls, metric: str, reason: str, confidence: float, n_members: int = 0, n_nonmembers: int = 0) -> Estimate:
+    def unresolved(
+        cls, metric: str, reason: str, confidence: float, n_members: int = 0, n_nonmembers: int = 0
+    ) -> Estimate:
         nan = float("nan")
         return cls(metric, nan, nan, nan, confidence, n_members, n_nonmembers, resolvable=False, reason=reason)
 
@@ -142,7 +145,13 @@ def auc(in_scores: np.ndarray, out_scores: np.ndarray, confidence: float = 0.95)
     y = np.asarray(out_scores, dtype=float)
     n1, n0 = len(x), len(y)
     if n1 < MIN_GROUP or n0 < MIN_GROUP:
-        return Estimate.unresolved("auc", f"too few examples for an AUC ({n1} members, {n0} non-members; need {MIN_GROUP} each)", confidence, n1, n0)
+        return Estimate.unresolved(
+            "auc",
+            f"too few examples for an AUC ({n1} members, {n0} non-members; need {MIN_GROUP} each)",
+            confidence,
+            n1,
+            n0,
+        )
     pooled = _st.rankdata(np.r_[x, y])
     rx, ry = pooled[:n1], pooled[n1:]
     v10 = (rx - _st.rankdata(x)) / n0  # per member: fraction of non-members below it
@@ -210,7 +219,17 @@ def _at_threshold(metric: str, split: SplitScores, confidence: float) -> Estimat
     tpr, fpr = tp / n1, fp / n0
     details = {"tpr": tpr, "fpr": fpr, "tpr_ci": [tl, th], "fpr_ci": [fl, fh], "tp": tp, "fp": fp, **split.sizes()}
     if metric == "accuracy":
-        return Estimate("accuracy", (tpr + 1 - fpr) / 2, (tl + 1 - fh) / 2, (th + 1 - fl) / 2, confidence, n1, n0, t, details=details)
+        return Estimate(
+            "accuracy",
+            (tpr + 1 - fpr) / 2,
+            (tl + 1 - fh) / 2,
+            (th + 1 - fl) / 2,
+            confidence,
+            n1,
+            n0,
+            t,
+            details=details,
+        )
     return Estimate("advantage", tpr - fpr, tl - fh, th - fl, confidence, n1, n0, t, details=details)
 
 
@@ -303,7 +322,8 @@ def measurable_at(out_scores: np.ndarray, fpr: float) -> str | None:
     if above - below > fpr + 1e-12 and tie > max(1, fpr * n):
         return (
             f"not measurable at FPR {fpr:g}: its scores jump from FPR {below:.3g} to {above:.3g} on the calibration "
-            f"non-members ({tie} of {n} tie at one score, {len(np.unique(out_scores))} distinct values), so no threshold "
+            f"non-members ({tie} of {n} tie at one score, {len(np.unique(out_scores))} distinct values), so "
+            f"no threshold "
             f"operates at FPR {fpr:g}"
         )
     return None
@@ -367,8 +387,17 @@ def tpr_at_fpr(split: SplitScores, fpr: float, confidence: float = 0.95) -> Esti
     if why:
         details["not_measurable"] = why
     return Estimate(
-        name, value, min(lo, value), max(hi, value), confidence, n1, n_eval, t, details=details,
-        measurable=why is None, reason=why,
+        name,
+        value,
+        min(lo, value),
+        max(hi, value),
+        confidence,
+        n1,
+        n_eval,
+        t,
+        details=details,
+        measurable=why is None,
+        reason=why,
     )
 
 
@@ -382,9 +411,7 @@ def empirical_tpr_at_fpr(in_scores: np.ndarray, out_scores: np.ndarray, fpr: flo
 # --------------------------------------------------------------------------- class-dependent thresholds
 
 
-def classwise_normalise(
-    scores: np.ndarray, groups: np.ndarray, reference: np.ndarray
-) -> np.ndarray:
+def classwise_normalise(scores: np.ndarray, groups: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Standardise scores per class with the mean/std of the ``reference`` examples of that class.
 
     Song & Mittal (2021, arXiv 2003.10595) show that class-dependent thresholds

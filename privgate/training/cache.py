@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import torch
 
@@ -81,11 +82,17 @@ class ModelCache:
             self.warnings.append(sentence)
 
     def _rejected(self, key: str, why: str) -> None:
-        self._warn(key, f"cache entry {key[:12]} ({self.path(key)}) failed its integrity check ({why}); it was not used, and the model was retrained")
+        self._warn(
+            key,
+            f"cache entry {key[:12]} ({self.path(key)}) failed its integrity check ({why}); it was not used, "
+            f"and the model was retrained",
+        )
 
     def _unusable(self, exc: OSError) -> None:
         self._writable = False
-        self._warn("", f"the reference-model cache {self.root} cannot be used ({_reason(exc)}); models were trained without it")
+        self._warn(
+            "", f"the reference-model cache {self.root} cannot be used ({_reason(exc)}); models were trained without it"
+        )
 
     def load(self, key: str, like: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
         """The verified state for ``key``, or None (a miss, or an entry that failed its check: see :attr:`warnings`).
@@ -116,7 +123,11 @@ class ModelCache:
     @staticmethod
     def _verify(key: str, entry: Any, like: Mapping[str, torch.Tensor]) -> str:
         """Empty when ``entry`` is this key's, unmodified, with the model's tensors; else what is wrong."""
-        if not isinstance(entry, dict) or entry.get("format") != ENTRY_FORMAT or not isinstance(entry.get("state"), dict):
+        if (
+            not isinstance(entry, dict)
+            or entry.get("format") != ENTRY_FORMAT
+            or not isinstance(entry.get("state"), dict)
+        ):
             return "it is not a privgate cache entry"
         if entry.get("version") != ENTRY_VERSION:
             return f"entry format version {entry.get('version')!r}, expected {ENTRY_VERSION}"
@@ -124,7 +135,9 @@ class ModelCache:
         if stored != key:
             return f"it holds the model of another key, {str(stored)[:12]}, e.g. a copied or swapped file"
         state = entry["state"]
-        if set(state) != set(like) or any(not isinstance(state[n], torch.Tensor) or state[n].shape != like[n].shape for n in like):
+        if set(state) != set(like) or any(
+            not isinstance(state[n], torch.Tensor) or state[n].shape != like[n].shape for n in like
+        ):
             return "its tensors are not this model's"
         if entry.get("sha256") != entry_digest(key, state):
             return "its weights do not match their SHA-256"
@@ -136,7 +149,16 @@ class ModelCache:
             return False
         clean = {k: v.detach().cpu().clone() for k, v in state.items()}
         buf = io.BytesIO()
-        torch.save({"format": ENTRY_FORMAT, "version": ENTRY_VERSION, "key": key, "sha256": entry_digest(key, clean), "state": clean}, buf)
+        torch.save(
+            {
+                "format": ENTRY_FORMAT,
+                "version": ENTRY_VERSION,
+                "key": key,
+                "sha256": entry_digest(key, clean),
+                "state": clean,
+            },
+            buf,
+        )
         try:
             write_atomic(self.path(key), buf.getvalue())
         except OSError as exc:
@@ -146,7 +168,7 @@ class ModelCache:
 
     @contextmanager
     def lock(self, name: str) -> Iterator[None]:
-        """An exclusive advisory lock (``fcntl.flock``) held while one ensemble trains; none if the folder is unusable."""
+        """An exclusive advisory lock (``fcntl.flock``) while one ensemble trains; none if the folder is unusable."""
         if fcntl is None or not self._writable:
             yield
             return

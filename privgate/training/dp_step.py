@@ -7,7 +7,8 @@ reference models of a DP-SGD target are trained the way the target was.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -16,7 +17,12 @@ from privgate.training.plan import poisson_schedule
 
 
 def dp_step(
-    engine: Any, dp: Any, rows: list[torch.Tensor], gens: list[torch.Generator], seeds: Sequence[int], p: list[torch.Tensor]
+    engine: Any,
+    dp: Any,
+    rows: list[torch.Tensor],
+    gens: list[torch.Generator],
+    seeds: Sequence[int],
+    p: list[torch.Tensor],
 ) -> tuple[Any, Any]:
     """(grad_fn, schedule) of DP-SGD on the MLP kernel: Poisson batches, clipped sums, Gaussian noise.
 

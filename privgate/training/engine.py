@@ -50,11 +50,10 @@ Threads: training runs with the caller's ``threads`` torch threads (1 by
 default) and restores the caller's setting after;
 see :mod:`privgate.training.threads` for why.
 
-Speed (``benchmarks/ensemble_speed.py``, K = 16 digits models, 2 cores): the
-MLP kernel is about 5× faster than 16 ``recipe.train`` calls, the vmap kernel
-about 3×. The digits MLP's step is dominated by its 256×256 products, which
-the MLP kernel runs at close to the machine's fp32 matrix-multiply speed; what
-is left is Adam's pass over the K models' parameters, bound by memory.
+The MLP kernel runs the products at close to the machine's matrix-multiply
+speed; what is left is the optimiser's pass over the K models' parameters,
+bound by memory (``benchmarks/ensemble_speed.py`` measures both kernels against
+the sequential loop).
 """
 
 from __future__ import annotations
@@ -62,10 +61,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -175,7 +175,6 @@ def _train_vectorised(
     """
     from torch.func import functional_call, grad, stack_module_state, vmap
 
-
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     nets = [recipe.build(seed=s) for s in seeds]
@@ -268,7 +267,9 @@ def _mlp_kernel_mismatch(engine: Any, net: nn.Module, p: list[torch.Tensor], xt:
     return ""
 
 
-def _functional_call_matches(base: nn.Module, other: nn.Module, theta: list[torch.Tensor], names: list[str], xt: torch.Tensor) -> bool:
+def _functional_call_matches(
+    base: nn.Module, other: nn.Module, theta: list[torch.Tensor], names: list[str], xt: torch.Tensor
+) -> bool:
     """Whether ``base`` run with ``other``'s parameters gives ``other``'s output on a few rows."""
     from torch.func import functional_call
 
@@ -283,7 +284,9 @@ def _functional_call_matches(base: nn.Module, other: nn.Module, theta: list[torc
     return bool(mine.shape == theirs.shape and torch.allclose(mine, theirs, rtol=1e-4, atol=1e-5))
 
 
-def _train_sequential(recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int]) -> list[dict[str, torch.Tensor]]:
+def _train_sequential(
+    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int]
+) -> list[dict[str, torch.Tensor]]:
     """One ``recipe.train`` call per model: the reference the vectorised engine replicates."""
     out = []
     for mask, s in zip(masks, seeds):
@@ -330,8 +333,14 @@ def train_models(
 
 
 def _train_models(
-    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int], vectorise: bool,
-    kernel: str = "auto", strict: bool = False,
+    recipe: Recipe,
+    x: np.ndarray,
+    y: np.ndarray,
+    masks: np.ndarray,
+    seeds: Sequence[int],
+    vectorise: bool,
+    kernel: str = "auto",
+    strict: bool = False,
 ) -> Trained:
     notes: list[str] = []
     if vectorise:
@@ -343,9 +352,15 @@ def _train_models(
         except RecipeError:
             raise
         except Exception as exc:  # an op vmap cannot map: the sequential loop is always correct
-            why = f"the vectorised engine failed on this model ({exc.__class__.__name__}: {str(exc).splitlines()[0][:160]})"
+            why = (
+                f"the vectorised engine failed on this model ({exc.__class__.__name__}: "
+                f"{str(exc).splitlines()[0][:160]})"
+            )
         if strict:
-            raise RecipeError(f"recipe '{recipe.name}': engine 'vectorised' cannot train this model: {why} (use engine 'auto' or 'sequential').")
+            raise RecipeError(
+                f"recipe '{recipe.name}': engine 'vectorised' cannot train this model: {why} (use engine "
+                f"'auto' or 'sequential')."
+            )
         notes.append(f"trained {len(seeds)} reference model(s) one after another with recipe.train: {why}")
     return Trained(_train_sequential(recipe, x, y, masks, seeds), "sequential", notes, "loop")
 
@@ -399,7 +414,9 @@ def train_ensemble(
             probe.eval()(torch.as_tensor(x[:2]))
     except Exception as exc:
         msg = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else exc.__class__.__name__
-        raise RecipeError(f"recipe '{recipe.name}': its model cannot run on the audit data (rows of shape {x.shape[1:]}): {msg}.") from None
+        raise RecipeError(
+            f"recipe '{recipe.name}': its model cannot run on the audit data (rows of shape {x.shape[1:]}): {msg}."
+        ) from None
 
     k = len(seeds)
     states: list[dict[str, torch.Tensor] | None] = [None] * k
@@ -414,13 +431,21 @@ def train_ensemble(
     trained = 0
     if any(s is None for s in states):
         lock_name = hashlib.sha256("".join(keys).encode()).hexdigest()[:24] if keys else ""
-        with (cache.lock(lock_name) if cache is not None else _nolock()):
+        with cache.lock(lock_name) if cache is not None else _nolock():
             if cache is not None:  # another run may have trained them while we waited
                 states = [s if s is not None else cache.load(key, like) for s, key in zip(states, keys)]
             todo = [i for i, s in enumerate(states) if s is None]
             if todo:
-                new, mode, notes, kernel = train_models(recipe, x, y, masks[todo], [seeds[i] for i in todo],
-                                                        vectorise and engine != "sequential", threads, strict=engine == "vectorised")
+                new, mode, notes, kernel = train_models(
+                    recipe,
+                    x,
+                    y,
+                    masks[todo],
+                    [seeds[i] for i in todo],
+                    vectorise and engine != "sequential",
+                    threads,
+                    strict=engine == "vectorised",
+                )
                 trained = len(todo)
                 for i, st in zip(todo, new):
                     states[i] = st

@@ -31,7 +31,11 @@ def _stable(v: Any) -> str:
     if callable(v) and hasattr(v, "__qualname__"):
         return f"{getattr(v, '__module__', '?')}.{v.__qualname__}"
     if isinstance(v, dict):
-        return "{" + ",".join(f"{_stable(k)}:{_stable(val)}" for k, val in sorted(v.items(), key=lambda kv: repr(kv[0]))) + "}"
+        return (
+            "{"
+            + ",".join(f"{_stable(k)}:{_stable(val)}" for k, val in sorted(v.items(), key=lambda kv: repr(kv[0])))
+            + "}"
+        )
     if isinstance(v, (list, tuple)):
         return "[" + ",".join(_stable(i) for i in v) + "]"
     return _ADDR.sub("", repr(v))

@@ -17,8 +17,16 @@ from privgate.recipe import Recipe
 
 
 def adam_update(
-    p: list[torch.Tensor], g: list[torch.Tensor], m1: list[torch.Tensor], m2: list[torch.Tensor],
-    tmp: list[torch.Tensor], steps: np.ndarray, lr: float, b1: float, b2: float, eps: float,
+    p: list[torch.Tensor],
+    g: list[torch.Tensor],
+    m1: list[torch.Tensor],
+    m2: list[torch.Tensor],
+    tmp: list[torch.Tensor],
+    steps: np.ndarray,
+    lr: float,
+    b1: float,
+    b2: float,
+    eps: float,
 ) -> None:
     """``torch.optim.Adam``'s update on stacked tensors, in place (Kingma & Ba 2014, arXiv 1412.6980).
 
@@ -31,7 +39,9 @@ def adam_update(
     if same and hasattr(torch, "_fused_adam_"):
         # one pass over memory; the same arithmetic as torch.optim.Adam(fused=True)
         t = [torch.tensor(float(steps[0]))] * len(p)
-        torch._fused_adam_(p, g, m1, m2, [], t, lr=lr, beta1=b1, beta2=b2, weight_decay=0.0, eps=eps, amsgrad=False, maximize=False)
+        torch._fused_adam_(
+            p, g, m1, m2, [], t, lr=lr, beta1=b1, beta2=b2, weight_decay=0.0, eps=eps, amsgrad=False, maximize=False
+        )
         return
     torch._foreach_lerp_(m1, g, 1 - b1)
     torch._foreach_mul_(m2, b2)

@@ -66,8 +66,11 @@ def epoch_schedule(
         if n > full:
             w[m, full:n] = 1.0 / (n - full)
         active[: steps[m], m] = True
-    return (idx.view(k, s_max, batch).transpose(0, 1).contiguous(),
-            w.view(k, s_max, batch).transpose(0, 1).contiguous(), active)
+    return (
+        idx.view(k, s_max, batch).transpose(0, 1).contiguous(),
+        w.view(k, s_max, batch).transpose(0, 1).contiguous(),
+        active,
+    )
 
 
 def poisson_schedule(
@@ -85,8 +88,7 @@ def poisson_schedule(
     k = len(rows)
     steps = [dp.steps(len(r)) for r in rows]
     draws = [
-        [r[torch.rand(len(r), generator=gen) < 1.0 / st] for _ in range(st)]
-        for gen, r, st in zip(gens, rows, steps)
+        [r[torch.rand(len(r), generator=gen) < 1.0 / st] for _ in range(st)] for gen, r, st in zip(gens, rows, steps)
     ]
     width = max([capacity] + [len(d) for ds in draws for d in ds])
     s_max = max(steps)

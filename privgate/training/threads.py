@@ -7,9 +7,9 @@ never read from the environment below the CLI.
 Why the default is one thread: training small models and fitting small
 classifiers is a long chain of short parallel regions. On a machine whose cores
 are shared (CI runners, pytest-xdist workers, other jobs) every region waits for
-a descheduled thread: measured here, two torch threads were 5-15× *slower* than
-one, and scikit-learn's histogram gradient boosting, which by default starts an
-OpenMP thread per core, stalled for 150 s on a busy runner (issue 11). One thread per
+a descheduled thread, so more threads can be several times *slower* than one,
+and scikit-learn's histogram gradient boosting, which by default starts an
+OpenMP thread per core, can stall for minutes on a busy runner. One thread per
 process is the robust default; give ``--threads`` the core count on a machine
 that does nothing else.
 
@@ -24,8 +24,8 @@ processes or threads of joblib) stays 1 in privgate's fits: jobs on top of
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 #: Threads used when none are asked for.
 DEFAULT_THREADS = 1

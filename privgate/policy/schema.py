@@ -1,36 +1,29 @@
-"""Policies: what leakage is acceptable for a model, as a validated YAML file.
+"""The policy schema (pydantic): sensitivity, release, confidence, decision, attacks, checks, `extends`.
 
-A policy names the sensitivity of the training data, how the model is released,
-the confidence level of every interval, how a check is decided, the attacks to
-run and the checks on their metrics. The built-in policies ``public``,
-``internal``, ``confidential`` and ``strict`` ship inside the package; their
-reasoning is written as comments in their YAML files.
-
-The link between a balanced membership-inference accuracy threshold and ε is
-the hypothesis-testing view of differential privacy (Kairouz, Oh & Viswanath
-2015, arXiv 1311.0776): an (ε, δ)-DP training algorithm bounds any attack's
-balanced accuracy by (e^ε + δ) / (1 + e^ε), so "accuracy below 80 %" is the
-accuracy an ε = ln 4 ≈ 1.39 guarantee would allow.
+Every field is validated on construction, with the rules of the decision model
+(:mod:`privgate.decision`); a validator that concerns one field raises a
+:class:`~privgate.inputs.validation.FieldError` so the message points at its line.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from enum import Enum
-from importlib import resources
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from privgate.errors import PolicyError, shown
+from privgate.errors import shown
 from privgate.inputs.suggest import did_you_mean
-from privgate.inputs.textfile import read_limited
-from privgate.inputs.validation import FieldError, describe
-from privgate.inputs.yamlsafe import load_yaml
-
-POLICY_SUFFIXES = (".yaml", ".yml")
+from privgate.inputs.validation import FieldError
 
 #: The attacks a policy that lists none runs for its checks: the cheap black-box family
 #: (Yeom et al. 2018; Salem et al. 2019; Song & Mittal 2021), with class-dependent
@@ -123,22 +116,42 @@ class Utility(_Strict):
 
     metric: Literal["accuracy"] = "accuracy"
     min: float | None = Field(default=None, ge=0, le=1, description="Absolute floor on held-out accuracy.")
-    max_drop: float | None = Field(default=None, ge=0, le=1, description="Largest acceptable drop from the original model.")
+    max_drop: float | None = Field(
+        default=None, ge=0, le=1, description="Largest acceptable drop from the original model."
+    )
     relative: bool = Field(default=False, description="Read max_drop relative to the original accuracy.")
 
 
 class Remediation(_Strict):
     """How privgate may retrain a failing model with DP-SGD (see ``privgate.dp.remediate``)."""
 
-    enabled: bool = Field(default=False, description="Allow `--remediate` / `privgate harden` to retrain a failing model.")
-    epsilons: list[float] = Field(default_factory=lambda: [50.0, 20.0, 10.0, 5.0, 2.0, 1.0], description="ε schedule, strictly decreasing.")
-    strategy: Literal["ladder", "bisect"] = Field(default="ladder", description="ladder: walk down until pass; bisect: binary search, fewest trainings.")
-    delta: float | Literal["auto"] = Field(default="auto", description="δ of the guarantee; auto = 1/(10·N) for N training rows.")
-    accountant: Literal["prv", "rdp"] = Field(default="prv", description="Privacy accountant; prv falls back to rdp when it fails.")
-    max_grad_norm: float | Literal["auto"] = Field(default=1.0, description="Per-example clipping norm, or auto (noise-free search over 10^k).")
+    enabled: bool = Field(
+        default=False, description="Allow `--remediate` / `privgate harden` to retrain a failing model."
+    )
+    epsilons: list[float] = Field(
+        default_factory=lambda: [50.0, 20.0, 10.0, 5.0, 2.0, 1.0], description="ε schedule, strictly decreasing."
+    )
+    strategy: Literal["ladder", "bisect"] = Field(
+        default="ladder", description="ladder: walk down until pass; bisect: binary search, fewest trainings."
+    )
+    delta: float | Literal["auto"] = Field(
+        default="auto", description="δ of the guarantee; auto = 1/(10·N) for N training rows."
+    )
+    accountant: Literal["prv", "rdp"] = Field(
+        default="prv", description="Privacy accountant; prv falls back to rdp when it fails."
+    )
+    max_grad_norm: float | Literal["auto"] = Field(
+        default=1.0, description="Per-example clipping norm, or auto (noise-free search over 10^k)."
+    )
     epochs: int | None = Field(default=None, ge=1, description="DP-SGD epochs (default: the recipe's).")
-    batch_size: int | None = Field(default=None, ge=1, description="Expected logical batch size (default: the recipe's); DP-SGD prefers larger batches.")
-    max_physical_batch_size: int = Field(default=256, ge=1, description="Most examples per forward/backward pass (memory only).")
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Expected logical batch size (default: the recipe's); DP-SGD prefers larger batches.",
+    )
+    max_physical_batch_size: int = Field(
+        default=256, ge=1, description="Most examples per forward/backward pass (memory only)."
+    )
 
     @field_validator("delta")
     @classmethod
@@ -180,7 +193,10 @@ class Policy(_Strict):
     """
 
     name: str
-    extends: str | None = Field(default=None, description="A policy whose attacks and checks this one includes verbatim (built-in name or file).")
+    extends: str | None = Field(
+        default=None,
+        description="A policy whose attacks and checks this one includes verbatim (built-in name or file).",
+    )
     description: str = ""
     sensitivity: Sensitivity
     release: Release
@@ -234,7 +250,8 @@ class Policy(_Strict):
             if name not in KNOWN_ATTACKS:
                 raise FieldError(
                     ("attacks", name),
-                    f"unknown attack {shown(name)}{did_you_mean(name, KNOWN_ATTACKS)} (known: {', '.join(sorted(KNOWN_ATTACKS))})",
+                    f"unknown attack {shown(name)}{did_you_mean(name, KNOWN_ATTACKS)} (known: "
+                    f"{', '.join(sorted(KNOWN_ATTACKS))})",
                 )
             if not isinstance(options, dict):
                 raise FieldError(("attacks", name), f"options must be a mapping, got {type(options).__name__}")
@@ -266,7 +283,11 @@ class Policy(_Strict):
         if self.sensitivity is not Sensitivity.public and not self.checks and self.extends is None:
             where = "checks" if "checks" in self.model_fields_set else "sensitivity"
             raise FieldError(where, f"a policy for {self.sensitivity.value} data needs at least one check")
-        if self.sensitivity is Sensitivity.strictly_confidential and self.release is Release.model and self.extends is None:
+        if (
+            self.sensitivity is Sensitivity.strictly_confidential
+            and self.release is Release.model
+            and self.extends is None
+        ):
             threats = {threat_model_of(c.attack) for c in self.checks if c.attack != "best"}
             if "white-box" not in threats:
                 raise FieldError(
@@ -288,19 +309,22 @@ class Policy(_Strict):
         from privgate.attacks import threat_model_of
 
         context = info.context or {}
-        parent = _load_extended(self.extends, context.get("base"), tuple(context.get("chain", ())))
+        from privgate.policy.loading import load_extended
+
+        parent = load_extended(self.extends, context.get("base"), tuple(context.get("chain", ())))
         if not self.confidence < parent.confidence:
             raise FieldError(
                 "confidence",
                 f"this policy extends '{parent.name}', whose decisions already hold at "
                 f"{parent.confidence:g} confidence; its own checks need part of the error budget too, so its "
-                f"confidence must be lower than {parent.confidence:g} (e.g. {_suggest_confidence(parent.confidence):g})"
+                f"confidence must be lower than {parent.confidence:g} (e.g. "
+                f"{_suggest_confidence(parent.confidence):g})",
             )
         if parent.decision is not self.decision:
             raise FieldError(
                 "decision",
                 f"this policy extends '{parent.name}', which decides with '{parent.decision.value}'; "
-                "an extending policy must decide the same way"
+                "an extending policy must decide the same way",
             )
         if self.release is Release.api and any(
             threat_model_of(c.attack) == "white-box" for p in parent.chain() for c in p.checks if c.attack != "best"
@@ -308,11 +332,13 @@ class Policy(_Strict):
             raise FieldError(
                 "release",
                 f"this policy extends '{parent.name}', which has white-box checks; an API-only release "
-                "cannot be attacked with the weights (use release: model, or extend a black-box policy)"
+                "cannot be attacked with the weights (use release: model, or extend a black-box policy)",
             )
         chain_checks = [c for p in parent.chain() for c in p.checks] + list(self.checks)
-        if self.sensitivity is Sensitivity.strictly_confidential and self.release is Release.model and not any(
-            c.attack != "best" and threat_model_of(c.attack) == "white-box" for c in chain_checks
+        if (
+            self.sensitivity is Sensitivity.strictly_confidential
+            and self.release is Release.model
+            and not any(c.attack != "best" and threat_model_of(c.attack) == "white-box" for c in chain_checks)
         ):
             raise FieldError(
                 "checks",
@@ -325,7 +351,8 @@ class Policy(_Strict):
                 raise FieldError(
                     ("attacks", name),
                     f"the extended policy '{parent.name}' runs it with options {inherited[name]}; "
-                    "an extending policy runs the extended policy's attacks as they are (drop it here, or use the same options)"
+                    "an extending policy runs the extended policy's attacks as they are (drop it here, or use "
+                    "the same options)",
                 )
         self._parent = parent
         return self
@@ -355,8 +382,10 @@ class Policy(_Strict):
 
     def uses_default_attacks(self) -> bool:
         """Whether the attacks come from :data:`DEFAULT_ATTACKS` because the policy lists none."""
-        return not any(p.attacks for p in self.chain()) and bool(self.attacks_to_run()) and all(
-            name in DEFAULT_ATTACKS for name in self.attacks_to_run()
+        return (
+            not any(p.attacks for p in self.chain())
+            and bool(self.attacks_to_run())
+            and all(name in DEFAULT_ATTACKS for name in self.attacks_to_run())
         )
 
 
@@ -375,90 +404,6 @@ def _check_options(name: str, attack: type, options: dict[str, Any]) -> None:
         raise FieldError(("attacks", name, *culprit), str(exc)) from None
 
 
-# --------------------------------------------------------------------------- loading
-
-
-def _builtin_dir() -> Path:
-    """Built-in policies: inside the wheel (``privgate/_policies``) or the source tree's ``policies/``."""
-    packaged = Path(str(resources.files("privgate"))) / "_policies"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "policies"
-
-
-def builtin_policies() -> dict[str, Path]:
-    """Names and files of the built-in policies."""
-    d = _builtin_dir()
-    return {p.stem: p for p in sorted(d.glob("*.yaml"))} if d.is_dir() else {}
-
-
 def _suggest_confidence(parent: float) -> float:
     """A confidence that leaves the extending policy's own checks as much budget again as the parent spent."""
     return round(1.0 - 2.0 * (1.0 - parent), 6)
-
-
-def _load_extended(spec: str, base: str | Path | None, chain: tuple[str, ...]) -> Policy:
-    """The policy named by ``extends``: a built-in name, or a file path relative to ``base``."""
-    builtins = builtin_policies()
-    if spec in builtins and not Path(spec).suffix:
-        key, target = f"builtin:{spec}", builtins[spec]
-    else:
-        p = Path(spec)
-        if not p.is_absolute() and base is not None:
-            p = Path(base) / p
-        if not p.is_file():
-            raise FieldError("extends", f"{shown(spec)} is neither a built-in policy ({', '.join(builtins)}) nor a policy file")
-        key, target = str(p.resolve()), p
-    if key in chain:
-        raise FieldError("extends", f"{shown(spec)} extends this policy again (a cycle: {' → '.join(chain + (key,))})")
-    text = read_limited(Path(target), "policy file", PolicyError)
-    parent = parse_policy(text, str(target), base=Path(target).parent, chain=chain + (key,))
-    parent._source = spec if key.startswith("builtin:") else str(target)
-    return parent
-
-
-def parse_policy(text: str, source: str = "<policy>", *, base: str | Path | None = None, chain: tuple[str, ...] = ()) -> Policy:
-    """Parse and validate policy YAML; errors name ``source``, the line and the field.
-
-    The YAML is read with :func:`privgate.inputs.yamlsafe.load_yaml` (no alias bombs);
-    validation errors become one sentence with :func:`privgate.inputs.validation.describe`.
-    ``base`` is the folder an ``extends:`` file path is relative to; ``chain``
-    the policies already being loaded (to refuse cycles).
-    """
-    data, tree = load_yaml(text, source, PolicyError)
-    if not isinstance(data, dict):
-        raise PolicyError(f"{source}: a policy must be a YAML mapping with 'name', 'sensitivity', 'release' and 'checks'.")
-    try:
-        return Policy.model_validate(data, context={"base": base, "chain": chain or (source,)})
-    except ValidationError as exc:
-        raise PolicyError(describe(exc, tree, source, Policy)) from None
-
-
-def load_policy(spec: str | Path) -> Policy:
-    """Load a built-in policy by name (``strict``) or a policy file by path."""
-    spec_str = str(spec)
-    builtins = builtin_policies()
-    path = Path(spec_str)
-    if spec_str in builtins and not path.suffix:
-        path = builtins[spec_str]
-    elif not path.exists():
-        if path.suffix in POLICY_SUFFIXES or "/" in spec_str or "\\" in spec_str:
-            raise PolicyError(f"{spec_str}: policy file not found.")
-        raise PolicyError(
-            f"unknown policy '{spec_str}': not a built-in ({', '.join(builtins)}) and no such file."
-        )
-    if path.is_dir():
-        raise PolicyError(f"{path}: is a directory, expected a policy YAML file.")
-    text = read_limited(path, "policy file", PolicyError)
-    key = f"builtin:{spec_str}" if spec_str in builtins and not Path(spec_str).suffix else str(path.resolve())
-    policy = parse_policy(text, str(path), base=path.parent, chain=(key,))
-    policy._source = spec_str if spec_str in builtins and not Path(spec_str).suffix else str(path)
-    return policy
-
-
-def policy_json_schema() -> str:
-    """JSON Schema of the policy format, for editors (yaml-language-server)."""
-    schema = Policy.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "privgate policy"
-    return json.dumps(schema, indent=2)
