@@ -58,33 +58,28 @@ the sequential loop).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
 from privgate.errors import RecipeError
-from privgate.inputs import outputs
 from privgate.recipe import Recipe
 from privgate.training import mlp
 from privgate.training.cache import ModelCache
 from privgate.training.dp_step import dp_step
 from privgate.training.fingerprint import data_fingerprint, model_key, recipe_fingerprint
+from privgate.training.kernels import Kernel, NotVectorisable, gradient_kernel, mlp_kernel_mismatch
 from privgate.training.optimisers import optimise
 from privgate.training.plan import epoch_schedule
 from privgate.training.threads import resolve_threads, torch_threads
-
-
-class _NotVectorisable(Exception):
-    """The vectorised engine cannot train this recipe; the message says why."""
 
 
 @dataclass
@@ -149,12 +144,12 @@ class Ensemble:
 
 def _check_vectorisable(recipe: Recipe, net: nn.Module) -> None:
     if not recipe.vectorisable and recipe.dp_sgd is None:
-        raise _NotVectorisable(f"recipe '{recipe.name}' ({type(recipe).__name__}) trains with its own loop")
+        raise NotVectorisable(f"recipe '{recipe.name}' ({type(recipe).__name__}) trains with its own loop")
     if recipe.optimizer not in ("adam", "sgd"):
         raise RecipeError(f"recipe '{recipe.name}': unknown optimizer '{recipe.optimizer}' (use 'adam' or 'sgd').")
     buffers = [n for n, _ in net.named_buffers()]
     if buffers:
-        raise _NotVectorisable(
+        raise NotVectorisable(
             f"the model has buffers ({', '.join(buffers[:3])}{'…' if len(buffers) > 3 else ''}), e.g. BatchNorm "
             "running statistics, which a vectorised step cannot update per model"
         )
@@ -173,7 +168,7 @@ def _train_vectorised(
     model without buffers; ``"auto"`` — the MLP kernel when the model qualifies
     and reproduces the model's own forward pass, else vmap.
     """
-    from torch.func import functional_call, grad, stack_module_state, vmap
+    from torch.func import stack_module_state
 
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
@@ -193,11 +188,11 @@ def _train_vectorised(
     if dp is not None:  # DP-SGD: the MLP kernel only
         mlp_plan, why = mlp.plan(nets[0])
         if mlp_plan is None or kernel == "vmap":
-            raise _NotVectorisable(f"DP-SGD is vectorised for MLPs only ({why or 'the vmap kernel was asked for'})")
+            raise NotVectorisable(f"DP-SGD is vectorised for MLPs only ({why or 'the vmap kernel was asked for'})")
         engine = mlp.StackedMLP(mlp_plan, names, k, 1, xt, yt)
-        why = _mlp_kernel_mismatch(engine, nets[0], engine.pack(p), xt)
+        why = mlp_kernel_mismatch(engine, nets[0], engine.pack(p), xt)
         if why:
-            raise _NotVectorisable(f"the MLP kernel cannot train this model: {why}")
+            raise NotVectorisable(f"the MLP kernel cannot train this model: {why}")
         del nets
         p = engine.pack(p)
         grad_fn, schedule = dp_step(engine, dp, rows, gens, seeds, p)
@@ -208,80 +203,12 @@ def _train_vectorised(
     def schedule() -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
         return epoch_schedule(gens, rows, int(recipe.batch_size))
 
-    grad_fn = None
-    used = "vmap"
-    unpack = None
-    if kernel in ("auto", "mlp"):
-        mlp_plan, why = mlp.plan(nets[0])
-        if mlp_plan is not None:
-            engine = mlp.StackedMLP(mlp_plan, names, k, int(recipe.batch_size), xt, yt)
-            why = _mlp_kernel_mismatch(engine, nets[0], engine.pack(p), xt)
-            if not why:
-                grad_fn, used, unpack = engine.grads, "mlp", engine.unpack
-                p = engine.pack(p)
-        if grad_fn is None and kernel == "mlp":
-            raise _NotVectorisable(f"the MLP kernel cannot train this model: {why}")
-    if grad_fn is None:
-        base = copy.deepcopy(nets[0])
-        base.train()
-        if k > 1 and not _functional_call_matches(base, nets[-1], [t[-1] for t in p], names, xt):
-            raise _NotVectorisable(
-                "calling the model with another model's parameters (torch.func.functional_call) does not reproduce "
-                "that model's output, e.g. because its forward is patched on the instance"
-            )
-        # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.inputs.outputs)
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            kind = outputs.kind_of(base(xt[: min(64, len(xt))])) or outputs.LOGITS
-        base = base.to("meta")
-
-        def loss_of(theta: list[torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
-            out = functional_call(base, dict(zip(names, theta)), (xb,))
-            return (outputs.nll(out, yb, kind, reduction="none") * wb).sum()
-
-        step_grads = vmap(grad(loss_of), randomness="different")
-
-        def grad_fn(theta: list[torch.Tensor], b: torch.Tensor, wb: torch.Tensor) -> list[torch.Tensor]:
-            return list(step_grads(theta, xt[b], yt[b], wb))
-
+    kern = gradient_kernel(nets[0], nets[-1], p, names, xt, yt, int(recipe.batch_size), kernel)
+    p, grad_fn, used, unpack = kern.params, kern.grads, kern.name, kern.unpack
     del nets
     optimise(recipe, p, grad_fn, schedule)
-    if unpack is not None:
-        p = unpack(p)
+    p = unpack(p)
     return [{n: p[j][i].clone() for j, n in enumerate(names)} for i in range(k)], used, notes
-
-
-def _mlp_kernel_mismatch(engine: Any, net: nn.Module, p: list[torch.Tensor], xt: torch.Tensor) -> str:
-    """Empty when the MLP kernel's forward pass equals ``net``'s own on a few rows; else why not."""
-    rows = min(4, len(xt), engine.batch)
-    idx = torch.zeros((engine.k, engine.batch), dtype=torch.long)
-    idx[:, :rows] = torch.arange(rows)
-    try:
-        with torch.no_grad():
-            mine = engine.logits(p, idx)[0, :rows].clone()
-            net.train()
-            theirs = net(xt[:rows])
-    except Exception as exc:  # noqa: BLE001 - any failure means: use the general kernel
-        return f"its forward pass failed ({exc.__class__.__name__})"
-    if theirs.shape != mine.shape or not torch.allclose(mine, theirs, rtol=1e-4, atol=1e-5):
-        return "its forward pass differs from the model's own"
-    return ""
-
-
-def _functional_call_matches(
-    base: nn.Module, other: nn.Module, theta: list[torch.Tensor], names: list[str], xt: torch.Tensor
-) -> bool:
-    """Whether ``base`` run with ``other``'s parameters gives ``other``'s output on a few rows."""
-    from torch.func import functional_call
-
-    rows = xt[: min(4, len(xt))]
-    try:
-        with torch.no_grad():
-            other.train()
-            mine = functional_call(base, dict(zip(names, theta)), (rows,))
-            theirs = other(rows)
-    except Exception:  # noqa: BLE001 - the vmap attempt will report the real error
-        return True
-    return bool(mine.shape == theirs.shape and torch.allclose(mine, theirs, rtol=1e-4, atol=1e-5))
 
 
 def _train_sequential(
@@ -347,7 +274,7 @@ def _train_models(
         try:
             states, used, notes = _train_vectorised(recipe, x, y, masks, seeds, kernel)
             return Trained(states, "vectorised", notes, used)
-        except _NotVectorisable as exc:
+        except NotVectorisable as exc:
             why = str(exc)
         except RecipeError:
             raise
@@ -472,4 +399,4 @@ def _nolock() -> Iterator[None]:
     yield
 
 
-__all__ = ["KERNELS", "Ensemble", "Trained", "train_ensemble", "train_models"]
+__all__ = ["KERNELS", "Ensemble", "Kernel", "Trained", "gradient_kernel", "train_ensemble", "train_models"]
