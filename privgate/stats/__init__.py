@@ -4,7 +4,8 @@
 * :mod:`privgate.stats.membership` — membership metrics with intervals on a
   calibration/evaluation split (AUC, balanced accuracy, advantage, TPR at FPR);
 * :mod:`privgate.stats.epsilon` — ε ↔ accuracy and empirical ε lower bounds;
-* :mod:`privgate.stats.leakage` — reconstruction similarity and attribute-inference advantage.
+* :mod:`privgate.stats.leakage` — reconstruction similarity and attribute-inference advantage;
+* :mod:`privgate.stats.precision` — attack precision (at equal priors), recall and F1 at a calibrated threshold.
 
 Every function's docstring gives its formula and the paper behind it.
 """
@@ -35,6 +36,7 @@ from privgate.stats.membership import (
     roc,
     tpr_at_fpr,
 )
+from privgate.stats.precision import precision_recall_f1
 
 __all__ = [
     "MIN_GROUP",
@@ -58,6 +60,7 @@ __all__ = [
     "epsilon_lower_bound",
     "max_provable_epsilon",
     "measurable_at",
+    "precision_recall_f1",
     "roc",
     "tpr_at_fpr",
 ]
