@@ -192,6 +192,16 @@ def decide_check(
         "delta": check.delta,
         "policy": policy.name,
     }
+    if check.federated is not None:  # decided over attacker × victim pairs by privgate.audits.federated.decide
+        return CheckResult(
+            **base,
+            value=None,
+            ci=[None, None],
+            status="inconclusive",
+            reason="a federated check: it is decided on a federation's checkpoints by `privgate fl audit`, "
+            "not on one model",
+            confidence=1.0 - level.alpha / k,
+        )
     names = _candidates(check, level, ran, diagnostic)
     if not names:
         conf = 1.0 - level.alpha / k

@@ -18,8 +18,10 @@ from __future__ import annotations
 from privgate.policy.loading import POLICY_SUFFIXES, builtin_policies, load_policy, parse_policy, policy_json_schema
 from privgate.policy.schema import (
     DEFAULT_ATTACKS,
+    FEDERATED_METRICS,
     Check,
     Decision,
+    Federated,
     Metric,
     Policy,
     Release,
@@ -31,8 +33,10 @@ from privgate.policy.schema import (
 __all__ = [
     "DEFAULT_ATTACKS",
     "POLICY_SUFFIXES",
+    "FEDERATED_METRICS",
     "Check",
     "Decision",
+    "Federated",
     "Metric",
     "Policy",
     "Release",

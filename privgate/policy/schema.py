@@ -80,6 +80,37 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+#: Metrics a federated check may bound (membership metrics of attacker × victim pairs).
+FEDERATED_METRICS = ("auc", "accuracy", "advantage", "tpr_at_fpr")
+
+
+class Federated(_Strict):
+    """Where a check applies in a federation (``privgate fl audit``): which attacker × victim pairs, which round.
+
+    The check's ``max`` bounds the largest value over the pairs: it passes when
+    every pair's upper bound is within ``max`` and fails when any pair's lower
+    bound is above it, every interval Bonferroni-corrected over the pairs (and
+    the candidate attacks of ``best``) the check ranges over.
+    """
+
+    pairs: Literal["others", "self", "all", "neighbours", "non_neighbours"] = Field(
+        default="others",
+        description="others: victim ≠ attacker; self: victim = attacker; all; neighbours: victim adjacent to the "
+        "attacker in the topology; non_neighbours: neither the attacker nor adjacent to it.",
+    )
+    round: int | Literal["final", "all"] = Field(
+        default="final", description="'final', a round number (1-based) or 'all' (every round, corrected for)."
+    )
+    attackers: list[str] | None = Field(default=None, description="Node names that attack (default: every node).")
+
+    @field_validator("round")
+    @classmethod
+    def _round(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("round numbers start at 1")
+        return v
+
+
 class Check(_Strict):
     """One bound on one attack's metric: ``metric(attack) <= max``."""
 
@@ -89,6 +120,9 @@ class Check(_Strict):
     max: float = Field(description="Largest acceptable value of the metric.")
     fpr: float | None = Field(default=None, gt=0, lt=1, description="False-positive rate for tpr_at_fpr.")
     delta: float | None = Field(default=None, ge=0, lt=1, description="δ for epsilon_lb (default 1e-5).")
+    federated: Federated | None = Field(
+        default=None, description="A check of a federation (privgate fl audit), over attacker × victim pairs."
+    )
     description: str | None = None
 
     @model_validator(mode="after")
@@ -103,6 +137,12 @@ class Check(_Strict):
             raise FieldError("max", f"'max' for {self.metric.value} must be between 0 and 1, got {self.max}")
         if self.metric is Metric.epsilon_lb and self.max < 0:
             raise FieldError("max", "'max' for epsilon_lb must be >= 0")
+        if self.federated is not None and self.metric.value not in FEDERATED_METRICS:
+            raise FieldError(
+                "federated",
+                f"a federated check bounds a membership metric of attacker × victim pairs "
+                f"({', '.join(FEDERATED_METRICS)}), not '{self.metric.value}'",
+            )
         return self
 
 

@@ -1,0 +1,198 @@
+"""A policy's federated checks, decided over attacker × victim pairs with privgate's rules.
+
+A check with a ``federated:`` block (:class:`privgate.policy.Federated`)
+bounds the **largest** value of its metric over a set of pairs P (``others``:
+every attacker against every other node's data; ``self``; ``all``;
+``neighbours``; ``non_neighbours``) in one round (``final``, a number) or in
+every round (``all``), by one attack or the best of the m that ran. The rules
+are those of :mod:`privgate.decision`, applied to each (pair, round, attack):
+
+* every interval is two-sided at 1 − α/(k · m · |P|·|rounds|) — the policy's own
+  error budget α shared by its k checks (Bonferroni), then by the candidate
+  attacks and by every pair and round the maximum ranges over — so that all of
+  them hold at once with probability ≥ 1 − α/k;
+* **fail** when some pair's lower bound is above ``max`` (a proven violation),
+  **pass** when every pair's upper bound is within ``max``, else
+  **inconclusive**; the result names the pair, round and attack that decided
+  (the highest point estimate among those with the deciding status).
+
+A check without ``federated:`` is about one model and is reported
+inconclusive here ("decided by privgate check"), as a federated check is in
+``privgate check``: a policy is never silently half-decided.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privgate import stats
+from privgate.audits.federated.run import Audited
+from privgate.decision import EXCLUDED, Level, decide, estimate
+from privgate.policy import Check, Policy
+from privgate.report.model import CheckResult
+from privgate.report.text import sig
+
+
+@dataclass
+class _Pair:
+    """What :func:`privgate.decision.estimate` reads of an attack that ran: its split scores."""
+
+    split: stats.SplitScores
+    result: Any = None
+    membership: np.ndarray | None = None
+
+
+def pairs(kind: str, attackers: list[int], hops: np.ndarray) -> list[tuple[int, int]]:
+    """The (attacker, victim) pairs a check ranges over."""
+    n = len(hops)
+    keep = {
+        "others": lambda a, v: a != v,
+        "self": lambda a, v: a == v,
+        "all": lambda a, v: True,
+        "neighbours": lambda a, v: hops[a, v] == 1,
+        "non_neighbours": lambda a, v: a != v and hops[a, v] != 1,
+    }[kind]
+    return [(a, v) for a in attackers for v in range(n) if keep(a, v)]
+
+
+def _base(check: Check, level: Level) -> dict[str, Any]:
+    return {
+        "id": level.prefix + check.id,
+        "attack": check.attack,
+        "metric": check.metric.value,
+        "threshold": check.max,
+        "fpr": check.fpr,
+        "delta": check.delta,
+        "policy": level.policy.name,
+    }
+
+
+def _inconclusive(check: Check, level: Level, k: int, reason: str) -> CheckResult:
+    return CheckResult(
+        **_base(check, level),
+        value=None,
+        ci=[None, None],
+        status="inconclusive",
+        reason=reason,
+        confidence=1.0 - level.alpha / k,
+    )
+
+
+def decide_federated_check(check: Check, level: Level, fed: Audited) -> CheckResult:
+    """Decide one federated check on one audited federation (module docstring)."""
+    k = max(1, len(level.policy.checks))
+    scope = check.federated
+    if scope is None:
+        return _inconclusive(check, level, k, "a check of one model: decided by `privgate check`, not on a federation")
+    ev, names = fed.evaluation, list(fed.topology.labels)
+    ran = ev.attacks
+    cands = [a for a in ran if a in level.attacks or check.attack == "best"] if check.attack == "best" else []
+    if check.attack != "best":
+        if check.attack not in ran:
+            return _inconclusive(check, level, k, f"attack '{check.attack}' did not run on the federation")
+        cands = [check.attack]
+    if not cands:
+        return _inconclusive(check, level, k, "no attack ran, so the strongest attack is unknown")
+    rounds_total = len(ev.scores)
+    if scope.round == "final":
+        rounds = [rounds_total - 1]
+    elif scope.round == "all":
+        rounds = list(range(rounds_total))
+    elif scope.round > rounds_total:
+        return _inconclusive(check, level, k, f"round {scope.round} asked for; the federation has {rounds_total}")
+    else:
+        rounds = [int(scope.round) - 1]
+    if scope.attackers is None:
+        attackers = list(range(len(names)))
+    else:
+        unknown = [a for a in scope.attackers if a not in names]
+        if unknown:
+            return _inconclusive(check, level, k, f"attacker {unknown[0]!r} is not a node of the federation ({names})")
+        attackers = [names.index(a) for a in scope.attackers]
+    chosen_pairs = pairs(scope.pairs, attackers, fed.topology.hops())
+    if not chosen_pairs:
+        return _inconclusive(check, level, k, f"the federation has no pair of kind '{scope.pairs}'")
+    m, n_pairs = len(cands), len(chosen_pairs) * len(rounds)
+    conf = 1.0 - level.alpha / (k * m * n_pairs)
+    decided: list[tuple[str, str, stats.Estimate, tuple[int, int, int, str]]] = []
+    for r in rounds:
+        for a, v in chosen_pairs:
+            for name in cands:
+                split = fed.victims.split(ev.scores[r][name][a], v)
+                est = estimate(check, _Pair(split), conf)
+                status, reason = decide(est, check, level.policy.decision)
+                decided.append((status, reason, est, (r, a, v, name)))
+    deciding = [d for d in decided if d[0] != EXCLUDED]
+    bonferroni = {"alpha": level.alpha, "checks": k, "attacks": m, "pairs": len(chosen_pairs), "rounds": len(rounds)}
+    if not deciding:
+        return _inconclusive(check, level, k, f"no attack can be measured at FPR {check.fpr:g} on these pairs")
+    for status in ("fail", "inconclusive", "pass"):
+        hits = [d for d in deciding if d[0] == status]
+        if hits:
+            chosen = max(hits, key=lambda d: -math.inf if not math.isfinite(d[2].value) else d[2].value)
+            break
+    status, reason, est, (r, a, v, name) = chosen
+    counts = {s: sum(d[0] == s for d in deciding) for s in ("fail", "inconclusive", "pass")}
+    worst = sorted(deciding, key=lambda d: -d[2].value if math.isfinite(d[2].value) else math.inf)[:5]
+    where = f"{names[a]} → {names[v]}, round {r + 1}"
+    text = (
+        f"max over {len(chosen_pairs)} pair(s) ({scope.pairs}) × {len(rounds)} round(s)"
+        + (f" × {m} attacks" if m > 1 else "")
+        + f", each at {conf:.6g} confidence: {name} on {where}: {reason}; "
+        + f"{counts['fail']} fail, {counts['inconclusive']} inconclusive, {counts['pass']} pass"
+    )
+    return CheckResult(
+        **_base(check, level),
+        value=est.value,
+        ci=[est.lo, est.hi],
+        status=status,  # type: ignore[arg-type]
+        reason=text,
+        confidence=conf,
+        n_members=est.n_members,
+        n_nonmembers=est.n_nonmembers,
+        chosen_attack=name if check.attack == "best" else None,
+        details={
+            "pair": {"attacker": names[a], "victim": names[v], "round": r + 1},
+            "bonferroni": bonferroni,
+            "counts": counts,
+            "worst": [
+                {
+                    "attacker": names[d[3][1]],
+                    "victim": names[d[3][2]],
+                    "round": d[3][0] + 1,
+                    "attack": d[3][3],
+                    "value": sig(d[2].value),
+                    "ci": [d[2].lo, d[2].hi],
+                    "status": d[0],
+                }
+                for d in worst
+            ],  # fmt: skip
+        },
+    )
+
+
+def decide_federation(policy: Policy, fed: Audited) -> list[CheckResult]:
+    """Every check of the policy and of those it extends (own first), decided on the federation."""
+    out: list[CheckResult] = []
+    for p in reversed(policy.chain()):
+        level = Level.of(p, policy)
+        out += [decide_federated_check(c, level, fed) for c in p.checks]
+    return out
+
+
+def has_federated_checks(policy: Policy) -> bool:
+    return any(c.federated is not None for p in policy.chain() for c in p.checks)
+
+
+def attacks_named(policy: Policy) -> list[str]:
+    """Attacks a policy's federated checks name explicitly (they must run)."""
+    return sorted(
+        {c.attack for p in policy.chain() for c in p.checks if c.federated is not None and c.attack != "best"}
+    )
+
+
+__all__ = ["attacks_named", "decide_federated_check", "decide_federation", "has_federated_checks", "pairs"]

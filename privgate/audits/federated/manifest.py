@@ -1,0 +1,250 @@
+"""A real federation's checkpoints: ``federation.yaml``, validated at the door with file/line errors.
+
+```yaml
+version: 1
+name: hospitals                # shown in reports
+recipe: recipe:RECIPE          # module:attr; needed for state_dict checkpoints (TorchScript needs none)
+topology: ring                 # fully | star | ring | random:P | none | a graph file; or give edges:
+edges: [[0, 1], [1, 2]]        # pairs of node indices (overrides topology)
+nonmembers: data/nonmembers.npz  # shared held-out rows no node trained on (.npz, .pt, .csv)
+nodes:
+  - name: hospital-a
+    data: data/node0.npz       # the node's training data
+    checkpoints:               # the node's model after each round, in order
+      - rounds/r01/node0.pt
+      - rounds/r02/node0.pt
+```
+
+Paths are relative to the manifest's folder. ``checkpoints`` may instead be
+a pattern with ``{round}`` (1-based; format specs allowed, ``{round:02d}``)
+together with a top-level ``rounds: R``. Every node must have the same number
+of rounds. A checkpoint is TorchScript or a state_dict loaded with
+``weights_only=True`` into the recipe's model (never a pickle).
+:func:`write_manifest` writes a simulation in this layout, so
+``privgate fl audit`` runs on a saved simulation.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from privgate.errors import PrivgateError, shown
+from privgate.inputs.textfile import read_limited
+from privgate.inputs.validation import FieldError, describe
+from privgate.inputs.yamlsafe import load_yaml, locate
+
+MANIFEST_VERSION = 1
+
+
+class ManifestError(PrivgateError):
+    """A federation manifest that cannot be read, validated or resolved."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NodeSpec(_Strict):
+    name: str = Field(min_length=1)
+    data: str = Field(description="The node's training data: .npz, .pt or .csv.")
+    checkpoints: list[str] | str = Field(description="One checkpoint per round, or a pattern with {round}.")
+
+
+class ManifestSpec(_Strict):
+    version: int = MANIFEST_VERSION
+    name: str = "federation"
+    recipe: str | None = None
+    topology: str | None = None
+    edges: list[list[int]] | None = None
+    rounds: int | None = Field(default=None, ge=1)
+    nonmembers: str
+    population: str | None = None
+    label_column: str = "label"
+    nodes: list[NodeSpec] = Field(min_length=1)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        if v != MANIFEST_VERSION:
+            raise ValueError(f"this privgate reads manifest version {MANIFEST_VERSION}, not {v}")
+        return v
+
+    @field_validator("edges")
+    @classmethod
+    def _edges(cls, v: list[list[int]] | None) -> list[list[int]] | None:
+        if v is not None and any(len(e) != 2 for e in v):
+            raise ValueError("every edge is a pair of node indices [a, b]")
+        return v
+
+
+@dataclass
+class Manifest:
+    """A validated manifest with every path resolved against its folder."""
+
+    path: Path
+    spec: ManifestSpec
+    checkpoints: list[list[Path]]  # [node][round]
+    data: list[Path]
+    nonmembers: Path
+    population: Path | None
+
+    @property
+    def base(self) -> Path:
+        return self.path.parent
+
+    @property
+    def rounds(self) -> int:
+        return len(self.checkpoints[0])
+
+    @property
+    def names(self) -> list[str]:
+        return [n.name for n in self.spec.nodes]
+
+
+def _at(tree: yaml.Node | None, source: Path, loc: tuple[Any, ...], message: str) -> ManifestError:
+    line, _ = locate(tree, loc)
+    where = f"line {line}: " if line else ""
+    field = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in loc).replace(".[", "[")
+    return ManifestError(f"{source}: {where}{field}: {message}.")
+
+
+def _expand(pattern: str, rounds: int | None, tree: yaml.Node | None, source: Path, i: int) -> list[str]:
+    if rounds is None:
+        raise _at(tree, source, ("nodes", i, "checkpoints"), "a {round} pattern needs a top-level 'rounds: R'")
+    try:
+        return [pattern.format(round=r) for r in range(1, rounds + 1)]
+    except (KeyError, IndexError, ValueError) as exc:
+        raise _at(tree, source, ("nodes", i, "checkpoints"), f"bad pattern {shown(pattern)} ({exc})") from None
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Read and validate ``federation.yaml``; every error names the file, the line and the field."""
+    p = Path(path)
+    if not p.is_file():
+        raise ManifestError(f"{p}: federation manifest not found.")
+    text = read_limited(p, "federation manifest", ManifestError)
+    data, tree = load_yaml(text, str(p), ManifestError)
+    if not isinstance(data, dict):
+        raise ManifestError(f"{p}: a federation manifest is a YAML mapping with 'nonmembers' and 'nodes'.")
+    try:
+        spec = ManifestSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ManifestError(describe(exc, tree, str(p), ManifestSpec)) from None
+    except FieldError as exc:  # pragma: no cover - validators raise ValueError
+        raise _at(tree, p, exc.loc, str(exc)) from None
+    base = p.parent
+    n = len(spec.nodes)
+    if len({node.name for node in spec.nodes}) != n:
+        seen: set[str] = set()
+        for i, node in enumerate(spec.nodes):
+            if node.name in seen:
+                raise _at(tree, p, ("nodes", i, "name"), f"{shown(node.name)} is used twice")
+            seen.add(node.name)
+    if spec.edges is not None:
+        for j, (a, b) in enumerate(spec.edges):
+            if not (0 <= a < n and 0 <= b < n) or a == b:
+                raise _at(tree, p, ("edges", j), f"[{a}, {b}] is not a pair of two node indices 0 … {n - 1}")
+    ckpts: list[list[Path]] = []
+    for i, node in enumerate(spec.nodes):
+        names = (
+            node.checkpoints
+            if isinstance(node.checkpoints, list)
+            else _expand(node.checkpoints, spec.rounds, tree, p, i)
+        )
+        if not names:
+            raise _at(tree, p, ("nodes", i, "checkpoints"), "lists no checkpoint")
+        paths = [base / c for c in names]
+        for r, cp in enumerate(paths):
+            if not cp.is_file():
+                loc = (
+                    ("nodes", i, "checkpoints", r)
+                    if isinstance(node.checkpoints, list)
+                    else ("nodes", i, "checkpoints")
+                )
+                raise _at(tree, p, loc, f"checkpoint {cp} not found")
+        ckpts.append(paths)
+    lengths = {len(c) for c in ckpts}
+    if len(lengths) > 1:
+        i = next(i for i, c in enumerate(ckpts) if len(c) != len(ckpts[0]))
+        raise _at(
+            tree, p, ("nodes", i, "checkpoints"),
+            f"{len(ckpts[i])} rounds, but node {shown(spec.nodes[0].name)} has {len(ckpts[0])}; every node needs one "
+            "checkpoint per round",
+        )  # fmt: skip
+    files = []
+    for i, node in enumerate(spec.nodes):
+        f = base / node.data
+        if not f.is_file():
+            raise _at(tree, p, ("nodes", i, "data"), f"data file {f} not found")
+        files.append(f)
+    nonmembers = base / spec.nonmembers
+    if not nonmembers.is_file():
+        raise _at(tree, p, ("nonmembers",), f"data file {nonmembers} not found")
+    population = base / spec.population if spec.population else None
+    if population is not None and not population.is_file():
+        raise _at(tree, p, ("population",), f"data file {population} not found")
+    return Manifest(p, spec, ckpts, files, nonmembers, population)
+
+
+def _npz(x: np.ndarray, y: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, x=x, y=y)
+    return buf.getvalue()
+
+
+def _state_bytes(state: dict[str, Any]) -> bytes:
+    import torch
+
+    buf = io.BytesIO()
+    torch.save({k: v.detach().clone().contiguous() for k, v in state.items()}, buf)
+    return buf.getvalue()
+
+
+def manifest_files(
+    folder: Path,
+    *,
+    name: str,
+    recipe: str | None,
+    topology: str,
+    edges: list[list[int]],
+    node_names: list[str],
+    node_data: list[tuple[np.ndarray, np.ndarray]],
+    nonmembers: tuple[np.ndarray, np.ndarray],
+    states: list[list[dict[str, Any]]],
+    population: tuple[np.ndarray, np.ndarray] | None = None,
+) -> dict[Path, bytes]:
+    """Every file of a federation in the manifest layout (``states[r][i]``: node i after round r), as bytes."""
+    files: dict[Path, bytes] = {}
+    nodes = []
+    for i, (label, (x, y)) in enumerate(zip(node_names, node_data)):
+        files[folder / "data" / f"node{i}.npz"] = _npz(x, y)
+        cps = []
+        for r, round_states in enumerate(states, start=1):
+            rel = f"rounds/r{r:02d}/node{i}.pt"
+            files[folder / rel] = _state_bytes(round_states[i])
+            cps.append(rel)
+        nodes.append({"name": label, "data": f"data/node{i}.npz", "checkpoints": cps})
+    files[folder / "data" / "nonmembers.npz"] = _npz(*nonmembers)
+    doc: dict[str, Any] = {"version": MANIFEST_VERSION, "name": name}
+    if recipe:
+        doc["recipe"] = recipe
+    doc.update({"topology": topology, "edges": edges, "nonmembers": "data/nonmembers.npz"})
+    if population is not None and len(population[1]):
+        files[folder / "data" / "population.npz"] = _npz(*population)
+        doc["population"] = "data/population.npz"
+    doc["nodes"] = nodes
+    text = "# privgate federation manifest (privgate fl audit federation.yaml)\n" + yaml.safe_dump(
+        doc, sort_keys=False, default_flow_style=None, width=100
+    )
+    files[folder / "federation.yaml"] = text.encode()
+    return files
+
+
+__all__ = ["MANIFEST_VERSION", "Manifest", "ManifestError", "ManifestSpec", "load_manifest", "manifest_files"]
