@@ -12,6 +12,7 @@ import click
 
 from privgate import __version__
 from privgate.cli.check import check, harden
+from privgate.cli.fl import fl
 from privgate.cli.init import init_cmd
 from privgate.cli.policy import policy
 from privgate.cli.report import report
@@ -34,6 +35,7 @@ cli.add_command(harden)
 cli.add_command(report)
 cli.add_command(policy)
 cli.add_command(init_cmd)
+cli.add_command(fl)
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -58,9 +59,9 @@ def _hashes(x: np.ndarray) -> np.ndarray:
 
 def _rows(m: Manifest) -> tuple[np.ndarray, np.ndarray, Split]:
     label = m.spec.label_column
-    parts = [load_dataset(f, f"node {n!r}'s data", label, m.base) for f, n in zip(m.data, m.names)]
-    non = load_dataset(m.nonmembers, "non-members", label, m.base)
-    pop = load_dataset(m.population, "population", label, m.base) if m.population else Dataset(non.x[:0], non.y[:0])
+    parts = [load_dataset(f.resolve(), f"node {n!r}'s data", label) for f, n in zip(m.data, m.names)]
+    non = load_dataset(m.nonmembers.resolve(), "non-members", label)
+    pop = load_dataset(m.population.resolve(), "population", label) if m.population else Dataset(non.x[:0], non.y[:0])
     widths = {p.x.shape[1:] for p in (*parts, non)}
     if len(widths) > 1:
         raise ManifestError(
@@ -91,7 +92,7 @@ def audit(m: Manifest, settings: Settings | None = None, run: RunOptions | None 
     run = run or RunOptions()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    recipe = load_recipe(m.spec.recipe, [m.base]) if m.spec.recipe else None
+    recipe = load_recipe(m.spec.recipe, [m.base, Path.cwd()]) if m.spec.recipe else None
     x, y, split = _rows(m)
     topo = _topology(m, run.seed)
     victims = Victims.build(y, split.shards, split.holdout, run.seed)
