@@ -23,6 +23,9 @@ run digits "digits MLP vs the strict policy" 1 \
   --json "$OUT/digits-strict.json" --html "$OUT/digits-strict.html" --markdown "$OUT/digits-strict.md"
 run purchase "purchase MLP vs the internal policy (MIA accuracy < 80 %)" 1 \
   --json "$OUT/purchase-internal.json" --html "$OUT/purchase-internal.html"
+# a CNN with BatchNorm: its 16 LiRA reference CNNs train at once (the engine's general kernel), on the CPU or a GPU
+run digits_cnn "digits CNN (conv + BatchNorm) vs LiRA and RMIA with CNN reference models" 0 \
+  --json "$OUT/digits-cnn.json" --html "$OUT/digits-cnn.html"
 # the fix: retrain with DP-SGD from scratch, lowering ε until the policy passes within its utility floor.
 # strict-remediate.yaml is strict without its TPR@0.1%-FPR check, which 600 digits non-members cannot measure.
 run digits "harden the digits MLP with DP-SGD" 0 \

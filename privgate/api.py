@@ -74,10 +74,19 @@ def _run(
     cache_dir: str | None,
     progress: Progress | None,
     artefacts_dir: str | None,
+    device: str | None = None,
+    engine: str | None = None,
 ) -> RunOptions:
     return RunOptions.of(
-        options, seed=seed, threads=threads, cache_dir=cache_dir, progress=progress, artefacts_dir=artefacts_dir
-    )
+        options,
+        seed=seed,
+        threads=threads,
+        cache_dir=cache_dir,
+        progress=progress,
+        artefacts_dir=artefacts_dir,
+        device=device,
+        engine=engine,
+    ).resolved()
 
 
 def _audit_data(members: DataLike, nonmembers: DataLike, population: DataLike | None, seed: int) -> AuditData:
@@ -103,6 +112,8 @@ def check(
     progress: Progress | None = None,
     artefacts_dir: str | None = None,
     threads: int | None = None,
+    device: str | None = None,
+    engine: str | None = None,
     options: RunOptions | None = None,
 ) -> Report:
     """Audit ``model`` against ``policy`` on known ``members`` and ``nonmembers``.
@@ -121,12 +132,16 @@ def check(
             reconstructions); ``None`` saves nothing.
         threads: the most threads the attacks may use (torch, BLAS, OpenMP);
             default 1, see :mod:`privgate.training.threads`.
+        device: ``auto`` (default: a CUDA GPU when torch sees one), ``cpu`` or
+            ``cuda`` (:mod:`privgate.device`).
+        engine: how reference models train: ``auto``, ``vectorised`` or
+            ``sequential`` (:mod:`privgate.training.engine`).
         options: all the run's settings at once; the keywords above override it.
 
     Returns:
         The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.
     """
-    run = _run(options, seed, threads, cache_dir, progress, artefacts_dir)
+    run = _run(options, seed, threads, cache_dir, progress, artefacts_dir, device, engine)
     pol = as_policy(policy)
     rec = as_recipe(recipe)
     target = as_target(model, rec, trust_checkpoint)
@@ -147,6 +162,8 @@ def harden(
     progress: Progress | None = None,
     artefacts_dir: str | None = None,
     threads: int | None = None,
+    device: str | None = None,
+    engine: str | None = None,
     options: RunOptions | None = None,
 ) -> Any:
     """Audit ``model``; if it fails, retrain it from scratch with DP-SGD at decreasing ε until the policy passes.
@@ -160,7 +177,7 @@ def harden(
     """
     from privgate.dp.remediate import check_can_remediate, remediate
 
-    run = _run(options, seed, threads, cache_dir, progress, artefacts_dir)
+    run = _run(options, seed, threads, cache_dir, progress, artefacts_dir, device, engine)
     pol = as_policy(policy)
     rec = as_recipe(recipe)
     check_can_remediate(pol, rec)
@@ -227,7 +244,7 @@ def audit_paths(sources: Sources, options: RunOptions | None = None, **settings:
     ``options`` (and single settings by keyword, as :func:`privgate.gate.audit`)
     say how the run is carried out.
     """
-    run = RunOptions.of(options, **settings)
+    run = RunOptions.of(options, **settings).resolved()  # a device that does not exist: exit 2 before loading
     i = sources.load(run.seed)
     return audit(i.target, i.data, i.policy, recipe=i.recipe, options=run)
 
@@ -261,7 +278,7 @@ def harden_paths(
     from privgate.dp.hardened import default_output, hardened_files
     from privgate.dp.remediate import check_can_remediate, remediate
 
-    run = RunOptions.of(options, **settings)
+    run = RunOptions.of(options, **settings).resolved()
     pol, rec = as_policy(sources.policy), as_recipe(sources.recipe, list(sources.search_dirs))
     check_can_remediate(pol, rec)  # an unusable remediation setup fails before the model and data are loaded
     out = Path(output_model) if output_model else default_output(sources.model)

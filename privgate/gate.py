@@ -60,12 +60,20 @@ def _version(pkg: str) -> str | None:
 
 
 def environment(run: RunOptions) -> dict[str, Any]:
-    """What the report records of the run's settings and the software it ran on."""
+    """What the report records of the run's settings and the software it ran on.
+
+    ``device`` is where the run's tensors lived (``auto`` resolved; with the
+    GPU's model for ``cuda``); ``engine`` is the engine setting — what each
+    attack's reference models actually ran on is in its ``extras.engine`` and
+    ``extras.kernel``.
+    """
+    from privgate.device import describe_device
+
     return {
         "seed": run.seed,
         "threads": resolve_threads(run.threads),
         "engine": run.engine,
-        "device": run.device,
+        **describe_device(run.resolved().device),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "versions": {
@@ -192,7 +200,8 @@ def run_attacks(
 
     Every attack runs inside :func:`privgate.training.threads.limit_threads` with ``run.threads``.
     """
-    run = run or RunOptions()
+    run = (run or RunOptions()).resolved()
+    target = target.to_device(run.device)
     x, y, membership = data.pooled()
     perm = np.random.default_rng(np.random.SeedSequence([run.seed, 0xA11])).permutation(len(y))
     x, y, membership = x[perm], y[perm], membership[perm]  # attacks never see membership, nor its order
@@ -267,14 +276,17 @@ def audit(
         data: known members and non-members (and optional population data).
         policy: the policy, with the policies it extends.
         recipe: how the target was trained (reference-model attacks need it).
-        options: how the run is carried out (:class:`privgate.options.RunOptions`).
+        options: how the run is carried out (:class:`privgate.options.RunOptions`);
+            its device is resolved here (``auto`` → ``cuda`` or ``cpu``) and the
+            target's model moved there (a copy: ``target`` is not changed).
         **settings: single settings of :class:`~privgate.options.RunOptions`
             (``seed=``, ``threads=``, ``cache_dir=``, ``artefacts_dir=`` …),
             applied on top of ``options``.
     """
-    run = RunOptions.of(options, **settings)
+    run = RunOptions.of(options, **settings).resolved()
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
+    target = target.to_device(run.device)
     data.check_against(target)
     sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: before any attack
     ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, run=run)

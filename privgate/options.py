@@ -26,7 +26,7 @@ CACHE_OFF = ("off", "none", "0", "false", "")
 
 Engine = Literal["auto", "vectorised", "sequential"]
 ENGINES: tuple[str, ...] = ("auto", "vectorised", "sequential")
-DEVICES: tuple[str, ...] = ("cpu",)
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")  # privgate.device.DEVICES, without importing it
 EXECUTORS: tuple[str, ...] = ("local",)
 
 Progress = Callable[[str], None]
@@ -47,7 +47,10 @@ class RunOptions:
             the engine can stack the model, else one after another),
             ``vectorised`` (fail when it cannot) or ``sequential``
             (``recipe.train`` per model, the reference the engine is tested against).
-        device: where tensors live; this version runs on ``cpu``.
+        device: where tensors live: ``auto`` (a CUDA GPU when torch sees one,
+            else the CPU), ``cpu`` or ``cuda`` (bad input on a machine without
+            one); :meth:`resolved` turns ``auto`` into the device used
+            (:mod:`privgate.device`).
         executor: where work runs; this version runs ``local``.
         progress: called with one-line progress messages (the CLI's spinner).
         artefacts_dir: where attacks save files for people to look at
@@ -58,7 +61,7 @@ class RunOptions:
     threads: int | None = None
     cache_dir: str | Path | None = None
     engine: str = "auto"
-    device: str = "cpu"
+    device: str = "auto"
     executor: str = "local"
     progress: Progress | None = None
     artefacts_dir: str | None = None
@@ -79,6 +82,17 @@ class RunOptions:
         """The cache folder to use, or None when caching is off."""
         value = DEFAULT_CACHE_DIR if self.cache_dir is None else str(self.cache_dir)
         return None if value.strip().lower() in CACHE_OFF else Path(value)
+
+    def resolved(self) -> RunOptions:
+        """A copy whose ``device`` is where tensors will live, ``cpu`` or ``cuda`` (imports torch).
+
+        Raises:
+            privgate.device.DeviceError: ``cuda`` on a machine where torch sees no CUDA GPU.
+        """
+        from privgate.device import resolve_device
+
+        device = resolve_device(self.device)
+        return self if device == self.device else self.replace(device=device)
 
     def say(self, message: str) -> None:
         """Report progress, when someone listens."""

@@ -137,32 +137,55 @@ class Recipe:
             return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
         raise RecipeError(f"recipe '{self.name}': unknown optimizer '{self.optimizer}' (use 'adam' or 'sgd').")
 
-    def train(self, x: np.ndarray, y: np.ndarray, seed: int = 0, model: nn.Module | None = None) -> nn.Module:
+    def train(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        seed: int = 0,
+        model: nn.Module | None = None,
+        device: str | torch.device | None = None,
+    ) -> nn.Module:
         """Train a model on (x, y) with this recipe; deterministic for a given seed.
+
+        Model k of the vectorised engine (:mod:`privgate.training.engine`) is
+        trained exactly like this: initialised by ``build(seed)``, batches in
+        ``randperm`` order from a generator seeded with ``seed``, dropout masks
+        from a generator seeded with :func:`~privgate.training.plan.dropout_seed`
+        (:mod:`privgate.training.dropout`), any other random draw of the
+        forward pass from torch's generator seeded the same way (and restored after).
 
         Args:
             x: inputs, float array with the model's input shape per row.
             y: integer class labels.
-            seed: drives initialisation and batch order.
+            seed: drives initialisation, batch order and dropout masks.
             model: train this module instead of a fresh one (DP training passes
                 an Opacus-wrapped module through its own loop instead).
+            device: where to train (``"cpu"``, ``"cuda"``); default the CPU. The
+                model is returned on that device.
         """
+        from privgate.training.dropout import seeded_dropout
+        from privgate.training.plan import dropout_seed
+
+        dev = torch.device(device or "cpu")
         gen = torch.Generator().manual_seed(int(seed))
-        net = model if model is not None else self.build(seed=seed)
-        xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
-        yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
+        net = (model if model is not None else self.build(seed=seed)).to(dev)
+        xt = torch.as_tensor(np.asarray(x), dtype=torch.float32).to(dev)
+        yt = torch.as_tensor(np.asarray(y), dtype=torch.long).to(dev)
         opt = self.make_optimizer(net.parameters())
         net.train()
         n = len(xt)
-        for _ in range(self.epochs):
-            order = torch.randperm(n, generator=gen)
-            for start in range(0, n, self.batch_size):
-                idx = order[start : start + self.batch_size]
-                opt.zero_grad(set_to_none=True)
-                nll(
-                    net(xt[idx]), yt[idx]
-                ).backward()  # cross-entropy; BCE-with-logits for one logit (privgate.inputs.outputs)
-                opt.step()
+        masks = torch.Generator().manual_seed(dropout_seed(seed))
+        forked = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
+        with torch.random.fork_rng(devices=forked), seeded_dropout(net, masks):
+            torch.manual_seed(dropout_seed(seed))
+            for _ in range(self.epochs):
+                order = torch.randperm(n, generator=gen).to(dev)
+                for start in range(0, n, self.batch_size):
+                    idx = order[start : start + self.batch_size]
+                    opt.zero_grad(set_to_none=True)
+                    # cross-entropy; BCE-with-logits for one logit (privgate.inputs.outputs)
+                    nll(net(xt[idx]), yt[idx]).backward()
+                    opt.step()
         net.eval()
         return net
 

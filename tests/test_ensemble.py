@@ -164,11 +164,14 @@ def test_custom_train_loop_falls_back_to_sequential_and_says_so(tmp_path):
     assert any("one after another" in n and "own loop" in n for n in ens.notes)
 
 
-def test_models_with_buffers_fall_back_to_sequential():
+def test_models_with_buffers_are_vectorised_with_their_buffers():
+    """BatchNorm running statistics train per model (tests/test_engine_models.py checks them against recipe.train)."""
     recipe = Recipe(bn_model, epochs=1, batch_size=16, lr=1e-2, name="bn")
     x, y = data()
     states, mode, notes, kernel = train_models(recipe, x, y, paired_masks(len(x), 2, 0), model_seeds(0, 2))
-    assert (mode, kernel) == ("sequential", "loop") and "buffers" in notes[0] and "running_mean" in "".join(states[0])
+    assert (mode, kernel, notes) == ("vectorised", "grouped", [])
+    assert not torch.equal(states[0]["1.running_mean"], states[1]["1.running_mean"])  # each model its own statistics
+    assert int(states[0]["1.num_batches_tracked"]) == 3  # 45 rows, batch 16: 3 steps
 
 
 def test_bad_recipes_are_privgate_errors():

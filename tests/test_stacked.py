@@ -153,9 +153,11 @@ def _two_models(factory, name: str, **kw):  # noqa: ANN001, ANN202
     return out, gap
 
 
-def test_auto_uses_vmap_when_the_mlp_kernel_does_not_fit():
+def test_auto_uses_the_grouped_kernel_when_the_mlp_kernel_does_not_fit():
     out, gap = _two_models(_gelu_model, "gelu")
-    assert (out.mode, out.kernel, out.notes) == ("vectorised", "vmap", []) and gap < 1e-5
+    assert (out.mode, out.kernel, out.notes) == ("vectorised", "grouped", []) and gap < 1e-5
+    general, gap = _two_models(_gelu_model, "gelu", kernel="vmap")
+    assert (general.mode, general.kernel) == ("vectorised", "vmap") and gap < 1e-5
     forced, _ = _two_models(_gelu_model, "gelu", kernel="mlp")  # forcing the kernel: sequential, and says why
     assert forced.mode == "sequential" and "MLP kernel cannot train this model" in forced.notes[0]
 

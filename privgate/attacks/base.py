@@ -65,6 +65,11 @@ class AttackContext:
         return self.run.threads
 
     @cached_property
+    def device(self) -> str:
+        """Where the attack's tensors live: the run's device, ``auto`` resolved (``cpu`` or ``cuda``)."""
+        return self.run.resolved().device
+
+    @cached_property
     def proba(self) -> np.ndarray:
         """The target's class probabilities on the audit examples (computed once, shared)."""
         return self.target.predict_proba(self.x)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
+from privgate.device import module_device
 from privgate.errors import shown
 from privgate.inputs import outputs
 from privgate.training.threads import native_threads
@@ -96,7 +97,7 @@ def _per_example_sq_norms_loop(
             out = out[0]
         loss = outputs.nll(out, y[i : i + 1], kind)
         gs = torch.autograd.grad(loss, chosen, allow_unused=True)
-        rows.append(torch.stack([g.pow(2).sum() if g is not None else torch.zeros(()) for g in gs]))
+        rows.append(torch.stack([g.pow(2).sum() if g is not None else torch.zeros((), device=x.device) for g in gs]))
         losses.append(loss.detach())
     return torch.stack(rows), torch.stack(losses)
 
@@ -124,13 +125,14 @@ def gradient_features(
     batch = int(max(1, min(512, _FLOATS_PER_BATCH // max(n_params, 1))))
     was_training = module.training
     module.eval()
+    device = module_device(module)  # the target's device (privgate.device): the rows go there
     # TorchScript cannot go through torch.func, nor can modules with autograd hooks (e.g. left by Opacus)
     looped = isinstance(module, torch.jit.ScriptModule)
     sq_parts, loss_parts = [], []
     try:
         for start in range(0, len(x), batch):
-            xb = torch.as_tensor(np.asarray(x[start : start + batch]), dtype=torch.float32)
-            yb = torch.as_tensor(np.asarray(y[start : start + batch]), dtype=torch.long)
+            xb = torch.as_tensor(np.asarray(x[start : start + batch]), dtype=torch.float32).to(device)
+            yb = torch.as_tensor(np.asarray(y[start : start + batch]), dtype=torch.long).to(device)
             if not looped:
                 try:
                     sq, loss = _per_example_sq_norms_vmap(module, xb, yb, names, kind)
@@ -138,8 +140,8 @@ def gradient_features(
                     looped = True
             if looped:
                 sq, loss = _per_example_sq_norms_loop(module, xb, yb, names, kind)
-            sq_parts.append(sq.detach().double())
-            loss_parts.append(loss.detach().double())
+            sq_parts.append(sq.detach().double().cpu())
+            loss_parts.append(loss.detach().double().cpu())
     finally:
         module.train(was_training)
     sq_all = torch.cat(sq_parts).numpy()
@@ -232,6 +234,8 @@ class GradientAttack(Attack):
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
+        from privgate.training.engine import train_one
+
         pop = ctx.population
         assert pop is not None and ctx.recipe is not None
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0x6AD]))
@@ -240,7 +244,7 @@ class GradientAttack(Attack):
         for _ in range(k):
             inside = np.zeros(len(pop), dtype=bool)
             inside[rng.permutation(len(pop))[: len(pop) // 2]] = True
-            ref = ctx.recipe.train(pop.x[inside], pop.y[inside], seed=int(rng.integers(2**31)))
+            ref = train_one(ctx.recipe, pop.x[inside], pop.y[inside], int(rng.integers(2**31)), ctx.device)
             norms, loss, _ = gradient_features(ref, pop.x, pop.y, kind)
             feats.append(_features(norms, loss))
             labels.append(inside)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from privgate.device import module_device
 from privgate.inputs.outputs import Kind, as_logits_torch
 
 
@@ -100,24 +101,27 @@ def invert(
             logit z becomes the logits [0, z], probabilities p become log p.
     """
     t0 = time.perf_counter()
-    cls = torch.as_tensor(np.asarray(classes), dtype=torch.long)
+    dev = torch.device(module_device(module))  # everything lives where the target does (privgate.device)
+    if prior is not None:
+        prior = prior.to(dev)
+    cls = torch.as_tensor(np.asarray(classes), dtype=torch.long, device=dev)
     K = len(cls)
     row = starts.shape[1:]
-    lo_t = torch.as_tensor(np.broadcast_to(lo, row).copy(), dtype=torch.float32)
-    hi_t = torch.as_tensor(np.broadcast_to(hi, row).copy(), dtype=torch.float32)
+    lo_t = torch.as_tensor(np.broadcast_to(lo, row).copy(), dtype=torch.float32, device=dev)
+    hi_t = torch.as_tensor(np.broadcast_to(hi, row).copy(), dtype=torch.float32, device=dev)
     width = torch.clamp(hi_t - lo_t, min=1e-12)
-    x = torch.as_tensor(np.asarray(starts), dtype=torch.float32).clone().requires_grad_(True)
+    x = torch.as_tensor(np.asarray(starts), dtype=torch.float32, device=dev).clone().requires_grad_(True)
     opt = torch.optim.Adam([x], lr=lr)
-    best_j = torch.full((K,), math.inf)
+    best_j = torch.full((K,), math.inf, device=dev)
     best_x = x.detach().clone()
-    best_p = torch.zeros(K)
-    since = torch.zeros(K, dtype=torch.long)
-    active = torch.ones(K, dtype=torch.bool)
-    n_steps = torch.zeros(K, dtype=torch.long)
+    best_p = torch.zeros(K, device=dev)
+    since = torch.zeros(K, dtype=torch.long, device=dev)
+    active = torch.ones(K, dtype=torch.bool, device=dev)
+    n_steps = torch.zeros(K, dtype=torch.long, device=dev)
     stop = ["max steps"] * K
     was_training = module.training
     module.eval()
-    rows = torch.arange(K)
+    rows = torch.arange(K, device=dev)
     try:
         for step in range(steps + 1):
             out = module(x)
@@ -160,9 +164,9 @@ def invert(
         module.train(was_training)
     return Inversion(
         np.asarray(classes),
-        best_x.numpy(),
-        best_p.numpy().astype(float),
-        n_steps.numpy(),
+        best_x.cpu().numpy(),
+        best_p.cpu().numpy().astype(float),
+        n_steps.cpu().numpy(),
         stop,
         time.perf_counter() - t0,
     )

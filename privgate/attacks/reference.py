@@ -176,7 +176,15 @@ def build_references(
     masks = paired_masks(n, k, ctx.seed)
     seeds = model_seeds(ctx.seed, k)
     ens = train_ensemble(
-        ctx.recipe, ctx.x, ctx.y, masks, seeds, cache_dir=ctx.run.cache, threads=ctx.threads, engine=ctx.run.engine
+        ctx.recipe,
+        ctx.x,
+        ctx.y,
+        masks,
+        seeds,
+        cache_dir=ctx.run.cache,
+        threads=ctx.threads,
+        engine=ctx.run.engine,
+        device=ctx.device,
     )
     n_classes = ctx.log_proba.shape[1]
     log_proba = _reference_log_proba(ctx, ens.logits(ctx.x), n_classes)
@@ -244,6 +252,7 @@ def reference_result(
             "engine": refs.ensemble.mode,
             "kernel": refs.ensemble.kernel,
             "threads": refs.ensemble.threads,
+            "device": refs.ensemble.device,
             "cache_warnings": list(refs.ensemble.warnings),
             **extras,
         },
@@ -259,11 +268,13 @@ def cost_notes(refs: References) -> list[str]:
         kernel = {
             "mlp": "MLP kernel",
             "mlp-dp": "MLP kernel, DP-SGD",
-            "vmap": "torch.func/vmap",
+            "grouped": "grouped kernel",  # privgate.training.grouped
+            "vmap": "torch.func/vmap",  # privgate.training.stacked
             "loop": "recipe.train",
         }.get(ens.kernel, ens.kernel)
+        where = f", {ens.device}" if ens.device != "cpu" else ""
         how = (
-            f"trained {ens.trained} reference model(s) {ens.mode} ({kernel}, {ens.threads} "
+            f"trained {ens.trained} reference model(s) {ens.mode} ({kernel}{where}, {ens.threads} "
             f"thread{'s' if ens.threads != 1 else ''}"
             f", {ens.seconds:.1f} s)" + (f", {ens.cached} from the cache" if ens.cached else "")
         )

@@ -92,6 +92,20 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "that does nothing else; never oversubscribe shared cores.",
 )
 @click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    help="Where the model is scored, reference models and DP-SGD train, and white-box attacks run: auto (a CUDA "
+    "GPU when torch sees one, else the CPU), cpu, or cuda (exit 2 without one). This flag, else the config's "
+    "'device', else auto.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["auto", "vectorised", "sequential"]),
+    help="How reference models train: auto (all at once when the engine can stack the model, else one after "
+    "another), vectorised (exit 2 when it cannot) or sequential (recipe.train per model). This flag, else the "
+    "config's 'engine', else auto.",
+)
+@click.option(
     "--artefacts",
     "artefacts_path",
     type=click.Path(file_okay=False),
@@ -144,6 +158,8 @@ def check(
     remediate: bool = False,
     output_model: str | None = None,
     threads: int | None = None,
+    device: str | None = None,
+    engine: str | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
     from privgate.inputs.config import find_config, load_config
@@ -230,6 +246,8 @@ def check(
             seed=pick("seed", seed) or 0,
             threads=n_threads,
             cache_dir=pick("cache_dir", cache_dir),
+            device=device or cfg.get("device") or "auto",  # validated: click.Choice, config._validate
+            engine=engine or cfg.get("engine") or "auto",
             progress=progress,
             artefacts_dir=staging.path,
         )

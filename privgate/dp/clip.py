@@ -48,6 +48,7 @@ def search_clip_norm(
     *,
     epochs: int | None = None,
     exponents: tuple[int, ...] = CLIP_EXPONENTS,
+    device: str = "cpu",
 ) -> tuple[float, list[dict[str, Any]]]:
     """The clipping norm C for DP-SGD: the noise-free search of published tuning practice.
 
@@ -64,6 +65,8 @@ def search_clip_norm(
     the private data is itself not covered by the DP guarantee; the report
     counts these runs.)
 
+    ``device`` is where the runs train (:mod:`privgate.device`).
+
     Returns:
         (C, rows) with one row ``{max_grad_norm, accuracy, good}`` per run.
     """
@@ -78,7 +81,14 @@ def search_clip_norm(
     for k in exponents:
         clip = 10.0**k
         model, _ = train_dp(
-            recipe, x[fit], y[fit], seed, settings=brief.with_clip(clip), noise_multiplier=0.0, account=False
+            recipe,
+            x[fit],
+            y[fit],
+            seed,
+            settings=brief.with_clip(clip),
+            noise_multiplier=0.0,
+            account=False,
+            device=device,
         )
         acc = accuracy(model, x[val], y[val])
         tol = (

@@ -78,8 +78,18 @@ class DPRecipe(Recipe):
     def build(self, seed: int | None = None) -> nn.Module:
         return make_private_module(super().build(seed=seed), self.name)[0]
 
-    def train(self, x: np.ndarray, y: np.ndarray, seed: int = 0, model: nn.Module | None = None) -> nn.Module:
-        """DP-SGD at this recipe's σ, C, steps per epoch and epochs (``model`` is ignored: DP training starts fresh)."""
+    def train(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        seed: int = 0,
+        model: nn.Module | None = None,
+        device: str | None = None,
+    ) -> nn.Module:
+        """DP-SGD at this recipe's σ, C, steps per epoch and epochs (``model`` is ignored: DP training starts fresh).
+
+        ``device``: where to train (default the CPU); the model comes back on the CPU.
+        """
         net, _ = train_dp(
             self,
             x,
@@ -89,6 +99,7 @@ class DPRecipe(Recipe):
             noise_multiplier=self.noise_multiplier,
             steps_per_epoch=self.steps_per_epoch,
             account=False,
+            device=str(device or "cpu"),
         )
         return net
 

@@ -305,7 +305,7 @@ def remediate(
         PolicyError: the policy does not allow remediation.
         RecipeError: no recipe, or one Opacus cannot make private.
     """
-    run = RunOptions.of(options, **settings)
+    run = RunOptions.of(options, **settings).resolved()
     seed, say = run.seed, run.say
     check_can_remediate(policy, recipe)
     assert recipe is not None
@@ -358,7 +358,9 @@ def remediate(
         say("choosing the clip norm (noise-free runs at C = 10^k)")
         brief = max(1, math.ceil(settings.epochs / 3))
         with limit_threads(run.threads):
-            clip, clip_rows = search_clip_norm(recipe, train.x, train.y, seed, settings, epochs=brief)
+            clip, clip_rows = search_clip_norm(
+                recipe, train.x, train.y, seed, settings, epochs=brief, device=run.device
+            )
         settings = settings.with_clip(clip)
     section["settings"] = {
         "epochs": settings.epochs,
@@ -386,7 +388,9 @@ def remediate(
             label = f"DP-SGD ε={eps:g}"
             say(f"{label}: training (model {len(candidates) + 1})")
             with limit_threads(run.threads):
-                model, record = train_dp(recipe, train.x, train.y, seed, settings=settings, target_epsilon=eps)
+                model, record = train_dp(
+                    recipe, train.x, train.y, seed, settings=settings, target_epsilon=eps, device=run.device
+                )
             dp_recipe = DPRecipe.from_training(recipe, record, settings)
             dp_target = Target(model, source=f"<DP-SGD ε={eps:g}>", fmt="module", extra={"dp": record.to_dict()})
             artefacts = str(Path(run.artefacts_dir) / f"dp-eps-{eps:g}") if run.artefacts_dir else None

@@ -324,8 +324,16 @@ def _make_private(
 # --------------------------------------------------------------------------- training
 
 
-def _run_epochs(module: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, epochs: int, max_physical: int) -> None:
-    """The DP-SGD loop: Poisson batches, split into physical batches by ``BatchMemoryManager``."""
+def _run_epochs(
+    module: nn.Module,
+    optimizer: Any,
+    loss_fn: Any,
+    loader: Any,
+    epochs: int,
+    max_physical: int,
+    device: torch.device | None = None,
+) -> None:
+    """The DP-SGD loop: Poisson batches (drawn on the CPU), split into physical batches by ``BatchMemoryManager``."""
     from opacus.utils.batch_memory_manager import BatchMemoryManager
 
     module.train()
@@ -337,6 +345,8 @@ def _run_epochs(module: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, ep
                 data_loader=loader, max_physical_batch_size=max_physical, optimizer=optimizer
             ) as batches:
                 for xb, yb in batches:
+                    if device is not None:
+                        xb, yb = xb.to(device), yb.to(device)
                     optimizer.zero_grad(set_to_none=True)
                     loss_fn(module(xb), yb).backward()
                     optimizer.step()
@@ -354,6 +364,7 @@ def train_dp(
     noise_multiplier: float | None = None,
     steps_per_epoch: int | None = None,
     account: bool = True,
+    device: str = "cpu",
 ) -> tuple[nn.Module, DPTraining]:
     """Train a model of ``recipe`` on (x, y) with DP-SGD; deterministic for a given seed.
 
@@ -375,10 +386,15 @@ def train_dp(
             is, so a model trained on a different number of rows gets the same
             per-example guarantee; default ceil(N / batch_size).
         account: compute the spent ε (skipped for reference models).
+        device: where to train (``"cpu"``, ``"cuda"``). Poisson batches are
+            drawn on the CPU; the noise is drawn by Opacus on the training
+            device, from a generator seeded with the seed, so the same seed
+            gives the same model on the same kind of device. Dropout masks come
+            from :mod:`privgate.training.dropout`.
 
     Returns:
-        The trained model (a plain module, eval mode, no Opacus hooks) and its
-        :class:`DPTraining` record.
+        The trained model (a plain module on the CPU, eval mode, no Opacus
+        hooks) and its :class:`DPTraining` record.
 
     Raises:
         RecipeError: the model cannot be made private.
@@ -390,10 +406,15 @@ def train_dp(
     yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
     n = len(yt)
     batch = math.ceil(n / steps_per_epoch) if steps_per_epoch else min(settings.batch_size, n)
+    from privgate.training.dropout import seeded_dropout
+    from privgate.training.plan import dropout_seed
+
+    dev = torch.device(device)
     model, changes = _fresh(recipe, seed)
+    model.to(dev)
     optimizer = recipe.make_optimizer(model.parameters())
     data_gen = torch.Generator().manual_seed(int(seed))
-    noise_gen = torch.Generator().manual_seed(int(seed) + 0x5EED)
+    noise_gen = torch.Generator(device=dev).manual_seed(int(seed) + 0x5EED)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=batch, generator=data_gen)
 
     t0 = time.perf_counter()
@@ -402,7 +423,11 @@ def train_dp(
     )
     calibration = time.perf_counter() - t0
     t1 = time.perf_counter()
-    _run_epochs(module, dp_opt, criterion, dp_loader, settings.epochs, settings.max_physical_batch_size)
+    forked = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
+    masks = torch.Generator().manual_seed(dropout_seed(seed))
+    with torch.random.fork_rng(devices=forked), seeded_dropout(model, masks):
+        torch.manual_seed(dropout_seed(seed))  # any other random draw of the forward pass: fixed by the seed
+        _run_epochs(module, dp_opt, criterion, dp_loader, settings.epochs, settings.max_physical_batch_size, dev)
     seconds = time.perf_counter() - t1
 
     sigma = float(dp_opt.noise_multiplier)

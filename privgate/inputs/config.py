@@ -35,6 +35,14 @@ KEYS = {
     "cache_dir": str,
     "threads": int,
     "trust_checkpoint": bool,
+    "device": str,
+    "engine": str,
+}
+
+#: Keys whose value must be one of a few words (the CLI's --device and --engine choices).
+CHOICES: dict[str, tuple[str, ...]] = {
+    "device": ("auto", "cpu", "cuda"),  # privgate.device.DEVICES
+    "engine": ("auto", "vectorised", "sequential"),  # privgate.options.ENGINES
 }
 
 
@@ -80,6 +88,11 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
             )
         if key == "threads" and value < 1:
             raise ConfigError(f"{path}: '{prefix}threads' must be at least 1, got {value}.")
+        if key in CHOICES and value not in CHOICES[key]:
+            raise ConfigError(
+                f"{path}: '{prefix}{key}' must be one of {', '.join(CHOICES[key])}, got {shown(value, 80)}"
+                f"{did_you_mean(value, CHOICES[key])}."
+            )
     return dict(table)
 
 

@@ -18,6 +18,8 @@ caller passes ``trust_checkpoint=True``.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import pickle
 import warnings
@@ -30,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from privgate.device import module_device
 from privgate.errors import RecipeError, TargetError
 from privgate.inputs import outputs as _outputs
 from privgate.recipe import Recipe
@@ -102,17 +105,39 @@ class Target:
         return self.module is not None
 
     @property
+    def device(self) -> str:
+        """Where a torch model's parameters live (``"cpu"``, ``"cuda"``); ``"cpu"`` for other models."""
+        return module_device(self.model) if isinstance(self.model, nn.Module) else "cpu"
+
+    def to_device(self, device: str) -> Target:
+        """This target with its torch model on ``device`` (``"cpu"`` or ``"cuda"``): itself when it is there already.
+
+        The model is moved as a copy, so a module the caller handed in stays
+        where it was; scikit-learn models always run on the CPU.
+        """
+        if not isinstance(self.model, nn.Module) or self.device == torch.device(device).type:
+            return self
+        try:
+            moved = copy.deepcopy(self.model).to(device)
+        except Exception as exc:  # noqa: BLE001 - e.g. a TorchScript module that cannot be copied
+            raise TargetError(
+                f"{self.source}: the model cannot be moved to {device} ({exc.__class__.__name__}: {exc})."
+            ) from None
+        return dataclasses.replace(self, model=moved)
+
+    @property
     def n_parameters(self) -> int | None:
         return sum(p.numel() for p in self.module.parameters()) if self.module is not None else None
 
     def logits(self, x: np.ndarray) -> np.ndarray:
-        """Raw outputs of a torch model, batched, in eval mode without gradients."""
+        """Raw outputs of a torch model, batched, in eval mode without gradients, on the model's device."""
         if self.module is None:
             raise TargetError(f"{self.source}: logits need a torch model; this target is {type(self.model).__name__}.")
         outs = []
+        device = self.device
         with torch.no_grad():
             for start in range(0, len(x), BATCH):
-                xb = torch.as_tensor(np.asarray(x[start : start + BATCH]), dtype=torch.float32)
+                xb = torch.as_tensor(np.asarray(x[start : start + BATCH]), dtype=torch.float32).to(device)
                 out = self.module(xb)
                 if isinstance(out, (tuple, list)):
                     out = out[0]

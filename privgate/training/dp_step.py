@@ -30,7 +30,8 @@ def dp_step(
     gradient = (Σ clipped per-row gradients + N(0, (σC)²)) / int(n_k · q_k).
     Model k draws its batches from a generator seeded with its seed and its
     noise from one seeded with seed + 0x5EED, so its result depends on its own
-    seed only; the draws are not Opacus' own, so a model is distributed like the
+    seed only (the generators are on the CPU, so the draws do not depend on
+    the device); the draws are not Opacus' own, so a model is distributed like the
     one ``DPRecipe.train`` returns for that seed, not equal to it.
     """
     k = len(rows)
@@ -38,6 +39,8 @@ def dp_step(
     scale = torch.tensor([1.0 / max(1, dp.expected_batch(len(r))) for r in rows])
     sigma_c = float(dp.noise_multiplier) * float(dp.max_grad_norm)
     noise = [torch.empty_like(t) for t in p] if sigma_c > 0 else []
+    drawn = [torch.empty(t.shape[1:]) for t in p] if sigma_c > 0 else []  # CPU: the draws do not depend on the device
+    noise_scale = (scale * sigma_c).to(p[0].device)
     capacity = [1]
 
     def schedule() -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
@@ -48,10 +51,11 @@ def dp_step(
 
     def grad_fn(theta: list[torch.Tensor], b: torch.Tensor, wb: torch.Tensor) -> list[torch.Tensor]:
         g = engine.clipped_grads(theta, b, wb, float(dp.max_grad_norm), scale)
-        for t, z in zip(g, noise):
+        for t, z, cpu in zip(g, noise, drawn):
             for m in range(k):
-                torch.randn(z.shape[1:], generator=noise_gens[m], out=z[m])
-            z.mul_((scale * sigma_c).view((k,) + (1,) * (z.dim() - 1)))
+                torch.randn(cpu.shape, generator=noise_gens[m], out=cpu)
+                z[m].copy_(cpu, non_blocking=False)
+            z.mul_(noise_scale.view((k,) + (1,) * (z.dim() - 1)))
             t.add_(z)
         return g
 

@@ -12,59 +12,59 @@ another pays every step's fixed costs K times; this engine trains all K at once:
   - the **MLP kernel** (:mod:`privgate.training.mlp`), for an ``nn.Sequential`` of
     Linear layers and Tanh/ReLU/Sigmoid/LeakyReLU: backpropagation written out
     with batched matrix products into buffers allocated once;
-  - the **vmap kernel**, for any other model without buffers:
-    ``torch.func.vmap`` over ``torch.func.grad`` of a ``functional_call``, the
-    K models' parameters, batches, labels and loss weights as mapped axes;
+  - the **general kernel** (``"vmap"``, :mod:`privgate.training.stacked`), for
+    any other model ``vmap`` can map — convolutions, BatchNorm with per-model
+    running statistics, LayerNorm, dropout with per-model masks, embeddings:
+    ``vmap(functional_call)`` over the stacked parameters and buffers, one
+    autograd backward pass for all K;
 
 * the recipe's optimiser (Adam or SGD with momentum and L2 weight decay) is
   applied functionally to the stacked parameters, with exactly the update rule
   of ``torch.optim.Adam`` / ``torch.optim.SGD``.
 
-Model ``k`` is initialised and shuffled exactly as ``recipe.train(x[mask_k],
+Model ``k`` is initialised, shuffled and masked exactly as ``recipe.train(x[mask_k],
 y[mask_k], seed=seeds[k])`` would do it (same ``torch.manual_seed`` before
-building, same ``randperm`` generator per epoch, a smaller last batch weighted
-as its mean); models whose subsets need fewer steps per epoch sit out the extra
-steps unchanged. The results agree with the sequential loop up to float rounding
-of batched matrix products (tested for both kernels).
+building, same ``randperm`` generator per epoch, the same dropout masks from its
+own generator, :mod:`privgate.training.dropout`); a smaller last batch is
+weighted as its mean, or run on its own rows where the model couples a batch's
+rows (BatchNorm); models whose subsets need fewer steps per epoch sit out the
+extra steps unchanged. The results agree with the sequential loop up to float
+rounding (tested for both kernels, with BatchNorm statistics and dropout).
 
-Recipes the engine cannot replicate — a subclass that overrides
-:meth:`~privgate.recipe.Recipe.train` (DP-SGD training), a model with buffers
-(BatchNorm running statistics), a model ``vmap`` cannot map, or one that run
-with another model's parameters does not give that model's output (a forward
-patched on the instance) — are trained by calling ``recipe.train`` once per
-model; :attr:`Ensemble.notes` says so. Before the MLP kernel is used, its
-forward pass is compared with the model's own on a few rows.
+Recipes the engine cannot replicate (a ``train`` override without DP-SGD, BatchNorm with
+``momentum=None``, random draws outside dropout, a forward patched on the instance) train with
+``recipe.train`` per model (engine ``auto``, :attr:`Ensemble.notes` says why) or are refused
+(engine ``vectorised``). A kernel's forward pass is first compared with the model's own.
 
-Cache (:mod:`privgate.training.cache`): every trained model is stored under ``cache_dir``
-keyed by a SHA-256 of the recipe (its fields, the class and factory names, the
-architecture and the state of a fresh build), the training data bytes, the
-model's membership mask and its seed. Entries carry a content hash and are
-verified on load; one that fails (edited, swapped, truncated) is retrained and
-overwritten, and an unusable cache folder is skipped, each with a warning in
-:attr:`Ensemble.warnings`. Concurrent runs on one cache (pytest-xdist)
-serialise training of the same ensemble with an ``fcntl`` lock, so the second
-run waits and then finds every model cached; without ``fcntl`` concurrent
-writers produce identical files and ``os.replace`` keeps one.
+Device: the models train where ``device`` says (:mod:`privgate.device`); the
+random draws that decide a model (batch order, dropout masks, DP-SGD batches
+and noise) come from CPU generators, so a model does not depend on the device
+beyond float rounding. States come back, and are cached, on the CPU.
+
+Cache (:mod:`privgate.training.cache`): every model is stored under ``cache_dir``, keyed by a
+SHA-256 of the recipe, the training data, the model's mask, its seed and its training stream
+(:func:`training_stream`: empty when both paths give the same model up to rounding). Entries are
+verified on load; one that fails is retrained, an unusable folder skipped, each with a warning in
+:attr:`Ensemble.warnings`. Concurrent runs on one cache serialise training with an ``fcntl`` lock.
 
 Threads: training runs with the caller's ``threads`` torch threads (1 by
 default) and restores the caller's setting after;
 see :mod:`privgate.training.threads` for why.
 
-The MLP kernel runs the products at close to the machine's matrix-multiply
-speed; what is left is the optimiser's pass over the K models' parameters,
-bound by memory (``benchmarks/ensemble_speed.py`` measures both kernels against
-the sequential loop).
+``benchmarks/ensemble_speed.py`` (MLPs) and ``benchmarks/cnn_engine.py`` (a CNN
+with BatchNorm) measure the kernels against the sequential loop.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -72,13 +72,14 @@ from torch import nn
 
 from privgate.errors import RecipeError
 from privgate.recipe import Recipe
-from privgate.training import mlp
+from privgate.training import grouped, mlp
 from privgate.training.cache import ModelCache
 from privgate.training.dp_step import dp_step
 from privgate.training.fingerprint import data_fingerprint, model_key, recipe_fingerprint
-from privgate.training.kernels import Kernel, NotVectorisable, gradient_kernel, mlp_kernel_mismatch
+from privgate.training.kernels import NotVectorisable, mlp_kernel_mismatch
 from privgate.training.optimisers import optimise
-from privgate.training.plan import epoch_schedule
+from privgate.training.plan import dropout_seed, epoch_schedule
+from privgate.training.stacked import NotStackable, StackedModel, random_forward, unstack
 from privgate.training.threads import resolve_threads, torch_threads
 
 
@@ -88,7 +89,7 @@ class Ensemble:
 
     Attributes:
         recipe: the recipe they were trained with.
-        states: one ``state_dict`` per model.
+        states: one ``state_dict`` per model (CPU tensors).
         masks: ``[K, n]`` booleans, row k = the training rows of model k.
         seeds: the seed of each model.
         trained: how many models this call trained (0 when all came from the cache).
@@ -98,8 +99,11 @@ class Ensemble:
         kernel: how the trained models were trained: ``"mlp"`` (the closed-form
             kernel of :mod:`privgate.training.mlp`), ``"mlp-dp"`` (the same kernel
             running DP-SGD for a recipe with :attr:`~privgate.recipe.Recipe.dp_sgd`),
-            ``"vmap"`` (``torch.func``),
+            ``"grouped"`` (a stack of convolutions, normalisations and linear layers run
+            as one K-times-wider network, :mod:`privgate.training.grouped`),
+            ``"vmap"`` (``torch.func``, :mod:`privgate.training.stacked`),
             ``"loop"`` (``recipe.train`` per model) or ``""`` (nothing trained).
+        device: where they were trained and where :meth:`logits` runs (``"cpu"``, ``"cuda"``).
         seconds: wall time of the call.
         notes: sentences for the report (fallbacks).
         warnings: cache problems for the report: entries that failed their
@@ -118,113 +122,154 @@ class Ensemble:
     kernel: str = ""
     threads: int = 0
     warnings: list[str] = field(default_factory=list)
+    device: str = "cpu"
 
     def __len__(self) -> int:
         return len(self.states)
 
     def logits(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
-        """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad)."""
-        net = self.recipe.build()
+        """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad, on :attr:`device`)."""
+        net = self.recipe.build().to(self.device)
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         out = []
         with torch.no_grad():
             for state in self.states:
                 net.load_state_dict(state)
                 net.eval()
-                parts = [net(xt[i : i + batch]) for i in range(0, len(xt), batch)]
+                parts = [net(xt[i : i + batch].to(self.device)).cpu() for i in range(0, len(xt), batch)]
                 out.append(torch.cat(parts).double().numpy())
         return np.stack(out)
-
-
-# --------------------------------------------------------------------------- plans
 
 
 # --------------------------------------------------------------------------- training
 
 
-def _check_vectorisable(recipe: Recipe, net: nn.Module) -> None:
+def _check_vectorisable(recipe: Recipe) -> None:
     if not recipe.vectorisable and recipe.dp_sgd is None:
         raise NotVectorisable(f"recipe '{recipe.name}' ({type(recipe).__name__}) trains with its own loop")
     if recipe.optimizer not in ("adam", "sgd"):
         raise RecipeError(f"recipe '{recipe.name}': unknown optimizer '{recipe.optimizer}' (use 'adam' or 'sgd').")
-    buffers = [n for n, _ in net.named_buffers()]
-    if buffers:
-        raise NotVectorisable(
-            f"the model has buffers ({', '.join(buffers[:3])}{'…' if len(buffers) > 3 else ''}), e.g. BatchNorm "
-            "running statistics, which a vectorised step cannot update per model"
-        )
 
 
-KERNELS = ("auto", "mlp", "vmap")
+KERNELS = ("auto", "mlp", "grouped", "vmap")
 
 
 def _train_vectorised(
-    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int], kernel: str = "auto"
+    recipe: Recipe,
+    x: np.ndarray,
+    y: np.ndarray,
+    masks: np.ndarray,
+    seeds: Sequence[int],
+    kernel: str = "auto",
+    device: str = "cpu",
 ) -> tuple[list[dict[str, torch.Tensor]], str, list[str]]:
     """Train ``len(seeds)`` models at once (see the module docstring): ``(states, kernel used, notes)``.
 
     ``kernel``: ``"mlp"`` — the closed-form kernel of :mod:`privgate.training.mlp`
-    (plain Linear/activation stacks only); ``"vmap"`` — ``torch.func`` on any
-    model without buffers; ``"auto"`` — the MLP kernel when the model qualifies
-    and reproduces the model's own forward pass, else vmap.
+    (plain Linear/activation stacks only); ``"grouped"`` — the grouped kernel of
+    :mod:`privgate.training.grouped` (``nn.Sequential`` stacks of convolutions,
+    normalisations, pooling, dropout and linear layers); ``"vmap"`` — the general
+    kernel of :mod:`privgate.training.stacked` (any model ``vmap`` can map);
+    ``"auto"`` — the first of these three that qualifies for the model and
+    reproduces its own forward pass.
     """
     from torch.func import stack_module_state
 
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
+    _check_vectorisable(recipe)
     nets = [recipe.build(seed=s) for s in seeds]
-    _check_vectorisable(recipe, nets[0])
     k = len(nets)
-    params, _ = stack_module_state(nets)
-    names = list(params)
-    p = [params[n].detach().clone() for n in names]
-    xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
-    yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
+    dev = torch.device(device)
+    xt = torch.as_tensor(np.asarray(x), dtype=torch.float32).to(dev)
+    yt = torch.as_tensor(np.asarray(y), dtype=torch.long).to(dev)
     notes: list[str] = []
-
     rows = [torch.as_tensor(np.flatnonzero(m), dtype=torch.long) for m in masks]
     gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
-    dp = recipe.dp_sgd
-    if dp is not None:  # DP-SGD: the MLP kernel only
-        mlp_plan, why = mlp.plan(nets[0])
-        if mlp_plan is None or kernel == "vmap":
-            raise NotVectorisable(f"DP-SGD is vectorised for MLPs only ({why or 'the vmap kernel was asked for'})")
-        engine = mlp.StackedMLP(mlp_plan, names, k, 1, xt, yt)
-        why = mlp_kernel_mismatch(engine, nets[0], engine.pack(p), xt)
-        if why:
-            raise NotVectorisable(f"the MLP kernel cannot train this model: {why}")
-        del nets
-        p = engine.pack(p)
-        grad_fn, schedule = dp_step(engine, dp, rows, gens, seeds, p)
-        optimise(recipe, p, grad_fn, schedule)
-        p = engine.unpack(p)
-        return [{n: p[j][i].clone() for j, n in enumerate(names)} for i in range(k)], "mlp-dp", notes
 
     def schedule() -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
         return epoch_schedule(gens, rows, int(recipe.batch_size))
 
-    kern = gradient_kernel(nets[0], nets[-1], p, names, xt, yt, int(recipe.batch_size), kernel)
-    p, grad_fn, used, unpack = kern.params, kern.grads, kern.name, kern.unpack
+    if recipe.dp_sgd is not None and kernel == "vmap":
+        raise NotVectorisable("DP-SGD is vectorised for MLPs only (the vmap kernel was asked for)")
+    mlp_plan, why = mlp.plan(nets[0]) if kernel in ("auto", "mlp") else (None, "")
+    if mlp_plan is not None:
+        params, _ = stack_module_state(nets)
+        names = list(params)
+        p = [params[n].detach().to(dev) for n in names]
+        batch = 1 if recipe.dp_sgd is not None else int(recipe.batch_size)
+        engine = mlp.StackedMLP(mlp_plan, names, k, batch, xt, yt)
+        why = mlp_kernel_mismatch(engine, nets[0], engine.pack(p), xt)
+        if not why:
+            p = engine.pack(p)
+            if recipe.dp_sgd is not None:  # DP-SGD: Poisson batches, clipping and noise per model
+                grad_fn, dp_schedule = dp_step(engine, recipe.dp_sgd, rows, gens, seeds, p)
+                optimise(recipe, p, grad_fn, dp_schedule)
+                used = "mlp-dp"
+            else:
+                optimise(recipe, p, engine.grads, schedule)
+                used = "mlp"
+            return unstack(nets[0], dict(zip(names, engine.unpack(p))), k), used, notes
+    if recipe.dp_sgd is not None:
+        raise NotVectorisable(f"DP-SGD is vectorised for MLPs only ({why})")
+    if kernel == "mlp":
+        raise NotVectorisable(f"the MLP kernel cannot train this model: {why}")
+    forward = None
+    if kernel in ("auto", "grouped"):
+        layout, why = grouped.plan(nets[0], tuple(x.shape[1:]))
+        if layout is not None:
+            why = grouped.mismatch(layout, nets[0], torch.as_tensor(x[: min(8, len(x))]))
+            forward = None if why else grouped.GroupedForward(layout)
+        if forward is None and kernel == "grouped":
+            raise NotVectorisable(f"the grouped kernel cannot train this model: {why}")
+    try:
+        model = StackedModel(nets, xt, yt, [dropout_seed(s) for s in seeds], grouped=forward)
+    except NotStackable as exc:
+        raise NotVectorisable(str(exc)) from None
     del nets
-    optimise(recipe, p, grad_fn, schedule)
-    p = unpack(p)
-    return [{n: p[j][i].clone() for j, n in enumerate(names)} for i in range(k)], used, notes
+    try:
+        optimise(recipe, model.params, model.grads, schedule)
+    except NotStackable as exc:
+        raise NotVectorisable(str(exc)) from None
+    return model.states([t.detach() for t in model.params]), "grouped" if forward else "vmap", notes
+
+
+def _takes_device(recipe: Recipe) -> bool:
+    """Whether ``recipe.train`` accepts ``device=`` (a subclass written for an older privgate may not)."""
+    try:
+        params = inspect.signature(recipe.train).parameters
+    except (TypeError, ValueError):
+        return False
+    return "device" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def train_one(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: int, device: str = "cpu") -> nn.Module:
+    """``recipe.train(x, y, seed=seed)`` on ``device`` when the recipe's ``train`` takes one (else on the CPU)."""
+    extra = {"device": device} if device != "cpu" and _takes_device(recipe) else {}
+    return recipe.train(x, y, seed=int(seed), **extra)
 
 
 def _train_sequential(
-    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int]
-) -> list[dict[str, torch.Tensor]]:
+    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int], device: str = "cpu"
+) -> tuple[list[dict[str, torch.Tensor]], list[str]]:
     """One ``recipe.train`` call per model: the reference the vectorised engine replicates."""
     out = []
+    notes: list[str] = []
+    extra: dict[str, Any] = {}
+    if device != "cpu":
+        if _takes_device(recipe):
+            extra["device"] = device
+        else:
+            notes.append(f"{type(recipe).__name__}.train takes no device argument; its models were trained on the CPU")
     for mask, s in zip(masks, seeds):
         try:
-            net = recipe.train(x[mask], y[mask], seed=int(s))
+            net = recipe.train(x[mask], y[mask], seed=int(s), **extra)
         except RecipeError:
             raise
         except Exception as exc:
             raise RecipeError(f"recipe '{recipe.name}': training failed ({exc.__class__.__name__}: {exc}).") from None
-        out.append({n: t.detach().clone() for n, t in net.state_dict().items()})
-    return out
+        out.append({n: t.detach().cpu().clone() for n, t in net.state_dict().items()})
+    return out, notes
 
 
 class Trained(NamedTuple):
@@ -233,7 +278,7 @@ class Trained(NamedTuple):
     states: list[dict[str, torch.Tensor]]
     mode: str  # "vectorised" or "sequential"
     notes: list[str]
-    kernel: str  # "mlp", "mlp-dp", "vmap" (vectorised) or "loop" (sequential)
+    kernel: str  # "mlp", "mlp-dp", "grouped", "vmap" (vectorised) or "loop" (sequential)
 
 
 def train_models(
@@ -246,6 +291,7 @@ def train_models(
     threads: int | None = None,
     kernel: str = "auto",
     strict: bool = False,
+    device: str = "cpu",
 ) -> Trained:
     """Train one model per mask, no cache: ``(states, mode, notes, kernel)``.
 
@@ -253,10 +299,12 @@ def train_models(
     ``kernel`` picks the vectorised kernel (``"auto"``, ``"mlp"``, ``"vmap"``;
     see :func:`_train_vectorised`); ``strict`` makes a model the vectorised
     engine cannot train a :class:`RecipeError` instead of a fallback to the
-    sequential loop; ``threads`` defaults to one (:mod:`privgate.training.threads`).
+    sequential loop; ``threads`` defaults to one (:mod:`privgate.training.threads`);
+    ``device`` is where the models train (``"cpu"`` or ``"cuda"``, resolved:
+    :func:`privgate.device.resolve_device`); the states come back on the CPU.
     """
     with torch_threads(resolve_threads(threads)):
-        return _train_models(recipe, x, y, masks, seeds, vectorise, kernel, strict)
+        return _train_models(recipe, x, y, masks, seeds, vectorise, kernel, strict, device)
 
 
 def _train_models(
@@ -268,11 +316,12 @@ def _train_models(
     vectorise: bool,
     kernel: str = "auto",
     strict: bool = False,
+    device: str = "cpu",
 ) -> Trained:
     notes: list[str] = []
     if vectorise:
         try:
-            states, used, notes = _train_vectorised(recipe, x, y, masks, seeds, kernel)
+            states, used, notes = _train_vectorised(recipe, x, y, masks, seeds, kernel, device)
             return Trained(states, "vectorised", notes, used)
         except NotVectorisable as exc:
             why = str(exc)
@@ -289,7 +338,8 @@ def _train_models(
                 f"'auto' or 'sequential')."
             )
         notes.append(f"trained {len(seeds)} reference model(s) one after another with recipe.train: {why}")
-    return Trained(_train_sequential(recipe, x, y, masks, seeds), "sequential", notes, "loop")
+    states, more = _train_sequential(recipe, x, y, masks, seeds, device)
+    return Trained(states, "sequential", notes + more, "loop")
 
 
 def train_ensemble(
@@ -303,6 +353,7 @@ def train_ensemble(
     vectorise: bool = True,
     threads: int | None = None,
     engine: str = "auto",
+    device: str = "cpu",
 ) -> Ensemble:
     """Train (or load from the cache) model k on ``x[masks[k]]`` with seed ``seeds[k]``.
 
@@ -319,6 +370,8 @@ def train_ensemble(
             another), ``vectorised`` (a model the engine cannot stack is a
             RecipeError) or ``sequential`` (``recipe.train`` per model), as
             :attr:`privgate.options.RunOptions.engine`.
+        device: where to train and score (``"cpu"`` or ``"cuda"``, resolved by
+            :func:`privgate.device.resolve_device`); states are kept on the CPU.
 
     Returns:
         An :class:`Ensemble` with the states in mask order and what it cost.
@@ -349,9 +402,16 @@ def train_ensemble(
     states: list[dict[str, torch.Tensor] | None] = [None] * k
     cache = ModelCache(cache_dir) if cache_dir is not None else None
     keys: list[str] = []
+    vectorise = vectorise and engine != "sequential"
     if cache is not None:
         rfp, dfp = recipe_fingerprint(recipe), data_fingerprint(x, y)
-        keys = [model_key(rfp, dfp, m, s) for m, s in zip(masks, seeds)]
+        planned = "vectorised" if vectorise and _stacks_dp(recipe, probe) else "sequential"
+        stream = training_stream(recipe, probe, x, planned, device)
+
+        def keys_of(stream: str) -> list[str]:
+            return [model_key(rfp, dfp, m, s, stream) for m, s in zip(masks, seeds)]
+
+        keys = keys_of(stream)
         states = [cache.load(key, like) for key in keys]
     notes: list[str] = []
     mode, kernel = "cache", ""
@@ -369,11 +429,14 @@ def train_ensemble(
                     y,
                     masks[todo],
                     [seeds[i] for i in todo],
-                    vectorise and engine != "sequential",
+                    vectorise,
                     threads,
                     strict=engine == "vectorised",
+                    device=device,
                 )
                 trained = len(todo)
+                if cache is not None and mode != planned:  # a DP recipe the MLP kernel declined: stored as trained
+                    keys = keys_of(training_stream(recipe, probe, x, mode, device))
                 for i, st in zip(todo, new):
                     states[i] = st
                     if cache is not None:
@@ -391,7 +454,37 @@ def train_ensemble(
         seconds=time.perf_counter() - start,
         notes=notes,
         warnings=list(cache.warnings) if cache is not None else [],
+        device=device,
     )
+
+
+def _stacks_dp(recipe: Recipe, net: nn.Module) -> bool:
+    """For a DP-SGD recipe, whether the MLP kernel will train it (True for any other recipe: it does not matter)."""
+    return recipe.dp_sgd is None or mlp.plan(net)[0] is not None
+
+
+def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, device: str) -> str:
+    """What decides a trained model beyond its recipe, data, mask and seed: part of its cache key.
+
+    Empty when the vectorised engine and ``recipe.train`` give the same model
+    up to float rounding on any device — plain recipes, dropout included
+    (:mod:`privgate.training.dropout` draws the same masks both ways) — so a
+    model trained one way is loaded for the other. Otherwise the random draws
+    differ, and entries are kept apart:
+
+    * a DP-SGD recipe (:attr:`~privgate.recipe.Recipe.dp_sgd`): the MLP kernel
+      draws Poisson batches and noise from per-model CPU generators
+      (``dp:engine``), Opacus from its own, the noise on the training device
+      (``dp:recipe.train:<device>``);
+    * a model whose forward pass draws other random numbers (trained by
+      ``recipe.train`` only, from torch's generator on the training device):
+      ``rng:<device>``.
+    """
+    if recipe.dp_sgd is not None:
+        return "dp:engine" if mode == "vectorised" else f"dp:recipe.train:{device}"
+    if random_forward(net, torch.as_tensor(x[: min(4, len(x))])):
+        return f"rng:{device}"
+    return ""
 
 
 @contextmanager
@@ -399,4 +492,4 @@ def _nolock() -> Iterator[None]:
     yield
 
 
-__all__ = ["KERNELS", "Ensemble", "Kernel", "Trained", "gradient_kernel", "train_ensemble", "train_models"]
+__all__ = ["KERNELS", "Ensemble", "Trained", "train_ensemble", "train_models", "train_one", "training_stream"]

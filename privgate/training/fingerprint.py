@@ -20,8 +20,9 @@ from privgate.recipe import Recipe
 
 #: Bumped when a change to the engine or the cache format changes what a cached model would be
 #: (4: entries carry their key and a content hash, older entries are never read; one-logit and
-#: probability outputs train on their own likelihood, privgate.inputs.outputs).
-ENGINE_VERSION = 4
+#: probability outputs train on their own likelihood, privgate.inputs.outputs; 5: dropout masks drawn per
+#: model from its own generator, BatchNorm trained vectorised, the training stream in the key).
+ENGINE_VERSION = 5
 
 _ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -74,10 +75,14 @@ def data_fingerprint(x: np.ndarray, y: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def model_key(recipe_fp: str, data_fp: str, mask: np.ndarray, seed: int) -> str:
-    """The cache key of one model: recipe, data, its membership mask and its seed."""
+def model_key(recipe_fp: str, data_fp: str, mask: np.ndarray, seed: int, stream: str = "") -> str:
+    """The cache key of one model: recipe, data, its membership mask, its seed and its training stream.
+
+    ``stream`` names what else decides the model beyond float rounding (empty
+    when nothing does: :func:`privgate.training.engine.training_stream`).
+    """
     h = hashlib.sha256()
-    h.update(f"{recipe_fp}|{data_fp}|{int(seed)}|{len(mask)}|".encode())
+    h.update(f"{recipe_fp}|{data_fp}|{int(seed)}|{len(mask)}|{stream}|".encode())
     h.update(np.packbits(np.asarray(mask, dtype=bool)).tobytes())
     return h.hexdigest()
 

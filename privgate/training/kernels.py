@@ -110,9 +110,9 @@ def mlp_kernel_mismatch(engine: Any, net: nn.Module, p: list[torch.Tensor], xt: 
     idx[:, :rows] = torch.arange(rows)
     try:
         with torch.no_grad():
-            mine = engine.logits(p, idx)[0, :rows].clone()
+            mine = engine.logits(p, idx)[0, :rows].cpu()
             net.train()
-            theirs = net(xt[:rows])
+            theirs = net(xt[:rows].cpu())
     except Exception as exc:  # noqa: BLE001 - any failure means: use the general kernel
         return f"its forward pass failed ({exc.__class__.__name__})"
     if theirs.shape != mine.shape or not torch.allclose(mine, theirs, rtol=1e-4, atol=1e-5):

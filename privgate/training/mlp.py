@@ -140,8 +140,8 @@ class StackedMLP:
             :meth:`grads` receives and returns.
         k: number of models.
         batch: mini-batch size (rows per model per step).
-        x: all training rows, float32 ``[n, ...]``.
-        y: their labels, int64 ``[n]``.
+        x: all training rows, float32 ``[n, ...]``, on the device the kernel runs on.
+        y: their labels, int64 ``[n]``, on the same device.
     """
 
     def __init__(self, plan: Plan, names: list[str], k: int, batch: int, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -154,11 +154,12 @@ class StackedMLP:
         self.w_at = [pos[layer.weight] for layer in plan.layers]
         self.b_at = [pos[layer.bias] if layer.bias else None for layer in plan.layers]
         self.k, self.batch = k, batch
-        self.h0 = torch.empty(k, batch, plan.in_features)
+        self.device = x.device
+        self.h0 = torch.empty(k, batch, plan.in_features, device=self.device)
         self.out: list[torch.Tensor] = []  # output of layer j (after its activation)
         self.delta: list[torch.Tensor] = []  # dLoss/d(pre-activation) of layer j
         self.grad_buf: list[torch.Tensor | None] = [None] * len(names)
-        self.red = torch.empty(k, batch, 1)
+        self.red = torch.empty(k, batch, 1, device=self.device)
         self._shapes_known = False
 
     def pack(self, p: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -181,8 +182,8 @@ class StackedMLP:
     def _allocate(self, p: list[torch.Tensor]) -> None:
         for wi, bi in zip(self.w_at, self.b_at):
             width = p[wi].shape[2]
-            self.out.append(torch.empty(self.k, self.batch, width))
-            self.delta.append(torch.empty(self.k, self.batch, width))
+            self.out.append(torch.empty(self.k, self.batch, width, device=self.device))
+            self.delta.append(torch.empty(self.k, self.batch, width, device=self.device))
             self.grad_buf[wi] = torch.empty_like(p[wi])
             if bi is not None:
                 self.grad_buf[bi] = torch.empty_like(p[bi])
@@ -193,6 +194,7 @@ class StackedMLP:
 
         Returns the last layer's buffer (valid until the next call).
         """
+        idx = idx.to(self.device, non_blocking=True)
         if not self._shapes_known:
             self._allocate(p)
         torch.index_select(self.x, 0, idx.reshape(-1), out=self.h0.view(-1, self.plan.in_features))
@@ -218,11 +220,11 @@ class StackedMLP:
         """Use mini-batches of ``batch`` rows from now on (buffers are reallocated when it changes)."""
         if batch != self.batch:
             self.batch = batch
-            self.h0 = torch.empty(self.k, batch, self.plan.in_features)
-            self.red = torch.empty(self.k, batch, 1)
+            self.h0 = torch.empty(self.k, batch, self.plan.in_features, device=self.device)
+            self.red = torch.empty(self.k, batch, 1, device=self.device)
             for j, t in enumerate(self.out):
-                self.out[j] = torch.empty(self.k, batch, t.shape[2])
-                self.delta[j] = torch.empty(self.k, batch, t.shape[2])
+                self.out[j] = torch.empty(self.k, batch, t.shape[2], device=self.device)
+                self.delta[j] = torch.empty(self.k, batch, t.shape[2], device=self.device)
 
     def clipped_grads(
         self, p: list[torch.Tensor], idx: torch.Tensor, w: torch.Tensor, clip: float, scale: torch.Tensor
@@ -241,8 +243,9 @@ class StackedMLP:
         Opacus (``clip / (norm + 1e-6)``, at most 1).
         """
         last = len(self.plan.layers) - 1
+        w, scale = w.to(self.device, non_blocking=True), scale.to(self.device, non_blocking=True)
         d = self._output_delta(p, idx, w)
-        sq = torch.zeros(self.k, self.batch)
+        sq = torch.zeros(self.k, self.batch, device=self.device)
         for j in range(last, -1, -1):
             a2 = self._input_of(j).square().sum(-1)
             if self.b_at[j] is not None:
@@ -262,6 +265,7 @@ class StackedMLP:
         ``[0, z]`` is BCE-with-logits, whose gradient is ``δ = (σ(z) − y) · w``.
         """
         z = self.logits(p, idx)
+        idx, w = idx.to(self.device, non_blocking=True), w.to(self.device, non_blocking=True)
         d, red = self.delta[len(self.plan.layers) - 1], self.red
         wk = w.unsqueeze(-1)
         if z.shape[-1] == 1:

@@ -38,7 +38,7 @@ def adam_update(
     same = bool((steps == steps[0]).all())
     if same and hasattr(torch, "_fused_adam_"):
         # one pass over memory; the same arithmetic as torch.optim.Adam(fused=True)
-        t = [torch.tensor(float(steps[0]))] * len(p)
+        t = [torch.tensor(float(steps[0]), device=p[0].device)] * len(p)
         torch._fused_adam_(
             p, g, m1, m2, [], t, lr=lr, beta1=b1, beta2=b2, weight_decay=0.0, eps=eps, amsgrad=False, maximize=False
         )
@@ -55,8 +55,8 @@ def adam_update(
         torch._foreach_addcdiv_(p, m1, tmp, value=-lr / (1 - b1**t))
         return
     tt = torch.as_tensor(steps, dtype=torch.float64).clamp(min=1.0)
-    bc2 = (1 - b2**tt).sqrt().float()
-    size = (-lr / (1 - b1**tt)).float()
+    bc2 = (1 - b2**tt).sqrt().float().to(p[0].device)
+    size = (-lr / (1 - b1**tt)).float().to(p[0].device)
     for pi, mi, o in zip(p, m1, tmp):
         shape = (len(tt),) + (1,) * (pi.dim() - 1)
         o.div_(bc2.view(shape)).add_(eps)
@@ -68,8 +68,9 @@ def optimise(recipe: Recipe, p: list[torch.Tensor], grad_fn: Any, schedule: Any)
     """``recipe.epochs`` epochs of the recipe's optimiser on the stacked parameters ``p``, in place.
 
     ``schedule()`` gives one epoch of row indices ``[S, K, B]``, row weights
-    ``[S, K, B]`` and which models step ``[S, K]``; ``grad_fn(p, idx [K, B],
-    weights [K, B])`` returns one gradient per tensor of ``p``. Models without
+    ``[S, K, B]`` (CPU tensors: each kernel moves what it needs to its device)
+    and which models step ``[S, K]``; ``grad_fn(p, idx [K, B], weights [K, B])``
+    returns one gradient per tensor of ``p``, on ``p``'s device. Models without
     a batch at a step (smaller subsets) stay exactly as they were, optimiser
     state included.
     """
@@ -86,11 +87,12 @@ def optimise(recipe: Recipe, p: list[torch.Tensor], grad_fn: Any, schedule: Any)
         idx, wts, active = schedule()
         for s in range(idx.shape[0]):
             act = active[s]
-            g = grad_fn(p, idx[s], wts[s])
+            # the fused and foreach kernels assume a gradient laid out like its parameter (vmap's may be transposed)
+            g = [gi if gi.stride() == pi.stride() else gi.contiguous() for gi, pi in zip(grad_fn(p, idx[s], wts[s]), p)]
             with torch.no_grad():
                 saved = None
                 if not act.all():
-                    idle = torch.as_tensor(np.flatnonzero(~act))
+                    idle = torch.as_tensor(np.flatnonzero(~act), device=p[0].device)
                     saved = [[t[idle].clone() for t in group] for group in (p, m1, m2)]
                 steps += act
                 if wd:

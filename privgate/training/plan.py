@@ -21,6 +21,15 @@ def model_seeds(seed: int, k: int) -> list[int]:
     return [int(np.random.SeedSequence([int(seed), 0x5EED, i]).generate_state(1)[0]) for i in range(k)]
 
 
+def dropout_seed(seed: int) -> int:
+    """The seed of a model's dropout generator (:mod:`privgate.training.dropout`), derived from its training seed.
+
+    Distinct from the batch-order generator's seed (``seed`` itself), so
+    masks and batch order are independent streams.
+    """
+    return int(np.random.SeedSequence([int(seed), 0xD809]).generate_state(1)[0])
+
+
 def paired_masks(n: int, k: int, seed: int) -> np.ndarray:
     """``[k, n]`` training masks: models 2p and 2p+1 train on complementary random halves.
 
@@ -103,4 +112,4 @@ def poisson_schedule(
     return idx, w, active
 
 
-__all__ = ["epoch_schedule", "model_seeds", "paired_masks", "poisson_schedule"]
+__all__ = ["dropout_seed", "epoch_schedule", "model_seeds", "paired_masks", "poisson_schedule"]

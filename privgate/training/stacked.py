@@ -1,0 +1,227 @@
+"""The general kernel: K models of any stackable architecture trained at once with ``torch.func``.
+
+Every model's parameters and buffers are stacked along a new leading axis
+(``torch.func.stack_module_state``); one forward pass of all K models is
+``vmap(functional_call(base, (params_k, buffers_k), x_k))`` over that axis,
+``base`` being a copy of the architecture on the ``meta`` device; the K
+models' losses are summed and one ordinary autograd backward pass gives every
+model's gradient (model k's loss depends on model k's parameters only, so
+∂(Σ_j L_j)/∂θ_k = ∂L_k/∂θ_k). This is faster than ``vmap(grad(...))``: the
+backward pass runs on the batched operations autograd recorded, without the
+functional transforms' dispatch.
+
+What it trains like :meth:`privgate.recipe.Recipe.train` does, up to float rounding:
+
+* any layer ``vmap`` has a batching rule for: linear, convolutions, pooling,
+  LayerNorm/GroupNorm, embeddings, attention, elementwise activations;
+* **BatchNorm** with running statistics: the buffers are stacked and mapped
+  like the parameters, so each model normalises by its own batch's statistics
+  and updates its own ``running_mean``/``running_var``/``num_batches_tracked``
+  in place (as ``nn.BatchNorm`` does in training mode). BatchNorm couples the
+  rows of a batch, so a short last batch cannot be padded: at each step the
+  models are grouped by their batch length (all of them, except at an epoch's
+  last steps) and each group runs on its real rows only;
+* **Dropout** (``nn.Dropout``, ``nn.Dropout1d/2d/3d``): the layers are replaced
+  by :class:`~privgate.training.dropout.StackedDropout` and every model's mask
+  is drawn from its own generator exactly as ``Recipe.train`` draws it
+  (:mod:`privgate.training.dropout`), so with dropout too the models equal the
+  sequential ones up to float rounding.
+
+Any other random draw in the forward pass (``F.dropout`` called in a custom
+``forward``, noise layers) would come from one generator shared by the K
+models; ``vmap(randomness="error")`` refuses it and the engine trains that
+recipe one model at a time (:class:`NotStackable`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from privgate.inputs import outputs
+from privgate.training.dropout import DropoutPlan
+from privgate.training.dropout import NotStackable as _DropoutNotStackable
+from privgate.training.grouped import GroupedForward
+
+
+class NotStackable(Exception):
+    """This kernel cannot train the model K at a time; the message says why."""
+
+
+def _aliases(net: nn.Module) -> dict[str, str]:
+    """Every parameter and buffer name of ``net`` (tied ones included) → the name ``stack_module_state`` keeps."""
+    out: dict[str, str] = {}
+    first: dict[int, str] = {}
+    for name, t in [*net.named_parameters(remove_duplicate=False), *net.named_buffers(remove_duplicate=False)]:
+        out[name] = first.setdefault(id(t), name)
+    return out
+
+
+def unstack(template: nn.Module, stacked: dict[str, torch.Tensor], k: int) -> list[dict[str, torch.Tensor]]:
+    """One ``state_dict`` per model (CPU tensors, ``template.state_dict()``'s keys) from stacked tensors."""
+    alias = _aliases(template)
+    keys = list(template.state_dict())
+    return [{key: stacked[alias[key]][i].detach().cpu().clone() for key in keys} for i in range(k)]
+
+
+def _functional_call_matches(base: nn.Module, other: nn.Module, rows: torch.Tensor) -> bool:
+    """Whether ``base`` run with ``other``'s parameters and buffers gives ``other``'s output (eval mode)."""
+    from torch.func import functional_call
+
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            state = {**dict(other.named_parameters()), **dict(other.named_buffers())}
+            mine = functional_call(base.eval(), state, (rows,))
+            theirs = other.eval()(rows)
+    except Exception:  # noqa: BLE001 - the training attempt reports the real error
+        return True
+    return bool(mine.shape == theirs.shape and torch.allclose(mine, theirs, rtol=1e-4, atol=1e-5))
+
+
+def batch_lengths(w: torch.Tensor) -> np.ndarray:
+    """Rows per model in one step of a schedule: the count of ``w[k] > 0`` (``w`` on the CPU)."""
+    return np.count_nonzero(w.numpy() > 0, axis=1)
+
+
+class StackedModel:
+    """K models of one architecture, stacked: their parameters (what the optimiser updates) and buffers.
+
+    Args:
+        nets: the K freshly built models (same architecture), on the CPU.
+        x: all training rows on the training device.
+        y: their labels on the same device.
+        dropout_seeds: one dropout seed per model (:func:`privgate.training.plan.dropout_seed`).
+        grouped: run the K models with this forward pass of the grouped kernel
+            (:mod:`privgate.training.grouped`) instead of ``vmap``.
+
+    Raises:
+        NotStackable: running the model with another model's parameters does
+            not reproduce that model (a ``forward`` patched on the instance), or
+            its dropout cannot be drawn per model.
+    """
+
+    def __init__(
+        self,
+        nets: Sequence[nn.Module],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        dropout_seeds: Sequence[int],
+        grouped: GroupedForward | None = None,
+    ):
+        from torch.func import stack_module_state, vmap
+
+        template = nets[0]
+        self.k = len(nets)
+        self.device = x.device
+        self.x, self.y = x, y
+        probe = x[: min(4, len(x))].cpu()
+        if self.k > 1 and not _functional_call_matches(copy.deepcopy(template), copy.deepcopy(nets[-1]), probe):
+            raise NotStackable(
+                "calling the model with another model's parameters (torch.func.functional_call) does not reproduce "
+                "that model's output, e.g. because its forward is patched on the instance"
+            )
+        base = copy.deepcopy(template)
+        try:
+            self.dropout = DropoutPlan(base, probe, dropout_seeds)
+        except _DropoutNotStackable as exc:
+            raise NotStackable(str(exc)) from None
+        # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.inputs.outputs)
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            self.kind = outputs.kind_of(copy.deepcopy(template).eval()(x[: min(64, len(x))].cpu())) or outputs.LOGITS
+        self.dropout.install(base)
+        self.base = base.to("meta").train()
+        params, buffers = stack_module_state(list(nets))
+        self.names = list(params)
+        self.params = [params[n].detach().to(self.device).requires_grad_(True) for n in self.names]
+        self.buffers = {n: b.detach().to(self.device) for n, b in buffers.items()}
+        self._template = template
+        self._vmapped = vmap(self._call, randomness="error")
+        self._grouped = grouped
+
+    def _call(
+        self, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], xb: torch.Tensor
+    ) -> torch.Tensor:
+        from torch.func import functional_call
+
+        out = functional_call(self.base, (params, buffers), (xb,))
+        return out[0] if isinstance(out, (tuple, list)) else out
+
+    def grads(self, p: list[torch.Tensor], idx: torch.Tensor, w: torch.Tensor) -> list[torch.Tensor]:
+        """Gradient of ``Σ_b w[k, b] · loss(model_k(x[idx[k, b]]), y[idx[k, b]])`` for every model k.
+
+        ``idx``/``w`` are one step of :func:`privgate.training.plan.epoch_schedule`
+        (CPU): model k's batch is its first ``L_k`` rows with ``w > 0`` (``L_k = 0``:
+        it sits the step out). Models are run in groups of equal ``L_k`` on those
+        rows only, and their buffers (BatchNorm statistics) are updated in place.
+        """
+        lengths = batch_lengths(w)
+        groups: dict[int, list[int]] = {}
+        for k, n in enumerate(lengths):
+            if n:
+                groups.setdefault(int(n), []).append(k)
+        loss = torch.zeros((), device=self.device)
+        written: list[tuple[list[int], dict[str, torch.Tensor]]] = []
+        for n, models in groups.items():
+            every = len(models) == self.k
+            params = dict(zip(self.names, p if every else [t[models] for t in p]))
+            buffers = self.buffers if every else {name: b[models] for name, b in self.buffers.items()}
+            rows = idx[models, :n].to(self.device, non_blocking=True)
+            masks = self.dropout.masks(models, n, self.device)
+            try:
+                if self._grouped is not None:
+                    out = self._grouped(params, buffers, masks, self.x[rows])
+                else:
+                    out = self._vmapped(params, {**buffers, **masks}, self.x[rows])
+            except RuntimeError as exc:
+                if "randomness" in str(exc):
+                    raise NotStackable(
+                        "the model draws random numbers in training outside nn.Dropout layers (e.g. F.dropout in its "
+                        "forward), which would be shared by the models trained at once"
+                    ) from None
+                raise
+            weights = w[models, :n].to(self.device, non_blocking=True).reshape(-1)
+            flat = out.reshape(len(models) * n, *out.shape[2:])
+            loss = loss + (outputs.nll(flat, self.y[rows].reshape(-1), self.kind, reduction="none") * weights).sum()
+            if not every:
+                written.append((models, buffers))
+        grads = torch.autograd.grad(loss, p, allow_unused=True)
+        with torch.no_grad():
+            for sel, buffers in written:
+                for name, b in buffers.items():
+                    self.buffers[name][sel] = b
+        return [torch.zeros_like(t) if g is None else g for t, g in zip(p, grads)]
+
+    def states(self, p: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+        """One CPU ``state_dict`` per model: trained parameters ``p`` and the updated buffers."""
+        return unstack(self._template, {**dict(zip(self.names, p)), **self.buffers}, self.k)
+
+
+def random_forward(net: nn.Module, rows: torch.Tensor) -> bool:
+    """Whether ``net``'s training-mode forward pass draws random numbers besides its dropout layers' masks.
+
+    Runs a copy twice on ``rows`` with the same dropout masks
+    (:func:`~privgate.training.dropout.seeded_dropout`) under two different
+    seeds of torch's generator; different outputs mean another random draw. A
+    forward pass that fails (e.g. BatchNorm on one row) counts as not random.
+    """
+    from privgate.training.dropout import seeded_dropout
+
+    outs = []
+    try:
+        for seed in (1, 2):
+            probe = copy.deepcopy(net).train()
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                with seeded_dropout(probe, torch.Generator().manual_seed(0)):
+                    out = probe(rows)
+            outs.append(out[0] if isinstance(out, (tuple, list)) else out)
+    except Exception:  # noqa: BLE001 - training reports the real error
+        return False
+    return not torch.equal(outs[0], outs[1])
+
+
+__all__ = ["NotStackable", "StackedModel", "batch_lengths", "random_forward", "unstack"]
