@@ -118,7 +118,7 @@ def server_update(theta: torch.Tensor, reports: torch.Tensor, epsilon: float, cl
     step = server_step_size(d, epsilon, clip, radius) * server_scale(d, epsilon, clip)
     theta = theta.to(reports.dtype)
     # ‖θ − s·ẑ‖² = ‖θ‖² − 2s⟨θ, ẑ⟩ + s²‖ẑ‖²: the projection's factor without another pass over [K, d]
-    sq = float(theta @ theta) - 2 * step * (reports @ theta) + step**2 * (reports * reports).sum(dim=1)
+    sq = float(theta @ theta) - 2 * step * (reports @ theta) + step**2 * torch.linalg.vecdot(reports, reports)
     factor = (radius / sq.clamp_min(0).sqrt().clamp_min(radius)).unsqueeze(1)
     new = torch.sub(theta.unsqueeze(0).expand_as(reports), reports, alpha=step)
     if bool((factor < 1).any()):
