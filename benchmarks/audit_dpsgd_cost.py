@@ -30,15 +30,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+import opacus.optimizers.optimizer as plain  # noqa: E402
+import opacus.optimizers.optimizer_fast_gradient_clipping as ghost  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-import opacus.optimizers.optimizer as plain  # noqa: E402
-import opacus.optimizers.optimizer_fast_gradient_clipping as ghost  # noqa: E402
 from privgate.audits.bundled import DPSGD_RECIPE, digits  # noqa: E402
 from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd  # noqa: E402
 from privgate.dp.train import DPSettings, train_dp  # noqa: E402
-from privgate.threads import limit_threads  # noqa: E402
+from privgate.training.threads import limit_threads  # noqa: E402
 
 warnings.simplefilter("ignore")
 
@@ -70,8 +70,15 @@ def opacus_dp(x: np.ndarray, y: np.ndarray, epsilon: float, delta: float, seed: 
     data = torch.utils.data.TensorDataset(torch.as_tensor(x), torch.as_tensor(y))
     loader = torch.utils.data.DataLoader(data, batch_size=128, generator=torch.Generator().manual_seed(seed))
     model, opt, loader = PrivacyEngine(accountant="rdp").make_private_with_epsilon(
-        module=model, optimizer=opt, data_loader=loader, target_epsilon=epsilon, target_delta=delta, epochs=10,
-        max_grad_norm=1.0, noise_generator=torch.Generator().manual_seed(seed + 1))
+        module=model,
+        optimizer=opt,
+        data_loader=loader,
+        target_epsilon=epsilon,
+        target_delta=delta,
+        epochs=10,
+        max_grad_norm=1.0,
+        noise_generator=torch.Generator().manual_seed(seed + 1),
+    )
     for _ in range(10):
         for xb, yb in loader:
             opt.zero_grad()
@@ -83,7 +90,9 @@ def opacus_dp(x: np.ndarray, y: np.ndarray, epsilon: float, delta: float, seed: 
 def scaled_noise(factor: float):  # noqa: ANN201 - a replacement for opacus' _generate_noise
     original = plain._generate_noise
 
-    def generate(std: float, reference: torch.Tensor, generator: object = None, secure_mode: bool = False) -> torch.Tensor:
+    def generate(
+        std: float, reference: torch.Tensor, generator: object = None, secure_mode: bool = False
+    ) -> torch.Tensor:
         return original(std * factor, reference, generator, secure_mode) if factor > 0 else torch.zeros_like(reference)
 
     return original, generate
@@ -103,22 +112,45 @@ def main() -> None:
     args = ap.parse_args()
     data = digits()
     recipe = DPSGD_RECIPE
-    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; threads {args.threads}; m = {args.canaries}")
+    print(
+        f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; threads {args.threads}; m = "
+        f"{args.canaries}"
+    )
     with limit_threads(args.threads):
         timed(recipe.train, data.x, data.y, 0)  # warm-up (first optimiser step, imports)
         _, plain_s = timed(recipe.train, data.x, data.y, 0)
     out: dict = {"white_box": [], "noise_bugs": [], "black_box": []}
-    print(f"\nwhite-box, {recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}; non-private run {plain_s:.2f} s")
-    print(f"  {'ε':>4} {'audit s':>8} {'DP-SGD s':>9} {'audit/DP-SGD':>13} {'audit/plain':>12} {'σ':>7} {'ε_lb':>7} {'most':>6} verdict")
+    print(
+        f"\nwhite-box, {recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}; non-private run "
+        f"{plain_s:.2f} s"
+    )
+    print(
+        f"  {'ε':>4} {'audit s':>8} {'DP-SGD s':>9} {'audit/DP-SGD':>13} {'audit/plain':>12} {'σ':>7} {'ε_lb':>7} "
+        f"{'most':>6} verdict"
+    )
     for eps in (1.0, 2.0, 4.0, 8.0):
-        settings = DPSettings(epochs=recipe.epochs, batch_size=recipe.batch_size, max_grad_norm=1.0, delta=1e-5, accountant="prv")
+        settings = DPSettings(
+            epochs=recipe.epochs, batch_size=recipe.batch_size, max_grad_norm=1.0, delta=1e-5, accountant="prv"
+        )
         with limit_threads(args.threads):
             (_, record), dp_s = timed(train_dp, recipe, data.x, data.y, 0, settings=settings, target_epsilon=eps)
         rep, audit_s = timed(audit_dpsgd, DpsgdSettings(epsilon=eps, canaries=args.canaries), threads=args.threads)
-        print(f"  {eps:>4g} {audit_s:>8.2f} {dp_s:>9.2f} {audit_s / dp_s:>12.2f}x {audit_s / plain_s:>11.1f}x {record.noise_multiplier:>7.3f} "
-              f"{rep.epsilon_lb:>7.3f} {rep.max_provable_epsilon:>6.2f} {rep.verdict}")
-        out["white_box"].append({"epsilon": eps, "audit_s": audit_s, "dp_sgd_s": dp_s, "plain_s": plain_s, "sigma": record.noise_multiplier,
-                                 "epsilon_lb": rep.epsilon_lb, "verdict": rep.verdict})
+        print(
+            f"  {eps:>4g} {audit_s:>8.2f} {dp_s:>9.2f} {audit_s / dp_s:>12.2f}x {audit_s / plain_s:>11.1f}x "
+            f"{record.noise_multiplier:>7.3f} "
+            f"{rep.epsilon_lb:>7.3f} {rep.max_provable_epsilon:>6.2f} {rep.verdict}"
+        )
+        out["white_box"].append(
+            {
+                "epsilon": eps,
+                "audit_s": audit_s,
+                "dp_sgd_s": dp_s,
+                "plain_s": plain_s,
+                "sigma": record.noise_multiplier,
+                "epsilon_lb": rep.epsilon_lb,
+                "verdict": rep.verdict,
+            }
+        )
     print("\nnoise bugs, claimed ε = 1 (Opacus' noise scaled by a factor):")
     for factor in (1.0, 0.5, 0.25, 0.1, 0.0):
         original, generate = scaled_noise(factor)
@@ -127,16 +159,36 @@ def main() -> None:
             rep = audit_dpsgd(DpsgdSettings(epsilon=1.0, canaries=args.canaries), threads=args.threads)
         finally:
             plain._generate_noise = ghost._generate_noise = original
-        print(f"  noise × {factor:<4g}: ε_lb = {rep.epsilon_lb:.3f} ({rep.correct}/{rep.guesses} right) → {rep.verdict} (exit {rep.exit_code})")
+        print(
+            f"  noise × {factor:<4g}: ε_lb = {rep.epsilon_lb:.3f} ({rep.correct}/{rep.guesses} right) → "
+            f"{rep.verdict} (exit {rep.exit_code})"
+        )
         out["noise_bugs"].append({"factor": factor, "epsilon_lb": rep.epsilon_lb, "verdict": rep.verdict})
     print("\nblack-box, claimed ε = 1 (mislabelled canaries, scored by loss):")
     for fn in (no_noise, opacus_dp):
         with limit_threads(args.threads):
             _, once_s = timed(fn, data.x, data.y, 1.0, 1e-5, 0)
-        rep, audit_s = timed(audit_dpsgd, DpsgdSettings(epsilon=1.0, canaries=args.canaries), train=fn, train_name=fn.__name__, threads=args.threads)
-        print(f"  {fn.__name__:10}: ε_lb = {rep.epsilon_lb:.3f} ({rep.correct}/{rep.guesses} right) → {rep.verdict} (exit {rep.exit_code}); "
-              f"audit {audit_s:.2f} s vs one training {once_s:.2f} s ({audit_s / once_s:.2f}x)")
-        out["black_box"].append({"trainer": fn.__name__, "epsilon_lb": rep.epsilon_lb, "verdict": rep.verdict, "audit_s": audit_s, "train_s": once_s})
+        rep, audit_s = timed(
+            audit_dpsgd,
+            DpsgdSettings(epsilon=1.0, canaries=args.canaries),
+            train=fn,
+            train_name=fn.__name__,
+            threads=args.threads,
+        )
+        print(
+            f"  {fn.__name__:10}: ε_lb = {rep.epsilon_lb:.3f} ({rep.correct}/{rep.guesses} right) → {rep.verdict} "
+            f"(exit {rep.exit_code}); "
+            f"audit {audit_s:.2f} s vs one training {once_s:.2f} s ({audit_s / once_s:.2f}x)"
+        )
+        out["black_box"].append(
+            {
+                "trainer": fn.__name__,
+                "epsilon_lb": rep.epsilon_lb,
+                "verdict": rep.verdict,
+                "audit_s": audit_s,
+                "train_s": once_s,
+            }
+        )
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))

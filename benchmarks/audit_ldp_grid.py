@@ -50,32 +50,69 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; threads {args.threads}; K = {args.trials:,}")
+    print(
+        f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; threads {args.threads}; K = "
+        f"{args.trials:,}"
+    )
     rows = []
     for eps in (0.5, 1.0, 2.0, 4.0):
         t0 = time.perf_counter()
         rep = audit_ldp(LdpSettings(epsilons=(eps,), trials=args.trials), threads=args.threads)
         wall = time.perf_counter() - t0
-        print(f"\nε = {eps:g}: {rep.verdict}; grid of {rep.cells} cells in {wall:.2f} s (trials {rep.game_seconds:.2f} s, "
-              f"{rep.trials_per_second:,.0f} cell trials/s); largest bound {rep.max_epsilon_lb:.3f} ({rep.max_epsilon_lb / eps:.0%} of ε), "
-              f"most provable {rep.max_provable_epsilon:.2f}")
+        print(
+            f"\nε = {eps:g}: {rep.verdict}; grid of {rep.cells} cells in {wall:.2f} s (trials {rep.game_seconds:.2f} "
+            "s, "
+            f"{rep.trials_per_second:,.0f} cell trials/s); largest bound {rep.max_epsilon_lb:.3f} "
+            f"({rep.max_epsilon_lb / eps:.0%} of ε), "
+            f"most provable {rep.max_provable_epsilon:.2f}"
+        )
         print(f"  {'adversary':24} {'black-box lb (ε_emp)':>22} {'white-box lb (ε_emp)':>22}")
         for adv in ADVERSARIES:
             cells = {r.distinguisher: r for r in rep.results if r.adversary == adv}
-            txt = [f"{c.epsilon_lb:.3f} ({'∞' if c.epsilon_empirical is None else f'{c.epsilon_empirical:.3f}'})" for c in (cells["black_box"], cells["white_box"])]
+            txt = [
+                f"{c.epsilon_lb:.3f} ({'∞' if c.epsilon_empirical is None else f'{c.epsilon_empirical:.3f}'})"
+                for c in (cells["black_box"], cells["white_box"])
+            ]
             print(f"  {adv:24} {txt[0]:>22} {txt[1]:>22}")
-        rows.append({"epsilon": eps, "wall_s": round(wall, 3), "game_s": rep.game_seconds, "trials_per_s": rep.trials_per_second,
-                     "verdict": rep.verdict, "max_epsilon_lb": rep.max_epsilon_lb,
-                     "cells": [{"adversary": r.adversary, "distinguisher": r.distinguisher, "epsilon_lb": r.epsilon_lb,
-                                "epsilon_empirical": r.epsilon_empirical} for r in rep.results]})
+        rows.append(
+            {
+                "epsilon": eps,
+                "wall_s": round(wall, 3),
+                "game_s": rep.game_seconds,
+                "trials_per_s": rep.trials_per_second,
+                "verdict": rep.verdict,
+                "max_epsilon_lb": rep.max_epsilon_lb,
+                "cells": [
+                    {
+                        "adversary": r.adversary,
+                        "distinguisher": r.distinguisher,
+                        "epsilon_lb": r.epsilon_lb,
+                        "epsilon_empirical": r.epsilon_empirical,
+                    }
+                    for r in rep.results
+                ],
+            }
+        )
     t0 = time.perf_counter()
-    bad = audit_ldp(LdpSettings(epsilons=(1.0,), trials=args.trials), mechanism=cheat, mechanism_name="e^{3ε} randomiser", threads=args.threads)
+    bad = audit_ldp(
+        LdpSettings(epsilons=(1.0,), trials=args.trials),
+        mechanism=cheat,
+        mechanism_name="e^{3ε} randomiser",
+        threads=args.threads,
+    )
     wall = time.perf_counter() - t0
-    print(f"\nrandomiser at 3ε claiming ε = 1: {bad.verdict} (exit {bad.exit_code}); largest bound {bad.max_epsilon_lb:.3f} "
-          f"by {bad.claims[0].strongest}; {wall:.2f} s")
+    print(
+        f"\nrandomiser at 3ε claiming ε = 1: {bad.verdict} (exit {bad.exit_code}); largest bound "
+        f"{bad.max_epsilon_lb:.3f} "
+        f"by {bad.claims[0].strongest}; {wall:.2f} s"
+    )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     if args.json:
-        args.json.write_text(json.dumps({"grid": rows, "cheat": {"verdict": bad.verdict, "max_epsilon_lb": bad.max_epsilon_lb}}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"grid": rows, "cheat": {"verdict": bad.verdict, "max_epsilon_lb": bad.max_epsilon_lb}}, indent=2
+            )
+        )
 
 
 if __name__ == "__main__":

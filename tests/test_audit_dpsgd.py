@@ -10,6 +10,7 @@ trainer that claims ε = 1 but adds no noise is caught (exit 1); Opacus at
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import textwrap
@@ -18,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from cases import run_cli
 from scipy import stats as st
 
-from cases import run_cli
 from privgate.audits import one_run_bound as B
 
 TRAINERS = textwrap.dedent(
@@ -70,6 +71,19 @@ TRAINERS = textwrap.dedent(
 )
 
 
+SMALL_RECIPE = textwrap.dedent(
+    """
+    from torch import nn
+    from privgate.recipe import Recipe
+
+    def model():
+        return nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 3))
+
+    RECIPE = Recipe(model_factory=model, epochs=3, batch_size=64, lr=1e-2, name="small-mlp")
+    """
+)
+
+
 def _json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -92,7 +106,10 @@ def _formula(m: int, r: int, v: int, eps: float, delta: float) -> float:
     return min(1.0, tail + 2 * m * delta * worst)
 
 
-@pytest.mark.parametrize("m,r,v,eps,delta", [(1000, 100, 90, 1.0, 1e-5), (1000, 1000, 700, 0.5, 1e-5), (200, 20, 20, 3.0, 1e-4), (100, 50, 40, 2.0, 0.0)])
+@pytest.mark.parametrize(
+    "m,r,v,eps,delta",
+    [(1000, 100, 90, 1.0, 1e-5), (1000, 1000, 700, 0.5, 1e-5), (200, 20, 20, 3.0, 1e-4), (100, 50, 40, 2.0, 0.0)],
+)
 def test_p_value_is_the_formula(m: int, r: int, v: int, eps: float, delta: float) -> None:
     assert B.p_value(m, r, v, eps, delta) == pytest.approx(_formula(m, r, v, eps, delta), rel=1e-9, abs=1e-15)
 
@@ -149,19 +166,40 @@ def test_a_trainer_without_noise_is_caught(project: Path) -> None:
     assert r.returncode == 1, r.stdout + r.stderr
     rep = _json(out)
     assert rep["kind"] == "dpsgd" and rep["mode"] == "black_box" and rep["verdict"] == "fail"
-    assert rep["claimed_epsilon"] == 1 and rep["delta"] == 1e-5 and rep["canaries"] == 1000 and rep["confidence"] == 0.95
+    assert (
+        rep["claimed_epsilon"] == 1 and rep["delta"] == 1e-5 and rep["canaries"] == 1000 and rep["confidence"] == 0.95
+    )
     assert rep["epsilon_lb"] > 1.5 and rep["correct"] / rep["guesses"] > 0.9
     assert len(rep["attempts"]) == 6 and rep["bound"]["bonferroni"] == 6
     assert rep["trainer"] == {"kind": "user", "train": "trainers:no_noise", "rows_trained": 797 + rep["included"]}
     assert "FAIL: claimed ε = 1" in r.stdout
 
 
+def _trainer(project: Path, name: str):  # noqa: ANN202 - the user's function
+    from privgate.audits.entry import load_trainer
+
+    return load_trainer(f"trainers:{name}", [project])
+
+
 def test_opacus_in_the_users_trainer_is_not_caught(project: Path) -> None:
-    out = project / "opacus.json"
-    r = run_cli("audit", "dpsgd", "--epsilon", "1", "--train", "trainers:opacus_dp", "--json", str(out), cwd=project)
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = _json(out)
-    assert rep["verdict"] == "pass" and rep["epsilon_lb"] <= 1 and rep["max_provable_epsilon"] > 1
+    """The same black-box audit against a trainer that really runs Opacus at ε = 1."""
+    from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd
+
+    rep = audit_dpsgd(DpsgdSettings(epsilon=1.0), train=_trainer(project, "opacus_dp"), train_name="trainers:opacus_dp")
+    assert rep.verdict == "pass" and rep.exit_code == 0
+    assert rep.epsilon_lb <= 1 < rep.max_provable_epsilon
+
+
+def test_too_few_canaries_is_inconclusive(project: Path) -> None:
+    """100 canaries can prove at most ε ≈ 3: a claim of 4 cannot be refuted, even for a trainer that memorises."""
+    from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd
+
+    rep = audit_dpsgd(
+        DpsgdSettings(epsilon=4.0, canaries=100), train=_trainer(project, "no_noise"), train_name="no_noise"
+    )
+    assert rep.verdict == "inconclusive" and rep.exit_code == 3
+    assert rep.epsilon_lb <= rep.max_provable_epsilon < 4 and rep.epsilon_lb > 1
+    assert "more canaries (--canaries) could test it" in rep.summary
 
 
 def test_privgate_dp_sgd_white_box_is_not_caught(tmp_path: Path) -> None:
@@ -173,34 +211,44 @@ def test_privgate_dp_sgd_white_box_is_not_caught(tmp_path: Path) -> None:
     dp = rep["trainer"]["dp_sgd"]
     assert rep["mode"] == "white_box" and rep["verdict"] == "pass" and rep["epsilon_lb"] <= 1
     assert dp["noise_multiplier"] > 1 and dp["epsilon"] <= 1 and rep["trainer"]["steps_observed"] == dp["steps"]
-    assert "<svg" in html.read_text(encoding="utf-8")
+    assert rep["trainer"]["recipe"] == "bundled digits MLP" and rep["canaries"] == 1000
+    assert "<svg" in html.read_text(encoding="utf-8") and "PASS: claimed ε = 1" in r.stdout
+
+
+def test_users_recipe_through_privgate_dp_sgd(tmp_path: Path) -> None:
+    """--recipe and --data: the user's model (259 parameters) trained by privgate's DP-SGD, 200 gradient canaries."""
+    (tmp_path / "small.py").write_text(SMALL_RECIPE)
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 400)
+    np.savez(tmp_path / "data.npz", x=(rng.normal(size=(400, 12)) + y[:, None]).astype(np.float32), y=y)
+    out = tmp_path / "recipe.json"
+    r = run_cli("audit", "dpsgd", "--epsilon", "2", "--recipe", "small:RECIPE", "--data", "data.npz",
+                "--canaries", "200", "--json", str(out), cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = _json(out)
+    assert rep["trainer"]["recipe"] == "small-mlp" and rep["data"]["rows"] == 400 and rep["canaries"] == 200
+    assert rep["trainer"]["dp_sgd"]["epsilon"] <= 2 and rep["epsilon_lb"] <= 2
 
 
 def test_privgate_dp_sgd_without_its_noise_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Switch Opacus' noise off (a bug in the noise step): the white-box canaries separate perfectly."""
+    """Switch Opacus' noise off (a bug in the noise step): the white-box canaries separate (almost) perfectly."""
     import opacus.optimizers.optimizer as plain
     import opacus.optimizers.optimizer_fast_gradient_clipping as ghost
 
+    from privgate.audits.bundled import DPSGD_RECIPE
     from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd
 
-    def no_noise(std: float, reference: torch.Tensor, generator: object = None, secure_mode: bool = False) -> torch.Tensor:
+    def no_noise(
+        std: float, reference: torch.Tensor, generator: object = None, secure_mode: bool = False
+    ) -> torch.Tensor:
         return torch.zeros_like(reference)
 
     monkeypatch.setattr(plain, "_generate_noise", no_noise)
     monkeypatch.setattr(ghost, "_generate_noise", no_noise)
-    rep = audit_dpsgd(DpsgdSettings(epsilon=1.0, canaries=500))
+    recipe = dataclasses.replace(DPSGD_RECIPE, epochs=5)
+    rep = audit_dpsgd(DpsgdSettings(epsilon=1.0, canaries=500), recipe=recipe)
     assert rep.verdict == "fail" and rep.exit_code == 1
     assert rep.epsilon_lb > 3 and any(a.correct == a.guesses for a in rep.attempts)
-
-
-def test_too_few_canaries_is_inconclusive(project: Path) -> None:
-    """100 canaries can prove at most ε ≈ 3: a claim of 4 cannot be refuted, even by a trainer that memorises."""
-    out = project / "few.json"
-    r = run_cli("audit", "dpsgd", "--epsilon", "4", "--canaries", "100", "--train", "trainers:no_noise", "--json", str(out), cwd=project)
-    assert r.returncode == 3, r.stdout + r.stderr
-    rep = _json(out)
-    assert rep["verdict"] == "inconclusive" and rep["max_provable_epsilon"] < 4 and rep["epsilon_lb"] <= rep["max_provable_epsilon"]
-    assert "more canaries" in r.stdout
 
 
 def test_bad_input_is_one_sentence_and_exit_2(project: Path) -> None:
@@ -208,8 +256,8 @@ def test_bad_input_is_one_sentence_and_exit_2(project: Path) -> None:
         (["--train", "os:getcwd"], "standard library"),
         (["--train", "trainers:not_a_model", "--canaries", "20"], "returned a str, expected a torch.nn.Module"),
         (["--train", "trainers:no_noise", "--recipe", "trainers:RECIPE"], "not both"),
-        (["--train", "trainers:no_noise", "--canaries", "1795"], "too few for 1795 canaries"),
         (["--delta", "2"], "--delta"),
+        (["--epsilon", "nan"], "positive finite number"),
         (["--train", "trainers:no_noise", "--json", "trainers.py"], "trainers.py"),
     ]
     for extra, phrase in cases:
@@ -217,3 +265,14 @@ def test_bad_input_is_one_sentence_and_exit_2(project: Path) -> None:
         assert r.returncode == 2, (extra, r.stdout + r.stderr)
         assert phrase in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr)
     assert (project / "trainers.py").read_text() == TRAINERS
+
+
+def test_more_canaries_than_rows_is_refused() -> None:
+    from privgate.audits.bundled import digits
+    from privgate.audits.dpsgd_blackbox import mislabelled_canaries
+    from privgate.errors import PrivgateError
+
+    with pytest.raises(PrivgateError, match="1797 rows are too few for 1795 canaries"):
+        mislabelled_canaries(digits(), 1795, 0)
+    rows, wrong, included, clean = mislabelled_canaries(digits(), 1000, 0)
+    assert len(clean) == 797 and not set(rows) & set(clean) and np.all(wrong != digits().y[rows])

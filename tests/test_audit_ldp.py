@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from cases import run_cli
 from scipy import stats as st
 
-from cases import run_cli
 from privgate.audits.ldp_estimate import epsilon_empirical, epsilon_lower_bound, max_provable_epsilon
 from privgate.audits.ldp_game import white_box_guess
 from privgate.audits.ldp_mechanism import keep_probability, ldp_sgd_randomise, server_update
@@ -52,8 +52,13 @@ def _json(path: Path) -> dict:
 
 
 def _cell(report: dict, adversary: str, distinguisher: str, eps: float | None = None) -> dict:
-    return next(r for r in report["results"] if r["adversary"] == adversary and r["distinguisher"] == distinguisher
-                and (eps is None or r["claimed_epsilon"] == eps))
+    return next(
+        r
+        for r in report["results"]
+        if r["adversary"] == adversary
+        and r["distinguisher"] == distinguisher
+        and (eps is None or r["claimed_epsilon"] == eps)
+    )
 
 
 # --------------------------------------------------------------------------- the mechanism
@@ -130,8 +135,19 @@ def test_max_provable_grows_with_trials_and_bounds_every_result() -> None:
 def test_worst_case_reaches_nine_tenths_of_epsilon_4(tmp_path: Path) -> None:
     """K = 10,000 (the default): dummy gradient or gradient flip, white-box, proves ≥ 0.9·4 and never more than 4."""
     out = tmp_path / "ldp.json"
-    r = run_cli("audit", "ldp", "--epsilon", "4", "--adversary", "dummy_gradient,gradient_flip", "--distinguisher", "white_box",
-                "--json", str(out), cwd=tmp_path)
+    r = run_cli(
+        "audit",
+        "ldp",
+        "--epsilon",
+        "4",
+        "--adversary",
+        "dummy_gradient,gradient_flip",
+        "--distinguisher",
+        "white_box",
+        "--json",
+        str(out),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     rep = _json(out)
     assert rep["schema_version"] == 1 and rep["kind"] == "ldp" and rep["verdict"] == "pass"
@@ -146,9 +162,22 @@ def test_worst_case_reaches_nine_tenths_of_epsilon_4(tmp_path: Path) -> None:
 
 
 def test_sweep_every_bound_below_its_epsilon(tmp_path: Path) -> None:
-    """The built-in mechanism at ε ∈ {0.5, 1, 2, 4}, all 6 × 2 cells: no lower bound above its ε; Figure 2 in the HTML."""
+    """The built-in mechanism at ε ∈ {0.5, 1, 2, 4}, all 6 × 2 cells: no lower bound above its ε; Figure 2 in the "
+    "HTML."""
     out, html = tmp_path / "sweep.json", tmp_path / "sweep.html"
-    r = run_cli("audit", "ldp", "--epsilon", "0.5,1,2,4", "--trials", "3000", "--json", str(out), "--html", str(html), cwd=tmp_path)
+    r = run_cli(
+        "audit",
+        "ldp",
+        "--epsilon",
+        "0.5,1,2,4",
+        "--trials",
+        "3000",
+        "--json",
+        str(out),
+        "--html",
+        str(html),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     rep = _json(out)
     assert rep["claimed_epsilon"] == [0.5, 1, 2, 4] and rep["cells"] == 48 and len(rep["results"]) == 48
@@ -157,7 +186,9 @@ def test_sweep_every_bound_below_its_epsilon(tmp_path: Path) -> None:
         assert 0 <= cell["epsilon_lb"] <= cell["claimed_epsilon"], cell
         assert cell["fp"] == pytest.approx(cell["fp_count"] / cell["trials_g1"])
     assert [c["status"] for c in rep["claims"]] == ["pass"] * 4
-    assert _cell(rep, "dummy_gradient", "white_box", 4)["epsilon_lb"] > _cell(rep, "benign", "white_box", 4)["epsilon_lb"]
+    assert (
+        _cell(rep, "dummy_gradient", "white_box", 4)["epsilon_lb"] > _cell(rep, "benign", "white_box", 4)["epsilon_lb"]
+    )
     page = html.read_text(encoding="utf-8")
     assert "id='figure-white_box'" in page and "id='figure-black_box'" in page and page.count("<svg") == 2
     assert "<script" not in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")
@@ -168,8 +199,21 @@ def test_a_randomiser_weaker_than_its_claim_is_caught(tmp_path: Path) -> None:
     """e^{3ε}/(1+e^{3ε}) while claiming ε = 1: exit 1, a bound above 1 for the worst-case cell."""
     (tmp_path / "mech.py").write_text(CHEAT)
     out = tmp_path / "cheat.json"
-    r = run_cli("audit", "ldp", "--epsilon", "1", "--mechanism", "mech:cheat", "--trials", "4000",
-                "--adversary", "dummy_gradient,gradient_flip", "--json", str(out), cwd=tmp_path)
+    r = run_cli(
+        "audit",
+        "ldp",
+        "--epsilon",
+        "1",
+        "--mechanism",
+        "mech:cheat",
+        "--trials",
+        "4000",
+        "--adversary",
+        "dummy_gradient,gradient_flip",
+        "--json",
+        str(out),
+        cwd=tmp_path,
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     rep = _json(out)
     assert rep["verdict"] == "fail" and rep["mechanism"] == {"name": "mech:cheat", "builtin": False}
@@ -180,7 +224,19 @@ def test_a_randomiser_weaker_than_its_claim_is_caught(tmp_path: Path) -> None:
 
 def test_too_few_trials_is_inconclusive_with_the_largest_provable_epsilon(tmp_path: Path) -> None:
     out = tmp_path / "few.json"
-    r = run_cli("audit", "ldp", "--epsilon", "4", "--trials", "100", "--adversary", "dummy_gradient", "--json", str(out), cwd=tmp_path)
+    r = run_cli(
+        "audit",
+        "ldp",
+        "--epsilon",
+        "4",
+        "--trials",
+        "100",
+        "--adversary",
+        "dummy_gradient",
+        "--json",
+        str(out),
+        cwd=tmp_path,
+    )
     assert r.returncode == 3, r.stdout + r.stderr
     rep = _json(out)
     assert rep["verdict"] == "inconclusive" and rep["max_provable_epsilon"] < 4
@@ -189,8 +245,9 @@ def test_too_few_trials_is_inconclusive_with_the_largest_provable_epsilon(tmp_pa
 
 def test_user_recipe_and_data(tmp_path: Path) -> None:
     """θ_t from the user's recipe on the user's data (3 classes, 12 features)."""
-    (tmp_path / "small.py").write_text(textwrap.dedent(
-        """
+    (tmp_path / "small.py").write_text(
+        textwrap.dedent(
+            """
         from torch import nn
         from privgate.recipe import Recipe
 
@@ -199,14 +256,30 @@ def test_user_recipe_and_data(tmp_path: Path) -> None:
 
         RECIPE = Recipe(model_factory=model, epochs=2, batch_size=32, lr=1e-2, name="small-mlp")
         """
-    ))
+        )
+    )
     rng = np.random.default_rng(0)
     y = rng.integers(0, 3, 300)
     x = (rng.normal(size=(300, 12)) + y[:, None]).astype(np.float32)
     np.savez(tmp_path / "data.npz", x=x, y=y)
     out = tmp_path / "user.json"
-    r = run_cli("audit", "ldp", "--epsilon", "2", "--recipe", "small:RECIPE", "--data", "data.npz", "--trials", "1000",
-                "--adversary", "benign,collusion,dummy_gradient", "--json", str(out), cwd=tmp_path)
+    r = run_cli(
+        "audit",
+        "ldp",
+        "--epsilon",
+        "2",
+        "--recipe",
+        "small:RECIPE",
+        "--data",
+        "data.npz",
+        "--trials",
+        "1000",
+        "--adversary",
+        "benign,collusion,dummy_gradient",
+        "--json",
+        str(out),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     rep = _json(out)
     assert "small-mlp" in rep["source"]["description"] and rep["source"]["parameters"] == 12 * 16 + 16 + 16 * 3 + 3
@@ -217,7 +290,10 @@ def test_user_recipe_and_data(tmp_path: Path) -> None:
 def test_bad_input_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "mech.py").write_text(CHEAT)
     cases = [
-        (["--mechanism", "mech:wrong_shape", "--trials", "100", "--adversary", "dummy_gradient"], "returned shape (100, 3)"),
+        (
+            ["--mechanism", "mech:wrong_shape", "--trials", "100", "--adversary", "dummy_gradient"],
+            "returned shape (100, 3)",
+        ),
         (["--mechanism", "os:getcwd"], "standard library"),
         (["--adversary", "dumy_gradient"], "did you mean 'dummy_gradient'"),
         (["--recipe", "small:RECIPE"], "--recipe and --data go together"),

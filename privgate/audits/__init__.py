@@ -1,4 +1,9 @@
-"""Audits of privacy *claims*: does a mechanism or a training loop deliver the ε it states?
+"""Audits of privacy *claims* and of federations, beyond a single model.
+
+The mechanism audits ask whether an LDP randomiser or a DP-SGD trainer that
+claims ε delivers it; the federated-learning audits ask who in a federation can
+infer whose data. They report through the same semantics as the model gate:
+bounds valid at a stated confidence, pass / fail / inconclusive, exit codes.
 
 * :mod:`privgate.audits.ldp` — ``privgate audit ldp``: seed 001's adversary
   instantiations against a local randomiser (LDP-SGD or the user's), a lower
@@ -8,9 +13,6 @@
   (arXiv 2305.08846), white-box on privgate's own DP-SGD or black-box on the
   user's trainer.
 
-Every lower bound holds at the report's confidence; a claim is ``fail`` only
-when a bound exceeds it, and ``inconclusive`` when the audit could never have.
-Submodules are imported on use (torch loads with them).
+A claim is ``fail`` only when a bound exceeds it, and ``inconclusive`` when the
+audit could never have. Submodules are imported on use (torch loads with them).
 """
-
-from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
-from privgate.data import Dataset
+from privgate.inputs.data import Dataset
 from privgate.recipe import Recipe
 
 DIGITS_SOURCE = "<bundled: scikit-learn digits>"

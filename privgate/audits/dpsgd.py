@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable
 
 import numpy as np
 
@@ -43,11 +43,11 @@ from privgate.audits.dpsgd_blackbox import Trainer, call_trainer, loss_scores, m
 from privgate.audits.dpsgd_whitebox import train_with_canaries
 from privgate.audits.one_run_bound import GUESS_FRACTIONS, audit_bound, guess_counts, max_provable_epsilon
 from privgate.audits.report import DpsgdAuditReport, GuessAttempt
-from privgate.data import Dataset
 from privgate.dp.train import DPSettings
 from privgate.errors import PrivgateError
+from privgate.inputs.data import Dataset
 from privgate.recipe import Recipe
-from privgate.threads import limit_threads
+from privgate.training.threads import limit_threads
 
 BOUND_NAME = "Steinke, Nasr & Jagielski 2023 (arXiv 2305.08846), (ε, δ) bound with its 2mδ term"
 
@@ -90,13 +90,24 @@ class DpsgdSettings:
 def _decide(s: DpsgdSettings, lb: float, ceiling: float) -> tuple[str, str]:
     claim = f"claimed ε = {s.epsilon:g} (δ = {s.delta:g})"
     if lb > s.epsilon:
-        return "fail", f"FAIL: {claim} — the canaries prove ε ≥ {lb:.3f} at {s.confidence:.1%} confidence: the training does not deliver its claim."
+        return (
+            "fail",
+            f"FAIL: {claim} — the canaries prove ε ≥ {lb:.3f} at {s.confidence:.1%} confidence: the training does "
+            "not deliver its claim.",
+        )
     if ceiling <= s.epsilon:
-        why = (f"2·m·δ = {2 * s.canaries * s.delta:g} > 1, so the bound cannot be used; lower δ or m" if 2 * s.canaries * s.delta > 1
-               else f"{s.canaries} canaries can prove at most ε = {ceiling:.3f}, not above the claim; more canaries (--canaries) could test it")
+        if 2 * s.canaries * s.delta > 1:
+            why = f"2·m·δ = {2 * s.canaries * s.delta:g} > 1, so the bound cannot be used; lower δ or m"
+        else:
+            why = (
+                f"{s.canaries} canaries can prove at most ε = {ceiling:.3f}, not above the claim; "
+                "more canaries (--canaries) could test it"
+            )
         return "inconclusive", f"INCONCLUSIVE: {claim} — {why} (measured ε ≥ {lb:.3f})."
-    return "pass", (f"PASS: {claim} — no violation found: the canaries prove ε ≥ {lb:.3f}; "
-                    f"{s.canaries} canaries could have proved up to {ceiling:.3f}.")
+    return "pass", (
+        f"PASS: {claim} — no violation found: the canaries prove ε ≥ {lb:.3f}; "
+        f"{s.canaries} canaries could have proved up to {ceiling:.3f}."
+    )
 
 
 def audit_dpsgd(
@@ -126,6 +137,7 @@ def audit_dpsgd(
         progress: one-line messages.
     """
     from privgate.gate import environment
+    from privgate.options import RunOptions
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -135,8 +147,13 @@ def audit_dpsgd(
     with limit_threads(threads):
         if train is None:
             recipe = recipe or DPSGD_RECIPE
-            dp = dp_settings or DPSettings(epochs=recipe.epochs, batch_size=recipe.batch_size, max_grad_norm=settings.clip,
-                                           delta=settings.delta, accountant=settings.accountant)  # type: ignore[arg-type]
+            dp = dp_settings or DPSettings(
+                epochs=recipe.epochs,
+                batch_size=recipe.batch_size,
+                max_grad_norm=settings.clip,
+                delta=settings.delta,
+                accountant=settings.accountant,
+            )  # type: ignore[arg-type]
             say(f"DP-SGD at ε = {settings.epsilon:g} with {m} gradient canaries")
             t1 = time.perf_counter()
             _, record, canaries = train_with_canaries(recipe, data.x, data.y, settings.seed, dp, settings.epsilon, m)
@@ -144,9 +161,17 @@ def audit_dpsgd(
             assert canaries.scores is not None
             scores, included = canaries.scores.numpy(), canaries.included
             mode = "white_box"
-            trainer = {"kind": "privgate DP-SGD (Opacus)", "recipe": recipe.name, "dp_sgd": record.to_dict(),
-                       "canary_steps": canaries.sampled, "steps_observed": canaries.steps}
-            design = f"Dirac gradient canaries C·e_j (C = {dp.max_grad_norm:g}) on {m} distinct random coordinates, scored by the noisy gradient sum at their coordinate minus the other records' clipped sum"
+            trainer = {
+                "kind": "privgate DP-SGD (Opacus)",
+                "recipe": recipe.name,
+                "dp_sgd": record.to_dict(),
+                "canary_steps": canaries.sampled,
+                "steps_observed": canaries.steps,
+            }
+            design = (
+                f"Dirac gradient canaries C·e_j (C = {dp.max_grad_norm:g}) on {m} distinct random coordinates, "
+                "scored by the noisy gradient sum at their coordinate minus the other records' clipped sum"
+            )
         else:
             name = train_name or getattr(train, "__name__", "train")
             rows, wrong, included, clean = mislabelled_canaries(data, m, settings.seed)
@@ -159,7 +184,10 @@ def audit_dpsgd(
             scores = loss_scores(model, data.x[rows], wrong, name)
             mode = "black_box"
             trainer = {"kind": "user", "train": name, "rows_trained": int(len(y))}
-            design = f"{m} rows of the data with a wrong label, withheld from the other {len(clean)} rows, scored by −loss on the wrong label"
+            design = (
+                f"{m} rows of the data with a wrong label, withheld from the other {len(clean)} rows, "
+                "scored by −loss on the wrong label"
+            )
     say("bounding ε")
     best, attempts = audit_bound(scores, included, settings.delta, settings.confidence)
     ceiling = max_provable_epsilon(m, settings.delta, settings.confidence)
@@ -182,7 +210,8 @@ def audit_dpsgd(
         attempts=[GuessAttempt(guesses=a.guesses, correct=a.correct, epsilon_lb=a.epsilon_lb) for a in attempts],
         bound={
             "name": BOUND_NAME,
-            "delta_handling": "p-value P[Bin(r, q) ≥ v] + 2mδ·max_i P[v−i ≤ Bin(r, q) < v]/i at the claimed δ, q = e^ε/(1+e^ε); needs 2mδ ≤ 1",
+            "delta_handling": "p-value P[Bin(r, q) ≥ v] + 2mδ·max_i P[v−i ≤ Bin(r, q) < v]/i at the claimed δ, q = "
+            "e^ε/(1+e^ε); needs 2mδ ≤ 1",
             "guess_grid": [min(2 * k, m) for k in grid],
             "guess_fractions": list(GUESS_FRACTIONS),
             "bonferroni": len(grid),
@@ -191,7 +220,7 @@ def audit_dpsgd(
         trainer=trainer,
         data={"source": data.source, "rows": len(data), "canary_design": design},
         training_seconds=round(training_seconds, 3),
-        environment=environment(settings.seed, threads),
+        environment=environment(RunOptions(seed=settings.seed, threads=threads)),
         started=started,
         duration_s=round(time.perf_counter() - t0, 3),
     )

@@ -11,22 +11,21 @@ loss. The score is the negative loss −ℓ(f(xᵢ), ỹᵢ) (higher = more like
 included), as in the loss attack of Yeom et al. 2018 (arXiv 1709.01604).
 
 The trainer is ``train(x, y, epsilon, delta, seed) -> torch.nn.Module``,
-imported only from the user's project (:func:`privgate.entrypoints.import_entry`).
+imported only from the user's project (:func:`privgate.inputs.entrypoints.import_entry`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch import nn
 
-from privgate.data import Dataset
-from privgate.entrypoints import import_entry
+from privgate.audits.entry import TrainerError
 from privgate.errors import PrivgateError, clip
-from privgate.outputs import LOGITS, kind_of, nll
+from privgate.inputs.data import Dataset
+from privgate.inputs.outputs import LOGITS, kind_of, nll
 
 Trainer = Callable[[np.ndarray, np.ndarray, float, float, int], nn.Module]
 
@@ -34,26 +33,19 @@ Trainer = Callable[[np.ndarray, np.ndarray, float, float, int], nn.Module]
 MIN_CLEAN_ROWS = 10
 
 
-class TrainerError(PrivgateError):
-    """A ``--train`` entry point that cannot be imported, fails, or does not return a model."""
-
-
-def load_trainer(spec: str, search_dirs: list[Path]) -> Trainer:
-    """Import ``module:function`` from the user's project."""
-    fn = import_entry(spec, search_dirs, "trainer", TrainerError)
-    if not callable(fn):
-        raise TrainerError(f"trainer {clip(repr(spec))}: is a {type(fn).__name__}, expected a function train(x, y, epsilon, delta, seed).")
-    return fn
-
-
 def mislabelled_canaries(data: Dataset, m: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(canary rows, their wrong labels, who is included, the always-included rows), all drawn from ``seed``."""
     n = len(data)
     classes = int(data.y.max()) + 1
     if classes < 2:
-        raise PrivgateError(f"{data.source}: mislabelled canaries need at least two classes; the labels are all {int(data.y[0])}.")
+        raise PrivgateError(
+            f"{data.source}: mislabelled canaries need at least two classes; the labels are all {int(data.y[0])}."
+        )
     if n - m < MIN_CLEAN_ROWS:
-        raise PrivgateError(f"{data.source}: {n} rows are too few for {m} canaries (at least {MIN_CLEAN_ROWS} rows must stay in the training set); lower --canaries.")
+        raise PrivgateError(
+            f"{data.source}: {n} rows are too few for {m} canaries (at least {MIN_CLEAN_ROWS} rows must stay in the "
+            "training set); lower --canaries."
+        )
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xB1AC]))
     rows = np.sort(rng.choice(n, size=m, replace=False))
     wrong = (data.y[rows] + rng.integers(1, classes, size=m)) % classes
@@ -62,7 +54,9 @@ def mislabelled_canaries(data: Dataset, m: int, seed: int) -> tuple[np.ndarray, 
     return rows, wrong.astype(np.int64), included, clean
 
 
-def call_trainer(train: Trainer, name: str, x: np.ndarray, y: np.ndarray, epsilon: float, delta: float, seed: int) -> nn.Module:
+def call_trainer(
+    train: Trainer, name: str, x: np.ndarray, y: np.ndarray, epsilon: float, delta: float, seed: int
+) -> nn.Module:
     """Run the user's trainer once; anything but a ``torch.nn.Module`` back is a :class:`TrainerError`."""
     try:
         model = train(x, y, float(epsilon), float(delta), int(seed))
@@ -84,11 +78,23 @@ def loss_scores(model: nn.Module, x: np.ndarray, y: np.ndarray, name: str) -> np
             out = model(xt)
             losses = nll(out.double(), yt, kind=kind_of(out) or LOGITS, reduction="none")
     except Exception as exc:
-        raise TrainerError(f"trainer {name}: the returned model cannot score the canaries ({exc.__class__.__name__}: {clip(str(exc))}).") from None
+        raise TrainerError(
+            f"trainer {name}: the returned model cannot score the canaries ({exc.__class__.__name__}: "
+            f"{clip(str(exc))})."
+        ) from None
     scores = -losses.reshape(-1).numpy()
     if scores.shape != (len(y),) or not np.all(np.isfinite(scores)):
-        raise TrainerError(f"trainer {name}: the returned model gives no finite loss per canary (outputs of shape {tuple(out.shape)}).")
+        raise TrainerError(
+            f"trainer {name}: the returned model gives no finite loss per canary (outputs of shape {tuple(out.shape)})."
+        )
     return scores
 
 
-__all__ = ["MIN_CLEAN_ROWS", "Trainer", "TrainerError", "call_trainer", "load_trainer", "loss_scores", "mislabelled_canaries"]
+__all__ = [
+    "MIN_CLEAN_ROWS",
+    "Trainer",
+    "TrainerError",
+    "call_trainer",
+    "loss_scores",
+    "mislabelled_canaries",
+]

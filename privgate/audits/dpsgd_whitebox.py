@@ -26,8 +26,6 @@ examples is not exercised (the canaries are born clipped).
 
 from __future__ import annotations
 
-import math
-import time
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.dp.train import DPSettings, DPTraining, _fresh, _make_private, _run_epochs, _spent_epsilon
+from privgate.dp.train import DPSettings, DPTraining, make_private_module, train_dp
 from privgate.errors import RecipeError
 from privgate.recipe import Recipe
 
@@ -58,11 +56,13 @@ class GradientCanaries:
         return len(self.coords)
 
 
-def choose_coordinates(model: nn.Module, m: int, seed: int) -> np.ndarray:
-    """m distinct random coordinates of the trainable parameters (fixed before training, independent of S)."""
-    d = sum(p.numel() for p in model.parameters() if p.requires_grad)
+def choose_coordinates(d: int, m: int, seed: int) -> np.ndarray:
+    """m distinct random coordinates among d trainable parameters (fixed before training, independent of S)."""
     if d < m:
-        raise RecipeError(f"the model has {d} trainable parameters, fewer than the {m} gradient canaries (one coordinate each); lower --canaries or use a larger model.")
+        raise RecipeError(
+            f"the model has {d} trainable parameters, fewer than the {m} gradient canaries (one coordinate each); "
+            "lower --canaries or use a larger model."
+        )
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xCA4A]))
     return np.sort(rng.choice(d, size=m, replace=False))
 
@@ -71,6 +71,8 @@ def install(optimizer: Any, canaries: GradientCanaries, sample_rate: float) -> N
     """Wrap ``optimizer.add_noise`` (an Opacus DPOptimizer) to add the sampled canaries and record their scores."""
     params = list(optimizer.params)
     sizes = [p.numel() for p in params]
+    if int(canaries.coords.max()) >= sum(sizes):  # pragma: no cover - coordinates come from the same model
+        raise RuntimeError("gradient canary coordinates beyond the optimiser's parameters")
     offsets = np.cumsum([0, *sizes])
     owner = np.searchsorted(offsets, canaries.coords, side="right") - 1
     groups = []
@@ -109,42 +111,28 @@ def train_with_canaries(
     target_epsilon: float,
     m: int,
 ) -> tuple[nn.Module, DPTraining, GradientCanaries]:
-    """One DP-SGD run of ``recipe`` at ``target_epsilon`` (as :func:`privgate.dp.train.train_dp`) with m gradient canaries.
+    """One DP-SGD run of ``recipe`` at ``target_epsilon`` (:func:`privgate.dp.train.train_dp`) with m gradient canaries.
 
     Returns the trained model, the run's :class:`DPTraining` record (σ, q, steps
     and the accountant's ε) and the canaries with their scores.
     """
-    xt = torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32)
-    yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
-    n = len(yt)
-    batch = min(settings.batch_size, n)
-    model, changes = _fresh(recipe, seed)
-    coords = choose_coordinates(model, m, seed)
+    private, _ = make_private_module(recipe.build(seed=seed), recipe.name)  # the architecture DP-SGD trains
+    coords = choose_coordinates(sum(p.numel() for p in private.parameters() if p.requires_grad), m, seed)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x51]))
-    canaries = GradientCanaries(coords, rng.random(m) < 0.5, settings.max_grad_norm, torch.Generator().manual_seed(seed + 0xCA))
-    optimizer = recipe.make_optimizer(model.parameters())
-    data_gen = torch.Generator().manual_seed(int(seed))
-    noise_gen = torch.Generator().manual_seed(int(seed) + 0x5EED)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=batch, generator=data_gen)
-    t0 = time.perf_counter()
-    engine, module, dp_opt, criterion, dp_loader, note = _make_private(model, optimizer, loader, settings, noise_gen, target_epsilon, None)
-    calibration = time.perf_counter() - t0
-    install(dp_opt, canaries, float(dp_loader.sample_rate))
-    t1 = time.perf_counter()
+    canaries = GradientCanaries(
+        coords, rng.random(m) < 0.5, settings.max_grad_norm, torch.Generator().manual_seed(seed + 0xCA)
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _run_epochs(module, dp_opt, criterion, dp_loader, settings.epochs, settings.max_physical_batch_size)
-    seconds = time.perf_counter() - t1
-    history = list(engine.accountant.history)
-    sigma = float(dp_opt.noise_multiplier)
-    eps, used, spent_note = (math.inf, "none (σ = 0)", None) if sigma <= 0 else _spent_epsilon(engine.accountant, settings.delta, history)
-    record = DPTraining(
-        target_epsilon=float(target_epsilon), epsilon=eps, delta=settings.delta, noise_multiplier=sigma,
-        max_grad_norm=settings.max_grad_norm, sample_rate=float(dp_loader.sample_rate), steps=int(sum(h[2] for h in history)),
-        epochs=settings.epochs, batch_size=batch, accountant=used, n_train=n, seconds=seconds, calibration_seconds=calibration,
-        accountant_note="; ".join(s for s in (note, spent_note) if s) or None, architecture_changes=changes,
-        grad_sample_mode=settings.grad_sample_mode,
-    )
+        model, record = train_dp(
+            recipe,
+            x,
+            y,
+            seed,
+            settings=settings,
+            target_epsilon=target_epsilon,
+            instrument=lambda optimizer, rate: install(optimizer, canaries, rate),
+        )
     return model, record, canaries
 
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable
 
 import numpy as np
 import torch
@@ -40,10 +40,11 @@ from privgate.audits.ldp_game import Counts, play
 from privgate.audits.ldp_gradients import FunctionalModel
 from privgate.audits.ldp_mechanism import ldp_sgd_randomise
 from privgate.audits.report import LdpAuditReport, LdpClaim, LdpResult
-from privgate.data import Dataset
-from privgate.errors import PrivgateError, RecipeError, clip as clip_text
+from privgate.errors import PrivgateError, RecipeError
+from privgate.errors import clip as clip_text
+from privgate.inputs.data import Dataset
 from privgate.recipe import Recipe
-from privgate.threads import limit_threads
+from privgate.training.threads import limit_threads
 
 #: Progress callback: (trials done, trials in all, what is running).
 Progress = Callable[[int, int, str], None]
@@ -75,16 +76,23 @@ class LdpSettings:
 
     def __post_init__(self) -> None:
         if not self.epsilons or any(not (math.isfinite(e) and e > 0) for e in self.epsilons):
-            raise PrivgateError(f"--epsilon: every claimed ε must be a positive finite number, got {list(self.epsilons)}.")
+            raise PrivgateError(
+                f"--epsilon: every claimed ε must be a positive finite number, got {list(self.epsilons)}."
+            )
         if not (math.isfinite(self.clip) and self.clip > 0):
             raise PrivgateError(f"--clip: the clipping norm must be a positive finite number, got {self.clip}.")
         if self.trials < 2:
             raise PrivgateError(f"--trials: at least 2 trials per cell are needed, got {self.trials}.")
         if not 0.5 < self.confidence < 1:
             raise PrivgateError(f"--confidence: must lie strictly between 0.5 and 1, got {self.confidence}.")
-        unknown = [a for a in self.adversaries if a not in ADVERSARIES] + [d for d in self.distinguishers if d not in DISTINGUISHERS]
+        unknown = [a for a in self.adversaries if a not in ADVERSARIES] + [
+            d for d in self.distinguishers if d not in DISTINGUISHERS
+        ]
         if unknown or not self.adversaries or not self.distinguishers:
-            raise PrivgateError(f"unknown or empty adversary/distinguisher selection {unknown or ''}; adversaries: {', '.join(ADVERSARIES)}; distinguishers: {', '.join(DISTINGUISHERS)}.")
+            raise PrivgateError(
+                f"unknown or empty adversary/distinguisher selection {unknown or ''}; adversaries: "
+                f"{', '.join(ADVERSARIES)}; distinguishers: {', '.join(DISTINGUISHERS)}."
+            )
 
     @property
     def cells(self) -> int:
@@ -101,7 +109,9 @@ def _train(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: int, what: str) -
     except PrivgateError:
         raise
     except Exception as exc:  # the user's recipe: one sentence
-        raise RecipeError(f"recipe '{recipe.name}': training {what} failed ({exc.__class__.__name__}: {clip_text(str(exc))}).") from None
+        raise RecipeError(
+            f"recipe '{recipe.name}': training {what} failed ({exc.__class__.__name__}: {clip_text(str(exc))})."
+        ) from None
 
 
 def prepare_source(recipe: Recipe | None, data: Dataset | None, seed: int, collusion: bool) -> Source:
@@ -113,7 +123,9 @@ def prepare_source(recipe: Recipe | None, data: Dataset | None, seed: int, collu
         probe = torch.as_tensor(np.ascontiguousarray(data.x[:64]), dtype=torch.float32)
         fm = FunctionalModel(model, probe)
         theta = fm.flat()
-        source = Source(fm, theta, data, seed, description=f"recipe '{recipe.name}' trained on {data.source} ({len(data)} rows)")
+        source = Source(
+            fm, theta, data, seed, description=f"recipe '{recipe.name}' trained on {data.source} ({len(data)} rows)"
+        )
         labels, counts = np.unique(data.y, return_counts=True)
         if collusion and len(labels) >= 2:
             label = int(labels[int(np.argmax(counts))])
@@ -126,7 +138,9 @@ def prepare_source(recipe: Recipe | None, data: Dataset | None, seed: int, collu
 
 def cell_seed(seed: int, adversary: str, epsilon: float) -> int:
     """The generator seed of one (adversary, ε): a cell's trials do not depend on which other cells run."""
-    state = np.random.SeedSequence([seed, 0x1D9, ADVERSARIES.index(adversary), int(round(epsilon * 1e6))]).generate_state(2)
+    state = np.random.SeedSequence(
+        [seed, 0x1D9, ADVERSARIES.index(adversary), int(round(epsilon * 1e6))]
+    ).generate_state(2)
     return int(state[0]) << 32 | int(state[1])
 
 
@@ -135,9 +149,21 @@ def _result(eps: float, adversary: str, distinguisher: str, rule: str, c: Counts
     fp_hi, fn_hi = upper_rates(c.fp, c.trials_g1, c.fn, c.trials_g2, alpha)
     lb = epsilon_lower_bound(c.fp, c.trials_g1, c.fn, c.trials_g2, alpha)
     return LdpResult(
-        claimed_epsilon=eps, adversary=adversary, distinguisher=distinguisher, rule=rule, trials=c.trials,
-        trials_g1=c.trials_g1, trials_g2=c.trials_g2, fp_count=c.fp, fn_count=c.fn, fp=fp_rate, fn=fn_rate,
-        fp_upper=fp_hi, fn_upper=fn_hi, epsilon_empirical=epsilon_empirical(fp_rate, fn_rate), epsilon_lb=lb,
+        claimed_epsilon=eps,
+        adversary=adversary,
+        distinguisher=distinguisher,
+        rule=rule,
+        trials=c.trials,
+        trials_g1=c.trials_g1,
+        trials_g2=c.trials_g2,
+        fp_count=c.fp,
+        fn_count=c.fn,
+        fp=fp_rate,
+        fn=fn_rate,
+        fp_upper=fp_hi,
+        fn_upper=fn_hi,
+        epsilon_empirical=epsilon_empirical(fp_rate, fn_rate),
+        epsilon_lb=lb,
         status="fail" if lb > eps else "pass",
     )
 
@@ -146,17 +172,38 @@ def _claim(eps: float, cells: list[LdpResult], ceiling: float, trials: int, conf
     best = max(cells, key=lambda r: r.epsilon_lb)
     where = f"{best.adversary}/{best.distinguisher}"
     if best.epsilon_lb > eps:
-        return LdpClaim(claimed_epsilon=eps, max_epsilon_lb=best.epsilon_lb, strongest=where, max_provable_epsilon=ceiling, status="fail",
-                        reason=f"{where} proves ε ≥ {best.epsilon_lb:.3f} > the claimed {eps:g} at {confidence:.1%} confidence: the mechanism does not deliver its claim")
+        return LdpClaim(
+            claimed_epsilon=eps,
+            max_epsilon_lb=best.epsilon_lb,
+            strongest=where,
+            max_provable_epsilon=ceiling,
+            status="fail",
+            reason=f"{where} proves ε ≥ {best.epsilon_lb:.3f} > the claimed {eps:g} at {confidence:.1%} confidence: "
+            "the mechanism does not deliver its claim",
+        )
     if ceiling <= eps:
         for r in cells:
             r.status = "inconclusive"
-        return LdpClaim(claimed_epsilon=eps, max_epsilon_lb=best.epsilon_lb, strongest=where, max_provable_epsilon=ceiling, status="inconclusive",
-                        reason=f"with {trials} trials per cell no distinguisher could prove more than ε = {ceiling:.3f}, not above the claimed {eps:g}; "
-                               "more trials (--trials) could test it")
-    return LdpClaim(claimed_epsilon=eps, max_epsilon_lb=best.epsilon_lb, strongest=where, max_provable_epsilon=ceiling, status="pass",
-                    reason=f"no violation found: the strongest cell, {where}, proves ε ≥ {best.epsilon_lb:.3f} ({best.epsilon_lb / eps:.0%} of the claimed {eps:g}); "
-                           f"{trials} trials could have proved up to {ceiling:.3f}")
+        return LdpClaim(
+            claimed_epsilon=eps,
+            max_epsilon_lb=best.epsilon_lb,
+            strongest=where,
+            max_provable_epsilon=ceiling,
+            status="inconclusive",
+            reason=f"with {trials} trials per cell no distinguisher could prove more than ε = {ceiling:.3f}, not "
+            f"above the claimed {eps:g}; "
+            "more trials (--trials) could test it",
+        )
+    return LdpClaim(
+        claimed_epsilon=eps,
+        max_epsilon_lb=best.epsilon_lb,
+        strongest=where,
+        max_provable_epsilon=ceiling,
+        status="pass",
+        reason=f"no violation found: the strongest cell, {where}, proves ε ≥ {best.epsilon_lb:.3f} "
+        f"({best.epsilon_lb / eps:.0%} of the claimed {eps:g}); "
+        f"{trials} trials could have proved up to {ceiling:.3f}",
+    )
 
 
 def _summary(verdict: str, claims: list[LdpClaim]) -> str:
@@ -188,9 +235,10 @@ def audit_ldp(
         mechanism: the randomiser (default: LDP-SGD, Algorithm 1).
         mechanism_name: how the report names it (e.g. the ``module:function`` spec).
         progress: called as trials finish.
-        threads: the most threads torch and BLAS may use (default 1, see :mod:`privgate.threads`).
+        threads: the most threads torch and BLAS may use (default 1, see :mod:`privgate.training.threads`).
     """
     from privgate.gate import environment
+    from privgate.options import RunOptions
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -217,7 +265,18 @@ def audit_ldp(
                         progress(done, total, f"{_a} at ε = {_e:g}")
 
                 g0 = time.perf_counter()
-                counts = play(crafted, source.model, randomise, name, eps, settings.clip, settings.trials, settings.distinguishers, gen, tick)
+                counts = play(
+                    crafted,
+                    source.model,
+                    randomise,
+                    name,
+                    eps,
+                    settings.clip,
+                    settings.trials,
+                    settings.distinguishers,
+                    gen,
+                    tick,
+                )
                 game_seconds += time.perf_counter() - g0
                 for dist in settings.distinguishers:
                     rule = RULE_TEXT["eq5"] if dist == "white_box" else RULE_TEXT[crafted.rule]
@@ -263,7 +322,7 @@ def audit_ldp(
         distinguishers=list(settings.distinguishers),
         claims=claims,
         results=results,
-        environment=environment(settings.seed, threads),
+        environment=environment(RunOptions(seed=settings.seed, threads=threads)),
         started=started,
         duration_s=round(duration, 3),
         game_seconds=round(game_seconds, 3),

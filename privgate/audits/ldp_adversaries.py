@@ -28,36 +28,14 @@ passes. With f the training loss and α the step of the crafter:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 
 from privgate.audits.ldp_gradients import FunctionalModel, pool_size, radius_for
-from privgate.data import Dataset
+from privgate.audits.ldp_names import ADVERSARIES, BLACK_BOX_RULE, DISTINGUISHERS, RULE_TEXT, Rule
 from privgate.errors import DataError
-
-ADVERSARIES = ("benign", "input_perturbation", "parameter_retrogression", "gradient_flip", "collusion", "dummy_gradient")
-DISTINGUISHERS = ("black_box", "white_box")
-
-Rule = Literal["eq4", "eq6", "eq7"]
-
-#: The black-box rule of each adversary (seed 001, Table 1).
-BLACK_BOX_RULE: dict[str, Rule] = {
-    "benign": "eq6",
-    "input_perturbation": "eq4",
-    "parameter_retrogression": "eq4",
-    "gradient_flip": "eq4",
-    "collusion": "eq4",
-    "dummy_gradient": "eq7",
-}
-
-RULE_TEXT = {
-    "eq4": "Eq. 4: g₁ iff f(x₁; θ_{t+1}) ≤ f(x₁; θ_t)",
-    "eq6": "Eq. 6: g₁ iff |Δf(x₁)| ≥ |Δf(x₂)|",
-    "eq7": "Eq. 7: g₁ iff Σᵢ sgn(θ_{t+1} − θ_t)ᵢ ≤ 0 (the step moves θ against g₁ = λ·1)",
-    "eq5": "Eq. 5: g₁ iff cos(ĝ, g₁) ≥ cos(ĝ, g₂)",
-}
+from privgate.inputs.data import Dataset
 
 
 @dataclass
@@ -127,7 +105,9 @@ def _pool_rows(n: int, size: int, seed: int, salt: int) -> np.ndarray:
 
 
 def _tensors(data: Dataset, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.as_tensor(np.ascontiguousarray(data.x[rows]), dtype=torch.float32), torch.as_tensor(data.y[rows], dtype=torch.long)
+    return torch.as_tensor(np.ascontiguousarray(data.x[rows]), dtype=torch.float32), torch.as_tensor(
+        data.y[rows], dtype=torch.long
+    )
 
 
 def craft(name: str, source: Source, settings: CraftSettings, clip: float) -> Crafted:
@@ -168,4 +148,13 @@ def craft(name: str, source: Source, settings: CraftSettings, clip: float) -> Cr
     raise ValueError(f"unknown adversary {name!r}")  # pragma: no cover - names are validated at the door
 
 
-__all__ = ["ADVERSARIES", "BLACK_BOX_RULE", "DISTINGUISHERS", "RULE_TEXT", "CraftSettings", "Crafted", "Source", "craft"]
+__all__ = [
+    "ADVERSARIES",
+    "BLACK_BOX_RULE",
+    "DISTINGUISHERS",
+    "RULE_TEXT",
+    "CraftSettings",
+    "Crafted",
+    "Source",
+    "craft",
+]

@@ -32,8 +32,8 @@ Distinguishers (the black-box rule per adversary is in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -77,7 +77,15 @@ def white_box_guess(reports: torch.Tensor, g1: torch.Tensor, g2: torch.Tensor, f
     return c1 < torch.linalg.vecdot(reports, g2) / g2.norm(dim=1).clamp_min(tiny)
 
 
-def black_box_guess(adv: Crafted, model: FunctionalModel, reports: torch.Tensor, i: torch.Tensor, j: torch.Tensor, epsilon: float, clip: float) -> torch.Tensor:
+def black_box_guess(
+    adv: Crafted,
+    model: FunctionalModel,
+    reports: torch.Tensor,
+    i: torch.Tensor,
+    j: torch.Tensor,
+    epsilon: float,
+    clip: float,
+) -> torch.Tensor:
     """True where the black-box distinguisher guesses g₂, from θ_t and θ_{t+1} only (float64)."""
     theta = adv.theta.double()
     after = server_update(theta, reports.double(), epsilon, clip, adv.radius)

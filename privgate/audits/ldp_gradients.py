@@ -13,7 +13,7 @@ parameter vector θ ∈ R^d (``torch.func.functional_call``), so that
   small and float32 rounding would blur its sign.
 
 The loss f is the negative log-likelihood privgate trains with
-(:func:`privgate.outputs.nll`: cross-entropy on logits, BCE-with-logits on one
+(:func:`privgate.inputs.outputs.nll`: cross-entropy on logits, BCE-with-logits on one
 logit, NLL on probabilities); the output kind is fixed once from a probe batch,
 since ``vmap`` allows no data-dependent branch.
 """
@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from privgate.outputs import LOGITS, kind_of, nll
+from privgate.inputs.outputs import LOGITS, kind_of, nll
 
 #: Most tensor elements one batched call materialises (trials × d or rows × d), about 64 MiB of float32.
 CHUNK_ELEMENTS = 1 << 24
@@ -91,7 +91,9 @@ class FunctionalModel:
         """``[P, d]``: ∇_θ f(xᵢ; θᵢ), each row at its own parameters ``thetas[i]``."""
         loss = self._loss_fn(False)
         fn = vmap(grad(loss), in_dims=(0, 0, 0))
-        return self._chunked(lambda sl: self._flatten_grads(fn(self.unflatten(thetas[sl].float()), x[sl], y[sl])), len(y))
+        return self._chunked(
+            lambda sl: self._flatten_grads(fn(self.unflatten(thetas[sl].float()), x[sl], y[sl])), len(y)
+        )
 
     def input_grads(self, theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``[P, ...]``: ∇_x f(xᵢ; θ), the gradient FGSM follows."""

@@ -38,23 +38,22 @@ output goes through the same server step.
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
-from privgate.entrypoints import import_entry
-from privgate.errors import PrivgateError, clip as clip_text
-
-
-class MechanismError(PrivgateError):
-    """A ``--mechanism`` entry point that cannot be imported, fails, or returns the wrong thing."""
+from privgate.audits.entry import MechanismError
+from privgate.errors import PrivgateError
+from privgate.errors import clip as clip_text
 
 
 class Randomiser(Protocol):
     """``randomise(grads [K, d], epsilon, clip, generator) -> Tensor [K, d]``: one report per row."""
 
-    def __call__(self, grads: torch.Tensor, epsilon: float, clip: float, generator: torch.Generator) -> torch.Tensor: ...
+    def __call__(
+        self, grads: torch.Tensor, epsilon: float, clip: float, generator: torch.Generator
+    ) -> torch.Tensor: ...
 
 
 def keep_probability(epsilon: float) -> float:
@@ -101,7 +100,9 @@ def server_step_size(d: int, epsilon: float, clip: float, radius: float, clients
     return radius * math.sqrt(clients) / (clip * math.sqrt(d)) * math.tanh(epsilon / 2)
 
 
-def server_update(theta: torch.Tensor, reports: torch.Tensor, epsilon: float, clip: float, radius: float) -> torch.Tensor:
+def server_update(
+    theta: torch.Tensor, reports: torch.Tensor, epsilon: float, clip: float, radius: float
+) -> torch.Tensor:
     """θ_{t+1} = Π_C(θ_t − η g_t) for one client per round, one row of ``reports`` per trial.
 
     Args:
@@ -129,9 +130,14 @@ def server_update(theta: torch.Tensor, reports: torch.Tensor, epsilon: float, cl
 def check_reports(out: object, grads: torch.Tensor, name: str) -> torch.Tensor:
     """The randomiser's output as a float tensor of the input's shape, or a :class:`MechanismError` naming it."""
     if not isinstance(out, torch.Tensor):
-        raise MechanismError(f"mechanism {name}: returned a {type(out).__name__}, expected a torch.Tensor of shape {tuple(grads.shape)}.")
+        raise MechanismError(
+            f"mechanism {name}: returned a {type(out).__name__}, expected a torch.Tensor of shape {tuple(grads.shape)}."
+        )
     if tuple(out.shape) != tuple(grads.shape):
-        raise MechanismError(f"mechanism {name}: returned shape {tuple(out.shape)} for gradients of shape {tuple(grads.shape)}; it must return one report per row.")
+        raise MechanismError(
+            f"mechanism {name}: returned shape {tuple(out.shape)} for gradients of shape {tuple(grads.shape)}; it "
+            "must return one report per row."
+        )
     if not out.dtype.is_floating_point:
         raise MechanismError(f"mechanism {name}: returned dtype {out.dtype}, expected a floating-point tensor.")
     if not torch.isfinite(out).all():
@@ -139,15 +145,14 @@ def check_reports(out: object, grads: torch.Tensor, name: str) -> torch.Tensor:
     return out.to(grads.dtype)
 
 
-def load_mechanism(spec: str, search_dirs: list[Path]) -> Callable[..., torch.Tensor]:
-    """Import a user's randomiser ``module:function`` from the project (never the standard library or a package)."""
-    fn = import_entry(spec, search_dirs, "mechanism", MechanismError)
-    if not callable(fn):
-        raise MechanismError(f"mechanism {clip_text(repr(spec))}: is a {type(fn).__name__}, expected a function randomise(grads, epsilon, clip, generator).")
-    return fn
-
-
-def call_mechanism(fn: Callable[..., torch.Tensor], name: str, grads: torch.Tensor, epsilon: float, clip: float, generator: torch.Generator) -> torch.Tensor:
+def call_mechanism(
+    fn: Callable[..., torch.Tensor],
+    name: str,
+    grads: torch.Tensor,
+    epsilon: float,
+    clip: float,
+    generator: torch.Generator,
+) -> torch.Tensor:
     """Run a randomiser on one chunk of trials; a failure in the user's code is a :class:`MechanismError`."""
     if fn is ldp_sgd_randomise:
         return fn(grads, epsilon, clip, generator)
@@ -167,7 +172,6 @@ __all__ = [
     "check_reports",
     "keep_probability",
     "ldp_sgd_randomise",
-    "load_mechanism",
     "server_scale",
     "server_step_size",
     "server_update",

@@ -118,8 +118,13 @@ def guess(scores: np.ndarray, included: np.ndarray, k: int) -> tuple[int, int]:
     return k_in + k_out, int(inc[top].sum() + (~inc[bottom]).sum())
 
 
-def audit_bound(scores: np.ndarray, included: np.ndarray, delta: float, confidence: float,
-                fractions: tuple[float, ...] = GUESS_FRACTIONS) -> tuple[Attempt, list[Attempt]]:
+def audit_bound(
+    scores: np.ndarray,
+    included: np.ndarray,
+    delta: float,
+    confidence: float,
+    fractions: tuple[float, ...] = GUESS_FRACTIONS,
+) -> tuple[Attempt, list[Attempt]]:
     """Every grid point's attempt and the one with the largest bound, all at (1 − confidence)/|grid|."""
     m = len(scores)
     ks = guess_counts(m, fractions)
@@ -132,11 +137,22 @@ def audit_bound(scores: np.ndarray, included: np.ndarray, delta: float, confiden
     return best, attempts
 
 
-def max_provable_epsilon(m: int, delta: float, confidence: float, fractions: tuple[float, ...] = GUESS_FRACTIONS) -> float:
+def max_provable_epsilon(
+    m: int, delta: float, confidence: float, fractions: tuple[float, ...] = GUESS_FRACTIONS
+) -> float:
     """The largest bound m canaries could show: every guess right at the best grid point."""
     ks = guess_counts(m, fractions)
     alpha = (1.0 - confidence) / len(ks)
     return max(epsilon_lower_bound(m, min(2 * k, m), min(2 * k, m), delta, alpha) for k in ks)
 
 
-__all__ = ["GUESS_FRACTIONS", "Attempt", "audit_bound", "epsilon_lower_bound", "guess", "guess_counts", "max_provable_epsilon", "p_value"]
+__all__ = [
+    "GUESS_FRACTIONS",
+    "Attempt",
+    "audit_bound",
+    "epsilon_lower_bound",
+    "guess",
+    "guess_counts",
+    "max_provable_epsilon",
+    "p_value",
+]

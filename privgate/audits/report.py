@@ -58,8 +58,12 @@ class LdpResult(BaseModel):
     fn: float = Field(description="FN rate: guessed g₁ when the source was g₂.")
     fp_upper: float = Field(description="Clopper-Pearson upper bound of FP at the cell's α/2.")
     fn_upper: float = Field(description="Clopper-Pearson upper bound of FN at the cell's α/2.")
-    epsilon_empirical: float | None = Field(description="Seed 001, Eq. 3, from the observed rates (null: ∞). Never decides.")
-    epsilon_lb: float = Field(description="Lower bound on ε, valid at the report's confidence jointly with every other cell.")
+    epsilon_empirical: float | None = Field(
+        description="Seed 001, Eq. 3, from the observed rates (null: ∞). Never decides."
+    )
+    epsilon_lb: float = Field(
+        description="Lower bound on ε, valid at the report's confidence jointly with every other cell."
+    )
     status: Status
 
     _f = field_validator("epsilon_empirical", mode="before")(_finite)
@@ -71,7 +75,9 @@ class LdpClaim(BaseModel):
     claimed_epsilon: float
     max_epsilon_lb: float
     strongest: str | None = Field(description="adversary/distinguisher of the largest lower bound.")
-    max_provable_epsilon: float = Field(description="The largest lower bound any distinguisher could reach with these trials.")
+    max_provable_epsilon: float = Field(
+        description="The largest lower bound any distinguisher could reach with these trials."
+    )
     status: Status
     reason: str
 
@@ -86,7 +92,9 @@ class LdpAuditReport(_Report):
     summary: str
     claimed_epsilon: float | list[float] = Field(description="The claimed ε; a list for a sweep (--epsilon 0.5,1,2,4).")
     confidence: float = Field(description="Probability that every lower bound in the report holds at once.")
-    cells: int = Field(description="Cells (claims × adversaries × distinguishers) sharing the error budget (Bonferroni).")
+    cells: int = Field(
+        description="Cells (claims × adversaries × distinguishers) sharing the error budget (Bonferroni)."
+    )
     cell_confidence: float = Field(description="1 − (1 − confidence)/cells: the level of each cell's bound.")
     max_epsilon_lb: float
     max_provable_epsilon: float
@@ -102,7 +110,11 @@ class LdpAuditReport(_Report):
     started: str
     duration_s: float
     game_seconds: float = Field(description="Seconds spent playing the trials (after the gradients were prepared).")
-    trials_per_second: float | None = Field(default=None, description="Cell trials (cells × K) per second of game_seconds; one randomised report serves both distinguishers of an adversary.")
+    trials_per_second: float | None = Field(
+        default=None,
+        description="Cell trials (cells × K) per second of game_seconds; one randomised report serves both "
+        "distinguishers of an adversary.",
+    )
 
     @classmethod
     def from_json(cls, text: str) -> LdpAuditReport:
@@ -128,12 +140,19 @@ class DpsgdAuditReport(_Report):
     claimed_epsilon: float
     delta: float
     confidence: float
-    mode: Literal["white_box", "black_box"] = Field(description="white_box: gradient canaries in privgate's DP-SGD; black_box: mislabelled input canaries in the user's trainer.")
+    mode: Literal["white_box", "black_box"] = Field(
+        description="white_box: gradient canaries in privgate's DP-SGD; black_box: mislabelled input canaries in the "
+        "user's trainer."
+    )
     canaries: int = Field(description="m, each included independently with probability 1/2.")
     included: int
-    guesses: int = Field(description="r of the attempt with the largest bound: the top r/2 scores guessed in, the bottom r/2 out.")
+    guesses: int = Field(
+        description="r of the attempt with the largest bound: the top r/2 scores guessed in, the bottom r/2 out."
+    )
     correct: int
-    epsilon_lb: float = Field(description="Lower bound on ε at δ, valid at `confidence` (Bonferroni over the guess grid).")
+    epsilon_lb: float = Field(
+        description="Lower bound on ε at δ, valid at `confidence` (Bonferroni over the guess grid)."
+    )
     max_provable_epsilon: float
     attempts: list[GuessAttempt]
     bound: dict[str, Any]
@@ -149,4 +168,13 @@ class DpsgdAuditReport(_Report):
         return cls.model_validate_json(text)
 
 
-__all__ = ["EXIT_CODES", "SCHEMA_VERSION", "DpsgdAuditReport", "GuessAttempt", "LdpAuditReport", "LdpClaim", "LdpResult", "Status"]
+__all__ = [
+    "EXIT_CODES",
+    "SCHEMA_VERSION",
+    "DpsgdAuditReport",
+    "GuessAttempt",
+    "LdpAuditReport",
+    "LdpClaim",
+    "LdpResult",
+    "Status",
+]
