@@ -276,3 +276,72 @@ def test_more_canaries_than_rows_is_refused() -> None:
         mislabelled_canaries(digits(), 1795, 0)
     rows, wrong, included, clean = mislabelled_canaries(digits(), 1000, 0)
     assert len(clean) == 797 and not set(rows) & set(clean) and np.all(wrong != digits().y[rows])
+
+
+# --------------------------------------------------------------------------- remediation.audit
+
+HARDEN_POLICY = """
+name: audited-remediation
+sensitivity: confidential
+release: api
+decision: point
+attacks: {loss: {}}
+checks:
+  - {id: mia-acc, attack: loss, metric: accuracy, max: 0.55}
+remediation: {enabled: true, epsilons: [8], accountant: rdp, epochs: 8, batch_size: 100, max_grad_norm: 1.0,
+              audit: true, audit_canaries: 1000}
+"""
+
+
+def test_remediation_audits_the_chosen_epsilon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``remediation.audit: true``: the hardened run's settings are audited with canaries; the claim sits next to the
+    measured lower bound in the report. A DP-SGD run that does not deliver the chosen ε hands out no model."""
+    from rich.console import Console
+
+    import privgate.audits.dpsgd as dpsgd
+    from privgate.audits.bundled import digits
+    from privgate.dp import remediate as rem
+    from privgate.inputs.data import AuditData
+    from privgate.inputs.target import Target
+    from privgate.policy import parse_policy
+    from privgate.recipe import Recipe
+    from privgate.report import render
+    from privgate.report.console import print_remediation
+
+    data = digits()
+    order = np.random.default_rng(0).permutation(len(data))
+    members, nonmembers = data.subset(order[:300]), data.subset(order[1000:1300])
+    net = torch.nn
+    recipe = Recipe(model_factory=lambda: net.Sequential(net.Linear(64, 64), net.Tanh(), net.Linear(64, 10)),
+                    epochs=80, batch_size=32, lr=2e-2, name="tiny")  # fmt: skip
+    target = Target(recipe.train(members.x, members.y, seed=0), source="memorising")
+    policy = parse_policy(HARDEN_POLICY)
+    out = rem.remediate(target, AuditData(members, nonmembers), policy, recipe, seed=0)
+    audit = out.report.remediation["audit"]
+    assert out.status == "hardened" and out.model is not None and out.exit_code == 0
+    # δ = 1/(10·300): 1,000 canaries can prove at most about 2.7 (the 2mδ term), so ε = 8 cannot be refuted
+    assert audit["claimed_epsilon"] == 8 and audit["verdict"] == "inconclusive"
+    assert 0 <= audit["epsilon_lb"] <= audit["max_provable_epsilon"] < 8 and audit["canaries"] == 1000
+    assert audit["delta"] == out.report.remediation["settings"]["delta"]
+    assert f"claimed ε = 8, measured ε ≥ {audit['epsilon_lb']:.3f}" in out.report.summary
+    console = Console(record=True, width=200)
+    print_remediation(out.report.remediation, console)
+    assert audit["summary"] in console.export_text()
+    assert "DP-SGD audit: claimed ε = 8" in render(out.report, "html")
+
+    real = dpsgd.train_with_canaries
+
+    def without_noise(*args, **kwargs):  # the audited run's noise step is broken
+        import opacus.optimizers.optimizer_fast_gradient_clipping as ghost
+
+        with monkeypatch.context() as m:
+            m.setattr(ghost, "_generate_noise", lambda std, reference, *a, **k: torch.zeros_like(reference))
+            return real(*args, **kwargs)
+
+    monkeypatch.setattr(dpsgd, "train_with_canaries", without_noise)
+    low = parse_policy(HARDEN_POLICY.replace("epsilons: [8]", "epsilons: [2]"))  # 1,000 canaries can refute ε = 2
+    broken = rem.remediate(target, AuditData(members, nonmembers), low, recipe, seed=0)
+    assert broken.status == "audit_failed" and broken.model is None
+    assert broken.report.verdict == "fail" and broken.exit_code == 1
+    assert broken.report.remediation["audit"]["epsilon_lb"] > 2
+    assert "the claim is refuted" in broken.report.remediation["reason"]

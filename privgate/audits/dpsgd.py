@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ from privgate.audits.dpsgd_blackbox import Trainer, call_trainer, loss_scores, m
 from privgate.audits.dpsgd_whitebox import train_with_canaries
 from privgate.audits.one_run_bound import GUESS_FRACTIONS, audit_bound, guess_counts, max_provable_epsilon
 from privgate.audits.report import DpsgdAuditReport, GuessAttempt
-from privgate.dp.train import DPSettings
+from privgate.dp.train import DPSettings, make_private_module
 from privgate.errors import PrivgateError
 from privgate.inputs.data import Dataset
 from privgate.recipe import Recipe
@@ -226,4 +227,51 @@ def audit_dpsgd(
     )
 
 
-__all__ = ["BOUND_NAME", "DpsgdSettings", "audit_dpsgd"]
+def audit_remediation(
+    recipe: Recipe,
+    train: Dataset,
+    dp_settings: DPSettings,
+    epsilon: float,
+    canaries: int,
+    confidence: float,
+    seed: int,
+    threads: int | None = None,
+) -> dict[str, Any]:
+    """The one-run audit of a hardened model's DP-SGD settings, as the remediation section records it.
+
+    ``privgate harden`` with ``remediation.audit: true`` runs one more DP-SGD
+    training with exactly the chosen run's settings (σ calibrated for the same
+    ε, δ, q, steps, C and accountant) and gradient canaries; the hardened model
+    itself carries none. At most one canary per trainable parameter.
+    """
+    private, _ = make_private_module(recipe.build(seed=seed), recipe.name)
+    d = sum(p.numel() for p in private.parameters() if p.requires_grad)
+    m = min(canaries, d)
+    s = DpsgdSettings(
+        epsilon=epsilon, delta=dp_settings.delta, canaries=m, confidence=confidence, seed=seed,
+        clip=dp_settings.max_grad_norm, accountant=dp_settings.accountant,
+    )  # fmt: skip
+    rep = audit_dpsgd(s, recipe=recipe, data=train, dp_settings=dp_settings, threads=threads)
+    outcome = {"pass": "no violation found", "fail": "the claim is refuted", "inconclusive": "inconclusive"}[
+        rep.verdict
+    ]
+    return {
+        "claimed_epsilon": epsilon,
+        "delta": dp_settings.delta,
+        "epsilon_lb": rep.epsilon_lb,
+        "max_provable_epsilon": rep.max_provable_epsilon,
+        "verdict": rep.verdict,
+        "confidence": confidence,
+        "canaries": m,
+        "canaries_limited_by_parameters": m < canaries,
+        "guesses": rep.guesses,
+        "correct": rep.correct,
+        "seconds": rep.duration_s,
+        "method": f"one-run white-box audit, {m} gradient canaries ({BOUND_NAME}), in a separate DP-SGD run with "
+        "the hardened model's settings",
+        "summary": f"DP-SGD audit: claimed ε = {epsilon:g}, measured ε ≥ {rep.epsilon_lb:.3f} at {confidence:.1%} "
+        f"({m} canaries; at most {rep.max_provable_epsilon:.2f} provable) — {outcome}",
+    }
+
+
+__all__ = ["BOUND_NAME", "DpsgdSettings", "audit_dpsgd", "audit_remediation"]
