@@ -162,8 +162,7 @@ def test_worst_case_reaches_nine_tenths_of_epsilon_4(tmp_path: Path) -> None:
 
 
 def test_sweep_every_bound_below_its_epsilon(tmp_path: Path) -> None:
-    """The built-in mechanism at ε ∈ {0.5, 1, 2, 4}, all 6 × 2 cells: no lower bound above its ε; Figure 2 in the "
-    "HTML."""
+    """The built-in mechanism at ε ∈ {0.5, 1, 2, 4}, all 6 × 2 cells: no bound above its ε; Figure 2 in the HTML."""
     out, html = tmp_path / "sweep.json", tmp_path / "sweep.html"
     r = run_cli(
         "audit",
@@ -171,7 +170,7 @@ def test_sweep_every_bound_below_its_epsilon(tmp_path: Path) -> None:
         "--epsilon",
         "0.5,1,2,4",
         "--trials",
-        "3000",
+        "1500",
         "--json",
         str(out),
         "--html",

@@ -32,7 +32,7 @@ def print_ldp(report: LdpAuditReport, console: Console) -> None:
     )
     console.print(
         f"gradients: {escape(src['description'])}, d = {src['parameters']} · K = {report.trials:,} trials per cell · "
-        f"{report.cells} cells at {report.confidence:.1%} jointly (each at {report.cell_confidence:.4%})".replace(
+        f"{report.cells} cells at {report.confidence * 100:g}% jointly (each at {report.cell_confidence:.4%})".replace(
             ".0%", "%"
         ),
         highlight=False,

@@ -93,7 +93,7 @@ def _decide(s: DpsgdSettings, lb: float, ceiling: float) -> tuple[str, str]:
     if lb > s.epsilon:
         return (
             "fail",
-            f"FAIL: {claim} — the canaries prove ε ≥ {lb:.3f} at {s.confidence:.1%} confidence: the training does "
+            f"FAIL: {claim} — the canaries prove ε ≥ {lb:.3f} at {s.confidence * 100:g}% confidence: the training does "
             "not deliver its claim.",
         )
     if ceiling <= s.epsilon:
@@ -269,7 +269,7 @@ def audit_remediation(
         "seconds": rep.duration_s,
         "method": f"one-run white-box audit, {m} gradient canaries ({BOUND_NAME}), in a separate DP-SGD run with "
         "the hardened model's settings",
-        "summary": f"DP-SGD audit: claimed ε = {epsilon:g}, measured ε ≥ {rep.epsilon_lb:.3f} at {confidence:.1%} "
+        "summary": f"DP-SGD audit: claimed ε = {epsilon:g}, measured ε ≥ {rep.epsilon_lb:.3f} at {confidence * 100:g}% "
         f"({m} canaries; at most {rep.max_provable_epsilon:.2f} provable) — {outcome}",
     }
 

@@ -178,7 +178,8 @@ def _claim(eps: float, cells: list[LdpResult], ceiling: float, trials: int, conf
             strongest=where,
             max_provable_epsilon=ceiling,
             status="fail",
-            reason=f"{where} proves ε ≥ {best.epsilon_lb:.3f} > the claimed {eps:g} at {confidence:.1%} confidence: "
+            reason=f"{where} proves ε ≥ {best.epsilon_lb:.3f} > the claimed {eps:g} at {confidence * 100:g}% "
+            "confidence: "
             "the mechanism does not deliver its claim",
         )
     if ceiling <= eps:

@@ -79,8 +79,7 @@ def _names(choices: tuple[str, ...], what: str) -> Callable[[Any, Any, str], tup
 
 
 def _inputs(data: str | None, specs: dict[str, str | None]) -> list[Any]:
-    """The files an audit reads (data file or factory module, recipe/mechanism/trainer modules), for the output "
-    "guard."""
+    """The files an audit reads (the data or its factory's module; recipe, mechanism, trainer modules)."""
     from privgate.io.guards import Named, spec_file
 
     dirs = [Path.cwd()]
