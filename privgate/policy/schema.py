@@ -192,6 +192,14 @@ class Remediation(_Strict):
     max_physical_batch_size: int = Field(
         default=256, ge=1, description="Most examples per forward/backward pass (memory only)."
     )
+    audit: bool = Field(
+        default=False,
+        description="Audit the chosen ε: one more DP-SGD run with the hardened model's settings and gradient "
+        "canaries (privgate audit dpsgd); the report shows the claim next to the measured lower bound.",
+    )
+    audit_canaries: int = Field(
+        default=1000, ge=2, description="Canaries of that audit (at most the model's parameters)."
+    )
 
     @field_validator("delta")
     @classmethod

@@ -153,9 +153,14 @@ def print_remediation(rem: dict[str, Any], console: Console) -> None:
         )
     for change in rem.get("architecture_changes") or []:
         console.print(f"  [yellow]architecture change:[/] {change}")
-    style = {"hardened": "green", "no_epsilon": "bold red"}.get(rem.get("status", ""), "white")
+    style = {"hardened": "green", "no_epsilon": "bold red", "audit_failed": "bold red"}.get(
+        rem.get("status", ""), "white"
+    )
     if rem.get("status"):
         console.print(f"  [{style}]remediation {rem['status']}[/]: {rem.get('reason', '')}")
+    audit = rem.get("audit") if isinstance(rem.get("audit"), dict) else {}
+    if audit.get("summary") and rem.get("status") != "audit_failed":  # the claim next to the measured lower bound
+        console.print(f"  [{_STYLE.get(audit.get('verdict', ''), 'white')}]{audit['summary']}[/]")
     output = rem.get("output") or {}
     if output:
         console.print(
