@@ -16,7 +16,6 @@ directory, then ``os.replace``).
 from __future__ import annotations
 
 import io
-import os
 import sys
 import time
 import warnings

@@ -32,7 +32,8 @@ way an attack may learn from them:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 

@@ -46,7 +46,8 @@ The classifier is scikit-learn's histogram gradient boosting by default
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def output_signals(log_proba: np.ndarray, y: np.ndarray, signals: str = "all") -
     entropy = (p * lp).sum(axis=1)
     log1m = np.log(np.maximum(-np.expm1(lp), 1e-300))
     mentr_others = (p * log1m).sum(axis=1) - _true(p * log1m, y)
-    mentr = -(-np.expm1(log_py)) * log_py - mentr_others
+    mentr = np.expm1(log_py) * log_py - mentr_others  # −(1 − p_y) log p_y − Σ_{k≠y} p_k log(1 − p_k)
     correct = (lp.argmax(axis=1) == y).astype(np.float64)
     cols = [log_py, log_py - m, log_py - rest, lp.max(axis=1), entropy, -mentr, correct]
     names = ["loss", "margin", "phi", "confidence", "entropy", "modified_entropy", "correct"]
@@ -253,9 +254,10 @@ class LearnedAttack(Attack):
         per_class = np.array([i for i, nm in enumerate(names) if nm in PER_CLASS], dtype=int)
         scorer = learned_scorer(feats, ctx.y, n_classes, per_class=per_class, classifier=o["classifier"], folds=o["folds"],
                                 seed=ctx.seed, threads=ctx.threads)
-        notes = notes + [f"{o['classifier']} membership classifier over {len(names)} signals ({', '.join(names[:8])}"
-                         f"{', …' if len(names) > 8 else ''}) and per-class terms, cross-fitted over {o['folds']} folds of the "
-                         "calibration split; evaluation rows are scored by one fold's classifier each"]
+        shown_names = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
+        notes = [*notes, (f"{o['classifier']} membership classifier over {len(names)} signals ({shown_names}) and per-class "
+                          f"terms, cross-fitted over {o['folds']} folds of the calibration split; evaluation rows are scored "
+                          "by one fold's classifier each")]
         result = AttackResult(
             attack=self.name,
             threat_model=self.threat_model,

@@ -26,7 +26,7 @@ p-value that still ranks above the last reference.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
