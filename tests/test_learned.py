@@ -179,3 +179,13 @@ def test_two_sided_threshold_on_a_null_model_is_a_coin_flip(null):
     for groups in (None, ctx.y):
         auc, _ = _metrics(two_sided_scorer(get_attack("loss")().run(ctx).scores, groups, seed=0)(labels), membership, calibration)
         assert auc.lo <= 0.5 <= auc.hi
+
+
+def test_learned_signals_are_the_threshold_attacks_scores(leaky):
+    from privgate.attacks.learned import output_signals
+
+    ctx, _, _ = leaky
+    feats, names = output_signals(ctx.log_proba, ctx.y)
+    for signal, attack in (("loss", "loss"), ("confidence", "confidence"), ("entropy", "entropy"),
+                           ("modified_entropy", "modified_entropy")):
+        np.testing.assert_allclose(feats[:, names.index(signal)], get_attack(attack)().run(ctx).scores, rtol=1e-9, atol=1e-9)
