@@ -47,8 +47,9 @@ import numpy as np  # noqa: E402
 from privgate import stats  # noqa: E402
 from privgate.attacks import AttackContext, get_attack  # noqa: E402
 from privgate.attacks.crossfit import CalibrationLabels, cross_fit  # noqa: E402
-from privgate.data import AuditData, Dataset  # noqa: E402
-from privgate.target import Target  # noqa: E402
+from privgate.inputs.data import AuditData, Dataset  # noqa: E402
+from privgate.inputs.target import Target
+from privgate.options import RunOptions  # noqa: E402
 
 #: privgate's attacks in the comparison: (label, registry name, options).
 PRIVGATE = (
@@ -105,8 +106,9 @@ def prepare(example: str, seed: int) -> Audit:
 
     folder, data, recipe = _load(example)
     audit = AuditData(*(Dataset(*f()) for f in (data.members, data.nonmembers, data.population)), seed=seed)
-    x, y, membership, calibration, _ = audit_rows(audit, seed)
-    return Audit(Target.load(folder / "model.pt", recipe=recipe), x, y, membership, calibration, audit.population, recipe, seed)
+    r = audit_rows(audit, seed)
+    target = Target.load(folder / "model.pt", recipe=recipe)
+    return Audit(target, r.x, r.y, r.membership, r.calibration, audit.population, recipe, seed)
 
 
 @dataclass
@@ -119,12 +121,13 @@ class Row:
 
 def run_privgate(a: Audit, cache: str, threads: int) -> list[Row]:
     from privgate.gate import final_scores
-    from privgate.threads import limit_threads
+    from privgate.training.threads import limit_threads
 
     rows = []
     for label, name, options in PRIVGATE:
-        ctx = AttackContext(target=a.target, x=a.x, y=a.y, population=a.population, recipe=a.recipe, seed=a.seed,
-                            cache_dir=cache, threads=threads, options=dict(options))
+        run = RunOptions(seed=a.seed, cache_dir=cache, threads=threads)
+        ctx = AttackContext(target=a.target, x=a.x, y=a.y, population=a.population, recipe=a.recipe, options=dict(options),
+                            run=run)
         t0 = time.perf_counter()
         with limit_threads(threads):
             result = get_attack(name)(**options).run(ctx)
@@ -140,7 +143,7 @@ def run_art(a: Audit, kinds: tuple[str, ...], threads: int) -> list[Row]:
     from art.attacks.inference.membership_inference import MembershipInferenceBlackBox
     from art.estimators.classification import PyTorchClassifier
 
-    from privgate.threads import limit_threads
+    from privgate.training.threads import limit_threads
 
     module = a.target.module
     classes = int(a.target.predict_proba(a.x[:2]).shape[1])

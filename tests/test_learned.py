@@ -17,8 +17,9 @@ import pytest
 from privgate import stats
 from privgate.attacks import AttackContext, get_attack
 from privgate.attacks.crossfit import CalibrationLabels, cross_fit, fold_of
-from privgate.attacks.learned import LearnedAttack, LearnedReferenceAttack
+from privgate.attacks.learned import LearnedAttack
 from privgate.attacks.tails import smoothed_cdf, two_sided_scorer
+from privgate.options import RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 SURVEY = ROOT / "examples" / "survey"
@@ -41,7 +42,7 @@ def _audit(target):
     x, y = np.r_[xm, xn], np.r_[ym, yn]
     membership = np.r_[np.ones(N, bool), np.zeros(N, bool)]
     calibration = stats.calibration_mask(membership, 0)
-    return AttackContext(target=target, x=x, y=y, seed=0), membership, calibration
+    return AttackContext(target=target, x=x, y=y, run=RunOptions(seed=0)), membership, calibration
 
 
 def _metrics(scores, membership, calibration):
@@ -51,7 +52,7 @@ def _metrics(scores, membership, calibration):
 
 @pytest.fixture(scope="module")
 def leaky():
-    from privgate.target import Target
+    from privgate.inputs.target import Target
 
     _survey()
     return _audit(Target.load(SURVEY / "model.pt"))
@@ -62,7 +63,7 @@ def null():
     """A model trained with the example's recipe on population rows only: every audit row is unseen."""
     import torch
 
-    from privgate.target import Target
+    from privgate.inputs.target import Target
 
     data = _survey()
     sys.path.insert(0, str(SURVEY))
@@ -148,7 +149,7 @@ def test_learned_attack_options_are_checked():
     with pytest.raises(ValueError, match="folds must be an integer from 2 to 20"):
         LearnedAttack(folds=1)
     with pytest.raises(TypeError, match="unknown option 'model'"):
-        LearnedReferenceAttack(model=4)
+        get_attack("learned_reference")(model=4)
 
 
 # --------------------------------------------------------------------------- two-sided thresholds

@@ -31,7 +31,7 @@ import torch  # noqa: E402
 import data  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 
-from privgate.atomic import write_atomic  # noqa: E402
+from privgate.io.atomic import write_atomic  # noqa: E402
 
 SEED = 0
 MODEL_PATH = HERE / "model.pt"

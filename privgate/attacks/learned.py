@@ -196,7 +196,7 @@ def learned_scorer(features: np.ndarray, y: np.ndarray, n_classes: int, *, per_c
     onehot = class_columns(y, n_classes) if per_class is not None and n_classes > 1 else np.zeros((len(y), 0))
 
     def fit_score(train: np.ndarray, train_members: np.ndarray, score: np.ndarray) -> np.ndarray:
-        from privgate.threads import native_threads
+        from privgate.training.threads import native_threads
 
         parts = [x, onehot]
         if per_class is not None and len(per_class):
@@ -228,9 +228,6 @@ class LearnedAttack(Attack):
 
     name = "learned"
     threat_model = "black-box"
-    #: scores are fitted on the calibration split's membership (the gate calls ``result.fitted``)
-    fitted = True
-
     def __init__(self, signals: str = "all", classifier: str = "gbdt", folds: int = 5, **options: Any) -> None:
         super().__init__(**options)
         if signals not in SIGNALS:
@@ -267,8 +264,8 @@ class LearnedAttack(Attack):
             options=dict(o),
             notes=notes,
             extras={"signals": names, **({"reference_models": k} if k else {})},
+            fitted=scorer,
         )
-        result.fitted = scorer  # type: ignore[attr-defined]  (AttackResult.fitted once the gate supports it)
         return result
 
 

@@ -99,6 +99,12 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "--json, none without --json.",
 )
 @click.option(
+    "--exposed",
+    type=click.IntRange(min=0),
+    help="How many of the most exposed members the reports list (their row in the members file, each attack's "
+    "score, rank and FPR/TPR there); default 10, 0 for none. This flag, else the config's 'exposed'.",
+)
+@click.option(
     "--trust-checkpoint",
     is_flag=True,
     default=None,
@@ -144,6 +150,7 @@ def check(
     remediate: bool = False,
     output_model: str | None = None,
     threads: int | None = None,
+    exposed: int | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
     from privgate.inputs.config import find_config, load_config
@@ -232,6 +239,7 @@ def check(
             cache_dir=pick("cache_dir", cache_dir),
             progress=progress,
             artefacts_dir=staging.path,
+            exposed=10 if pick("exposed", exposed) is None else pick("exposed", exposed),
         )
         if status:
             status.start()
@@ -258,7 +266,8 @@ def check(
         for fmt, path in outputs.items():
             if path and fmt != "json":
                 out.print(f"{fmt} report: {path}")
-        if artefacts_dir and any(a.extras.get("artefacts") for a in report.attacks):
+        images = any(r.get("image") for r in (report.exposed or {}).get("records", []))
+        if artefacts_dir and (images or any(a.extras.get("artefacts") for a in report.attacks)):
             out.print(f"artefacts: {artefacts_dir}")
     return report.exit_code
 

@@ -34,6 +34,7 @@ KEYS = {
     "label_column": str,
     "cache_dir": str,
     "threads": int,
+    "exposed": int,
     "trust_checkpoint": bool,
 }
 
@@ -80,6 +81,8 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
             )
         if key == "threads" and value < 1:
             raise ConfigError(f"{path}: '{prefix}threads' must be at least 1, got {value}.")
+        if key == "exposed" and value < 0:
+            raise ConfigError(f"{path}: '{prefix}exposed' must be 0 or more, got {value}.")
     return dict(table)
 
 
