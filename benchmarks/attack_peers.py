@@ -48,7 +48,7 @@ from privgate import stats  # noqa: E402
 from privgate.attacks import AttackContext, get_attack  # noqa: E402
 from privgate.attacks.crossfit import CalibrationLabels, cross_fit  # noqa: E402
 from privgate.inputs.data import AuditData, Dataset  # noqa: E402
-from privgate.inputs.target import Target
+from privgate.inputs.target import Target  # noqa: E402
 from privgate.options import RunOptions  # noqa: E402
 
 #: privgate's attacks in the comparison: (label, registry name, options).
@@ -126,13 +126,21 @@ def run_privgate(a: Audit, cache: str, threads: int) -> list[Row]:
     rows = []
     for label, name, options in PRIVGATE:
         run = RunOptions(seed=a.seed, cache_dir=cache, threads=threads)
-        ctx = AttackContext(target=a.target, x=a.x, y=a.y, population=a.population, recipe=a.recipe, options=dict(options),
-                            run=run)
+        ctx = AttackContext(
+            target=a.target, x=a.x, y=a.y, population=a.population, recipe=a.recipe, options=dict(options), run=run
+        )
         t0 = time.perf_counter()
         with limit_threads(threads):
             result = get_attack(name)(**options).run(ctx)
             scores = final_scores(result, a.calibration, a.membership)
-        rows.append(Row(label, scores, time.perf_counter() - t0, f"{result.models_trained} trained" if result.models_trained else ""))
+        rows.append(
+            Row(
+                label,
+                scores,
+                time.perf_counter() - t0,
+                f"{result.models_trained} trained" if result.models_trained else "",
+            )
+        )
         print(f"  ran {label} ({rows[-1].seconds:.0f} s)", flush=True)
     return rows
 
@@ -147,14 +155,21 @@ def run_art(a: Audit, kinds: tuple[str, ...], threads: int) -> list[Row]:
 
     module = a.target.module
     classes = int(a.target.predict_proba(a.x[:2]).shape[1])
-    clf = PyTorchClassifier(model=module, loss=torch.nn.CrossEntropyLoss(), input_shape=a.x.shape[1:], nb_classes=classes)
+    clf = PyTorchClassifier(
+        model=module, loss=torch.nn.CrossEntropyLoss(), input_shape=a.x.shape[1:], nb_classes=classes
+    )
     labels = CalibrationLabels.of(a.calibration, a.membership)
     rows = []
     for input_type in ("loss", "prediction"):
         for kind in kinds:
 
-            def fit_score(train: np.ndarray, train_members: np.ndarray, score: np.ndarray,
-                          input_type: str = input_type, kind: str = kind) -> np.ndarray:
+            def fit_score(
+                train: np.ndarray,
+                train_members: np.ndarray,
+                score: np.ndarray,
+                input_type: str = input_type,
+                kind: str = kind,
+            ) -> np.ndarray:
                 att = MembershipInferenceBlackBox(clf, input_type=input_type, attack_model_type=kind)
                 tin, tout = train[train_members], train[~train_members]
                 att.fit(a.x[tin], a.y[tin], a.x[tout], a.y[tout])
@@ -178,7 +193,10 @@ def _ci(e: stats.Estimate) -> str:
 
 def table(a: Audit, rows: list[Row]) -> dict[str, float]:
     n_in, n_out = int((~a.calibration & a.membership).sum()), int((~a.calibration & ~a.membership).sum())
-    print(f"\nevaluation split: {n_in} members, {n_out} non-members (95 % intervals; @ = FPR achieved on the evaluation split)")
+    print(
+        f"\nevaluation split: {n_in} members, {n_out} non-members "
+        "(95 % intervals; @ = FPR achieved on the evaluation split)"
+    )
     print(f"| {'attack':<24} | {'AUC':<22} | {'TPR@1%FPR':<32} | {'TPR@0.1%FPR':<32} | eval-ROC TPR@1% | s | note |")
     print(f"|{'-' * 26}|{'-' * 24}|{'-' * 34}|{'-' * 34}|---|---|---|")
     best = {}
@@ -188,8 +206,12 @@ def table(a: Audit, rows: list[Row]) -> dict[str, float]:
         t1, t01 = stats.tpr_at_fpr(sp, 0.01), stats.tpr_at_fpr(sp, 0.001)
         emp = stats.empirical_tpr_at_fpr(sp.eval_in, sp.eval_out, 0.01)
         best[r.name] = t1.value if t1.resolvable else float("nan")
-        print(f"| {r.name:<24} | {auc.value:.3f} [{auc.lo:.3f}, {auc.hi:.3f}] | {_ci(t1):<32} | {_ci(t01):<32} | {emp:.3f} | "
-              f"{r.seconds:.0f} | {r.note} |", flush=True)
+        print(
+            f"| {r.name:<24} | {auc.value:.3f} [{auc.lo:.3f}, {auc.hi:.3f}] | {_ci(t1):<32} | {_ci(t01):<32} | "
+            f"{emp:.3f} | "
+            f"{r.seconds:.0f} | {r.note} |",
+            flush=True,
+        )
     return best
 
 
@@ -197,13 +219,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--example", default="survey", choices=["survey", "purchase", "digits"])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1, help="threads per attack (2 only on an idle machine: OpenMP stalls when oversubscribed)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="threads per attack (2 only on an idle machine: OpenMP stalls when oversubscribed)",
+    )
     ap.add_argument("--no-nn", action="store_true", help="skip ART's neural-network attack models (minutes each)")
     ap.add_argument("--no-art", action="store_true", help="privgate's attacks only")
     args = ap.parse_args(argv)
     a = prepare(args.example, args.seed)
-    print(f"=== {args.example}: {int(a.membership.sum())} members, {int((~a.membership).sum())} non-members, "
-          f"{len(a.population) if a.population is not None else 0} population; seed {args.seed}", flush=True)
+    print(
+        f"=== {args.example}: {int(a.membership.sum())} members, {int((~a.membership).sum())} non-members, "
+        f"{len(a.population) if a.population is not None else 0} population; seed {args.seed}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="privgate-peers-") as cache:
         rows = run_privgate(a, cache, args.threads)
     peers: list[Row] = []
@@ -222,15 +252,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nprivgate's best at 1 % FPR: {b} {mine[b]:.3f}")
         if theirs:
             p = max(theirs, key=theirs.get)
-            print(f"best peer at 1 % FPR: {p} {theirs[p]:.3f}; ratio {mine[b] / max(theirs[p], 1e-9):.2f}x (target ≥ 2x)")
+            print(
+                f"best peer at 1 % FPR: {p} {theirs[p]:.3f}; ratio {mine[b] / max(theirs[p], 1e-9):.2f}x (target ≥ 2x)"
+            )
             for sig in ("loss", "outputs"):
                 ours = tpr.get(f"learned ({sig})")
-                art_sig = {k: v for k, v in theirs.items() if k.endswith("on " + ("loss" if sig == "loss" else "prediction"))}
+                art_sig = {
+                    k: v for k, v in theirs.items() if k.endswith("on " + ("loss" if sig == "loss" else "prediction"))
+                }
                 if ours is not None and art_sig:
                     k = max(art_sig, key=art_sig.get)
                     print(f"learned ({sig}) {ours:.3f} vs ART's best on the same signal, {k} {art_sig[k]:.3f}")
-    print("ML Privacy Meter RMIA: not installable from the package index (privacy-meter 1.0.1 predates RMIA); "
-          "recorded in issue 16 on its 10k-row table: " + ", ".join(f"{k} {v:.3f}" for k, v in RECORDED.items()))
+    print(
+        "ML Privacy Meter RMIA: not installable from the package index (privacy-meter 1.0.1 predates RMIA); "
+        "recorded in issue 16 on its 10k-row table: " + ", ".join(f"{k} {v:.3f}" for k, v in RECORDED.items())
+    )
     return 0
 
 

@@ -24,8 +24,8 @@ import numpy as np
 from privgate import stats
 from privgate.attacks import AttackContext, AttackResult, available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
-from privgate.attacks.crossfit import CalibrationLabels
 from privgate.attacks.blind import soundness_warnings
+from privgate.attacks.crossfit import CalibrationLabels
 from privgate.decision import decide_policy, verdict_of
 from privgate.inputs.data import AuditData
 from privgate.inputs.sanity import inspect_target
@@ -71,10 +71,17 @@ class AuditRows:
 def audit_rows(data: AuditData, seed: int) -> AuditRows:
     """Pool, shuffle and split the audit data as :func:`run_attacks` does (benchmarks compare peers on these rows)."""
     x, y, membership = data.pooled()
-    rows = np.r_[data.member_rows if data.member_rows is not None else np.arange(len(data.members)),
-                 np.full(len(data.nonmembers), -1)]
+    rows = np.r_[
+        data.member_rows if data.member_rows is not None else np.arange(len(data.members)),
+        np.full(len(data.nonmembers), -1),
+    ]
     perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(len(y))
-    x, y, membership, rows = x[perm], y[perm], membership[perm], rows[perm]  # attacks never see membership, nor its order
+    x, y, membership, rows = (
+        x[perm],
+        y[perm],
+        membership[perm],
+        rows[perm],
+    )  # attacks never see membership, nor its order
     return AuditRows(x, y, membership, stats.calibration_mask(membership, seed), rows)
 
 
@@ -297,8 +304,12 @@ def run_attacks(
 
 
 def _exposed(
-    ran: dict[str, _Ran], summaries: list[AttackSummary], rows: AuditRows, diagnostic: set[str],
-    recipe: Recipe | None, run: RunOptions,
+    ran: dict[str, _Ran],
+    summaries: list[AttackSummary],
+    rows: AuditRows,
+    diagnostic: set[str],
+    recipe: Recipe | None,
+    run: RunOptions,
 ) -> dict[str, Any] | None:
     """The report's ``exposed`` section (:mod:`privgate.stats.exposure`), with each record's image for image data."""
     from privgate.attacks.inversion import image_shape
@@ -325,7 +336,9 @@ def _exposed(
         img = x[where[rec["member_index"]]].reshape(shape)
         scaled = np.clip((img - lo) / max(hi - lo, 1e-12), 0, 1) * 255
         f = max(1, 48 // max(shape))
-        files[f"member-{rec['member_index']}.png"] = png_bytes(scaled.repeat(f, 0).repeat(f, 1).round().astype(np.uint8))
+        files[f"member-{rec['member_index']}.png"] = png_bytes(
+            scaled.repeat(f, 0).repeat(f, 1).round().astype(np.uint8)
+        )
     paths = dict(zip(sorted(files), save_artefacts("exposed", files, run.artefacts_dir)))
     for rec in section["records"]:
         rec["image"] = paths[f"member-{rec['member_index']}.png"]

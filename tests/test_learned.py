@@ -136,8 +136,10 @@ def test_learned_attack_is_at_least_as_strong_as_every_threshold_attack(leaky):
     ctx, membership, calibration = leaky
     labels = CalibrationLabels.of(calibration, membership)
     learned_auc, learned_tpr = _metrics(LearnedAttack().run(ctx).fitted(labels), membership, calibration)
-    best = max((_metrics(get_attack(name)().run(ctx).scores, membership, calibration)[0].value, name)
-               for name in ("loss", "confidence", "entropy", "modified_entropy", "true_class_confidence"))
+    best = max(
+        (_metrics(get_attack(name)().run(ctx).scores, membership, calibration)[0].value, name)
+        for name in ("loss", "confidence", "entropy", "modified_entropy", "true_class_confidence")
+    )
     assert best[0] > 0.75  # the example's model leaks
     assert learned_auc.value >= best[0], (learned_auc, best)
     assert learned_tpr.resolvable and learned_tpr.value >= 0.02
@@ -168,7 +170,9 @@ def test_two_sided_threshold_finds_members_in_both_tails_where_one_side_cannot()
     scores = np.r_[rng.normal(0, 1, n) + np.where(rng.random(n) < 0.5, -2.5, 2.5), rng.normal(0, 1, n)]
     calibration = stats.calibration_mask(membership, 0)
     one_sided, _ = _metrics(scores, membership, calibration)
-    two, tpr = _metrics(two_sided_scorer(scores, None, seed=0)(CalibrationLabels.of(calibration, membership)), membership, calibration)
+    two, tpr = _metrics(
+        two_sided_scorer(scores, None, seed=0)(CalibrationLabels.of(calibration, membership)), membership, calibration
+    )
     assert one_sided.lo <= 0.5 <= one_sided.hi
     assert two.lo > 0.85
     assert tpr.lo > 0.2
@@ -178,7 +182,9 @@ def test_two_sided_threshold_on_a_null_model_is_a_coin_flip(null):
     ctx, membership, calibration = null
     labels = CalibrationLabels.of(calibration, membership)
     for groups in (None, ctx.y):
-        auc, _ = _metrics(two_sided_scorer(get_attack("loss")().run(ctx).scores, groups, seed=0)(labels), membership, calibration)
+        auc, _ = _metrics(
+            two_sided_scorer(get_attack("loss")().run(ctx).scores, groups, seed=0)(labels), membership, calibration
+        )
         assert auc.lo <= 0.5 <= auc.hi
 
 
@@ -187,6 +193,12 @@ def test_learned_signals_are_the_threshold_attacks_scores(leaky):
 
     ctx, _, _ = leaky
     feats, names = output_signals(ctx.log_proba, ctx.y)
-    for signal, attack in (("loss", "loss"), ("confidence", "confidence"), ("entropy", "entropy"),
-                           ("modified_entropy", "modified_entropy")):
-        np.testing.assert_allclose(feats[:, names.index(signal)], get_attack(attack)().run(ctx).scores, rtol=1e-9, atol=1e-9)
+    for signal, attack in (
+        ("loss", "loss"),
+        ("confidence", "confidence"),
+        ("entropy", "entropy"),
+        ("modified_entropy", "modified_entropy"),
+    ):
+        np.testing.assert_allclose(
+            feats[:, names.index(signal)], get_attack(attack)().run(ctx).scores, rtol=1e-9, atol=1e-9
+        )

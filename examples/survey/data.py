@@ -107,7 +107,9 @@ def encode(frame) -> Split:  # noqa: ANN001  (a pandas DataFrame with TV16's col
         block = np.column_stack(cols)
         unknown = ~block.any(axis=1)
         if unknown.any():
-            raise ValueError(f"TV16 column {column}: value {values[np.flatnonzero(unknown)[0]]!r} is not one of {levels}")
+            raise ValueError(
+                f"TV16 column {column}: value {values[np.flatnonzero(unknown)[0]]!r} is not one of {levels}"
+            )
         blocks.append(block)
     x = np.concatenate(blocks, axis=1).astype(np.float32)
     y = frame["ideo"].to_numpy().astype(np.int64) - 1
@@ -134,7 +136,10 @@ def _splits() -> dict[str, Split]:
     order = np.random.default_rng(DATA_SEED).permutation(keep)
     if len(order) < len(PARTS) * N_PART:  # pragma: no cover - TV16 has about 45,000 distinct rows
         raise RuntimeError(f"only {len(order)} distinct rows; need {len(PARTS) * N_PART}")
-    return {name: (x[order[i * N_PART:(i + 1) * N_PART]], y[order[i * N_PART:(i + 1) * N_PART]]) for i, name in enumerate(PARTS)}
+    return {
+        name: (x[order[i * N_PART : (i + 1) * N_PART]], y[order[i * N_PART : (i + 1) * N_PART]])
+        for i, name in enumerate(PARTS)
+    }
 
 
 def _part(name: str, n: int | None) -> Split:

@@ -31,8 +31,8 @@ way an attack may learn from them:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -115,8 +115,8 @@ def cross_fit(labels: CalibrationLabels, fit_score: FitScore, folds: int, seed: 
     n_in, n_out = int(labels.members.sum()), int((~labels.members).sum())
     if min(n_in, n_out) * (folds - 1) / folds < MIN_PER_CLASS:
         raise ValueError(
-            f"cross-fitting over {folds} folds needs at least {MIN_PER_CLASS} calibration members and non-members per training "
-            f"fold; the calibration split has {n_in} members and {n_out} non-members"
+            f"cross-fitting over {folds} folds needs at least {MIN_PER_CLASS} calibration members and non-members per "
+            f"training fold; the calibration split has {n_in} members and {n_out} non-members"
         )
     fold = fold_of(labels, folds, seed)
     member = np.zeros(len(labels.mask), dtype=bool)

@@ -106,8 +106,10 @@ def class_columns(y: np.ndarray, n_classes: int) -> np.ndarray:
     return out
 
 
-def reference_signals(log_proba: np.ndarray, ref_log_proba: np.ndarray, inside: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """``[n, d]`` signals comparing the target with reference models trained with (IN) and without (OUT) each example."""
+def reference_signals(
+    log_proba: np.ndarray, ref_log_proba: np.ndarray, inside: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
+    """``[n, d]`` signals comparing the target with reference models trained with (IN) and without (OUT) each row."""
     from privgate.attacks.lira import lira_scores
     from privgate.attacks.reference import logit_confidence
     from privgate.attacks.rmia import tempered_true_class
@@ -117,8 +119,10 @@ def reference_signals(log_proba: np.ndarray, ref_log_proba: np.ndarray, inside: 
     cols, names = [], []
     for fixed in (True, False):
         tag = "fixed" if fixed else "per_example"
-        cols += [lira_scores(phi_t, phi_r, inside, online=True, fixed_variance=fixed),
-                 lira_scores(phi_t, phi_r, inside, online=False, fixed_variance=fixed)]
+        cols += [
+            lira_scores(phi_t, phi_r, inside, online=True, fixed_variance=fixed),
+            lira_scores(phi_t, phi_r, inside, online=False, fixed_variance=fixed),
+        ]
         names += [f"lira_online_{tag}", f"lira_offline_{tag}"]
     out = ~inside
     mu_out = np.where(out, phi_r, 0.0).sum(axis=0) / np.maximum(out.sum(axis=0), 1)
@@ -126,8 +130,13 @@ def reference_signals(log_proba: np.ndarray, ref_log_proba: np.ndarray, inside: 
     p_t = tempered_true_class(log_proba, y, 2.0)
     p_r = tempered_true_class(ref_log_proba, y, 2.0)
     p_out = np.where(out, p_r, 0.0).sum(axis=0) / np.maximum(out.sum(axis=0), 1)
-    cols += [np.clip(phi_t, -50, 50), mu_out, mu_in, np.log(np.maximum(p_t, 1e-300)) - np.log(np.maximum(p_out, 1e-300)),
-             np.log(np.maximum(p_t, 1e-300)) - np.log(np.maximum(p_r.mean(axis=0), 1e-300))]
+    cols += [
+        np.clip(phi_t, -50, 50),
+        mu_out,
+        mu_in,
+        np.log(np.maximum(p_t, 1e-300)) - np.log(np.maximum(p_out, 1e-300)),
+        np.log(np.maximum(p_t, 1e-300)) - np.log(np.maximum(p_r.mean(axis=0), 1e-300)),
+    ]
     names += ["phi_target", "mu_out", "mu_in", "rmia_offline_ratio", "rmia_online_ratio"]
     return np.column_stack(cols), names
 
@@ -148,13 +157,25 @@ def make_classifier(kind: str, seed: int) -> Any:
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        return make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(64, 64), alpha=1e-3, max_iter=400,
-                                                             early_stopping=True, random_state=seed))
+        return make_pipeline(
+            StandardScaler(),
+            MLPClassifier(
+                hidden_layer_sizes=(64, 64), alpha=1e-3, max_iter=400, early_stopping=True, random_state=seed
+            ),
+        )
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    return HistGradientBoostingClassifier(max_iter=300, learning_rate=0.05, max_leaf_nodes=15, min_samples_leaf=20,
-                                          l2_regularization=1.0, early_stopping=True, validation_fraction=0.15,
-                                          n_iter_no_change=20, random_state=seed)
+    return HistGradientBoostingClassifier(
+        max_iter=300,
+        learning_rate=0.05,
+        max_leaf_nodes=15,
+        min_samples_leaf=20,
+        l2_regularization=1.0,
+        early_stopping=True,
+        validation_fraction=0.15,
+        n_iter_no_change=20,
+        random_state=seed,
+    )
 
 
 def _log_odds(clf: Any, x: np.ndarray) -> np.ndarray:
@@ -177,8 +198,17 @@ def _class_standardised(values: np.ndarray, y: np.ndarray, train: np.ndarray, tr
     return out
 
 
-def learned_scorer(features: np.ndarray, y: np.ndarray, n_classes: int, *, per_class: np.ndarray | None, classifier: str,
-                   folds: int, seed: int, threads: int | None) -> Callable[[CalibrationLabels], np.ndarray]:
+def learned_scorer(
+    features: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    *,
+    per_class: np.ndarray | None,
+    classifier: str,
+    folds: int,
+    seed: int,
+    threads: int | None,
+) -> Callable[[CalibrationLabels], np.ndarray]:
     """The fitted scorer of a learned attack: cross-fitted log-odds of a membership classifier.
 
     Args:
@@ -228,6 +258,7 @@ class LearnedAttack(Attack):
 
     name = "learned"
     threat_model = "black-box"
+
     def __init__(self, signals: str = "all", classifier: str = "gbdt", folds: int = 5, **options: Any) -> None:
         super().__init__(**options)
         if signals not in SIGNALS:
@@ -249,12 +280,25 @@ class LearnedAttack(Attack):
         feats, names, notes, k, trained = self._features(ctx)
         n_classes = ctx.log_proba.shape[1]
         per_class = np.array([i for i, nm in enumerate(names) if nm in PER_CLASS], dtype=int)
-        scorer = learned_scorer(feats, ctx.y, n_classes, per_class=per_class, classifier=o["classifier"], folds=o["folds"],
-                                seed=ctx.seed, threads=ctx.threads)
+        scorer = learned_scorer(
+            feats,
+            ctx.y,
+            n_classes,
+            per_class=per_class,
+            classifier=o["classifier"],
+            folds=o["folds"],
+            seed=ctx.seed,
+            threads=ctx.threads,
+        )
         shown_names = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
-        notes = [*notes, (f"{o['classifier']} membership classifier over {len(names)} signals ({shown_names}) and per-class "
-                          f"terms, cross-fitted over {o['folds']} folds of the calibration split; evaluation rows are scored "
-                          "by one fold's classifier each")]
+        notes = [
+            *notes,
+            (
+                f"{o['classifier']} membership classifier over {len(names)} signals ({shown_names}) and per-class "
+                f"terms, cross-fitted over {o['folds']} folds of the calibration split; evaluation rows are scored "
+                "by one fold's classifier each"
+            ),
+        ]
         result = AttackResult(
             attack=self.name,
             threat_model=self.threat_model,
@@ -279,7 +323,9 @@ class LearnedReferenceAttack(LearnedAttack):
     name = "learned_reference"
     needs_recipe = True
 
-    def __init__(self, models: int = 16, signals: str = "all", classifier: str = "gbdt", folds: int = 5, **options: Any) -> None:
+    def __init__(
+        self, models: int = 16, signals: str = "all", classifier: str = "gbdt", folds: int = 5, **options: Any
+    ) -> None:
         from privgate.attacks.reference import check_models
 
         super().__init__(signals=signals, classifier=classifier, folds=folds, **options)

@@ -54,8 +54,9 @@ def two_sided(reference: np.ndarray, values: np.ndarray) -> np.ndarray:
     return -np.log(2.0 * np.minimum(f, 1.0 - f))
 
 
-def two_sided_scorer(score: np.ndarray, groups: np.ndarray | None, seed: int,
-                     folds: int = FOLDS) -> Callable[[CalibrationLabels], np.ndarray]:
+def two_sided_scorer(
+    score: np.ndarray, groups: np.ndarray | None, seed: int, folds: int = FOLDS
+) -> Callable[[CalibrationLabels], np.ndarray]:
     """The fitted scorer of a two-sided threshold attack (module docstring).
 
     Args:

@@ -49,13 +49,26 @@ def view(report: Report) -> ExposedView | None:
     for i, rec in enumerate(ex["records"], 1):
         mine = rec["attacks"][lead]
         also = sorted(n for n, a in rec["attacks"].items() if n != lead and a["fpr"] <= FLAG_FPR)
-        rows.append([str(i), str(rec["member_index"]), str(rec["label"]), rec["split"], f"{mine['score']:.4g}", _pct(mine["fpr"]),
-                     _pct(mine["tpr"]), ", ".join(also) or "—"])
+        rows.append(
+            [
+                str(i),
+                str(rec["member_index"]),
+                str(rec["label"]),
+                rec["split"],
+                f"{mine['score']:.4g}",
+                _pct(mine["fpr"]),
+                _pct(mine["tpr"]),
+                ", ".join(also) or "—",
+            ]
+        )
         images.append(rec.get("image"))
-    intro = (f"The {len(rows)} members that '{lead}' (the strongest attack at low FPR) scores highest, of {ex.get('n_members', '?')}: "
-             "'member' is the row in the members file; FPR and TPR are where an attacker flagging everyone down to this record "
-             f"operates on the evaluation split ({ex.get('n_eval_members', '?')} members, {ex.get('n_eval_nonmembers', '?')} "
-             "non-members). Remove, deduplicate or down-weight these records before retraining.")
+    intro = (
+        f"The {len(rows)} members that '{lead}' (the strongest attack at low FPR) scores highest, of "
+        f"{ex.get('n_members', '?')}: 'member' is the row in the members file; FPR and TPR are where an attacker "
+        "flagging everyone down to this record operates on the evaluation split "
+        f"({ex.get('n_eval_members', '?')} members, {ex.get('n_eval_nonmembers', '?')} non-members). "
+        "Remove, deduplicate or down-weight these records before retraining."
+    )
     return ExposedView(lead, intro, list(HEADER), rows, images, list(ex["records"]))
 
 

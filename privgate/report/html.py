@@ -21,6 +21,7 @@ import numpy as np
 
 from privgate.io.png import png_bytes
 from privgate.report.charts import remediation_chart, roc_chart
+from privgate.report.exposed import view as exposed_view
 from privgate.report.model import AttackSummary, Report
 from privgate.report.remediation import view as remediation_view
 from privgate.report.text import (
@@ -201,6 +202,40 @@ def inversion_images(attacks: list[AttackSummary]) -> list[tuple[str, list[str],
     return groups
 
 
+# --------------------------------------------------------------------------- exposed records
+
+
+def _exposed_html(report: Report) -> list[str]:
+    """The most exposed members: one row each, every attack's rank and FPR, the record's image for image data."""
+    ex = exposed_view(report)
+    if ex is None:
+        return []
+    names = sorted(ex.records[0]["attacks"], key=lambda n: (n != ex.attack, n))
+    images = [_artefact_uri(str(p), p) if p else None for p in ex.images]
+    h = [
+        f"<h2>Most exposed members (by {escape(ex.attack)})</h2>",
+        f"<p class='muted'>{escape(ex.intro)}</p>",
+        "<div class='scroll'><table id='exposed'><tr>",
+    ]
+    head = ex.header[:4] + (["image"] if any(images) else []) + [f"{n}: score · rank · FPR · TPR" for n in names]
+    h.append("".join(f"<th>{escape(c)}</th>" for c in head) + "</tr>")
+    for row, rec, uri in zip(ex.rows, ex.records, images):
+        cells = "".join(_td(v, "num") for v in row[:4])
+        if any(images):
+            cells += (
+                f"<td class='imgs'><img class='tile' alt='member {rec['member_index']}' src='{uri}'></td>"
+                if uri
+                else "<td></td>"
+            )
+        for n in names:
+            a = rec["attacks"][n]
+            flagged = " st fail" if a["fpr"] <= 0.01 else ""
+            cells += _td(f"{a['score']:.4g} · {a['rank']} · {a['fpr']:.2%} · {a['tpr']:.2%}", "num" + flagged)
+        h.append(f"<tr>{cells}</tr>")
+    h.append("</table></div>")
+    return h
+
+
 # --------------------------------------------------------------------------- page
 
 
@@ -312,6 +347,8 @@ def render_html(report: Report) -> str:
                     for i, u in enumerate(uris)
                 ]
             h.append("</div>")
+
+    h += _exposed_html(report)
 
     rem = remediation_view(report)
     if rem is not None:

@@ -118,7 +118,8 @@ class Report(BaseModel):
     exposed: dict[str, Any] | None = Field(
         default=None,
         description="The members the strongest attack singles out (privgate.stats.exposure): their row in the members "
-        "file, label, split, and per attack their score, rank and (fpr, tpr) point; `image` is an artefact path for image data.",
+        "file, label, split, and per attack their score, rank and (fpr, tpr) point; `image` is an artefact path "
+        "for image data.",
     )
     warnings: list[str] = Field(default_factory=list)
     environment: dict[str, Any]

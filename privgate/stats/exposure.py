@@ -24,8 +24,8 @@ says which split it is in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -108,13 +108,22 @@ def exposed_members(
     records = []
     for j in top:
         row = members[j]
-        records.append({
-            "member_index": int(member_index[row]),
-            "label": int(labels[row]),
-            "split": "calibration" if calibration[row] else "evaluation",
-            "attacks": {name: {"score": float(v["score"][j]), "rank": int(v["rank"][j]), "fpr": float(v["fpr"][j]),
-                               "tpr": float(v["tpr"][j])} for name, v in view.items()},
-        })
+        records.append(
+            {
+                "member_index": int(member_index[row]),
+                "label": int(labels[row]),
+                "split": "calibration" if calibration[row] else "evaluation",
+                "attacks": {
+                    name: {
+                        "score": float(v["score"][j]),
+                        "rank": int(v["rank"][j]),
+                        "fpr": float(v["fpr"][j]),
+                        "tpr": float(v["tpr"][j]),
+                    }
+                    for name, v in view.items()
+                },
+            }
+        )
     return {
         "attack": lead,
         "n": len(records),
