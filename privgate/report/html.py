@@ -348,8 +348,6 @@ def render_html(report: Report) -> str:
                 ]
             h.append("</div>")
 
-    h += _exposed_html(report)
-
     rem = remediation_view(report)
     if rem is not None:
         h.append("<h2>Remediation (DP-SGD)</h2>")
@@ -379,6 +377,8 @@ def render_html(report: Report) -> str:
         h += [
             f"<p class='reason'><em>{escape(k.replace('_', ' '))}</em>: {escape(v)}</p>" for k, v in rem.notes.items()
         ]
+
+    h += _exposed_html(report)  # after the remediation plot: which records to fix
 
     if report.warnings:
         h.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in report.warnings) + "</ul>")
