@@ -210,14 +210,15 @@ def test_learned_signals_are_the_threshold_attacks_scores(leaky):
 
 
 def test_the_survey_example_through_the_cli_on_a_subsample(tmp_path):
-    """``privgate check`` on 1,000 + 1,000 rows of the survey table: the learned attack runs, blind to the evaluation split."""
+    """``privgate check`` on 1,000 + 1,000 rows of the survey table: the learned attack runs on the real example."""
     from cases import run_cli
 
     _survey()
     for name in ("data.py", "recipe.py", "model.pt"):
         shutil.copy(SURVEY / name, tmp_path / name)
     (tmp_path / "small.py").write_text(
-        "import data\n\n\ndef members():\n    return data.members(1000)\n\n\ndef nonmembers():\n    return data.nonmembers(1000)\n"
+        "import data\n\n\ndef members():\n    return data.members(1000)\n\n\n"
+        "def nonmembers():\n    return data.nonmembers(1000)\n"
     )
     (tmp_path / "privgate.toml").write_text(
         'model = "model.pt"\npolicy = "internal"\nmembers = "small:members"\nnonmembers = "small:nonmembers"\n'
