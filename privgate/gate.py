@@ -291,8 +291,15 @@ def run_attacks(
             )
             continue
         t0 = time.perf_counter()
-        with limit_threads(run.threads):
-            scores = final_scores(result, calibration, membership)
+        try:
+            with limit_threads(run.threads):
+                scores = final_scores(result, calibration, membership)
+        except AttackSkipped as exc:  # a learned attack with too few calibration rows to learn from
+            missing[name] = str(exc)
+            summaries.append(
+                AttackSummary(name=name, threat_model=threat, status="skipped", reason=str(exc), options=options)
+            )
+            continue
         result.seconds += time.perf_counter() - t0  # a learned attack fits here
         if scores.shape != (len(y),) or not np.all(np.isfinite(scores)):
             raise RuntimeError(

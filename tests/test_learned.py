@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from privgate import stats
-from privgate.attacks import AttackContext, get_attack
+from privgate.attacks import AttackContext, AttackSkipped, get_attack
 from privgate.attacks.crossfit import CalibrationLabels, cross_fit, fold_of
 from privgate.attacks.learned import LearnedAttack
 from privgate.attacks.tails import smoothed_cdf, two_sided_scorer
@@ -117,7 +117,7 @@ def test_cross_fit_never_scores_a_row_with_a_model_that_saw_it_and_never_reads_e
 def test_cross_fit_refuses_too_few_labelled_rows():
     membership = np.r_[np.ones(6, bool), np.zeros(40, bool)]
     calibration = stats.calibration_mask(membership, 0)
-    with pytest.raises(ValueError, match="3 members and 20 non-members"):
+    with pytest.raises(AttackSkipped, match="3 members and 20 non-members"):
         cross_fit(CalibrationLabels.of(calibration, membership), lambda a, b, c: np.zeros(len(c)), folds=5, seed=0)
 
 

@@ -110,11 +110,14 @@ def cross_fit(labels: CalibrationLabels, fit_score: FitScore, folds: int, seed: 
         seed: drives the fold assignment.
 
     Raises:
-        ValueError: a training fold would hold fewer than :data:`MIN_PER_CLASS` members or non-members.
+        AttackSkipped: a training fold would hold fewer than :data:`MIN_PER_CLASS` members or non-members
+            (the gate reports the attack as skipped, with this reason).
     """
+    from privgate.attacks.base import AttackSkipped
+
     n_in, n_out = int(labels.members.sum()), int((~labels.members).sum())
     if min(n_in, n_out) * (folds - 1) / folds < MIN_PER_CLASS:
-        raise ValueError(
+        raise AttackSkipped(
             f"cross-fitting over {folds} folds needs at least {MIN_PER_CLASS} calibration members and non-members per "
             f"training fold; the calibration split has {n_in} members and {n_out} non-members"
         )
