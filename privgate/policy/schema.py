@@ -27,7 +27,9 @@ from privgate.inputs.validation import FieldError
 
 #: The attacks a policy that lists none runs for its checks: the cheap black-box family
 #: (Yeom et al. 2018; Salem et al. 2019; Song & Mittal 2021), with class-dependent
-#: thresholds where they help. Named in ``attacks:`` a policy can run anything else.
+#: thresholds where they help, and the learned attack over the same signals (cross-fitted
+#: on the calibration split, :mod:`privgate.attacks.learned`) — the attacks of ``internal``.
+#: Named in ``attacks:`` a policy can run anything else.
 DEFAULT_ATTACKS: dict[str, dict[str, Any]] = {
     "loss": {},
     "confidence": {},
@@ -35,6 +37,7 @@ DEFAULT_ATTACKS: dict[str, dict[str, Any]] = {
     "modified_entropy": {"class_dependent": True},
     "true_class_confidence": {"class_dependent": True},
     "correctness": {},
+    "learned": {},
 }
 
 #: The metric → the only attacks that measure it (others produce membership scores).
