@@ -167,6 +167,7 @@ def build_references(
                 f"'{attack}' needs at least {min_population} population rows (known non-members, never trained on) "
                 f"to compare its {k} reference models against; the audit has {have or 'none'} (give --population)"
             )
+    from privgate.executors import executor_for
     from privgate.inputs.sanity import recipe_warning
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
@@ -185,6 +186,8 @@ def build_references(
         threads=ctx.threads,
         engine=ctx.run.engine,
         device=ctx.device,
+        executor=executor_for(ctx.run),
+        models_per_task=ctx.run.models_per_task,
     )
     n_classes = ctx.log_proba.shape[1]
     log_proba = _reference_log_proba(ctx, ens.logits(ctx.x), n_classes)

@@ -62,6 +62,7 @@ from privgate.dp.recipe import DPRecipe
 from privgate.dp.train import DPSettings, DPTraining, probe_private_training, train_dp
 from privgate.dp.utility import UtilityData, measure_utility, utility_data, utility_floor  # noqa: F401  (re-exported)
 from privgate.errors import PolicyError, RecipeError
+from privgate.executors import executor_for
 from privgate.gate import audit
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
@@ -359,8 +360,16 @@ def remediate(
         brief = max(1, math.ceil(settings.epochs / 3))
         with limit_threads(run.threads):
             clip, clip_rows = search_clip_norm(
-                recipe, train.x, train.y, seed, settings, epochs=brief, device=run.device
-            )
+                recipe,
+                train.x,
+                train.y,
+                seed,
+                settings,
+                epochs=brief,
+                device=run.device,
+                executor=executor_for(run),
+                threads=run.threads,
+            )  # fmt: skip  (on Ray the C runs train side by side; ε candidates stay sequential: privgate.executors)
         settings = settings.with_clip(clip)
     section["settings"] = {
         "epochs": settings.epochs,
