@@ -358,18 +358,9 @@ def remediate(
     if rem.max_grad_norm == "auto":
         say("choosing the clip norm (noise-free runs at C = 10^k)")
         brief = max(1, math.ceil(settings.epochs / 3))
+        where = {"device": run.device, "executor": executor_for(run), "threads": run.threads}  # Ray: C's in parallel
         with limit_threads(run.threads):
-            clip, clip_rows = search_clip_norm(
-                recipe,
-                train.x,
-                train.y,
-                seed,
-                settings,
-                epochs=brief,
-                device=run.device,
-                executor=executor_for(run),
-                threads=run.threads,
-            )  # fmt: skip  (on Ray the C runs train side by side; ε candidates stay sequential: privgate.executors)
+            clip, clip_rows = search_clip_norm(recipe, train.x, train.y, seed, settings, epochs=brief, **where)
         settings = settings.with_clip(clip)
     section["settings"] = {
         "epochs": settings.epochs,
