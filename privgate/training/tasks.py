@@ -11,15 +11,12 @@ grouping is part of the run's plan and not the executor's choice.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from privgate.executors import Executor, LocalExecutor, task_groups
 from privgate.recipe import Recipe
-
-if TYPE_CHECKING:
-    from privgate.training.engine import Trained
 
 
 def train_groups(
@@ -34,7 +31,7 @@ def train_groups(
     threads: int | None,
     strict: bool,
     device: str,
-) -> Trained:
+) -> Any:
     """Train one model per mask in consecutive groups of at most ``size`` models, one task per group.
 
     Each task is :func:`privgate.training.engine.train_models` on its group
@@ -43,7 +40,7 @@ def train_groups(
     kernels used. No cache here: the caller looks models up before and stores
     them after, on the driver.
     """
-    from privgate.training.engine import train_models
+    from privgate.training.engine import Trained, train_models
 
     groups = task_groups(len(seeds), size)
     tasks = [
