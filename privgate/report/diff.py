@@ -1,0 +1,416 @@
+"""Compare two reports: did the new model leak significantly more than the base, by more than a tolerance?
+
+``privgate diff BASE.json NEW.json`` answers the question a team asks on every
+pull request — did this change make the model leak more than the one in
+production? — with pure functions over two :class:`~privgate.report.model.Report`
+objects:
+
+1. **Comparable at all?** (:func:`comparability`) Both reports must have the
+   same schema version, the same policy (name, sensitivity, release,
+   confidence, decision rule, the chain it extends, every check's definition and
+   every attack's options) and the same audit data (``data.sha256``, the
+   SHA-256 of the members, non-members and population the gate audited). Else
+   the diff refuses, with the first difference as the reason (exit 2).
+2. **Check by check and attack by attack** (:func:`diff_reports`): each check
+   present in both, and each attack's AUC where it ran in both, gives the value
+   and interval of each side and the change new − base with a confidence
+   interval and a one-sided p-value (:mod:`privgate.difference`, which states the
+   math and the papers):
+
+   ========================  ====================================================
+   metric                    evidence in the report → test of the difference
+   ========================  ====================================================
+   ``auc``                   DeLong standard errors (``details.se``; for the
+                             attacks table recovered from the logit interval) →
+                             z-test of two independent AUCs
+   ``accuracy``,             the evaluation counts ``tp``, ``fp`` and split sizes →
+   ``advantage``             MOVER with Clopper-Pearson TPR/FPR bounds, as the
+                             report bounds them (not Newcombe's: see
+                             :class:`privgate.difference.Rates`)
+   ``epsilon_lb``            the counts at the check's threshold → MOVER on
+                             ε̂(TPR, FPR) with Wilson bounds
+   ``tpr_at_fpr`` and        the reported interval (for TPR at FPR f it includes
+   the rest                  the uncertainty of the estimated threshold) → MOVER
+                             with variances recovered from it
+   ========================  ====================================================
+
+3. **Decision.** The policy's error budget α = 1 − confidence is shared by the
+   m comparisons that have numbers on both sides (Bonferroni): each change is
+   tested one-sided at α/m. A comparison **regressed** when the lower end of
+   its change interval is above its tolerance — the data prove the metric got
+   worse by more than the tolerance (H₀: change ≤ tolerance rejected at α/m,
+   i.e. p < α/m). It **improved** when the upper end is below −tolerance. Else
+   the change is ``within tolerance`` (|change| ≤ tolerance) or ``not
+   significant`` (a larger change the data cannot tell from noise). So when no
+   metric truly got worse by more than its tolerance, the diff reports a
+   regression with probability at most α. Each end of a change interval is a
+   one-sided 1 − α/m bound.
+
+Tolerances (absolute, in the metric's units) come from the policy's
+``regression:`` section as recorded in the report (``policy.regression``),
+overridden per run by ``--tolerance``; see ``docs/policies.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from privgate import difference as dstats
+from privgate.errors import PrivgateError
+from privgate.report.comparable import NotComparable, comparability
+from privgate.report.model import AttackSummary, CheckResult, Report
+
+#: Tolerances when a report records no ``regression:`` section: 0.02 on every 0–1 metric,
+#: twice that for the advantage (= 2·accuracy − 1), 0.5 for ε.
+DEFAULT_TOLERANCE = 0.02
+DEFAULT_METRIC_TOLERANCES = {"advantage": 0.04, "epsilon_lb": 0.5}
+
+#: Row statuses.
+REGRESSED, IMPROVED, NOT_SIGNIFICANT, WITHIN, NOT_COMPARED = "regressed", "improved", "not significant", "within tolerance", "not compared"
+
+EXIT_OK, EXIT_REGRESSION, EXIT_NOT_COMPARABLE = 0, 1, 2
+
+
+# --------------------------------------------------------------------------- one side of a comparison
+
+
+@dataclass(frozen=True)
+class Side:
+    """One report's number for a compared metric."""
+
+    value: float | None
+    ci: tuple[float | None, float | None] | None
+    confidence: float | None
+    attack: str | None = None
+    status: str | None = None  # the check's status in that report
+    lower_bound: float | None = None  # epsilon_lb: the check's proven lower bound (value is ε̂)
+    n: tuple[int, int] | None = None  # evaluation members / non-members
+
+
+def _finite(*vs: Any) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in vs)
+
+
+def _counts(d: Mapping[str, Any]) -> tuple[int, int, int, int] | None:
+    keys = ("tp", "evaluation_members", "fp", "evaluation_nonmembers")
+    if not all(isinstance(d.get(k), int) for k in keys) or d["evaluation_members"] <= 0 or d["evaluation_nonmembers"] <= 0:
+        return None
+    return d["tp"], d["evaluation_members"], d["fp"], d["evaluation_nonmembers"]
+
+
+def _from_interval(value: float, ci: Any, confidence: float | None) -> tuple[dstats.Bounded | None, str, str | None]:
+    if not (ci and len(ci) == 2 and _finite(value, ci[0], ci[1], confidence)):
+        return None, "", "no interval"
+    est = dstats.Interval(float(value), float(min(ci[0], value)), float(max(ci[1], value)), float(confidence))
+    if est.degenerate:
+        return None, "", "its interval has no width, so its sampling error is unknown"
+    return est, "MOVER from the reported intervals", None
+
+
+def check_estimate(c: CheckResult) -> tuple[dstats.Bounded | None, str, str | None]:
+    """(estimate with bounds at any level, the method's name, why there is none) for one check."""
+    if c.value is None or not _finite(c.value):
+        return None, "", "no value" + (f" ({c.reason})" if c.reason else "")
+    d = c.details or {}
+    if c.metric == "auc" and _finite(d.get("se")) and d["se"] > 0 and 0 < c.value < 1:
+        return dstats.Normal(float(c.value), float(d["se"])), "z-test of two DeLong AUCs", None
+    counts = _counts(d)
+    if c.metric in ("accuracy", "advantage") and counts:
+        tp, n1, fp, n0 = counts
+        coef, const = (0.5, 0.5) if c.metric == "accuracy" else (1.0, 0.0)
+        return dstats.Rates(tp, n1, fp, n0, coef, const), "MOVER with Clopper-Pearson TPR/FPR bounds", None
+    if c.metric == "epsilon_lb" and counts:
+        tp, n1, fp, n0 = counts
+        delta = d.get("delta", c.delta if c.delta is not None else 1e-5)
+        return dstats.Epsilon(tp, n1, fp, n0, float(delta)), "MOVER on ε̂ from Wilson TPR/FPR bounds", None
+    return _from_interval(c.value, c.ci, c.confidence)
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1 - p))
+
+
+def attack_auc_estimate(a: AttackSummary, confidence: float) -> tuple[dstats.Bounded | None, str, str | None]:
+    """The AUC of an attack summary, its DeLong standard error recovered from its logit-scale interval.
+
+    :func:`privgate.stats.auc` reports logit(Â) ± z·se/(Â(1 − Â)); so se = (logit(hi) − logit(lo))/(2z) · Â(1 − Â).
+    At Â ∈ {0, 1} (or a collapsed variance) the interval is an exact binomial bound, used as it is.
+    """
+    if a.status != "ran" or a.auc is None or not a.auc_ci:
+        return None, "", a.reason or f"the attack {a.status}"
+    lo, hi = a.auc_ci
+    if _finite(a.auc, lo, hi) and 0 < lo < a.auc < hi < 1:
+        z = dstats.z_of((1 - confidence) / 2)
+        se = (_logit(hi) - _logit(lo)) / (2 * z) * a.auc * (1 - a.auc)
+        return dstats.Normal(float(a.auc), se), "z-test of two DeLong AUCs", None
+    return _from_interval(a.auc, a.auc_ci, confidence)
+
+
+def _check_side(c: CheckResult, est: dstats.Bounded | None) -> Side:
+    ci = (c.ci[0], c.ci[1]) if c.ci else None
+    n = (c.n_members, c.n_nonmembers) if c.n_members or c.n_nonmembers else None
+    if c.metric == "epsilon_lb" and isinstance(est, dstats.Epsilon):
+        return Side(est.value, (c.value, est.value), c.confidence, c.chosen_attack or c.attack, c.status, c.value, n)
+    return Side(c.value, ci, c.confidence, c.chosen_attack or c.attack, c.status, None, n)
+
+
+def _attack_side(a: AttackSummary, confidence: float) -> Side:
+    ci = (a.auc_ci[0], a.auc_ci[1]) if a.auc_ci else None
+    return Side(a.auc, ci, confidence if a.auc is not None else None, a.name, a.status, None,
+                (a.n_members, a.n_nonmembers) if a.status == "ran" else None)
+
+
+# --------------------------------------------------------------------------- the comparison
+
+
+@dataclass(frozen=True)
+class Row:
+    """One compared metric: a check (by id) or an attack's AUC (by attack name)."""
+
+    kind: str  # "check" | "attack"
+    id: str
+    metric: str  # "accuracy", "tpr_at_fpr@0.001", "auc", ...
+    base: Side | None
+    new: Side | None
+    status: str
+    reason: str
+    tolerance: float | None = None
+    change: float | None = None
+    change_ci: tuple[float, float] | None = None
+    p_value: float | None = None
+    method: str = ""
+
+    @property
+    def compared(self) -> bool:
+        return self.change is not None
+
+
+@dataclass
+class Diff:
+    """Everything ``privgate diff`` found: the rows, the error budget behind them, and notes."""
+
+    base: Report
+    new: Report
+    base_name: str
+    new_name: str
+    alpha: float
+    tolerances: dict[str, float]
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def comparisons(self) -> int:
+        """m: how many changes were tested (the Bonferroni divisor)."""
+        return sum(r.compared for r in self.rows)
+
+    @property
+    def level(self) -> float:
+        """The one-sided level of each test, α/m."""
+        return dstats.bonferroni_level(self.alpha, self.comparisons)
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.status == REGRESSED]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSION if self.regressions else EXIT_OK
+
+    @property
+    def summary(self) -> str:
+        m = self.comparisons
+        if self.regressions:
+            shown = self.regressions[:3]
+            worst = "; ".join(f"{r.id} {r.metric} {_signed(r.change)} [{_signed(r.change_ci[0])}, {_signed(r.change_ci[1])}], "
+                              f"p = {p_text(r.p_value)}" for r in shown if r.change_ci)
+            more = f" (and {len(self.regressions) - len(shown)} more)" if len(self.regressions) > len(shown) else ""
+            return (f"REGRESSION: {len(self.regressions)} of {m} comparisons got worse by more than their tolerance, "
+                    f"beyond the noise of both reports: {worst}{more}")
+        counts = {s: sum(r.status == s for r in self.rows) for s in (IMPROVED, NOT_SIGNIFICANT, WITHIN, NOT_COMPARED)}
+        parts = [f"{n} {s}" for s, n in counts.items() if n]
+        return f"NO REGRESSION: {m} comparisons, none significantly worse by more than its tolerance ({', '.join(parts)})"
+
+
+def _signed(v: float | None) -> str:
+    return "n/a" if v is None or not math.isfinite(v) else f"{v:+.3f}"
+
+
+def p_text(p: float | None) -> str:
+    """A p-value for people: two significant digits, scientific below 0.001."""
+    if p is None:
+        return "n/a"
+    if p <= dstats.P_FLOOR:
+        return f"< {dstats.P_FLOOR:.0e}"
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
+#: The metrics a tolerance can be set for (every metric a check can bound, all leaks: higher is worse).
+METRICS = ("accuracy", "auc", "advantage", "tpr_at_fpr", "epsilon_lb", "similarity", "attribute_advantage")
+
+
+def tolerances_of(report: Report, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Tolerance per metric: the report's ``policy.regression`` (else the defaults), then ``overrides``.
+
+    The gate records the policy's section with every metric's tolerance resolved
+    (``{"tolerance": t, "metrics": {metric: t_m}}``). ``overrides`` maps a
+    metric to its tolerance; the key ``"*"`` sets every metric first.
+    """
+    pol = report.policy or {}
+    section = pol.get("regression") if isinstance(pol.get("regression"), dict) else None
+    default = float((section or {}).get("tolerance", DEFAULT_TOLERANCE))
+    per = dict(DEFAULT_METRIC_TOLERANCES) if section is None else {}
+    per.update({str(k): float(v) for k, v in ((section or {}).get("metrics") or {}).items()})
+    out = {m: per.get(m, default) for m in METRICS}
+    if overrides:
+        if "*" in overrides:
+            out = {m: float(overrides["*"]) for m in out}
+        out.update({m: float(v) for m, v in overrides.items() if m != "*"})
+    return out
+
+
+def _metric_label(c: CheckResult) -> str:
+    if c.fpr is not None:
+        return f"{c.metric}@{c.fpr:g}"
+    return c.metric
+
+
+@dataclass(frozen=True)
+class _Pending:
+    kind: str
+    id: str
+    metric: str
+    tol_key: str
+    base: Side | None
+    new: Side | None
+    estimates: tuple[dstats.Bounded, dstats.Bounded] | None
+    method: str
+    why: str
+
+
+def _pending_checks(base: Report, new: Report, base_name: str, new_name: str) -> list[_Pending]:
+    out = []
+    base_checks = {c.id: c for c in base.checks}
+    for c_new in new.checks:
+        c_base = base_checks.get(c_new.id)
+        if c_base is None:  # comparability() refuses this; kept for direct callers
+            out.append(_Pending("check", c_new.id, _metric_label(c_new), c_new.metric, None, _check_side(c_new, None), None, "", f"not in {base_name}"))
+            continue
+        eb, _, why_b = check_estimate(c_base)
+        en, mn, why_n = check_estimate(c_new)
+        sb, sn = _check_side(c_base, eb), _check_side(c_new, en)
+        if eb is None or en is None or type(eb) is not type(en):
+            why = "; ".join(x for x in (f"{base_name}: {why_b}" if eb is None else "", f"{new_name}: {why_n}" if en is None else "") if x)
+            if not why:  # one side has counts, the other only an interval: compare the intervals
+                eb, _, _ = _from_interval(c_base.value, c_base.ci, c_base.confidence)
+                en, mn, _ = _from_interval(c_new.value, c_new.ci, c_new.confidence)
+                sb, sn = _check_side(c_base, None), _check_side(c_new, None)
+                why = "" if eb is not None and en is not None else "the two reports give no comparable evidence"
+            if why:
+                out.append(_Pending("check", c_new.id, _metric_label(c_new), c_new.metric, sb, sn, None, "", why))
+                continue
+        out.append(_Pending("check", c_new.id, _metric_label(c_new), c_new.metric, sb, sn, (eb, en), mn, ""))
+    return out
+
+
+def _pending_attacks(base: Report, new: Report, base_name: str, new_name: str) -> list[_Pending]:
+    out = []
+    conf_b, conf_n = float(base.policy.get("confidence", 0.95)), float(new.policy.get("confidence", 0.95))
+    base_attacks = {a.name: a for a in base.attacks}
+    for a_new in new.attacks:
+        a_base = base_attacks.get(a_new.name)
+        if a_base is None or (a_base.status != "ran" and a_new.status != "ran"):  # listed in _notes
+            continue
+        eb, _, why_b = attack_auc_estimate(a_base, conf_b)
+        en, method, why_n = attack_auc_estimate(a_new, conf_n)
+        sb, sn = _attack_side(a_base, conf_b), _attack_side(a_new, conf_n)
+        if eb is None or en is None:
+            why = "; ".join(x for x in (f"{base_name}: {why_b}" if eb is None else "", f"{new_name}: {why_n}" if en is None else "") if x)
+            out.append(_Pending("attack", a_new.name, "auc", "auc", sb, sn, None, "", why))
+            continue
+        out.append(_Pending("attack", a_new.name, "auc", "auc", sb, sn, (eb, en), method, ""))
+    return out
+
+
+def _decide(p: _Pending, tolerance: float, level: float) -> Row:
+    assert p.estimates is not None
+    ch = dstats.compare(p.estimates[0], p.estimates[1], tolerance, level)
+    span = f"[{_signed(ch.lo)}, {_signed(ch.hi)}]"
+    stat = f"p = {p_text(ch.p_value)} for 'worse by more than {tolerance:g}' (α/m = {level:.2g})"
+    if ch.regressed:
+        status = REGRESSED
+        reason = f"worse by {ch.change:.3f} {span}: even the lower bound is above the tolerance {tolerance:g}; {stat}"
+    elif ch.improved:
+        status = IMPROVED
+        reason = f"better by {-ch.change:.3f} {span}: even the upper bound is below −{tolerance:g}"
+    elif abs(ch.change) <= tolerance:
+        status = WITHIN
+        reason = f"changed by {ch.change:+.3f} {span}, within the tolerance {tolerance:g}"
+    else:
+        status = NOT_SIGNIFICANT
+        way = "worse" if ch.change > 0 else "better"
+        reason = f"{way} by {abs(ch.change):.3f} {span}, but the interval reaches {'below' if ch.change > 0 else 'above'} the tolerance: within the noise of the two measurements; {stat}"
+    return Row(p.kind, p.id, p.metric, p.base, p.new, status, reason, tolerance, ch.change, (ch.lo, ch.hi), ch.p_value, p.method)
+
+
+def _notes(base: Report, new: Report, base_name: str, new_name: str) -> list[str]:
+    notes = []
+    if base.environment.get("seed") != new.environment.get("seed"):
+        notes.append(f"the seeds differ ({base.environment.get('seed')} in {base_name}, {new.environment.get('seed')} in {new_name}): "
+                     "the calibration/evaluation splits differ too, which the intervals account for")
+    if base.privgate_version != new.privgate_version:
+        notes.append(f"made by different privgate versions ({base.privgate_version} and {new.privgate_version}): attacks may have changed")
+    sha_b, sha_n = (base.target or {}).get("sha256"), (new.target or {}).get("sha256")
+    if sha_b and sha_b == sha_n:
+        notes.append(f"both reports audit the same model file (sha256 {sha_b[:12]}…)")
+    for c in new.checks:
+        b = next((x for x in base.checks if x.id == c.id), None)
+        if b is not None and b.status != c.status:
+            notes.append(f"check {c.id}: {b.status} in {base_name}, {c.status} in {new_name}")
+    idle = [a.name for a in new.attacks if a.status != "ran" and any(b.name == a.name and b.status != "ran" for b in base.attacks)]
+    if idle:
+        notes.append(f"not run in either report, so not compared: {', '.join(idle)}")
+    if base.verdict != new.verdict:
+        notes.append(f"verdict: {base.verdict} in {base_name}, {new.verdict} in {new_name}")
+    return notes
+
+
+def diff_reports(base: Report, new: Report, tolerances: Mapping[str, float] | None = None, *,
+                 base_name: str = "BASE", new_name: str = "NEW") -> Diff:
+    """Compare ``new`` with ``base`` check by check and attack by attack (module docstring).
+
+    Args:
+        base, new: reports of the same policy on the same audit data.
+        tolerances: per-metric overrides (``"*"``: every metric) of the tolerances the
+            new report's policy records (:func:`tolerances_of`).
+        base_name, new_name: how messages name the two reports (their file names).
+
+    Raises:
+        NotComparable: different schema, policy or audit data (:func:`comparability`).
+    """
+    why = comparability(base, new, base_name, new_name)
+    if why:
+        raise NotComparable(why)
+    tol = tolerances_of(new, tolerances)
+    for metric, value in tol.items():
+        if not (math.isfinite(value) and value >= 0):
+            raise PrivgateError(f"--tolerance: the tolerance of {metric} must be a number >= 0, got {value:g}.")
+    alpha = 1.0 - float(new.policy.get("confidence", 0.95))
+    pending = _pending_checks(base, new, base_name, new_name) + _pending_attacks(base, new, base_name, new_name)
+    m = sum(p.estimates is not None for p in pending)
+    level = dstats.bonferroni_level(alpha, m)
+    rows = []
+    for p in pending:
+        tolerance = tol.get(p.tol_key, DEFAULT_TOLERANCE)
+        if p.estimates is None:
+            rows.append(Row(p.kind, p.id, p.metric, p.base, p.new, NOT_COMPARED, p.why, tolerance))
+        else:
+            rows.append(_decide(p, tolerance, level))
+    return Diff(base, new, base_name, new_name, alpha, tol, rows,
+                _notes(base, new, base_name, new_name))
+
+
+__all__ = ["DEFAULT_METRIC_TOLERANCES", "DEFAULT_TOLERANCE", "Diff", "IMPROVED", "METRICS", "NOT_COMPARED", "NOT_SIGNIFICANT",
+           "NotComparable", "REGRESSED", "Row", "Side", "WITHIN", "attack_auc_estimate", "check_estimate",
+           "comparability", "diff_reports", "p_text", "tolerances_of"]
