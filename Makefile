@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # pytest workers; the suite is written for 2 cores
 WORKERS ?= 2
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test lint format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,15 @@ demo: install
 
 test: install
 	$(PY) -m pytest -n $(WORKERS) -q tests
+
+# ruff: lint and formatting (configured in pyproject.toml); `make format` rewrites, `make lint` only checks
+lint: install
+	$(VENV)/bin/ruff check privgate pytest_privgate tests benchmarks examples
+	$(VENV)/bin/ruff format --check privgate pytest_privgate tests benchmarks examples
+
+format: install
+	$(VENV)/bin/ruff check --fix privgate pytest_privgate tests benchmarks examples
+	$(VENV)/bin/ruff format privgate pytest_privgate tests benchmarks examples
 
 bench: install
 	$(PY) benchmarks/run_all.py

@@ -39,10 +39,10 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from privgate.data import AuditData, Dataset  # noqa: E402
 from privgate.gate import audit  # noqa: E402
+from privgate.inputs.data import AuditData, Dataset  # noqa: E402
+from privgate.inputs.target import Target  # noqa: E402
 from privgate.policy import parse_policy  # noqa: E402
-from privgate.target import Target  # noqa: E402
 
 ATTACKS = "loss: {}, shadow: {models: 4}, lira: {models: 16}, rmia: {models: 4}, label_only: {}, blind: {}"
 OFFLINE = "lira: {models: 16, offline: true}"
@@ -62,8 +62,10 @@ def _load(example: str):  # noqa: ANN202
 
 
 def _policy(attacks: str):  # noqa: ANN202
-    return parse_policy(f"name: bench\nsensitivity: internal\nrelease: api\nattacks: {{{attacks}}}\n"
-                        "checks:\n  - {id: auc, attack: best, metric: auc, max: 1.0}\n")
+    return parse_policy(
+        f"name: bench\nsensitivity: internal\nrelease: api\nattacks: {{{attacks}}}\n"
+        "checks:\n  - {id: auc, attack: best, metric: auc, max: 1.0}\n"
+    )
 
 
 def _ci(v: float | None, ci: list) -> str:
@@ -76,7 +78,10 @@ def _ci(v: float | None, ci: list) -> str:
 
 def _table(title: str, summaries: list) -> None:
     print(f"\n{title}")
-    print(f"  {'attack':<13} {'AUC [95% CI]':<22} {'TPR@0.1%FPR [CI]':<24} {'TPR@1%FPR [CI]':<24} {'ref. models (trained)':<22} {'seconds':>8}")
+    print(
+        f"  {'attack':<13} {'AUC [95% CI]':<22} {'TPR@0.1%FPR [CI]':<24} {'TPR@1%FPR [CI]':<24} "
+        f"{'ref. models (trained)':<22} {'seconds':>8}"
+    )
     for a in summaries:
         if a.status != "ran":
             print(f"  {a.name:<13} {a.status}: {a.reason}")
@@ -86,19 +91,42 @@ def _table(title: str, summaries: list) -> None:
             rates.append(_ci(p.tpr, p.ci) if p.resolvable else "unresolvable")
         refs = a.extras.get("reference_models")
         used = f"{refs} ({a.models_trained})" if refs else "-"
-        print(f"  {a.name + ('*' if a.options.get('offline') else ''):<13} {_ci(a.auc, a.auc_ci):<22} {rates[0]:<24} {rates[1]:<24} {used:<22} {a.seconds:>8.1f}")
+        print(
+            f"  {a.name + ('*' if a.options.get('offline') else ''):<13} {_ci(a.auc, a.auc_ci):<22} "
+            f"{rates[0]:<24} {rates[1]:<24} {used:<22} {a.seconds:>8.1f}"
+        )
 
 
 def run(example: str, seed: int) -> None:
     folder, data, recipe = _load(example)
     members, nonmembers, population = (Dataset(*f()) for f in (data.members, data.nonmembers, data.population))
     target = Target.load(folder / "model.pt", recipe=recipe)
-    print(f"\n=== {example}: {len(members)} members, {len(nonmembers)} non-members, {len(population)} population; recipe '{recipe.name}'")
+    print(
+        f"\n=== {example}: {len(members)} members, {len(nonmembers)} non-members, {len(population)} "
+        f"population; recipe '{recipe.name}'"
+    )
     with tempfile.TemporaryDirectory(prefix="privgate-bench-") as cache:
         t0 = time.perf_counter()
-        rep = audit(target, AuditData(members, nonmembers, population, seed=seed), _policy(ATTACKS), recipe=recipe, seed=seed, cache_dir=cache)
-        off = audit(target, AuditData(members, nonmembers, population, seed=seed), _policy(OFFLINE), recipe=recipe, seed=seed, cache_dir=cache)
-        _table(f"{example}: attacks on the target ({time.perf_counter() - t0:.0f} s; * = offline)", rep.attacks + off.attacks)
+        rep = audit(
+            target,
+            AuditData(members, nonmembers, population, seed=seed),
+            _policy(ATTACKS),
+            recipe=recipe,
+            seed=seed,
+            cache_dir=cache,
+        )
+        off = audit(
+            target,
+            AuditData(members, nonmembers, population, seed=seed),
+            _policy(OFFLINE),
+            recipe=recipe,
+            seed=seed,
+            cache_dir=cache,
+        )
+        _table(
+            f"{example}: attacks on the target ({time.perf_counter() - t0:.0f} s; * = offline)",
+            rep.attacks + off.attacks,
+        )
         for w in rep.warnings:
             print(f"  warning: {w}")
 
@@ -108,13 +136,29 @@ def run(example: str, seed: int) -> None:
         half = len(population) // 2
         train, rest = population.subset(np.sort(order[:half])), population.subset(np.sort(order[half:]))
         torch.manual_seed(seed)
-        independent = Target(recipe.train(train.x, train.y, seed=seed + 1), source=f"<{example}: trained on {half} population rows>")
+        independent = Target(
+            recipe.train(train.x, train.y, seed=seed + 1), source=f"<{example}: trained on {half} population rows>"
+        )
         t0 = time.perf_counter()
-        sane = audit(independent, AuditData(members, nonmembers, rest, seed=seed), _policy(ATTACKS), recipe=recipe, seed=seed, cache_dir=cache)
-        _table(f"{example}: random-guess sanity, a model trained on {half} rows independent of the audit set ({time.perf_counter() - t0:.0f} s)", sane.attacks)
+        sane = audit(
+            independent,
+            AuditData(members, nonmembers, rest, seed=seed),
+            _policy(ATTACKS),
+            recipe=recipe,
+            seed=seed,
+            cache_dir=cache,
+        )
+        _table(
+            f"{example}: random-guess sanity, a model trained on {half} rows independent of the audit set "
+            f"({time.perf_counter() - t0:.0f} s)",
+            sane.attacks,
+        )
         held = [a.name for a in sane.attacks if a.status == "ran" and a.auc_ci[0] <= 0.5 <= a.auc_ci[1]]
         ran = [a.name for a in sane.attacks if a.status == "ran"]
-        print(f"  AUC interval contains 0.5 for {len(held)}/{len(ran)} attacks" + ("" if len(held) == len(ran) else f" (not: {', '.join(sorted(set(ran) - set(held)))})"))
+        print(
+            f"  AUC interval contains 0.5 for {len(held)}/{len(ran)} attacks"
+            + ("" if len(held) == len(ran) else f" (not: {', '.join(sorted(set(ran) - set(held)))})")
+        )
 
 
 def run_large(seed: int, n: int = 10_000, n_population: int = 5_000) -> None:
@@ -131,12 +175,21 @@ def run_large(seed: int, n: int = 10_000, n_population: int = 5_000) -> None:
     with torch.no_grad():
         acc = [float((net(torch.as_tensor(d.x)).argmax(1).numpy() == d.y).mean()) for d in (members, nonmembers)]
     target = Target(net, source=f"<purchase-large: trained on {n} rows>")
-    print(f"\n=== purchase-large: {n} members, {n} non-members, {n_population} population; recipe '{recipe.name}'; "
-          f"target trained in {time.perf_counter() - t0:.0f} s, train accuracy {acc[0]:.3f}, test accuracy {acc[1]:.3f}")
+    print(
+        f"\n=== purchase-large: {n} members, {n} non-members, {n_population} population; recipe '{recipe.name}'; "
+        f"target trained in {time.perf_counter() - t0:.0f} s, train accuracy {acc[0]:.3f}, test accuracy {acc[1]:.3f}"
+    )
     attacks = "loss: {}, lira: {models: 16}, rmia: {models: 4}"
     with tempfile.TemporaryDirectory(prefix="privgate-bench-") as cache:
         t0 = time.perf_counter()
-        rep = audit(target, AuditData(members, nonmembers, population, seed=seed), _policy(attacks), recipe=recipe, seed=seed, cache_dir=cache)
+        rep = audit(
+            target,
+            AuditData(members, nonmembers, population, seed=seed),
+            _policy(attacks),
+            recipe=recipe,
+            seed=seed,
+            cache_dir=cache,
+        )
         _table(f"purchase-large: attacks on the target ({time.perf_counter() - t0:.0f} s)", rep.attacks)
     loss = next(a for a in rep.attacks if a.name == "loss")
     for a in rep.attacks:
@@ -145,9 +198,11 @@ def run_large(seed: int, n: int = 10_000, n_population: int = 5_000) -> None:
         for mine, base in zip(a.tpr_at_fpr, loss.tpr_at_fpr):
             if mine.resolvable and base.resolvable:
                 above = mine.ci[0] > base.ci[1]
-                print(f"  {a.name} vs loss at {mine.fpr:.1%} FPR: lower bound {mine.ci[0]:.3f} "
-                      f"{'>' if above else '<='} loss upper bound {base.ci[1]:.3f}"
-                      f" — {'higher, intervals disjoint' if above else 'not shown higher'}")
+                print(
+                    f"  {a.name} vs loss at {mine.fpr:.1%} FPR: lower bound {mine.ci[0]:.3f} "
+                    f"{'>' if above else '<='} loss upper bound {base.ci[1]:.3f}"
+                    f" — {'higher, intervals disjoint' if above else 'not shown higher'}"
+                )
 
 
 def main() -> int:

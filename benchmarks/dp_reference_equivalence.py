@@ -33,15 +33,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples" / "digits"))
 sys.path.insert(0, str(ROOT))
 
+import data as digits  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-import data as digits  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 
-from privgate.dp.train import DPRecipe, DPSettings, train_dp  # noqa: E402
-from privgate.ensemble import Ensemble, model_seeds, paired_masks, train_models  # noqa: E402
-from privgate.target import log_softmax  # noqa: E402
+from privgate.dp.recipe import DPRecipe  # noqa: E402
+from privgate.dp.train import DPSettings, train_dp  # noqa: E402
+from privgate.inputs.target import log_softmax  # noqa: E402
+from privgate.training.engine import Ensemble, train_models  # noqa: E402
+from privgate.training.plan import model_seeds, paired_masks  # noqa: E402
 
 
 def logit_confidence(ens: Ensemble, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -64,7 +65,10 @@ def main() -> int:
     _, record = train_dp(RECIPE, xm, ym, 0, settings=settings, target_epsilon=50.0)
     dp = DPRecipe.from_training(dataclasses.replace(RECIPE), record, settings)
     x, y = np.concatenate([xm, xn]), np.concatenate([ym, yn])
-    print(f"target recipe: {dp.name}; q = {record.sample_rate:g}, {record.steps} steps; K = {args.models} models per implementation")
+    print(
+        f"target recipe: {dp.name}; q = {record.sample_rate:g}, {record.steps} steps; K = {args.models} "
+        f"models per implementation"
+    )
     for seed in args.seeds:
         masks, seeds = paired_masks(len(x), args.models, seed), model_seeds(seed, args.models)
         for vectorise in (True, False):
@@ -79,7 +83,8 @@ def main() -> int:
             who = "MLP kernel" if out.kernel == "mlp-dp" else "Opacus    "
             print(
                 f"seed {seed} {who} ({seconds:5.1f} s): φ IN {phi[masks].mean():.3f}, OUT {phi[~masks].mean():.3f}; "
-                f"IN−OUT gap {gap.mean():.4f} ± {gap.std() / np.sqrt(len(gap)):.4f}; spread over OUT models {spread:.3f}; "
+                f"IN−OUT gap {gap.mean():.4f} ± {gap.std() / np.sqrt(len(gap)):.4f}; spread over OUT models "
+                f"{spread:.3f}; "
                 f"held-out accuracy {held_out:.4f}",
                 flush=True,
             )

@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ROOT / "examples" / "digits"
 sys.path[:0] = [str(ROOT), str(DIGITS)]
 
-import torch  # noqa: E402
-
 import data  # noqa: E402  (examples/digits/data.py)
+import torch  # noqa: E402
 from recipe import RECIPE  # noqa: E402  (examples/digits/recipe.py)
+
 from privgate.dp.train import DPSettings, train_dp  # noqa: E402
 
 
@@ -56,7 +56,15 @@ def main() -> None:
         return (time.perf_counter() - t) / epochs
 
     def dp_epoch(epochs: int, batch: int, mode: str) -> float:
-        settings = DPSettings(epochs=epochs, batch_size=batch, max_grad_norm=1.0, delta=delta, accountant="rdp", max_physical_batch_size=256, grad_sample_mode=mode)
+        settings = DPSettings(
+            epochs=epochs,
+            batch_size=batch,
+            max_grad_norm=1.0,
+            delta=delta,
+            accountant="rdp",
+            max_physical_batch_size=256,
+            grad_sample_mode=mode,
+        )
         _, rec = train_dp(RECIPE, x, y, 0, settings=settings, noise_multiplier=1.0, account=False)
         return rec.seconds / epochs
 
@@ -83,11 +91,17 @@ def main() -> None:
             cal[acc] = time.perf_counter() - t
 
     load = os.getloadavg()[0]
-    print(f"digits recipe {RECIPE.name}: {len(y)} members, {e} epochs, {args.threads} thread(s), load average {load:.2f} on {os.cpu_count()} cores")
+    print(
+        f"digits recipe {RECIPE.name}: {len(y)} members, {e} epochs, {args.threads} thread(s), load average "
+        f"{load:.2f} on {os.cpu_count()} cores"
+    )
     print(f"  {'non-private, batch 64':<34} {plain * 1000:8.1f} ms/epoch   1.00x")
     for label, sec in runs.items():
         print(f"  {label:<34} {sec * 1000:8.1f} ms/epoch  {sec / plain:5.2f}x")
-    print(f"  noise calibration for ε = 50 (30 epochs, q = 0.25): rdp {cal['rdp']:.2f} s, prv {cal['prv']:.2f} s (once per ε)")
+    print(
+        f"  noise calibration for ε = 50 (30 epochs, q = 0.25): rdp {cal['rdp']:.2f} s, prv {cal['prv']:.2f} "
+        f"s (once per ε)"
+    )
     result = {
         "epochs": e,
         "threads": args.threads,

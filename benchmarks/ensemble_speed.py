@@ -12,10 +12,10 @@ complementary halves of the 1,497 audit rows), with no cache:
 
 * sequential: ``recipe.train(x[mask_k], y[mask_k], seed_k)`` for k = 1..K —
   the loop a user would write, and the engine's fallback;
-* vectorised, vmap kernel: :func:`privgate.ensemble.train_models` with
+* vectorised, vmap kernel: :func:`privgate.training.engine.train_models` with
   ``kernel="vmap"`` (``torch.func`` + ``vmap``, any model without buffers);
 * vectorised, MLP kernel: ``kernel="auto"``, what an audit uses — the
-  closed-form kernel of :mod:`privgate.stacked` for this Linear/Tanh stack.
+  closed-form kernel of :mod:`privgate.training.mlp` for this Linear/Tanh stack.
 
 A one-epoch warm-up of each path runs first (import and first-call costs are
 paid once per process, not per model). Rounds interleave the three paths so a
@@ -37,23 +37,30 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples" / "digits"))
 sys.path.insert(0, str(ROOT))
 
+import data as digits  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-import data as digits  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 
-from privgate.ensemble import model_seeds, paired_masks, train_models  # noqa: E402
+from privgate.training.engine import train_models  # noqa: E402
+from privgate.training.plan import model_seeds, paired_masks  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", "-k", type=int, default=16)
-    ap.add_argument("--threads", type=int, default=2, help="torch threads for both runs (default 2: the 2 cores of the target machine)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=2,
+        help="torch threads for both runs (default 2: the 2 cores of the target machine)",
+    )
     ap.add_argument("--epochs", type=int, default=None, help="override the recipe's epochs (default: the recipe's own)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved repetitions (default 1)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-one-thread", action="store_true", help="skip the extra 1-thread sequential run made when --threads > 1")
+    ap.add_argument(
+        "--no-one-thread", action="store_true", help="skip the extra 1-thread sequential run made when --threads > 1"
+    )
     ap.add_argument("--no-dp", action="store_true", help="skip the DP-SGD reference-model comparison")
     args = ap.parse_args()
 
@@ -110,7 +117,10 @@ def main() -> int:
     for kern, label in kernels.items():
         agree = min(float((labels(b) == pa).float().mean()) for pa, b in zip(seq_labels, states[kern]))
         drift = max(float((a[n] - b[n]).abs().max()) for a, b in zip(states["sequential"], states[kern]) for n in a)
-        print(f"{label} vs sequential: agreement of predicted labels min {agree:.4f}; largest parameter difference {drift:.2e}")
+        print(
+            f"{label} vs sequential: agreement of predicted labels min {agree:.4f}; largest parameter "
+            f"difference {drift:.2e}"
+        )
     best = {k: min(v) for k, v in times.items() if v}
     print(
         f"best times: sequential {best['sequential']:.2f} s ({best['sequential'] / args.models:.2f} s per model), "
@@ -125,7 +135,8 @@ def main() -> int:
     if one_thread:
         fastest = min(min(times["sequential"]), min(times["sequential-1"]))
         print(
-            f"against the faster sequential configuration ({fastest:.2f} s; 1 thread {min(times['sequential-1']):.2f} s, "
+            f"against the faster sequential configuration ({fastest:.2f} s; 1 thread "
+            f"{min(times['sequential-1']):.2f} s, "
             f"{args.threads} threads {min(times['sequential']):.2f} s): "
             + ", ".join(f"{label} {fastest / best[k]:.2f}x" for k, label in kernels.items())
         )
@@ -144,10 +155,15 @@ def dp_reference_models(x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: 
     vectorised: the MLP kernel running the same mechanism. The models are not
     equal (different random draws), so their held-out accuracies are compared.
     """
-    from privgate.dp.train import DPRecipe
+    from privgate.dp.recipe import DPRecipe
 
     base = {f.name: getattr(RECIPE, f.name) for f in dataclasses.fields(RECIPE)}
-    dp = DPRecipe(**{**base, "epochs": 30, "batch_size": 256, "name": "digits-dp"}, noise_multiplier=1.0, max_grad_norm=1.0, steps_per_epoch=3)
+    dp = DPRecipe(
+        **{**base, "epochs": 30, "batch_size": 256, "name": "digits-dp"},
+        noise_multiplier=1.0,
+        max_grad_norm=1.0,
+        steps_per_epoch=3,
+    )
     t0 = time.perf_counter()
     seq = train_models(dp, x, y, masks, seeds, vectorise=False, threads=threads)
     t_seq = time.perf_counter() - t0
@@ -166,8 +182,10 @@ def dp_reference_models(x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: 
         return float(np.mean(accs))
 
     print(
-        f"DP-SGD reference models (σ = 1, C = 1, 30 epochs, q = 1/3; K = {len(seeds)}): sequential (DPRecipe.train, Opacus) "
-        f"{t_seq:.2f} s, vectorised [{vec.mode}/{vec.kernel}] {t_vec:.2f} s, RATIO {t_seq / t_vec:.2f}x; mean held-out accuracy "
+        f"DP-SGD reference models (σ = 1, C = 1, 30 epochs, q = 1/3; K = {len(seeds)}): sequential "
+        f"(DPRecipe.train, Opacus) "
+        f"{t_seq:.2f} s, vectorised [{vec.mode}/{vec.kernel}] {t_vec:.2f} s, RATIO {t_seq / t_vec:.2f}x; mean "
+        f"held-out accuracy "
         f"{held_out(seq.states):.3f} (Opacus) vs {held_out(vec.states):.3f} (kernel)"
     )
 

@@ -32,10 +32,11 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from privgate.attacks.inversion import image_grid, png_bytes  # noqa: E402
+from privgate.attacks.inversion import image_grid  # noqa: E402
 from privgate.attacks.inversion_search import invert, train_prior  # noqa: E402
-from privgate.recipe import import_factory, load_recipe  # noqa: E402
-from privgate.target import Target  # noqa: E402
+from privgate.inputs.entrypoints import import_factory, load_recipe  # noqa: E402
+from privgate.inputs.target import Target  # noqa: E402
+from privgate.io.png import png_bytes  # noqa: E402
 
 
 def _example(name: str) -> tuple[Target, np.ndarray, np.ndarray, tuple[int, ...] | None]:
@@ -95,12 +96,19 @@ def main() -> None:
     rows = [measure(name, args.steps, args.alone) for name in ("digits", "purchase")]
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     print(f"threads {args.threads}, load average {load}")
-    print(f"{'example':<9} {'classes':>7} {'prior s':>8} {'batched s/class':>16} {'alone median s':>15} {'alone max s':>12} {'steps (median)':>15}")
+    print(
+        f"{'example':<9} {'classes':>7} {'prior s':>8} {'batched s/class':>16} {'alone median s':>15} "
+        f"{'alone max s':>12} {'steps (median)':>15}"
+    )
     for r in rows:
-        print(f"{r['example']:<9} {r['classes']:>7} {r['prior_s']:>8.2f} {r['batched_per_class_s']:>16.4f} "
-              f"{r['one_class_median_s']:>15.3f} {r['one_class_max_s']:>12.3f} {r['steps_median']:>15.0f}")
+        print(
+            f"{r['example']:<9} {r['classes']:>7} {r['prior_s']:>8.2f} {r['batched_per_class_s']:>16.4f} "
+            f"{r['one_class_median_s']:>15.3f} {r['one_class_max_s']:>12.3f} {r['steps_median']:>15.0f}"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"threads": args.threads, "load_average": load, "results": rows}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps({"threads": args.threads, "load_average": load, "results": rows}, indent=2) + "\n"
+        )
 
 
 if __name__ == "__main__":

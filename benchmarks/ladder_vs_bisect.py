@@ -1,6 +1,7 @@
 """Number of DP-SGD retrainings: ``ladder`` vs ``bisect`` on the digits example.
 
-    .venv/bin/python benchmarks/ladder_vs_bisect.py [--policy examples/digits/strict-remediate.yaml] [--sweep] [--json out.json]
+    .venv/bin/python benchmarks/ladder_vs_bisect.py \
+        [--policy examples/digits/strict-remediate.yaml] [--sweep] [--json out.json]
 
 Runs the remediation search twice on the digits example, once per strategy,
 with the same seed and settings, and reports how many DP-SGD models of the
@@ -27,17 +28,17 @@ ROOT = Path(__file__).resolve().parent.parent
 DIGITS = ROOT / "examples" / "digits"
 sys.path[:0] = [str(ROOT), str(DIGITS)]
 
+import data as digits_data  # noqa: E402  (examples/digits/data.py)
 import torch  # noqa: E402
+from recipe import RECIPE  # noqa: E402  (examples/digits/recipe.py)
 from rich.console import Console  # noqa: E402
 
-import data as digits_data  # noqa: E402  (examples/digits/data.py)
-from recipe import RECIPE  # noqa: E402  (examples/digits/recipe.py)
-from privgate.data import AuditData, Dataset  # noqa: E402
 from privgate.dp.remediate import remediate  # noqa: E402
 from privgate.gate import audit  # noqa: E402
+from privgate.inputs.data import AuditData, Dataset  # noqa: E402
+from privgate.inputs.target import Target  # noqa: E402
 from privgate.policy import load_policy  # noqa: E402
 from privgate.report.console import print_remediation  # noqa: E402
-from privgate.target import Target  # noqa: E402
 
 
 def main() -> None:
@@ -54,7 +55,12 @@ def main() -> None:
     policy = load_policy(args.policy)
     target = Target.load(DIGITS / "model.pt", recipe=RECIPE)
     members = Dataset(*digits_data.members(), "data:members")
-    audit_data = AuditData(members, Dataset(*digits_data.nonmembers(), "data:nonmembers"), Dataset(*digits_data.population(), "data:population"), seed=args.seed)
+    audit_data = AuditData(
+        members,
+        Dataset(*digits_data.nonmembers(), "data:nonmembers"),
+        Dataset(*digits_data.population(), "data:population"),
+        seed=args.seed,
+    )
     original = audit(target, audit_data, policy, recipe=RECIPE, seed=args.seed, cache_dir=args.cache_dir)
     console.print(f"original model: {original.summary}")
 
@@ -67,9 +73,20 @@ def main() -> None:
         before = len(memo)
         t = time.perf_counter()
         out = remediate(
-            target, audit_data, pol, RECIPE, seed=args.seed, train=members, original=original, cache_dir=args.cache_dir,
-            memo=memo, sweep=args.sweep and strategy == "bisect",
-            on_row=lambda row: console.print(f"  ({'search' if row['in_search'] else 'sweep'}) ε = {row['epsilon']:g}: utility {row['utility']:.3f}, {row['privacy']}"),
+            target,
+            audit_data,
+            pol,
+            RECIPE,
+            seed=args.seed,
+            train=members,
+            original=original,
+            cache_dir=args.cache_dir,
+            memo=memo,
+            sweep=args.sweep and strategy == "bisect",
+            on_row=lambda row: console.print(
+                f"  ({'search' if row['in_search'] else 'sweep'}) ε = {row['epsilon']:g}: utility "
+                f"{row['utility']:.3f}, {row['privacy']}"
+            ),
         )
         section = out.report.remediation or {}
         clip = section.get("settings", {}).get("max_grad_norm", clip)  # reuse the searched clip norm
@@ -87,17 +104,41 @@ def main() -> None:
     print_remediation(last, console)
     console.print()
     schedule = policy.remediation.epsilons
-    console.print(f"schedule {schedule}: ladder trained {results['ladder']['trainings']}, bisect trained {results['bisect']['trainings']} "
-                  f"(chosen ε: ladder {results['ladder']['chosen_epsilon']}, bisect {results['bisect']['chosen_epsilon']})")
+    console.print(
+        f"schedule {schedule}: ladder trained {results['ladder']['trainings']}, bisect trained "
+        f"{results['bisect']['trainings']} "
+        f"(chosen ε: ladder {results['ladder']['chosen_epsilon']}, bisect {results['bisect']['chosen_epsilon']})"
+    )
     if args.json:
         table = [
-            {"epsilon": r["epsilon"], "utility": r["utility"], "verdict": r["verdict"], "in_search": r["in_search"],
-             "checks": {c["id"]: [c["value"], c["status"]] for c in r["checks"]},
-             "sigma": r["training"]["noise_multiplier"], "epsilon_spent": r["training"]["epsilon"], "accountant": r["training"]["accountant"],
-             "train_seconds": r["training"]["seconds"], "audit_seconds": r["audit_seconds"]}
+            {
+                "epsilon": r["epsilon"],
+                "utility": r["utility"],
+                "verdict": r["verdict"],
+                "in_search": r["in_search"],
+                "checks": {c["id"]: [c["value"], c["status"]] for c in r["checks"]},
+                "sigma": r["training"]["noise_multiplier"],
+                "epsilon_spent": r["training"]["epsilon"],
+                "accountant": r["training"]["accountant"],
+                "train_seconds": r["training"]["seconds"],
+                "audit_seconds": r["audit_seconds"],
+            }
             for r in last.get("rows", [])
         ]
-        args.json.write_text(json.dumps({"policy": policy.name, "schedule": schedule, "strategies": results, "original": last.get("original"), "table": table}, indent=2, default=str) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "policy": policy.name,
+                    "schedule": schedule,
+                    "strategies": results,
+                    "original": last.get("original"),
+                    "table": table,
+                },
+                indent=2,
+                default=str,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -44,21 +44,40 @@ def main() -> None:
     for seed in range(args.seeds):
         w = null_world(work, seed, args.n)
         for policy in LADDER:
-            r = privgate.check(w.model, policy, w.members, w.nonmembers, population=w.population, recipe=w.recipe,
-                               seed=seed, cache_dir=str(work / "cache"))
+            r = privgate.check(
+                w.model,
+                policy,
+                w.members,
+                w.nonmembers,
+                population=w.population,
+                recipe=w.recipe,
+                seed=seed,
+                cache_dir=str(work / "cache"),
+            )
             counts[policy][r.verdict] += 1
-    print(f"null models: {args.seeds} seeds, {args.n} members / {args.n} non-members each "
-          f"({time.perf_counter() - t0:.0f} s, privgate {privgate.__version__})")
+    print(
+        f"null models: {args.seeds} seeds, {args.n} members / {args.n} non-members each "
+        f"({time.perf_counter() - t0:.0f} s, privgate {privgate.__version__})"
+    )
     print(f"{'policy':<14}{'confidence':>11}{'fail':>6}{'inconclusive':>14}{'pass':>6}{'fail rate':>11}")
     for policy in LADDER:
         c = counts[policy]
         conf = privgate.load_policy(policy).confidence
-        print(f"{policy:<14}{conf:>11g}{c['fail']:>6}{c['inconclusive']:>14}{c['pass']:>6}{c['fail'] / args.seeds:>11.3f}")
+        print(
+            f"{policy:<14}{conf:>11g}{c['fail']:>6}{c['inconclusive']:>14}{c['pass']:>6}{c['fail'] / args.seeds:>11.3f}"
+        )
     if args.generalising:
         w = generalising_world(work)
         for policy in LADDER:
-            r = privgate.check(w.model, policy, w.members, w.nonmembers, population=w.population, recipe=w.recipe,
-                               cache_dir=str(work / "cache"))
+            r = privgate.check(
+                w.model,
+                policy,
+                w.members,
+                w.nonmembers,
+                population=w.population,
+                recipe=w.recipe,
+                cache_dir=str(work / "cache"),
+            )
             print(f"generalising model, 5000 + 5000 rows, {policy}: {r.verdict} — {r.summary[:160]}")
 
 

@@ -44,9 +44,10 @@ from torch import nn  # noqa: E402
 from privgate import stats  # noqa: E402
 from privgate.attacks import get_attack  # noqa: E402
 from privgate.attacks.base import AttackContext  # noqa: E402
-from privgate.data import Dataset  # noqa: E402
-from privgate.recipe import import_factory, load_recipe  # noqa: E402
-from privgate.target import Target  # noqa: E402
+from privgate.inputs.data import Dataset  # noqa: E402
+from privgate.inputs.entrypoints import import_factory, load_recipe  # noqa: E402
+from privgate.inputs.target import Target  # noqa: E402
+from privgate.options import RunOptions  # noqa: E402
 
 DIGITS = ROOT / "examples" / "digits"
 SYNTH = ROOT / "examples" / "synthetic_attribute"
@@ -76,7 +77,13 @@ def dp_train(factory, x: np.ndarray, y: np.ndarray, epsilon: float, seed: int) -
         warnings.simplefilter("ignore")
         engine = PrivacyEngine(accountant="prv")
         private, opt, dl = engine.make_private_with_epsilon(
-            module=net, optimizer=opt, data_loader=dl, target_epsilon=epsilon, target_delta=1e-3, epochs=100, max_grad_norm=1.0
+            module=net,
+            optimizer=opt,
+            data_loader=dl,
+            target_epsilon=epsilon,
+            target_delta=1e-3,
+            epochs=100,
+            max_grad_norm=1.0,
         )
         for _ in range(100):
             for xb, yb in dl:
@@ -107,22 +114,30 @@ def digits_rows(seeds: int) -> list[dict]:
         for seed in range(seeds):
             t = time.perf_counter()
             net = make(seed)
-            rows.append(_audit_digits(name, seed, Target(net), xm, ym, xn, yn, pop, xn_all, yn_all, time.perf_counter() - t))
+            rows.append(
+                _audit_digits(name, seed, Target(net), xm, ym, xn, yn, pop, xn_all, yn_all, time.perf_counter() - t)
+            )
     full = Target.load(DIGITS / "model.pt", recipe=recipe)
-    rows.append(_audit_digits("example model.pt (897 members)", 0, full, xm_all, ym_all, xn_all, yn_all, pop, xn_all, yn_all, 0.0))
+    rows.append(
+        _audit_digits(
+            "example model.pt (897 members)", 0, full, xm_all, ym_all, xn_all, yn_all, pop, xn_all, yn_all, 0.0
+        )
+    )
     return rows
 
 
 def _audit_digits(name, seed, target, xm, ym, xn, yn, pop, xt, yt, train_s) -> dict:
     x, y = np.concatenate([xm, xn]), np.concatenate([ym, yn])
     m = np.r_[np.ones(len(ym), bool), np.zeros(len(yn), bool)]
-    ctx = AttackContext(target=target, x=x, y=y, population=pop, seed=seed)
+    ctx = AttackContext(target=target, x=x, y=y, population=pop, run=RunOptions(seed=seed))
     g = get_attack("gradient")(mode="norm").run(ctx)
     auc = stats.auc(g.scores[m], g.scores[~m])
     inv = get_attack("inversion")().run(ctx)
     sim = inv.extras["estimates"]["similarity"].estimate(m, 0.95)
     return {
-        "model": name, "seed": seed, "train_s": round(train_s, 2),
+        "model": name,
+        "seed": seed,
+        "train_s": round(train_s, 2),
         "test_accuracy": float((target.predict(xt) == yt).mean()),
         "gradient_auc": [auc.value, auc.lo, auc.hi],
         "similarity": [sim.value, sim.lo, sim.hi],
@@ -137,13 +152,35 @@ def _audit_digits(name, seed, target, xm, ym, xn, yn, pop, xt, yt, train_s) -> d
 def attribute_rows() -> list[dict]:
     rows = []
     recipe = load_recipe("recipe:RECIPE", [SYNTH])
-    (xm, ym), (xn, yn), pop = _split(SYNTH, "members"), _split(SYNTH, "nonmembers"), Dataset(*_split(SYNTH, "population"))
-    for name, rec in (("synthetic, memorising", recipe), ("synthetic, regularised", dataclasses.replace(recipe, epochs=20, weight_decay=0.01))):
+    (xm, ym), (xn, yn), pop = (
+        _split(SYNTH, "members"),
+        _split(SYNTH, "nonmembers"),
+        Dataset(*_split(SYNTH, "population")),
+    )
+    for name, rec in (
+        ("synthetic, memorising", recipe),
+        ("synthetic, regularised", dataclasses.replace(recipe, epochs=20, weight_decay=0.01)),
+    ):
         rows.append(_audit_attribute(name, Target(rec.train(xm, ym, seed=0)), xm, ym, xn, yn, pop, 0))
     target = Target.load(PURCHASE / "model.pt")
-    (pm, pym), (pn, pyn), ppop = _split(PURCHASE, "members"), _split(PURCHASE, "nonmembers"), Dataset(*_split(PURCHASE, "population"))
+    (pm, pym), (pn, pyn), ppop = (
+        _split(PURCHASE, "members"),
+        _split(PURCHASE, "nonmembers"),
+        Dataset(*_split(PURCHASE, "population")),
+    )
     for col in np.argsort(-ppop.x.mean(axis=0))[:3]:
-        rows.append(_audit_attribute(f"purchase, item {int(col)} (bought by {ppop.x[:, col].mean():.0%})", target, pm, pym, pn, pyn, ppop, int(col)))
+        rows.append(
+            _audit_attribute(
+                f"purchase, item {int(col)} (bought by {ppop.x[:, col].mean():.0%})",
+                target,
+                pm,
+                pym,
+                pn,
+                pyn,
+                ppop,
+                int(col),
+            )
+        )
     return rows
 
 
@@ -154,10 +191,15 @@ def _audit_attribute(name, target, xm, ym, xn, yn, pop, col) -> dict:
     e = r.extras["estimates"]["attribute_advantage"].estimate(m, 0.95)
     d = e.details
     return {
-        "model": name, "advantage": [e.value, e.lo, e.hi], "baseline": d["baseline"],
-        "attack_acc_members": d["attack_accuracy_members"], "baseline_acc_members": d["baseline_accuracy_members"],
-        "advantage_nonmembers": d["advantage_nonmembers"], "member_nonmember_gap": d["member_nonmember_gap"],
-        "train_accuracy": float((target.predict(xm) == ym).mean()), "test_accuracy": float((target.predict(xn) == yn).mean()),
+        "model": name,
+        "advantage": [e.value, e.lo, e.hi],
+        "baseline": d["baseline"],
+        "attack_acc_members": d["attack_accuracy_members"],
+        "baseline_acc_members": d["baseline_accuracy_members"],
+        "advantage_nonmembers": d["advantage_nonmembers"],
+        "member_nonmember_gap": d["member_nonmember_gap"],
+        "train_accuracy": float((target.predict(xm) == ym).mean()),
+        "test_accuracy": float((target.predict(xn) == yn).mean()),
         "seconds": round(r.seconds, 2),
     }
 
@@ -175,16 +217,28 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     digits = digits_rows(args.seeds)
     print("digits, 5 training images per class; gradient-norm MIA and model inversion (SSIM gap)")
-    print(f"{'model':<32} {'seed':>4} {'test acc':>8} {'gradient AUC [95% CI]':>24} {'similarity [95% CI]':>24} {'closer':>7} {'s/class':>8}")
+    print(
+        f"{'model':<32} {'seed':>4} {'test acc':>8} {'gradient AUC [95% CI]':>24} {'similarity [95% CI]':>24} "
+        f"{'closer':>7} {'s/class':>8}"
+    )
     for r in digits:
-        print(f"{r['model']:<32} {r['seed']:>4} {r['test_accuracy']:>8.3f} {_ci(r['gradient_auc']):>24} {_ci(r['similarity']):>24} "
-              f"{r['closer_to_member']:>7} {r['inversion_s_per_class']:>8.3f}")
+        print(
+            f"{r['model']:<32} {r['seed']:>4} {r['test_accuracy']:>8.3f} {_ci(r['gradient_auc']):>24} "
+            f"{_ci(r['similarity']):>24} "
+            f"{r['closer_to_member']:>7} {r['inversion_s_per_class']:>8.3f}"
+        )
     attribute = attribute_rows()
     print("\nattribute inference: advantage over the best model-free guess, on members [exact 95% CI]")
-    print(f"{'target':<38} {'advantage [95% CI]':>24} {'baseline':>10} {'attack/base acc':>16} {'adv. non-members':>17} {'gap':>6}")
+    print(
+        f"{'target':<38} {'advantage [95% CI]':>24} {'baseline':>10} {'attack/base acc':>16} "
+        f"{'adv. non-members':>17} {'gap':>6}"
+    )
     for r in attribute:
-        print(f"{r['model']:<38} {_ci(r['advantage']):>24} {r['baseline']:>10} {r['attack_acc_members']:>7.3f}/{r['baseline_acc_members']:<8.3f} "
-              f"{r['advantage_nonmembers']:>17.3f} {r['member_nonmember_gap']:>6.3f}")
+        print(
+            f"{r['model']:<38} {_ci(r['advantage']):>24} {r['baseline']:>10} "
+            f"{r['attack_acc_members']:>7.3f}/{r['baseline_acc_members']:<8.3f} "
+            f"{r['advantage_nonmembers']:>17.3f} {r['member_nonmember_gap']:>6.3f}"
+        )
     if args.json:
         args.json.write_text(json.dumps({"digits": digits, "attribute": attribute}, indent=2) + "\n")
 

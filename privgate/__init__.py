@@ -19,8 +19,8 @@ __version__ = "0.1.0"
 #: public name -> module that defines it
 _EXPORTS = {
     "check": "privgate.api",
-    "AuditData": "privgate.data",
-    "Dataset": "privgate.data",
+    "AuditData": "privgate.inputs.data",
+    "Dataset": "privgate.inputs.data",
     "PrivgateError": "privgate.errors",
     "audit": "privgate.gate",
     "Policy": "privgate.policy",
@@ -28,12 +28,12 @@ _EXPORTS = {
     "Recipe": "privgate.recipe",
     "CheckResult": "privgate.report.model",
     "Report": "privgate.report.model",
-    "Target": "privgate.target",
-    # re-exported from pytest_privgate, so ``import privgate`` never imports pytest
-    "assert_epsilon_below": "pytest_privgate.assertions",
-    "assert_inversion_below": "pytest_privgate.assertions",
-    "assert_mia_below": "pytest_privgate.assertions",
-    "assert_policy": "pytest_privgate.assertions",
+    "Target": "privgate.inputs.target",
+    # the assertions pytest_privgate re-exports; they import neither pytest nor torch
+    "assert_epsilon_below": "privgate.assertions",
+    "assert_inversion_below": "privgate.assertions",
+    "assert_mia_below": "privgate.assertions",
+    "assert_policy": "privgate.assertions",
 }
 
 

@@ -40,6 +40,7 @@ import numpy as np
 from privgate import stats
 from privgate.policy import Check, Decision, Metric, Policy
 from privgate.report.model import CheckResult
+from privgate.report.text import sig
 
 DEFAULT_DELTA = 1e-5
 
@@ -93,19 +94,19 @@ def estimate(check: Check, ran: Scored, confidence: float) -> stats.Estimate:
         delta = DEFAULT_DELTA if check.delta is None else check.delta
         return stats.epsilon_lower_bound(sp, delta, confidence, check_max=check.max)
     # metrics that are not membership scores (similarity, attribute_advantage): the attack
-    # provides an Estimate, or a privgate.leakage.Measure that needs the hidden membership
+    # provides an Estimate, or a privgate.stats.leakage.Measure that needs the hidden membership
     provided = ran.result.extras.get("estimates", {}).get(metric.value)
     if provided is not None:
         if isinstance(provided, stats.Estimate):
             return provided
         if ran.membership is None:
-            return stats.Estimate.unresolved(metric.value, "the audit's membership was not recorded for this attack", confidence)
+            return stats.Estimate.unresolved(
+                metric.value, "the audit's membership was not recorded for this attack", confidence
+            )
         return provided.estimate(ran.membership, confidence)
-    return stats.Estimate.unresolved(metric.value, f"attack '{ran.result.attack}' does not produce the metric '{metric.value}'", confidence)
-
-
-def _fmt(v: float | None) -> str:
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3g}"
+    return stats.Estimate.unresolved(
+        metric.value, f"attack '{ran.result.attack}' does not produce the metric '{metric.value}'", confidence
+    )
 
 
 def _pct(confidence: float) -> str:
@@ -119,31 +120,46 @@ def decide(est: stats.Estimate, check: Check, decision: Decision) -> tuple[str, 
     name = est.metric
     if not est.measurable:
         if decision is Decision.upper_bound and est.lo is not None and est.lo > mx:
-            return "fail", (f"{est.reason}; but even at a threshold whose FPR is at most {check.fpr:g} its TPR is at least "
-                            f"{_fmt(est.lo)}, above {mx:g} (a proven violation)")
+            return "fail", (
+                f"{est.reason}; but even at a threshold whose FPR is at most {check.fpr:g} its TPR is at least "
+                f"{sig(est.lo)}, above {mx:g} (a proven violation)"
+            )
         return EXCLUDED, est.reason or "not measurable at this operating point"
     if not est.resolvable:
         return "inconclusive", est.reason or "the data cannot resolve this check"
-    ci = f"[{_fmt(est.lo)}, {_fmt(est.hi)}]"
+    ci = f"[{sig(est.lo)}, {sig(est.hi)}]"
     if check.metric is Metric.epsilon_lb:
         if est.value > mx:
-            return "fail", f"the attack proves ε ≥ {est.value:.3g} at {_pct(est.confidence)} confidence, above the allowed {mx:g}"
-        return "pass", f"the attack proves no more than ε ≥ {est.value:.3g} (δ={est.details.get('delta', DEFAULT_DELTA):g}), within {mx:g}"
+            return (
+                "fail",
+                f"the attack proves ε ≥ {est.value:.3g} at {_pct(est.confidence)} confidence, above the allowed {mx:g}",
+            )
+        return (
+            "pass",
+            f"the attack proves no more than ε ≥ {est.value:.3g} "
+            f"(δ={est.details.get('delta', DEFAULT_DELTA):g}), within {mx:g}",
+        )
     if decision is Decision.point:
         if est.value > mx:
-            return "fail", f"{name} {_fmt(est.value)} {ci} exceeds {mx:g} (decided on the point estimate)"
-        return "pass", f"{name} {_fmt(est.value)} {ci} is within {mx:g} (decided on the point estimate)"
+            return "fail", f"{name} {sig(est.value)} {ci} exceeds {mx:g} (decided on the point estimate)"
+        return "pass", f"{name} {sig(est.value)} {ci} is within {mx:g} (decided on the point estimate)"
     if est.hi <= mx:
-        return "pass", f"{name} {_fmt(est.value)}, upper bound {_fmt(est.hi)} ≤ {mx:g} at {_pct(est.confidence)} confidence"
+        return (
+            "pass",
+            f"{name} {sig(est.value)}, upper bound {sig(est.hi)} ≤ {mx:g} at {_pct(est.confidence)} confidence",
+        )
     if est.lo > mx:
-        return "fail", f"{name} {_fmt(est.value)} {ci}: even the lower bound is above {mx:g} at {_pct(est.confidence)} confidence"
+        return (
+            "fail",
+            f"{name} {sig(est.value)} {ci}: even the lower bound is above {mx:g} at {_pct(est.confidence)} confidence",
+        )
     if est.value > mx:
         return "inconclusive", (
-            f"{name} {_fmt(est.value)} is above {mx:g} but its lower bound {_fmt(est.lo)} is not: the audit data "
+            f"{name} {sig(est.value)} is above {mx:g} but its lower bound {sig(est.lo)} is not: the audit data "
             "cannot prove a violation, nor rule one out (add audit data)"
         )
     return "inconclusive", (
-        f"{name} {_fmt(est.value)} is within {mx:g} but its upper bound {_fmt(est.hi)} is not: "
+        f"{name} {sig(est.value)} is within {mx:g} but its upper bound {sig(est.hi)} is not: "
         "the audit data cannot rule out a violation (add audit data)"
     )
 
@@ -167,8 +183,15 @@ def decide_check(
     """Decide one check of ``level`` on the attacks that ran (see the module docstring)."""
     policy = level.policy
     k = max(1, len(policy.checks))
-    base = {"id": level.prefix + check.id, "attack": check.attack, "metric": check.metric.value, "threshold": check.max,
-            "fpr": check.fpr, "delta": check.delta, "policy": policy.name}
+    base = {
+        "id": level.prefix + check.id,
+        "attack": check.attack,
+        "metric": check.metric.value,
+        "threshold": check.max,
+        "fpr": check.fpr,
+        "delta": check.delta,
+        "policy": policy.name,
+    }
     names = _candidates(check, level, ran, diagnostic)
     if not names:
         conf = 1.0 - level.alpha / k
@@ -186,9 +209,15 @@ def decide_check(
     bonferroni = {"alpha": level.alpha, "checks": k, "attacks": m}
     if not deciding:
         reasons = "; ".join(f"{n}: {why}" for n, why in excluded.items())
-        return CheckResult(**base, value=None, ci=[None, None], status="inconclusive",
-                           reason=f"no attack can be measured at FPR {check.fpr:g} ({reasons})", confidence=conf,
-                           details={"excluded": excluded, "bonferroni": bonferroni})
+        return CheckResult(
+            **base,
+            value=None,
+            ci=[None, None],
+            status="inconclusive",
+            reason=f"no attack can be measured at FPR {check.fpr:g} ({reasons})",
+            confidence=conf,
+            details={"excluded": excluded, "bonferroni": bonferroni},
+        )
     for status in ("fail", "inconclusive", "pass"):
         hits = [n for n in deciding if decided[n][0] == status]
         if hits:
@@ -204,8 +233,12 @@ def decide_check(
     details["bonferroni"] = bonferroni
     if check.attack == "best":
         details["candidates"] = [
-            {"attack": n, "value": _finite(estimates[n].value), "ci": [_finite(estimates[n].lo), _finite(estimates[n].hi)],
-             "status": decided[n][0]}
+            {
+                "attack": n,
+                "value": _finite(estimates[n].value),
+                "ci": [_finite(estimates[n].lo), _finite(estimates[n].hi)],
+                "status": decided[n][0],
+            }
             for n in names
         ]
     if excluded:

@@ -17,25 +17,24 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from privgate import stats
-from privgate.artefacts import save_artefacts
 from privgate.attacks import AttackContext, AttackResult, available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
 from privgate.attacks.blind import soundness_warnings
-from privgate.data import AuditData
 from privgate.decision import decide_policy, verdict_of
+from privgate.inputs.data import AuditData
+from privgate.inputs.sanity import inspect_target
+from privgate.inputs.target import Target
+from privgate.io.artefacts import save_artefacts
+from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
-from privgate.sanity import inspect_target
-from privgate.target import Target
-from privgate.threads import limit_threads, resolve_threads
-
-Progress = Callable[[str], None]
+from privgate.training.threads import limit_threads, resolve_threads
 
 #: FPRs at which every attack summary reports TPR.
 SUMMARY_FPRS = (0.001, 0.01)
@@ -46,7 +45,7 @@ ROC_POINTS = 200
 class _Ran:
     result: AttackResult
     split: stats.SplitScores
-    membership: np.ndarray | None = None  # for metrics measured on all audit examples (privgate.leakage)
+    membership: np.ndarray | None = None  # for metrics measured on all audit examples (privgate.stats.leakage)
 
 
 #: Keys of ``AttackResult.extras`` that are not copied into the JSON report.
@@ -60,13 +59,18 @@ def _version(pkg: str) -> str | None:
         return None
 
 
-def environment(seed: int, threads: int | None = None) -> dict[str, Any]:
+def environment(run: RunOptions) -> dict[str, Any]:
+    """What the report records of the run's settings and the software it ran on."""
     return {
-        "seed": seed,
-        "threads": resolve_threads(threads),
+        "seed": run.seed,
+        "threads": resolve_threads(run.threads),
+        "engine": run.engine,
+        "device": run.device,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "versions": {p: _version(p) for p in ("privgate", "torch", "numpy", "scipy", "scikit-learn", "opacus", "pydantic")},
+        "versions": {
+            p: _version(p) for p in ("privgate", "torch", "numpy", "scipy", "scikit-learn", "opacus", "pydantic")
+        },
     }
 
 
@@ -81,15 +85,21 @@ def _downsample_roc(split: stats.SplitScores) -> dict[str, list[float]]:
 
 
 def _measured(ran: _Ran, confidence: float) -> dict[str, Any]:
-    """Non-score metrics an attack measures (privgate.leakage), for the report even without a check."""
+    """Non-score metrics an attack measures (privgate.stats.leakage), for the report even without a check."""
     out: dict[str, Any] = {}
     for metric, provided in ran.result.extras.get("estimates", {}).items():
         if not isinstance(provided, stats.Estimate):
             if ran.membership is None:
                 continue
             provided = provided.estimate(ran.membership, confidence)
-        out[metric] = {"value": provided.value, "ci": [provided.lo, provided.hi], "confidence": provided.confidence,
-                       "resolvable": provided.resolvable, "reason": provided.reason, "details": dict(provided.details)}
+        out[metric] = {
+            "value": provided.value,
+            "ci": [provided.lo, provided.hi],
+            "confidence": provided.confidence,
+            "resolvable": provided.resolvable,
+            "reason": provided.reason,
+            "details": dict(provided.details),
+        }
     return out
 
 
@@ -101,11 +111,18 @@ def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
     for f in SUMMARY_FPRS:
         e = stats.tpr_at_fpr(sp, f, confidence)
         ok = e.resolvable
-        points.append(RatePoint(
-            fpr=f, tpr=e.value if ok else None, ci=[e.lo, e.hi] if ok else [None, None], resolvable=ok, reason=e.reason,
-            measurable=e.measurable, fpr_achieved=e.details.get("fpr_achieved") if ok else None,
-            fpr_ci=e.details.get("fpr_ci") if ok else None,
-        ))
+        points.append(
+            RatePoint(
+                fpr=f,
+                tpr=e.value if ok else None,
+                ci=[e.lo, e.hi] if ok else [None, None],
+                resolvable=ok,
+                reason=e.reason,
+                measurable=e.measurable,
+                fpr_achieved=e.details.get("fpr_achieved") if ok else None,
+                fpr_ci=e.details.get("fpr_ci") if ok else None,
+            )
+        )
     r = ran.result
     return AttackSummary(
         name=name,
@@ -123,16 +140,27 @@ def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
         models_trained=r.models_trained,
         roc=_downsample_roc(sp),
         notes=r.notes,
-        extras={**{k: v for k, v in r.extras.items() if k not in _PRIVATE_EXTRAS}, **({"metrics": m} if (m := _measured(ran, confidence)) else {})},
+        extras={
+            **{k: v for k, v in r.extras.items() if k not in _PRIVATE_EXTRAS},
+            **({"metrics": m} if (m := _measured(ran, confidence)) else {}),
+        },
     )
 
 
 def _policy_facts(policy: Policy) -> dict:
     """What the report records about the policy, including the chain it extends."""
-    facts = {"name": policy.name, "sensitivity": policy.sensitivity.value, "release": policy.release.value,
-             "confidence": policy.confidence, "decision": policy.decision.value, "source": policy.source}
+    facts = {
+        "name": policy.name,
+        "sensitivity": policy.sensitivity.value,
+        "release": policy.release.value,
+        "confidence": policy.confidence,
+        "decision": policy.decision.value,
+        "source": policy.source,
+    }
     if policy.parent is not None:
-        facts["extends"] = [{"name": p.name, "source": p.source, "confidence": p.confidence} for p in policy.chain()[:-1]]
+        facts["extends"] = [
+            {"name": p.name, "source": p.source, "confidence": p.confidence} for p in policy.chain()[:-1]
+        ]
     if policy.uses_default_attacks():
         facts["default_attacks"] = True
     return facts
@@ -141,7 +169,10 @@ def _policy_facts(policy: Policy) -> dict:
 def _policy_warnings(policy: Policy) -> list[str]:
     if not policy.uses_default_attacks():
         return []
-    return [f"the policy lists no attacks; its checks ran the default black-box family ({', '.join(policy.attacks_to_run())})"]
+    return [
+        f"the policy lists no attacks; its checks ran the default black-box family "
+        f"({', '.join(policy.attacks_to_run())})"
+    ]
 
 
 def _summary_line(verdict: str, checks: list[CheckResult]) -> str:
@@ -155,26 +186,19 @@ def _summary_line(verdict: str, checks: list[CheckResult]) -> str:
 
 
 def run_attacks(
-    target: Target,
-    data: AuditData,
-    policy: Policy,
-    *,
-    recipe: Recipe | None = None,
-    seed: int = 0,
-    cache_dir: str | None = None,
-    progress: Progress | None = None,
-    threads: int | None = None,
+    target: Target, data: AuditData, policy: Policy, *, recipe: Recipe | None = None, run: RunOptions | None = None
 ) -> tuple[dict[str, _Ran], dict[str, str], list[AttackSummary]]:
     """Run the policy's attacks on the audit data; returns (ran, missing reasons, summaries).
 
-    ``threads``: the most threads any attack may use (torch, BLAS, OpenMP), see :mod:`privgate.threads`.
+    Every attack runs inside :func:`privgate.training.threads.limit_threads` with ``run.threads``.
     """
+    run = run or RunOptions()
     x, y, membership = data.pooled()
-    perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(len(y))
+    perm = np.random.default_rng(np.random.SeedSequence([run.seed, 0xA11])).permutation(len(y))
     x, y, membership = x[perm], y[perm], membership[perm]  # attacks never see membership, nor its order
-    calibration = stats.calibration_mask(membership, seed)
+    calibration = stats.calibration_mask(membership, run.seed)
     reference = calibration & ~membership
-    ctx = AttackContext(target=target, x=x, y=y, population=data.population, recipe=recipe, seed=seed, cache_dir=cache_dir, threads=threads)
+    ctx = AttackContext(target=target, x=x, y=y, population=data.population, recipe=recipe, run=run)
     ran: dict[str, _Ran] = {}
     missing: dict[str, str] = {}
     summaries: list[AttackSummary] = []
@@ -186,27 +210,40 @@ def run_attacks(
         if name not in registry:
             why = f"'{name}' is not implemented in this version of privgate"
         elif threat == "white-box" and not target.white_box:
-            why = f"'{name}' needs the model's weights (white-box), but the target is {target.fmt} without a torch module"
+            why = (
+                f"'{name}' needs the model's weights (white-box), but the target is {target.fmt} without a torch module"
+            )
         elif registry[name].needs_recipe and recipe is None:
             why = f"'{name}' trains reference models and needs a recipe (--recipe module:attr)"
         if why:
             missing[name] = why
-            summaries.append(AttackSummary(name=name, threat_model=threat, status="unavailable" if name not in registry else "skipped", reason=why, options=options))
+            summaries.append(
+                AttackSummary(
+                    name=name,
+                    threat_model=threat,
+                    status="unavailable" if name not in registry else "skipped",
+                    reason=why,
+                    options=options,
+                )
+            )
             continue
-        if progress:
-            progress(f"running attack {name} ({i}/{len(todo)})")
+        run.say(f"running attack {name} ({i}/{len(todo)})")
         attack = get_attack(name)(**options)
         ctx.options = dict(options)
         try:
-            with limit_threads(threads):
+            with limit_threads(run.threads):
                 result = attack.run(ctx)
         except AttackSkipped as exc:
             missing[name] = str(exc)
-            summaries.append(AttackSummary(name=name, threat_model=threat, status="skipped", reason=str(exc), options=options))
+            summaries.append(
+                AttackSummary(name=name, threat_model=threat, status="skipped", reason=str(exc), options=options)
+            )
             continue
         scores = np.asarray(result.scores, dtype=float)
         if scores.shape != (len(y),) or not np.all(np.isfinite(scores)):
-            raise RuntimeError(f"attack '{name}' returned scores of shape {scores.shape} with non-finite values: a bug in the attack")
+            raise RuntimeError(
+                f"attack '{name}' returned scores of shape {scores.shape} with non-finite values: a bug in the attack"
+            )
         if result.groups is not None:
             scores = stats.classwise_normalise(scores, result.groups, reference)
         ran[name] = _Ran(result, stats.SplitScores.from_mask(scores, membership, calibration), membership)
@@ -220,28 +257,34 @@ def audit(
     policy: Policy,
     *,
     recipe: Recipe | None = None,
-    seed: int = 0,
-    cache_dir: str | None = None,
-    progress: Progress | None = None,
-    artefacts_dir: str | None = None,
-    threads: int | None = None,
+    options: RunOptions | None = None,
+    **settings: Any,
 ) -> Report:
     """Run ``policy`` against ``target`` on ``data`` and return the decided :class:`Report`.
 
-    ``artefacts_dir``: where attacks' files (inversion reconstructions) are saved,
-    see :mod:`privgate.artefacts`; ``None`` saves nothing. ``threads``: the most
-    threads the attacks may use (default 1), see :mod:`privgate.threads`.
+    Args:
+        target: the model under audit.
+        data: known members and non-members (and optional population data).
+        policy: the policy, with the policies it extends.
+        recipe: how the target was trained (reference-model attacks need it).
+        options: how the run is carried out (:class:`privgate.options.RunOptions`).
+        **settings: single settings of :class:`~privgate.options.RunOptions`
+            (``seed=``, ``threads=``, ``cache_dir=``, ``artefacts_dir=`` …),
+            applied on top of ``options``.
     """
+    run = RunOptions.of(options, **settings)
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     data.check_against(target)
     sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: before any attack
-    ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress, threads=threads)
+    ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, run=run)
     for summary in summaries:
         files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
         if files:
-            summary.extras["artefacts"] = save_artefacts(summary.name, files, artefacts_dir) if artefacts_dir else []
-    diagnostic = {n for n, cls in available_attacks().items() if getattr(cls, "diagnostic", False)}  # blind baseline
+            summary.extras["artefacts"] = (
+                save_artefacts(summary.name, files, run.artefacts_dir) if run.artefacts_dir else []
+            )
+    diagnostic = {n for n, cls in available_attacks().items() if cls.diagnostic}  # the blind baseline: data only
     checks = decide_policy(policy, ran, missing, diagnostic)
     verdict = verdict_of(checks)
     from privgate import __version__
@@ -255,9 +298,12 @@ def audit(
         data=data.describe(),
         checks=checks,
         attacks=summaries,
-        warnings=list(data.warnings) + _policy_warnings(policy) + sanity.warnings + soundness_warnings(summaries)  # blind: Das 2024
+        warnings=list(data.warnings)
+        + _policy_warnings(policy)
+        + sanity.warnings
+        + soundness_warnings(summaries)  # blind: Das 2024
         + list(dict.fromkeys(w for r in ran.values() for w in r.result.extras.get("cache_warnings", []))),
-        environment=environment(seed, threads),
+        environment=environment(run),
         started=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),
     )

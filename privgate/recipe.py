@@ -9,17 +9,20 @@ one training loop, used everywhere.
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from torch import nn
 
-from privgate.entrypoints import import_entry
-from privgate.errors import DataError, RecipeError, clip
-from privgate.outputs import nll
+from privgate.errors import RecipeError
+from privgate.inputs.outputs import nll
+
+#: Building seeds torch's global generator: one model at a time.
+_BUILD_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -78,11 +81,30 @@ class Recipe:
     name: str = "recipe"
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def build(self) -> nn.Module:
-        """A fresh model (from the public pre-trained start when the recipe names one)."""
-        model = self.model_factory()
+    def build(self, seed: int | None = None) -> nn.Module:
+        """A fresh model (from the public pre-trained start when the recipe names one).
+
+        With ``seed``, the factory runs under ``torch.manual_seed(seed)`` in a
+        forked generator, so the same seed gives the same initial weights and
+        the caller's random state is untouched; a lock keeps two threads from
+        interleaving on torch's global generator. Any failure of the user's
+        factory is a :class:`RecipeError`.
+        """
+        try:
+            with _BUILD_LOCK, torch.random.fork_rng(devices=[]):
+                if seed is not None:
+                    torch.manual_seed(int(seed))
+                model = self.model_factory()
+        except RecipeError:
+            raise
+        except Exception as exc:
+            raise RecipeError(
+                f"recipe '{self.name}': building the model failed ({exc.__class__.__name__}: {exc})."
+            ) from None
         if not isinstance(model, nn.Module):
-            raise RecipeError(f"recipe '{self.name}': model_factory returned {type(model).__name__}, not a torch.nn.Module.")
+            raise RecipeError(
+                f"recipe '{self.name}': model_factory returned {type(model).__name__}, not a torch.nn.Module."
+            )
         if self.pretrained:
             state = torch.load(self.pretrained, map_location="cpu", weights_only=True)
             model.load_state_dict(state)
@@ -90,7 +112,7 @@ class Recipe:
 
     @property
     def vectorisable(self) -> bool:
-        """Whether :mod:`privgate.ensemble` may train many copies of this recipe at once.
+        """Whether :mod:`privgate.training.engine` may train many copies of this recipe at once.
 
         True for the plain recipe, whose :meth:`train` loop the vectorised engine
         replicates; a subclass that overrides :meth:`train` (e.g. DP-SGD training)
@@ -104,7 +126,7 @@ class Recipe:
         """The DP-SGD this recipe trains with, when :meth:`train` is DP-SGD; None for plain training.
 
         A recipe that returns a :class:`DPSGD` lets the vectorised engine train
-        its MLPs at once with the same mechanism (:mod:`privgate.stacked`).
+        its MLPs at once with the same mechanism (:mod:`privgate.training.mlp`).
         """
         return None
 
@@ -126,9 +148,7 @@ class Recipe:
                 an Opacus-wrapped module through its own loop instead).
         """
         gen = torch.Generator().manual_seed(int(seed))
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(seed))
-            net = model if model is not None else self.build()
+        net = model if model is not None else self.build(seed=seed)
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
         opt = self.make_optimizer(net.parameters())
@@ -139,31 +159,12 @@ class Recipe:
             for start in range(0, n, self.batch_size):
                 idx = order[start : start + self.batch_size]
                 opt.zero_grad(set_to_none=True)
-                nll(net(xt[idx]), yt[idx]).backward()  # cross-entropy; BCE-with-logits for one logit (privgate.outputs)
+                nll(
+                    net(xt[idx]), yt[idx]
+                ).backward()  # cross-entropy; BCE-with-logits for one logit (privgate.inputs.outputs)
                 opt.step()
         net.eval()
         return net
 
 
-def load_recipe(spec: str, search_dirs: list[Path] | None = None) -> Recipe:
-    """Import a recipe from ``module:attr`` in the user's project (``search_dirs``, then the working directory).
-
-    The attribute must be a :class:`Recipe` or a function of the project that
-    returns one; anything else — a standard-library or installed module's
-    function such as ``os:abort`` — is refused before it is called
-    (:func:`privgate.entrypoints.import_entry`).
-    """
-    obj = import_entry(spec, list(search_dirs or []) + [Path.cwd()], "recipe", RecipeError)
-    if callable(obj) and not isinstance(obj, Recipe):
-        try:
-            obj = obj()
-        except Exception as exc:
-            raise RecipeError(f"recipe '{clip(spec)}': calling it failed ({exc.__class__.__name__}: {clip(str(exc))}).") from None
-    if not isinstance(obj, Recipe):
-        raise RecipeError(f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe.")
-    return obj
-
-
-def import_factory(spec: str, search_dirs: list[Path] | None = None) -> Any:
-    """Import a data factory ``module:function`` from the user's project (see :func:`load_recipe`); not called here."""
-    return import_entry(spec, list(search_dirs or []) + [Path.cwd()], "data factory", DataError)
+__all__ = ["DPSGD", "Recipe"]

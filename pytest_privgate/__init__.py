@@ -12,7 +12,7 @@ privacy check. Importing this package imports neither pytest nor torch.
 
 from __future__ import annotations
 
-from pytest_privgate.assertions import (
+from privgate.assertions import (
     PrivacyAssertionError,
     assert_epsilon_below,
     assert_inversion_below,

@@ -1,7 +1,7 @@
 """pytest11 entry point of privgate: options, fixtures, the ``privacy`` marker, a terminal summary.
 
 Thin by design (like pytest-cov): every audit goes through
-:mod:`pytest_privgate.assertions`, i.e. privgate's public ``check``; this module
+:mod:`privgate.assertions`, i.e. privgate's public ``check``; this module
 only wires it into pytest.
 
 * ``--privgate-policy NAME|FILE`` / ini ``privgate_policy``: the policy behind the
@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_privgate import assertions
+from privgate import assertions
 
 if TYPE_CHECKING:
     from privgate.policy import Policy
@@ -44,15 +45,42 @@ _WORKER_KEY = "privgate_records"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("privgate", "privacy gate (privgate)")
-    group.addoption("--privgate-policy", dest="privgate_policy", metavar="NAME|FILE", default=None,
-                    help="policy for the privgate_policy fixture: a built-in name (internal, strict, ...) or a YAML file.")
-    group.addoption("--privgate-report", dest="privgate_report", metavar="DIR", default=None,
-                    help="write the JSON report of every privacy audit of the session into DIR.")
-    group.addoption("--privgate-on-inconclusive", dest="privgate_on_inconclusive", choices=("fail", "skip"), default=None,
-                    help="what a check the audit data cannot decide does to its test: fail (default) or skip.")
-    parser.addini("privgate_policy", "policy for the privgate_policy fixture (built-in name or file, relative to the ini file).", default=None)
-    parser.addini("privgate_report_dir", "folder for the JSON report of every privacy audit (relative to the ini file).", default=None)
-    parser.addini("privgate_on_inconclusive", "fail (default) or skip: what an inconclusive privacy check does to its test.", default=None)
+    group.addoption(
+        "--privgate-policy",
+        dest="privgate_policy",
+        metavar="NAME|FILE",
+        default=None,
+        help="policy for the privgate_policy fixture: a built-in name (internal, strict, ...) or a YAML file.",
+    )
+    group.addoption(
+        "--privgate-report",
+        dest="privgate_report",
+        metavar="DIR",
+        default=None,
+        help="write the JSON report of every privacy audit of the session into DIR.",
+    )
+    group.addoption(
+        "--privgate-on-inconclusive",
+        dest="privgate_on_inconclusive",
+        choices=("fail", "skip"),
+        default=None,
+        help="what a check the audit data cannot decide does to its test: fail (default) or skip.",
+    )
+    parser.addini(
+        "privgate_policy",
+        "policy for the privgate_policy fixture (built-in name or file, relative to the ini file).",
+        default=None,
+    )
+    parser.addini(
+        "privgate_report_dir",
+        "folder for the JSON report of every privacy audit (relative to the ini file).",
+        default=None,
+    )
+    parser.addini(
+        "privgate_on_inconclusive",
+        "fail (default) or skip: what an inconclusive privacy check does to its test.",
+        default=None,
+    )
 
 
 def _ini_base(config: pytest.Config) -> Path:
@@ -93,13 +121,13 @@ class PrivgateSession:
     # ------------------------------------------------------------------ recording
 
     def observe(self, report: Report, label: str) -> None:
-        """An audit ran (called by :mod:`pytest_privgate.assertions`): keep its rows, write its JSON."""
+        """An audit ran (called by :mod:`privgate.assertions`): keep its rows, write its JSON."""
         from privgate.report.text import attack_label, interval, metric_label, num
 
         nodeid = self.current or "<outside a test>"
         path = None
         if self.report_dir is not None:
-            from privgate.report.model import write_atomic
+            from privgate.io.atomic import write_atomic
 
             stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_") or "session"
             k = self._counts[stem] = self._counts.get(stem, 0) + 1
@@ -115,7 +143,8 @@ class PrivgateSession:
                     {
                         "status": c.status,
                         "id": c.id,
-                        "text": f"{attack_label(c)} {metric_label(c)} = {(num(c.value) + ' ' + interval(c.ci)).strip()} ≤ {c.threshold:g}"
+                        "text": f"{attack_label(c)} {metric_label(c)} = "
+                        f"{(num(c.value) + ' ' + interval(c.ci)).strip()} ≤ {c.threshold:g}"
                         f" (n = {c.n_members}/{c.n_nonmembers})",
                     }
                     for c in report.checks
@@ -135,7 +164,10 @@ class PrivgateSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
-            if any(f in getattr(item, "fixturenames", ()) for f in FIXTURES) and item.get_closest_marker("privacy") is None:
+            if (
+                any(f in getattr(item, "fixturenames", ()) for f in FIXTURES)
+                and item.get_closest_marker("privacy") is None
+            ):
                 item.add_marker(pytest.mark.privacy)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -157,12 +189,17 @@ class PrivgateSession:
         colour = {"pass": {"green": True}, "fail": {"red": True, "bold": True}, "inconclusive": {"yellow": True}}
         counts = {"pass": 0, "fail": 0, "inconclusive": 0}
         for rec in sorted(self.records, key=lambda r: r["nodeid"]):
-            tr.write_line(f"{rec['nodeid']} [{rec['label']}, policy {rec['policy']}]: {rec['verdict']}", **colour[rec["verdict"]])
+            tr.write_line(
+                f"{rec['nodeid']} [{rec['label']}, policy {rec['policy']}]: {rec['verdict']}", **colour[rec["verdict"]]
+            )
             for c in rec["checks"]:
                 counts[c["status"]] += 1
                 tr.write_line(f"  {c['status']:<12} {c['id']:<22} {c['text']}", **colour[c["status"]])
         total = sum(counts.values())
-        tr.write_line(f"{total} privacy checks in {len(self.records)} audits: {counts['pass']} pass, {counts['fail']} fail, {counts['inconclusive']} inconclusive")
+        tr.write_line(
+            f"{total} privacy checks in {len(self.records)} audits: {counts['pass']} pass, {counts['fail']} "
+            f"fail, {counts['inconclusive']} inconclusive"
+        )
         if self.report_dir is not None:
             tr.write_line(f"JSON reports: {self.report_dir}")
 
@@ -197,7 +234,11 @@ def privgate_policy(pytestconfig: pytest.Config) -> Policy:
 
     spec, base = _setting(pytestconfig, "privgate_policy", "privgate_policy")
     if spec is None:
-        pytest.fail("privgate_policy: no policy configured; pass --privgate-policy NAME|FILE or set privgate_policy in the pytest ini file.", pytrace=False)
+        pytest.fail(
+            "privgate_policy: no policy configured; pass --privgate-policy NAME|FILE or set privgate_policy "
+            "in the pytest ini file.",
+            pytrace=False,
+        )
     if _looks_like_path(spec) and not Path(spec).is_absolute():
         spec = str(base / spec)
     try:
@@ -208,7 +249,7 @@ def privgate_policy(pytestconfig: pytest.Config) -> Policy:
 
 @pytest.fixture
 def privgate_audit(request: pytest.FixtureRequest) -> Callable[..., Report]:
-    """A factory: ``privgate_audit(model, members, nonmembers, *, policy=None, ...)`` returns the :class:`privgate.Report`.
+    """A factory: ``privgate_audit(model, members, nonmembers, *, policy=None, ...)`` gives a :class:`privgate.Report`.
 
     ``policy`` defaults to the ``privgate_policy`` fixture. The report is listed
     in the session summary (and written under ``--privgate-report``); the test
@@ -227,9 +268,7 @@ def privgate_audit(request: pytest.FixtureRequest) -> Callable[..., Report]:
         trust_checkpoint: bool = False,
     ) -> Report:
         pol = policy if policy is not None else request.getfixturevalue("privgate_policy")
-        return assertions.run_check(
-            model, pol, members, nonmembers, population=population, recipe=recipe, seed=seed,
-            trust_checkpoint=trust_checkpoint, label="privgate_audit",
-        )
+        sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+        return assertions.run_check(model, pol, members, nonmembers, label="privgate_audit", **sources)
 
     return audit

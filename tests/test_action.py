@@ -74,7 +74,7 @@ def parse_output_file(text: str) -> dict[str, str]:
         if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
             key, delim = line.split("<<", 1)
             j = lines.index(delim, i + 1)
-            out[key] = "\n".join(lines[i + 1:j])
+            out[key] = "\n".join(lines[i + 1 : j])
             i = j + 1
             continue
         if "=" in line:
@@ -113,8 +113,14 @@ def condition(expr: str | None, ctx: dict, failed: bool) -> bool:
     return (not failed) and ((value == m.group(3)) if m.group(2) == "==" else (value != m.group(3)))
 
 
-def run_action(inputs: dict[str, str], workspace: Path, *, only: list[str] | None = None, preset: dict | None = None,
-               path_prefix: Path | None = None) -> ActionRun:
+def run_action(
+    inputs: dict[str, str],
+    workspace: Path,
+    *,
+    only: list[str] | None = None,
+    preset: dict | None = None,
+    path_prefix: Path | None = None,
+) -> ActionRun:
     """Run action.yml's run-steps locally with ``inputs`` (defaults from the file) in ``workspace``."""
     action = load_action()
     declared = action["inputs"]
@@ -140,21 +146,29 @@ def run_action(inputs: dict[str, str], workspace: Path, *, only: list[str] | Non
         out_file = gh / f"output-{i}"
         out_file.write_text("")
         env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-        env.update({
-            "GITHUB_OUTPUT": str(out_file),
-            "GITHUB_STEP_SUMMARY": str(summary),
-            "GITHUB_ENV": str(env_file),
-            "GITHUB_ACTION_PATH": str(ROOT),
-            "GITHUB_WORKSPACE": str(workspace),
-            "CI": "true",
-            "PATH": os.pathsep.join([str(p) for p in (path_prefix, BIN) if p] + [env.get("PATH", "")]),
-        })
+        env.update(
+            {
+                "GITHUB_OUTPUT": str(out_file),
+                "GITHUB_STEP_SUMMARY": str(summary),
+                "GITHUB_ENV": str(env_file),
+                "GITHUB_ACTION_PATH": str(ROOT),
+                "GITHUB_WORKSPACE": str(workspace),
+                "CI": "true",
+                "PATH": os.pathsep.join([str(p) for p in (path_prefix, BIN) if p] + [env.get("PATH", "")]),
+            }
+        )
         env.update({k: substitute(v, ctx) for k, v in (step.get("env") or {}).items()})
         script = gh / f"step-{i}.sh"
         script.write_text(step["run"])
         assert step.get("shell") == "bash"
-        p = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=workspace, env=env,
-                           capture_output=True, text=True, timeout=300)
+        p = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         outputs = parse_output_file(out_file.read_text())
         if step.get("id"):
             ctx["steps"][step["id"]] = outputs
@@ -170,7 +184,7 @@ def run_action(inputs: dict[str, str], workspace: Path, *, only: list[str] | Non
 def test_action_is_a_valid_composite_action():
     action = load_action()
     assert action["runs"]["using"] == "composite"
-    assert SPEC_INPUTS <= set(action["inputs"]) and SPEC_OUTPUTS <= set(action["outputs"])
+    assert set(action["inputs"]) >= SPEC_INPUTS and set(action["outputs"]) >= SPEC_OUTPUTS
     text = ACTION.read_text()
     used = set(re.findall(r"inputs\.([A-Za-z0-9_-]+)", text))
     assert used and used <= set(action["inputs"]), f"inputs used but not declared: {used - set(action['inputs'])}"
@@ -183,7 +197,9 @@ def test_action_is_a_valid_composite_action():
     for step in action["runs"]["steps"]:
         if "run" in step:
             assert step.get("shell") == "bash", f"composite run steps need a shell: {step.get('name')}"
-            assert "${{" not in step["run"], f"expressions in run: are injectable; pass them through env: ({step.get('name')})"
+            assert "${{" not in step["run"], (
+                f"expressions in run: are injectable; pass them through env: ({step.get('name')})"
+            )
     for name, spec in action["inputs"].items():
         assert spec.get("description") and "default" in spec, name
 
@@ -213,8 +229,16 @@ def files(tmp_path_factory):
 
 
 def test_action_on_a_leaky_model_fails_the_job_and_publishes_reports(files, tmp_path):
-    run = run_action({"model": str(files.model), "policy": "internal", "members": str(files.members),
-                      "nonmembers": str(files.nonmembers), "reports-dir": "reports"}, tmp_path)
+    run = run_action(
+        {
+            "model": str(files.model),
+            "policy": "internal",
+            "members": str(files.members),
+            "nonmembers": str(files.nonmembers),
+            "reports-dir": "reports",
+        },
+        tmp_path,
+    )
     assert [s.ran for s in run.steps] == [False, False, True, True]  # setup-python and pip skipped here
     gate = run.step("Run the privacy gate")
     assert gate.returncode == 0, gate.log
@@ -228,22 +252,28 @@ def test_action_on_a_leaky_model_fails_the_job_and_publishes_reports(files, tmp_
     for key in ("junit", "sarif", "markdown", "html"):
         assert (tmp_path / out[key]).stat().st_size > 0, key
     assert json.loads((tmp_path / out["sarif"]).read_text())["runs"][0]["results"][0]["ruleId"] == "privgate/accuracy"
-    assert "<testcase classname=\"privgate.internal\" name=\"mia-accuracy\"" in (tmp_path / out["junit"]).read_text()
+    assert '<testcase classname="privgate.internal" name="mia-accuracy"' in (tmp_path / out["junit"]).read_text()
     # the job summary got the Markdown report (privgate appends it when GITHUB_STEP_SUMMARY is set)
     assert run.summary.startswith("## privgate ❌ FAIL · policy `internal`")
     assert run.summary == (tmp_path / out["markdown"]).read_text()
     assert run.env_file == ""
     enforce = run.step("Enforce the verdict")
-    assert enforce.returncode == 1 and "::error title=privacy gate::the model violates the privacy policy" in enforce.log
+    assert (
+        enforce.returncode == 1 and "::error title=privacy gate::the model violates the privacy policy" in enforce.log
+    )
     assert run.failed
 
 
 def test_action_with_a_config_file_and_fail_on_inconclusive(files, tmp_path):
     policy = tmp_path / "policy.yaml"
-    policy.write_text("name: low-fpr\nsensitivity: internal\nrelease: api\nattacks: {loss: {}}\n"
-                      "checks:\n  - {id: tpr, attack: loss, metric: tpr_at_fpr, fpr: 0.001, max: 0.01}\n")
-    (tmp_path / "privgate.toml").write_text(f'model = "{files.model}"\npolicy = "policy.yaml"\n'
-                                            f'members = "{files.members}"\nnonmembers = "{files.nonmembers}"\n')
+    policy.write_text(
+        "name: low-fpr\nsensitivity: internal\nrelease: api\nattacks: {loss: {}}\n"
+        "checks:\n  - {id: tpr, attack: loss, metric: tpr_at_fpr, fpr: 0.001, max: 0.01}\n"
+    )
+    (tmp_path / "privgate.toml").write_text(
+        f'model = "{files.model}"\npolicy = "policy.yaml"\n'
+        f'members = "{files.members}"\nnonmembers = "{files.nonmembers}"\n'
+    )
     run = run_action({"config": "privgate.toml", "fail-on": "inconclusive"}, tmp_path)
     assert run.outputs["verdict"] == "inconclusive" and run.outputs["exit-code"] == "3"
     assert run.step("Run the privacy gate").outputs["inconclusive"] == "1"
@@ -251,18 +281,39 @@ def test_action_with_a_config_file_and_fail_on_inconclusive(files, tmp_path):
     enforce = run.step("Enforce the verdict")
     assert enforce.returncode == 1 and "fail-on is 'inconclusive'" in enforce.log
     # the same verdict with fail-on: fail is a warning, not a failed job
-    again = run_action({"fail-on": "fail"}, tmp_path, only=["Enforce the verdict"],
-                       preset={"gate": run.step("Run the privacy gate").outputs})
-    assert again.step("Enforce the verdict").returncode == 0 and "::warning title=privacy gate::inconclusive" in again.step("Enforce the verdict").log
+    again = run_action(
+        {"fail-on": "fail"},
+        tmp_path,
+        only=["Enforce the verdict"],
+        preset={"gate": run.step("Run the privacy gate").outputs},
+    )
+    assert (
+        again.step("Enforce the verdict").returncode == 0
+        and "::warning title=privacy gate::inconclusive" in again.step("Enforce the verdict").log
+    )
 
 
 @pytest.mark.parametrize(
     "exit_code, fail_on, expected",
-    [("0", "fail", 0), ("1", "fail", 1), ("1", "inconclusive", 1), ("3", "fail", 0), ("3", "inconclusive", 1),
-     ("2", "fail", 2), ("4", "inconclusive", 4), ("", "fail", 4), ("0", "never", 2)],
+    [
+        ("0", "fail", 0),
+        ("1", "fail", 1),
+        ("1", "inconclusive", 1),
+        ("3", "fail", 0),
+        ("3", "inconclusive", 1),
+        ("2", "fail", 2),
+        ("4", "inconclusive", 4),
+        ("", "fail", 4),
+        ("0", "never", 2),
+    ],
 )
 def test_enforce_step_follows_exit_code_and_fail_on(tmp_path, exit_code, fail_on, expected):
-    run = run_action({"fail-on": fail_on}, tmp_path, only=["Enforce the verdict"], preset={"gate": {"exit-code": exit_code, "verdict": "x"}})
+    run = run_action(
+        {"fail-on": fail_on},
+        tmp_path,
+        only=["Enforce the verdict"],
+        preset={"gate": {"exit-code": exit_code, "verdict": "x"}},
+    )
     assert run.step("Enforce the verdict").returncode == expected
 
 
@@ -291,7 +342,14 @@ def fake_privgate(tmp_path, monkeypatch):
 
     model, members, nonmembers = constant_model(n=60)
     report = privgate.check(model, "internal", members, nonmembers)
-    report = report.model_copy(update={"remediation": {"chosen_epsilon": 4.0, "rows": [{"epsilon": 8.0, "utility": 0.9}, {"epsilon": 4.0, "utility": 0.85}]}})
+    report = report.model_copy(
+        update={
+            "remediation": {
+                "chosen_epsilon": 4.0,
+                "rows": [{"epsilon": 8.0, "utility": 0.9}, {"epsilon": 4.0, "utility": 0.85}],
+            }
+        }
+    )
     canned = tmp_path / "canned.json"
     canned.write_text(report.to_json())
     bindir = tmp_path / "fakebin"
@@ -307,15 +365,28 @@ def fake_privgate(tmp_path, monkeypatch):
 def test_action_remediate_passes_flags_and_outputs_the_chosen_epsilon(fake_privgate, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
-    run = run_action({"model": "m.pt", "policy": "strict", "recipe": "recipe:RECIPE", "remediate": "true",
-                      "seed": "7", "threads": "3", "args": "--trust-checkpoint --label-column target"}, ws, path_prefix=fake_privgate)
+    run = run_action(
+        {
+            "model": "m.pt",
+            "policy": "strict",
+            "recipe": "recipe:RECIPE",
+            "remediate": "true",
+            "seed": "7",
+            "threads": "3",
+            "args": "--trust-checkpoint --label-column target",
+        },
+        ws,
+        path_prefix=fake_privgate,
+    )
     args = (tmp_path / "args.txt").read_text().splitlines()
     assert args[:4] == ["check", "m.pt", "--policy", "strict"]
     joined = " ".join(args)
     assert "--recipe recipe:RECIPE" in joined and "--seed 7" in joined and "--threads 3" in joined
     assert "--remediate --output-model privgate-reports/model-dp.pt" in joined
     assert "--trust-checkpoint --label-column target" in joined
-    assert "--json privgate-reports/privgate-report.json" in joined and "--sarif privgate-reports/privgate.sarif" in joined
+    assert (
+        "--json privgate-reports/privgate-report.json" in joined and "--sarif privgate-reports/privgate.sarif" in joined
+    )
     assert "--members" not in args and "--config" not in args  # empty inputs add no flags
     assert run.outputs["epsilon"] == "4" and run.outputs["model"] == "privgate-reports/model-dp.pt"
     assert run.outputs["verdict"] == "pass" and run.step("Enforce the verdict").returncode == 0

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from privgate import atomic
-from privgate.atomic import remove_stale, temp_name, write_atomic, write_together
+from privgate.io import atomic
+from privgate.io.atomic import remove_stale, temp_name, write_atomic, write_together
 
 
 def _leftovers(folder):

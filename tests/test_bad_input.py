@@ -26,8 +26,18 @@ def _assert_bad(r, *needles):
 
 
 def _run(case, model, members=None, nonmembers=None, policy="internal", *extra, cwd=None):
-    return run_cli("check", str(model), "--policy", str(policy), "--members", str(members or case.members),
-                   "--nonmembers", str(nonmembers or case.nonmembers), *extra, cwd=cwd)
+    return run_cli(
+        "check",
+        str(model),
+        "--policy",
+        str(policy),
+        "--members",
+        str(members or case.members),
+        "--nonmembers",
+        str(nonmembers or case.nonmembers),
+        *extra,
+        cwd=cwd,
+    )
 
 
 @pytest.fixture
@@ -82,12 +92,19 @@ def test_sklearn_pickle_needs_trust_then_works(case, tmp_path):
 def test_weights_that_do_not_fit_the_recipe(case, tmp_path):
     p = tmp_path / "other.pt"
     torch.save(torch.nn.Linear(3, 2).state_dict(), p)
-    _assert_bad(_run(case, p, None, None, "internal", "--recipe", case.recipe_spec, cwd=case.dir), "other.pt", "do not fit")
+    _assert_bad(
+        _run(case, p, None, None, "internal", "--recipe", case.recipe_spec, cwd=case.dir), "other.pt", "do not fit"
+    )
 
 
 def test_recipe_that_does_not_import(case):
-    _assert_bad(_run(case, case.leaky_state, None, None, "internal", "--recipe", "no_such_module:RECIPE", cwd=case.dir), "no_such_module")
-    _assert_bad(_run(case, case.leaky_state, None, None, "internal", "--recipe", "tiny_recipe:MISSING", cwd=case.dir), "MISSING")
+    _assert_bad(
+        _run(case, case.leaky_state, None, None, "internal", "--recipe", "no_such_module:RECIPE", cwd=case.dir),
+        "no_such_module",
+    )
+    _assert_bad(
+        _run(case, case.leaky_state, None, None, "internal", "--recipe", "tiny_recipe:MISSING", cwd=case.dir), "MISSING"
+    )
 
 
 def test_feature_count_mismatch(case, tmp_path):
@@ -182,14 +199,45 @@ def test_schema_error_names_field_and_line(case, tmp_path):
         ("sensitivity: internal\nrelease: api\nchecks: []\n", "name"),
         ("name: x\nsensitivity: secret\nrelease: api\n", "sensitivity"),
         ("name: x\nsensitivity: internal\nrelease: api\nchecks: []\n", "needs at least one check"),
-        ("name: x\nsensitivity: internal\nrelease: api\nchecks:\n  - {id: a, attack: nosuch, metric: auc, max: 0.7}\n", "unknown attack 'nosuch'"),
-        ("name: x\nsensitivity: internal\nrelease: api\nchecks:\n  - {id: a, attack: loss, metric: tpr_at_fpr, max: 0.1}\n", "needs 'fpr'"),
-        ("name: x\nsensitivity: internal\nrelease: api\nchecks:\n  - {id: a, attack: loss, metric: auc, max: 1.7}\n", "between 0 and 1"),
-        ("name: x\nsensitivity: internal\nrelease: api\nattacks:\n  loss: {colour: red}\nchecks:\n  - {id: a, attack: loss, metric: auc, max: 0.7}\n", "attacks.loss"),
-        ("name: x\nsensitivity: strictly_confidential\nrelease: model\nchecks:\n  - {id: a, attack: loss, metric: auc, max: 0.7}\n", "white-box"),
-        ("name: x\nsensitivity: internal\nrelease: api\nchecks:\n  - {id: a, attack: gradient, metric: auc, max: 0.7}\n", "needs the model's weights"),
-        ("name: x\nsensitivity: internal\nrelease: api\nchecks:\n  - {id: a, attack: loss, metric: auc, max: 0.7}\n  - {id: a, attack: loss, metric: accuracy, max: 0.7}\n", "used twice"),
-        ("name: x\nsensitivity: internal\nrelease: api\nremediation: {epsilons: [1, 5]}\nchecks:\n  - {id: a, attack: loss, metric: auc, max: 0.7}\n", "decreasing"),
+        (
+            "name: x\nsensitivity: internal\nrelease: api\nchecks:\n  - {id: a, attack: nosuch, metric: auc, "
+            "max: 0.7}\n",
+            "unknown attack 'nosuch'",
+        ),
+        (
+            "name: x\nsensitivity: internal\nrelease: api\nchecks:\n  - {id: a, attack: loss, metric: "
+            "tpr_at_fpr, max: 0.1}\n",
+            "needs 'fpr'",
+        ),
+        (
+            "name: x\nsensitivity: internal\nrelease: api\nchecks:\n  - {id: a, attack: loss, metric: auc, max: 1.7}\n",
+            "between 0 and 1",
+        ),
+        (
+            "name: x\nsensitivity: internal\nrelease: api\nattacks:\n  loss: {colour: red}\nchecks:\n  - {id: "
+            "a, attack: loss, metric: auc, max: 0.7}\n",
+            "attacks.loss",
+        ),
+        (
+            "name: x\nsensitivity: strictly_confidential\nrelease: model\nchecks:\n  - {id: a, attack: loss, "
+            "metric: auc, max: 0.7}\n",
+            "white-box",
+        ),
+        (
+            "name: x\nsensitivity: internal\nrelease: api\nchecks:\n  - {id: a, attack: gradient, metric: "
+            "auc, max: 0.7}\n",
+            "needs the model's weights",
+        ),
+        (
+            "name: x\nsensitivity: internal\nrelease: api\nchecks:\n  - {id: a, attack: loss, metric: auc, "
+            "max: 0.7}\n  - {id: a, attack: loss, metric: accuracy, max: 0.7}\n",
+            "used twice",
+        ),
+        (
+            "name: x\nsensitivity: internal\nrelease: api\nremediation: {epsilons: [1, 5]}\nchecks:\n  - {id: "
+            "a, attack: loss, metric: auc, max: 0.7}\n",
+            "decreasing",
+        ),
         ("- just\n- a list\n", "mapping"),
     ],
 )

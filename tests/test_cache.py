@@ -12,12 +12,15 @@ import pytest
 import torch
 from torch import nn
 
-from privgate import atomic
-from privgate.cache import ModelCache, entry_digest
-from privgate.ensemble import model_seeds, paired_masks, train_ensemble
+from privgate.io import atomic
 from privgate.recipe import Recipe
+from privgate.training.cache import ModelCache, entry_digest
+from privgate.training.engine import train_ensemble
+from privgate.training.plan import model_seeds, paired_masks
 
-RECIPE = Recipe(lambda: nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3)), epochs=3, batch_size=16, lr=1e-2, name="tiny")
+RECIPE = Recipe(
+    lambda: nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3)), epochs=3, batch_size=16, lr=1e-2, name="tiny"
+)
 
 
 def _data(n: int = 90) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,16 @@ from cases import run_cli
 
 
 def _check(case, model, policy="internal", *extra, json_path=None):
-    args = ["check", str(model), "--policy", policy, "--members", str(case.members), "--nonmembers", str(case.nonmembers)]
+    args = [
+        "check",
+        str(model),
+        "--policy",
+        policy,
+        "--members",
+        str(case.members),
+        "--nonmembers",
+        str(case.nonmembers),
+    ]
     if json_path:
         args += ["--json", str(json_path)]
     return run_cli(*args, *extra)
@@ -114,7 +123,9 @@ def test_same_seed_same_numbers_other_seed_other_split(case, tmp_path):
         out = tmp_path / f"r{seed}.json"
         _check(case, case.leaky_ts, "internal", "--seed", str(seed), json_path=out)
         rep = json.loads(out.read_text())
-        return [(c["value"], c["ci"]) for c in rep["checks"]] + [(a["auc"], a["auc_ci"], a["accuracy"]) for a in rep["attacks"]]
+        return [(c["value"], c["ci"]) for c in rep["checks"]] + [
+            (a["auc"], a["auc_ci"], a["accuracy"]) for a in rep["attacks"]
+        ]
 
     first = numbers(0)
     assert numbers(0) == first
@@ -126,8 +137,21 @@ def test_state_dict_needs_recipe(case, tmp_path):
     assert r.returncode == 2
     assert "--recipe" in r.stderr and "Traceback" not in r.stderr
     out = tmp_path / "r.json"
-    r = run_cli("check", str(case.leaky_state), "--policy", "internal", "--members", str(case.members),
-                "--nonmembers", str(case.nonmembers), "--recipe", case.recipe_spec, "--json", str(out), cwd=case.dir)
+    r = run_cli(
+        "check",
+        str(case.leaky_state),
+        "--policy",
+        "internal",
+        "--members",
+        str(case.members),
+        "--nonmembers",
+        str(case.nonmembers),
+        "--recipe",
+        case.recipe_spec,
+        "--json",
+        str(out),
+        cwd=case.dir,
+    )
     assert r.returncode == 1, r.stderr
     assert json.loads(out.read_text())["target"]["format"] == "state_dict"
 
@@ -143,7 +167,8 @@ def test_unavailable_attack_is_reported_not_dropped(case, monkeypatch):
     monkeypatch.setitem(PLANNED, "future_attack", "black-box")
     pol = parse_policy(
         "name: p\nsensitivity: internal\nrelease: api\n"
-        "checks:\n  - {id: acc, attack: loss, metric: accuracy, max: 0.99}\n  - {id: fut, attack: future_attack, metric: auc, max: 0.6}\n"
+        "checks:\n  - {id: acc, attack: loss, metric: accuracy, max: 0.99}\n  - {id: fut, attack: "
+        "future_attack, metric: auc, max: 0.6}\n"
     )
     m, n = np.load(case.members), np.load(case.nonmembers)
     rep = privgate.check(str(case.safe_ts), pol, (m["x"], m["y"]), (n["x"], n["y"]))
@@ -170,8 +195,18 @@ def test_json_report_never_overwrites_an_input(case, tmp_path):
     members = tmp_path / "members.npz"
     shutil.copy(case.members, members)
     before = members.read_bytes()
-    r = run_cli("check", str(case.leaky_ts), "--policy", "internal", "--members", str(members),
-                "--nonmembers", str(case.nonmembers), "--json", str(members))
+    r = run_cli(
+        "check",
+        str(case.leaky_ts),
+        "--policy",
+        "internal",
+        "--members",
+        str(members),
+        "--nonmembers",
+        str(case.nonmembers),
+        "--json",
+        str(members),
+    )
     assert r.returncode == 2 and "refusing to overwrite" in r.stderr
     assert members.read_bytes() == before
 
@@ -226,13 +261,25 @@ def test_internal_error_exit_4_without_traceback(case, monkeypatch):
         raise RuntimeError("simulated bug")
 
     monkeypatch.setattr(privgate.api, "audit_paths", boom)
-    res = CliRunner().invoke(cli, ["check", str(case.leaky_ts), "--policy", "internal", "--members", str(case.members), "--nonmembers", str(case.nonmembers)])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "check",
+            str(case.leaky_ts),
+            "--policy",
+            "internal",
+            "--members",
+            str(case.members),
+            "--nonmembers",
+            str(case.nonmembers),
+        ],
+    )
     assert res.exit_code == 4
     assert "internal error" in res.output and "Traceback" not in res.output
 
 
 def test_policy_list_does_not_import_torch():
-    """`privgate policy list` validates the built-ins without loading torch, scipy or scikit-learn (it took 5.6 s with them)."""
+    """`privgate policy list` validates the built-ins without loading torch, scipy or scikit-learn (5.6 s with them)."""
     import os
     import subprocess
     import sys
@@ -247,7 +294,13 @@ def test_policy_list_does_not_import_torch():
         "heavy = sorted(m for m in ('torch', 'scipy', 'sklearn', 'opacus') if m in sys.modules)\n"
         "print('EXIT', code, 'HEAVY', ','.join(heavy) or '-')\n"
     )
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    r = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "EXIT 0 HEAVY -"
     rows = [line.split() for line in r.stdout.splitlines()[1:-1]]
@@ -262,7 +315,16 @@ def test_policy_list_does_not_import_torch():
 
 def test_cli_run_prints_no_library_warnings(case):
     """Loading a TorchScript model (torch.jit.load is deprecated in torch 2.x) warns nothing, even with warnings on."""
-    r = run_cli("check", str(case.safe_ts), "--policy", "internal", "--members", str(case.members), "--nonmembers",
-                str(case.nonmembers), env={"PYTHONWARNINGS": "default"})
+    r = run_cli(
+        "check",
+        str(case.safe_ts),
+        "--policy",
+        "internal",
+        "--members",
+        str(case.members),
+        "--nonmembers",
+        str(case.nonmembers),
+        env={"PYTHONWARNINGS": "default"},
+    )
     assert r.returncode == 0, r.stderr
     assert "Warning" not in r.stderr and "warn" not in r.stderr, r.stderr

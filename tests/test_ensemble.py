@@ -11,17 +11,13 @@ import pytest
 import torch
 from torch import nn
 
-from privgate.ensemble import (
-    ModelCache,
-    model_seeds,
-    paired_masks,
-    recipe_fingerprint,
-    torch_threads,
-    train_ensemble,
-    train_models,
-)
 from privgate.errors import PrivgateError, RecipeError
 from privgate.recipe import Recipe
+from privgate.training.cache import ModelCache
+from privgate.training.engine import train_ensemble, train_models
+from privgate.training.fingerprint import recipe_fingerprint
+from privgate.training.plan import model_seeds, paired_masks
+from privgate.training.threads import torch_threads
 
 
 def tiny_model() -> nn.Module:
@@ -106,7 +102,9 @@ def test_fingerprint_covers_recipe_fields_and_architecture():
     fp = recipe_fingerprint(RECIPE)
     assert fp == recipe_fingerprint(dataclasses.replace(RECIPE))  # stable, no memory addresses
     assert fp != recipe_fingerprint(dataclasses.replace(RECIPE, epochs=4))
-    assert fp != recipe_fingerprint(dataclasses.replace(RECIPE, model_factory=lambda: nn.Sequential(nn.Linear(6, 13), nn.Tanh(), nn.Linear(13, 3))))
+    assert fp != recipe_fingerprint(
+        dataclasses.replace(RECIPE, model_factory=lambda: nn.Sequential(nn.Linear(6, 13), nn.Tanh(), nn.Linear(13, 3)))
+    )
     assert fp != recipe_fingerprint(CountingRecipe(tiny_model, epochs=3, batch_size=16, lr=1e-2, name="tiny"))
 
 

@@ -9,7 +9,7 @@ from cases import run_cli
 
 
 def test_two_projects_with_same_module_names_do_not_mix(root):
-    from privgate.recipe import import_factory, load_recipe
+    from privgate.inputs.entrypoints import import_factory, load_recipe
 
     digits, purchase = root / "examples" / "digits", root / "examples" / "purchase"
     xd, _ = import_factory("data:members", [digits])()

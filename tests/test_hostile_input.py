@@ -35,15 +35,27 @@ def _validate(tmp_path, body: str, name: str = "p.yaml"):
 
 
 def _check(case, *extra, cwd=None, members=None, nonmembers=None, policy="internal"):
-    return run_cli("check", str(case.safe_ts), "--policy", str(policy), "--members", str(members or case.members),
-                   "--nonmembers", str(nonmembers or case.nonmembers), *extra, cwd=cwd)
+    return run_cli(
+        "check",
+        str(case.safe_ts),
+        "--policy",
+        str(policy),
+        "--members",
+        str(members or case.members),
+        "--nonmembers",
+        str(nonmembers or case.nonmembers),
+        *extra,
+        cwd=cwd,
+    )
 
 
 # --------------------------------------------------------------------------- YAML
 
 
-BOMB = HEAD + textwrap.dedent(
-    """\
+BOMB = (
+    HEAD
+    + textwrap.dedent(
+        """\
     attacks:
       loss:
         a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
@@ -56,7 +68,9 @@ BOMB = HEAD + textwrap.dedent(
         h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
         i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
     """
-) + CHECK
+    )
+    + CHECK
+)
 
 
 def test_alias_bomb_is_refused_with_its_line(case, tmp_path):
@@ -65,11 +79,17 @@ def test_alias_bomb_is_refused_with_its_line(case, tmp_path):
     assert "lol" not in err
     _bad(_check(case, policy=tmp_path / "p.yaml"), "p.yaml: line 11:")
     # an alias inside the value it names has no end
-    _bad(_validate(tmp_path, HEAD + "attacks:\n  loss: &x {a: [*x]}\n" + CHECK), "p.yaml: line 5:", "refers to the value that contains it")
+    _bad(
+        _validate(tmp_path, HEAD + "attacks:\n  loss: &x {a: [*x]}\n" + CHECK),
+        "p.yaml: line 5:",
+        "refers to the value that contains it",
+    )
 
 
 def test_ordinary_anchors_still_work(tmp_path):
-    body = HEAD + "attacks:\n  modified_entropy: &opts {class_dependent: true}\n  true_class_confidence: *opts\n" + CHECK
+    body = (
+        HEAD + "attacks:\n  modified_entropy: &opts {class_dependent: true}\n  true_class_confidence: *opts\n" + CHECK
+    )
     r = _validate(tmp_path, body)
     assert r.returncode == 0, r.stderr
     assert "valid policy 'x' (1 checks, 3 attacks, every decision at 0.95 confidence)" in r.stdout
@@ -104,17 +124,61 @@ def test_markup_in_a_value_is_printed_as_is(case, tmp_path):
     "body, where, needle",
     [
         (HEAD + "checks: []\n", "line 4: field 'checks'", "needs at least one check"),
-        ("name: x\nsensitivity: confidential\nrelease: api\n", "line 2: field 'sensitivity'", "needs at least one check"),
-        (HEAD + "checks:\n  - id: a\n    attack: los\n    metric: auc\n    max: 0.7\n", "line 6: field 'checks[0].attack'", "unknown attack 'los' (did you mean 'loss'?)"),
-        (HEAD + CHECK + "  - id: a\n    attack: loss\n    metric: accuracy\n    max: 0.7\n", "line 6: field 'checks[1].id'", "'a' is used twice"),
-        (HEAD + "checks:\n  - id: g\n    attack: gradient\n    metric: auc\n    max: 0.7\n", "line 6: field 'checks[0].attack'", "needs the model's weights"),
-        ("name: x\nsensitivity: strictly_confidential\nrelease: model\n" + CHECK, "line 4: field 'checks'", "white-box"),
-        (HEAD + "checks:\n  - id: a\n    attack: loss\n    metric: tpr_at_fpr\n    max: 0.7\n    delta: 0.001\n", "line 7: field 'checks[0].metric'", "needs 'fpr'"),
-        (HEAD + "checks:\n  - id: a\n    attack: loss\n    metric: auc\n    maxx: 0.7\n", "line 8: unknown key 'maxx' in 'checks[0]'", "(did you mean 'max'?)"),
-        ("nmae: x\nsensitivity: internal\nrelease: api\n" + CHECK, "line 1: unknown key 'nmae'", "(did you mean 'name'?)"),
-        (HEAD + "attacks:\n  loss: {}\n  shadow:\n    modls: 4\n" + CHECK, "line 7: field 'attacks.shadow.modls'", "unknown option 'modls' (did you mean 'models'?)"),
-        (HEAD + "attacks:\n  shadow:\n    models: 3\n" + CHECK, "line 6: field 'attacks.shadow.models'", "must be even"),
-        (HEAD + "checks:\n  - id: a\n    attack: loss\n    metric: accuracyy\n    max: 0.7\n", "line 7: field 'checks[0].metric'", "got 'accuracyy' (did you mean 'accuracy'?)"),
+        (
+            "name: x\nsensitivity: confidential\nrelease: api\n",
+            "line 2: field 'sensitivity'",
+            "needs at least one check",
+        ),
+        (
+            HEAD + "checks:\n  - id: a\n    attack: los\n    metric: auc\n    max: 0.7\n",
+            "line 6: field 'checks[0].attack'",
+            "unknown attack 'los' (did you mean 'loss'?)",
+        ),
+        (
+            HEAD + CHECK + "  - id: a\n    attack: loss\n    metric: accuracy\n    max: 0.7\n",
+            "line 6: field 'checks[1].id'",
+            "'a' is used twice",
+        ),
+        (
+            HEAD + "checks:\n  - id: g\n    attack: gradient\n    metric: auc\n    max: 0.7\n",
+            "line 6: field 'checks[0].attack'",
+            "needs the model's weights",
+        ),
+        (
+            "name: x\nsensitivity: strictly_confidential\nrelease: model\n" + CHECK,
+            "line 4: field 'checks'",
+            "white-box",
+        ),
+        (
+            HEAD + "checks:\n  - id: a\n    attack: loss\n    metric: tpr_at_fpr\n    max: 0.7\n    delta: 0.001\n",
+            "line 7: field 'checks[0].metric'",
+            "needs 'fpr'",
+        ),
+        (
+            HEAD + "checks:\n  - id: a\n    attack: loss\n    metric: auc\n    maxx: 0.7\n",
+            "line 8: unknown key 'maxx' in 'checks[0]'",
+            "(did you mean 'max'?)",
+        ),
+        (
+            "nmae: x\nsensitivity: internal\nrelease: api\n" + CHECK,
+            "line 1: unknown key 'nmae'",
+            "(did you mean 'name'?)",
+        ),
+        (
+            HEAD + "attacks:\n  loss: {}\n  shadow:\n    modls: 4\n" + CHECK,
+            "line 7: field 'attacks.shadow.modls'",
+            "unknown option 'modls' (did you mean 'models'?)",
+        ),
+        (
+            HEAD + "attacks:\n  shadow:\n    models: 3\n" + CHECK,
+            "line 6: field 'attacks.shadow.models'",
+            "must be even",
+        ),
+        (
+            HEAD + "checks:\n  - id: a\n    attack: loss\n    metric: accuracyy\n    max: 0.7\n",
+            "line 7: field 'checks[0].metric'",
+            "got 'accuracyy' (did you mean 'accuracy'?)",
+        ),
     ],
 )
 def test_semantic_errors_name_the_line_of_the_key(tmp_path, body, where, needle):
@@ -137,15 +201,32 @@ def test_unknown_config_key_suggests_the_close_one(tmp_path):
     [
         ("--members", "os:abort", "data factory 'os:abort': 'os' is a module of Python's standard library"),
         ("--recipe", "builtins:exit", "recipe 'builtins:exit': 'builtins' is a module of Python's standard library"),
-        ("--recipe", "subprocess:call", "recipe 'subprocess:call': 'subprocess' is a module of Python's standard library"),
-        ("--nonmembers", "shutil:rmtree", "data factory 'shutil:rmtree': 'shutil' is a module of Python's standard library"),
+        (
+            "--recipe",
+            "subprocess:call",
+            "recipe 'subprocess:call': 'subprocess' is a module of Python's standard library",
+        ),
+        (
+            "--nonmembers",
+            "shutil:rmtree",
+            "data factory 'shutil:rmtree': 'shutil' is a module of Python's standard library",
+        ),
         ("--members", "numpy:load", "data factory 'numpy:load': 'numpy' is an installed package"),
         ("--recipe", "privgate.cli:main", "recipe 'privgate.cli:main': 'privgate' is privgate itself"),
-        ("--members", "evil:abort", "data factory 'evil:abort': 'abort' is defined in module 'posix', not in your project's 'evil'"),
+        (
+            "--members",
+            "evil:abort",
+            "data factory 'evil:abort': 'abort' is defined in module 'posix', not in your project's 'evil'",
+        ),
         ("--recipe", "evil:os.abort", "recipe 'evil:os.abort': 'os.abort' is defined in module 'posix'"),
         ("--members", "evil:__builtins__", "'__builtins__' is a Python internal attribute"),
         ("--members", "evil:members", "data factory 'evil:members': module 'evil' has no attribute 'members'"),
-        ("--members", "code:members", "data factory 'code:members': your module 'code' has the name of a module of Python's standard library; rename it"),
+        (
+            "--members",
+            "code:members",
+            "data factory 'code:members': your module 'code' has the name of a module of Python's standard "
+            "library; rename it",
+        ),
     ],
 )
 def test_foreign_entry_points_are_refused_before_they_are_called(case, tmp_path, flag, spec, needle):
@@ -155,16 +236,21 @@ def test_foreign_entry_points_are_refused_before_they_are_called(case, tmp_path,
     keep.mkdir()
     (keep / "file.txt").write_text("mine")
     args = {"--members": str(case.members), "--nonmembers": str(case.nonmembers), flag: spec}
-    r = run_cli("check", str(case.safe_ts), "--policy", "internal", *[a for kv in args.items() for a in kv], cwd=tmp_path)
+    r = run_cli(
+        "check", str(case.safe_ts), "--policy", "internal", *[a for kv in args.items() for a in kv], cwd=tmp_path
+    )
     err = _bad(r, needle)  # exit 2: not killed by abort (-6), not exit()'s code
-    assert err.startswith("error: recipe" if flag == "--recipe" else "error: data factory")  # a data factory is not a "recipe"
+    assert err.startswith(
+        "error: recipe" if flag == "--recipe" else "error: data factory"
+    )  # a data factory is not a "recipe"
     assert (keep / "file.txt").read_text() == "mine"
 
 
 def test_project_data_factory_and_recipe_still_load(case, tmp_path):
     m, n = np.load(case.members), np.load(case.nonmembers)
-    (tmp_path / "audit_data.py").write_text(textwrap.dedent(
-        f"""
+    (tmp_path / "audit_data.py").write_text(
+        textwrap.dedent(
+            f"""
         import numpy as np
 
         def members():
@@ -173,13 +259,27 @@ def test_project_data_factory_and_recipe_still_load(case, tmp_path):
 
         NONMEMBERS = (np.load({str(case.nonmembers)!r})["x"], np.load({str(case.nonmembers)!r})["y"])
         """
-    ))
-    r = run_cli("check", str(case.safe_ts), "--policy", "internal", "--members", "audit_data:members",
-                "--nonmembers", "audit_data:NONMEMBERS", "--json", "r.json", cwd=tmp_path)
+        )
+    )
+    r = run_cli(
+        "check",
+        str(case.safe_ts),
+        "--policy",
+        "internal",
+        "--members",
+        "audit_data:members",
+        "--nonmembers",
+        "audit_data:NONMEMBERS",
+        "--json",
+        "r.json",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads((tmp_path / "r.json").read_text())["data"]
-    assert (data["members"], data["nonmembers"]) == ({"source": "audit_data:members", "n": len(m["y"])},
-                                                     {"source": "audit_data:NONMEMBERS", "n": len(n["y"])})
+    assert (data["members"], data["nonmembers"]) == (
+        {"source": "audit_data:members", "n": len(m["y"])},
+        {"source": "audit_data:NONMEMBERS", "n": len(n["y"])},
+    )
 
 
 # --------------------------------------------------------------------------- CSV

@@ -29,7 +29,9 @@ def test_init_writes_a_valid_policy_and_workflow(tmp_path):
     assert policy.name == "shop-model"
     assert [(c.id, c.metric, c.max) for c in policy.checks] == [(c.id, c.metric, c.max) for c in builtin.checks]
     text = (project / "privacy-policy.yaml").read_text()
-    assert text.startswith("# privgate policy for shop-model") and "privgate policy validate privacy-policy.yaml" in text
+    assert (
+        text.startswith("# privgate policy for shop-model") and "privgate policy validate privacy-policy.yaml" in text
+    )
 
     wf = yaml.safe_load((project / WORKFLOW).read_text())
     action = yaml.safe_load((ROOT / "action.yml").read_text())
@@ -62,8 +64,18 @@ def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path):
 
 
 def test_init_options(tmp_path):
-    r = invoke("init", str(tmp_path), "--from", "strict", "--policy-file", "gate.yaml", "--action-ref", "acme/privgate@v1.2",
-               "--model", "out/model.pt")
+    r = invoke(
+        "init",
+        str(tmp_path),
+        "--from",
+        "strict",
+        "--policy-file",
+        "gate.yaml",
+        "--action-ref",
+        "acme/privgate@v1.2",
+        "--model",
+        "out/model.pt",
+    )
     assert r.exit_code == 0, r.output
     assert load_policy(tmp_path / "gate.yaml").sensitivity.value == "strictly_confidential"
     wf = (tmp_path / WORKFLOW).read_text()
@@ -75,7 +87,11 @@ def test_init_options(tmp_path):
 
 def test_shell_completion_uses_clicks_mechanism():
     source = invoke(env={"_PRIVGATE_COMPLETE": "bash_source"})
-    assert source.exit_code == 0 and "_privgate_completion()" in source.output and "_PRIVGATE_COMPLETE=bash_complete" in source.output
+    assert (
+        source.exit_code == 0
+        and "_privgate_completion()" in source.output
+        and "_PRIVGATE_COMPLETE=bash_complete" in source.output
+    )
     r = invoke(env={"_PRIVGATE_COMPLETE": "bash_complete", "COMP_WORDS": "privgate report r", "COMP_CWORD": "2"})
     assert r.output.split() == ["plain,render"]
     r = invoke(env={"_PRIVGATE_COMPLETE": "bash_complete", "COMP_WORDS": "privgate check --ju", "COMP_CWORD": "2"})
@@ -92,7 +108,11 @@ def test_init_adds_the_cache_to_an_existing_gitignore_once(tmp_path):
     ignore.chmod(0o640)
     r = invoke("init", str(tmp_path))
     assert r.exit_code == 0, r.output
-    assert ignore.read_text() == "node_modules/\n# build output\ndist\n*.pyc\n# privgate's reference-model cache (privgate init)\n.privgate-cache/\n"
+    assert (
+        ignore.read_text()
+        == "node_modules/\n# build output\ndist\n*.pyc\n# privgate's reference-model cache (privgate "
+        "init)\n.privgate-cache/\n"
+    )
     assert ignore.stat().st_mode & 0o777 == 0o640
     assert f"added .privgate-cache/ to {ignore}" in r.output
     before = ignore.read_text()
@@ -107,7 +127,9 @@ def test_init_creates_a_gitignore_or_keeps_one_that_already_ignores_the_cache(tm
     fresh.mkdir()
     r = invoke("init", str(fresh), "--no-workflow")
     assert r.exit_code == 0, r.output
-    assert (fresh / ".gitignore").read_text() == "# privgate's reference-model cache (privgate init)\n.privgate-cache/\n"
+    assert (
+        fresh / ".gitignore"
+    ).read_text() == "# privgate's reference-model cache (privgate init)\n.privgate-cache/\n"
     kept = tmp_path / "kept"
     kept.mkdir()
     (kept / ".gitignore").write_text("/.privgate-cache\n")

@@ -23,11 +23,12 @@ import pytest
 import torch
 from cases import run_cli
 
-from privgate.atomic import TEMP_MARK
+from privgate.io.atomic import TEMP_MARK
 
 LIRA_POLICY = (
     "name: lira\nsensitivity: confidential\nrelease: api\nattacks: {loss: {}, lira: {models: 4}}\n"
-    "checks:\n  - {id: lira-auc, attack: lira, metric: auc, max: 0.6}\n  - {id: loss-auc, attack: loss, metric: auc, max: 0.6}\n"
+    "checks:\n  - {id: lira-auc, attack: lira, metric: auc, max: 0.6}\n  - {id: loss-auc, attack: loss, "
+    "metric: auc, max: 0.6}\n"
 )
 
 #: A recipe that trains like the target but, with SLOW_RECIPE set, first waits: a long training to interrupt.
@@ -55,18 +56,29 @@ SLOW_RECIPE = textwrap.dedent(
 
 def _digests(folder: Path) -> dict[str, str]:
     """Every file and folder under ``folder``, with the SHA-256 of each file."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "folder" for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "folder"
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def _privgate(prelude: str, *args: str) -> list[str]:
     """A command that runs ``prelude`` (Python) in the new process, then becomes ``privgate ARGS`` (same PID)."""
     exe = str(Path(sys.executable).with_name("privgate"))
-    return [sys.executable, "-c", f"import os, resource, signal, sys; {prelude}; os.execv(sys.argv[1], sys.argv[1:])", exe, *args]
+    return [
+        sys.executable,
+        "-c",
+        f"import os, resource, signal, sys; {prelude}; os.execv(sys.argv[1], sys.argv[1:])",
+        exe,
+        *args,
+    ]
 
 
 def _temps(folder: Path) -> list[Path]:
     """Temporary files or folders: privgate's (``.NAME.privgate-PID-XXXX.tmp``) or any other ``*.tmp``."""
-    return [p for p in folder.rglob("*") if p.name.endswith(".tmp") or (TEMP_MARK in p.name and p.name != ".privgate-cache")]
+    return [
+        p for p in folder.rglob("*") if p.name.endswith(".tmp") or (TEMP_MARK in p.name and p.name != ".privgate-cache")
+    ]
 
 
 def _one_error(r: subprocess.CompletedProcess, *needles: str) -> str:
@@ -85,7 +97,9 @@ def _project(case, d: Path) -> Path:
         shutil.copy(f, d / f.name)
     (d / "slow_recipe.py").write_text(SLOW_RECIPE)
     (d / "lira.yaml").write_text(LIRA_POLICY)
-    (d / "factory.py").write_text("import numpy as np\n\ndef members():\n    d = np.load('members.npz')\n    return d['x'], d['y']\n")
+    (d / "factory.py").write_text(
+        "import numpy as np\n\ndef members():\n    d = np.load('members.npz')\n    return d['x'], d['y']\n"
+    )
     return d
 
 
@@ -95,7 +109,9 @@ def work(case, tmp_path):
 
 
 def _check(work: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return run_cli("check", "leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args, cwd=work, env=env)
+    return run_cli(
+        "check", "leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args, cwd=work, env=env
+    )
 
 
 # --------------------------------------------------------------------------- outputs never overwrite inputs
@@ -104,21 +120,63 @@ def _check(work: Path, *args: str, env: dict[str, str] | None = None) -> subproc
 @pytest.mark.parametrize(
     "args, needles",
     [
-        (["--policy", "internal", "--json", "members.npz"], ["members.npz: the JSON report (--json) would overwrite an input, the members data"]),
-        (["--policy", "internal", "--junit", "./nonmembers.npz"], ["the JUnit report (--junit)", "the non-members data"]),
-        (["--policy", "internal", "--sarif", "../work/leaky.ts.pt"], ["the SARIF log (--sarif)", "an input, the model"]),
+        (
+            ["--policy", "internal", "--json", "members.npz"],
+            ["members.npz: the JSON report (--json) would overwrite an input, the members data"],
+        ),
+        (
+            ["--policy", "internal", "--junit", "./nonmembers.npz"],
+            ["the JUnit report (--junit)", "the non-members data"],
+        ),
+        (
+            ["--policy", "internal", "--sarif", "../work/leaky.ts.pt"],
+            ["the SARIF log (--sarif)", "an input, the model"],
+        ),
         (["--policy", "lira.yaml", "--markdown", "lira.yaml"], ["the Markdown summary (--markdown)", "the policy"]),
-        (["--policy", "internal", "--recipe", "tiny_recipe:RECIPE", "--html", "tiny_recipe.py"], ["tiny_recipe.py: the HTML report (--html)", "the recipe's module tiny_recipe.py"]),
-        (["--policy", "internal", "--json", "link.npz"], ["link.npz: the JSON report", "the members data (members.npz)"]),
+        (
+            ["--policy", "internal", "--recipe", "tiny_recipe:RECIPE", "--html", "tiny_recipe.py"],
+            ["tiny_recipe.py: the HTML report (--html)", "the recipe's module tiny_recipe.py"],
+        ),
+        (
+            ["--policy", "internal", "--json", "link.npz"],
+            ["link.npz: the JSON report", "the members data (members.npz)"],
+        ),
         (["--policy", "internal", "--json", "hard.npz"], ["hard.npz: the JSON report", "the members data"]),
-        (["--policy", "internal", "--json", "r.json", "--sarif", "./r.json"], ["r.json: given as both the JSON report (--json) and the SARIF log (--sarif)"]),
-        (["--policy", "internal", "--artefacts", "out", "--markdown", "out/inversion/s.md"], ["out/inversion/s.md: the Markdown summary (--markdown) lies inside out, the artefacts folder (--artefacts)"]),
-        (["--policy", "internal", "--json", "out/r.json", "--artefacts", "out"], ["lies inside out, the artefacts folder"]),
+        (
+            ["--policy", "internal", "--json", "r.json", "--sarif", "./r.json"],
+            ["r.json: given as both the JSON report (--json) and the SARIF log (--sarif)"],
+        ),
+        (
+            ["--policy", "internal", "--artefacts", "out", "--markdown", "out/inversion/s.md"],
+            [
+                "out/inversion/s.md: the Markdown summary (--markdown) lies inside out, the artefacts folder "
+                "(--artefacts)"
+            ],
+        ),
+        (
+            ["--policy", "internal", "--json", "out/r.json", "--artefacts", "out"],
+            ["lies inside out, the artefacts folder"],
+        ),
         (["--policy", "internal", "--artefacts", "."], ["the artefacts folder (--artefacts) holds an input"]),
-        (["--policy", "internal", "--json", "leaky.ts.pt/r.json"], ["cannot be created, because leaky.ts.pt is a file"]),
+        (
+            ["--policy", "internal", "--json", "leaky.ts.pt/r.json"],
+            ["cannot be created, because leaky.ts.pt is a file"],
+        ),
     ],
-    ids=["data", "dot-slash", "dot-dot", "policy", "recipe-module", "symlink", "hard-link", "two-outputs", "inside-artefacts",
-         "report-inside-artefacts", "artefacts-hold-inputs", "below-a-file"],
+    ids=[
+        "data",
+        "dot-slash",
+        "dot-dot",
+        "policy",
+        "recipe-module",
+        "symlink",
+        "hard-link",
+        "two-outputs",
+        "inside-artefacts",
+        "report-inside-artefacts",
+        "artefacts-hold-inputs",
+        "below-a-file",
+    ],
 )
 def test_an_output_on_an_input_or_another_output_is_refused(work, args, needles):
     (work / "link.npz").symlink_to("members.npz")
@@ -132,17 +190,40 @@ def test_an_output_on_an_input_or_another_output_is_refused(work, args, needles)
 
 def test_a_data_factory_module_and_the_config_file_are_inputs(work):
     before = _digests(work)
-    r = run_cli("check", "leaky.ts.pt", "--policy", "internal", "--members", "factory:members", "--nonmembers", "nonmembers.npz",
-                "--junit", "factory.py", cwd=work)
-    _one_error(r, "factory.py: the JUnit report (--junit) would overwrite an input, the members data factory's module factory.py")
+    r = run_cli(
+        "check",
+        "leaky.ts.pt",
+        "--policy",
+        "internal",
+        "--members",
+        "factory:members",
+        "--nonmembers",
+        "nonmembers.npz",
+        "--junit",
+        "factory.py",
+        cwd=work,
+    )
+    _one_error(
+        r,
+        "factory.py: the JUnit report (--junit) would overwrite an input, the members data factory's module factory.py",
+    )
     # the 'json' key of the config file is checked like --json, and the config file is an input too
     for target, needle in (("members.npz", "the members data"), ("privgate.toml", "the config file")):
-        (work / "privgate.toml").write_text(f"model = 'leaky.ts.pt'\npolicy = 'internal'\nmembers = 'members.npz'\nnonmembers = 'nonmembers.npz'\njson = '{target}'\n")
+        (work / "privgate.toml").write_text(
+            f"model = 'leaky.ts.pt'\npolicy = 'internal'\nmembers = 'members.npz'\nnonmembers = "
+            f"'nonmembers.npz'\njson = '{target}'\n"
+        )
         r = run_cli("check", cwd=work)
         _one_error(r, f"the JSON report ('json' in {work / 'privgate.toml'}) would overwrite an input, {needle}")
     (work / "sub").mkdir()  # click refuses a folder for --json; the config's 'json' is checked here
-    (work / "privgate.toml").write_text("model = 'leaky.ts.pt'\npolicy = 'internal'\nmembers = 'members.npz'\nnonmembers = 'nonmembers.npz'\njson = 'sub'\n")
-    _one_error(run_cli("check", cwd=work), f"{work / 'sub'}: the JSON report ('json' in {work / 'privgate.toml'}) is a folder; give a file path")
+    (work / "privgate.toml").write_text(
+        "model = 'leaky.ts.pt'\npolicy = 'internal'\nmembers = 'members.npz'\nnonmembers = "
+        "'nonmembers.npz'\njson = 'sub'\n"
+    )
+    _one_error(
+        run_cli("check", cwd=work),
+        f"{work / 'sub'}: the JSON report ('json' in {work / 'privgate.toml'}) is a folder; give a file path",
+    )
     (work / "privgate.toml").unlink()
     (work / "sub").rmdir()
     assert _digests(work) == before
@@ -153,12 +234,51 @@ def test_harden_outputs_are_checked_before_any_work(work):
     shutil.copy(work / "leaky.ts.pt", work / "x.state_dict.pt")
     before = _digests(work)
     args = ["--policy", "internal", "--recipe", "tiny_recipe:RECIPE"]
-    r = run_cli("harden", "leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args, "--output-model", "members.npz", cwd=work)
+    r = run_cli(
+        "harden",
+        "leaky.ts.pt",
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        *args,
+        "--output-model",
+        "members.npz",
+        cwd=work,
+    )
     _one_error(r, "members.npz: the hardened model (--output-model) would overwrite an input, the members data")
-    r = run_cli("harden", "x.state_dict.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args, "--output-model", "x.pt", cwd=work)
-    _one_error(r, "x.state_dict.pt: the hardened model's state_dict (--output-model) would overwrite an input, the model")
-    r = run_cli("harden", "leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args, "--json", "leaky.ts.hardened.pt", cwd=work)
-    _one_error(r, "leaky.ts.hardened.pt: given as both the JSON report (--json) and the hardened model (the default, beside the model)")
+    r = run_cli(
+        "harden",
+        "x.state_dict.pt",
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        *args,
+        "--output-model",
+        "x.pt",
+        cwd=work,
+    )
+    _one_error(
+        r, "x.state_dict.pt: the hardened model's state_dict (--output-model) would overwrite an input, the model"
+    )
+    r = run_cli(
+        "harden",
+        "leaky.ts.pt",
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        *args,
+        "--json",
+        "leaky.ts.hardened.pt",
+        cwd=work,
+    )
+    _one_error(
+        r,
+        "leaky.ts.hardened.pt: given as both the JSON report (--json) and the hardened model (the default, "
+        "beside the model)",
+    )
     assert _digests(work) == before
 
 
@@ -171,10 +291,17 @@ def test_report_render_never_overwrites_its_report_or_its_artefacts(work):
     (work / "r.artefacts" / "inversion").mkdir(parents=True)
     (work / "r.artefacts" / "inversion" / "reconstructions.png").write_bytes(b"\x89PNG user's picture")
     before = _digests(work)
-    _one_error(run_cli("report", "render", "r.json", "--json", "./r.json", cwd=work), "the JSON report (--json) would overwrite an input, the report being rendered")
-    _one_error(run_cli("report", "render", "r.json", "--html", "r.artefacts/inversion/reconstructions.png", cwd=work),
-               "would overwrite an input, an artefact of attack 'loss'")
-    _one_error(run_cli("report", "render", "r.json", "--html", "x.html", "--markdown", "x.html", cwd=work), "given as both")
+    _one_error(
+        run_cli("report", "render", "r.json", "--json", "./r.json", cwd=work),
+        "the JSON report (--json) would overwrite an input, the report being rendered",
+    )
+    _one_error(
+        run_cli("report", "render", "r.json", "--html", "r.artefacts/inversion/reconstructions.png", cwd=work),
+        "would overwrite an input, an artefact of attack 'loss'",
+    )
+    _one_error(
+        run_cli("report", "render", "r.json", "--html", "x.html", "--markdown", "x.html", cwd=work), "given as both"
+    )
     assert _digests(work) == before
 
 
@@ -196,21 +323,41 @@ def test_stale_temporary_files_of_a_killed_run_are_removed(work):
 
 
 def test_a_full_disk_names_the_file_and_leaves_the_old_report(work):
-    """Writes past a file-size limit fail as on a full disk (EFBIG instead of ENOSPC): exit 2, one sentence, old file intact."""
+    """Writes past a file-size limit fail as on a full disk (EFBIG, not ENOSPC): exit 2, one sentence, old file kept."""
     (work / "r.json").write_text("the user's previous report")
 
-    cmd = _privgate("resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))", "check", "leaky.ts.pt", "--policy", "internal",
-                    "--members", "members.npz", "--nonmembers", "nonmembers.npz", "--json", "r.json", "--junit", "r.xml")
-    r = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"})
+    cmd = _privgate(
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))",
+        "check",
+        "leaky.ts.pt",
+        "--policy",
+        "internal",
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        "--json",
+        "r.json",
+        "--junit",
+        "r.xml",
+    )
+    r = subprocess.run(
+        cmd,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"},
+    )
     _one_error(r, "r.json: cannot write the JSON report (File too large); nothing was written")
     assert (work / "r.json").read_text() == "the user's previous report" and not (work / "r.xml").exists()
     assert _temps(work) == []
 
 
 def test_commit_names_the_file_on_enospc(tmp_path, monkeypatch):
-    from privgate import atomic
     from privgate.errors import PrivgateError
-    from privgate.staging import commit
+    from privgate.io import atomic
+    from privgate.io.staging import commit
 
     real = atomic._write_temp
 
@@ -222,25 +369,31 @@ def test_commit_names_the_file_on_enospc(tmp_path, monkeypatch):
     monkeypatch.setattr(atomic, "_write_temp", full)
     with pytest.raises(PrivgateError) as info:
         commit({tmp_path / "m.pt": ("hardened model", b"weights"), tmp_path / "r.html": ("HTML report", "<html>")})
-    assert str(info.value) == f"{tmp_path / 'r.html'}: cannot write the HTML report (No space left on device); nothing was written."
+    assert (
+        str(info.value)
+        == f"{tmp_path / 'r.html'}: cannot write the HTML report (No space left on device); nothing was written."
+    )
     assert list(tmp_path.iterdir()) == []
 
 
 def test_an_artefact_that_cannot_be_written_names_where_it_was_going(tmp_path, monkeypatch):
-    from privgate import atomic
-    from privgate.artefacts import save_artefacts
     from privgate.errors import PrivgateError
-    from privgate.staging import Staging
+    from privgate.io import atomic
+    from privgate.io.artefacts import save_artefacts
+    from privgate.io.staging import Staging
 
     def full(path, payload, mode):  # noqa: ANN001, ANN202
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     final = tmp_path / "reports" / "r.artefacts"
-    with pytest.raises(PrivgateError) as info:
-        with Staging(final) as staging:
-            monkeypatch.setattr(atomic, "_write_temp", full)
-            save_artefacts("inversion", {"reconstructions.png": b"png"}, staging.path)
-    assert str(info.value) == f"{final / 'inversion' / 'reconstructions.png'}: cannot write the attack artefact (No space left on device); nothing was written."
+    with pytest.raises(PrivgateError) as info, Staging(final) as staging:
+        monkeypatch.setattr(atomic, "_write_temp", full)
+        save_artefacts("inversion", {"reconstructions.png": b"png"}, staging.path)
+    assert (
+        str(info.value)
+        == f"{final / 'inversion' / 'reconstructions.png'}: cannot write the attack artefact (No space left "
+        f"on device); nothing was written."
+    )
     assert list(tmp_path.iterdir()) == []  # neither the staging folder nor the 'reports' folder made for it is left
 
 
@@ -248,12 +401,25 @@ def test_an_artefact_that_cannot_be_written_names_where_it_was_going(tmp_path, m
 
 
 def _numbers(report: dict) -> list:
-    return [report["verdict"]] + [(c["id"], c["value"], c["ci"], c["status"]) for c in report["checks"]] + [
-        (a["name"], a["auc"], a["auc_ci"], a["accuracy"], a["accuracy_ci"]) for a in report["attacks"]
-    ]
+    return (
+        [report["verdict"]]
+        + [(c["id"], c["value"], c["ci"], c["status"]) for c in report["checks"]]
+        + [(a["name"], a["auc"], a["auc_ci"], a["accuracy"], a["accuracy_ci"]) for a in report["attacks"]]
+    )
 
 
-INTERRUPTED = ["--policy", "lira.yaml", "--recipe", "slow_recipe:RECIPE", "--json", "r.json", "--junit", "r.xml", "--html", "r.html"]
+INTERRUPTED = [
+    "--policy",
+    "lira.yaml",
+    "--recipe",
+    "slow_recipe:RECIPE",
+    "--json",
+    "r.json",
+    "--junit",
+    "r.xml",
+    "--html",
+    "r.html",
+]
 
 
 @pytest.fixture(scope="module")
@@ -268,10 +434,24 @@ def uninterrupted(case, tmp_path_factory) -> list:
 @pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_an_interrupted_run_exits_130_or_143_and_leaves_nothing(work, uninterrupted, sig, code, name):
     args = INTERRUPTED
-    cmd = _privgate("signal.signal(signal.SIGINT, signal.SIG_DFL)",  # a test runner may start us with SIGINT ignored
-                    "check", "leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args)
-    proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "SLOW_RECIPE": "1", "OMP_NUM_THREADS": "1"})
+    cmd = _privgate(
+        "signal.signal(signal.SIGINT, signal.SIG_DFL)",  # a test runner may start us with SIGINT ignored
+        "check",
+        "leaky.ts.pt",
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        *args,
+    )
+    proc = subprocess.Popen(
+        cmd,
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SLOW_RECIPE": "1", "OMP_NUM_THREADS": "1"},
+    )
     locks = work / ".privgate-cache" / "locks"
     deadline = time.monotonic() + 120
     while not (locks.is_dir() and any(locks.iterdir())):  # the lock is taken when training starts
@@ -296,7 +476,7 @@ def test_an_interrupted_run_exits_130_or_143_and_leaves_nothing(work, uninterrup
 
 
 def _tamper(cache: Path) -> None:
-    """Zero one entry's weights (keeping its key and recorded hash), swap two entries' files, flip one bit in the last."""
+    """Zero one entry's weights (keeping its key and recorded hash), swap two entries' files, flip a bit in the last."""
     files = sorted((cache / "models").rglob("*.pt"))
     assert len(files) == 4
     entry = torch.load(files[0], weights_only=True)
@@ -325,7 +505,9 @@ def test_a_tampered_or_unusable_cache_does_not_change_the_report(work):
     assert second.returncode == 1, second.stdout + second.stderr
     report = json.loads((work / "r.json").read_text())
     assert _numbers(report) == _numbers(clean)
-    assert len(report["warnings"]) == 4 and all("failed its integrity check" in w and "retrained" in w for w in report["warnings"])
+    assert len(report["warnings"]) == 4 and all(
+        "failed its integrity check" in w and "retrained" in w for w in report["warnings"]
+    )
     reasons = " ".join(report["warnings"])
     assert reasons.count("do not match their SHA-256") == 2 and reasons.count("holds the model of another key") == 2
     lira = next(a for a in report["attacks"] if a["name"] == "lira")
@@ -341,5 +523,7 @@ def test_a_tampered_or_unusable_cache_does_not_change_the_report(work):
     assert unusable.returncode == 1, unusable.stdout + unusable.stderr
     report = json.loads((work / "r.json").read_text())
     assert _numbers(report) == _numbers(clean)
-    assert report["warnings"] == ["the reference-model cache blocker/cache cannot be used (Not a directory); models were trained without it"]
+    assert report["warnings"] == [
+        "the reference-model cache blocker/cache cannot be used (Not a directory); models were trained without it"
+    ]
     assert _temps(work) == []

@@ -1,4 +1,4 @@
-"""Models whose outputs are not [n, K] logits (privgate.outputs): one logit trained with BCE-with-logits,
+"""Models whose outputs are not [n, K] logits (privgate.inputs.outputs): one logit trained with BCE-with-logits,
 and rows that already are probabilities (a final nn.Softmax); and a scikit-learn target given a torch recipe."""
 
 from __future__ import annotations
@@ -14,16 +14,20 @@ from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 from torch import nn
 
-from privgate import outputs, stats
+from privgate import stats
 from privgate.attacks import AttackContext, get_attack
 from privgate.attacks.gradient import gradient_features
-from privgate.data import AuditData, Dataset
-from privgate.dp.train import accuracy, probe_private_training
-from privgate.ensemble import model_seeds, paired_masks, train_models
+from privgate.dp.clip import accuracy
+from privgate.dp.train import probe_private_training
 from privgate.gate import audit
+from privgate.inputs import outputs
+from privgate.inputs.data import AuditData, Dataset
+from privgate.inputs.target import Target
+from privgate.options import RunOptions
 from privgate.policy import Policy, parse_policy
 from privgate.recipe import Recipe
-from privgate.target import Target
+from privgate.training.engine import train_models
+from privgate.training.plan import model_seeds, paired_masks
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 
@@ -62,9 +66,13 @@ def bce_model(x: np.ndarray, y: np.ndarray, steps: int = 300) -> nn.Module:
     return model.eval()
 
 
-def policy(attacks: str, checks: str = "  - {id: a, attack: best, metric: auc, max: 0.99}", release: str = "api") -> Policy:
+def policy(
+    attacks: str, checks: str = "  - {id: a, attack: best, metric: auc, max: 0.99}", release: str = "api"
+) -> Policy:
     sens = "strictly_confidential" if release == "model" else "confidential"
-    return parse_policy(f"name: t\nsensitivity: {sens}\nrelease: {release}\nattacks: {{{attacks}}}\nchecks:\n{checks}\n")
+    return parse_policy(
+        f"name: t\nsensitivity: {sens}\nrelease: {release}\nattacks: {{{attacks}}}\nchecks:\n{checks}\n"
+    )
 
 
 # --------------------------------------------------------------------------- reading outputs
@@ -86,10 +94,13 @@ def test_kinds_and_their_log_probabilities():
     assert outputs.kind_of(np.zeros((3, 2, 2))) is None
     # the training loss of one logit is BCE-with-logits, of probabilities the NLL of log p
     zt, yt = torch.tensor([[-1.0], [0.3], [2.0]]), torch.tensor([0, 1, 1])
-    assert float(outputs.nll(zt, yt)) == pytest.approx(float(nn.functional.binary_cross_entropy_with_logits(zt[:, 0], yt.float())), rel=1e-6)
+    assert float(outputs.nll(zt, yt)) == pytest.approx(
+        float(nn.functional.binary_cross_entropy_with_logits(zt[:, 0], yt.float())), rel=1e-6
+    )
     logits = torch.tensor([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]])
     assert float(outputs.nll(torch.softmax(logits, 1), torch.tensor([2, 1]))) == pytest.approx(
-        float(nn.functional.cross_entropy(logits, torch.tensor([2, 1]))), rel=1e-5)
+        float(nn.functional.cross_entropy(logits, torch.tensor([2, 1]))), rel=1e-5
+    )
 
 
 def test_a_sigmoid_output_is_flagged():
@@ -111,14 +122,34 @@ def test_single_logit_model_fails_confidential_through_the_cli(tmp_path):
     for name, (x, y) in (("members", (xm, ym)), ("nonmembers", (xn, yn)), ("population", (xp, yp))):
         np.savez(tmp_path / f"{name}.npz", x=x, y=y)
     (tmp_path / "bin_recipe.py").write_text(BINARY_RECIPE)
-    r = run_cli("check", "model.pt", "--policy", "confidential", "--members", "members.npz", "--nonmembers", "nonmembers.npz",
-                "--population", "population.npz", "--recipe", "bin_recipe:RECIPE", "--json", "r.json", "--cache-dir", "off",
-                cwd=tmp_path)
+    r = run_cli(
+        "check",
+        "model.pt",
+        "--policy",
+        "confidential",
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        "--population",
+        "population.npz",
+        "--recipe",
+        "bin_recipe:RECIPE",
+        "--json",
+        "r.json",
+        "--cache-dir",
+        "off",
+        cwd=tmp_path,
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     rep = json.loads((tmp_path / "r.json").read_text())
     status = {c["id"]: c["status"] for c in rep["checks"]}
-    assert rep["verdict"] == "fail" and status["mia-accuracy"] == status["mia-auc"] == "fail"  # internal's 0.8 may stay unproven
-    assert rep["target"]["outputs"]["kind"] == "binary-logit" and "p(1) = sigmoid(z)" in rep["target"]["outputs"]["note"]
+    assert (
+        rep["verdict"] == "fail" and status["mia-accuracy"] == status["mia-auc"] == "fail"
+    )  # internal's 0.8 may stay unproven
+    assert (
+        rep["target"]["outputs"]["kind"] == "binary-logit" and "p(1) = sigmoid(z)" in rep["target"]["outputs"]["note"]
+    )
     acc = rep["target"]["accuracy"]
     assert acc["classes"] == 2 and acc["members"]["value"] == 1.0 and 0.45 < acc["nonmembers"]["value"] < 0.65
     by = {a["name"]: a for a in rep["attacks"]}
@@ -141,11 +172,15 @@ class SqueezedLogit(nn.Module):
         return self.net(x).squeeze(-1)
 
 
-@pytest.mark.parametrize("factory, kernel", [
-    (lambda: nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1)), "mlp"),
-    (lambda: nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1)), "vmap"),
-    (SqueezedLogit, "vmap"),
-], ids=["mlp", "vmap", "vmap-squeezed"])
+@pytest.mark.parametrize(
+    "factory, kernel",
+    [
+        (lambda: nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1)), "mlp"),
+        (lambda: nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1)), "vmap"),
+        (SqueezedLogit, "vmap"),
+    ],
+    ids=["mlp", "vmap", "vmap-squeezed"],
+)
 def test_single_logit_reference_models_train_like_recipe_train_with_bce(factory, kernel):
     recipe = Recipe(factory, epochs=3, batch_size=16, lr=1e-2, name="one-logit")
     rng = np.random.default_rng(0)
@@ -165,7 +200,9 @@ def test_single_logit_reference_models_train_like_recipe_train_with_bce(factory,
         order = torch.randperm(len(xt), generator=gen)
         for i in range(0, len(xt), 16):
             opt.zero_grad()
-            nn.functional.binary_cross_entropy_with_logits(net(xt[order[i:i + 16]]).reshape(-1), yt[order[i:i + 16]]).backward()
+            nn.functional.binary_cross_entropy_with_logits(
+                net(xt[order[i : i + 16]]).reshape(-1), yt[order[i : i + 16]]
+            ).backward()
             opt.step()
     assert max(float((states[0][k] - v).abs().max()) for k, v in net.state_dict().items()) < 1e-5
 
@@ -178,7 +215,9 @@ def test_single_logit_white_box_attacks_and_dp_training():
     target.detect_outputs(x)
     norms, loss, layers = gradient_features(model, x, y, target.outputs)
     with torch.no_grad():
-        bce = nn.functional.binary_cross_entropy_with_logits(model(torch.from_numpy(x))[:, 0], torch.from_numpy(y).float(), reduction="none")
+        bce = nn.functional.binary_cross_entropy_with_logits(
+            model(torch.from_numpy(x))[:, 0], torch.from_numpy(y).float(), reduction="none"
+        )
     np.testing.assert_allclose(loss, bce.double().numpy(), rtol=1e-4, atol=1e-6)  # float32 rounding at tiny losses
     # the last layer's gradient in closed form: ∂ℓ/∂(w, b) = (σ(z) − y) · (h, 1)
     with torch.no_grad():
@@ -188,7 +227,7 @@ def test_single_logit_white_box_attacks_and_dp_training():
     assert layers == ["0", "2"]
     np.testing.assert_allclose(norms[:, 1], last.numpy(), rtol=1e-3, atol=1e-6)
     membership = np.r_[np.ones(150, bool), np.zeros(150, bool)]
-    ctx = AttackContext(target=target, x=x, y=y, seed=0)
+    ctx = AttackContext(target=target, x=x, y=y, run=RunOptions(seed=0))
     grad = get_attack("gradient")(mode="norm").run(ctx)
     assert stats.auc(grad.scores[membership], grad.scores[~membership]).value > 0.7
     inv = get_attack("inversion")(steps=40, restarts=1, prior="none").run(ctx)
@@ -226,16 +265,28 @@ def test_softmax_model_is_read_as_probabilities_with_the_same_ranking():
         assert float(soft(torch.from_numpy(np.concatenate([xm, xn]))).max()) < 1 - 1e-5
     data = AuditData(Dataset(xm, ym), Dataset(xn, yn), Dataset(xp, yp))
     attacks = "loss: {}, true_class_confidence: {}, confidence: {}, modified_entropy: {}, rmia: {models: 2}"
-    recipe = lambda softmax: Recipe(lambda: _classifier(softmax), epochs=40, batch_size=100, lr=1e-2, name=f"softmax={softmax}")  # noqa: E731
-    reports = {s: audit(Target(m.eval()), data, policy(attacks), recipe=recipe(s), seed=0, cache_dir="off")
-               for s, m in ((False, plain), (True, soft))}
+
+    def recipe(softmax: bool) -> Recipe:
+        return Recipe(lambda: _classifier(softmax), epochs=40, batch_size=100, lr=1e-2, name=f"softmax={softmax}")
+
+    reports = {
+        s: audit(Target(m.eval()), data, policy(attacks), recipe=recipe(s), seed=0, cache_dir="off")
+        for s, m in ((False, plain), (True, soft))
+    }
     auc = {s: {a.name: a.auc for a in rep.attacks} for s, rep in reports.items()}
-    assert auc[True]["loss"] == auc[False]["loss"] and auc[True]["true_class_confidence"] == auc[False]["true_class_confidence"]
+    assert (
+        auc[True]["loss"] == auc[False]["loss"]
+        and auc[True]["true_class_confidence"] == auc[False]["true_class_confidence"]
+    )
     assert auc[True]["confidence"] == pytest.approx(auc[False]["confidence"], abs=1e-3)
     assert auc[True]["modified_entropy"] == pytest.approx(auc[False]["modified_entropy"], abs=1e-3)
     assert auc[False]["loss"] > 0.6
     out = reports[True].target["outputs"]
-    assert out["kind"] == "probabilities" and out["probe_rows"] == 400 and "instead of applying softmax a second time" in out["note"]
+    assert (
+        out["kind"] == "probabilities"
+        and out["probe_rows"] == 400
+        and "instead of applying softmax a second time" in out["note"]
+    )
     assert reports[False].target["outputs"] == {"kind": "logits", "probe_rows": 400, "note": None}
     assert reports[True].target["accuracy"] == reports[False].target["accuracy"]
     # reference models of the softmax recipe train on the NLL of their probabilities (vmap kernel) and score alike
@@ -257,8 +308,14 @@ def test_sklearn_target_with_a_torch_recipe_warns():
 
     (xm, ym), (xn, yn), (xp, yp) = synthetic(150, 1, 0.3), synthetic(150, 2, 0.3), synthetic(150, 3, 0.3)
     target = Target(LogisticRegression(max_iter=500).fit(xm, ym), fmt="sklearn")
-    rep = audit(target, AuditData(Dataset(xm, ym), Dataset(xn, yn), Dataset(xp, yp)), policy("loss: {}, rmia: {models: 2}"),
-                recipe=Recipe(make_model, epochs=5, batch_size=64, name="tiny-mlp"), seed=0, cache_dir="off")
+    rep = audit(
+        target,
+        AuditData(Dataset(xm, ym), Dataset(xn, yn), Dataset(xp, yp)),
+        policy("loss: {}, rmia: {models: 2}"),
+        recipe=Recipe(make_model, epochs=5, batch_size=64, name="tiny-mlp"),
+        seed=0,
+        cache_dir="off",
+    )
     (w,) = [w for w in rep.warnings if w.startswith("recipe mismatch")]
     assert "LogisticRegression" in w and "'tiny-mlp'" in w and "not trained like the target" in w
     rmia = next(a for a in rep.attacks if a.name == "rmia")
@@ -268,7 +325,9 @@ def test_sklearn_target_with_a_torch_recipe_warns():
 
 def test_outputs_of_another_shape_are_bad_input(tmp_path):
     """A model whose rows are [2, 3] grids, not logits: exit 2, one sentence naming the file, no traceback."""
-    torch.jit.save(torch.jit.script(nn.Sequential(nn.Linear(20, 6), nn.Unflatten(1, (2, 3)))), str(tmp_path / "grid.pt"))
+    torch.jit.save(
+        torch.jit.script(nn.Sequential(nn.Linear(20, 6), nn.Unflatten(1, (2, 3)))), str(tmp_path / "grid.pt")
+    )
     (xm, ym), (xn, yn) = binary_data(50, 1), binary_data(50, 2)
     np.savez(tmp_path / "m.npz", x=xm, y=ym)
     np.savez(tmp_path / "n.npz", x=xn, y=yn)

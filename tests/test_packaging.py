@@ -6,10 +6,24 @@ import subprocess
 import sys
 import zipfile
 
+
 def test_wheel_contains_policies_and_plugin_entry_point(root, tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(root)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr
     (wheel,) = tmp_path.glob("privgate-*.whl")

@@ -15,7 +15,7 @@ import torch
 from pipeline_cases import constant_model, leaky_tree
 
 import privgate
-from privgate.data import AuditData, Dataset
+from privgate.inputs.data import AuditData, Dataset
 from pytest_privgate import (
     PrivacyAssertionError,
     assert_epsilon_below,
@@ -72,7 +72,10 @@ def test_mia_with_named_attacks_and_torch_inputs():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(12, 4))
     rng = np.random.default_rng(3)
-    members = (torch.from_numpy(rng.normal(size=(120, 12)).astype(np.float32)), torch.from_numpy(rng.integers(0, 4, 120)))
+    members = (
+        torch.from_numpy(rng.normal(size=(120, 12)).astype(np.float32)),
+        torch.from_numpy(rng.integers(0, 4, 120)),
+    )
     nonmembers = (rng.normal(size=(120, 12)).astype(np.float32), rng.integers(0, 4, 120))
     report = assert_mia_below(model, members, nonmembers, auc=0.9, attack=["loss", "confidence"])
     assert {a.name for a in report.attacks} == {"loss", "confidence"}
@@ -128,7 +131,10 @@ def test_inversion_on_a_torch_model_is_measured():
 
 def test_assert_policy_accepts_tuple_mapping_and_auditdata(leaky, blind):
     assert assert_policy(blind[0], blind[1:], "internal").verdict == "pass"
-    assert assert_policy(blind[0], {"members": blind[1], "nonmembers": blind[2]}, privgate.load_policy("internal")).verdict == "pass"
+    assert (
+        assert_policy(blind[0], {"members": blind[1], "nonmembers": blind[2]}, privgate.load_policy("internal")).verdict
+        == "pass"
+    )
     data = AuditData(Dataset(*leaky[1]), Dataset(*leaky[2]))
     with pytest.raises(PrivacyAssertionError, match="assert_policy failed") as info:
         assert_policy(leaky[0], data, "internal")
@@ -144,7 +150,7 @@ def test_no_bound_is_a_usage_error(blind):
 
 def test_privgate_reexports_lazily_without_importing_pytest():
     code = (
-        "import sys, privgate, pytest_privgate.assertions as a\n"
+        "import sys, privgate, pytest_privgate as a\n"
         "assert 'pytest' not in sys.modules\n"
         "assert privgate.assert_mia_below is a.assert_mia_below and privgate.assert_policy is a.assert_policy\n"
         "from privgate import assert_epsilon_below, assert_inversion_below\n"
@@ -155,14 +161,22 @@ def test_privgate_reexports_lazily_without_importing_pytest():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.stdout.strip() == "ok", r.stderr
     # the plugin, loaded in every pytest session, does not import the engine (torch) until an audit runs
-    r = subprocess.run([sys.executable, "-c", "import sys, pytest_privgate.plugin; print('torch' in sys.modules, 'privgate.gate' in sys.modules)"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pytest_privgate.plugin; print('torch' in sys.modules, 'privgate.gate' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.stdout.split() == ["False", "False"], r.stderr
 
 
 # --------------------------------------------------------------------------- the plugin, via pytester
 
-USER_TESTS = '''
+USER_TESTS = """
 import pytest
 from pipeline_cases import constant_model, leaky_tree
 from pytest_privgate import assert_mia_below
@@ -184,7 +198,7 @@ def test_marked(privgate_audit):
 
 def test_not_privacy():
     assert True
-'''
+"""
 
 TEAM_POLICY = """\
 name: team
@@ -207,15 +221,17 @@ def test_plugin_fixtures_marker_summary_and_json_reports(pytester: pytest.Pytest
     _user_project(pytester)
     result = pytester.runpytest("-m", "privacy", "--privgate-report", "out", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, deselected=1)  # fixture users are marked `privacy` automatically
-    result.stdout.fnmatch_lines([
-        "*= privgate: privacy checks =*",
-        "test_user.py::test_audit_fixture [[]privgate_audit, policy team[]]: fail",
-        "  fail * mia-accuracy * best → * accuracy = 0.* [[]0.*, 0.*[]] ≤ 0.8 (n = 100/100)",
-        "test_user.py::test_marked [[]assert_mia_below, policy assert_mia_below[]]: pass",
-        "  pass * mia-accuracy *",
-        "2 privacy checks in 2 audits: 1 pass, 1 fail, 0 inconclusive",
-        f"JSON reports: {pytester.path / 'out'}",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*= privgate: privacy checks =*",
+            "test_user.py::test_audit_fixture [[]privgate_audit, policy team[]]: fail",
+            "  fail * mia-accuracy * best → * accuracy = 0.* [[]0.*, 0.*[]] ≤ 0.8 (n = 100/100)",
+            "test_user.py::test_marked [[]assert_mia_below, policy assert_mia_below[]]: pass",
+            "  pass * mia-accuracy *",
+            "2 privacy checks in 2 audits: 1 pass, 1 fail, 0 inconclusive",
+            f"JSON reports: {pytester.path / 'out'}",
+        ]
+    )
     files = sorted((pytester.path / "out").iterdir())
     assert [f.name for f in files] == ["test_user.py_test_audit_fixture-1.json", "test_user.py_test_marked-1.json"]
     reports = [privgate.Report.from_json(f.read_text()) for f in files]
@@ -244,16 +260,21 @@ def test_policy_option_beats_ini_and_a_missing_policy_is_an_error(pytester: pyte
 
 
 def test_inconclusive_fails_or_skips_per_ini(pytester: pytest.Pytester):
-    pytester.makepyfile(pipeline_cases=CASES, test_i=textwrap.dedent('''
+    pytester.makepyfile(
+        pipeline_cases=CASES,
+        test_i=textwrap.dedent("""
         from pipeline_cases import constant_model
         from pytest_privgate import assert_mia_below
 
         def test_tpr():
             assert_mia_below(*constant_model(), tpr_at_fpr=0.05)
-    '''))
+    """),
+    )
     result = pytester.runpytest()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*assert_mia_below inconclusive*", "*1 privacy checks in 1 audits: 0 pass, 0 fail, 1 inconclusive*"])
+    result.stdout.fnmatch_lines(
+        ["*assert_mia_below inconclusive*", "*1 privacy checks in 1 audits: 0 pass, 0 fail, 1 inconclusive*"]
+    )
     pytester.makeini("[pytest]\nprivgate_on_inconclusive = skip\n")
     result = pytester.runpytest("-rs")
     result.assert_outcomes(skipped=1)
@@ -272,7 +293,8 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester):
 def test_plugin_under_xdist_collects_every_worker(pytester: pytest.Pytester):
     pytest.importorskip("xdist")
     _user_project(pytester)
-    pytester.makepyfile(test_more=textwrap.dedent('''
+    pytester.makepyfile(
+        test_more=textwrap.dedent("""
         from pipeline_cases import leaky_tree
         from pytest_privgate import assert_mia_below
 
@@ -281,12 +303,18 @@ def test_plugin_under_xdist_collects_every_worker(pytester: pytest.Pytester):
 
         def test_more_2():
             assert_mia_below(*leaky_tree(seed=7), auc=0.99)
-    '''))
+    """)
+    )
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--privgate-report", "out", timeout=300)
     result.assert_outcomes(passed=6)
     out = result.stdout.str()
     assert out.count("privgate: privacy checks") == 1
-    for test in ("test_user.py::test_audit_fixture", "test_user.py::test_marked", "test_more.py::test_more_1", "test_more.py::test_more_2"):
+    for test in (
+        "test_user.py::test_audit_fixture",
+        "test_user.py::test_marked",
+        "test_more.py::test_more_1",
+        "test_more.py::test_more_2",
+    ):
         assert f"{test} [" in out
     result.stdout.fnmatch_lines(["4 privacy checks in 4 audits: 2 pass, 2 fail, 0 inconclusive"])
     verdicts = sorted(json.loads(f.read_text())["verdict"] for f in (pytester.path / "out").iterdir())

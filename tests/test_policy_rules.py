@@ -27,8 +27,18 @@ def _write(tmp_path, name: str, body: str):
 
 def _audit(case, policy, tmp_path, model=None):
     out = tmp_path / "r.json"
-    r = run_cli("check", str(model or case.safe_ts), "--policy", str(policy), "--members", str(case.members),
-                "--nonmembers", str(case.nonmembers), "--json", str(out))
+    r = run_cli(
+        "check",
+        str(model or case.safe_ts),
+        "--policy",
+        str(policy),
+        "--members",
+        str(case.members),
+        "--nonmembers",
+        str(case.nonmembers),
+        "--json",
+        str(out),
+    )
     assert r.returncode in (0, 1, 3), r.stdout + r.stderr
     return r, json.loads(out.read_text())
 
@@ -38,13 +48,21 @@ def _audit(case, policy, tmp_path, model=None):
 
 def test_a_file_policy_extends_a_built_in_and_another_file(case, tmp_path):
     """A team policy on top of `internal`, and a stricter one on top of it, by relative path."""
-    _write(tmp_path, "team.yaml", "name: team\nextends: internal\n" + HEAD + "confidence: 0.98\n"
-           "checks:\n  - {id: auc, attack: best, metric: auc, max: 0.7}\n")
+    _write(
+        tmp_path,
+        "team.yaml",
+        "name: team\nextends: internal\n" + HEAD + "confidence: 0.98\n"
+        "checks:\n  - {id: auc, attack: best, metric: auc, max: 0.7}\n",
+    )
     sub = tmp_path / "more"
     sub.mkdir()
-    top = _write(sub, "top.yaml", "name: top\nextends: ../team.yaml\n" + HEAD + "confidence: 0.95\n"
-                 "attacks:\n  label_only: {queries: 8}\n"
-                 "checks:\n  - {id: acc, attack: best, metric: accuracy, max: 0.7}\n")
+    top = _write(
+        sub,
+        "top.yaml",
+        "name: top\nextends: ../team.yaml\n" + HEAD + "confidence: 0.95\n"
+        "attacks:\n  label_only: {queries: 8}\n"
+        "checks:\n  - {id: acc, attack: best, metric: accuracy, max: 0.7}\n",
+    )
     r = run_cli("policy", "validate", str(top))
     assert r.returncode == 0, r.stderr
     _, rep = _audit(case, top, tmp_path, case.leaky_ts)
@@ -54,7 +72,11 @@ def test_a_file_policy_extends_a_built_in_and_another_file(case, tmp_path):
     assert [p["name"] for p in rep["policy"]["extends"]] == ["internal", "team"]
     by = {c["id"]: c for c in rep["checks"]}
     # budgets: internal 1 % (6 attacks), team 2 % − 1 %, top 5 % − 2 % over its one check and 7 candidates
-    assert by["internal:mia-accuracy"]["details"]["bonferroni"] == {"alpha": pytest.approx(0.01), "checks": 1, "attacks": 6}
+    assert by["internal:mia-accuracy"]["details"]["bonferroni"] == {
+        "alpha": pytest.approx(0.01),
+        "checks": 1,
+        "attacks": 6,
+    }
     assert by["team:auc"]["details"]["bonferroni"]["alpha"] == pytest.approx(0.01)
     assert by["acc"]["details"]["bonferroni"] == {"alpha": pytest.approx(0.03), "checks": 1, "attacks": 7}
     assert by["acc"]["confidence"] == pytest.approx(1 - 0.03 / 7)
@@ -64,28 +86,60 @@ def test_a_file_policy_extends_a_built_in_and_another_file(case, tmp_path):
     inherited = by["internal:mia-accuracy"]
     assert (inherited["value"], inherited["ci"], inherited["status"]) == (own["value"], own["ci"], own["status"])
     md = tmp_path / "r.md"
-    run_cli("check", str(case.leaky_ts), "--policy", str(top), "--members", str(case.members), "--nonmembers", str(case.nonmembers),
-            "--markdown", str(md))
+    run_cli(
+        "check",
+        str(case.leaky_ts),
+        "--policy",
+        str(top),
+        "--members",
+        str(case.members),
+        "--nonmembers",
+        str(case.nonmembers),
+        "--markdown",
+        str(md),
+    )
     text = md.read_text()
-    assert "(extends `internal` → `team`)" in text and "inherited from internal" in text and "inherited from team" in text
+    assert (
+        "(extends `internal` → `team`)" in text and "inherited from internal" in text and "inherited from team" in text
+    )
 
 
 @pytest.mark.parametrize(
     "body, needle",
     [
-        ("name: x\nextends: internal\n" + HEAD + "confidence: 0.99\nchecks: []\n",
-         "field 'confidence': this policy extends 'internal', whose decisions already hold at 0.99 confidence"),
-        ("name: x\nextends: internal\n" + HEAD + "confidence: 0.95\nattacks:\n  loss: {class_dependent: true}\n",
-         "field 'attacks.loss': the extended policy 'internal' runs it with options"),
-        ("name: x\nextends: internal\n" + HEAD + "confidence: 0.95\ndecision: point\n",
-         "field 'decision': this policy extends 'internal', which decides with 'upper_bound'"),
-        ("name: x\nextends: strict\nsensitivity: confidential\nrelease: api\nconfidence: 0.9\n",
-         "field 'release': this policy extends 'strict', which has white-box checks"),
-        ("name: x\nextends: nowhere.yaml\n" + HEAD + "confidence: 0.9\n",
-         "field 'extends': 'nowhere.yaml' is neither a built-in policy"),
-        ("name: x\nextends: internl\n" + HEAD + "confidence: 0.9\n", "field 'extends': 'internl' is neither a built-in policy"),
+        (
+            "name: x\nextends: internal\n" + HEAD + "confidence: 0.99\nchecks: []\n",
+            "field 'confidence': this policy extends 'internal', whose decisions already hold at 0.99 confidence",
+        ),
+        (
+            "name: x\nextends: internal\n" + HEAD + "confidence: 0.95\nattacks:\n  loss: {class_dependent: true}\n",
+            "field 'attacks.loss': the extended policy 'internal' runs it with options",
+        ),
+        (
+            "name: x\nextends: internal\n" + HEAD + "confidence: 0.95\ndecision: point\n",
+            "field 'decision': this policy extends 'internal', which decides with 'upper_bound'",
+        ),
+        (
+            "name: x\nextends: strict\nsensitivity: confidential\nrelease: api\nconfidence: 0.9\n",
+            "field 'release': this policy extends 'strict', which has white-box checks",
+        ),
+        (
+            "name: x\nextends: nowhere.yaml\n" + HEAD + "confidence: 0.9\n",
+            "field 'extends': 'nowhere.yaml' is neither a built-in policy",
+        ),
+        (
+            "name: x\nextends: internl\n" + HEAD + "confidence: 0.9\n",
+            "field 'extends': 'internl' is neither a built-in policy",
+        ),
     ],
-    ids=["confidence-not-lower", "changed-attack-options", "other-decision", "api-extends-white-box", "missing-file", "typo"],
+    ids=[
+        "confidence-not-lower",
+        "changed-attack-options",
+        "other-decision",
+        "api-extends-white-box",
+        "missing-file",
+        "typo",
+    ],
 )
 def test_extends_errors_are_one_sentence_at_the_key(tmp_path, body, needle):
     p = _write(tmp_path, "p.yaml", body)
@@ -116,7 +170,9 @@ def test_built_ins_nest_in_attacks_and_checks():
 
 
 def test_a_policy_without_attacks_runs_the_default_black_box_family(case, tmp_path):
-    pol = _write(tmp_path, "p.yaml", "name: bare\n" + HEAD + "checks:\n  - {id: acc, attack: best, metric: accuracy, max: 0.8}\n")
+    pol = _write(
+        tmp_path, "p.yaml", "name: bare\n" + HEAD + "checks:\n  - {id: acc, attack: best, metric: accuracy, max: 0.8}\n"
+    )
     _, rep = _audit(case, pol, tmp_path, case.leaky_ts)
     ran = {a["name"] for a in rep["attacks"] if a["status"] == "ran"}
     assert ran == {"loss", "confidence", "entropy", "modified_entropy", "true_class_confidence", "correctness"}
@@ -172,7 +228,9 @@ def test_a_tie_cannot_hide_a_proven_violation():
     sp = _split(members, nonmembers)
     est = stats.tpr_at_fpr(sp, 0.01, 0.95)
     assert not est.measurable and est.lo > 0.9
-    status, reason = decide(est, Check(id="t", attack="best", metric="tpr_at_fpr", fpr=0.01, max=0.05), Decision.upper_bound)
+    status, reason = decide(
+        est, Check(id="t", attack="best", metric="tpr_at_fpr", fpr=0.01, max=0.05), Decision.upper_bound
+    )
     assert status == "fail" and "proven violation" in reason
 
 
@@ -184,5 +242,12 @@ def test_null_tpr_at_a_loose_achieved_fpr_is_never_a_proven_fail():
         sp = _split(rng.normal(size=220), rng.normal(size=220))
         est = stats.tpr_at_fpr(sp, 0.01, 0.95)
         if est.resolvable and est.measurable:
-            fails += decide(est, Check(id="t", attack="loss", metric="tpr_at_fpr", fpr=0.01, max=0.05), Decision.upper_bound)[0] == "fail"
-    assert fails <= 3  # at most 2.5 % expected (one side of a 95 % interval); the old point-estimate rule failed 25 of 300
+            fails += (
+                decide(
+                    est, Check(id="t", attack="loss", metric="tpr_at_fpr", fpr=0.01, max=0.05), Decision.upper_bound
+                )[0]
+                == "fail"
+            )
+    assert (
+        fails <= 3
+    )  # at most 2.5 % expected (one side of a 95 % interval); the old point-estimate rule failed 25 of 300

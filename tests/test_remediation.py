@@ -25,14 +25,17 @@ from click.testing import CliRunner
 from sklearn.datasets import load_digits
 from torch import nn
 
-from privgate.data import AuditData, Dataset
 from privgate.dp import remediate as rem
-from privgate.dp.train import DPRecipe, DPSettings, accuracy, make_private_module, probe_private_training, search_clip_norm, train_dp
+from privgate.dp.clip import accuracy, search_clip_norm
+from privgate.dp.hardened import save_hardened
+from privgate.dp.recipe import DPRecipe
+from privgate.dp.train import DPSettings, make_private_module, probe_private_training, train_dp
 from privgate.errors import PolicyError, RecipeError
+from privgate.inputs.data import AuditData, Dataset
+from privgate.inputs.target import Target
 from privgate.policy import Utility, parse_policy
 from privgate.recipe import Recipe
 from privgate.report.model import CheckResult
-from privgate.target import Target
 
 # torch.jit (TorchScript, the portable format privgate writes and loads) warns that it is deprecated
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
@@ -77,7 +80,8 @@ attacks: {loss: {}, confidence: {}}
 checks:
   - {id: mia-acc, attack: best, metric: accuracy, max: 0.55}
 utility: {max_drop: 0.15}
-remediation: {enabled: true, epsilons: [8, 1], strategy: ladder, accountant: rdp, epochs: 8, batch_size: 100, max_grad_norm: 1.0}
+remediation: {enabled: true, epsilons: [8, 1], strategy: ladder, accountant: rdp, epochs: 8, batch_size: 100,
+              max_grad_norm: 1.0}
 """
 
 #: An AUC of at most 0.3 is below chance: no model meets it, and ε = 1 costs too much utility.
@@ -139,7 +143,17 @@ def test_utility_floor_rules():
 
 
 def _check(cid: str, status: str, value: float | None) -> CheckResult:
-    return CheckResult(id=cid, attack="best", metric="auc", value=value, ci=[None, None], threshold=0.6, status=status, reason="r", confidence=0.95)
+    return CheckResult(
+        id=cid,
+        attack="best",
+        metric="auc",
+        value=value,
+        ci=[None, None],
+        threshold=0.6,
+        status=status,
+        reason="r",
+        confidence=0.95,
+    )
 
 
 def test_privacy_status_never_counts_inconclusive_as_pass():
@@ -232,14 +246,26 @@ def test_train_dp_meets_and_records_its_epsilon(tiny):
     assert rec.architecture_changes == [] and rec.seconds > 0
     assert not any(k.startswith("_module") for k in model.state_dict())  # a clean module, no Opacus wrapper
     again, rec2 = train_dp(tiny["recipe"], x, y, seed=3, settings=_settings(epochs=3), target_epsilon=2.0)
-    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))  # same seed, same model
+    assert all(
+        torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values())
+    )  # same seed, same model
     # physical batches of 16 (BatchMemoryManager) do not change the logical steps or the guarantee
-    _, rec3 = train_dp(tiny["recipe"], x, y, seed=3, settings=_settings(epochs=3, max_physical_batch_size=16), target_epsilon=2.0)
+    _, rec3 = train_dp(
+        tiny["recipe"], x, y, seed=3, settings=_settings(epochs=3, max_physical_batch_size=16), target_epsilon=2.0
+    )
     assert rec3.steps == 9 and rec3.epsilon == pytest.approx(rec.epsilon)
     # ghost clipping (the default) is the same DP-SGD update as materialised per-example gradients
-    hooks, rec4 = train_dp(tiny["recipe"], x, y, seed=3, settings=_settings(epochs=3, grad_sample_mode="hooks"), target_epsilon=2.0)
-    assert rec.grad_sample_mode == "ghost" and rec4.grad_sample_mode == "hooks" and rec4.noise_multiplier == rec.noise_multiplier
-    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(model.state_dict().values(), hooks.state_dict().values()))
+    hooks, rec4 = train_dp(
+        tiny["recipe"], x, y, seed=3, settings=_settings(epochs=3, grad_sample_mode="hooks"), target_epsilon=2.0
+    )
+    assert (
+        rec.grad_sample_mode == "ghost"
+        and rec4.grad_sample_mode == "hooks"
+        and rec4.noise_multiplier == rec.noise_multiplier
+    )
+    assert all(
+        torch.allclose(a, b, atol=1e-5) for a, b in zip(model.state_dict().values(), hooks.state_dict().values())
+    )
 
 
 def test_prv_failure_falls_back_to_rdp(tiny, monkeypatch):
@@ -251,16 +277,23 @@ def test_prv_failure_falls_back_to_rdp(tiny, monkeypatch):
         raise RuntimeError("Discrete mean differs significantly from continuous mean.")
 
     monkeypatch.setattr(PRVAccountant, "get_epsilon", broken)
-    _, rec = train_dp(tiny["recipe"], tiny["members"].x, tiny["members"].y, settings=_settings(accountant="prv"), target_epsilon=8.0)
+    _, rec = train_dp(
+        tiny["recipe"], tiny["members"].x, tiny["members"].y, settings=_settings(accountant="prv"), target_epsilon=8.0
+    )
     assert rec.accountant == "rdp" and "PRV" in rec.accountant_note and "fell back to RDP" in rec.accountant_note
     assert 7.5 <= rec.epsilon <= 8.0
 
 
 def test_batchnorm_is_replaced_and_recorded(tiny):
-    recipe = Recipe(model_factory=lambda: nn.Sequential(nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 10)), name="bn")
+    recipe = Recipe(
+        model_factory=lambda: nn.Sequential(nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 10)),
+        name="bn",
+    )
     fixed, changes = make_private_module(recipe.build(), "bn")
     assert changes == ["1: BatchNorm1d → GroupNorm"] and isinstance(fixed[1], nn.GroupNorm)
-    model, rec = train_dp(recipe, tiny["members"].x, tiny["members"].y, settings=_settings(epochs=1), target_epsilon=8.0)
+    model, rec = train_dp(
+        recipe, tiny["members"].x, tiny["members"].y, settings=_settings(epochs=1), target_epsilon=8.0
+    )
     assert rec.architecture_changes == ["1: BatchNorm1d → GroupNorm"] and isinstance(model[1], nn.GroupNorm)
     assert probe_private_training(recipe, tiny["members"].x, tiny["members"].y) == ["1: BatchNorm1d → GroupNorm"]
     with pytest.raises(RecipeError, match="Opacus cannot compute per-example gradients"):
@@ -268,7 +301,7 @@ def test_batchnorm_is_replaced_and_recorded(tiny):
 
 
 def test_dp_recipe_trains_reference_models_like_the_target(tiny):
-    from privgate.ensemble import recipe_fingerprint
+    from privgate.training.fingerprint import recipe_fingerprint
 
     x, y = tiny["members"].x, tiny["members"].y
     settings = _settings(epochs=2)
@@ -278,11 +311,25 @@ def test_dp_recipe_trains_reference_models_like_the_target(tiny):
     assert (dp.noise_multiplier, dp.max_grad_norm, dp.steps_per_epoch, dp.epochs) == (rec.noise_multiplier, 1.0, 3, 2)
     ref = dp.train(x[:150], y[:150], seed=1)  # half the rows: same σ, C, steps per epoch, epochs
     assert ref.state_dict().keys() == dp.build().state_dict().keys()
-    _, ref_rec = train_dp(dp, x[:150], y[:150], 1, settings=dp.settings, noise_multiplier=dp.noise_multiplier, steps_per_epoch=dp.steps_per_epoch)
-    assert ref_rec.steps == rec.steps and ref_rec.sample_rate == pytest.approx(rec.sample_rate) and ref_rec.epsilon == pytest.approx(rec.epsilon, rel=1e-6)
+    _, ref_rec = train_dp(
+        dp,
+        x[:150],
+        y[:150],
+        1,
+        settings=dp.settings,
+        noise_multiplier=dp.noise_multiplier,
+        steps_per_epoch=dp.steps_per_epoch,
+    )
+    assert (
+        ref_rec.steps == rec.steps
+        and ref_rec.sample_rate == pytest.approx(rec.sample_rate)
+        and ref_rec.epsilon == pytest.approx(rec.epsilon, rel=1e-6)
+    )
     # the reference-model cache keys on the DP settings: another clip norm or σ is another recipe
     assert recipe_fingerprint(dp) != recipe_fingerprint(dataclasses.replace(dp, max_grad_norm=0.1))
-    assert recipe_fingerprint(dp) != recipe_fingerprint(dataclasses.replace(dp, noise_multiplier=2 * dp.noise_multiplier))
+    assert recipe_fingerprint(dp) != recipe_fingerprint(
+        dataclasses.replace(dp, noise_multiplier=2 * dp.noise_multiplier)
+    )
 
 
 def test_clip_search_stops_at_the_first_clear_drop(tiny):
@@ -308,8 +355,13 @@ def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
     out = rem.remediate(target, _data(tiny), policy, tiny["recipe"], seed=0, on_row=rows.append, progress=said.append)
     section = out.report.remediation
     # progress: the original audit's attacks, then the candidate's training and attacks, each labelled with its ε
-    assert said == ["running attack loss (1/2)", "running attack confidence (2/2)", "DP-SGD ε=8: training (model 1)",
-                    "DP-SGD ε=8: running attack loss (1/2)", "DP-SGD ε=8: running attack confidence (2/2)"]
+    assert said == [
+        "running attack loss (1/2)",
+        "running attack confidence (2/2)",
+        "DP-SGD ε=8: training (model 1)",
+        "DP-SGD ε=8: running attack loss (1/2)",
+        "DP-SGD ε=8: running attack confidence (2/2)",
+    ]
     assert section["original"]["verdict"] == "fail" and section["original"]["checks"][0]["value"] > 0.55
     assert out.status == "hardened" and out.report.verdict == "pass" and out.exit_code == 0
     assert section["chosen_epsilon"] == 8 and section["trainings"] == 1 and len(rows) == 1 == len(section["rows"])
@@ -319,13 +371,20 @@ def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
     assert floor == pytest.approx(section["original"]["utility"] - 0.15, abs=1e-6) and row["utility"] >= floor
     assert section["utility"]["data"].startswith("population (300 rows")
     tr = row["training"]
-    assert tr["epsilon"] <= 8 and tr["delta"] == pytest.approx(1 / 3000) and tr["steps"] == 24 and tr["accountant"] == "rdp"
+    assert (
+        tr["epsilon"] <= 8
+        and tr["delta"] == pytest.approx(1 / 3000)
+        and tr["steps"] == 24
+        and tr["accountant"] == "rdp"
+    )
     assert "1 DP-SGD training(s) of the target and 0 noise-free" in section["selection_leakage"]
     # the hardened model is the candidate the report describes
     assert accuracy(out.model, tiny["population"].x, tiny["population"].y) == pytest.approx(row["utility"], abs=1e-6)
-    written = rem.save_hardened(out.model, tmp_path / "h.pt", tiny["members"].x)
+    written = save_hardened(out.model, tmp_path / "h.pt", tiny["members"].x)
     loaded = Target.load(written["torchscript"])
-    assert loaded.fmt == "torchscript" and np.allclose(loaded.predict_proba(tiny["population"].x), Target(out.model).predict_proba(tiny["population"].x), atol=1e-6)
+    assert loaded.fmt == "torchscript" and np.allclose(
+        loaded.predict_proba(tiny["population"].x), Target(out.model).predict_proba(tiny["population"].x), atol=1e-6
+    )
     sd = torch.load(written["state_dict"], weights_only=True)
     assert sd.keys() == out.model.state_dict().keys()
 
@@ -333,7 +392,12 @@ def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
 def test_remediate_does_nothing_for_a_passing_model(tiny):
     policy = parse_policy(POLICY_PASSABLE.replace("max: 0.55", "max: 0.9"))
     out = rem.remediate(Target(tiny["model"]), _data(tiny), policy, tiny["recipe"])
-    assert out.status == "not_needed" and out.report.remediation["trainings"] == 0 and out.model is None and out.exit_code == 0
+    assert (
+        out.status == "not_needed"
+        and out.report.remediation["trainings"] == 0
+        and out.model is None
+        and out.exit_code == 0
+    )
 
 
 def test_remediation_must_be_enabled_and_needs_a_recipe(tiny):
@@ -355,15 +419,28 @@ def _privgate_cmd() -> list[str]:
 
 def _cli(tiny, *args: str) -> subprocess.CompletedProcess:
     d = tiny["dir"]
-    cmd = [*_privgate_cmd(), *args, "--members", "members.npz", "--nonmembers", "nonmembers.npz", "--population", "population.npz"]
-    return subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        *_privgate_cmd(),
+        *args,
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        "--population",
+        "population.npz",
+    ]
+    return subprocess.run(
+        cmd, cwd=d, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
 
 
 def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
     d = tiny["dir"]
     before = _sha(d / "model.pt")
     t0 = time.perf_counter()
-    r = _cli(tiny, "harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--json", "hard.json")
+    r = _cli(
+        tiny, "harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--json", "hard.json"
+    )
     wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stdout + r.stderr
     assert _sha(d / "model.pt") == before
@@ -373,7 +450,9 @@ def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
     assert report["verdict"] == "pass" and section["chosen_epsilon"] == 8 and section["input_sha256"] == before
     # every audit counted once: the run's duration fits in the process's wall time, the search in the run
     assert section["rows"][0]["audit_seconds"] < section["seconds"] <= report["duration_s"] <= wall
-    assert report["target"]["path"].endswith("model.hardened.pt") and report["target"]["sha256"] == _sha(d / "model.hardened.pt")
+    assert report["target"]["path"].endswith("model.hardened.pt") and report["target"]["sha256"] == _sha(
+        d / "model.hardened.pt"
+    )
     assert "ε = 8" in r.stdout and "accepted" in r.stdout and "Remediation: DP-SGD ε search" in r.stdout
     # the hardened TorchScript passes the policy when audited on its own, without a recipe
     again = _cli(tiny, "check", "model.hardened.pt", "--policy", "passable.yaml")
@@ -382,8 +461,20 @@ def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
 
 def test_cli_exits_1_when_no_epsilon_meets_the_policy_within_the_floor(tiny):
     t0 = time.perf_counter()
-    r = _cli(tiny, "check", "model.pt", "--policy", "impossible.yaml", "--recipe", "tiny_recipe:RECIPE", "--remediate",
-             "--output-model", "never.pt", "--json", "never.json")
+    r = _cli(
+        tiny,
+        "check",
+        "model.pt",
+        "--policy",
+        "impossible.yaml",
+        "--recipe",
+        "tiny_recipe:RECIPE",
+        "--remediate",
+        "--output-model",
+        "never.pt",
+        "--json",
+        "never.json",
+    )
     wall = time.perf_counter() - t0
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tiny["dir"] / "never.json").read_text())
@@ -404,9 +495,35 @@ def test_cli_bad_input_exits_2(tiny, monkeypatch):
     torch.jit.save(torch.jit.trace(tiny["model"], torch.zeros(1, 64)), str(ts))
     cases = {
         "needs its training recipe": ["harden", str(ts), "--policy", "passable.yaml", *data],
-        "Opacus cannot compute per-example gradients": ["harden", str(ts), "--policy", "passable.yaml", "--recipe", "tiny_recipe:BAD", *data],
-        "remediation is not enabled": ["harden", "model.pt", "--policy", "disabled.yaml", "--recipe", "tiny_recipe:RECIPE", *data],
-        "would overwrite an input": ["harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--output-model", "members.npz", *data],
+        "Opacus cannot compute per-example gradients": [
+            "harden",
+            str(ts),
+            "--policy",
+            "passable.yaml",
+            "--recipe",
+            "tiny_recipe:BAD",
+            *data,
+        ],
+        "remediation is not enabled": [
+            "harden",
+            "model.pt",
+            "--policy",
+            "disabled.yaml",
+            "--recipe",
+            "tiny_recipe:RECIPE",
+            *data,
+        ],
+        "would overwrite an input": [
+            "harden",
+            "model.pt",
+            "--policy",
+            "passable.yaml",
+            "--recipe",
+            "tiny_recipe:RECIPE",
+            "--output-model",
+            "members.npz",
+            *data,
+        ],
     }
     for message, args in cases.items():
         result = runner.invoke(cli, args)
@@ -419,8 +536,8 @@ def test_cli_harden_writes_the_model_and_its_reports_together_or_not_at_all(tiny
     into place are taken back, and the file the user had at the output path is as it was."""
     import errno
 
-    from privgate import atomic
     from privgate.cli import cli
+    from privgate.io import atomic
 
     d = tiny["dir"]
     monkeypatch.chdir(d)
@@ -434,13 +551,33 @@ def test_cli_harden_writes_the_model_and_its_reports_together_or_not_at_all(tiny
         return real_replace(src, dst)
 
     monkeypatch.setattr(atomic.os, "replace", full_at_the_end)
-    args = ["harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--members", "members.npz",
-            "--nonmembers", "nonmembers.npz", "--population", "population.npz", "--output-model", "keep.pt",
-            "--json", "keep.json", "--html", "keep.html"]
+    args = [
+        "harden",
+        "model.pt",
+        "--policy",
+        "passable.yaml",
+        "--recipe",
+        "tiny_recipe:RECIPE",
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        "--population",
+        "population.npz",
+        "--output-model",
+        "keep.pt",
+        "--json",
+        "keep.json",
+        "--html",
+        "keep.html",
+    ]
     result = CliRunner().invoke(cli, args)
     monkeypatch.undo()
     assert result.exit_code == 2, result.output
-    assert "keep.state_dict.pt: cannot write the hardened model's state_dict (No space left on device); nothing was written." in " ".join(result.output.split())
+    assert (
+        "keep.state_dict.pt: cannot write the hardened model's state_dict (No space left on device); nothing "
+        "was written." in " ".join(result.output.split())
+    )
     assert (d / "keep.pt").read_bytes() == b"the user's own model, not to be lost"
     assert not any((d / f).exists() for f in ("keep.state_dict.pt", "keep.json", "keep.html"))
     assert not [p for p in d.rglob("*") if p.name.endswith(".tmp")]

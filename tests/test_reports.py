@@ -21,8 +21,9 @@ import pytest
 from pipeline_cases import constant_model, leaky_tree
 
 import privgate
+from privgate.io.png import png_bytes
 from privgate.report import available_formats, render
-from privgate.report.html import Series, line_chart, png_bytes, roc_chart
+from privgate.report.charts import Series, line_chart, roc_chart
 from privgate.report.markdown import cell
 from privgate.report.model import AttackSummary, Report
 from privgate.report.remediation import chosen_epsilon
@@ -49,15 +50,36 @@ checks:
     fpr: 0.001
     max: 0.05
 """
+
+
 def _row(eps: float, utility: float, acc: float, status: str, spent: float, sigma: float) -> dict:
     """A row as privgate.dp.remediate writes it."""
     return {
-        "epsilon": eps, "utility": utility, "utility_ci": [utility - 0.04, utility + 0.03], "utility_ok": True,
+        "epsilon": eps,
+        "utility": utility,
+        "utility_ci": [utility - 0.04, utility + 0.03],
+        "utility_ok": True,
         "checks": [{"id": "mia-accuracy", "value": acc, "ci": [acc - 0.1, acc + 0.1], "status": status}],
-        "privacy": status, "verdict": status, "accepted": status == "pass",
-        "training": {"target_epsilon": eps, "epsilon": spent, "delta": 6.7e-4, "noise_multiplier": sigma, "max_grad_norm": 1.0,
-                     "sample_rate": 0.33, "steps": 120, "epochs": 40, "batch_size": 50, "accountant": "prv", "n_train": 150,
-                     "seconds": 0.4, "calibration_seconds": 2.3, "accountant_note": None, "architecture_changes": []},
+        "privacy": status,
+        "verdict": status,
+        "accepted": status == "pass",
+        "training": {
+            "target_epsilon": eps,
+            "epsilon": spent,
+            "delta": 6.7e-4,
+            "noise_multiplier": sigma,
+            "max_grad_norm": 1.0,
+            "sample_rate": 0.33,
+            "steps": 120,
+            "epochs": 40,
+            "batch_size": 50,
+            "accountant": "prv",
+            "n_train": 150,
+            "seconds": 0.4,
+            "calibration_seconds": 2.3,
+            "accountant_note": None,
+            "architecture_changes": [],
+        },
         "audit_seconds": 0.03,
     }
 
@@ -66,16 +88,26 @@ def _row(eps: float, utility: float, acc: float, status: str, spent: float, sigm
 REMEDIATION = {
     "strategy": "ladder",
     "schedule": [50.0, 20.0, 10.0, 5.0],
-    "original": {"verdict": "fail", "utility": 0.94, "utility_ci": [0.9, 0.96], "checks": [{"id": "mia-accuracy", "value": 0.88, "status": "fail"}]},
+    "original": {
+        "verdict": "fail",
+        "utility": 0.94,
+        "utility_ci": [0.9, 0.96],
+        "checks": [{"id": "mia-accuracy", "value": 0.88, "status": "fail"}],
+    },
     "utility": {"metric": "accuracy", "data": "<population>", "floor": 0.85, "rule": "max_drop 0.1"},
     "trainings": 4,
     "clip_search_trainings": 0,
     "chosen_epsilon": 5.0,
-    "rows": [_row(50.0, 0.93, 0.81, "fail", 49.9, 0.6), _row(20.0, 0.91, 0.74, "pass", 19.9, 0.9),
-             _row(10.0, 0.90, 0.66, "pass", 9.99, 1.6), _row(5.0, 0.88, 0.58, "pass", 4.99, 2.8)],
+    "rows": [
+        _row(50.0, 0.93, 0.81, "fail", 49.9, 0.6),
+        _row(20.0, 0.91, 0.74, "pass", 19.9, 0.9),
+        _row(10.0, 0.90, 0.66, "pass", 9.99, 1.6),
+        _row(5.0, 0.88, 0.58, "pass", 4.99, 2.8),
+    ],
     "settings": {"epochs": 40, "batch_size": 50, "max_grad_norm": 1.0, "clip_search": [], "delta": 6.7e-4},
     "architecture_changes": [],
-    "selection_leakage": "Choosing ε by repeatedly attacking candidate models on the same audit data is itself a data-dependent choice (recorded so it can be accounted for).",
+    "selection_leakage": "Choosing ε by repeatedly attacking candidate models on the same audit data is "
+    "itself a data-dependent choice (recorded so it can be accounted for).",
     "status": "hardened",
     "chosen": {"epsilon": 5.0, "epsilon_spent": 4.99, "utility": 0.88},
     "reason": "DP-SGD at ε = 5 (δ = 0.00067) passes every check with utility 0.8800 (original 0.9400, floor 0.8500)",
@@ -166,7 +198,10 @@ def test_sarif_is_valid_and_points_at_the_policy_lines(failing, policy_file, sar
     rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
     assert rules == ["privgate/accuracy", "privgate/tpr_at_fpr"]
     results = run["results"]
-    assert [(r["ruleId"], r["level"]) for r in results] == [("privgate/accuracy", "error"), ("privgate/tpr_at_fpr", "warning")]
+    assert [(r["ruleId"], r["level"]) for r in results] == [
+        ("privgate/accuracy", "error"),
+        ("privgate/tpr_at_fpr", "warning"),
+    ]
     assert [rules[r["ruleIndex"]] for r in results] == [r["ruleId"] for r in results]
     lines = POLICY.splitlines()
     for r, check_id in zip(results, ["mia-accuracy", "mia-tpr"]):
@@ -189,10 +224,17 @@ def test_sarif_of_a_passing_report_is_valid_and_empty(passing, sarif_validator):
 
 def test_sarif_with_a_builtin_policy_points_at_the_model(failing, sarif_validator, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rep = failing.model_copy(update={"policy": {**failing.policy, "source": "internal"}, "target": {**failing.target, "path": "models/model.pt"}})
+    rep = failing.model_copy(
+        update={
+            "policy": {**failing.policy, "source": "internal"},
+            "target": {**failing.target, "path": "models/model.pt"},
+        }
+    )
     log = json.loads(render(rep, "sarif"))
     sarif_validator.validate(log)
-    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]} == {"models/model.pt"}
+    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]} == {
+        "models/model.pt"
+    }
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -202,7 +244,7 @@ def _rows(md: str, header_start: str) -> list[str]:
     lines = md.splitlines()
     i = next(k for k, line in enumerate(lines) if line.startswith(header_start))
     out = []
-    for line in lines[i + 2:]:
+    for line in lines[i + 2 :]:
         if not line.startswith("|"):
             break
         out.append(line)
@@ -243,7 +285,19 @@ def test_markdown_remediation_table(failing):
     assert "strategy: ladder · schedule: 50, 20, 10, 5 · trainings: 4" in md and "utility floor: 0.85" in md
     assert "*selection leakage*: Choosing ε" in md and "*reason*: DP-SGD at ε = 5" in md
     header = _cells(next(line for line in md.splitlines() if line.startswith("| ε |")))
-    assert header == ["ε", "utility", "utility_ci", "utility_ok", "mia-accuracy", "mia-accuracy status", "privacy", "verdict", "accepted", "ε spent", "σ"]
+    assert header == [
+        "ε",
+        "utility",
+        "utility_ci",
+        "utility_ok",
+        "mia-accuracy",
+        "mia-accuracy status",
+        "privacy",
+        "verdict",
+        "accepted",
+        "ε spent",
+        "σ",
+    ]
     rows = [_cells(r) for r in _rows(md, "| ε |")]
     assert [r[0] for r in rows] == ["50", "20", "10", "5"]
     assert rows[0][1:] == ["0.93", "[0.89, 0.96]", "true", "0.81", "fail", "fail", "fail", "false", "49.9", "0.6"]
@@ -253,7 +307,11 @@ def test_remediation_view_reads_partial_or_odd_data(failing):
     assert remediation_view(failing) is None
     partial = remediation_view(failing.model_copy(update={"remediation": {"chosen_epsilon": 2.0}}))
     assert partial.rows == [] and partial.chosen_epsilon == 2.0 and not partial.plottable
-    odd = remediation_view(failing.model_copy(update={"remediation": {"steps": [{"epsilon": "big", "note": "x"}], "chosen": {"epsilon": 1}}}))
+    odd = remediation_view(
+        failing.model_copy(
+            update={"remediation": {"steps": [{"epsilon": "big", "note": "x"}], "chosen": {"epsilon": 1}}}
+        )
+    )
     assert odd.chosen_epsilon == 1.0 and not odd.plottable
     full = remediation_view(failing.model_copy(update={"remediation": REMEDIATION}))
     assert full.epsilon_key == "epsilon" and full.utility_keys == ["utility"] and full.leakage_keys == ["mia-accuracy"]
@@ -272,8 +330,8 @@ def decode_png(data: bytes) -> np.ndarray:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, header = 8, b"", None
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        tag, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        tag, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
         if tag == b"IHDR":
             header = struct.unpack(">IIBBBBB", body)
         elif tag == b"IDAT":
@@ -326,8 +384,15 @@ def _points(svg: str, name: str) -> list[tuple[float, float]]:
 
 
 def test_roc_chart_uses_log_log_axes():
-    a = AttackSummary(name="loss", threat_model="black-box", status="ran", auc=0.8, n_members=100, n_nonmembers=100,
-                      roc={"fpr": [0.0, 0.01, 0.1, 1.0], "tpr": [0.0, 0.1, 0.5, 1.0]})
+    a = AttackSummary(
+        name="loss",
+        threat_model="black-box",
+        status="ran",
+        auc=0.8,
+        n_members=100,
+        n_nonmembers=100,
+        roc={"fpr": [0.0, 0.01, 0.1, 1.0], "tpr": [0.0, 0.1, 0.5, 1.0]},
+    )
     xy = _points(roc_chart([a]), "loss (AUC 0.800)")
     # axes 0.01..1 on a 482 x 322 px plot whose top-left corner is (62, 30)
     x = lambda f: 62 + 482 * (math.log10(f) + 2) / 2  # noqa: E731
@@ -347,8 +412,16 @@ def test_roc_chart_uses_log_log_axes():
 
 
 def test_line_chart_linear_axis():
-    svg = line_chart([Series("u", [1.0, 10.0], [0.0, 1.0], "#000")], x_range=(1, 10), y_range=(0, 1), x_log=True, y_log=False,
-                     x_label="x", y_label="y", title="t")
+    svg = line_chart(
+        [Series("u", [1.0, 10.0], [0.0, 1.0], "#000")],
+        x_range=(1, 10),
+        y_range=(0, 1),
+        x_log=True,
+        y_log=False,
+        x_label="x",
+        y_label="y",
+        title="t",
+    )
     pts = re.search(r"points='([^']+)'", svg).group(1).split()
     assert pts == ["62.0,352.0", "544.0,30.0"]
 
@@ -357,7 +430,10 @@ def test_html_is_self_contained_with_checks_roc_and_remediation(failing):
     rng = np.random.default_rng(0)
     attacks = [a.model_copy(deep=True) for a in failing.attacks]
     attacks[0].extras["reconstructions"] = rng.random((4, 64)).tolist()
-    attacks[1].extras["artefacts"] = {"reconstructions.png": png_bytes(np.full((8, 16), 200, np.uint8)), "reconstructions.csv": b"a,b\n"}
+    attacks[1].extras["artefacts"] = {
+        "reconstructions.png": png_bytes(np.full((8, 16), 200, np.uint8)),
+        "reconstructions.csv": b"a,b\n",
+    }
     rep = failing.model_copy(update={"remediation": REMEDIATION, "attacks": attacks})
     page = render(rep, "html")
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
@@ -367,11 +443,11 @@ def test_html_is_self_contained_with_checks_roc_and_remediation(failing):
     assert "<script" not in page
     acc = failing.checks[0]
     assert page.count("<tr class='check ") == 2 and f"{acc.value:.3f} [{acc.ci[0]:.3f}, {acc.ci[1]:.3f}]" in page
-    roc = page[page.index("<figure id='roc'>"):]
-    roc = roc[:roc.index("</figure>")]
+    roc = page[page.index("<figure id='roc'>") :]
+    roc = roc[: roc.index("</figure>")]
     assert roc.count("class='series'") == len([a for a in failing.attacks if a.status == "ran"]) == 3
-    rem = page[page.index("<figure id='remediation'>"):]
-    rem = rem[:rem.index("</figure>")]
+    rem = page[page.index("<figure id='remediation'>") :]
+    rem = rem[: rem.index("</figure>")]
     assert "chosen ε = 5" in rem and "utility floor 0.85" in rem and "mia-accuracy max 0.8" in rem
     assert re.findall(r"class='series' data-name='([^']+)'", rem) == ["utility", "mia-accuracy"]
     tiles = re.findall(r"<img class='tile' alt='loss: reconstructions #\d' src='data:image/png;base64,([^']+)'", page)
@@ -380,14 +456,17 @@ def test_html_is_self_contained_with_checks_roc_and_remediation(failing):
 
 
 def test_html_embeds_saved_inversion_artefacts_found_next_to_the_report(failing, tmp_path, monkeypatch):
-    """privgate.artefacts saves files under REPORT.artefacts/ and lists their paths; rendering elsewhere still finds them."""
+    """io.artefacts saves files under REPORT.artefacts/ and lists their paths; rendering elsewhere finds them."""
     run_dir = tmp_path / "ci"
     grid = run_dir / "run.artefacts" / "inversion" / "reconstructions.png"
     grid.parent.mkdir(parents=True)
     grid.write_bytes(png_bytes(np.tile(np.arange(16, dtype=np.uint8) * 16, (8, 1))))
     attacks = [a.model_copy(deep=True) for a in failing.attacks]
-    attacks[0].extras["artefacts"] = ["run.artefacts/inversion/reconstructions.png", "run.artefacts/inversion/reconstructions.csv",
-                                      "run.artefacts/inversion/gone.png"]
+    attacks[0].extras["artefacts"] = [
+        "run.artefacts/inversion/reconstructions.png",
+        "run.artefacts/inversion/reconstructions.csv",
+        "run.artefacts/inversion/gone.png",
+    ]
     (run_dir / "run.json").write_text(failing.model_copy(update={"attacks": attacks}).to_json())
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -416,28 +495,40 @@ def _chromium() -> str | None:
 
 @pytest.mark.skipif(_chromium() is None, reason="Chromium is not installed")
 def test_html_renders_in_headless_chromium(failing, tmp_path):
-    """Open the page in headless Chromium, take a screenshot, and find the red verdict badge and the ROC curves in it."""
+    """Open the page in headless Chromium, take a screenshot, find the red verdict badge and the ROC curves in it."""
     rep = failing.model_copy(update={"remediation": REMEDIATION})
     page = tmp_path / "report.html"
     page.write_text(render(rep, "html"), encoding="utf-8")
     shot = tmp_path / "report.png"
-    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
-           "--window-size=800,1700", f"--screenshot={shot}", page.as_uri()]
+    cmd = [
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=800,1700",
+        f"--screenshot={shot}",
+        page.as_uri(),
+    ]
     subprocess.run(cmd, capture_output=True, timeout=120)
     assert shot.is_file(), "Chromium wrote no screenshot"
     img = decode_png(shot.read_bytes())[:, :, :3].astype(int)
     assert img.shape[:2] == (1700, 800)
 
     def near(colour: str, region: np.ndarray) -> int:
-        rgb = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
+        rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
         return int((np.abs(region - rgb).sum(axis=2) < 40).sum())
 
-    assert near("#c62828", img[:150]) > 500        # the red FAIL badge, near the top
+    assert near("#c62828", img[:150]) > 500  # the red FAIL badge, near the top
     roc = img[550:1000]
-    assert near("#2ca02c", roc) > 150              # the last ROC curve drawn (correctness)
-    assert near("#d62728", roc) > 150              # confidence's curve
-    assert near("#1f77b4", img[1000:]) > 150       # utility in the remediation plot
+    assert near("#2ca02c", roc) > 150  # the last ROC curve drawn (correctness)
+    assert near("#d62728", roc) > 150  # confidence's curve
+    assert near("#1f77b4", img[1000:]) > 150  # utility in the remediation plot
     assert (img.reshape(-1, 3) != 255).any(axis=1).mean() > 0.03  # not a blank page
 
 
@@ -463,8 +554,20 @@ def test_report_render_writes_every_format(failing, tmp_path, sarif_validator):
     before = run.read_bytes()
     out = tmp_path / "out"
     # as a user runs it: the installed console script
-    r = _privgate("report", "render", str(run), "--html", str(out / "r.html"), "--markdown", str(out / "r.md"),
-                  "--junit", str(out / "r.xml"), "--sarif", str(out / "r.sarif"), cwd=tmp_path)
+    r = _privgate(
+        "report",
+        "render",
+        str(run),
+        "--html",
+        str(out / "r.html"),
+        "--markdown",
+        str(out / "r.md"),
+        "--junit",
+        str(out / "r.xml"),
+        "--sarif",
+        str(out / "r.sarif"),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert run.read_bytes() == before
     assert (out / "r.md").read_text() == render(failing, "markdown")
@@ -508,7 +611,14 @@ def test_report_outputs_for_github(failing, tmp_path):
     r = _cli("report", "outputs", str(run))
     assert r.exit_code == 0
     assert dict(line.split("=", 1) for line in r.output.splitlines()) == {
-        "verdict": "fail", "exit-code": "1", "checks": "2", "failed": "1", "inconclusive": "1", "passed": "0", "epsilon": ""}
+        "verdict": "fail",
+        "exit-code": "1",
+        "checks": "2",
+        "failed": "1",
+        "inconclusive": "1",
+        "passed": "0",
+        "epsilon": "",
+    }
     run.write_text(failing.model_copy(update={"remediation": REMEDIATION}).to_json())
     assert "epsilon=5\n" in _cli("report", "outputs", str(run)).output
     assert chosen_epsilon(REMEDIATION) == 5.0
@@ -518,12 +628,26 @@ def test_roc_curves_have_distinct_colours_and_the_legend_sits_below_the_plot():
     from privgate.attacks import available_attacks
 
     names = sorted(available_attacks()) + [f"extra_{i}" for i in range(10)]  # every attack, and more than the palette
-    attacks = [AttackSummary(name=n, threat_model="black-box", status="ran", auc=0.6, n_members=100, n_nonmembers=100,
-                             roc={"fpr": [0.0, 0.01 * (i + 1), 1.0], "tpr": [0.0, 0.5, 1.0]}) for i, n in enumerate(names)]
+    attacks = [
+        AttackSummary(
+            name=n,
+            threat_model="black-box",
+            status="ran",
+            auc=0.6,
+            n_members=100,
+            n_nonmembers=100,
+            roc={"fpr": [0.0, 0.01 * (i + 1), 1.0], "tpr": [0.0, 0.5, 1.0]},
+        )
+        for i, n in enumerate(names)
+    ]
     svg = roc_chart(attacks)
     colours = re.findall(r"class='series' data-name='[^']+' points='[^']+' fill='none' stroke='(#[0-9a-f]{6})'", svg)
     assert len(names) == 24 and len(colours) == 24 == len(set(colours))
-    legend = re.findall(r"<g class='legend' data-name='([^']+)'><line x1='[\d.]+' y1='(\d+)' x2='[\d.]+' y2='\d+' stroke='(#[0-9a-f]{6})'", svg)
+    legend = re.findall(
+        r"<g class='legend' data-name='([^']+)'><line x1='[\d.]+' y1='(\d+)' x2='[\d.]+' y2='\d+' "
+        r"stroke='(#[0-9a-f]{6})'",
+        svg,
+    )
     assert [(n, c) for n, _, c in legend] == [(f"{n} (AUC 0.600)", c) for n, c in zip(names, colours)]
     # the plot is 322 px tall from y = 30 and its axis label sits at y = 392: every legend row is below both
     assert min(int(y) for _, y, _ in legend) > 392

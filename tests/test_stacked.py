@@ -8,9 +8,10 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
-from privgate import stacked
-from privgate.ensemble import model_seeds, paired_masks, train_models
 from privgate.recipe import Recipe
+from privgate.training import mlp as stacked
+from privgate.training.engine import train_models
+from privgate.training.plan import model_seeds, paired_masks
 
 
 def _mlp(act: nn.Module | None, bias: bool = True) -> nn.Sequential:
@@ -22,7 +23,9 @@ def _mlp(act: nn.Module | None, bias: bool = True) -> nn.Sequential:
 
 
 @pytest.mark.parametrize(
-    "act", [nn.Tanh(), nn.ReLU(), nn.Sigmoid(), nn.LeakyReLU(0.1), None], ids=["tanh", "relu", "sigmoid", "leaky", "linear"]
+    "act",
+    [nn.Tanh(), nn.ReLU(), nn.Sigmoid(), nn.LeakyReLU(0.1), None],
+    ids=["tanh", "relu", "sigmoid", "leaky", "linear"],
 )
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 def test_gradients_equal_autograd(act, bias):
@@ -72,7 +75,18 @@ def test_gradients_equal_autograd(act, bias):
         (nn.Sequential(nn.Flatten(start_dim=2), nn.Linear(4, 2)), "Flatten"),
         (nn.Linear(4, 2), "not a plain nn.Sequential"),
     ],
-    ids=["conv", "batchnorm", "dropout", "gelu", "logsoftmax", "softmax", "final-act", "leaky-neg", "flatten-dims", "bare"],
+    ids=[
+        "conv",
+        "batchnorm",
+        "dropout",
+        "gelu",
+        "logsoftmax",
+        "softmax",
+        "final-act",
+        "leaky-neg",
+        "flatten-dims",
+        "bare",
+    ],
 )
 def test_plan_declines_what_it_cannot_run(model, reason):
     the_plan, why = stacked.plan(model)
@@ -94,7 +108,10 @@ def test_plan_reads_nested_sequentials_and_flatten():
     net = nn.Sequential(nn.Flatten(), nn.Sequential(nn.Linear(12, 8), nn.ReLU()), nn.Sequential(nn.Linear(8, 3)))
     the_plan, _ = stacked.plan(net)
     assert the_plan is not None and the_plan.flatten and the_plan.in_features == 12
-    assert [(layer.weight, layer.activation) for layer in the_plan.layers] == [("1.0.weight", "relu"), ("2.0.weight", None)]
+    assert [(layer.weight, layer.activation) for layer in the_plan.layers] == [
+        ("1.0.weight", "relu"),
+        ("2.0.weight", None),
+    ]
 
 
 def _flat_model() -> nn.Module:
@@ -188,15 +205,23 @@ def test_clipped_gradient_equals_per_example_clipping(clip):
 
 
 def _dp_recipe(sigma: float, epochs: int = 3, factory=None):  # noqa: ANN001, ANN202
-    from privgate.dp.train import DPRecipe
+    from privgate.dp.recipe import DPRecipe
 
-    return DPRecipe(factory or (lambda: nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))), epochs=epochs,
-                    batch_size=16, lr=1e-2, name="dp-tiny", noise_multiplier=sigma, max_grad_norm=0.5, steps_per_epoch=4)
+    return DPRecipe(
+        factory or (lambda: nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))),
+        epochs=epochs,
+        batch_size=16,
+        lr=1e-2,
+        name="dp-tiny",
+        noise_multiplier=sigma,
+        max_grad_norm=0.5,
+        steps_per_epoch=4,
+    )
 
 
 def test_dp_noise_and_poisson_sampling_follow_the_mechanism():
     """Poisson batches with rate q = 1/steps; noise of std σC / int(n q) per coordinate, per model."""
-    from privgate.ensemble import _dp_step
+    from privgate.training.dp_step import dp_step
 
     recipe = _dp_recipe(sigma=2.0)
     dp = recipe.dp_sgd
@@ -208,7 +233,7 @@ def test_dp_noise_and_poisson_sampling_follow_the_mechanism():
     p = kernel.pack([params[n].detach().clone() for n in names])
     rows = [torch.arange(90), torch.arange(90, 190)]
     gens = [torch.Generator().manual_seed(s) for s in (1, 2)]
-    grad_fn, schedule = _dp_step(kernel, dp, rows, gens, [1, 2], p)
+    grad_fn, schedule = dp_step(kernel, dp, rows, gens, [1, 2], p)
     drawn = np.zeros(190)
     batches = 0
     for _ in range(200):
@@ -223,7 +248,9 @@ def test_dp_noise_and_poisson_sampling_follow_the_mechanism():
     noise = grad_fn(p, torch.zeros_like(idx[0]), torch.zeros_like(w[0]))  # nothing drawn: the update is pure noise
     for m, expected in enumerate((2.0 * 0.5 / 22, 2.0 * 0.5 / 25)):
         flat = torch.cat([t[m].flatten() for t in noise])
-        assert abs(float(flat.std()) / expected - 1) < 0.05 and abs(float(flat.mean())) < 3 * expected / len(flat) ** 0.5
+        assert (
+            abs(float(flat.std()) / expected - 1) < 0.05 and abs(float(flat.mean())) < 3 * expected / len(flat) ** 0.5
+        )
 
 
 def test_dp_recipe_reference_models_are_vectorised_and_train_like_opacus():

@@ -48,7 +48,9 @@ def rr_scores(rng: np.random.Generator, membership: np.ndarray, eps: float, reps
     return (membership[None, :] ^ flip).astype(float)
 
 
-def gauss_split(rng: np.random.Generator, n_in: int, n_out: int, mu: float, n_cal_out: int | None = None) -> S.SplitScores:
+def gauss_split(
+    rng: np.random.Generator, n_in: int, n_out: int, mu: float, n_cal_out: int | None = None
+) -> S.SplitScores:
     """Members N(mu, 1), non-members N(0, 1), in both splits."""
     return S.SplitScores(
         cal_in=rng.standard_normal(n_in) + mu,
@@ -61,7 +63,9 @@ def gauss_split(rng: np.random.Generator, n_in: int, n_out: int, mu: float, n_ca
 # =========================================================================== 1. Clopper-Pearson
 
 
-CP_GRID = sorted({(k, n) for n in (1, 2, 3, 5, 10, 37, 100, 1000) for k in (0, 1, n // 3, n // 2, n - 1, n) if 0 <= k <= n})
+CP_GRID = sorted(
+    {(k, n) for n in (1, 2, 3, 5, 10, 37, 100, 1000) for k in (0, 1, n // 3, n // 2, n - 1, n) if 0 <= k <= n}
+)
 LEVELS = (0.5, 0.8, 0.9, 0.95, 0.99, 0.999)
 
 
@@ -333,7 +337,9 @@ def test_epsilon_lower_bound_is_valid_on_the_laplace_mechanism(strategy):
     rng = np.random.default_rng(41)
     scores = np.round((membership + rng.laplace(scale=1 / eps, size=(reps, 2 * n))) * 10) / 10
     cal = S.calibration_mask(membership, seed=0)
-    lbs = np.array([S.epsilon_lower_bound(S.SplitScores.from_mask(s, membership, cal), 0.0, 0.95, strategy).value for s in scores])
+    lbs = np.array(
+        [S.epsilon_lower_bound(S.SplitScores.from_mask(s, membership, cal), 0.0, 0.95, strategy).value for s in scores]
+    )
     assert int(np.sum(lbs > eps)) <= binom_hi(reps, 0.05)
     assert lbs.mean() >= 0.6 * eps  # measured ≈ 0.77·ε
 
@@ -448,12 +454,16 @@ def test_tpr_at_fpr_needs_ceil_inverse_fpr_nonmembers_per_split(fpr):
     need = math.ceil(1 / fpr)
     rng = np.random.default_rng(70)
     for n_cal, n_eval in ((need - 1, need), (need, need - 1), (need - 1, need - 1)):
-        split = S.SplitScores(rng.standard_normal(50), rng.standard_normal(n_cal), rng.standard_normal(50), rng.standard_normal(n_eval))
+        split = S.SplitScores(
+            rng.standard_normal(50), rng.standard_normal(n_cal), rng.standard_normal(50), rng.standard_normal(n_eval)
+        )
         est = S.tpr_at_fpr(split, fpr)
         assert not est.resolvable and math.isnan(est.value)
         assert f"at least {need} non-members" in est.reason
         assert f"has {n_cal} and {n_eval}" in est.reason
-    split = S.SplitScores(rng.standard_normal(50), rng.standard_normal(need), rng.standard_normal(50), rng.standard_normal(need))
+    split = S.SplitScores(
+        rng.standard_normal(50), rng.standard_normal(need), rng.standard_normal(50), rng.standard_normal(need)
+    )
     est = S.tpr_at_fpr(split, fpr)
     assert est.resolvable
     # the threshold lets through at most floor(fpr·n) calibration non-members
@@ -462,7 +472,9 @@ def test_tpr_at_fpr_needs_ceil_inverse_fpr_nonmembers_per_split(fpr):
 
 def test_tpr_at_fpr_counts_on_a_known_example():
     cal_out = np.arange(100, dtype=float)  # 0..99
-    split = S.SplitScores(np.arange(10, dtype=float), cal_out, np.arange(90, 100, dtype=float), np.arange(100, dtype=float) + 0.5)
+    split = S.SplitScores(
+        np.arange(10, dtype=float), cal_out, np.arange(90, 100, dtype=float), np.arange(100, dtype=float) + 0.5
+    )
     est = S.tpr_at_fpr(split, 0.05)
     # 5 calibration non-members (95..99) may be above; the threshold sits just above 94
     assert 94 < est.threshold <= 95
@@ -743,7 +755,12 @@ def test_every_metric_is_unresolvable_below_min_group(metric, small):
     assert not est.resolvable
     assert math.isnan(est.value) and math.isnan(est.lo) and math.isnan(est.hi)
     assert f"need at least {S.MIN_GROUP} in each group" in est.reason
-    words = {"cal_in": "calibration members", "cal_out": "calibration nonmembers", "eval_in": "evaluation members", "eval_out": "evaluation nonmembers"}
+    words = {
+        "cal_in": "calibration members",
+        "cal_out": "calibration nonmembers",
+        "eval_in": "evaluation members",
+        "eval_out": "evaluation nonmembers",
+    }
     assert f"{S.MIN_GROUP - 1} {words[small]}" in est.reason
 
 

@@ -24,12 +24,13 @@ from privgate.attacks.blind import soundness_warnings
 from privgate.attacks.lira import lira_scores
 from privgate.attacks.reference import logit_confidence
 from privgate.attacks.rmia import rmia_scores, tempered_true_class
-from privgate.data import AuditData, Dataset
 from privgate.errors import PolicyError, PrivgateError
 from privgate.gate import audit
+from privgate.inputs.data import AuditData, Dataset
+from privgate.inputs.target import Target
+from privgate.options import RunOptions
 from privgate.policy import parse_policy
 from privgate.recipe import Recipe
-from privgate.target import Target
 
 N = 250
 
@@ -52,10 +53,16 @@ def synth(n: int, seed: int, shift: float = 0.0) -> tuple[np.ndarray, np.ndarray
 
 
 def policy(attacks: str, confidence: float = 0.95, checks: str = "  - {id: auc, attack: best, metric: auc, max: 0.9}"):
-    return parse_policy(f"name: t\nsensitivity: internal\nrelease: api\nconfidence: {confidence}\nattacks: {{{attacks}}}\nchecks:\n{checks}\n")
+    return parse_policy(
+        f"name: t\nsensitivity: internal\nrelease: api\nconfidence: {confidence}\nattacks: "
+        f"{{{attacks}}}\nchecks:\n{checks}\n"
+    )
 
 
-STRONG = "loss: {}, lira: {models: 8}, rmia: {models: 4}, shadow: {models: 4, per_class: true}, label_only: {queries: 16}, blind: {}"
+STRONG = (
+    "loss: {}, lira: {models: 8}, rmia: {models: 4}, shadow: {models: 4, per_class: true}, label_only: "
+    "{queries: 16}, blind: {}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,16 +81,25 @@ def scores(task):
     """Each attack's scores on all 500 audit rows (members first)."""
     target, members, nonmembers, population = task
     x, y = np.concatenate([members[0], nonmembers[0]]), np.concatenate([members[1], nonmembers[1]])
-    ctx = AttackContext(target, x, y, population=Dataset(*population), recipe=RECIPE, seed=0, cache_dir="off")
+    ctx = AttackContext(
+        target, x, y, population=Dataset(*population), recipe=RECIPE, run=RunOptions(seed=0, cache_dir="off")
+    )
     out = {}
-    for name, opts in [("loss", {}), ("lira", {"models": 8}), ("lira_offline", {"models": 8, "offline": True}), ("rmia", {"models": 4})]:
+    for name, opts in [
+        ("loss", {}),
+        ("lira", {"models": 8}),
+        ("lira_offline", {"models": 8, "offline": True}),
+        ("rmia", {"models": 4}),
+    ]:
         out[name] = get_attack(name.split("_")[0])(**opts).run(ctx)
     return out
 
 
 def _power(scores: np.ndarray) -> tuple[float, float]:
     inside = np.r_[np.ones(N, bool), np.zeros(N, bool)]
-    return stats.auc(scores[inside], scores[~inside]).value, stats.empirical_tpr_at_fpr(scores[inside], scores[~inside], 0.02)
+    return stats.auc(scores[inside], scores[~inside]).value, stats.empirical_tpr_at_fpr(
+        scores[inside], scores[~inside], 0.02
+    )
 
 
 def test_lira_and_rmia_beat_the_loss_attack(scores):
@@ -118,7 +134,14 @@ def test_random_guess_sanity(task):
     """A model trained on data independent of the audit set: every attack's AUC interval holds 0.5."""
     _, members, nonmembers, population = task
     unrelated = Target(RECIPE.train(*synth(N, 7), seed=5), source="<independent>")
-    rep = audit(unrelated, _audit_data(members, nonmembers, population), policy(STRONG, confidence=0.99), recipe=RECIPE, seed=0, cache_dir="off")
+    rep = audit(
+        unrelated,
+        _audit_data(members, nonmembers, population),
+        policy(STRONG, confidence=0.99),
+        recipe=RECIPE,
+        seed=0,
+        cache_dir="off",
+    )
     ran = [a for a in rep.attacks if a.status == "ran"]
     assert len(ran) == 6
     for a in ran:
@@ -129,12 +152,18 @@ def test_too_little_population_skips_with_a_reason(task):
     target, members, nonmembers, population = task
     small = (population[0][:20], population[1][:20])
     checks = "  - {id: r, attack: rmia, metric: auc, max: 0.9}"
-    rep = audit(target, _audit_data(members, nonmembers, small), policy("rmia: {models: 4}", checks=checks), recipe=RECIPE, cache_dir="off")
+    rep = audit(
+        target,
+        _audit_data(members, nonmembers, small),
+        policy("rmia: {models: 4}", checks=checks),
+        recipe=RECIPE,
+        cache_dir="off",
+    )
     (summary,) = rep.attacks
     assert summary.status == "skipped" and "100 population rows" in summary.reason and "has 20" in summary.reason
     assert rep.checks[0].status == "inconclusive" and "population" in rep.checks[0].reason
     x, y = members
-    ctx = AttackContext(target, x, y, population=None, recipe=RECIPE, cache_dir="off")
+    ctx = AttackContext(target, x, y, population=None, recipe=RECIPE, run=RunOptions(cache_dir="off"))
     with pytest.raises(AttackSkipped, match="none"):
         get_attack("blind")().run(ctx)
 
@@ -146,7 +175,13 @@ def test_recipe_that_does_not_build_stops_the_audit(task):
         raise ImportError("missing layer package")
 
     with pytest.raises(PrivgateError, match="building the model failed"):
-        audit(target, _audit_data(members, nonmembers, population), policy("rmia: {models: 2}"), recipe=Recipe(broken, name="broken"), cache_dir="off")
+        audit(
+            target,
+            _audit_data(members, nonmembers, population),
+            policy("rmia: {models: 2}"),
+            recipe=Recipe(broken, name="broken"),
+            cache_dir="off",
+        )
 
 
 def test_recipe_that_does_not_match_the_checkpoint_exits_2(tmp_path):
@@ -155,29 +190,56 @@ def test_recipe_that_does_not_match_the_checkpoint_exits_2(tmp_path):
     for name, seed in (("members", 1), ("nonmembers", 2), ("population", 3)):
         x, y = synth(120, seed)
         np.savez(tmp_path / f"{name}.npz", x=x, y=y)
-    (tmp_path / "wrong_recipe.py").write_text(textwrap.dedent(
-        """
+    (tmp_path / "wrong_recipe.py").write_text(
+        textwrap.dedent(
+            """
         from torch import nn
         from privgate.recipe import Recipe
         RECIPE = Recipe(lambda: nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 5)), epochs=1, name="wrong")
         """
-    ))
-    (tmp_path / "p.yaml").write_text("name: p\nsensitivity: internal\nrelease: api\nattacks: {rmia: {models: 2}}\n"
-                                     "checks:\n  - {id: a, attack: rmia, metric: auc, max: 0.9}\n")
-    r = run_cli("check", "model.ts.pt", "--policy", "p.yaml", "--members", "members.npz", "--nonmembers", "nonmembers.npz",
-                "--population", "population.npz", "--recipe", "wrong_recipe:RECIPE", "--cache-dir", "cache", cwd=tmp_path)
+        )
+    )
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nsensitivity: internal\nrelease: api\nattacks: {rmia: {models: 2}}\n"
+        "checks:\n  - {id: a, attack: rmia, metric: auc, max: 0.9}\n"
+    )
+    r = run_cli(
+        "check",
+        "model.ts.pt",
+        "--policy",
+        "p.yaml",
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        "--population",
+        "population.npz",
+        "--recipe",
+        "wrong_recipe:RECIPE",
+        "--cache-dir",
+        "cache",
+        cwd=tmp_path,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "does not match the target's parameters" in r.stderr and "0.weight" in r.stderr and "Traceback" not in r.stderr
+    assert (
+        "does not match the target's parameters" in r.stderr and "0.weight" in r.stderr and "Traceback" not in r.stderr
+    )
 
 
 def test_blind_baseline_warns_when_the_data_alone_separates_members():
     """Members from a shifted distribution: the blind attack matches the real ones and the report warns."""
     members, nonmembers, population = synth(N, 1, shift=0.6), synth(N, 2), synth(N, 3)
     target = Target(RECIPE.train(*synth(N, 9), seed=1), source="<unrelated>")  # the model leaks nothing
-    rep = audit(target, _audit_data(members, nonmembers, population), policy("loss: {}, blind: {classifier: logistic}"), seed=0)
+    rep = audit(
+        target, _audit_data(members, nonmembers, population), policy("loss: {}, blind: {classifier: logistic}"), seed=0
+    )
     blind = next(a for a in rep.attacks if a.name == "blind")
     assert blind.auc_ci[0] > 0.6
-    assert len(rep.warnings) == 1 and rep.warnings[0].startswith("audit data unsound") and "Das et al. 2024" in rep.warnings[0]
+    assert (
+        len(rep.warnings) == 1
+        and rep.warnings[0].startswith("audit data unsound")
+        and "Das et al. 2024" in rep.warnings[0]
+    )
     assert rep.checks[0].chosen_attack == "loss"  # the diagnostic never decides 'best'
 
 
@@ -209,7 +271,9 @@ def test_label_only_needs_only_predicted_labels(task):
     res = get_attack("label_only")(queries=32).run(AttackContext(LabelsOnly(), x, y))
     auc, _ = _power(res.scores)
     assert res.threat_model == "label-only" and res.extras["noise"] == "gaussian" and auc > 0.55
-    flips = get_attack("label_only")(queries=4, noise="flip", sigma=0.1).run(AttackContext(LabelsOnly(), (x > 0).astype(np.float32), y))
+    flips = get_attack("label_only")(queries=4, noise="flip", sigma=0.1).run(
+        AttackContext(LabelsOnly(), (x > 0).astype(np.float32), y)
+    )
     assert flips.extras["noise"] == "flip" and flips.scores.shape == (2 * N,)
 
 
@@ -266,20 +330,26 @@ def test_bad_options_are_policy_errors(name, options, message):
 
 def test_reference_attacks_are_skipped_without_a_recipe(task):
     target, members, nonmembers, population = task
-    rep = audit(target, _audit_data(members, nonmembers, population), policy("loss: {}, lira: {models: 4}"), cache_dir="off")
+    rep = audit(
+        target, _audit_data(members, nonmembers, population), policy("loss: {}, lira: {models: 4}"), cache_dir="off"
+    )
     lira = next(a for a in rep.attacks if a.name == "lira")
     assert lira.status == "skipped" and "recipe" in lira.reason
 
 
 def test_threads_option_reaches_the_engine_and_the_report(tmp_path):
     """CLI: --threads N trains reference models with N threads and says so; a bad value in the config is exit 2."""
-    (tmp_path / "small_recipe.py").write_text(textwrap.dedent(
-        """
+    (tmp_path / "small_recipe.py").write_text(
+        textwrap.dedent(
+            """
         from torch import nn
         from privgate.recipe import Recipe
-        RECIPE = Recipe(lambda: nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 5)), epochs=3, batch_size=64, name="small")
+        RECIPE = Recipe(
+            lambda: nn.Sequential(nn.Linear(10, 64), nn.ReLU(), nn.Linear(64, 5)), epochs=3, batch_size=64, name="small"
+        )
         """
-    ))
+        )
+    )
     import sys
 
     sys.path.insert(0, str(tmp_path))
@@ -291,10 +361,26 @@ def test_threads_option_reaches_the_engine_and_the_report(tmp_path):
         x, y = synth(120, seed)
         np.savez(tmp_path / f"{name}.npz", x=x, y=y)
     torch.jit.save(torch.jit.script(small.train(*synth(120, 1), seed=0)), str(tmp_path / "model.ts.pt"))
-    (tmp_path / "p.yaml").write_text("name: p\nsensitivity: internal\nrelease: api\nattacks: {rmia: {models: 2}}\n"
-                                     "checks:\n  - {id: a, attack: rmia, metric: auc, max: 0.99}\n")
-    args = ("check", "model.ts.pt", "--policy", "p.yaml", "--members", "members.npz", "--nonmembers", "nonmembers.npz",
-            "--population", "population.npz", "--recipe", "small_recipe:RECIPE", "--cache-dir", "cache")
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nsensitivity: internal\nrelease: api\nattacks: {rmia: {models: 2}}\n"
+        "checks:\n  - {id: a, attack: rmia, metric: auc, max: 0.99}\n"
+    )
+    args = (
+        "check",
+        "model.ts.pt",
+        "--policy",
+        "p.yaml",
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        "--population",
+        "population.npz",
+        "--recipe",
+        "small_recipe:RECIPE",
+        "--cache-dir",
+        "cache",
+    )
     r = run_cli(*args, "--threads", "2", "--json", "report.json", cwd=tmp_path)
     assert r.returncode in (0, 3), r.stdout + r.stderr
     (rmia,) = json.loads((tmp_path / "report.json").read_text())["attacks"]
@@ -302,5 +388,10 @@ def test_threads_option_reaches_the_engine_and_the_report(tmp_path):
     assert any("MLP kernel, 2 threads" in n for n in rmia["notes"])
     (tmp_path / "privgate.toml").write_text("threads = 0\n")
     bad = run_cli(*args, cwd=tmp_path)
-    assert bad.returncode == 2 and "privgate.toml" in bad.stderr and "'threads'" in bad.stderr and "Traceback" not in bad.stderr
+    assert (
+        bad.returncode == 2
+        and "privgate.toml" in bad.stderr
+        and "'threads'" in bad.stderr
+        and "Traceback" not in bad.stderr
+    )
     assert run_cli(*args, "--threads", "0", cwd=tmp_path).returncode == 2

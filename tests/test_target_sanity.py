@@ -1,4 +1,4 @@
-"""Target sanity (privgate.sanity): the target's accuracy on members and non-members in every report,
+"""Target sanity (privgate.inputs.sanity): the target's accuracy on members and non-members in every report,
 and the warning when the members do not look like the model's training data."""
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from privgate import stats
-from privgate.data import AuditData, Dataset
 from privgate.gate import audit
+from privgate.inputs.data import AuditData, Dataset
+from privgate.inputs.sanity import WARNING_PREFIX, Accuracy, baseline_accuracy, members_fit
+from privgate.inputs.target import Target
 from privgate.policy import load_policy
-from privgate.sanity import WARNING_PREFIX, Accuracy, baseline_accuracy, members_fit
-from privgate.target import Target
-
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 
@@ -39,7 +38,9 @@ def test_rule_on_counts():
     assert fit.warning is None and fit.level == pytest.approx(0.55) and fit.members_upper > 0.98
     # 36 % on both sets of a 10-class task: the members were not fitted
     fit = members_fit(a(108, 300), a(105, 300), baseline=0.1)
-    assert fit.warning.startswith(f"{WARNING_PREFIX}: the model is no more accurate on its members (0.360 [0.306, 0.417], n = 300)")
+    assert fit.warning.startswith(
+        f"{WARNING_PREFIX}: the model is no more accurate on its members (0.360 [0.306, 0.417], n = 300)"
+    )
     assert "upper bound 0.417 < 0.550" in fit.warning and "guessing the most common label, 0.100" in fit.warning
     # members predicted worse than non-members
     fit = members_fit(a(150, 300), a(250, 300), baseline=0.1)
@@ -71,7 +72,12 @@ def test_warning_rates(p_members, p_nonmembers, warn_at_most, warn_at_least):
     rng = np.random.default_rng(7)
     runs = 400
     k1, k0 = rng.binomial(300, p_members, runs), rng.binomial(300, p_nonmembers, runs)
-    rate = np.mean([members_fit(Accuracy(int(a), 300, 0.95), Accuracy(int(b), 300, 0.95), 0.1).warning is not None for a, b in zip(k1, k0)])
+    rate = np.mean(
+        [
+            members_fit(Accuracy(int(a), 300, 0.95), Accuracy(int(b), 300, 0.95), 0.1).warning is not None
+            for a, b in zip(k1, k0)
+        ]
+    )
     assert warn_at_least <= rate <= warn_at_most, rate
 
 
@@ -109,9 +115,28 @@ def _write(d: Path, model: nn.Module, members, nonmembers) -> None:
 
 
 def _check_all_formats(d: Path):
-    r = run_cli("check", "model.pt", "--policy", "internal", "--members", "members.npz", "--nonmembers", "nonmembers.npz",
-                "--json", "r.json", "--markdown", "r.md", "--html", "r.html", "--junit", "r.xml", "--sarif", "r.sarif",
-                "--no-step-summary", cwd=d)
+    r = run_cli(
+        "check",
+        "model.pt",
+        "--policy",
+        "internal",
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        "--json",
+        "r.json",
+        "--markdown",
+        "r.md",
+        "--html",
+        "r.html",
+        "--junit",
+        "r.xml",
+        "--sarif",
+        "r.sarif",
+        "--no-step-summary",
+        cwd=d,
+    )
     assert r.returncode in (0, 1, 3), r.stdout + r.stderr
     return r, json.loads((d / "r.json").read_text())
 
@@ -132,7 +157,11 @@ def test_genuine_members_show_accuracy_in_every_format_without_warning(digits, t
         assert x["ci"][0] <= x["value"] <= x["ci"][1]
     assert acc["classes"] == 10 and acc["trained_level"] == pytest.approx((1 + acc["baseline"]) / 2)
     assert _sanity(rep["warnings"]) == []
-    assert "outputs" in rep["target"] and rep["target"]["outputs"]["kind"] == "logits" and rep["target"]["outputs"]["note"] is None
+    assert (
+        "outputs" in rep["target"]
+        and rep["target"]["outputs"]["kind"] == "logits"
+        and rep["target"]["outputs"]["note"] is None
+    )
     line = f"target accuracy: members 1.000 [{m['ci'][0]:.3f}, 1.000] (n = 600) · non-members {n['value']:.3f}"
     assert line in r.stdout
     assert line in (tmp_path / "r.md").read_text() and line in (tmp_path / "r.html").read_text()

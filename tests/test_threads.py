@@ -10,10 +10,10 @@ import torch
 from cases import run_cli, synthetic
 
 from privgate.attacks import blind
-from privgate.data import AuditData, Dataset, load_dataset
 from privgate.gate import audit
+from privgate.inputs.data import AuditData, Dataset, load_dataset
+from privgate.inputs.target import Target
 from privgate.policy import parse_policy
-from privgate.target import Target
 
 POLICY = """
 name: threads
@@ -61,8 +61,18 @@ def test_sklearn_fits_are_held_to_threads(case, monkeypatch, threads, expected):
 
 
 def test_threads_flag_env_and_config_reach_the_report(case, tmp_path):
-    args = ["check", str(case.safe_ts), "--policy", "internal", "--members", str(case.members),
-            "--nonmembers", str(case.nonmembers), "--json", "r.json"]
+    args = [
+        "check",
+        str(case.safe_ts),
+        "--policy",
+        "internal",
+        "--members",
+        str(case.members),
+        "--nonmembers",
+        str(case.nonmembers),
+        "--json",
+        "r.json",
+    ]
 
     def threads(*extra, env=None) -> int:
         r = run_cli(*args, *extra, cwd=tmp_path, env=env)

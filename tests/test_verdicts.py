@@ -28,13 +28,25 @@ NULL_SEEDS = range(20)
 
 
 def _check(world: World, policy: str, seed: int = 0, cache: Path | None = None) -> privgate.Report:
-    return privgate.check(world.model, policy, world.members, world.nonmembers, population=world.population,
-                          recipe=world.recipe, seed=seed, cache_dir=str(cache) if cache else None)
+    return privgate.check(
+        world.model,
+        policy,
+        world.members,
+        world.nonmembers,
+        population=world.population,
+        recipe=world.recipe,
+        seed=seed,
+        cache_dir=str(cache) if cache else None,
+    )
 
 
 def _verdicts_from_strict(report: privgate.Report) -> dict[str, str]:
     """Each built-in policy's verdict, read from a `strict` report: it holds their checks verbatim."""
-    origin = {"internal": {"internal"}, "confidential": {"internal", "confidential"}, "strict": {"internal", "confidential", "strict"}}
+    origin = {
+        "internal": {"internal"},
+        "confidential": {"internal", "confidential"},
+        "strict": {"internal", "confidential", "strict"},
+    }
     return {p: verdict_of([c for c in report.checks if c.policy in names]) for p, names in origin.items()}
 
 
@@ -69,7 +81,13 @@ def test_inherited_checks_are_the_extended_policys_own_decisions(tmp_path):
         assert set(own) == set(inherited) and own
         for cid, c in own.items():
             d = inherited[cid]
-            assert (d.status, d.value, d.ci, d.confidence, d.chosen_attack) == (c.status, c.value, c.ci, c.confidence, c.chosen_attack)
+            assert (d.status, d.value, d.ci, d.confidence, d.chosen_attack) == (
+                c.status,
+                c.value,
+                c.ci,
+                c.confidence,
+                c.chosen_attack,
+            )
     assert strict.policy["extends"][0]["name"] == "internal" and strict.policy["extends"][1]["name"] == "confidential"
 
 
@@ -77,11 +95,24 @@ def _write(world: World, dir: Path) -> list[str]:
     """The world on disk, as a user has it: TorchScript model, .npz audit files, the recipe module."""
     dir.mkdir(parents=True, exist_ok=True)
     torch.jit.save(torch.jit.script(world.model), str(dir / "model.pt"))
-    for name, (x, y) in (("members", world.members), ("nonmembers", world.nonmembers), ("population", world.population)):
+    for name, (x, y) in (
+        ("members", world.members),
+        ("nonmembers", world.nonmembers),
+        ("population", world.population),
+    ):
         np.savez(dir / f"{name}.npz", x=x, y=y)
     module = world.spec.split(":")[0]
     (dir / f"{module}.py").write_text((world.dir / f"{module}.py").read_text())
-    return ["--members", "members.npz", "--nonmembers", "nonmembers.npz", "--population", "population.npz", "--recipe", world.spec]
+    return [
+        "--members",
+        "members.npz",
+        "--nonmembers",
+        "nonmembers.npz",
+        "--population",
+        "population.npz",
+        "--recipe",
+        world.spec,
+    ]
 
 
 def test_memorising_model_fails_every_built_in_policy(tmp_path):
@@ -115,7 +146,9 @@ def test_well_generalising_model_passes_confidential_with_5000_rows(tmp_path):
     assert tpr["details"]["fpr_achieved"] < 0.02 and "correctness" in tpr["details"]["excluded"]
 
 
-@pytest.mark.parametrize("make", [null_world, memorising_world, partly_leaky_world], ids=["null", "memorising", "partly-leaky"])
+@pytest.mark.parametrize(
+    "make", [null_world, memorising_world, partly_leaky_world], ids=["null", "memorising", "partly-leaky"]
+)
 def test_stricter_built_in_policies_are_never_softer(make, tmp_path):
     world = make(tmp_path, 1) if make is null_world else make(tmp_path)
     severity = [SEVERITY[_check(world, p, 0, tmp_path / "cache").verdict] for p in LADDER]

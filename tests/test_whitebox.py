@@ -23,10 +23,12 @@ from privgate import Recipe, Target, audit
 from privgate.attacks import PLANNED, available_attacks, get_attack
 from privgate.attacks.base import AttackContext, AttackSkipped
 from privgate.attacks.gradient import gradient_features
-from privgate.attacks.inversion import cosine_to, image_grid, png_bytes, ssim
-from privgate.data import AuditData, Dataset
-from privgate.leakage import PairedGuesses, ReconstructionSimilarity, expected_max_of_subset, paired_advantage
+from privgate.attacks.inversion import cosine_to, image_grid, ssim
+from privgate.inputs.data import AuditData, Dataset
+from privgate.io.png import png_bytes
+from privgate.options import RunOptions
 from privgate.policy import load_policy, parse_policy
+from privgate.stats.leakage import PairedGuesses, ReconstructionSimilarity, expected_max_of_subset, paired_advantage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,8 +94,17 @@ def test_strict_policy_checks_gradient_and_inversion():
 def test_bad_attack_options_are_policy_errors():
     from privgate.errors import PolicyError
 
-    base = "name: p\nsensitivity: confidential\nrelease: model\nattacks:\n  {a}\nchecks:\n  - {{id: c, attack: loss, metric: auc, max: 0.9}}\n"
-    for bad in ("gradient: {mode: magic}", "inversion: {steps: 0}", "inversion: {measure: psnr}", "attribute: {sensitive_column: x}", "gradient: {nope: 1}"):
+    base = (
+        "name: p\nsensitivity: confidential\nrelease: model\nattacks:\n  {a}\nchecks:\n  - {{id: c, "
+        "attack: loss, metric: auc, max: 0.9}}\n"
+    )
+    for bad in (
+        "gradient: {mode: magic}",
+        "inversion: {steps: 0}",
+        "inversion: {measure: psnr}",
+        "attribute: {sensitive_column: x}",
+        "gradient: {nope: 1}",
+    ):
         with pytest.raises(PolicyError):
             parse_policy(base.format(a=bad))
 
@@ -111,7 +122,10 @@ def test_vectorised_gradient_norms_equal_autograd_loop(models, digits):
         net.zero_grad()
         out = net(torch.as_tensor(x[i : i + 1]))
         nn.functional.cross_entropy(out, torch.as_tensor(y[i : i + 1])).backward()
-        want = [np.sqrt(sum(float(p.grad.pow(2).sum()) for n, p in net.named_parameters() if n.startswith(f"{layer}."))) for layer in layers]
+        want = [
+            np.sqrt(sum(float(p.grad.pow(2).sum()) for n, p in net.named_parameters() if n.startswith(f"{layer}.")))
+            for layer in layers
+        ]
         np.testing.assert_allclose(norms[i], want, rtol=1e-4, atol=1e-7)
     # TorchScript modules cannot go through torch.func: the loop fallback gives the same numbers
     scripted = torch.jit.trace(net, torch.as_tensor(x[:1]))
@@ -181,7 +195,10 @@ def test_ssim_and_cosine_known_values():
     assert ssim(c1, c2, 1.0)[0] == pytest.approx(want, rel=1e-9)
     assert ssim(a, 1 - a, 1.0).mean() < 0
     centre = np.zeros(4)
-    np.testing.assert_allclose(cosine_to(np.array([[1.0, 0, 0, 0], [1, 1, 0, 0]]), np.array([[2.0, 0, 0, 0], [-1, -1, 0, 0]]), centre), [1.0, -1.0])
+    np.testing.assert_allclose(
+        cosine_to(np.array([[1.0, 0, 0, 0], [1, 1, 0, 0]]), np.array([[2.0, 0, 0, 0], [-1, -1, 0, 0]]), centre),
+        [1.0, -1.0],
+    )
 
 
 def test_png_writer_round_trip():
@@ -201,7 +218,7 @@ def test_png_writer_round_trip():
 def test_inversion_reconstructions_are_closer_to_members_of_a_memorising_model(models, digits):
     est = {}
     for name, net in models.items():
-        ctx, m = _ctx(net, digits, seed=0)
+        ctx, m = _ctx(net, digits, run=RunOptions(seed=0))
         r = get_attack("inversion")(steps=150).run(ctx)
         assert r.extras["image_shape"] == [8, 8] and r.extras["measure"] == "ssim" and r.extras["prior"] == "dae"
         assert len(r.extras["per_class"]) == 10 and r.notes  # the auto image-shape guess is reported
@@ -237,7 +254,7 @@ def test_inversion_stops_on_confidence_target_and_patience(models, digits):
 def test_inversion_is_reproducible_for_a_seed(models, digits):
     runs = []
     for _ in range(2):
-        ctx, _m = _ctx(models["reg"], digits, seed=7)
+        ctx, _m = _ctx(models["reg"], digits, run=RunOptions(seed=7))
         runs.append(get_attack("inversion")(steps=20, restarts=2).run(ctx))
     np.testing.assert_array_equal(runs[0].scores, runs[1].scores)
     assert runs[0].extras["artefacts"] == runs[1].extras["artefacts"]
@@ -250,7 +267,9 @@ def test_inversion_is_reproducible_for_a_seed(models, digits):
 def _table(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("synthetic_attribute_data", ROOT / "examples" / "synthetic_attribute" / "data.py")
+    spec = importlib.util.spec_from_file_location(
+        "synthetic_attribute_data", ROOT / "examples" / "synthetic_attribute" / "data.py"
+    )
     synthetic = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(synthetic)
     return synthetic.generate(n, seed)
@@ -406,7 +425,9 @@ def test_cli_saves_reconstructions_next_to_the_json_report(tmp_path):
         "checks:\n  - {id: inv, attack: inversion, metric: similarity, max: 0.5}\n"
     )
     out = tmp_path / "reports" / "r.json"
-    result = CliRunner().invoke(cli, ["check", "--config", str(example / "privgate.toml"), "--policy", str(policy), "--json", str(out)])
+    result = CliRunner().invoke(
+        cli, ["check", "--config", str(example / "privgate.toml"), "--policy", str(policy), "--json", str(out)]
+    )
     assert result.exit_code in (0, 1, 3), result.output
     rep = json.loads(out.read_text())
     inv = next(a for a in rep["attacks"] if a["name"] == "inversion")

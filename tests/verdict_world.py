@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.recipe import Recipe, load_recipe
+from privgate.inputs.entrypoints import load_recipe
+from privgate.recipe import Recipe
 
 D, CLASSES = 16, 4
 
@@ -34,7 +35,9 @@ RECIPE = textwrap.dedent(
     def make_model():
         return nn.Sequential(nn.Linear({d}, {h}), nn.ReLU(), nn.Linear({h}, {c}))
 
-    RECIPE = Recipe(model_factory=make_model, epochs={epochs}, batch_size=64, lr={lr}, weight_decay={wd}, name="verdict-mlp")
+    RECIPE = Recipe(
+        model_factory=make_model, epochs={epochs}, batch_size=64, lr={lr}, weight_decay={wd}, name="verdict-mlp"
+    )
     """
 )
 
@@ -50,7 +53,9 @@ def task(n: int, seed: int, classes: int = CLASSES, random_labels: bool = False)
     return x.astype(np.float32), y.astype(np.int64)
 
 
-def fit(x: np.ndarray, y: np.ndarray, classes: int, epochs: int, weight_decay: float, seed: int, hidden: int = 32) -> nn.Module:
+def fit(
+    x: np.ndarray, y: np.ndarray, classes: int, epochs: int, weight_decay: float, seed: int, hidden: int = 32
+) -> nn.Module:
     """Full-batch Adam, the way the recipe's model is built (deterministic for a seed)."""
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(D, hidden), nn.ReLU(), nn.Linear(hidden, classes))
@@ -92,24 +97,39 @@ def null_world(dir: Path, seed: int, n: int = 200) -> World:
     """A model trained on rows disjoint from its 'members': membership is unobservable by construction."""
     x_train, y_train = task(600, 10_000 + seed)
     model = fit(x_train, y_train, CLASSES, epochs=300, weight_decay=0.0, seed=seed)
-    return World(model, task(n, 20_000 + seed), task(n, 30_000 + seed), task(200, 40_000 + seed),
-                 *_recipe(dir, "null_recipe", CLASSES, epochs=30, wd=0.0))
+    return World(
+        model,
+        task(n, 20_000 + seed),
+        task(n, 30_000 + seed),
+        task(200, 40_000 + seed),
+        *_recipe(dir, "null_recipe", CLASSES, epochs=30, wd=0.0),
+    )
 
 
 def memorising_world(dir: Path, seed: int = 0, n: int = 300) -> World:
     """A wide MLP that fits random labels of 10 classes: a leak every attack sees."""
     members = task(n, 50_000 + seed, classes=10, random_labels=True)
     model = fit(*members, classes=10, epochs=400, weight_decay=0.0, seed=seed, hidden=128)
-    return World(model, members, task(n, 60_000 + seed, classes=10, random_labels=True),
-                 task(200, 70_000 + seed, classes=10, random_labels=True), *_recipe(dir, "memo_recipe", 10, epochs=60, wd=0.0, hidden=128))
+    return World(
+        model,
+        members,
+        task(n, 60_000 + seed, classes=10, random_labels=True),
+        task(200, 70_000 + seed, classes=10, random_labels=True),
+        *_recipe(dir, "memo_recipe", 10, epochs=60, wd=0.0, hidden=128),
+    )
 
 
 def generalising_world(dir: Path, seed: int = 0, n: int = 5000) -> World:
     """Trained briefly with weight decay on its n members; accuracy on members ≈ on non-members."""
     members = task(n, 80_000 + seed)
     model = fit(*members, classes=CLASSES, epochs=60, weight_decay=1e-2, seed=seed)
-    return World(model, members, task(n, 90_000 + seed), task(1000, 95_000 + seed),
-                 *_recipe(dir, "gen_recipe", CLASSES, epochs=2, wd=1e-2))
+    return World(
+        model,
+        members,
+        task(n, 90_000 + seed),
+        task(1000, 95_000 + seed),
+        *_recipe(dir, "gen_recipe", CLASSES, epochs=2, wd=1e-2),
+    )
 
 
 def partly_leaky_world(dir: Path, seed: int = 0, n: int = 300) -> World:
@@ -121,7 +141,13 @@ def partly_leaky_world(dir: Path, seed: int = 0, n: int = 300) -> World:
     xn, yn = task(n, 120_000 + seed)
     yn = np.where(rng.random(n) < 0.4, rng.integers(0, CLASSES, size=n), yn)
     model = fit(x, y, CLASSES, epochs=400, weight_decay=0.0, seed=seed, hidden=128)
-    return World(model, (x, y), (xn, yn), task(200, 130_000 + seed), *_recipe(dir, "leaky_recipe", CLASSES, epochs=60, wd=0.0, hidden=128))
+    return World(
+        model,
+        (x, y),
+        (xn, yn),
+        task(200, 130_000 + seed),
+        *_recipe(dir, "leaky_recipe", CLASSES, epochs=60, wd=0.0, hidden=128),
+    )
 
 
 SEVERITY = {"pass": 0, "inconclusive": 1, "fail": 2}

@@ -12,7 +12,6 @@ written atomically (temporary file in this directory, then ``os.replace``).
 from __future__ import annotations
 
 import io
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,13 +20,12 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import data  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-import data  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 
-from privgate.atomic import write_atomic  # noqa: E402
+from privgate.io.atomic import write_atomic  # noqa: E402
 
 SEED = 0
 MODEL_PATH = HERE / "model.pt"
@@ -63,7 +61,9 @@ def main() -> None:
     model = RECIPE.train(x_train, y_train, seed=SEED)
     seconds = time.perf_counter() - start
 
-    print(f"recipe {RECIPE.name}: {RECIPE.epochs} epochs, batch {RECIPE.batch_size}, lr {RECIPE.lr:g}, {RECIPE.optimizer}")
+    print(
+        f"recipe {RECIPE.name}: {RECIPE.epochs} epochs, batch {RECIPE.batch_size}, lr {RECIPE.lr:g}, {RECIPE.optimizer}"
+    )
     print(f"trained on {len(x_train)} members in {seconds:.1f} s")
     print(f"train accuracy (members):    {accuracy(model, x_train, y_train):.4f}")
     print(f"test accuracy (non-members): {accuracy(model, x_test, y_test):.4f}")

@@ -13,4 +13,6 @@ def make_model() -> nn.Module:
     return nn.Sequential(nn.Linear(9, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 2))
 
 
-RECIPE = Recipe(model_factory=make_model, epochs=300, batch_size=64, lr=3e-3, optimizer="adam", name="synthetic-attribute-mlp")
+RECIPE = Recipe(
+    model_factory=make_model, epochs=300, batch_size=64, lr=3e-3, optimizer="adam", name="synthetic-attribute-mlp"
+)

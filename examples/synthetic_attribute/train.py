@@ -17,9 +17,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import torch  # noqa: E402
-
 import data  # noqa: E402
+import torch  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 
 MODEL_PATH = HERE / "model.pt"

@@ -19,7 +19,7 @@ It is compared with the **best model-free guess** of s: the most accurate (same
 cross-validation) of the population's most frequent value and the same
 imputation models of s from the other columns *and the label*, trained on the
 population without the target. The difference in accuracy on the members
-is the metric ``attribute_advantage`` (:class:`privgate.leakage.PairedGuesses`),
+is the metric ``attribute_advantage`` (:class:`privgate.stats.leakage.PairedGuesses`),
 with an exact paired interval. Because the baseline sees the label too, a model
 that only learnt the population's relation between s and y gives no advantage;
 a model that memorised its members does.
@@ -40,7 +40,7 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
-from privgate.threads import SKLEARN_JOBS, native_threads
+from privgate.training.threads import SKLEARN_JOBS, native_threads
 
 #: Fewest population rows to fit the prior and the baseline.
 MIN_POPULATION = 30
@@ -60,7 +60,9 @@ def _candidates(d: int, seed: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {"logistic": make_pipeline(StandardScaler(), LogisticRegression(C=0.1, max_iter=500))}
     if d <= MAX_BOOSTED_FEATURES:
-        out["boosted"] = HistGradientBoostingClassifier(max_iter=100, learning_rate=0.1, max_leaf_nodes=15, l2_regularization=1.0, random_state=seed)
+        out["boosted"] = HistGradientBoostingClassifier(
+            max_iter=100, learning_rate=0.1, max_leaf_nodes=15, l2_regularization=1.0, random_state=seed
+        )
     return out
 
 
@@ -108,7 +110,9 @@ def _best_model(feats: np.ndarray, codes: np.ndarray, k: int, seed: int) -> tupl
 
 
 class AttributeAttack(Attack):
-    """Attribute inference of a declared sensitive column (Fredrikson et al. 2014; Yeom et al. 2018; Mehnaz et al. 2022).
+    """Attribute inference of a declared sensitive column.
+
+    Fredrikson et al. 2014; Yeom et al. 2018, arXiv 1709.01604; Mehnaz et al. 2022, arXiv 2201.09370.
 
     Options:
         sensitive_column: index of the sensitive feature in an audit row (flattened); required.
@@ -120,22 +124,32 @@ class AttributeAttack(Attack):
 
     def __init__(self, sensitive_column: int | None = None, max_values: int = 32, **options: Any) -> None:
         super().__init__(**options)
-        if sensitive_column is not None and (not isinstance(sensitive_column, int) or isinstance(sensitive_column, bool)):
-            raise ValueError(f"option sensitive_column must be a column index (an integer), got {shown(sensitive_column)}")
+        if sensitive_column is not None and (
+            not isinstance(sensitive_column, int) or isinstance(sensitive_column, bool)
+        ):
+            raise ValueError(
+                f"option sensitive_column must be a column index (an integer), got {shown(sensitive_column)}"
+            )
         if not isinstance(max_values, int) or isinstance(max_values, bool) or not 2 <= max_values <= 1000:
             raise ValueError(f"option max_values must be an integer between 2 and 1000, got {shown(max_values)}")
         self.options = {"sensitive_column": sensitive_column, "max_values": max_values}
 
     def run(self, ctx: AttackContext) -> AttackResult:
-        from privgate.leakage import PairedGuesses
+        from privgate.stats.leakage import PairedGuesses
 
         t0 = time.perf_counter()
         col = self.options["sensitive_column"]
         if col is None:
-            raise AttackSkipped("attack 'attribute' needs the option sensitive_column (the index of the sensitive feature) in the policy's attacks mapping")
+            raise AttackSkipped(
+                "attack 'attribute' needs the option sensitive_column (the index of the sensitive feature) in "
+                "the policy's attacks mapping"
+            )
         pop = ctx.population
         if pop is None or len(pop) < MIN_POPULATION:
-            raise AttackSkipped(f"attack 'attribute' fits its prior and the model-free baseline on population data and needs at least {MIN_POPULATION} population rows (--population)")
+            raise AttackSkipped(
+                f"attack 'attribute' fits its prior and the model-free baseline on population data and needs "
+                f"at least {MIN_POPULATION} population rows (--population)"
+            )
         n = len(ctx.x)
         X = ctx.x.reshape(n, -1)
         P = pop.x.reshape(len(pop), -1)
@@ -146,7 +160,8 @@ class AttributeAttack(Attack):
         domain = np.unique(np.r_[P[:, col], X[:, col]])
         if len(domain) > self.options["max_values"]:
             raise AttackSkipped(
-                f"sensitive column {col} takes {len(domain)} distinct values (more than max_values {self.options['max_values']}); "
+                f"sensitive column {col} takes {len(domain)} distinct values (more than max_values "
+                f"{self.options['max_values']}); "
                 "attribute inference here needs a categorical column"
             )
         if len(domain) < 2:
@@ -182,7 +197,9 @@ class AttributeAttack(Attack):
         guess, base_guess = log_post.argmax(axis=1), b.argmax(axis=1)
         b_norm = b / b.sum(axis=1, keepdims=True)
         scores = log_post[rows, s_true] - np.log(b_norm[rows, s_true])
-        measure = PairedGuesses(attack_correct=guess == s_true, baseline_correct=base_guess == s_true, baseline=base_kind)
+        measure = PairedGuesses(
+            attack_correct=guess == s_true, baseline_correct=base_guess == s_true, baseline=base_kind
+        )
         extras = {
             "estimates": {"attribute_advantage": measure},
             "sensitive_column": col,
@@ -202,3 +219,6 @@ class AttributeAttack(Attack):
             options=dict(self.options),
             extras=extras,
         )
+
+
+ATTACKS: tuple[type[Attack], ...] = (AttributeAttack,)

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from privgate.options import RunOptions
+
 if TYPE_CHECKING:
-    from privgate.data import Dataset
+    from privgate.inputs.data import Dataset
+    from privgate.inputs.target import Target
     from privgate.recipe import Recipe
-    from privgate.target import Target
 
 ThreatModel = Literal["black-box", "label-only", "white-box"]
 
@@ -27,13 +29,21 @@ ThreatModel = Literal["black-box", "label-only", "white-box"]
 class AttackContext:
     """What an attack may use. ``x``/``y`` are the pooled audit examples, membership hidden.
 
-    ``threads`` is the most threads the attack may use at once — torch's
-    intra-op threads, BLAS and OpenMP (scikit-learn's gradient boosting) — on
-    a shared runner more threads than cores stall every parallel region. The
-    gate runs each attack inside :func:`privgate.threads.limit_threads`;
-    attacks that fit scikit-learn models keep ``n_jobs`` at 1 and pass it on
-    to anything that starts its own threads (the reference-model engine).
-    ``None`` means :data:`privgate.threads.DEFAULT_THREADS`.
+    Attributes:
+        target: the model under audit.
+        x, y: the pooled audit inputs and labels (members and non-members
+            shuffled together).
+        population: more same-distribution rows known to be outside the
+            training set, when given.
+        recipe: how the target was trained, when given.
+        options: this attack's own options, from the policy.
+        run: the run's settings (:class:`privgate.options.RunOptions`): its
+            seed, its thread budget — torch's intra-op threads, BLAS and
+            OpenMP; the gate runs each attack inside
+            :func:`privgate.training.threads.limit_threads`, and attacks that
+            fit scikit-learn models keep ``n_jobs`` at 1 and pass the budget on
+            to anything that starts its own threads — and the reference-model
+            cache and engine.
     """
 
     target: Target
@@ -41,10 +51,18 @@ class AttackContext:
     y: np.ndarray
     population: Dataset | None = None
     recipe: Recipe | None = None
-    seed: int = 0
-    cache_dir: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
-    threads: int | None = None
+    run: RunOptions = field(default_factory=RunOptions)
+
+    @property
+    def seed(self) -> int:
+        """The run's seed (every attack derives its random streams from it)."""
+        return self.run.seed
+
+    @property
+    def threads(self) -> int | None:
+        """The run's thread budget (``None``: one thread)."""
+        return self.run.threads
 
     @cached_property
     def proba(self) -> np.ndarray:
@@ -82,12 +100,20 @@ class Attack(ABC):
 
     Subclasses set ``name`` and ``threat_model``, declare their options as
     keyword arguments of ``__init__`` (unknown options are a policy error), and
-    implement :meth:`scores`.
+    implement :meth:`run`, which returns one score per audit example.
+
+    Attributes:
+        name: the name policies use.
+        threat_model: the access the attack needs (``black-box``, ``label-only``, ``white-box``).
+        needs_recipe: it trains reference models, so it needs the recipe.
+        diagnostic: it looks at the data only, never at the model (the blind
+            baseline): it is reported, but never decides a ``best`` check.
     """
 
     name: ClassVar[str]
     threat_model: ClassVar[ThreatModel]
     needs_recipe: ClassVar[bool] = False
+    diagnostic: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         if options:
@@ -104,13 +130,15 @@ class Attack(ABC):
     @classmethod
     def _unknown(cls, options: dict[str, Any]) -> str:
         from privgate.errors import shown
-        from privgate.suggest import did_you_mean
+        from privgate.inputs.suggest import did_you_mean
 
         first = sorted(options, key=str)[0]
         known = cls.option_names()
         more = f" and {len(options) - 1} more" if len(options) > 1 else ""
-        return (f"unknown option {shown(first)}{more}{did_you_mean(first, known)}"
-                f" (options of '{getattr(cls, 'name', cls.__name__)}': {', '.join(known) or 'none'})")
+        return (
+            f"unknown option {shown(first)}{more}{did_you_mean(first, known)}"
+            f" (options of '{getattr(cls, 'name', cls.__name__)}': {', '.join(known) or 'none'})"
+        )
 
     @abstractmethod
     def run(self, ctx: AttackContext) -> AttackResult:

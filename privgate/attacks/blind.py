@@ -26,13 +26,14 @@ check, and :func:`soundness_warnings` turns its result into a report warning.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
-from privgate.threads import native_threads
+from privgate.training.threads import native_threads
 
 CLASSIFIERS = ("gbdt", "logistic")
 
@@ -105,8 +106,10 @@ class BlindAttack(Attack):
             seconds=time.perf_counter() - start,
             options=dict(o),
             notes=[
-                f"never queried the model: {o['classifier']} audit-vs-population classifier, {o['folds']}-fold cross-fitted on "
-                f"{len(audit)} audit and {have} population rows; an AUC away from 0.5 means the audit data, not the model, separates members"
+                f"never queried the model: {o['classifier']} audit-vs-population classifier, "
+                f"{o['folds']}-fold cross-fitted on "
+                f"{len(audit)} audit and {have} population rows; an AUC away from 0.5 means the audit data, "
+                f"not the model, separates members"
             ],
             extras={"diagnostic": True},
         )
@@ -138,7 +141,10 @@ def soundness_warnings(summaries: Sequence[Any], diagnostic: Sequence[str] = ("b
         auc, lo, hi = _folded(b.auc, b.auc_ci[0], b.auc_ci[1])
         if lo <= 0.5:
             continue
-        what = f"the blind baseline '{b.name}', which never queries the model, separates members from non-members (AUC {b.auc:.3f} [{b.auc_ci[0]:.3f}, {b.auc_ci[1]:.3f}])"
+        what = (
+            f"the blind baseline '{b.name}', which never queries the model, separates members from "
+            f"non-members (AUC {b.auc:.3f} [{b.auc_ci[0]:.3f}, {b.auc_ci[1]:.3f}])"
+        )
         best = max(real, key=lambda s: s.auc, default=None)
         if best is None or hi >= best.auc:
             vs = f" as well as the strongest attack ('{best.name}', AUC {best.auc:.3f})" if best is not None else ""

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privgate import outputs
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
-from privgate.threads import native_threads
+from privgate.inputs import outputs
+from privgate.training.threads import native_threads
 
 if TYPE_CHECKING:  # torch is imported when the attack runs, so validating a policy does not load it
     import torch
@@ -54,7 +54,7 @@ def _layer_of(param_name: str) -> str:
     return param_name.rsplit(".", 1)[0] if "." in param_name else param_name
 
 
-def _layers(module: nn.Module) -> "OrderedDict[str, list[str]]":
+def _layers(module: nn.Module) -> OrderedDict[str, list[str]]:
     groups: OrderedDict[str, list[str]] = OrderedDict()
     for name, p in module.named_parameters():
         if p.requires_grad:
@@ -62,7 +62,9 @@ def _layers(module: nn.Module) -> "OrderedDict[str, list[str]]":
     return groups
 
 
-def _per_example_sq_norms_vmap(module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str], kind: outputs.Kind) -> tuple[torch.Tensor, torch.Tensor]:
+def _per_example_sq_norms_vmap(
+    module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str], kind: outputs.Kind
+) -> tuple[torch.Tensor, torch.Tensor]:
     import torch
     from torch.func import functional_call, grad_and_value, vmap
 
@@ -80,7 +82,9 @@ def _per_example_sq_norms_vmap(module: nn.Module, x: torch.Tensor, y: torch.Tens
     return sq, loss
 
 
-def _per_example_sq_norms_loop(module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str], kind: outputs.Kind) -> tuple[torch.Tensor, torch.Tensor]:
+def _per_example_sq_norms_loop(
+    module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str], kind: outputs.Kind
+) -> tuple[torch.Tensor, torch.Tensor]:
     import torch
 
     params = dict(module.named_parameters())
@@ -97,11 +101,13 @@ def _per_example_sq_norms_loop(module: nn.Module, x: torch.Tensor, y: torch.Tens
     return torch.stack(rows), torch.stack(losses)
 
 
-def gradient_features(module: nn.Module, x: np.ndarray, y: np.ndarray, kind: outputs.Kind = outputs.LOGITS) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def gradient_features(
+    module: nn.Module, x: np.ndarray, y: np.ndarray, kind: outputs.Kind = outputs.LOGITS
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Per-example per-layer gradient norms and losses of ``module`` on (x, y).
 
     The loss is the negative log-likelihood of the label under the outputs read
-    as ``kind`` (:mod:`privgate.outputs`): cross-entropy of logits,
+    as ``kind`` (:mod:`privgate.inputs.outputs`): cross-entropy of logits,
     BCE-with-logits of one logit, NLL of probabilities.
 
     Returns:
@@ -186,10 +192,14 @@ class GradientAttack(Attack):
         if mode == "auto":
             mode = "classifier" if self._can_train(ctx) else "norm"
             if mode == "norm":
-                notes.append("mode auto: no recipe or too little population data for reference models; scored by the gradient norm")
+                notes.append(
+                    "mode auto: no recipe or too little population data for reference models; scored by the "
+                    "gradient norm"
+                )
         elif mode == "classifier" and not self._can_train(ctx):
             raise AttackSkipped(
-                f"mode 'classifier' trains reference models and needs a recipe and at least {2 * MIN_REFERENCE} population rows"
+                f"mode 'classifier' trains reference models and needs a recipe and at least "
+                f"{2 * MIN_REFERENCE} population rows"
             )
         kind = ctx.target.outputs or outputs.LOGITS
         norms, loss, layers = gradient_features(module, ctx.x, ctx.y, kind)
@@ -227,7 +237,7 @@ class GradientAttack(Attack):
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0x6AD]))
         feats, labels = [], []
         k = self.options["n_reference"]
-        for j in range(k):
+        for _ in range(k):
             inside = np.zeros(len(pop), dtype=bool)
             inside[rng.permutation(len(pop))[: len(pop) // 2]] = True
             ref = ctx.recipe.train(pop.x[inside], pop.y[inside], seed=int(rng.integers(2**31)))
@@ -238,3 +248,6 @@ class GradientAttack(Attack):
         with native_threads(ctx.threads):
             clf.fit(np.concatenate(feats), np.concatenate(labels))
         return clf, k
+
+
+ATTACKS: tuple[type[Attack], ...] = (GradientAttack,)

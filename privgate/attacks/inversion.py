@@ -26,7 +26,7 @@ reconstruction of its class (cosine similarity after centring on the reference
 mean, and SSIM for images, Wang et al. 2004, doi:10.1109/TIP.2003.819861).
 The gate turns those per-example similarities into the metric ``similarity`` —
 how much closer reconstructions are to training records than to unseen records
-of the same class — with :class:`privgate.leakage.ReconstructionSimilarity`.
+of the same class — with :class:`privgate.stats.leakage.ReconstructionSimilarity`.
 The same similarity is the attack's membership score (higher = more likely a
 member), normalised per class.
 
@@ -39,15 +39,15 @@ Reconstructions are returned as artefacts (``reconstructions.png`` for images,
 from __future__ import annotations
 
 import math
-import struct
 import time
-import zlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
+from privgate.io.png import png_bytes
 
 #: Fewest population rows to train the denoising-autoencoder prior.
 MIN_PRIOR_ROWS = 50
@@ -98,20 +98,6 @@ def ssim(a: np.ndarray, b: np.ndarray, data_range: float, sigma: float = 1.5) ->
 
 
 # --------------------------------------------------------------------------- artefacts
-
-
-def png_bytes(image: np.ndarray) -> bytes:
-    """Encode an 8-bit grayscale [H, W] or RGB [H, W, 3] array as PNG (zlib + struct, no extra dependency)."""
-    img = np.asarray(image, dtype=np.uint8)
-    colour = 2 if img.ndim == 3 else 0
-    h, w = img.shape[:2]
-    raw = b"".join(b"\x00" + img[r].tobytes() for r in range(h))
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", w, h, 8, colour, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
 
 
 def image_grid(images: np.ndarray, lo: float, hi: float, columns: int = 10, min_tile: int = 48) -> np.ndarray:
@@ -166,7 +152,11 @@ def _resolve_image_shape(option: Any, ctx: AttackContext) -> tuple[tuple[int, ..
     side = int(round(math.sqrt(d)))
     binary = np.isin(ctx.x, (0.0, 1.0)).all()
     if len(row) == 1 and side * side == d and d >= 36 and not binary:
-        return (side, side), f"treated as {side}x{side} images (auto: {d} non-binary features, a perfect square); set image_shape: none for tabular data"
+        return (
+            (side, side),
+            f"treated as {side}x{side} images (auto: {d} non-binary features, a perfect square); set "
+            f"image_shape: none for tabular data",
+        )
     return None, None
 
 
@@ -182,7 +172,8 @@ class InversionAttack(Attack):
         prior: ``auto`` (a denoising autoencoder when population data is available), ``dae`` or ``none``.
         prior_weight: weight of the autoencoder term.
         image_shape: ``auto``, ``none`` or an explicit ``[H, W]`` / ``[C, H, W]``.
-        measure: similarity that decides the metric: ``auto`` (SSIM for images, cosine otherwise), ``cosine`` or ``ssim``.
+        measure: similarity that decides the metric: ``auto`` (SSIM for images, cosine otherwise),
+            ``cosine`` or ``ssim``.
     """
 
     name = "inversion"
@@ -217,22 +208,33 @@ class InversionAttack(Attack):
             raise ValueError(f"option prior must be 'auto', 'dae' or 'none', got {shown(prior)}")
         if not (isinstance(prior_weight, (int, float)) and prior_weight >= 0):
             raise ValueError(f"option prior_weight must be non-negative, got {shown(prior_weight)}")
-        if not (image_shape in ("auto", "none", None) or (isinstance(image_shape, (list, tuple)) and all(isinstance(v, int) and v > 0 for v in image_shape))):
-            raise ValueError(f"option image_shape must be 'auto', 'none' or a list like [8, 8], got {shown(image_shape)}")
+        if not (
+            image_shape in ("auto", "none", None)
+            or (isinstance(image_shape, (list, tuple)) and all(isinstance(v, int) and v > 0 for v in image_shape))
+        ):
+            raise ValueError(
+                f"option image_shape must be 'auto', 'none' or a list like [8, 8], got {shown(image_shape)}"
+            )
         if not isinstance(restarts, int) or isinstance(restarts, bool) or not 1 <= restarts <= 64:
             raise ValueError(f"option restarts must be an integer between 1 and 64, got {shown(restarts)}")
         if measure not in _MEASURES:
             raise ValueError(f"option measure must be one of {', '.join(_MEASURES)}, got {shown(measure)}")
         self.options = {
-            "steps": steps, "lr": float(lr), "confidence_target": float(confidence_target), "patience": patience,
-            "tv": tv, "prior": prior, "prior_weight": float(prior_weight),
-            "image_shape": list(image_shape) if isinstance(image_shape, (list, tuple)) else image_shape, "measure": measure,
+            "steps": steps,
+            "lr": float(lr),
+            "confidence_target": float(confidence_target),
+            "patience": patience,
+            "tv": tv,
+            "prior": prior,
+            "prior_weight": float(prior_weight),
+            "image_shape": list(image_shape) if isinstance(image_shape, (list, tuple)) else image_shape,
+            "measure": measure,
             "restarts": restarts,
         }
 
     def run(self, ctx: AttackContext) -> AttackResult:
         from privgate.attacks.inversion_search import invert, train_prior
-        from privgate.leakage import ReconstructionSimilarity
+        from privgate.stats.leakage import ReconstructionSimilarity
 
         t0 = time.perf_counter()
         module = ctx.target.module
@@ -250,12 +252,16 @@ class InversionAttack(Attack):
         lo, hi = known.min(axis=0), known.max(axis=0)
         centre_start = pop.x.mean(axis=0) if pop is not None else (lo + hi) / 2
         if pop is None:
-            notes.append("no population data: inversion starts from the middle of the audit data's range, with no prior")
+            notes.append(
+                "no population data: inversion starts from the middle of the audit data's range, with no prior"
+            )
         prior = None
         want_prior = o["prior"] == "dae" or (o["prior"] == "auto" and pop is not None and len(pop) >= MIN_PRIOR_ROWS)
         if want_prior:
             if pop is None or len(pop) < MIN_PRIOR_ROWS:
-                raise AttackSkipped(f"prior 'dae' is trained on population data and needs at least {MIN_PRIOR_ROWS} population rows")
+                raise AttackSkipped(
+                    f"prior 'dae' is trained on population data and needs at least {MIN_PRIOR_ROWS} population rows"
+                )
             width = np.maximum(hi - lo, 1e-12)
             prior = train_prior(((pop.x - lo) / width).reshape(len(pop), -1), seed=ctx.seed)
         tv = (0.05 if image_shape is not None else 0.0) if o["tv"] == "auto" else float(o["tv"])
@@ -267,9 +273,20 @@ class InversionAttack(Attack):
         noise = rng.normal(size=starts[n_classes:].shape) * 0.25 * (hi - lo)
         starts[n_classes:] = np.clip(starts[n_classes:] + noise, lo, hi)
         inv = invert(
-            module, classes, starts.astype(np.float32), lo, hi,
-            steps=o["steps"], lr=o["lr"], confidence_target=o["confidence_target"], patience=o["patience"],
-            tv=tv, image_shape=image_shape, prior=prior, prior_weight=o["prior_weight"], outputs=ctx.target.outputs or "logits",
+            module,
+            classes,
+            starts.astype(np.float32),
+            lo,
+            hi,
+            steps=o["steps"],
+            lr=o["lr"],
+            confidence_target=o["confidence_target"],
+            patience=o["patience"],
+            tv=tv,
+            image_shape=image_shape,
+            prior=prior,
+            prior_weight=o["prior_weight"],
+            outputs=ctx.target.outputs or "logits",
         )
         centre = (pop.x if pop is not None else ctx.x).mean(axis=0)
         data_range = float(np.max(hi - lo))
@@ -285,12 +302,16 @@ class InversionAttack(Attack):
         if measure not in sims:
             raise AttackSkipped("measure 'ssim' needs image data (set image_shape)")
         estimate = ReconstructionSimilarity(
-            similarity=sims[measure], groups=np.asarray(ctx.y), measure=measure,
+            similarity=sims[measure],
+            groups=np.asarray(ctx.y),
+            measure=measure,
             secondary={k: v for k, v in sims.items() if k != measure},
         )
         artefacts = {"reconstructions.csv": csv_bytes(classes, inv.confidence, inv.recon)}
         if image_shape is not None:
-            grid = image_grid(inv.recon.reshape(len(classes), *image_shape), float(np.min(lo)), float(np.max(hi)), columns=n_classes)
+            grid = image_grid(
+                inv.recon.reshape(len(classes), *image_shape), float(np.min(lo)), float(np.max(hi)), columns=n_classes
+            )
             artefacts["reconstructions.png"] = png_bytes(grid)
         extras = {
             "estimates": {"similarity": estimate},
@@ -302,7 +323,13 @@ class InversionAttack(Attack):
             "seconds_per_class": round(inv.seconds / n_classes, 4),
             "restarts": R,
             "per_class": [
-                {"class": int(c), "restart": i // n_classes, "confidence": round(float(p), 6), "steps": int(s), "stop": why}
+                {
+                    "class": int(c),
+                    "restart": i // n_classes,
+                    "confidence": round(float(p), 6),
+                    "steps": int(s),
+                    "stop": why,
+                }
                 for i, (c, p, s, why) in enumerate(zip(classes, inv.confidence, inv.steps, inv.stop))
             ],
         }
@@ -319,9 +346,12 @@ class InversionAttack(Attack):
 
 
 def __getattr__(name: str) -> Any:
-    """``invert``, ``train_prior`` and ``Inversion`` from :mod:`privgate.attacks.inversion_search`, imported on first use."""
+    """``invert``, ``train_prior``, ``Inversion``: from :mod:`privgate.attacks.inversion_search`, on first use."""
     if name in ("Inversion", "invert", "train_prior"):
         from privgate.attacks import inversion_search
 
         return getattr(inversion_search, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+ATTACKS: tuple[type[Attack], ...] = (InversionAttack,)

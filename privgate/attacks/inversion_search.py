@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from privgate.outputs import Kind, as_logits_torch
+from privgate.inputs.outputs import Kind, as_logits_torch
 
 
 class _DenoisingAutoencoder(nn.Module):
@@ -96,7 +96,7 @@ def invert(
         classes: the class of each input to optimise (a class may repeat, for restarts).
         starts: the starting inputs, [len(classes), *row shape of the audit data].
         lo, hi: the data range (broadcastable to one row); iterates are clipped to it.
-        outputs: how the module's raw outputs are read (:mod:`privgate.outputs`); one
+        outputs: how the module's raw outputs are read (:mod:`privgate.inputs.outputs`); one
             logit z becomes the logits [0, z], probabilities p become log p.
     """
     t0 = time.perf_counter()
@@ -158,7 +158,14 @@ def invert(
                 x[~active] = frozen[~active]
     finally:
         module.train(was_training)
-    return Inversion(np.asarray(classes), best_x.numpy(), best_p.numpy().astype(float), n_steps.numpy(), stop, time.perf_counter() - t0)
+    return Inversion(
+        np.asarray(classes),
+        best_x.numpy(),
+        best_p.numpy().astype(float),
+        n_steps.numpy(),
+        stop,
+        time.perf_counter() - t0,
+    )
 
 
 __all__ = ["Inversion", "invert", "train_prior"]

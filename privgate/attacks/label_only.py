@@ -1,4 +1,6 @@
-"""Label-only attack: robustness of the predicted label under noise (Choquette-Choo, Tramèr, Carlini & Papernot 2021, arXiv 2007.14321).
+"""Label-only attack: robustness of the predicted label under noise.
+
+Choquette-Choo, Tramèr, Carlini & Papernot 2021, arXiv 2007.14321.
 
 A model that fitted an example tends to keep predicting its label in a wider
 neighbourhood of it. The attack needs only the predicted label (``predict``),
@@ -44,7 +46,17 @@ def _perturb(x: np.ndarray, noise: str, strength: float, scale: float, rng: np.r
     return (x + rng.normal(0.0, strength * scale, size=x.shape)).astype(np.float32)
 
 
-def robustness(predict: Any, x: np.ndarray, y: np.ndarray, queries: int, noise: str, strength: float, scale: float, rng: np.random.Generator, chunk: int = 16384) -> np.ndarray:
+def robustness(
+    predict: Any,
+    x: np.ndarray,
+    y: np.ndarray,
+    queries: int,
+    noise: str,
+    strength: float,
+    scale: float,
+    rng: np.random.Generator,
+    chunk: int = 16384,
+) -> np.ndarray:
     """Fraction of ``queries`` perturbed copies of each row whose predicted label is ``y``."""
     hits = np.zeros(len(x))
     per = max(1, chunk // max(len(x), 1))
@@ -99,18 +111,39 @@ class LabelOnlyAttack(Attack):
             strength, calibration = self._calibrate(predict, x, y, clean, noise, scale, rng)
         robust = robustness(predict, x, y, o["queries"], noise, float(strength), scale, rng)
         scores = (clean + o["queries"] * robust) / (o["queries"] + 1)
-        what = f"flip probability {strength:g}" if noise == "flip" else f"Gaussian noise σ = {strength:g} × feature std ({scale:.3g})"
+        what = (
+            f"flip probability {strength:g}"
+            if noise == "flip"
+            else f"Gaussian noise σ = {strength:g} × feature std ({scale:.3g})"
+        )
         return AttackResult(
             attack=self.name,
             threat_model=self.threat_model,
             scores=scores,
             seconds=time.perf_counter() - start,
             options=dict(o),
-            notes=[f"{o['queries']} perturbed label queries per example, {what}" + (" (chosen without membership labels)" if calibration else "")],
-            extras={"noise": noise, "sigma": float(strength), "queries": (o["queries"] + 1) * len(x), "sigma_calibration": calibration},
+            notes=[
+                f"{o['queries']} perturbed label queries per example, {what}"
+                + (" (chosen without membership labels)" if calibration else "")
+            ],
+            extras={
+                "noise": noise,
+                "sigma": float(strength),
+                "queries": (o["queries"] + 1) * len(x),
+                "sigma_calibration": calibration,
+            },
         )
 
-    def _calibrate(self, predict: Any, x: np.ndarray, y: np.ndarray, clean: np.ndarray, noise: str, scale: float, rng: np.random.Generator) -> tuple[float, dict[str, float]]:
+    def _calibrate(
+        self,
+        predict: Any,
+        x: np.ndarray,
+        y: np.ndarray,
+        clean: np.ndarray,
+        noise: str,
+        scale: float,
+        rng: np.random.Generator,
+    ) -> tuple[float, dict[str, float]]:
         """The grid strength whose mean robustness on correctly classified rows is closest to the target."""
         rows = np.flatnonzero(clean > 0)
         if len(rows) == 0:
@@ -119,7 +152,9 @@ class LabelOnlyAttack(Attack):
         grid = FLIP_GRID if noise == "flip" else GAUSSIAN_GRID
         means = {}
         for s in grid:
-            means[f"{s:g}"] = float(robustness(predict, x[rows], y[rows], _CALIBRATION_QUERIES, noise, s, scale, rng).mean())
+            means[f"{s:g}"] = float(
+                robustness(predict, x[rows], y[rows], _CALIBRATION_QUERIES, noise, s, scale, rng).mean()
+            )
         best = min(grid, key=lambda s: abs(means[f"{s:g}"] - TARGET_ROBUSTNESS))
         return float(best), means
 

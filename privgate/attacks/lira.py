@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
-from privgate.attacks.reference import build_references, check_models, reference_result, logit_confidence
+from privgate.attacks.reference import build_references, check_models, logit_confidence, reference_result
 from privgate.errors import shown
 
 #: Below this many models, ``fixed_variance: auto`` shares one variance across examples.
@@ -49,7 +49,9 @@ def _gaussian(phi: np.ndarray, use: np.ndarray, fixed: bool) -> tuple[np.ndarray
     return mu, np.sqrt(np.maximum(var, 1e-12))
 
 
-def lira_scores(phi_target: np.ndarray, phi_ref: np.ndarray, inside: np.ndarray, *, online: bool, fixed_variance: bool) -> np.ndarray:
+def lira_scores(
+    phi_target: np.ndarray, phi_ref: np.ndarray, inside: np.ndarray, *, online: bool, fixed_variance: bool
+) -> np.ndarray:
     """LiRA membership scores (higher = more likely a member).
 
     Args:
@@ -83,7 +85,9 @@ class LiRAAttack(Attack):
     threat_model = "black-box"
     needs_recipe = True
 
-    def __init__(self, models: int = 16, offline: bool = False, fixed_variance: bool | str = "auto", **options: Any) -> None:
+    def __init__(
+        self, models: int = 16, offline: bool = False, fixed_variance: bool | str = "auto", **options: Any
+    ) -> None:
         super().__init__(**options)
         check_models(models, 4)
         if not isinstance(offline, bool):
@@ -91,7 +95,9 @@ class LiRAAttack(Attack):
         if fixed_variance not in (True, False, "auto"):
             raise ValueError(f"option fixed_variance must be true, false or auto, got {shown(fixed_variance)}")
         if fixed_variance is False and models < 8:
-            raise ValueError(f"per-example variances (fixed_variance: false) need at least 8 models (4 per side), got {models}")
+            raise ValueError(
+                f"per-example variances (fixed_variance: false) need at least 8 models (4 per side), got {models}"
+            )
         self.options = {"models": models, "offline": offline, "fixed_variance": fixed_variance}
 
     def run(self, ctx: AttackContext) -> AttackResult:
@@ -112,7 +118,9 @@ class LiRAAttack(Attack):
             f"{'online' if online else 'offline'} LiRA with {'one shared' if fixed else 'per-example'} variance; "
             f"{k // 2} IN and {k - k // 2} OUT models per example"
         )
-        return reference_result(self, refs, scores, start, self.options, [note], reference_models=k, fixed_variance=fixed)
+        return reference_result(
+            self, refs, scores, start, self.options, [note], reference_models=k, fixed_variance=fixed
+        )
 
 
 ATTACKS: tuple[type[Attack], ...] = (LiRAAttack,)

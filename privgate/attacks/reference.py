@@ -5,7 +5,7 @@ trains each model once per audit:
 
 * **Training pool = the audit examples** (members and non-members pooled, their
   membership unknown to privgate's attacks). Reference models 2p and 2p+1 train
-  on complementary random halves of the pool (:func:`privgate.ensemble.paired_masks`),
+  on complementary random halves of the pool (:func:`privgate.training.plan.paired_masks`),
   so every audit example is IN for half of the models and OUT for the other
   half, and each model trains on about as many rows as the target's training
   set. This is the experimental design of Carlini et al. (2022, arXiv
@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privgate import outputs
 from privgate.attacks.base import AttackContext, AttackResult, AttackSkipped
 from privgate.errors import RecipeError, shown
+from privgate.inputs import outputs
 
 if TYPE_CHECKING:  # torch and the training engine load when an attack runs, not when policies are validated
-    from privgate.ensemble import Ensemble
+    from privgate.training.engine import Ensemble
+
 
 @dataclass
 class References:
@@ -62,8 +63,8 @@ class References:
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """:func:`privgate.target.log_softmax`, imported when first used (the target module loads torch)."""
-    from privgate.target import log_softmax as _log_softmax
+    """:func:`privgate.inputs.target.log_softmax`, imported when first used (the target module loads torch)."""
+    from privgate.inputs.target import log_softmax as _log_softmax
 
     return _log_softmax(logits)
 
@@ -102,7 +103,9 @@ def check_models(k: int, minimum: int = 2, name: str = "models") -> int:
     if k > 1024:
         raise ValueError(f"option {name} must be at most 1024, got {k}")
     if k % 2:
-        raise ValueError(f"option {name} must be even (reference models train on complementary halves in pairs), got {k}")
+        raise ValueError(
+            f"option {name} must be even (reference models train on complementary halves in pairs), got {k}"
+        )
     return k
 
 
@@ -110,11 +113,9 @@ def _check_recipe_matches(ctx: AttackContext) -> None:
     """The recipe's model must have the target's parameters (when the target exposes them)."""
     import torch
 
-    from privgate.ensemble import build_model
-
     recipe = ctx.recipe
     assert recipe is not None
-    net = build_model(recipe)
+    net = recipe.build()
     model = ctx.target.model
     target_state = model.state_dict() if hasattr(model, "state_dict") and callable(model.state_dict) else None
     if not isinstance(target_state, dict) or not target_state:
@@ -141,7 +142,9 @@ def _check_recipe_matches(ctx: AttackContext) -> None:
     )
 
 
-def build_references(ctx: AttackContext, k: int, *, z_samples: int = 0, min_population: int = 0, attack: str = "") -> References:
+def build_references(
+    ctx: AttackContext, k: int, *, z_samples: int = 0, min_population: int = 0, attack: str = ""
+) -> References:
     """Train (or load) ``k`` reference models on the audit pool and score the audit examples.
 
     Args:
@@ -164,14 +167,17 @@ def build_references(ctx: AttackContext, k: int, *, z_samples: int = 0, min_popu
                 f"'{attack}' needs at least {min_population} population rows (known non-members, never trained on) "
                 f"to compare its {k} reference models against; the audit has {have or 'none'} (give --population)"
             )
-    from privgate.ensemble import model_seeds, paired_masks, resolve_cache_dir, train_ensemble
-    from privgate.sanity import recipe_warning
+    from privgate.inputs.sanity import recipe_warning
+    from privgate.training.engine import train_ensemble
+    from privgate.training.plan import model_seeds, paired_masks
 
     _check_recipe_matches(ctx)
     n = len(ctx.y)
     masks = paired_masks(n, k, ctx.seed)
     seeds = model_seeds(ctx.seed, k)
-    ens = train_ensemble(ctx.recipe, ctx.x, ctx.y, masks, seeds, cache_dir=resolve_cache_dir(ctx.cache_dir), threads=ctx.threads)
+    ens = train_ensemble(
+        ctx.recipe, ctx.x, ctx.y, masks, seeds, cache_dir=ctx.run.cache, threads=ctx.threads, engine=ctx.run.engine
+    )
     n_classes = ctx.log_proba.shape[1]
     log_proba = _reference_log_proba(ctx, ens.logits(ctx.x), n_classes)
     refs = References(log_proba=log_proba, inside=masks, ensemble=ens, notes=list(ens.notes) + list(ens.warnings))
@@ -191,7 +197,7 @@ def _reference_log_proba(ctx: AttackContext, raw: np.ndarray, n_classes: int) ->
     """``[K, n, classes]`` log-probabilities of the reference models, their outputs read like the target's.
 
     A reference model is "like the target" only when its outputs are of the
-    same kind (:mod:`privgate.outputs`: logits, one logit, probabilities) and
+    same kind (:mod:`privgate.inputs.outputs`: logits, one logit, probabilities) and
     count the same classes.
     """
     assert ctx.recipe is not None
@@ -201,20 +207,29 @@ def _reference_log_proba(ctx: AttackContext, raw: np.ndarray, n_classes: int) ->
         kind = next(iter(kinds)) if len(kinds) == 1 and None not in kinds else outputs.LOGITS
     elif kinds != {kind}:
         raise RecipeError(
-            f"recipe '{ctx.recipe.name}': its models output {', '.join(sorted(str(k) for k in kinds))} but the target outputs "
+            f"recipe '{ctx.recipe.name}': its models output {', '.join(sorted(str(k) for k in kinds))} but "
+            f"the target outputs "
             f"{kind}; reference models must be trained like the target."
         )
     log_proba = np.stack([outputs.log_proba(r, kind) for r in raw])
     if log_proba.shape[-1] != n_classes:
         raise RecipeError(
-            f"recipe '{ctx.recipe.name}': its model outputs {log_proba.shape[-1]} classes but the target outputs {n_classes}; "
+            f"recipe '{ctx.recipe.name}': its model outputs {log_proba.shape[-1]} classes but the target "
+            f"outputs {n_classes}; "
             "reference models must be trained like the target."
         )
     return log_proba
 
 
-def reference_result(attack: Any, refs: References, scores: np.ndarray, start: float, options: dict[str, Any],
-                     notes: list[str], **extras: Any) -> AttackResult:
+def reference_result(
+    attack: Any,
+    refs: References,
+    scores: np.ndarray,
+    start: float,
+    options: dict[str, Any],
+    notes: list[str],
+    **extras: Any,
+) -> AttackResult:
     """The AttackResult of a reference-model attack: its scores plus what the reference models cost."""
     return AttackResult(
         attack=attack.name,
@@ -224,8 +239,14 @@ def reference_result(attack: Any, refs: References, scores: np.ndarray, start: f
         models_trained=refs.ensemble.trained,
         options=dict(options),
         notes=cost_notes(refs) + notes,
-        extras={"models_from_cache": refs.ensemble.cached, "engine": refs.ensemble.mode, "kernel": refs.ensemble.kernel,
-                "threads": refs.ensemble.threads, "cache_warnings": list(refs.ensemble.warnings), **extras},
+        extras={
+            "models_from_cache": refs.ensemble.cached,
+            "engine": refs.ensemble.mode,
+            "kernel": refs.ensemble.kernel,
+            "threads": refs.ensemble.threads,
+            "cache_warnings": list(refs.ensemble.warnings),
+            **extras,
+        },
     )
 
 
@@ -235,7 +256,15 @@ def cost_notes(refs: References) -> list[str]:
     if ens.trained == 0:
         how = f"all {len(ens)} reference models came from the cache"
     else:
-        kernel = {"mlp": "MLP kernel", "mlp-dp": "MLP kernel, DP-SGD", "vmap": "torch.func/vmap", "loop": "recipe.train"}.get(ens.kernel, ens.kernel)
-        how = (f"trained {ens.trained} reference model(s) {ens.mode} ({kernel}, {ens.threads} thread{'s' if ens.threads != 1 else ''}"
-               f", {ens.seconds:.1f} s)" + (f", {ens.cached} from the cache" if ens.cached else ""))
+        kernel = {
+            "mlp": "MLP kernel",
+            "mlp-dp": "MLP kernel, DP-SGD",
+            "vmap": "torch.func/vmap",
+            "loop": "recipe.train",
+        }.get(ens.kernel, ens.kernel)
+        how = (
+            f"trained {ens.trained} reference model(s) {ens.mode} ({kernel}, {ens.threads} "
+            f"thread{'s' if ens.threads != 1 else ''}"
+            f", {ens.seconds:.1f} s)" + (f", {ens.cached} from the cache" if ens.cached else "")
+        )
     return [how] + refs.notes

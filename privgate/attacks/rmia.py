@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
-from privgate.attacks.reference import build_references, check_models, reference_result, log_softmax, true_class
+from privgate.attacks.reference import build_references, check_models, log_softmax, reference_result, true_class
 from privgate.errors import shown
 
 _TINY = 1e-300
@@ -74,7 +74,9 @@ def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
     return float((r[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def calibrate_a(p_ref: np.ndarray, inside: np.ndarray, pz_ref: np.ndarray, grid: np.ndarray = A_GRID) -> tuple[float, dict[float, float]]:
+def calibrate_a(
+    p_ref: np.ndarray, inside: np.ndarray, pz_ref: np.ndarray, grid: np.ndarray = A_GRID
+) -> tuple[float, dict[float, float]]:
     """Choose ``a`` by simulating the offline attack on reference models (paper, Appendix B.2).
 
     Args:
@@ -172,7 +174,9 @@ class RMIAAttack(Attack):
     def run(self, ctx: AttackContext) -> AttackResult:
         start = time.perf_counter()
         o = self.options
-        refs = build_references(ctx, o["models"], z_samples=o["z_samples"], min_population=o["min_population"], attack=self.name)
+        refs = build_references(
+            ctx, o["models"], z_samples=o["z_samples"], min_population=o["min_population"], attack=self.name
+        )
         assert refs.z_log_proba is not None and refs.z_x is not None and refs.z_y is not None
         t = o["temperature"]
         p_ref = tempered_true_class(refs.log_proba, ctx.y, t)  # [K, n]
@@ -191,9 +195,17 @@ class RMIAAttack(Attack):
         lx = np.log(np.clip(p_target_x, _TINY, None)) - np.log(np.clip(px, _TINY, None))
         lz = np.log(np.clip(p_target_z, _TINY, None)) - np.log(np.clip(pz, _TINY, None))
         scores = rmia_scores(lx, lz, o["gamma"])
-        how = "online (IN and OUT models)" if o["online"] else f"offline, a = {a:g}" + (" (calibrated on the reference models)" if grid else "")
+        how = (
+            "online (IN and OUT models)"
+            if o["online"]
+            else f"offline, a = {a:g}" + (" (calibrated on the reference models)" if grid else "")
+        )
         return reference_result(
-            self, refs, scores, start, o,
+            self,
+            refs,
+            scores,
+            start,
+            o,
             [f"RMIA {how}, γ = {o['gamma']:g}, temperature {t:g}, {len(lz)} population z-samples"],
             reference_models=o["models"],
             a=a,

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
-from privgate.attacks.reference import build_references, check_models, reference_result, logit_confidence, true_class
+from privgate.attacks.reference import build_references, check_models, logit_confidence, reference_result, true_class
 from privgate.errors import shown
-from privgate.threads import native_threads
+from privgate.training.threads import native_threads
 
 CLASSIFIERS = ("gbdt", "logistic", "mlp")
 MIN_PER_CLASS = 20
@@ -58,7 +58,10 @@ def _make_classifier(kind: str, seed: int) -> Any:
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        return make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(32,), max_iter=300, early_stopping=True, random_state=seed))
+        return make_pipeline(
+            StandardScaler(),
+            MLPClassifier(hidden_layer_sizes=(32,), max_iter=300, early_stopping=True, random_state=seed),
+        )
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     return HistGradientBoostingClassifier(max_iter=100, learning_rate=0.1, max_leaf_nodes=15, random_state=seed)

@@ -15,8 +15,10 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 
+
 def _true_class(proba: np.ndarray, y: np.ndarray) -> np.ndarray:
     return proba[np.arange(len(y)), y]
+
 
 class _OutputAttack(Attack):
     """A score computed from the target's probabilities (or labels) on each example."""
@@ -45,6 +47,7 @@ class _OutputAttack(Attack):
             options=dict(self.options),
         )
 
+
 class LossAttack(_OutputAttack):
     """Loss threshold attack (Yeom, Giacomelli, Fredrikson & Jha 2018, arXiv 1709.01604).
 
@@ -57,6 +60,7 @@ class LossAttack(_OutputAttack):
     def score(self, ctx: AttackContext) -> np.ndarray:
         return _true_class(ctx.log_proba, ctx.y)
 
+
 class ConfidenceAttack(_OutputAttack):
     """Maximum-confidence attack (Salem et al. 2019, "ML-Leaks", arXiv 1806.01246).
 
@@ -67,6 +71,7 @@ class ConfidenceAttack(_OutputAttack):
 
     def score(self, ctx: AttackContext) -> np.ndarray:
         return ctx.log_proba.max(axis=1)  # log max_k p_k: same ranking, no saturation
+
 
 class TrueClassConfidenceAttack(_OutputAttack):
     """True-class confidence attack (Song & Mittal 2021, arXiv 2003.10595, "Conf").
@@ -82,6 +87,7 @@ class TrueClassConfidenceAttack(_OutputAttack):
         # log p_y ranks like p_y but does not saturate at 1.0; class-wise z-scores act on it
         return _true_class(ctx.log_proba, ctx.y)
 
+
 class EntropyAttack(_OutputAttack):
     """Prediction-entropy attack (Salem et al. 2019, arXiv 1806.01246; Song & Mittal 2021).
 
@@ -93,6 +99,7 @@ class EntropyAttack(_OutputAttack):
     def score(self, ctx: AttackContext) -> np.ndarray:
         logp = ctx.log_proba
         return np.sum(np.exp(logp) * logp, axis=1)
+
 
 class ModifiedEntropyAttack(_OutputAttack):
     """Modified-entropy attack (Song & Mittal 2021, arXiv 2003.10595, eq. 5).
@@ -113,8 +120,9 @@ class ModifiedEntropyAttack(_OutputAttack):
         log_py = logp[idx, ctx.y]
         others = p * log1m
         others[idx, ctx.y] = 0.0
-        mentr = -(-np.expm1(log_py)) * log_py - others.sum(axis=1)
+        mentr = np.expm1(log_py) * log_py - others.sum(axis=1)  # −(1 − p_y)·log p_y, with 1 − p_y = −expm1(log p_y)
         return -mentr
+
 
 class CorrectnessAttack(_OutputAttack):
     """Prediction-correctness attack (Yeom et al. 2018, arXiv 1709.01604, "gap attack").
@@ -134,6 +142,7 @@ class CorrectnessAttack(_OutputAttack):
 
     def score(self, ctx: AttackContext) -> np.ndarray:
         return (ctx.labels == ctx.y).astype(float)
+
 
 ATTACKS: tuple[type[Attack], ...] = (
     LossAttack,

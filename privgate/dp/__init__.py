@@ -14,6 +14,8 @@ privgate stays fast for audits that never remediate.
 
 from __future__ import annotations
 
-from privgate.dp.train import DPRecipe, DPSettings, DPTraining, make_private_module, search_clip_norm, train_dp
+from privgate.dp.clip import search_clip_norm
+from privgate.dp.recipe import DPRecipe
+from privgate.dp.train import DPSettings, DPTraining, make_private_module, train_dp
 
 __all__ = ["DPRecipe", "DPSettings", "DPTraining", "make_private_module", "search_clip_norm", "train_dp"]

@@ -1,8 +1,8 @@
 """The hardened model's files: TorchScript at the output path and a state_dict beside it, written together.
 
 :func:`hardened_files` returns the bytes (the CLI writes them in one unit with
-its reports, :mod:`privgate.staging`); :func:`save_hardened` writes both for
-library callers, both or neither (:func:`privgate.atomic.write_together`).
+its reports, :mod:`privgate.io.staging`); :func:`save_hardened` writes both for
+library callers, both or neither (:func:`privgate.io.atomic.write_together`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.atomic import write_together
 from privgate.errors import PrivgateError
-from privgate.guards import same_file
+from privgate.io.atomic import write_together
+from privgate.io.guards import same_file
 
 
 def default_output(model_path: str | Path) -> Path:
@@ -34,7 +34,9 @@ def state_dict_path(output: str | Path) -> Path:
     return p.with_name(f"{p.stem}.state_dict{p.suffix or '.pt'}")
 
 
-def hardened_files(model: nn.Module, output: str | Path, example: np.ndarray) -> tuple[dict[Path, bytes], dict[str, Any]]:
+def hardened_files(
+    model: nn.Module, output: str | Path, example: np.ndarray
+) -> tuple[dict[Path, bytes], dict[str, Any]]:
     """The bytes of ``model`` as TorchScript (at ``output``) and as a state_dict (beside it), not yet written.
 
     TorchScript loads without the recipe (``torch.jit.script``, or ``torch.jit.trace``
@@ -48,7 +50,9 @@ def hardened_files(model: nn.Module, output: str | Path, example: np.ndarray) ->
     ts_path, sd_path = Path(output), state_dict_path(output)
     model = model.eval()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.jit is deprecated in recent PyTorch, but is the portable format privgate loads
+        warnings.simplefilter(
+            "ignore"
+        )  # torch.jit is deprecated in recent PyTorch, but is the portable format privgate loads
         try:
             scripted = torch.jit.script(model)
             how = "script"
@@ -62,13 +66,18 @@ def hardened_files(model: nn.Module, output: str | Path, example: np.ndarray) ->
     torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, buf)
     sd_bytes = buf.getvalue()
     described = {
-        "torchscript": str(ts_path), "torchscript_sha256": hashlib.sha256(ts_bytes).hexdigest(), "torchscript_mode": how,
-        "state_dict": str(sd_path), "state_dict_sha256": hashlib.sha256(sd_bytes).hexdigest(),
+        "torchscript": str(ts_path),
+        "torchscript_sha256": hashlib.sha256(ts_bytes).hexdigest(),
+        "torchscript_mode": how,
+        "state_dict": str(sd_path),
+        "state_dict_sha256": hashlib.sha256(sd_bytes).hexdigest(),
     }
     return {ts_path: ts_bytes, sd_path: sd_bytes}, described
 
 
-def save_hardened(model: nn.Module, output: str | Path, example: np.ndarray, protect: list[str | Path] = ()) -> dict[str, Any]:
+def save_hardened(
+    model: nn.Module, output: str | Path, example: np.ndarray, protect: list[str | Path] = ()
+) -> dict[str, Any]:
     """Write ``model`` as TorchScript at ``output`` and as a state_dict beside it: both files, or neither.
 
     Raises:

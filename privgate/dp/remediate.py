@@ -1,14 +1,14 @@
 """The ε search: retrain a failing model with DP-SGD at decreasing ε until the policy passes.
 
-The procedure (seed thesis 003, ch. 6: start DP-SGD at ε = 50 and lower ε step
-by step while the attack still succeeds; tuning after Ponomareva et al. 2023,
-arXiv 2303.00654):
+The procedure (Sabau 2023, master's thesis, OTH Amberg-Weiden, ch. 6: start
+DP-SGD at ε = 50 and lower ε step by step while the attack still succeeds;
+tuning after Ponomareva et al. 2023, arXiv 2303.00654):
 
 1. Audit the original model. If it passes, nothing is retrained.
 2. Fix the DP-SGD settings once: epochs and logical batch size (the policy's,
    else the recipe's), δ (``auto`` = 1/(10·N) for N training rows, below the
    1/N that would allow releasing one whole record), the clip norm (a number,
-   or ``auto``: :func:`~privgate.dp.train.search_clip_norm`).
+   or ``auto``: :func:`~privgate.dp.clip.search_clip_norm`).
 3. For each ε of the schedule the strategy picks, train from scratch with
    DP-SGD (:func:`~privgate.dp.train.train_dp`), re-run the policy's attacks on
    the new model with the DP recipe as the recipe — so reference-model attacks
@@ -50,24 +50,26 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
 from torch import nn
 
-from privgate import stats
-from privgate.data import AuditData, Dataset
-from privgate.dp.hardened import default_output, hardened_files, save_hardened, state_dict_path  # noqa: F401  (re-exported)
-from privgate.dp.train import DPRecipe, DPSettings, DPTraining, _fresh, probe_private_training, search_clip_norm, train_dp
+from privgate.dp.clip import search_clip_norm
+from privgate.dp.recipe import DPRecipe
+from privgate.dp.train import DPSettings, DPTraining, probe_private_training, train_dp
+from privgate.dp.utility import UtilityData, measure_utility, utility_data, utility_floor  # noqa: F401  (re-exported)
 from privgate.errors import PolicyError, RecipeError
-from privgate.gate import Progress, audit
-from privgate.policy import Policy, Utility
+from privgate.gate import audit
+from privgate.inputs.data import AuditData, Dataset
+from privgate.inputs.target import Target
+from privgate.options import RunOptions
+from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.report.model import CheckResult, Report
-from privgate.target import Target
-from privgate.threads import limit_threads
+from privgate.training.threads import limit_threads
 
 RowCallback = Callable[[dict[str, Any]], None]
 
@@ -78,50 +80,6 @@ SELECTION_STATEMENT = (
     "ε; {n} DP-SGD training(s) of the target and {c} noise-free clip-norm run(s) were made on the members to "
     "reach this choice, recorded here so the selection can be accounted for."
 )
-
-
-# --------------------------------------------------------------------------- utility
-
-
-@dataclass(frozen=True)
-class UtilityData:
-    """The held-out rows utility is measured on, and where they come from."""
-
-    x: np.ndarray
-    y: np.ndarray
-    source: str
-
-
-def utility_data(data: AuditData) -> UtilityData:
-    """The population when there is one, else the non-members (see the module docstring)."""
-    if data.population is not None:
-        return UtilityData(data.population.x, data.population.y, f"population ({len(data.population)} rows, {data.population.source})")
-    return UtilityData(data.nonmembers.x, data.nonmembers.y, f"non-members ({len(data.nonmembers)} rows, {data.nonmembers.source}; no population given)")
-
-
-def measure_utility(model: Any, held_out: UtilityData, confidence: float) -> tuple[float, list[float]]:
-    """Accuracy on the held-out rows with its Clopper-Pearson interval (Clopper & Pearson 1934)."""
-    target = model if isinstance(model, Target) else Target(model, fmt="module")
-    correct = int(np.sum(target.predict(held_out.x) == held_out.y))
-    n = len(held_out.y)
-    lo, hi = stats.clopper_pearson(correct, n, confidence)
-    return correct / n, [lo, hi]
-
-
-def utility_floor(policy: Utility | None, original: float) -> tuple[float | None, str]:
-    """The floor utility must stay at or above, and the rule that set it."""
-    if policy is None or (policy.min is None and policy.max_drop is None):
-        return None, "no utility floor in the policy"
-    floors: list[tuple[float, str]] = []
-    if policy.min is not None:
-        floors.append((policy.min, f"min {policy.min:g}"))
-    if policy.max_drop is not None:
-        if policy.relative:
-            floors.append((original * (1 - policy.max_drop), f"at most {policy.max_drop:.0%} below the original {original:.4f} (relative)"))
-        else:
-            floors.append((original - policy.max_drop, f"at most {policy.max_drop:g} below the original {original:.4f}"))
-    value, rule = max(floors)
-    return max(0.0, value), rule + (" (the stricter of " + " and ".join(r for _, r in floors) + ")" if len(floors) > 1 else "")
 
 
 # --------------------------------------------------------------------------- candidates
@@ -210,7 +168,9 @@ def _describe_check(c: CheckResult) -> str:
     return f"check '{c.id}' is {c.status} ({c.metric} {value}, max {c.threshold:g})"
 
 
-def _search(evaluate: Callable[[int], Candidate], n: int, strategy: str) -> tuple[Candidate | None, str | None, str | None]:
+def _search(
+    evaluate: Callable[[int], Candidate], n: int, strategy: str
+) -> tuple[Candidate | None, str | None, str | None]:
     """(accepted candidate, what broke first — 'utility' | 'privacy', reason) for a schedule of n ε."""
     tried: dict[int, Candidate] = {}
 
@@ -247,8 +207,15 @@ def _search(evaluate: Callable[[int], Candidate], n: int, strategy: str) -> tupl
 
 def _utility_reason(c: Candidate) -> str:
     problem = _first_problem(c)
-    tail = f", while {_describe_check(problem)}" if problem else " (its checks pass, but every smaller ε would lose more utility)"
-    return f"the utility floor broke first: at ε = {c.epsilon:g} utility is {c.utility:.4f}, below the floor {c.floor:.4f}{tail}"
+    tail = (
+        f", while {_describe_check(problem)}"
+        if problem
+        else " (its checks pass, but every smaller ε would lose more utility)"
+    )
+    return (
+        f"the utility floor broke first: at ε = {c.epsilon:g} utility is {c.utility:.4f}, below the floor "
+        f"{c.floor:.4f}{tail}"
+    )
 
 
 def _privacy_reason(c: Candidate) -> str:
@@ -275,19 +242,18 @@ def settings_for(policy: Policy, recipe: Recipe, n_train: int) -> DPSettings:
     )
 
 
-def check_can_remediate(policy: Policy, recipe: Recipe | None, seed: int = 0, probe: Dataset | None = None) -> None:
-    """Bad input, found before any audit: remediation not allowed, no recipe, or a model Opacus cannot train
-    (with ``probe`` rows: per-example gradients are computed on a few of them)."""
+def check_can_remediate(policy: Policy, recipe: Recipe | None) -> None:
+    """Bad input, found before anything is loaded: remediation not allowed, or no recipe."""
     if not policy.remediation.enabled:
         raise PolicyError(
-            f"policy '{policy.name}': remediation is not enabled (set 'remediation: {{enabled: true}}' in a copy of the policy to allow DP-SGD retraining)."
+            f"policy '{policy.name}': remediation is not enabled (set 'remediation: {{enabled: true}}' in a "
+            f"copy of the policy to allow DP-SGD retraining)."
         )
     if recipe is None:
-        raise RecipeError("remediation retrains the model with DP-SGD and needs its training recipe (--recipe module:attr, or 'recipe' in the config).")
-    if probe is not None:
-        probe_private_training(recipe, probe.x, probe.y, seed)
-    else:
-        _fresh(recipe, seed)  # raises RecipeError when Opacus cannot fix the model
+        raise RecipeError(
+            "remediation retrains the model with DP-SGD and needs its training recipe (--recipe module:attr, "
+            "or 'recipe' in the config)."
+        )
 
 
 def remediate(
@@ -296,16 +262,13 @@ def remediate(
     policy: Policy,
     recipe: Recipe | None,
     *,
-    seed: int = 0,
     train: Dataset | None = None,
     original: Report | None = None,
-    cache_dir: str | None = None,
-    progress: Progress | None = None,
     on_row: RowCallback | None = None,
-    artefacts_dir: str | None = None,
     memo: dict[float, Candidate] | None = None,
     sweep: bool = False,
-    threads: int | None = None,
+    options: RunOptions | None = None,
+    **settings: Any,
 ) -> Outcome:
     """Audit ``target``; if it fails, search the policy's ε schedule for a DP-SGD model that passes.
 
@@ -315,21 +278,21 @@ def remediate(
         policy: the policy, with its ``utility`` and ``remediation`` sections.
         recipe: how the target was trained; DP-SGD retrains with its model
             factory and optimiser, from scratch or its public pre-trained start.
-        seed: drives every training and every audit (same seed → same numbers).
         train: the full training set (default: the audit's members).
         original: the original model's report, when already computed.
-        cache_dir: reference-model cache for the attacks.
-        progress: one-line progress messages.
         on_row: called with each ε's row as soon as it is decided.
-        artefacts_dir: attacks' files for the original model; each candidate's
-            go to a ``dp-eps-<ε>`` folder inside it.
         memo: candidates by ε, reused instead of retraining (a benchmark
             comparing strategies on the same settings); filled as it goes.
         sweep: after the search, also train and audit every other ε of the
             schedule, for the full ε–utility–attack table. The choice and the
             ``trainings`` count (what the strategy needed) are unchanged.
-        threads: the most threads DP training and the attacks may use
-            (default 1, see :mod:`privgate.threads`).
+        options: the run's settings (:class:`privgate.options.RunOptions`): its
+            seed drives every training and every audit (same seed → same
+            numbers); its thread budget holds DP training and the attacks;
+            its artefacts folder gets the original model's attack files, each
+            candidate's in a ``dp-eps-<ε>`` folder inside it.
+        **settings: single settings of :class:`~privgate.options.RunOptions`
+            (``seed=``, ``cache_dir=``, ``threads=`` …), applied on top of ``options``.
 
     The report's ``duration_s`` is the time of the whole run (the original
     audit, when computed here, and the search), counted once;
@@ -342,13 +305,15 @@ def remediate(
         PolicyError: the policy does not allow remediation.
         RecipeError: no recipe, or one Opacus cannot make private.
     """
-    check_can_remediate(policy, recipe, seed, probe=train or data.members)
+    run = RunOptions.of(options, **settings)
+    seed, say = run.seed, run.say
+    check_can_remediate(policy, recipe)
     assert recipe is not None
+    probe = train or data.members
+    probe_private_training(recipe, probe.x, probe.y, seed)  # a model Opacus cannot train is bad input, before any audit
     t0 = time.perf_counter()
-    say = progress or (lambda _msg: None)
     earlier = original.duration_s if original is not None else 0.0  # audited before this call
-    original = original or audit(target, data, policy, recipe=recipe, seed=seed, cache_dir=cache_dir, progress=progress,
-                                 artefacts_dir=artefacts_dir, threads=threads)
+    original = original or audit(target, data, policy, recipe=recipe, options=run)
     clock = _Clock(t0, time.perf_counter(), earlier)
     held_out = utility_data(data)
     orig_utility, orig_ci = measure_utility(target, held_out, policy.confidence)
@@ -364,7 +329,12 @@ def remediate(
             "utility_ci": [round(v, 6) for v in orig_ci],
             "checks": [{"id": c.id, "value": c.value, "status": c.status} for c in original.checks],
         },
-        "utility": {"metric": "accuracy", "data": held_out.source, "floor": None if floor is None else round(floor, 6), "rule": floor_rule},
+        "utility": {
+            "metric": "accuracy",
+            "data": held_out.source,
+            "floor": None if floor is None else round(floor, 6),
+            "rule": floor_rule,
+        },
         "trainings": 0,
         "clip_search_trainings": 0,
         "chosen_epsilon": None,
@@ -387,7 +357,7 @@ def remediate(
     if rem.max_grad_norm == "auto":
         say("choosing the clip norm (noise-free runs at C = 10^k)")
         brief = max(1, math.ceil(settings.epochs / 3))
-        with limit_threads(threads):
+        with limit_threads(run.threads):
             clip, clip_rows = search_clip_norm(recipe, train.x, train.y, seed, settings, epochs=brief)
         settings = settings.with_clip(clip)
     section["settings"] = {
@@ -401,7 +371,9 @@ def remediate(
         "accountant": settings.accountant,
         "max_physical_batch_size": settings.max_physical_batch_size,
         "n_train": len(train),
-        "start": f"public pre-trained weights {recipe.pretrained}" if recipe.pretrained else "fresh initialisation (never the audited checkpoint)",
+        "start": f"public pre-trained weights {recipe.pretrained}"
+        if recipe.pretrained
+        else "fresh initialisation (never the audited checkpoint)",
     }
     section["clip_search_trainings"] = len(clip_rows)
     candidates: list[Candidate] = []
@@ -413,13 +385,18 @@ def remediate(
         if eps not in memo:
             label = f"DP-SGD ε={eps:g}"
             say(f"{label}: training (model {len(candidates) + 1})")
-            with limit_threads(threads):
+            with limit_threads(run.threads):
                 model, record = train_dp(recipe, train.x, train.y, seed, settings=settings, target_epsilon=eps)
             dp_recipe = DPRecipe.from_training(recipe, record, settings)
             dp_target = Target(model, source=f"<DP-SGD ε={eps:g}>", fmt="module", extra={"dp": record.to_dict()})
-            artefacts = str(Path(artefacts_dir) / f"dp-eps-{eps:g}") if artefacts_dir else None
-            report = audit(dp_target, data, policy, recipe=dp_recipe, seed=seed, cache_dir=cache_dir, artefacts_dir=artefacts,
-                           progress=lambda msg: say(f"{label}: {msg}"), threads=threads)
+            artefacts = str(Path(run.artefacts_dir) / f"dp-eps-{eps:g}") if run.artefacts_dir else None
+            report = audit(
+                dp_target,
+                data,
+                policy,
+                recipe=dp_recipe,
+                options=run.replace(artefacts_dir=artefacts, progress=lambda msg: say(f"{label}: {msg}")),
+            )
             util, util_ci = measure_utility(dp_target, held_out, policy.confidence)
             memo[eps] = Candidate(eps, model, dp_recipe, record, report, util, util_ci, floor)
         cand = memo[eps]
@@ -462,7 +439,9 @@ def remediate(
         ),
     )
     report = _with_section(chosen.report, section, clock)
-    report = report.model_copy(update={"summary": f"{chosen.report.summary} — hardened: {section['reason']}; {len(candidates)} training(s)"})
+    report = report.model_copy(
+        update={"summary": f"{chosen.report.summary} — hardened: {section['reason']}; {len(candidates)} training(s)"}
+    )
     return Outcome(report, "hardened", chosen.model, chosen.recipe, chosen, candidates)
 
 
@@ -486,98 +465,16 @@ def _with_section(report: Report, section: dict[str, Any], clock: _Clock) -> Rep
     return report.model_copy(update={"remediation": section, "duration_s": round(clock.earlier + now - clock.start, 3)})
 
 
-@dataclass
-class Hardening:
-    """What :func:`harden_paths` decided: the report, and the hardened model's files to write (none unless hardened)."""
-
-    report: Report
-    files: dict[Path, bytes] = field(default_factory=dict)
-
-
-# --------------------------------------------------------------------------- the CLI's path
-
-
-def harden_paths(
-    model: str,
-    policy: str,
-    members: str,
-    nonmembers: str,
-    *,
-    population: str | None = None,
-    recipe: str | None = None,
-    seed: int = 0,
-    label_column: str = "label",
-    trust_checkpoint: bool = False,
-    cache_dir: str | None = None,
-    search_dirs: list[Path] | None = None,
-    progress: Progress | None = None,
-    output_model: str | None = None,
-    on_row: RowCallback | None = None,
-    artefacts_dir: str | None = None,
-    threads: int | None = None,
-) -> Hardening:
-    """``privgate check --remediate`` / ``privgate harden``: everything as strings, checked before any training.
-
-    Same arguments as :func:`privgate.api.audit_paths`, plus ``output_model``
-    (default ``<model>.hardened.pt`` next to the input; never the input itself)
-    and ``on_row`` (each ε's row as it is decided). The input checkpoint is
-    only read, and nothing is written: the hardened model's files come back in
-    :attr:`Hardening.files` for the caller to write together with its reports
-    (:mod:`privgate.staging`), after checking their paths (:mod:`privgate.guards`).
-    """
-    from privgate.api import as_recipe, load_inputs
-    from privgate.policy import load_policy
-
-    # policy and recipe first: an unusable remediation setup fails before any loading
-    check_can_remediate(load_policy(policy), as_recipe(recipe, search_dirs), seed)
-    out = Path(output_model) if output_model else default_output(model)
-    loaded = load_inputs(model, policy, members, nonmembers, population=population, recipe=recipe, seed=seed,
-                         label_column=label_column, trust_checkpoint=trust_checkpoint, search_dirs=search_dirs)
-    pol, rec, target, data, train = loaded.policy, loaded.recipe, loaded.target, loaded.data, loaded.members
-    check_can_remediate(pol, rec, seed, probe=train)
-    outcome = remediate(
-        target, data, pol, rec, seed=seed, train=train, cache_dir=cache_dir, progress=progress, on_row=on_row, artefacts_dir=artefacts_dir,
-        threads=threads,
-    )
-    report = outcome.report
-    files: dict[Path, bytes] = {}
-    if outcome.status == "hardened" and outcome.model is not None:
-        files, written = hardened_files(outcome.model, out, train.x)
-        section = dict(report.remediation or {})
-        section["output"] = written
-        section["input_sha256"] = target.sha256
-        dp = (outcome.candidate.training.to_dict() if outcome.candidate else {})
-        described = {
-            "path": written["torchscript"],
-            "format": "torchscript",
-            "sha256": written["torchscript_sha256"],
-            "white_box": True,
-            "parameters": sum(p.numel() for p in outcome.model.parameters()),
-            "state_dict": written["state_dict"],
-            "hardened_from": {"path": str(model), "sha256": target.sha256},
-            "dp": dp,
-            **{k: report.target[k] for k in ("accuracy", "outputs") if k in report.target},  # the hardened model's own
-        }
-        report = report.model_copy(update={"remediation": section, "target": described})
-    return Hardening(report, files)
-
-
 __all__ = [
     "Candidate",
-    "Hardening",
     "Outcome",
     "SELECTION_STATEMENT",
     "UtilityData",
     "check_can_remediate",
-    "default_output",
-    "harden_paths",
-    "hardened_files",
     "measure_utility",
     "privacy_status",
     "remediate",
-    "save_hardened",
     "settings_for",
-    "state_dict_path",
     "unresolvable",
     "utility_data",
     "utility_floor",

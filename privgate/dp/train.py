@@ -31,9 +31,9 @@ audit: fine-tuning a model that has already memorised its data gives no
 guarantee about that data.
 
 Tuning follows published practice (Ponomareva et al. 2023, "How to DP-fy ML",
-arXiv 2303.00654, §5.4; the seed thesis 003, §5.4.4): the clipping norm is
-chosen by :func:`search_clip_norm`, a short noise-free run with clipping at
-C = 10^k, lowering k until accuracy drops clearly.
+arXiv 2303.00654, §5.4): the clipping norm is chosen by
+:func:`privgate.dp.clip.search_clip_norm`, a short noise-free run with clipping
+at C = 10^k, lowering k until accuracy drops clearly.
 
 Opacus uses PyTorch's default pseudo-random generator for the noise here
 (``secure_mode=False``), seeded for reproducibility. That is the usual research
@@ -47,7 +47,7 @@ import dataclasses
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -55,25 +55,16 @@ import torch
 from torch import nn
 
 from privgate.errors import PrivgateError, RecipeError
-from privgate.outputs import as_logits_torch, kind_of, nll
-from privgate.recipe import DPSGD, Recipe
+from privgate.inputs.outputs import nll
+from privgate.recipe import Recipe
 
 AccountantName = Literal["prv", "rdp"]
-
-#: Clip norms tried by :func:`search_clip_norm`: 10^1 down to 10^-5 (the thesis' CIFAR-10 optimum was 10^-5).
-CLIP_EXPONENTS = tuple(range(1, -6, -1))
-#: An accuracy drop "clearly" below the best so far: at least this much (absolute) …
-CLEAR_DROP = 0.02
-#: … and at least this many standard errors of the validation accuracy.
-CLEAR_DROP_SE = 2.0
-#: Fraction of the training rows held out to validate the clip-norm search.
-CLIP_VALIDATION_FRACTION = 0.2
 
 _ACCOUNTANT_ERRORS = (RuntimeError, ValueError, OverflowError, FloatingPointError, ZeroDivisionError, MemoryError)
 
 
 class OutputsLoss(nn.CrossEntropyLoss):
-    """``nn.CrossEntropyLoss`` that reads the outputs with :func:`privgate.outputs.nll` (for Opacus' criterion slot)."""
+    """``nn.CrossEntropyLoss`` reading the outputs with :func:`privgate.inputs.outputs.nll` (Opacus' criterion slot)."""
 
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:  # noqa: A002 - torch's names
         return nll(input, target, reduction=self.reduction)
@@ -175,7 +166,8 @@ def make_private_module(model: nn.Module, recipe_name: str = "recipe") -> tuple[
             fixed = ModuleValidator.fix(model)
         except Exception as exc:
             raise RecipeError(
-                f"recipe '{recipe_name}': Opacus cannot make the model private ({errors[0]}; fixing it failed: {exc.__class__.__name__})."
+                f"recipe '{recipe_name}': Opacus cannot make the model private ({errors[0]}; fixing it "
+                f"failed: {exc.__class__.__name__})."
             ) from None
         remaining = ModuleValidator.validate(fixed, strict=False)
     if remaining:
@@ -186,16 +178,8 @@ def make_private_module(model: nn.Module, recipe_name: str = "recipe") -> tuple[
 
 
 def _fresh(recipe: Recipe, seed: int) -> tuple[nn.Module, list[str]]:
-    """``recipe.build()`` under ``torch.manual_seed(seed)``, made private; failures are RecipeErrors."""
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(seed))
-            net = recipe.build()
-    except RecipeError:
-        raise
-    except Exception as exc:
-        raise RecipeError(f"recipe '{recipe.name}': building the model failed ({exc.__class__.__name__}: {exc}).") from None
-    return make_private_module(net, recipe.name)
+    """``recipe.build(seed=seed)``, made private (failures are RecipeErrors)."""
+    return make_private_module(recipe.build(seed=seed), recipe.name)
 
 
 def probe_private_training(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: int = 0) -> list[str]:
@@ -218,22 +202,32 @@ def probe_private_training(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: i
             gsm = GradSampleModule(model)
             out = gsm(torch.as_tensor(np.ascontiguousarray(x[:rows]), dtype=torch.float32))
             nll(out, torch.as_tensor(np.asarray(y[:rows]), dtype=torch.long)).backward()
-        missing = [n for n, p in model.named_parameters() if p.requires_grad and getattr(p, "grad_sample", None) is None]
+        missing = [
+            n for n, p in model.named_parameters() if p.requires_grad and getattr(p, "grad_sample", None) is None
+        ]
         gsm._close()
     except RecipeError:
         raise
     except Exception as exc:
         msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
-        raise RecipeError(f"recipe '{recipe.name}': Opacus cannot compute per-example gradients for this model ({exc.__class__.__name__}: {msg}).") from None
+        raise RecipeError(
+            f"recipe '{recipe.name}': Opacus cannot compute per-example gradients for this model "
+            f"({exc.__class__.__name__}: {msg})."
+        ) from None
     if missing:
-        raise RecipeError(f"recipe '{recipe.name}': Opacus computes no per-example gradient for parameter(s) {', '.join(missing[:5])}; DP-SGD cannot train them.")
+        raise RecipeError(
+            f"recipe '{recipe.name}': Opacus computes no per-example gradient for parameter(s) "
+            f"{', '.join(missing[:5])}; DP-SGD cannot train them."
+        )
     return changes
 
 
 # --------------------------------------------------------------------------- accounting
 
 
-def _spent_epsilon(accountant: Any, delta: float, history: list[tuple[float, float, int]]) -> tuple[float, str, str | None]:
+def _spent_epsilon(
+    accountant: Any, delta: float, history: list[tuple[float, float, int]]
+) -> tuple[float, str, str | None]:
     """(ε, accountant used, note) for ``history``; PRV falls back to RDP when it fails or returns inf."""
     from opacus.accountants import RDPAccountant
 
@@ -252,7 +246,11 @@ def _spent_epsilon(accountant: Any, delta: float, history: list[tuple[float, flo
         rdp.history = list(history)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return float(rdp.get_epsilon(delta=delta)), "rdp", f"the PRV accountant could not compute ε ({why}); reported with RDP instead"
+            return (
+                float(rdp.get_epsilon(delta=delta)),
+                "rdp",
+                f"the PRV accountant could not compute ε ({why}); reported with RDP instead",
+            )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(accountant.get_epsilon(delta=delta)), name, None
@@ -267,12 +265,20 @@ def _make_private(
     target_epsilon: float | None,
     noise_multiplier: float | None,
 ) -> tuple[Any, Any, Any, Any, Any, str | None]:
-    """(engine, module, optimizer, criterion, loader, note): wrap for DP-SGD with Poisson sampling; PRV → RDP on failure."""
+    """(engine, module, optimizer, criterion, loader, note): wrapped for DP-SGD with Poisson sampling.
+
+    The PRV accountant falls back to RDP when it fails."""
     from opacus import PrivacyEngine
 
     common = dict(
-        module=model, optimizer=optimizer, data_loader=loader, criterion=OutputsLoss(), max_grad_norm=settings.max_grad_norm,
-        poisson_sampling=True, noise_generator=noise_gen, grad_sample_mode=settings.grad_sample_mode,
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        criterion=OutputsLoss(),
+        max_grad_norm=settings.max_grad_norm,
+        poisson_sampling=True,
+        noise_generator=noise_gen,
+        grad_sample_mode=settings.grad_sample_mode,
     )
 
     def unpack(engine: Any, wrapped: tuple[Any, ...], note: str | None) -> tuple[Any, Any, Any, Any, Any, str | None]:
@@ -303,12 +309,14 @@ def _make_private(
             # get_noise_multiplier runs before make_private wraps anything, so retrying is clean
             if name == chain[-1]:
                 raise DPCalibrationError(
-                    f"no noise multiplier reaches ε = {target_epsilon:g} at δ = {settings.delta:.3g} in {settings.epochs} epochs "
+                    f"no noise multiplier reaches ε = {target_epsilon:g} at δ = {settings.delta:.3g} in "
+                    f"{settings.epochs} epochs "
                     f"({exc.__class__.__name__}: {str(exc)[:160]}); use larger ε values in remediation.epsilons."
                 ) from None
             note = (
                 f"the PRV accountant could not calibrate the noise for ε = {target_epsilon:g} "
-                f"({exc.__class__.__name__}: {str(exc)[:120]}); fell back to RDP, a valid and slightly more conservative bound"
+                f"({exc.__class__.__name__}: {str(exc)[:120]}); fell back to RDP, a valid and slightly more "
+                f"conservative bound"
             )
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -325,7 +333,9 @@ def _run_epochs(module: nn.Module, optimizer: Any, loss_fn: Any, loader: Any, ep
         # Opacus' full backward hooks warn when the inputs need no gradient: expected here
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
         for _ in range(epochs):
-            with BatchMemoryManager(data_loader=loader, max_physical_batch_size=max_physical, optimizer=optimizer) as batches:
+            with BatchMemoryManager(
+                data_loader=loader, max_physical_batch_size=max_physical, optimizer=optimizer
+            ) as batches:
                 for xb, yb in batches:
                     optimizer.zero_grad(set_to_none=True)
                     loss_fn(module(xb), yb).backward()
@@ -387,7 +397,9 @@ def train_dp(
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=batch, generator=data_gen)
 
     t0 = time.perf_counter()
-    engine, module, dp_opt, criterion, dp_loader, note = _make_private(model, optimizer, loader, settings, noise_gen, target_epsilon, noise_multiplier)
+    engine, module, dp_opt, criterion, dp_loader, note = _make_private(
+        model, optimizer, loader, settings, noise_gen, target_epsilon, noise_multiplier
+    )
     calibration = time.perf_counter() - t0
     t1 = time.perf_counter()
     _run_epochs(module, dp_opt, criterion, dp_loader, settings.epochs, settings.max_physical_batch_size)
@@ -404,7 +416,8 @@ def train_dp(
         used = "none (σ = 0)"
     if target_epsilon is not None and account and eps > target_epsilon * (1 + 1e-9) + 1e-12:
         raise RuntimeError(
-            f"DP-SGD verification failed: the {used} accountant reports ε = {eps:.4g} after training, above the target {target_epsilon:g}"
+            f"DP-SGD verification failed: the {used} accountant reports ε = {eps:.4g} after training, above "
+            f"the target {target_epsilon:g}"
         )
     trained, _ = _fresh(recipe, seed)  # a clean copy: no Opacus hooks or per-sample gradient buffers
     trained.load_state_dict(model.state_dict())
@@ -430,141 +443,11 @@ def train_dp(
     return trained, record
 
 
-def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
-    """Fraction of (x, y) the model labels correctly (eval mode, no gradients)."""
-    with torch.no_grad():
-        out = model(torch.as_tensor(np.ascontiguousarray(x), dtype=torch.float32))
-        pred = as_logits_torch(out, kind_of(out) or "logits").argmax(dim=1).numpy()  # one logit z: class 1 iff z > 0
-    return float(np.mean(pred == np.asarray(y)))
-
-
-def search_clip_norm(
-    recipe: Recipe,
-    x: np.ndarray,
-    y: np.ndarray,
-    seed: int,
-    settings: DPSettings,
-    *,
-    epochs: int | None = None,
-    exponents: tuple[int, ...] = CLIP_EXPONENTS,
-) -> tuple[float, list[dict[str, Any]]]:
-    """The clipping norm C for DP-SGD: the noise-free search of published tuning practice.
-
-    Train briefly with per-example clipping but no noise (σ = 0) at C = 10^k for
-    k = 1, 0, −1, …, and stop at the first C whose validation accuracy drops
-    clearly below the best so far; return the last good C (Ponomareva et al.
-    2023, arXiv 2303.00654, §5.4.1; seed thesis 003, §5.4.4). A small C clips
-    most gradients, so the noise σC added per step is small relative to them.
-
-    "Clearly" = more than max(:data:`CLEAR_DROP`, :data:`CLEAR_DROP_SE` ×
-    standard error of the validation accuracy). Validation uses a seeded
-    :data:`CLIP_VALIDATION_FRACTION` of the training rows held out of these
-    runs, so the audit's held-out data is never touched by tuning. (Tuning on
-    the private data is itself not covered by the DP guarantee; the report
-    counts these runs.)
-
-    Returns:
-        (C, rows) with one row ``{max_grad_norm, accuracy, good}`` per run.
-    """
-    n = len(y)
-    order = np.random.default_rng(np.random.SeedSequence([seed, 0xC11])).permutation(n)
-    n_val = max(1, int(round(CLIP_VALIDATION_FRACTION * n)))
-    val, fit = order[:n_val], order[n_val:]
-    brief = dataclasses.replace(settings, epochs=epochs or settings.epochs)
-    rows: list[dict[str, Any]] = []
-    best: float | None = None
-    chosen: float | None = None
-    for k in exponents:
-        clip = 10.0**k
-        model, _ = train_dp(recipe, x[fit], y[fit], seed, settings=brief.with_clip(clip), noise_multiplier=0.0, account=False)
-        acc = accuracy(model, x[val], y[val])
-        tol = CLEAR_DROP if best is None else max(CLEAR_DROP, CLEAR_DROP_SE * math.sqrt(max(best * (1 - best), 1e-12) / n_val))
-        good = best is None or acc >= best - tol
-        rows.append({"max_grad_norm": clip, "accuracy": round(acc, 6), "good": bool(good)})
-        if not good:
-            break
-        chosen = clip
-        best = acc if best is None else max(best, acc)
-    assert chosen is not None
-    return chosen, rows
-
-
-# --------------------------------------------------------------------------- the DP recipe
-
-
-@dataclass
-class DPRecipe(Recipe):
-    """A :class:`Recipe` whose :meth:`train` is DP-SGD at a fixed σ, C, sampling rate and epochs.
-
-    Reference models for LiRA/RMIA/shadow attacks must be trained the way the
-    target was: against a DP target, reference models trained without clipping
-    and noise make those attacks look weaker than they are. ``build()``
-    returns the Opacus-fixed architecture, so its state_dict fits the models
-    ``train()`` returns. The ensemble engine never replicates :meth:`train`
-    with its plain kernels (:attr:`vectorisable` is False); it trains reference
-    models of an MLP recipe at once with the same mechanism (:attr:`dp_sgd`:
-    Poisson sampling, clipping and noise drawn per model by the engine, so the
-    models are distributed like, not equal to, Opacus' for the same seed), and
-    any other architecture one at a time through :meth:`train`.
-    """
-
-    noise_multiplier: float = 1.0
-    max_grad_norm: float = 1.0
-    steps_per_epoch: int | None = None
-    max_physical_batch_size: int = 256
-    delta: float = 1e-5
-
-    @classmethod
-    def from_training(cls, recipe: Recipe, training: DPTraining, settings: DPSettings) -> DPRecipe:
-        """The recipe that reproduces ``training`` (same σ, C, q, epochs) on any training set."""
-        base = {f.name: getattr(recipe, f.name) for f in fields(Recipe)}
-        base.update(
-            epochs=training.epochs,
-            batch_size=training.batch_size,
-            name=f"{recipe.name}+dp-sgd(σ={training.noise_multiplier:.4g},C={training.max_grad_norm:g})",
-        )
-        return cls(
-            **base,
-            noise_multiplier=training.noise_multiplier,
-            max_grad_norm=training.max_grad_norm,
-            steps_per_epoch=max(1, int(round(1.0 / training.sample_rate))),
-            max_physical_batch_size=settings.max_physical_batch_size,
-            delta=training.delta,
-        )
-
-    @property
-    def vectorisable(self) -> bool:
-        return False
-
-    @property
-    def dp_sgd(self) -> DPSGD:
-        """What :meth:`train` does, for the engine's vectorised DP-SGD (MLP recipes only)."""
-        return DPSGD(float(self.noise_multiplier), float(self.max_grad_norm), self.steps_per_epoch, int(self.batch_size))
-
-    @property
-    def settings(self) -> DPSettings:
-        return DPSettings(self.epochs, self.batch_size, self.max_grad_norm, self.delta, "rdp", self.max_physical_batch_size)
-
-
-    def build(self) -> nn.Module:
-        model = super().build()
-        return make_private_module(model, self.name)[0]
-
-    def train(self, x: np.ndarray, y: np.ndarray, seed: int = 0, model: nn.Module | None = None) -> nn.Module:
-        """DP-SGD at this recipe's σ, C, steps per epoch and epochs (``model`` is ignored: DP training starts fresh)."""
-        net, _ = train_dp(self, x, y, seed, settings=self.settings, noise_multiplier=self.noise_multiplier, steps_per_epoch=self.steps_per_epoch, account=False)
-        return net
-
-
 __all__ = [
-    "CLIP_EXPONENTS",
     "DPCalibrationError",
-    "DPRecipe",
     "DPSettings",
     "DPTraining",
-    "accuracy",
     "make_private_module",
     "probe_private_training",
-    "search_clip_norm",
     "train_dp",
 ]

@@ -6,9 +6,9 @@ and one ``register_format`` line, never editing the CLI.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from privgate.report.model import AttackSummary, CheckResult, Report, write_atomic
+from privgate.report.model import AttackSummary, CheckResult, Report
 
 Writer = Callable[[Report], str]
 _FORMATS: dict[str, Writer] = {}
@@ -42,4 +42,4 @@ register_format("sarif", render_sarif)
 register_format("markdown", render_markdown)
 register_format("html", render_html)
 
-__all__ = ["AttackSummary", "CheckResult", "Report", "available_formats", "get_format", "register_format", "render", "write_atomic"]
+__all__ = ["AttackSummary", "CheckResult", "Report", "available_formats", "get_format", "register_format", "render"]

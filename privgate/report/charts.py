@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import colorsys
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from html import escape
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -23,8 +24,26 @@ from privgate.report.text import num
 #: Line colours: Tableau's 10, then 10 more (navy, maroon, dark green, goldenrod, magenta, black, slate blue,
 #: teal, yellow-green, dark slate grey) — 20 distinct colours, more than privgate has attacks.
 PALETTE = (
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22",
-    "#000080", "#800000", "#006400", "#daa520", "#ff00ff", "#000000", "#6a5acd", "#008080", "#9acd32", "#2f4f4f",
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#7f7f7f",
+    "#bcbd22",
+    "#000080",
+    "#800000",
+    "#006400",
+    "#daa520",
+    "#ff00ff",
+    "#000000",
+    "#6a5acd",
+    "#008080",
+    "#9acd32",
+    "#2f4f4f",
 )
 
 
@@ -122,9 +141,15 @@ def line_chart(
         v = min(max(v, y_range[0]), y_range[1])
         return top + ph - (fy(v) - y0) / (y1 - y0) * ph
 
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{full_height}' viewBox='0 0 {width} {full_height}' role='img' aria-label='{escape(title)}' font-family='sans-serif' font-size='11'>"]
+    out = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{full_height}' viewBox='0 0 {width} "
+        f"{full_height}' role='img' aria-label='{escape(title)}' font-family='sans-serif' font-size='11'>"
+    ]
     out.append(f"<rect x='0' y='0' width='{width}' height='{full_height}' fill='#fff'/>")
-    out.append(f"<text x='{left + pw / 2}' y='18' text-anchor='middle' font-size='13' font-weight='bold'>{escape(title)}</text>")
+    out.append(
+        f"<text x='{left + pw / 2}' y='18' text-anchor='middle' font-size='13' "
+        f"font-weight='bold'>{escape(title)}</text>"
+    )
     xt = _log_ticks(*x_range) if x_log else _linear_ticks(*x_range)
     yt = _log_ticks(*y_range) if y_log else _linear_ticks(*y_range)
     for t in xt:
@@ -139,17 +164,24 @@ def line_chart(
             out.append(f"<text x='{left - 6}' y='{Y + 4:.1f}' text-anchor='end'>{_tick_label(t, y_log)}</text>")
     out.append(f"<rect x='{left}' y='{top}' width='{pw}' height='{ph}' fill='none' stroke='#999'/>")
     out.append(f"<text x='{left + pw / 2}' y='{height - 8}' text-anchor='middle'>{escape(x_label)}</text>")
-    out.append(f"<text transform='translate(14,{top + ph / 2}) rotate(-90)' text-anchor='middle'>{escape(y_label)}</text>")
+    out.append(
+        f"<text transform='translate(14,{top + ph / 2}) rotate(-90)' text-anchor='middle'>{escape(y_label)}</text>"
+    )
     if diagonal:
         lo, hi = max(x_range[0], y_range[0]), min(x_range[1], y_range[1])
-        out.append(f"<line x1='{px(lo):.1f}' y1='{py(lo):.1f}' x2='{px(hi):.1f}' y2='{py(hi):.1f}' stroke='#888' stroke-dasharray='4 4'/>")
+        out.append(
+            f"<line x1='{px(lo):.1f}' y1='{py(lo):.1f}' x2='{px(hi):.1f}' y2='{py(hi):.1f}' stroke='#888' "
+            f"stroke-dasharray='4 4'/>"
+        )
     for v, label in vlines:
         X = px(v)
         out.append(f"<line x1='{X:.1f}' y1='{top}' x2='{X:.1f}' y2='{top + ph}' stroke='#444' stroke-dasharray='2 3'/>")
         out.append(f"<text x='{X + 4:.1f}' y='{top + 12}' fill='#444'>{escape(label)}</text>")
     for v, label in hlines:
         Y = py(v)
-        out.append(f"<line x1='{left}' y1='{Y:.1f}' x2='{left + pw}' y2='{Y:.1f}' stroke='#444' stroke-dasharray='2 3'/>")
+        out.append(
+            f"<line x1='{left}' y1='{Y:.1f}' x2='{left + pw}' y2='{Y:.1f}' stroke='#444' stroke-dasharray='2 3'/>"
+        )
         out.append(f"<text x='{left + pw - 4}' y='{Y - 4:.1f}' fill='#444' text-anchor='end'>{escape(label)}</text>")
     for s in series:
         pts = [(px(x), py(y)) for x, y in zip(s.xs, s.ys) if _ok(x) and _ok(y)]
@@ -157,7 +189,10 @@ def line_chart(
             continue
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
         dash = " stroke-dasharray='6 3'" if s.dashed else ""
-        out.append(f"<polyline class='series' data-name='{escape(s.name)}' points='{path}' fill='none' stroke='{s.color}' stroke-width='2'{dash}/>")
+        out.append(
+            f"<polyline class='series' data-name='{escape(s.name)}' points='{path}' fill='none' "
+            f"stroke='{s.color}' stroke-width='2'{dash}/>"
+        )
         if s.markers:
             out += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3' fill='{s.color}'/>" for x, y in pts]
     # legend below the plot and its axis label, row by row
@@ -165,7 +200,10 @@ def line_chart(
         row, col = divmod(i, cols)
         lx, y = left + col * col_w, height + row * lh + 8
         dash = " stroke-dasharray='6 3'" if s.dashed else ""
-        out.append(f"<g class='legend' data-name='{escape(s.name)}'><line x1='{lx:.1f}' y1='{y}' x2='{lx + 22:.1f}' y2='{y}' stroke='{s.color}' stroke-width='2'{dash}/>")
+        out.append(
+            f"<g class='legend' data-name='{escape(s.name)}'><line x1='{lx:.1f}' y1='{y}' x2='{lx + 22:.1f}' "
+            f"y2='{y}' stroke='{s.color}' stroke-width='2'{dash}/>"
+        )
         out.append(f"<text x='{lx + 28:.1f}' y='{y + 4}'>{escape(s.name)}</text></g>")
     out.append("</svg>")
     return "".join(out)
@@ -179,7 +217,9 @@ def _floor_decade(v: float) -> float:
     return 10.0 ** math.floor(math.log10(v) + 1e-9)
 
 
-def densify_roc(fpr: list[float], tpr: list[float], lo: float, per_segment: int = 12) -> tuple[list[float], list[float]]:
+def densify_roc(
+    fpr: list[float], tpr: list[float], lo: float, per_segment: int = 12
+) -> tuple[list[float], list[float]]:
     """Points along each ROC segment, spaced evenly on a log FPR axis.
 
     Between two operating points the ROC is a straight line in linear space
@@ -232,7 +272,10 @@ def remediation_chart(rem: RemediationView, thresholds: dict[str, float] | None 
     """
     if not rem.plottable or rem.epsilon_key is None:
         return None
-    rows = sorted((r for r in rem.rows if _ok(r.get(rem.epsilon_key)) and r[rem.epsilon_key] > 0), key=lambda r: r[rem.epsilon_key])
+    rows = sorted(
+        (r for r in rem.rows if _ok(r.get(rem.epsilon_key)) and r[rem.epsilon_key] > 0),
+        key=lambda r: r[rem.epsilon_key],
+    )
     eps = [float(r[rem.epsilon_key]) for r in rows]
     series = []
 
@@ -250,12 +293,20 @@ def remediation_chart(rem: RemediationView, thresholds: dict[str, float] | None 
         series.append(Series(k, eps, ys, colour(i), dashed=dashed, markers=True))
     if not values:
         return None
-    ylo, yhi = (0.0, 1.0) if 0.0 <= min(values) and max(values) <= 1.0 else (min(values), max(values) if max(values) > min(values) else min(values) + 1)
+    ylo, yhi = (
+        (0.0, 1.0)
+        if min(values) >= 0.0 and max(values) <= 1.0
+        else (min(values), max(values) if max(values) > min(values) else min(values) + 1)
+    )
     xlo, xhi = min(eps), max(eps)
     if xlo == xhi:
         xlo, xhi = xlo / 2, xhi * 2
     xlo, xhi = xlo / 1.3, xhi * 1.3
-    vlines = [(rem.chosen_epsilon, f"chosen ε = {rem.chosen_epsilon:g}")] if rem.chosen_epsilon is not None and rem.chosen_epsilon > 0 else []
+    vlines = (
+        [(rem.chosen_epsilon, f"chosen ε = {rem.chosen_epsilon:g}")]
+        if rem.chosen_epsilon is not None and rem.chosen_epsilon > 0
+        else []
+    )
     hlines = [(rem.utility_floor, f"utility floor {rem.utility_floor:.3g}")] if rem.utility_floor is not None else []
     hlines += [(t, f"{k} max {t:g}") for k, t in (thresholds or {}).items() if k in leakage]
     hlines = [(v, label) for v, label in hlines if ylo <= v <= yhi]

@@ -8,19 +8,17 @@ from rich.console import Console
 from rich.table import Table
 
 from privgate.report.model import Report
-from privgate.report.text import check_fpr_label, rate_label, target_notes
+from privgate.report.text import check_fpr_label, interval, num, rate_label, sig, target_notes
 
 _STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
 
 
 def _num(v: float | None) -> str:
-    return "—" if v is None else f"{v:.3f}"
+    return num(v, missing="—")
 
 
 def _ci(ci: list[float | None] | None) -> str:
-    if not ci or ci[0] is None or ci[1] is None:
-        return ""
-    return f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+    return f" {interval(ci)}" if interval(ci) else ""
 
 
 def print_report(report: Report, console: Console, verbose: bool = False) -> None:
@@ -28,12 +26,15 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     pol = report.policy
     console.print(
         f"[bold]privgate[/] {report.privgate_version} · policy [bold]{pol['name']}[/] "
-        f"({pol['sensitivity']}, release: {pol['release']}, {pol['confidence']:.1%} confidence, decision: {pol['decision']})".replace(".0%", "%")
+        f"({pol['sensitivity']}, release: {pol['release']}, {pol['confidence']:.1%} confidence, decision: "
+        f"{pol['decision']})".replace(".0%", "%")
         + (" · extends " + " → ".join(p["name"] for p in pol["extends"]) if pol.get("extends") else "")
     )
-    console.print(f"target {report.target.get('path')} ({report.target.get('format')}) · "
-                  f"{report.data['members']['n']} members, {report.data['nonmembers']['n']} non-members")
-    for line in target_notes(report):  # accuracy on members / non-members, output kind (privgate.sanity)
+    console.print(
+        f"target {report.target.get('path')} ({report.target.get('format')}) · "
+        f"{report.data['members']['n']} members, {report.data['nonmembers']['n']} non-members"
+    )
+    for line in target_notes(report):  # accuracy on members / non-members, output kind (privgate.inputs.sanity)
         console.print(line, markup=False)
     for w in report.warnings:
         console.print(f"[yellow]warning:[/] {w}")
@@ -45,7 +46,14 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
             attack = c.attack + (f" → {c.chosen_attack}" if c.chosen_attack else "")
             metric = c.metric + (f"@{c.fpr:g}" if c.fpr else "")
             fpr = check_fpr_label(c)
-            t.add_row(c.id, attack, metric, _num(c.value) + _ci(c.ci) + (f" {fpr}" if fpr else ""), f"{c.threshold:g}", f"[{_STYLE[c.status]}]{c.status}[/]")
+            t.add_row(
+                c.id,
+                attack,
+                metric,
+                _num(c.value) + _ci(c.ci) + (f" {fpr}" if fpr else ""),
+                f"{c.threshold:g}",
+                f"[{_STYLE[c.status]}]{c.status}[/]",
+            )
         console.print(t)
         for c in report.checks:
             if c.status != "pass" or verbose:
@@ -58,8 +66,17 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
             if a.status != "ran":
                 t.add_row(a.name, a.threat_model, f"[yellow]{a.status}[/]: {a.reason}", "", "", "", "")
                 continue
-            rates = [rate_label(p) if p.resolvable and p.measurable else f"[dim]{rate_label(p)}[/]" for p in a.tpr_at_fpr]
-            t.add_row(a.name, a.threat_model, _num(a.auc) + _ci(a.auc_ci), *rates, f"{a.n_members}/{a.n_nonmembers}", f"{a.seconds:.2f}")
+            rates = [
+                rate_label(p) if p.resolvable and p.measurable else f"[dim]{rate_label(p)}[/]" for p in a.tpr_at_fpr
+            ]
+            t.add_row(
+                a.name,
+                a.threat_model,
+                _num(a.auc) + _ci(a.auc_ci),
+                *rates,
+                f"{a.n_members}/{a.n_nonmembers}",
+                f"{a.seconds:.2f}",
+            )
         console.print(t)
     if report.remediation:
         print_remediation(report.remediation, console)
@@ -71,7 +88,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
 
 
 def _g(v: Any) -> str:
-    return f"{v:.3g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "?"
+    return sig(v, missing="?")
 
 
 def _check_cell(c: dict[str, Any]) -> str:
@@ -83,7 +100,11 @@ def remediation_row(row: dict[str, Any]) -> str:
     tr = row.get("training") or {}
     util = f"utility {_num(row.get('utility'))}" + ("" if row.get("utility_ok", True) else " [bold red]< floor[/]")
     checks = " · ".join(f"{c.get('id', '?')} {_check_cell(c)}" for c in row.get("checks", []))
-    outcome = "[green]accepted[/]" if row.get("accepted") else f"[{_STYLE.get(row.get('verdict', ''), 'white')}]{row.get('privacy', '?')}[/]"
+    outcome = (
+        "[green]accepted[/]"
+        if row.get("accepted")
+        else f"[{_STYLE.get(row.get('verdict', ''), 'white')}]{row.get('privacy', '?')}[/]"
+    )
     return (
         f"  ε = {_g(row.get('epsilon')):<5} σ = {_g(tr.get('noise_multiplier'))}  C = {_g(tr.get('max_grad_norm'))}  "
         f"{tr.get('steps', '?')} steps  {_g(tr.get('seconds'))}s  {util}  {checks}  → {outcome}"
@@ -110,7 +131,14 @@ def print_remediation(rem: dict[str, Any], console: Console) -> None:
             spent = "—" if tr.get("epsilon") is None else f"{_g(tr['epsilon'])} ({tr.get('accountant', '')})"
             cells = [_check_cell(c) for c in r.get("checks", [])]
             cells = (cells + [""] * len(ids))[: len(ids)]
-            t.add_row(f"{_g(r.get('epsilon'))}{mark}", spent, _g(tr.get("noise_multiplier")), u, *cells, str(r.get("verdict", "")))
+            t.add_row(
+                f"{_g(r.get('epsilon'))}{mark}",
+                spent,
+                _g(tr.get("noise_multiplier")),
+                u,
+                *cells,
+                str(r.get("verdict", "")),
+            )
         console.print(t)
         if isinstance(floor, (int, float)):
             console.print(f"  utility = accuracy on {util.get('data')}; floor {floor:.4f} ({util.get('rule')})")
@@ -119,7 +147,8 @@ def print_remediation(rem: dict[str, Any], console: Console) -> None:
         mode = f" ({settings['max_grad_norm_mode']})" if settings.get("max_grad_norm_mode") else ""
         start = f", from {settings['start']}" if settings.get("start") else ""
         console.print(
-            f"  DP-SGD: {settings.get('epochs', '?')} epochs, batch {settings.get('batch_size', '?')}, clip C = {_g(settings.get('max_grad_norm'))}{mode}, "
+            f"  DP-SGD: {settings.get('epochs', '?')} epochs, batch {settings.get('batch_size', '?')}, clip C "
+            f"= {_g(settings.get('max_grad_norm'))}{mode}, "
             f"δ = {_g(settings.get('delta'))}, accountant {settings.get('accountant', '?')}{start}"
         )
     for change in rem.get("architecture_changes") or []:
@@ -129,6 +158,8 @@ def print_remediation(rem: dict[str, Any], console: Console) -> None:
         console.print(f"  [{style}]remediation {rem['status']}[/]: {rem.get('reason', '')}")
     output = rem.get("output") or {}
     if output:
-        console.print(f"  hardened model: {output.get('torchscript')} (TorchScript), {output.get('state_dict')} (state_dict)")
+        console.print(
+            f"  hardened model: {output.get('torchscript')} (TorchScript), {output.get('state_dict')} (state_dict)"
+        )
     if rem.get("selection_leakage"):
         console.print(f"  [dim]{rem['selection_leakage']}[/]")

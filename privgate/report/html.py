@@ -13,18 +13,27 @@ from __future__ import annotations
 
 import base64
 import math
-import struct
-import zlib
 from html import escape
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privgate.report.charts import PALETTE, Series, colour, densify_roc, line_chart, remediation_chart, roc_chart  # noqa: F401  (re-exported)
+from privgate.io.png import png_bytes
+from privgate.report.charts import remediation_chart, roc_chart
 from privgate.report.model import AttackSummary, Report
 from privgate.report.remediation import view as remediation_view
-from privgate.report.text import attack_label, check_fpr_label, interval, metric_label, num, origin_label, rate_label, target_notes
+from privgate.report.text import (
+    attack_label,
+    check_fpr_label,
+    interval,
+    metric_label,
+    num,
+    origin_label,
+    plain,
+    rate_label,
+    target_notes,
+)
 
 _STATUS_CLASS = {"pass": "pass", "fail": "fail", "inconclusive": "inc"}
 #: Keys of attack extras that hold images (model-inversion reconstructions and their references).
@@ -32,7 +41,8 @@ IMAGE_KEY_HINTS = ("image", "reconstruction", "inversion", "original", "prototyp
 MAX_IMAGES = 32
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;
+color:#222;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .verdict{display:inline-block;padding:6px 14px;border-radius:6px;font-weight:700;font-size:18px;color:#fff;margin:8px 0}
 .verdict.pass{background:#2e7d32}.verdict.fail{background:#c62828}.verdict.inc{background:#ef8f00}
@@ -43,27 +53,13 @@ td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
 .reason{color:#555;font-size:12.5px} .charts{display:flex;flex-wrap:wrap;gap:16px}
 figure{margin:0} figcaption{color:#555;font-size:12.5px;max-width:560px}
 .imgs{display:flex;flex-wrap:wrap;gap:6px;margin:4px 0 12px} .imgs figure{text-align:center;font-size:11px;color:#666}
-.imgs img{image-rendering:pixelated;border:1px solid #ccc;background:#fff} .imgs img.tile{width:72px;height:72px} .imgs img.grid{max-width:100%;min-width:240px}
+.imgs img{image-rendering:pixelated;border:1px solid #ccc;background:#fff}
+.imgs img.tile{width:72px;height:72px} .imgs img.grid{max-width:100%;min-width:240px}
 .muted{color:#777} code{background:#f3f3f3;padding:0 3px;border-radius:3px}
 """
 
 
 # --------------------------------------------------------------------------- images
-
-
-def png_bytes(img: np.ndarray) -> bytes:
-    """A minimal PNG (8-bit grayscale, RGB or RGBA) of a uint8 array ``[h, w]`` or ``[h, w, c]``."""
-    img = np.ascontiguousarray(img, dtype=np.uint8)
-    h, w = img.shape[:2]
-    if img.ndim == 3 and img.shape[2] == 1:
-        img = img[:, :, 0]
-    color = 0 if img.ndim == 2 else {3: 2, 4: 6}[img.shape[2]]
-    raw = b"".join(b"\x00" + img[y].tobytes() for y in range(h))
-
-    def chunk(tag: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
-
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
 
 
 def _to_uint8(a: np.ndarray) -> np.ndarray:
@@ -125,7 +121,13 @@ def _data_uri(item: Any, shape: Any = None) -> list[str]:
     return out
 
 
-_IMAGE_SUFFIXES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".svg": "image/svg+xml"}
+_IMAGE_SUFFIXES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".svg": "image/svg+xml",
+}
 
 
 def _artefact_uri(name: str, value: Any) -> str | None:
@@ -167,8 +169,14 @@ def inversion_images(attacks: list[AttackSummary]) -> list[tuple[str, list[str],
         shape = next((extras[k] for k in ("image_shape", "shape", "input_shape") if extras.get(k) is not None), None)
         for key, value in extras.items():
             if key in ("artefacts", "artifacts"):
-                # {name: bytes | base64 | path} in memory, or [path, ...] as saved by privgate.artefacts
-                items = value.items() if isinstance(value, dict) else ((str(v), v) for v in value) if isinstance(value, list) else ()
+                # {name: bytes | base64 | path} in memory, or [path, ...] as saved by privgate.io.artefacts
+                items = (
+                    value.items()
+                    if isinstance(value, dict)
+                    else ((str(v), v) for v in value)
+                    if isinstance(value, list)
+                    else ()
+                )
                 for name, item in items:
                     uri = _artefact_uri(str(name), item)
                     if uri:
@@ -201,14 +209,6 @@ def _td(v: Any, cls: str = "") -> str:
     return f"<td{c}>{escape('' if v is None else str(v))}</td>"
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return "" if v is None else str(v)
-
-
 def render_html(report: Report) -> str:
     """The report as one self-contained HTML page."""
     pol, tgt, data = report.policy, report.target, report.data or {}
@@ -216,7 +216,8 @@ def render_html(report: Report) -> str:
     h: list[str] = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<title>privgate {escape(report.verdict.upper())}: {escape(str(pol.get('name')))} · {escape(str(tgt.get('path')))}</title>",
+        f"<title>privgate {escape(report.verdict.upper())}: {escape(str(pol.get('name')))} · "
+        f"{escape(str(tgt.get('path')))}</title>",
         f"<style>{CSS}</style></head><body>",
         f"<h1>privgate report · policy <code>{escape(str(pol.get('name')))}</code></h1>",
         f"<div class='verdict {vclass}' id='verdict'>{escape(report.verdict.upper())}</div>",
@@ -226,7 +227,8 @@ def render_html(report: Report) -> str:
             escape(s)
             for s in (
                 f"target {tgt.get('path')} ({tgt.get('format')})",
-                f"{data.get('members', {}).get('n', '?')} members / {data.get('nonmembers', {}).get('n', '?')} non-members",
+                f"{data.get('members', {}).get('n', '?')} members / "
+                f"{data.get('nonmembers', {}).get('n', '?')} non-members",
                 f"{pol.get('sensitivity')}, release: {pol.get('release')}",
                 f"{pol.get('confidence', 0.95):.1%} confidence, decision: {pol.get('decision')}".replace(".0%", "%")
                 + (" (extends " + " → ".join(p["name"] for p in pol["extends"]) + ")" if pol.get("extends") else ""),
@@ -241,13 +243,21 @@ def render_html(report: Report) -> str:
 
     h.append("<h2>Checks</h2>")
     if report.checks:
-        h.append("<div class='scroll'><table id='checks'><tr><th>status</th><th>check</th><th>attack</th><th>metric</th><th>value [CI]</th><th>max</th><th>n in/out</th></tr>")
+        h.append(
+            "<div class='scroll'><table "
+            "id='checks'><tr><th>status</th><th>check</th><th>attack</th><th>metric</th><th>value "
+            "[CI]</th><th>max</th><th>n in/out</th></tr>"
+        )
         for c in report.checks:
             cls = _STATUS_CLASS[c.status]
+            value = (num(c.value) + " " + interval(c.ci) + " " + check_fpr_label(c)).strip()
+            origin = origin_label(c, report)
+            reason = (f"{origin}: " if origin else "") + c.reason
             h.append(
-                f"<tr class='check {cls}'><td class='st {cls}'>{escape(c.status)}</td>{_td(c.id)}{_td(attack_label(c))}{_td(metric_label(c))}"
-                f"{_td((num(c.value) + ' ' + interval(c.ci) + ' ' + check_fpr_label(c)).strip(), 'num')}{_td(f'≤ {c.threshold:g}', 'num')}{_td(f'{c.n_members}/{c.n_nonmembers}', 'num')}</tr>"
-                f"<tr><td></td><td colspan='6' class='reason'>{escape(((origin_label(c, report) + ': ') if origin_label(c, report) else '') + c.reason)}</td></tr>"
+                f"<tr class='check {cls}'><td class='st {cls}'>{escape(c.status)}</td>{_td(c.id)}"
+                f"{_td(attack_label(c))}{_td(metric_label(c))}{_td(value, 'num')}{_td(f'≤ {c.threshold:g}', 'num')}"
+                f"{_td(f'{c.n_members}/{c.n_nonmembers}', 'num')}</tr>"
+                f"<tr><td></td><td colspan='6' class='reason'>{escape(reason)}</td></tr>"
             )
         h.append("</table></div>")
     else:
@@ -257,20 +267,31 @@ def render_html(report: Report) -> str:
     chart = roc_chart(report.attacks)
     if chart:
         h.append(
-            f"<div class='charts'><figure id='roc'>{chart}<figcaption>Each attack's ROC on the evaluation split, log-log: "
-            "the low false-positive end (left) is where membership inference is dangerous; the dashed diagonal is guessing. "
+            f"<div class='charts'><figure id='roc'>{chart}<figcaption>Each attack's ROC on the evaluation "
+            f"split, log-log: "
+            "the low false-positive end (left) is where membership inference is dangerous; the dashed "
+            "diagonal is guessing. "
             "Rates below one example in the split cannot be shown.</figcaption></figure></div>"
         )
     if report.attacks:
-        h.append("<div class='scroll'><table id='attacks'><tr><th>attack</th><th>access</th><th>status</th><th>AUC [CI]</th><th>accuracy [CI]</th><th>TPR @ 0.1% FPR</th><th>TPR @ 1% FPR</th><th>n in/out</th><th>s</th></tr>")
+        h.append(
+            "<div class='scroll'><table id='attacks'><tr><th>attack</th><th>access</th><th>status</th><th>AUC "
+            "[CI]</th><th>accuracy [CI]</th><th>TPR @ 0.1% FPR</th><th>TPR @ 1% FPR</th><th>n "
+            "in/out</th><th>s</th></tr>"
+        )
         for a in report.attacks:
             if a.status != "ran":
-                h.append(f"<tr>{_td(a.name)}{_td(a.threat_model)}<td class='st inc'>{escape(a.status)}</td><td colspan='6' class='reason'>{escape(a.reason or '')}</td></tr>")
+                h.append(
+                    f"<tr>{_td(a.name)}{_td(a.threat_model)}<td class='st inc'>{escape(a.status)}</td><td "
+                    f"colspan='6' class='reason'>{escape(a.reason or '')}</td></tr>"
+                )
                 continue
             rates = {round(p.fpr, 6): rate_label(p) for p in a.tpr_at_fpr}
             h.append(
-                f"<tr>{_td(a.name)}{_td(a.threat_model)}<td class='st pass'>ran</td>{_td((num(a.auc) + ' ' + interval(a.auc_ci)).strip(), 'num')}"
-                f"{_td((num(a.accuracy) + ' ' + interval(a.accuracy_ci)).strip(), 'num')}{_td(rates.get(0.001, ''), 'num')}{_td(rates.get(0.01, ''), 'num')}"
+                f"<tr>{_td(a.name)}{_td(a.threat_model)}<td class='st "
+                f"pass'>ran</td>{_td((num(a.auc) + ' ' + interval(a.auc_ci)).strip(), 'num')}"
+                f"{_td((num(a.accuracy) + ' ' + interval(a.accuracy_ci)).strip(), 'num')}"
+                f"{_td(rates.get(0.001, ''), 'num')}{_td(rates.get(0.01, ''), 'num')}"
                 f"{_td(f'{a.n_members}/{a.n_nonmembers}', 'num')}{_td(f'{a.seconds:.2f}', 'num')}</tr>"
             )
         h.append("</table></div>")
@@ -285,32 +306,53 @@ def render_html(report: Report) -> str:
             if grid:
                 h += [f"<img class='grid' alt='{escape(caption)}' src='{u}'>" for u in uris]
             else:
-                h += [f"<figure><img class='tile' alt='{escape(caption)} #{i}' src='{u}'><figcaption>#{i}</figcaption></figure>" for i, u in enumerate(uris)]
+                h += [
+                    f"<figure><img class='tile' alt='{escape(caption)} #{i}' "
+                    f"src='{u}'><figcaption>#{i}</figcaption></figure>"
+                    for i, u in enumerate(uris)
+                ]
             h.append("</div>")
 
     rem = remediation_view(report)
     if rem is not None:
         h.append("<h2>Remediation (DP-SGD)</h2>")
-        head = f"Chosen ε: <strong>{rem.chosen_epsilon:g}</strong>" if rem.chosen_epsilon is not None else "No ε was chosen."
-        facts = [f"{escape(str(k))}: {escape(_fmt(v))}" for k, v in rem.facts.items()]
+        head = (
+            f"Chosen ε: <strong>{rem.chosen_epsilon:g}</strong>"
+            if rem.chosen_epsilon is not None
+            else "No ε was chosen."
+        )
+        facts = [f"{escape(str(k))}: {escape(plain(v))}" for k, v in rem.facts.items()]
         h.append(f"<p>{' · '.join([head, *facts])}</p>")
         rchart = remediation_chart(rem, {c.id: c.threshold for c in report.checks})
         if rchart:
-            h.append(f"<div class='charts'><figure id='remediation'>{rchart}<figcaption>Each step of the ε search: utility (solid) should stay above its floor while leakage (dashed) falls under the policy's bounds.</figcaption></figure></div>")
+            h.append(
+                f"<div class='charts'><figure id='remediation'>{rchart}<figcaption>Each step of the ε search: "
+                f"utility (solid) should stay above its floor while leakage (dashed) falls under the "
+                f"policy's bounds.</figcaption></figure></div>"
+            )
         if rem.rows:
-            h.append("<div class='scroll'><table id='remediation-steps'><tr>" + "".join(f"<th>{escape('ε' if k == rem.epsilon_key else k)}</th>" for k in rem.columns) + "</tr>")
+            h.append(
+                "<div class='scroll'><table id='remediation-steps'><tr>"
+                + "".join(f"<th>{escape('ε' if k == rem.epsilon_key else k)}</th>" for k in rem.columns)
+                + "</tr>"
+            )
             for r in rem.rows:
-                h.append("<tr>" + "".join(_td(_fmt(r.get(k)), "num") for k in rem.columns) + "</tr>")
+                h.append("<tr>" + "".join(_td(plain(r.get(k)), "num") for k in rem.columns) + "</tr>")
             h.append("</table></div>")
-        h += [f"<p class='reason'><em>{escape(k.replace('_', ' '))}</em>: {escape(v)}</p>" for k, v in rem.notes.items()]
+        h += [
+            f"<p class='reason'><em>{escape(k.replace('_', ' '))}</em>: {escape(v)}</p>" for k, v in rem.notes.items()
+        ]
 
     if report.warnings:
         h.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in report.warnings) + "</ul>")
     env = report.environment or {}
     versions = ", ".join(f"{k} {v}" for k, v in (env.get("versions") or {}).items() if v)
-    h.append(f"<h2>Environment</h2><p class='muted'>python {escape(str(env.get('python')))} · {escape(str(env.get('platform')))} · {escape(versions)}</p>")
+    h.append(
+        f"<h2>Environment</h2><p class='muted'>python {escape(str(env.get('python')))} · "
+        f"{escape(str(env.get('platform')))} · {escape(versions)}</p>"
+    )
     h.append("</body></html>")
     return "\n".join(h) + "\n"
 
 
-__all__ = ["PALETTE", "Series", "colour", "densify_roc", "inversion_images", "line_chart", "png_bytes", "remediation_chart", "render_html", "roc_chart"]
+__all__ = ["inversion_images", "render_html"]

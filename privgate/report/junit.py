@@ -41,7 +41,9 @@ def render_junit(report: Report) -> str:
         "time": f"{report.duration_s:.3f}",
     }
     root = ET.Element("testsuites", {"name": "privgate", **attrs})
-    suite = ET.SubElement(root, "testsuite", {"name": suite_name, **attrs, "timestamp": report.started, "hostname": socket.gethostname()})
+    suite = ET.SubElement(
+        root, "testsuite", {"name": suite_name, **attrs, "timestamp": report.started, "hostname": socket.gethostname()}
+    )
     props = ET.SubElement(suite, "properties")
     for key, value in (
         ("verdict", report.verdict),

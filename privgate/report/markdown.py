@@ -11,7 +11,18 @@ from typing import Any
 
 from privgate.report.model import Report
 from privgate.report.remediation import view as remediation_view
-from privgate.report.text import attack_label, check_fpr_label, interval, metric_label, num, origin_label, rate_label, target_notes, verdict_badge
+from privgate.report.text import (
+    attack_label,
+    check_fpr_label,
+    interval,
+    metric_label,
+    num,
+    origin_label,
+    plain,
+    rate_label,
+    target_notes,
+    verdict_badge,
+)
 
 _STATUS = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive"}
 
@@ -28,25 +39,23 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
-def _value(v: Any) -> str:
-    if isinstance(v, bool) or v is None:
-        return "" if v is None else str(v).lower()
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
 def render_markdown(report: Report) -> str:
     """The report as a GitHub-flavoured Markdown summary."""
     pol = report.policy
     tgt = report.target
     data = report.data or {}
-    lines = [f"## privgate {verdict_badge(report.verdict)} · policy `{pol.get('name')}`", "", f"**{report.summary}**", ""]
+    lines = [
+        f"## privgate {verdict_badge(report.verdict)} · policy `{pol.get('name')}`",
+        "",
+        f"**{report.summary}**",
+        "",
+    ]
     sha = tgt.get("sha256")
     facts = [
         f"target `{tgt.get('path')}` ({tgt.get('format')}{', sha256 `' + sha[:12] + '…`' if sha else ''})",
         f"{data.get('members', {}).get('n', '?')} members / {data.get('nonmembers', {}).get('n', '?')} non-members",
-        f"{pol.get('sensitivity')}, release: {pol.get('release')}, {pol.get('confidence', 0.95):.1%} confidence, decision: {pol.get('decision')}".replace(".0%", "%")
+        f"{pol.get('sensitivity')}, release: {pol.get('release')}, {pol.get('confidence', 0.95):.1%} "
+        f"confidence, decision: {pol.get('decision')}".replace(".0%", "%")
         + (" (extends " + " → ".join(f"`{p['name']}`" for p in pol["extends"]) + ")" if pol.get("extends") else ""),
         f"seed {report.environment.get('seed')}",
         f"privgate {report.privgate_version}",
@@ -61,10 +70,24 @@ def render_markdown(report: Report) -> str:
         for c in report.checks:
             ci = interval(c.ci)
             value = f"{num(c.value)} {ci} {check_fpr_label(c)}".strip()
-            rows.append([_STATUS[c.status], f"`{c.id}`", attack_label(c), metric_label(c), value, f"≤ {c.threshold:g}", f"{c.n_members}/{c.n_nonmembers}"])
+            rows.append(
+                [
+                    _STATUS[c.status],
+                    f"`{c.id}`",
+                    attack_label(c),
+                    metric_label(c),
+                    value,
+                    f"≤ {c.threshold:g}",
+                    f"{c.n_members}/{c.n_nonmembers}",
+                ]
+            )
         lines += _table(["status", "check", "attack", "metric", "value [CI]", "max", "n in/out"], rows)
         lines += ["", "<details><summary>Reasons</summary>", ""]
-        lines += [f"- **{cell(c.id)}** ({c.status}{', ' + origin_label(c, report) if origin_label(c, report) else ''}): {c.reason}" for c in report.checks]
+        lines += [
+            f"- **{cell(c.id)}** "
+            f"({c.status}{', ' + origin_label(c, report) if origin_label(c, report) else ''}): {c.reason}"
+            for c in report.checks
+        ]
         lines += ["", "</details>", ""]
     else:
         lines += ["The policy requires no checks.", ""]
@@ -77,29 +100,35 @@ def render_markdown(report: Report) -> str:
                 rows.append([a.name, a.threat_model, f"{a.status}: {a.reason or ''}", "", "", "", "", ""])
                 continue
             rates = {round(p.fpr, 6): rate_label(p) for p in a.tpr_at_fpr}
-            rows.append([
-                a.name,
-                a.threat_model,
-                f"{num(a.auc)} {interval(a.auc_ci)}".strip(),
-                f"{num(a.accuracy)} {interval(a.accuracy_ci)}".strip(),
-                rates.get(0.001, ""),
-                rates.get(0.01, ""),
-                f"{a.n_members}/{a.n_nonmembers}",
-                f"{a.seconds:.2f}",
-            ])
-        lines += _table(["attack", "access", "AUC [CI]", "accuracy [CI]", "TPR @ 0.1% FPR", "TPR @ 1% FPR", "n in/out", "s"], rows)
+            rows.append(
+                [
+                    a.name,
+                    a.threat_model,
+                    f"{num(a.auc)} {interval(a.auc_ci)}".strip(),
+                    f"{num(a.accuracy)} {interval(a.accuracy_ci)}".strip(),
+                    rates.get(0.001, ""),
+                    rates.get(0.01, ""),
+                    f"{a.n_members}/{a.n_nonmembers}",
+                    f"{a.seconds:.2f}",
+                ]
+            )
+        lines += _table(
+            ["attack", "access", "AUC [CI]", "accuracy [CI]", "TPR @ 0.1% FPR", "TPR @ 1% FPR", "n in/out", "s"], rows
+        )
         lines.append("")
 
     rem = remediation_view(report)
     if rem is not None:
         lines += ["### Remediation (DP-SGD)", ""]
         head = f"Chosen ε: **{rem.chosen_epsilon:g}**" if rem.chosen_epsilon is not None else "No ε was chosen."
-        extra = [f"{k}: {_value(v)}" for k, v in rem.facts.items()]
+        extra = [f"{k}: {plain(v)}" for k, v in rem.facts.items()]
         lines += [" · ".join([head, *extra]), ""]
         lines += [f"*{k.replace('_', ' ')}*: {v}\n" for k, v in rem.notes.items()]
         if rem.rows:
             cols = rem.columns
-            lines += _table(["ε" if k == rem.epsilon_key else k for k in cols], [[_value(r.get(k)) for k in cols] for r in rem.rows])
+            lines += _table(
+                ["ε" if k == rem.epsilon_key else k for k in cols], [[plain(r.get(k)) for k in cols] for r in rem.rows]
+            )
             lines.append("")
 
     if report.warnings:

@@ -11,8 +11,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from privgate.atomic import write_atomic  # noqa: F401  (re-exported: reports are written with it)
-
 SCHEMA_VERSION = 1
 
 Status = Literal["pass", "fail", "inconclusive"]
@@ -32,7 +30,9 @@ class CheckResult(BaseModel):
     attack: str
     metric: str
     value: float | None
-    ci: list[float | None] = Field(description="[lo, hi] at `confidence`: the policy's, Bonferroni-adjusted over its checks and candidate attacks.")
+    ci: list[float | None] = Field(
+        description="[lo, hi] at `confidence`: the policy's, Bonferroni-adjusted over its checks and candidate attacks."
+    )
     threshold: float
     status: Status
     reason: str
@@ -42,7 +42,9 @@ class CheckResult(BaseModel):
     fpr: float | None = None
     delta: float | None = None
     chosen_attack: str | None = Field(default=None, description="For attack 'best': the attack that decided.")
-    policy: str | None = Field(default=None, description="The policy that declared the check (an extended one for inherited checks).")
+    policy: str | None = Field(
+        default=None, description="The policy that declared the check (an extended one for inherited checks)."
+    )
     details: dict[str, Any] = Field(default_factory=dict)
 
     _v = field_validator("value", mode="before")(_finite)
@@ -62,7 +64,9 @@ class RatePoint(BaseModel):
     resolvable: bool
     reason: str | None = None
     measurable: bool = True
-    fpr_achieved: float | None = Field(default=None, description="FPR of the calibrated threshold on the evaluation split.")
+    fpr_achieved: float | None = Field(
+        default=None, description="FPR of the calibrated threshold on the evaluation split."
+    )
     fpr_ci: list[float | None] | None = Field(default=None, description="Clopper-Pearson interval of fpr_achieved.")
 
 

@@ -35,9 +35,24 @@ CHOSEN_KEYS = ("chosen_epsilon", "selected_epsilon", "final_epsilon")
 SPENT, SIGMA = "ε spent", "σ"
 #: Numeric row fields that are neither the utility nor a leakage measure.
 BOOKKEEPING = (
-    "delta", "seconds", "audit_seconds", "epochs", "noise_multiplier", "sigma", "max_grad_norm", "steps", "seed",
-    "batch_size", "sample_rate", "duration_s", SPENT, SIGMA,
-    "epsilon", "target_epsilon", "n_train", "calibration_seconds",
+    "delta",
+    "seconds",
+    "audit_seconds",
+    "epochs",
+    "noise_multiplier",
+    "sigma",
+    "max_grad_norm",
+    "steps",
+    "seed",
+    "batch_size",
+    "sample_rate",
+    "duration_s",
+    SPENT,
+    SIGMA,
+    "epsilon",
+    "target_epsilon",
+    "n_train",
+    "calibration_seconds",
 )
 #: Row fields not worth a column.
 HIDDEN = ("audit_seconds",)
@@ -65,7 +80,11 @@ class RemediationView:
         if not self.epsilon_key:
             return False
         ys = self.utility_keys + self.leakage_keys
-        good = [r for r in self.rows if finite(r.get(self.epsilon_key)) and r[self.epsilon_key] > 0 and any(finite(r.get(k)) for k in ys)]
+        good = [
+            r
+            for r in self.rows
+            if finite(r.get(self.epsilon_key)) and r[self.epsilon_key] > 0 and any(finite(r.get(k)) for k in ys)
+        ]
         return len(good) >= 2
 
 
@@ -145,7 +164,9 @@ def view(report: Report) -> RemediationView | None:
                 columns.append(k)
     eps_key = next((k for k in columns if k in EPSILON_KEYS), None)
     numeric = [k for k in columns if k != eps_key and any(finite(r.get(k)) for r in rows)]
-    utility = [k for k in numeric if "utility" in k.lower() or k.lower() in ("accuracy", "test_accuracy", "val_accuracy")]
+    utility = [
+        k for k in numeric if "utility" in k.lower() or k.lower() in ("accuracy", "test_accuracy", "val_accuracy")
+    ]
     leakage = [k for k in numeric if k not in utility and k not in BOOKKEEPING and k.split(".")[-1] not in BOOKKEEPING]
     util = rem.get("utility")
     floor = util.get("floor") if isinstance(util, dict) else rem.get("utility_floor")
@@ -162,7 +183,17 @@ def view(report: Report) -> RemediationView | None:
             facts[k] = v
     if finite(floor):
         facts["utility floor"] = floor
-    return RemediationView(rows, columns, eps_key, utility, leakage, chosen_epsilon(rem), float(floor) if finite(floor) else None, facts, notes)
+    return RemediationView(
+        rows,
+        columns,
+        eps_key,
+        utility,
+        leakage,
+        chosen_epsilon(rem),
+        float(floor) if finite(floor) else None,
+        facts,
+        notes,
+    )
 
 
 __all__ = ["RemediationView", "chosen_epsilon", "finite", "view"]

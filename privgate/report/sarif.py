@@ -60,8 +60,7 @@ RULES: dict[str, tuple[str, str, str]] = {
     "similarity": (
         "ModelInversionSimilarity",
         "Model-inversion reconstructions too similar to training examples",
-        "Similarity of white-box model-inversion reconstructions to real training examples "
-        "(Fredrikson et al. 2015).",
+        "Similarity of white-box model-inversion reconstructions to real training examples (Fredrikson et al. 2015).",
     ),
     "attribute_advantage": (
         "AttributeInferenceAdvantage",
@@ -81,15 +80,24 @@ def rule_id(metric: str) -> str:
 
 
 def _rule(metric: str) -> dict[str, Any]:
-    name, short, full = RULES.get(metric, (metric.title().replace("_", ""), f"{metric} above the policy's bound", f"Policy bound on {metric}."))
+    name, short, full = RULES.get(
+        metric, (metric.title().replace("_", ""), f"{metric} above the policy's bound", f"Policy bound on {metric}.")
+    )
     return {
         "id": rule_id(metric),
         "name": name,
         "shortDescription": {"text": short},
         "fullDescription": {"text": full},
         "defaultConfiguration": {"level": "error"},
-        "help": {"text": f"{full} Lower the leakage (e.g. retrain with DP-SGD: privgate check --remediate) or, if justified, change the check's 'max' in the policy."},
-        "properties": {"tags": ["privacy", "security", "membership-inference"], "security-severity": "7.5", "precision": "high"},
+        "help": {
+            "text": f"{full} Lower the leakage (e.g. retrain with DP-SGD: privgate check --remediate) or, if "
+            f"justified, change the check's 'max' in the policy."
+        },
+        "properties": {
+            "tags": ["privacy", "security", "membership-inference"],
+            "security-severity": "7.5",
+            "precision": "high",
+        },
     }
 
 
@@ -145,7 +153,10 @@ def _location(report: Report, c: CheckResult, lines: dict[str, int]) -> dict[str
     model = str(report.target.get("path") or "")
     if model and not model.startswith("<"):
         uri, base = _uri(model)
-        return {"physicalLocation": {"artifactLocation": {"uri": uri, **({"uriBaseId": base} if base else {})}}, "logicalLocations": logical}
+        return {
+            "physicalLocation": {"artifactLocation": {"uri": uri, **({"uriBaseId": base} if base else {})}},
+            "logicalLocations": logical,
+        }
     return {"logicalLocations": logical}
 
 
@@ -197,8 +208,13 @@ def render_sarif(report: Report) -> str:
                 "rules": [_rule(m) for m in metrics],
             }
         },
-        "invocations": [{"executionSuccessful": True, "exitCode": report.exit_code,
-                         "toolExecutionNotifications": [{"level": "warning", "message": {"text": w}} for w in report.warnings]}],
+        "invocations": [
+            {
+                "executionSuccessful": True,
+                "exitCode": report.exit_code,
+                "toolExecutionNotifications": [{"level": "warning", "message": {"text": w}} for w in report.warnings],
+            }
+        ],
         "results": results,
         "properties": {
             "verdict": report.verdict,

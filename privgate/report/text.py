@@ -8,6 +8,7 @@ JSON report.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -17,11 +18,29 @@ from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
 NOT_RUN = ("unavailable", "skipped", "error")
 
 
-def num(v: float | None, digits: int = 3) -> str:
-    """A number for people: ``n/a`` for missing or non-finite values."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "n/a"
-    return f"{v:.{digits}f}"
+def _missing(v: Any) -> bool:
+    return v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+
+
+def num(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
+    """A number for people with ``digits`` decimals; ``missing`` for absent or non-finite values."""
+    return missing if _missing(v) else f"{v:.{digits}f}"
+
+
+def sig(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
+    """A number for people with ``digits`` significant digits; ``missing`` for absent or non-finite values."""
+    return missing if _missing(v) else f"{v:.{digits}g}"
+
+
+def plain(v: Any) -> str:
+    """Any table value as text: ``""`` for None, ``true``/``false``, floats to 4 significant digits."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
 
 
 def interval(ci: list[float | None] | None, digits: int = 3) -> str:
@@ -103,7 +122,12 @@ def attack_summary(report: Report | None, name: str) -> AttackSummary | None:
 def unavailable_reason(c: CheckResult, report: Report | None) -> str | None:
     """Why the check's attack never ran (not implemented, not applicable, skipped), or None."""
     if c.attack == "best":
-        if report is not None and c.value is None and report.attacks and all(a.status in NOT_RUN for a in report.attacks):
+        if (
+            report is not None
+            and c.value is None
+            and report.attacks
+            and all(a.status in NOT_RUN for a in report.attacks)
+        ):
             return "no attack ran: " + "; ".join(f"{a.name}: {a.reason}" for a in report.attacks)
         return None
     a = attack_summary(report, c.attack)
@@ -119,10 +143,8 @@ def sizes_label(c: CheckResult, report: Report | None) -> str:
         parts.append(f"evaluation split {c.n_members} members / {c.n_nonmembers} non-members")
     if report is not None:
         d = report.data
-        try:
+        with contextlib.suppress(KeyError, TypeError):
             parts.append(f"audit set {d['members']['n']} members / {d['nonmembers']['n']} non-members")
-        except (KeyError, TypeError):
-            pass
     return "; ".join(parts) if parts else "no samples"
 
 
@@ -155,7 +177,7 @@ def _rate(d: Any) -> str:
 
 
 def target_accuracy(report: Report) -> str | None:
-    """``target accuracy: members 0.993 [0.976, 0.999] (n = 300) · non-members …`` (privgate.sanity), or None."""
+    """``target accuracy: members 0.993 [0.976, 0.999] (n = 300) · non-members …`` (privgate.inputs.sanity), or None."""
     acc = (report.target or {}).get("accuracy")
     if not isinstance(acc, dict):
         return None
@@ -183,7 +205,9 @@ __all__ = [
     "metric_label",
     "num",
     "origin_label",
+    "plain",
     "rate_label",
+    "sig",
     "sizes_label",
     "target_accuracy",
     "target_notes",

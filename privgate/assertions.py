@@ -1,0 +1,386 @@
+"""Privacy assertions for test suites: a policy built in code, run through ``privgate.check``.
+
+Each assertion turns its keyword arguments into a :class:`privgate.Policy` with
+one check per bound, audits the model with :func:`privgate.check` and raises
+:class:`PrivacyAssertionError` (an ``AssertionError``) when a check fails. Its
+message names the attack, the metric, the value with its interval, the
+threshold and the sample sizes. A check the data cannot decide is never a pass:
+it fails with "inconclusive" and the reason, or — with
+``on_inconclusive="skip"`` (or the pytest ini key ``privgate_on_inconclusive``)
+— skips the test. On success the :class:`privgate.Report` is returned so a test
+can look at the numbers.
+
+Nothing here imports pytest or torch at import time: ``privgate`` re-exports
+these functions lazily and they work in any test runner (a skip is raised as
+``unittest.SkipTest``, which pytest and unittest both honour).
+"""
+
+from __future__ import annotations
+
+import unittest
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from privgate.policy import Check, Policy
+    from privgate.recipe import Recipe
+    from privgate.report.model import Report
+
+OnInconclusive = Literal["fail", "skip"]
+Observer = Callable[["Report", str], None]
+
+#: Settings the pytest plugin may change for a session (restored when it ends).
+settings: dict[str, Any] = {"on_inconclusive": "fail"}
+_observers: list[Observer] = []
+
+
+class PrivacyAssertionError(AssertionError):
+    """A privacy assertion that did not hold; ``report`` has every number behind it."""
+
+    def __init__(self, message: str, report: Report) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+# --------------------------------------------------------------------------- observers
+
+
+def add_observer(fn: Observer) -> None:
+    """Receive ``(report, label)`` for every audit run by this module (the innermost observer only)."""
+    _observers.append(fn)
+
+
+def remove_observer(fn: Observer) -> None:
+    if fn in _observers:
+        _observers.remove(fn)
+
+
+def _notify(report: Report, label: str) -> None:
+    if _observers:
+        _observers[-1](report, label)
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_check(
+    model: Any,
+    policy: Policy | str,
+    members: Any,
+    nonmembers: Any,
+    *,
+    population: Any = None,
+    recipe: Recipe | str | None = None,
+    seed: int = 0,
+    trust_checkpoint: bool = False,
+    label: str = "privgate",
+) -> Report:
+    """Audit through :func:`privgate.check` and tell the observers (the pytest summary)."""
+    import privgate
+
+    sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    report = privgate.check(model, policy, members, nonmembers, **sources)
+    _notify(report, label)
+    return report
+
+
+def _decided(
+    label: str,
+    model: Any,
+    policy: Policy,
+    members: Any,
+    nonmembers: Any,
+    sources: dict[str, Any],
+    on: OnInconclusive | None,
+) -> Report:
+    """Run the assertion's policy and enforce its verdict."""
+    __tracebackhide__ = True
+    return enforce(run_check(model, policy, members, nonmembers, label=label, **sources), on, label)
+
+
+def enforce(report: Report, on_inconclusive: OnInconclusive | None = None, what: str = "privacy assertion") -> Report:
+    """Raise on a failed check; on an inconclusive one, fail or skip. Returns the report otherwise."""
+    __tracebackhide__ = True
+    from privgate.report.text import check_message
+
+    mode = on_inconclusive or settings.get("on_inconclusive") or "fail"
+    if mode not in ("fail", "skip"):
+        raise ValueError(f"on_inconclusive must be 'fail' or 'skip', got {mode!r}")
+    failed = [c for c in report.checks if c.status == "fail"]
+    undecided = [c for c in report.checks if c.status == "inconclusive"]
+    where = f"policy '{report.policy.get('name')}' on {report.target.get('path')}"
+    if failed or (undecided and mode == "fail"):
+        kind = "failed" if failed else "inconclusive"
+        lines = [f"{what} {kind} ({where}):"] + [f"  {check_message(c, report)}" for c in failed + undecided]
+        raise PrivacyAssertionError("\n".join(lines), report)
+    if undecided:
+        raise unittest.SkipTest(
+            f"{what} inconclusive ({where}): " + "; ".join(check_message(c, report) for c in undecided)
+        )
+    return report
+
+
+# --------------------------------------------------------------------------- policies in code
+
+
+#: Registered attacks that are not membership inference by default: ``attribute`` needs a
+#: declared sensitive column, ``inversion`` reconstructs classes (see assert_inversion_below).
+NOT_MEMBERSHIP = ("attribute", "inversion")
+
+
+def default_attacks(recipe: Any = None, white_box: bool = False, population: bool = False) -> dict[str, dict[str, Any]]:
+    """The attacks ``attack="best"`` takes the maximum over: every registered membership-inference
+    attack that fits — black-box and label-only ones always, white-box ones when the model's weights
+    are available, and those that train reference models only when there is a recipe. Diagnostic
+    attacks (the blind baseline, which never decides a check but warns about unsound audit data)
+    run when there is population data for them."""
+    from privgate.attacks import available_attacks
+
+    return {
+        name: {}
+        for name, cls in available_attacks().items()
+        if name not in NOT_MEMBERSHIP
+        and (white_box or cls.threat_model != "white-box")
+        and (recipe is not None or not cls.needs_recipe)
+        and (population or not cls.diagnostic)
+    }
+
+
+def _plan(
+    attack: str | Sequence[str],
+    recipe: Any,
+    options: Mapping[str, Mapping[str, Any]] | None,
+    white_box: bool,
+    population: bool,
+) -> tuple[str, dict[str, dict[str, Any]]]:
+    """(check attack, attacks to run) for ``attack`` = 'best', one name, or several names (best of them)."""
+    if isinstance(attack, str):
+        attacks = default_attacks(recipe, white_box, population) if attack == "best" else {attack: {}}
+        name = attack
+    else:
+        attacks = {a: {} for a in attack}
+        name = "best"
+        if not attacks:
+            raise ValueError("attack: give 'best', an attack name or a non-empty list of names")
+    for a, opts in (options or {}).items():
+        attacks[a] = dict(opts)
+    return name, attacks
+
+
+def _target(model: Any, recipe: Any, trust_checkpoint: bool) -> Any:
+    """The model as a :class:`privgate.Target` (loaded once, so the attack plan can see its capabilities)."""
+    from privgate.api import as_recipe, as_target
+
+    return as_target(model, as_recipe(recipe), trust_checkpoint)
+
+
+def make_policy(
+    name: str, checks: list[Check], attacks: dict[str, dict[str, Any]], confidence: float, decision: str = "upper_bound"
+) -> Policy:
+    """A policy for an assertion: confidential data, whole model released (so white-box attacks are allowed)."""
+    from privgate.policy import Policy
+
+    return Policy(
+        name=name,
+        description="built in code by a pytest_privgate assertion",
+        sensitivity="confidential",
+        release="model",
+        confidence=confidence,
+        decision=decision,
+        attacks=attacks,
+        checks=checks,
+    )
+
+
+# --------------------------------------------------------------------------- assertions
+
+
+def assert_mia_below(
+    model: Any,
+    members: Any,
+    nonmembers: Any,
+    *,
+    accuracy: float | None = None,
+    auc: float | None = None,
+    tpr_at_fpr: float | None = None,
+    advantage: float | None = None,
+    fpr: float = 0.001,
+    attack: str | Sequence[str] = "best",
+    confidence: float = 0.95,
+    seed: int = 0,
+    population: Any = None,
+    recipe: Recipe | str | None = None,
+    attack_options: Mapping[str, Mapping[str, Any]] | None = None,
+    decision: str = "upper_bound",
+    trust_checkpoint: bool = False,
+    on_inconclusive: OnInconclusive | None = None,
+) -> Report:
+    """Assert that membership inference against ``model`` stays under every bound given.
+
+    Args:
+        model: an ``nn.Module`` returning logits, a checkpoint path, a fitted
+            scikit-learn classifier or a :class:`privgate.Target`.
+        members, nonmembers: ``(x, y)`` arrays or tensors, files, or ``module:function``.
+        accuracy: bound on the balanced attack accuracy (0.5 = guessing).
+        auc: bound on the attack's ROC AUC.
+        tpr_at_fpr: bound on the true-positive rate at false-positive rate ``fpr``.
+        advantage: bound on max(TPR − FPR).
+        attack: ``"best"`` (the strongest of the available black-box attacks,
+            Bonferroni-corrected), one attack name, or a list of names.
+        confidence: confidence level of every interval.
+        seed: drives every random choice.
+        on_inconclusive: ``"fail"`` (default) or ``"skip"`` when the data cannot decide.
+
+    Returns:
+        The :class:`privgate.Report` when every check passes.
+    """
+    __tracebackhide__ = True
+    from privgate.policy import Check
+
+    bounds = {"accuracy": accuracy, "auc": auc, "tpr_at_fpr": tpr_at_fpr, "advantage": advantage}
+    if all(v is None for v in bounds.values()):
+        raise TypeError("assert_mia_below: give at least one bound: accuracy=, auc=, tpr_at_fpr= or advantage=")
+    target = _target(model, recipe, trust_checkpoint)
+    name, attacks = _plan(attack, recipe, attack_options, target.white_box, population is not None)
+    checks = [
+        Check(
+            id=f"mia-{metric.replace('_', '-')}",
+            attack=name,
+            metric=metric,
+            max=bound,
+            fpr=fpr if metric == "tpr_at_fpr" else None,
+        )
+        for metric, bound in bounds.items()
+        if bound is not None
+    ]
+    policy = make_policy("assert_mia_below", checks, attacks, confidence, decision)
+    sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    return _decided("assert_mia_below", target, policy, members, nonmembers, sources, on_inconclusive)
+
+
+def assert_epsilon_below(
+    model: Any,
+    members: Any,
+    nonmembers: Any,
+    *,
+    epsilon: float,
+    delta: float = 1e-5,
+    attack: str | Sequence[str] = "best",
+    confidence: float = 0.95,
+    seed: int = 0,
+    population: Any = None,
+    recipe: Recipe | str | None = None,
+    attack_options: Mapping[str, Mapping[str, Any]] | None = None,
+    trust_checkpoint: bool = False,
+    on_inconclusive: OnInconclusive | None = None,
+) -> Report:
+    """Assert that no attack proves, at ``confidence``, a privacy loss above ``epsilon`` (with ``delta``).
+
+    The empirical ε lower bound comes from the attack's TPR/FPR with
+    Clopper-Pearson intervals (Jagielski et al. 2020, arXiv 2006.07709). The
+    check fails only when the attack *proves* ε > ``epsilon``; it is
+    inconclusive when the audit set is too small to prove a value above
+    ``epsilon`` at all (then passing would be a foregone conclusion).
+    """
+    __tracebackhide__ = True
+    from privgate.policy import Check
+
+    target = _target(model, recipe, trust_checkpoint)
+    name, attacks = _plan(attack, recipe, attack_options, target.white_box, population is not None)
+    checks = [Check(id="empirical-epsilon", attack=name, metric="epsilon_lb", max=epsilon, delta=delta)]
+    policy = make_policy("assert_epsilon_below", checks, attacks, confidence)
+    sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    return _decided("assert_epsilon_below", target, policy, members, nonmembers, sources, on_inconclusive)
+
+
+def assert_inversion_below(
+    model: Any,
+    members: Any,
+    nonmembers: Any,
+    *,
+    similarity: float,
+    attack: str = "inversion",
+    options: Mapping[str, Any] | None = None,
+    confidence: float = 0.95,
+    seed: int = 0,
+    population: Any = None,
+    recipe: Recipe | str | None = None,
+    trust_checkpoint: bool = False,
+    on_inconclusive: OnInconclusive | None = None,
+) -> Report:
+    """Assert that white-box model inversion cannot reconstruct training examples closer than ``similarity``.
+
+    Runs the white-box attack ``attack`` (``inversion``) with ``options`` and
+    bounds its ``similarity`` metric. When the attack is not available (not
+    implemented in this privgate, or the model has no weights to attack) the
+    assertion is inconclusive — it fails (or skips) with
+    "inconclusive: attack not available", and never passes.
+    """
+    __tracebackhide__ = True
+    from privgate.policy import Check
+
+    checks = [Check(id="inversion-similarity", attack=attack, metric="similarity", max=similarity)]
+    policy = make_policy("assert_inversion_below", checks, {attack: dict(options or {})}, confidence)
+    sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    return _decided("assert_inversion_below", model, policy, members, nonmembers, sources, on_inconclusive)
+
+
+def _split_data(data: Any) -> tuple[Any, Any, Any]:
+    if isinstance(data, Mapping):
+        try:
+            return data["members"], data["nonmembers"], data.get("population")
+        except KeyError as exc:
+            raise TypeError(f"assert_policy: data mapping needs 'members' and 'nonmembers' (missing {exc})") from None
+    if isinstance(data, (tuple, list)) and len(data) in (2, 3):
+        return data[0], data[1], data[2] if len(data) == 3 else None
+    raise TypeError(
+        "assert_policy: data must be an AuditData, a mapping with 'members'/'nonmembers'[/'population'], or "
+        "(members, nonmembers[, population])"
+    )
+
+
+def assert_policy(
+    model: Any,
+    data: Any,
+    policy: Policy | str,
+    *,
+    recipe: Recipe | str | None = None,
+    seed: int = 0,
+    trust_checkpoint: bool = False,
+    on_inconclusive: OnInconclusive | None = None,
+) -> Report:
+    """Assert that ``model`` passes ``policy`` (a :class:`privgate.Policy`, a built-in name or a file).
+
+    ``data`` is a :class:`privgate.AuditData`, a mapping with ``members``,
+    ``nonmembers`` and optionally ``population``, or a ``(members, nonmembers[,
+    population])`` tuple; each part as :func:`privgate.check` accepts it.
+    """
+    __tracebackhide__ = True
+    from privgate.inputs.data import AuditData
+
+    if isinstance(data, AuditData):
+        import privgate
+        from privgate.api import as_policy, as_recipe, as_target
+
+        rec = as_recipe(recipe)
+        report = privgate.audit(as_target(model, rec, trust_checkpoint), data, as_policy(policy), recipe=rec, seed=seed)
+        _notify(report, "assert_policy")
+        return enforce(report, on_inconclusive, "assert_policy")
+    members, nonmembers, population = _split_data(data)
+    sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    return _decided("assert_policy", model, policy, members, nonmembers, sources, on_inconclusive)
+
+
+__all__ = [
+    "PrivacyAssertionError",
+    "add_observer",
+    "assert_epsilon_below",
+    "assert_inversion_below",
+    "assert_mia_below",
+    "assert_policy",
+    "default_attacks",
+    "enforce",
+    "make_policy",
+    "remove_observer",
+    "run_check",
+]

@@ -1,0 +1,43 @@
+"""The ``privgate`` command line (click + rich): one group, one module per command.
+
+Exit codes and error handling: :mod:`privgate.cli.guard`. No output may be an
+input or another output (:mod:`privgate.io.guards`), and a run's outputs are
+written together at its end (:mod:`privgate.io.staging`). Adding a command is
+a module here and one ``cli.add_command`` line below.
+"""
+
+from __future__ import annotations
+
+import click
+
+from privgate import __version__
+from privgate.cli.check import check, harden
+from privgate.cli.init import init_cmd
+from privgate.cli.policy import policy
+from privgate.cli.report import report
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="privgate")
+def cli() -> None:
+    """privgate: a privacy gate for trained models.
+
+    Runs membership-inference attacks against a model on known members and
+    non-members, measures their success with confidence intervals and decides a
+    policy: pass (0), fail (1), bad input (2), inconclusive (3), internal error (4);
+    130 / 143 when stopped by Ctrl-C / SIGTERM (nothing half-written is left).
+    """
+
+
+cli.add_command(check)
+cli.add_command(harden)
+cli.add_command(report)
+cli.add_command(policy)
+cli.add_command(init_cmd)
+
+
+def main() -> None:
+    cli(prog_name="privgate")
+
+
+__all__ = ["cli", "main"]

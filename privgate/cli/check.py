@@ -1,0 +1,336 @@
+"""``privgate check`` and ``privgate harden``: audit a model against a policy (and harden it with DP-SGD)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.markup import escape
+
+from privgate.cli.guard import guard, out_console
+from privgate.errors import PrivgateError
+
+if TYPE_CHECKING:
+    from privgate.io.guards import Named
+
+
+def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
+    """CLI values are relative to the working directory, config values to the config's folder."""
+    if value is None or from_cli:
+        return value
+    if ":" in value and not Path(value).suffix:
+        return value  # module:function
+    p = Path(value)
+    return str(p if p.is_absolute() else base / p)
+
+
+@click.command()
+@click.argument("model", required=False)
+@click.option(
+    "--policy",
+    "-p",
+    "policy_spec",
+    help="Built-in policy name (public, internal, confidential, strict) or a policy YAML file.",
+)
+@click.option("--members", help="Members (the training set): .npz, .pt, .csv or module:function.")
+@click.option("--nonmembers", help="Non-members from the same distribution: .npz, .pt, .csv or module:function.")
+@click.option("--population", help="Optional extra same-distribution data for reference models.")
+@click.option(
+    "--recipe", help="Training recipe as module:attr (needed for state_dict checkpoints and reference models)."
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="privgate.toml or pyproject.toml (default: searched from the working directory upward).",
+)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here (atomically).")
+@click.option(
+    "--junit", "junit_path", type=click.Path(dir_okay=False), help="Write a JUnit XML report (one testcase per check)."
+)
+@click.option(
+    "--sarif",
+    "sarif_path",
+    type=click.Path(dir_okay=False),
+    help="Write a SARIF 2.1.0 log (a result per failed or inconclusive check).",
+)
+@click.option(
+    "--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write a GitHub-flavoured Markdown summary."
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="Write a self-contained HTML report (ROC curves, remediation plot).",
+)
+@click.option(
+    "--step-summary/--no-step-summary",
+    default=True,
+    show_default=True,
+    help="Append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set.",
+)
+@click.option("--seed", type=int, help="Seed for every random choice (default 0).")
+@click.option("--label-column", help="Label column of CSV data (default 'label').")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    envvar="PRIVGATE_CACHE_DIR",
+    show_envvar=True,
+    help="Where trained reference models are cached (default .privgate-cache; 'off' for none). This flag, "
+    "else $PRIVGATE_CACHE_DIR, else the config's 'cache_dir'.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    envvar="PRIVGATE_THREADS",
+    show_envvar=True,
+    help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, "
+    "else $PRIVGATE_THREADS, else the config's 'threads', else 1. Set it to the core count on a runner "
+    "that does nothing else; never oversubscribe shared cores.",
+)
+@click.option(
+    "--artefacts",
+    "artefacts_path",
+    type=click.Path(file_okay=False),
+    help="Where attacks save files to look at (inversion reconstructions); default: REPORT.artefacts/ next to "
+    "--json, none without --json.",
+)
+@click.option(
+    "--trust-checkpoint",
+    is_flag=True,
+    default=None,
+    help="Allow loading pickled checkpoints (this runs code from the file).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
+@click.option("--verbose", "-v", is_flag=True, help="Print the reason of every check, passing ones too.")
+@click.option(
+    "--remediate",
+    is_flag=True,
+    help="If the model fails, retrain it with DP-SGD at decreasing ε until the policy passes within its "
+    "utility floor (the policy must allow it).",
+)
+@click.option(
+    "--output-model",
+    "output_model",
+    type=click.Path(dir_okay=False),
+    help="With --remediate: where the hardened model goes (TorchScript; the state_dict beside it as "
+    "NAME.state_dict.pt). Default: MODEL.hardened.pt next to the input.",
+)
+@guard
+def check(
+    model: str | None,
+    policy_spec: str | None,
+    members: str | None,
+    nonmembers: str | None,
+    population: str | None,
+    recipe: str | None,
+    config_path: str | None,
+    json_path: str | None,
+    junit_path: str | None,
+    sarif_path: str | None,
+    markdown_path: str | None,
+    html_path: str | None,
+    step_summary: bool,
+    seed: int | None,
+    label_column: str | None,
+    cache_dir: str | None,
+    artefacts_path: str | None,
+    trust_checkpoint: bool | None,
+    quiet: bool,
+    verbose: bool,
+    remediate: bool = False,
+    output_model: str | None = None,
+    threads: int | None = None,
+) -> int:
+    """Audit MODEL against a policy and exit with the verdict."""
+    from privgate.inputs.config import find_config, load_config
+    from privgate.io.artefacts import default_directory
+    from privgate.io.guards import audit_inputs, check_outputs
+    from privgate.io.staging import Staging, commit, render_reports
+    from privgate.report.console import print_report
+
+    cfg = load_config(config_path) if config_path else find_config()
+    base = cfg.base
+
+    def pick(key: str, cli_value: Any) -> Any:
+        if cli_value is not None:
+            return _resolve(cli_value, True, base) if isinstance(cli_value, str) else cli_value
+        value = cfg.get(key)
+        return _resolve(value, False, base) if isinstance(value, str) else value
+
+    model_path = pick("model", model)
+    policy_value = policy_spec if policy_spec is not None else cfg.get("policy")
+    if policy_value is not None and policy_spec is None and (Path(policy_value).suffix or "/" in policy_value):
+        policy_value = _resolve(policy_value, False, base)
+    if model_path is None:
+        raise click.UsageError("no model given: pass MODEL or set 'model' in privgate.toml / [tool.privgate].")
+    if policy_value is None:
+        raise click.UsageError("no policy given: pass --policy NAME|FILE or set 'policy' in the config.")
+    members_spec, nonmembers_spec = pick("members", members), pick("nonmembers", nonmembers)
+    if members_spec is None or nonmembers_spec is None:
+        raise click.UsageError("audit data missing: pass --members and --nonmembers (or set them in the config).")
+    json_out = pick("json", json_path)
+    outputs = {"json": json_out, "junit": junit_path, "sarif": sarif_path, "markdown": markdown_path, "html": html_path}
+    artefacts_dir = artefacts_path or (str(default_directory(json_out)) if json_out else None)
+    if output_model and not remediate:
+        raise click.UsageError("--output-model only applies with --remediate (or privgate harden).")
+    model_out = None
+    if remediate:
+        from privgate.dp.hardened import default_output
+
+        model_out = Path(output_model) if output_model else default_output(model_path)
+    population_spec, recipe_spec = pick("population", population), pick("recipe", recipe)
+    inputs = audit_inputs(
+        model=model_path,
+        policy=policy_value,
+        recipe=recipe_spec,
+        config=cfg.path,
+        base=base,
+        data={"members": members_spec, "non-members": nonmembers_spec, "population": population_spec},
+    )
+    json_from = "--json" if json_path is not None else f"'json' in {cfg.path}"
+    check_outputs(
+        _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs
+    )
+    from privgate.api import Sources, audit_paths  # torch: imported after the cheap checks above
+    from privgate.options import RunOptions
+
+    # validated: click's IntRange for the flag and $PRIVGATE_THREADS, config._validate for the file
+    n_threads = pick("threads", threads)
+
+    out = out_console()
+    show_progress = not quiet and out.is_terminal and not os.environ.get("CI")
+    status = out.status("auditing…") if show_progress else None
+    progress = (lambda msg: status.update(escape(msg))) if status else None
+    runner: Callable[..., Any] = audit_paths
+    if remediate:
+        from functools import partial
+
+        from privgate.api import harden_paths
+        from privgate.report.console import remediation_row
+
+        on_row = None if quiet else (lambda row: out.print(remediation_row(row)))
+        runner = partial(harden_paths, output_model=output_model, on_row=on_row)
+    sources = Sources(
+        model=model_path,
+        policy=policy_value,
+        members=members_spec,
+        nonmembers=nonmembers_spec,
+        population=population_spec,
+        recipe=recipe_spec,
+        label_column=pick("label_column", label_column) or "label",
+        trust_checkpoint=bool(pick("trust_checkpoint", trust_checkpoint)),
+        search_dirs=(base,),
+    )
+    with Staging(artefacts_dir) as staging:  # nothing reaches its destination before commit()
+        run = RunOptions(
+            seed=pick("seed", seed) or 0,
+            threads=n_threads,
+            cache_dir=pick("cache_dir", cache_dir),
+            progress=progress,
+            artefacts_dir=staging.path,
+        )
+        if status:
+            status.start()
+        try:
+            result = runner(sources, run)
+        finally:
+            if status:
+                status.stop()
+        staged, model_files = (result.report, result.files) if remediate else (result, {})
+        report = staging.relocate(staged)
+        files = render_reports(staged, report, outputs)
+        for path, data in model_files.items():
+            files[path] = ("hardened model" if path == model_out else "hardened model's state_dict", data)
+        files.update({path: ("attack artefact", data) for path, data in staging.files().items()})
+        commit(files)
+    if step_summary:
+        append_step_summary(report)
+    if quiet:
+        out.print(report.summary)
+    else:
+        print_report(report, out, verbose=verbose)
+        if json_out:
+            out.print(f"JSON report: {json_out}")
+        for fmt, path in outputs.items():
+            if path and fmt != "json":
+                out.print(f"{fmt} report: {path}")
+        if artefacts_dir and any(a.extras.get("artefacts") for a in report.attacks):
+            out.print(f"artefacts: {artefacts_dir}")
+    return report.exit_code
+
+
+def _planned(
+    outputs: dict[str, str | None],
+    artefacts_dir: str | None,
+    model_out: Path | None,
+    json_from: str,
+    default_artefacts: bool,
+    default_model: bool,
+) -> list[Named]:
+    """Every path ``check`` may write, with what it is and which flag (or config key) named it."""
+    from privgate.io.guards import Named
+    from privgate.io.staging import FORMAT_NAMES
+
+    planned = [
+        Named(Path(p), f"the {FORMAT_NAMES[fmt]} ({json_from if fmt == 'json' else '--' + fmt})")
+        for fmt, p in outputs.items()
+        if p
+    ]
+    if artefacts_dir:
+        planned.append(
+            Named(
+                Path(artefacts_dir),
+                f"the artefacts folder ({'beside the JSON report' if default_artefacts else '--artefacts'})",
+                folder=True,
+            )
+        )
+    if model_out is not None:
+        from privgate.dp.hardened import state_dict_path
+
+        how = "the default, beside the model" if default_model else "--output-model"
+        planned += [
+            Named(model_out, f"the hardened model ({how})"),
+            Named(state_dict_path(model_out), f"the hardened model's state_dict ({how})"),
+        ]
+    return planned
+
+
+def append_step_summary(report: Any) -> None:
+    """Append the Markdown summary to the GitHub Actions job summary (``$GITHUB_STEP_SUMMARY``) when set."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return
+    from privgate.report import render
+
+    try:
+        with open(target, "a", encoding="utf-8") as f:
+            f.write(render(report, "markdown"))
+    except OSError as exc:
+        raise PrivgateError(
+            f"{target}: cannot append to $GITHUB_STEP_SUMMARY ({exc.strerror or exc.__class__.__name__})."
+        ) from None
+
+
+# --------------------------------------------------------------------------- harden
+
+
+def _harden(**kwargs: Any) -> None:
+    check.callback(**kwargs, remediate=True)  # type: ignore[misc]
+
+
+#: ``privgate harden`` is ``privgate check --remediate``: the same options, the same engine.
+harden = click.Command(
+    "harden",
+    callback=_harden,
+    params=[p for p in check.params if p.name != "remediate"],
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Audit MODEL and, if it fails the policy, retrain it with DP-SGD at decreasing ε until every check "
+    "passes within the policy's utility floor; write the hardened model (same as check --remediate). "
+    "Exit 0: the original or a hardened model passes; 1: no ε in the schedule does both; "
+    "2: bad input (no recipe, a model Opacus cannot make private, remediation not enabled); 3: inconclusive.",
+    short_help="Retrain a failing model with DP-SGD until the policy passes.",
+)

@@ -1,0 +1,110 @@
+"""Project configuration: ``[tool.privgate]`` in ``pyproject.toml`` or a ``privgate.toml``.
+
+Found by walking up from the working directory; the first folder holding either
+file wins (``privgate.toml`` before ``pyproject.toml`` in the same folder, and a
+``pyproject.toml`` counts only if it has a ``[tool.privgate]`` table). Relative
+paths in it are relative to that folder. CLI flags override every key.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from privgate.errors import ConfigError, clip, shown
+from privgate.inputs.suggest import did_you_mean
+from privgate.inputs.textfile import read_limited
+
+KEYS = {
+    "model": str,
+    "policy": str,
+    "members": str,
+    "nonmembers": str,
+    "population": str,
+    "recipe": str,
+    "seed": int,
+    "json": str,
+    "label_column": str,
+    "cache_dir": str,
+    "threads": int,
+    "trust_checkpoint": bool,
+}
+
+
+@dataclass
+class Config:
+    """Settings from a config file, with the folder they are relative to."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def base(self) -> Path:
+        return self.path.parent if self.path else Path.cwd()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The TOML of ``path``, read with the settings-file size limit (:mod:`privgate.inputs.textfile`)."""
+    text = read_limited(path, "config", ConfigError)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML ({clip(str(exc))}).") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML (nested too deeply).") from None
+
+
+def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: '{prefix or 'privgate'}' must be a table.")
+    for key, value in table.items():
+        if key not in KEYS:
+            raise ConfigError(
+                f"{path}: unknown key '{prefix}{clip(key, 100)}'{did_you_mean(key, KEYS)} (known: "
+                f"{', '.join(sorted(KEYS))})."
+            )
+        want = KEYS[key]
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            raise ConfigError(
+                f"{path}: '{prefix}{key}' must be a {want.__name__}, got {type(value).__name__} {shown(value, 80)}."
+            )
+        if key == "threads" and value < 1:
+            raise ConfigError(f"{path}: '{prefix}threads' must be at least 1, got {value}.")
+    return dict(table)
+
+
+def load_config(path: str | Path) -> Config:
+    """Load an explicit config file (``privgate.toml`` or a ``pyproject.toml``)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: config file not found.")
+    data = _read(p)
+    if p.name == "pyproject.toml":
+        table = data.get("tool", {}).get("privgate")
+        if table is None:
+            raise ConfigError(f"{p}: has no [tool.privgate] table.")
+        return Config(_validate(table, p, "tool.privgate."), p.resolve())
+    return Config(_validate(data, p, ""), p.resolve())
+
+
+def find_config(start: Path | None = None) -> Config:
+    """The nearest config from ``start`` (default: cwd) upward, or an empty one."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "privgate.toml"
+        if candidate.is_file():
+            return load_config(candidate)
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file() and "privgate" in _read(pyproject).get("tool", {}):
+            return load_config(pyproject)
+    return Config()

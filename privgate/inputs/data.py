@@ -1,0 +1,287 @@
+"""AuditData: known members and non-members of the target's training set.
+
+Loaders: ``.npz`` (arrays ``x`` and ``y``), ``.pt`` (a dict of tensors ``x``/``y``,
+loaded with ``weights_only=True``), ``.csv`` (a header row, a named label
+column) and ``module:function`` factories returning ``(x, y)``. Checks on load:
+shapes, dtypes, NaN/inf, integer labels, labels and features that fit the
+model, and rows that appear both as members and as non-members (one such row
+makes every membership number wrong).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from privgate.errors import DataError, PrivgateError, clip, shown
+from privgate.inputs.entrypoints import import_factory
+from privgate.inputs.suggest import did_you_mean
+
+if TYPE_CHECKING:
+    from privgate.inputs.target import Target
+
+#: Members/non-members ratio above which the larger set is sub-sampled.
+IMBALANCE_RATIO = 2.0
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Inputs ``x`` (float32, one row per example) and integer labels ``y``."""
+
+    x: np.ndarray
+    y: np.ndarray
+    source: str = "<in memory>"
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def subset(self, idx: np.ndarray) -> Dataset:
+        return Dataset(self.x[idx], self.y[idx], self.source)
+
+
+def _as_dataset(x: Any, y: Any, source: str, role: str) -> Dataset:
+    try:
+        xa = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+        ya = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    except Exception as exc:
+        raise DataError(f"{source}: {role} could not be read as arrays ({exc.__class__.__name__}).") from None
+    if xa.dtype.kind not in "biuf":
+        raise DataError(f"{source}: {role} inputs must be numeric, got dtype {xa.dtype}.")
+    if xa.ndim < 2:
+        raise DataError(f"{source}: {role} inputs must have one row per example (2-D or more), got shape {xa.shape}.")
+    if ya.ndim != 1:
+        raise DataError(f"{source}: {role} labels must be 1-D, got shape {ya.shape}.")
+    if len(xa) != len(ya):
+        raise DataError(f"{source}: {role} has {len(xa)} inputs but {len(ya)} labels.")
+    if len(ya) == 0:
+        raise DataError(f"{source}: {role} is empty.")
+    if ya.dtype.kind == "f":
+        if not np.all(np.isfinite(ya)) or not np.all(ya == np.round(ya)):
+            raise DataError(f"{source}: {role} labels must be integer class indices.")
+    elif ya.dtype.kind not in "biu":
+        raise DataError(f"{source}: {role} labels must be integer class indices, got dtype {ya.dtype}.")
+    ya = ya.astype(np.int64)
+    if ya.min() < 0:
+        raise DataError(f"{source}: {role} has negative labels (min {ya.min()}); labels must be class indices 0..K-1.")
+    xa = xa.astype(np.float32)
+    bad = ~np.isfinite(xa).reshape(len(xa), -1).all(axis=1)
+    if bad.any():
+        raise DataError(
+            f"{source}: {role} has {int(bad.sum())} row(s) with NaN or infinite values (first at row "
+            f"{int(np.argmax(bad))})."
+        )
+    return Dataset(xa, ya, source)
+
+
+def _load_npz(p: Path, role: str) -> Dataset:
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            keys = set(z.files)
+            if not {"x", "y"} <= keys:
+                raise DataError(f"{p}: expected arrays 'x' and 'y' in the .npz file, found {sorted(keys) or 'none'}.")
+            return _as_dataset(z["x"], z["y"], str(p), role)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise DataError(f"{p}: not a readable .npz file ({exc.__class__.__name__}).") from None
+
+
+def _load_pt(p: Path, role: str) -> Dataset:
+    try:
+        obj = torch.load(str(p), map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise DataError(
+            f"{p}: not a readable tensor file, or it holds pickled objects ({exc.__class__.__name__})."
+        ) from None
+    if not isinstance(obj, dict) or not {"x", "y"} <= set(obj):
+        raise DataError(f"{p}: expected a dict with tensors 'x' and 'y'.")
+    return _as_dataset(obj["x"], obj["y"], str(p), role)
+
+
+def _load_csv(p: Path, role: str, label_column: str) -> Dataset:
+    """A CSV with a header row; every error names the file's line (1-based, as an editor shows it) and the column."""
+    try:
+        with p.open(newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            rows = [(reader.line_num, r) for r in reader]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"{p}: cannot read CSV ({exc.__class__.__name__}: {clip(str(exc))}).") from None
+    rows = [(line, r) for line, r in rows if r and any(v.strip() for v in r)]  # blank lines are not rows
+    if len(rows) < 2:
+        raise DataError(f"{p}: CSV needs a header row and at least one data row.")
+    header_line, raw_header = rows[0]
+    header = [h.strip() for h in raw_header]
+    if label_column not in header:
+        shown_cols = ", ".join(clip(h, 40) for h in header[:12]) + (", …" if len(header) > 12 else "")
+        raise DataError(
+            f"{p}: no label column {shown(label_column)} in the CSV header (line {header_line}; columns: "
+            f"{shown_cols}){did_you_mean(label_column, header)}."
+        )
+    li = header.index(label_column)
+    body = rows[1:]
+    for line, r in body:
+        if len(r) != len(header):
+            raise DataError(f"{p}: line {line} has {len(r)} values but the header has {len(header)} columns.")
+
+    def cell(i: int, j: int) -> str:
+        return f"{p}: line {body[i][0]}, column {shown(header[j])}: {shown(body[i][1][j].strip())}"
+
+    try:
+        table = np.array([r for _, r in body], dtype=np.float64)
+    except ValueError:  # find the first value that is not a number
+        for i, (_, r) in enumerate(body):
+            for j, v in enumerate(r):
+                try:
+                    float(v)
+                except ValueError:
+                    raise DataError(f"{cell(i, j)} is not a number.") from None
+        raise
+    bad = np.argwhere(~np.isfinite(table))
+    if len(bad):
+        raise DataError(f"{cell(*bad[0])} is not a finite number.")
+    labels = table[:, li]
+    bad = np.flatnonzero((labels < 0) | (labels != np.round(labels)))
+    if len(bad):
+        raise DataError(f"{cell(int(bad[0]), li)} is not a class label (0, 1, 2, …).")
+    return _as_dataset(np.delete(table, li, axis=1), labels, str(p), role)
+
+
+def load_dataset(
+    spec: str | Path, role: str = "data", label_column: str = "label", base: Path | None = None
+) -> Dataset:
+    """Load one set from a path or a ``module:function`` factory returning ``(x, y)``."""
+    s = str(spec)
+    base = base or Path.cwd()
+    p = Path(s) if Path(s).is_absolute() else base / s
+    if ":" in s and not p.exists() and Path(s).suffix.lower() not in (".npz", ".pt", ".csv"):
+        fn = import_factory(s, [base])
+        try:
+            out = fn() if callable(fn) else fn
+        except PrivgateError:
+            raise
+        except Exception as exc:
+            raise DataError(f"{s}: the data factory failed ({exc.__class__.__name__}: {exc}).") from None
+        if isinstance(out, dict) and {"x", "y"} <= set(out):
+            out = (out["x"], out["y"])
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise DataError(f"{s}: a data factory must return (x, y), got {type(out).__name__}.")
+        return _as_dataset(out[0], out[1], s, role)
+    if not p.exists():
+        raise DataError(f"{p}: {role} file not found.")
+    if p.is_dir():
+        raise DataError(f"{p}: is a directory, expected a {role} file (.npz, .pt or .csv).")
+    suffix = p.suffix.lower()
+    if suffix == ".npz":
+        return _load_npz(p, role)
+    if suffix == ".pt":
+        return _load_pt(p, role)
+    if suffix == ".csv":
+        return _load_csv(p, role, label_column)
+    raise DataError(f"{p}: unsupported {role} format '{suffix}' (use .npz, .pt, .csv or module:function).")
+
+
+def _row_hashes(d: Dataset) -> np.ndarray:
+    flat = np.ascontiguousarray(d.x.reshape(len(d), -1))
+    return np.array(
+        [
+            hashlib.blake2b(row.tobytes() + int(lbl).to_bytes(8, "little", signed=True), digest_size=12).digest()
+            for row, lbl in zip(flat, d.y)
+        ]
+    )
+
+
+@dataclass
+class AuditData:
+    """Members, non-members and optional population data, validated on construction.
+
+    Args:
+        members: examples the target was trained on.
+        nonmembers: examples from the same distribution it never saw.
+        population: more same-distribution data for reference models.
+        seed: drives the sub-sampling of an unbalanced audit set.
+    """
+
+    members: Dataset
+    nonmembers: Dataset
+    population: Dataset | None = None
+    seed: int = 0
+    warnings: list[str] = field(default_factory=list)
+    balanced_from: dict[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        sets = [("members", self.members), ("non-members", self.nonmembers)]
+        if self.population is not None:
+            sets.append(("population", self.population))
+        shape = self.members.x.shape[1:]
+        for role, d in sets[1:]:
+            if d.x.shape[1:] != shape:
+                raise DataError(f"{d.source}: {role} rows have shape {d.x.shape[1:]} but members rows have {shape}.")
+        overlap = np.isin(_row_hashes(self.members), _row_hashes(self.nonmembers))
+        if overlap.any():
+            raise DataError(
+                f"{self.nonmembers.source}: {int(overlap.sum())} member row(s) also appear among the non-members "
+                "(same features and label); membership numbers would be wrong, so remove the duplicates."
+            )
+        n1, n0 = len(self.members), len(self.nonmembers)
+        if max(n1, n0) > IMBALANCE_RATIO * min(n1, n0):
+            rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0xBA1]))
+            k = min(n1, n0)
+            self.balanced_from = {"members": n1, "nonmembers": n0}
+            if n1 > n0:
+                self.members = self.members.subset(np.sort(rng.choice(n1, k, replace=False)))
+            else:
+                self.nonmembers = self.nonmembers.subset(np.sort(rng.choice(n0, k, replace=False)))
+            self.warnings.append(
+                f"members ({n1}) and non-members ({n0}) are very unbalanced; sub-sampled both to {k} with "
+                f"seed {self.seed}"
+            )
+
+    def pooled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(x, y, membership) of the audit examples, members first."""
+        x = np.concatenate([self.members.x, self.nonmembers.x])
+        y = np.concatenate([self.members.y, self.nonmembers.y])
+        m = np.r_[np.ones(len(self.members), bool), np.zeros(len(self.nonmembers), bool)]
+        return x, y, m
+
+    def check_against(self, target: Target) -> None:
+        """Check that the data fits the model: features run through it, labels in range."""
+        probe = self.members.x[:2]
+        try:
+            proba = target.predict_proba(probe)
+        except PrivgateError:
+            raise
+        except Exception as exc:
+            msg = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else exc.__class__.__name__
+            raise DataError(
+                f"{self.members.source}: the model cannot run on the audit data (rows of shape "
+                f"{probe.shape[1:]}): {msg}."
+            ) from None
+        n_classes = proba.shape[1]
+        sets = [("members", self.members), ("non-members", self.nonmembers)]
+        if self.population is not None:
+            sets.append(("population", self.population))
+        for role, d in sets:
+            if int(d.y.max()) >= n_classes:
+                raise DataError(
+                    f"{d.source}: {role} labels go up to {int(d.y.max())} but the model has {n_classes} "
+                    f"classes (labels 0..{n_classes - 1})."
+                )
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "members": {"source": self.members.source, "n": len(self.members)},
+            "nonmembers": {"source": self.nonmembers.source, "n": len(self.nonmembers)},
+            "population": (
+                {"source": self.population.source, "n": len(self.population)} if self.population is not None else None
+            ),
+            "features": list(self.members.x.shape[1:]),
+            "warnings": list(self.warnings),
+        }
+        if self.balanced_from:
+            out["balanced_from"] = self.balanced_from
+        return out

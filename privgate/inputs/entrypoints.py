@@ -1,0 +1,191 @@
+"""Importing ``module:attr`` entry points (recipes, data factories) from the user's project, and only from there.
+
+A recipe or data factory is code privgate imports and calls. A spec such as
+``os:abort``, ``builtins:exit``, ``subprocess:call`` or ``shutil:rmtree``
+names code that is not the user's and that privgate would run with the user's
+rights, so an entry point is refused, before anything is called, unless:
+
+* its top-level module is found in the search folders (the config's folder,
+  the working directory) — not in the standard library
+  (:data:`sys.stdlib_module_names`), not an installed package (site-packages)
+  and not privgate itself;
+* the imported module's file lies inside one of those folders (and not in an
+  installed location that happens to be below them, such as ``.venv``);
+* when the attribute is callable, it is defined in the named module or
+  another module of the user's package (its ``__module__``), so a project
+  module's ``from os import abort`` does not make ``abort`` an entry point.
+
+Importing the project's module runs its top-level code, as any import does;
+that is the user's own code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import re
+import site
+import sys
+import sysconfig
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from privgate.errors import DataError, PrivgateError, RecipeError, clip
+
+if TYPE_CHECKING:  # the recipe module loads torch; importing an entry point does not need it
+    from privgate.recipe import Recipe
+
+_SPEC = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+#: Top-level packages that are privgate, not the user's project.
+OWN_PACKAGES = ("privgate", "pytest_privgate")
+
+
+def _installed_roots() -> list[Path]:
+    """Folders of the standard library and of installed packages (site-packages, the user's site)."""
+    paths = [sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    paths += site.getsitepackages() if hasattr(site, "getsitepackages") else []
+    user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
+    paths += [user] if isinstance(user, str) else []
+    return list(dict.fromkeys(Path(p).resolve() for p in paths if p))
+
+
+def _inside(path: Path, folders: list[Path]) -> bool:
+    return any(path == f or f in path.parents for f in folders)
+
+
+def _evict_if_elsewhere(top: str, search_dirs: list[Path]) -> None:
+    """Forget a cached module named ``top`` when the search folders hold a different file of that name.
+
+    Two projects with a ``recipe.py`` (or ``data.py``) audited in one process
+    must not get each other's module from ``sys.modules``.
+    """
+    for d in search_dirs:
+        for candidate in (d / f"{top}.py", d / top / "__init__.py"):
+            if candidate.is_file():
+                cached = sys.modules.get(top)
+                cached_file = getattr(cached, "__file__", None)
+                if cached is not None and (cached_file is None or Path(cached_file).resolve() != candidate.resolve()):
+                    for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+                        del sys.modules[name]
+                return
+
+
+def _module_file(module: Any) -> Path | None:
+    f = getattr(module, "__file__", None)
+    return Path(f).resolve() if f else None
+
+
+def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[PrivgateError]) -> Any:
+    """Import ``module:attr`` from the user's project; see the module docstring for what is refused.
+
+    Args:
+        spec: ``module:attr``, the attribute possibly dotted.
+        search_dirs: the project's folders, searched in order.
+        kind: what the entry point is, for messages (``"recipe"``, ``"data factory"``).
+        error: the :class:`PrivgateError` subclass to raise.
+
+    Returns:
+        The attribute; when it is callable, it is defined in the user's project.
+    """
+    head = f"{kind} {clip(repr(spec), 200)}"
+    if not _SPEC.match(spec):
+        example = "recipe:RECIPE" if kind == "recipe" else "data:members"
+        raise error(f"{head}: expected 'module:attribute' (e.g. '{example}').")
+    mod_name, _, attr = spec.partition(":")
+    top = mod_name.split(".")[0]
+    dirs = list(dict.fromkeys(Path(d).resolve() for d in search_dirs))
+    where = clip(", ".join(str(d) for d in dirs), 300)
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names:
+        if importlib.machinery.PathFinder.find_spec(top, [str(d) for d in dirs]) is not None:
+            raise error(
+                f"{head}: your module '{top}' has the name of a module of Python's standard library; rename it."
+            )
+        raise error(
+            f"{head}: '{top}' is a module of Python's standard library; a {kind} must be defined in your "
+            f"project ({where})."
+        )
+    if top in OWN_PACKAGES:
+        raise error(f"{head}: '{top}' is privgate itself; a {kind} must be defined in your project ({where}).")
+    installed = _installed_roots()
+    found = importlib.machinery.PathFinder.find_spec(top, [str(d) for d in dirs])
+    origin = Path(found.origin).resolve() if found is not None and found.origin else None
+    if found is None or (origin is not None and _inside(origin, installed)):
+        cached = _module_file(sys.modules.get(top))
+        if cached is not None and _inside(cached, installed):
+            raise error(
+                f"{head}: '{top}' is an installed package, not a module of your project ({where}); privgate "
+                f"imports a {kind} only from your project."
+            )
+        raise error(f"{head}: no module '{top}' in {where}.")
+    cached = _module_file(sys.modules.get(top))
+    if cached is not None and _inside(cached, installed):
+        raise error(
+            f"{head}: your module '{top}' has the name of an installed package that is already in use; rename it."
+        )
+    _evict_if_elsewhere(top, dirs)
+    added = [str(d) for d in dirs if str(d) not in sys.path]
+    sys.path[:0] = added
+    try:
+        module = importlib.import_module(mod_name)
+    except (Exception, SystemExit) as exc:  # an import runs user code: report any failure in one sentence
+        raise error(
+            f"{head}: cannot import module '{mod_name}' ({exc.__class__.__name__}: {clip(str(exc), 200)})."
+        ) from None
+    finally:
+        for d in added:
+            if d in sys.path:
+                sys.path.remove(d)
+    file = _module_file(module)
+    if file is None or not _inside(file, dirs) or _inside(file, installed):
+        raise error(
+            f"{head}: module '{mod_name}' was imported from {file or 'no file'}, outside your project ({where})."
+        )
+    obj: Any = module
+    for part in attr.split("."):
+        if part.startswith("__") and part.endswith("__"):
+            raise error(f"{head}: '{part}' is a Python internal attribute, not a {kind}.")
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise error(f"{head}: module '{mod_name}' has no attribute '{attr}'.") from None
+    if callable(obj):
+        defined_in = getattr(obj, "__module__", None)
+        if not isinstance(defined_in, str) or not (defined_in == top or defined_in.startswith(top + ".")):
+            raise error(
+                f"{head}: '{attr}' is defined in "
+                f"{f'module {defined_in!r}' if isinstance(defined_in, str) else 'no module'}, "
+                f"not in your project's '{mod_name}'; privgate calls only functions defined in your project."
+            )
+    return obj
+
+
+def load_recipe(spec: str, search_dirs: list[Path] | None = None) -> Recipe:
+    """Import a recipe from ``module:attr`` in the user's project (``search_dirs``, then the working directory).
+
+    The attribute must be a :class:`Recipe` or a function of the project that
+    returns one; anything else — a standard-library or installed module's
+    function such as ``os:abort`` — is refused before it is called
+    (:func:`privgate.inputs.entrypoints.import_entry`).
+    """
+    from privgate.recipe import Recipe
+
+    obj = import_entry(spec, list(search_dirs or []) + [Path.cwd()], "recipe", RecipeError)
+    if callable(obj) and not isinstance(obj, Recipe):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise RecipeError(
+                f"recipe '{clip(spec)}': calling it failed ({exc.__class__.__name__}: {clip(str(exc))})."
+            ) from None
+    if not isinstance(obj, Recipe):
+        raise RecipeError(f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe.")
+    return obj
+
+
+def import_factory(spec: str, search_dirs: list[Path] | None = None) -> Any:
+    """Import a data factory ``module:function`` from the user's project (see :func:`load_recipe`); not called here."""
+    return import_entry(spec, list(search_dirs or []) + [Path.cwd()], "data factory", DataError)
+
+
+__all__ = ["OWN_PACKAGES", "import_entry", "import_factory", "load_recipe"]

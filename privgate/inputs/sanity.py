@@ -1,0 +1,246 @@
+"""Sanity of the target before judging it: is the audit data what the model was trained on?
+
+A membership audit is only meaningful when the "members" really are the
+model's training data, fed to it the way it was trained. When they are not —
+another split, shuffled labels, features scaled or ordered differently — every
+attack sees a model that does not know its "members", the attacks find
+nothing, and the gate passes a model it never really examined. The cheapest
+symptom is the target's accuracy, so every report carries it, measured on the
+audit sets as the gate uses them:
+
+* accuracy on the members and on the non-members, each the share of rows
+  whose predicted class (``argmax`` of the outputs) is the label, with its
+  sample size and an exact Clopper-Pearson interval (Clopper & Pearson 1934)
+  at the policy's confidence 1 − α.
+
+**Warning rule.** With k₁ of n₁ members and k₀ of n₀ non-members predicted
+correctly, and two one-sided Fisher exact tests on the 2×2 table
+``[[k₁, n₁ − k₁], [k₀, n₀ − k₀]]`` (Fisher 1935; conditional on the margins,
+so valid at any sample size):
+
+1. **members below non-members** — warn when the test "members' accuracy <
+   non-members' accuracy" rejects at level α/2. A model is almost never less
+   accurate on its own training data than on unseen data of the same
+   distribution, so this points at members preprocessed differently or not
+   being the training set at all.
+2. **members not fitted** — otherwise, warn when the test "members' accuracy >
+   non-members' accuracy" does *not* reject at level α/2 **and** the members'
+   Clopper-Pearson upper bound (one-sided 1 − α/2) is below the *trained-on
+   level* ``L = (1 + b) / 2``, halfway between ``b`` — the accuracy of always
+   guessing the most common label of the audit data (at least 1/K for K
+   classes) — and perfect. For 10 balanced classes L = 0.55, for a balanced
+   binary task L = 0.75. A model that fits its training data no better than
+   unseen data *and* fits it poorly is what wrongly prepared members look like
+   (e.g. 36 % on both sets of a 10-class task).
+
+False warnings: for genuine members, rule 1 fires with probability at most
+α/2 (the exact test is conservative) whenever the model is at least as
+accurate on its training data as on unseen data; rule 2 cannot fire for a
+model whose true training accuracy is at least L except with probability at
+most α/2 (the upper bound would have to fall below the truth). So a
+well-generalising model (training accuracy 0.97, test accuracy 0.96) warns
+with probability at most α. What the rule cannot tell apart: a model that is
+weak by design (training accuracy below L) and does not overfit — the warning
+says so — and a member set from the right distribution that is not the
+training set, for a model that generalises well (its accuracy is high on both;
+only the attacks' weakness would hint at it).
+
+A model privgate trained itself on the members (the DP-SGD candidates of
+remediation, whose ``Target.extra`` records ``dp``) gets its accuracies
+reported but no such warning: its members are known, and a DP model is meant
+not to fit them better than unseen data.
+
+Also checked here, because each makes the comparison with other models
+meaningless: how the target's raw outputs are read (:mod:`privgate.inputs.outputs`,
+fixed from a probe of the audit data before any attack runs), and a
+scikit-learn target given a torch recipe (reference models would not be
+trained like it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privgate import stats
+from privgate.inputs.data import AuditData, Dataset
+from privgate.inputs.outputs import PROBE_ROWS
+from privgate.inputs.target import Target
+from privgate.recipe import Recipe
+
+#: Prefix of the warnings this module adds, so readers and tests can pick them out.
+WARNING_PREFIX = "target sanity"
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """``correct`` of ``n`` rows predicted right, with a Clopper-Pearson interval at ``confidence``."""
+
+    correct: int
+    n: int
+    confidence: float
+
+    @property
+    def value(self) -> float:
+        return self.correct / self.n if self.n else float("nan")
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return stats.clopper_pearson(self.correct, self.n, self.confidence)
+
+    def as_dict(self) -> dict[str, Any]:
+        lo, hi = self.ci
+        return {"value": self.value, "ci": [lo, hi], "n": self.n, "correct": self.correct}
+
+    def label(self) -> str:
+        lo, hi = self.ci
+        return f"{self.value:.3f} [{lo:.3f}, {hi:.3f}], n = {self.n}"
+
+
+def accuracy_on(target: Target, d: Dataset, confidence: float) -> Accuracy:
+    """The target's accuracy on one audit set: argmax of its outputs against the labels."""
+    pred = np.asarray(target.predict(d.x))
+    return Accuracy(int(np.sum(pred == d.y)), len(d), confidence)
+
+
+def baseline_accuracy(labels: np.ndarray, classes: int) -> float:
+    """Accuracy of always guessing the most common label (at least 1/K)."""
+    counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=max(classes, 1))
+    return max(float(counts.max() / counts.sum()), 1.0 / max(classes, 1))
+
+
+def _fisher_p(members: Accuracy, nonmembers: Accuracy, alternative: str) -> float:
+    from scipy.stats import fisher_exact
+
+    table = [[members.correct, members.n - members.correct], [nonmembers.correct, nonmembers.n - nonmembers.correct]]
+    return float(fisher_exact(table, alternative=alternative)[1])
+
+
+@dataclass(frozen=True)
+class MembersFit:
+    """The two tests of the warning rule (module docstring) and their outcome."""
+
+    p_below: float  # one-sided Fisher p of "members' accuracy < non-members'"
+    p_above: float  # one-sided Fisher p of "members' accuracy > non-members'"
+    baseline: float
+    level: float  # the trained-on level L = (1 + baseline) / 2
+    members_upper: float  # members' one-sided 1 − α/2 upper bound
+    warning: str | None
+
+
+def members_fit(members: Accuracy, nonmembers: Accuracy, baseline: float) -> MembersFit:
+    """Apply the warning rule of the module docstring to the two accuracies (at ``members.confidence``)."""
+    half_alpha = (1.0 - members.confidence) / 2
+    p_below = _fisher_p(members, nonmembers, "less")
+    p_above = _fisher_p(members, nonmembers, "greater")
+    level = (1.0 + baseline) / 2
+    upper = members.ci[1]
+    sets = (
+        f"its members ({members.label()}) than on its non-members ({nonmembers.label()}; "
+        f"{members.confidence * 100:.4g}% Clopper-Pearson intervals"
+    )
+    causes = (
+        "the members may not be the data the model was trained on, or are preprocessed differently "
+        "(scaling, feature order, label encoding)"
+    )
+    warning = None
+    if p_below < half_alpha:
+        warning = (
+            f"{WARNING_PREFIX}: the model is less accurate on {sets}; one-sided Fisher exact p = {p_below:.2g}); "
+            f"models are almost never worse on their own training data, so {causes}, and the membership "
+            "results do not measure its leakage"
+        )
+    elif p_above >= half_alpha and upper < level:
+        warning = (
+            f"{WARNING_PREFIX}: the model is no more accurate on {sets}; one-sided Fisher exact p = {p_above:.2g}) "
+            f"and far below what models get on their training data (upper bound {upper:.3f} < {level:.3f}, halfway "
+            f"between guessing the most common label, {baseline:.3f}, and perfect): {causes}, so a pass means "
+            "little; if the model is this weak by design, ignore this"
+        )
+    return MembersFit(p_below, p_above, baseline, level, upper, warning)
+
+
+def recipe_warning(target: Target, recipe: Recipe | None) -> str | None:
+    """A warning when a non-torch target (scikit-learn) is given a recipe, which always trains torch models."""
+    if recipe is None or target.module is not None:
+        return None
+    return (
+        f"recipe mismatch: the target is a {type(target.model).__name__} (not a torch model) but recipe "
+        f"'{recipe.name}' "
+        "trains torch models, so reference models (shadow, lira, rmia) are not trained like the target and their "
+        "results compare it with a different kind of model: they may over- or under-state its leakage"
+    )
+
+
+@dataclass
+class Sanity:
+    """What :func:`inspect_target` found; :meth:`describe` goes into the report's ``target``."""
+
+    members: Accuracy
+    nonmembers: Accuracy
+    classes: int
+    fit: MembersFit
+    outputs: str | None
+    probe_rows: int
+    outputs_note: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "accuracy": {
+                "members": self.members.as_dict(),
+                "nonmembers": self.nonmembers.as_dict(),
+                "confidence": self.members.confidence,
+                "interval": "Clopper-Pearson",
+                "classes": self.classes,
+                "baseline": self.fit.baseline,
+                "trained_level": self.fit.level,
+                "p_members_below": self.fit.p_below,
+                "p_members_above": self.fit.p_above,
+            }
+        }
+        if self.outputs is not None:
+            out["outputs"] = {"kind": self.outputs, "probe_rows": self.probe_rows, "note": self.outputs_note}
+        return out
+
+
+def probe(data: AuditData, rows: int = PROBE_ROWS) -> np.ndarray:
+    """The rows the output kind is decided on: the first ``rows / 2`` members and non-members."""
+    half = max(1, rows // 2)
+    return np.concatenate([data.members.x[:half], data.nonmembers.x[:half]])
+
+
+def inspect_target(target: Target, data: AuditData, recipe: Recipe | None, confidence: float) -> Sanity:
+    """Fix how the target's outputs are read, measure its accuracy on both audit sets, and warn.
+
+    Must run before any attack: it settles :attr:`Target.outputs`.
+    """
+    x = probe(data)
+    note, hint = target.detect_outputs(x)
+    members = accuracy_on(target, data.members, confidence)
+    nonmembers = accuracy_on(target, data.nonmembers, confidence)
+    classes = int(target.predict_proba(data.members.x[:1]).shape[1])
+    fit = members_fit(
+        members, nonmembers, baseline_accuracy(np.concatenate([data.members.y, data.nonmembers.y]), classes)
+    )
+    # a model privgate trained itself on these members (DP-SGD remediation records "dp") needs no doubt about them
+    doubt = None if "dp" in target.extra else fit.warning
+    warnings = [w for w in (doubt, hint and f"{WARNING_PREFIX}: {hint}", recipe_warning(target, recipe)) if w]
+    kind = target.outputs if target.module is not None else None
+    return Sanity(members, nonmembers, classes, fit, kind, len(x), note, warnings)
+
+
+__all__ = [
+    "Accuracy",
+    "MembersFit",
+    "Sanity",
+    "WARNING_PREFIX",
+    "accuracy_on",
+    "baseline_accuracy",
+    "inspect_target",
+    "members_fit",
+    "probe",
+    "recipe_warning",
+]

@@ -1,0 +1,327 @@
+"""Target: a loaded model with explicit capabilities.
+
+``predict_proba`` (black-box), ``predict`` (label-only) and ``module`` (white-box,
+a ``torch.nn.Module``; ``None`` for scikit-learn estimators). Inference is
+batched and runs under ``torch.no_grad()`` in eval mode.
+
+A torch model's raw outputs are read by :mod:`privgate.inputs.outputs`: logits
+``[n, K]``, one logit ``[n]``/``[n, 1]`` (two classes, p(1) = σ(z)), or rows
+that already are probabilities (a final softmax). :meth:`Target.detect_outputs`
+fixes the reading from a probe of the audit data before any attack runs.
+
+Formats: TorchScript (``torch.jit.save``), a ``state_dict`` loaded with
+``torch.load(weights_only=True)`` plus the recipe's model factory, safetensors
+plus the recipe, and pickled objects (a whole ``nn.Module``, a scikit-learn
+estimator). Unpickling runs arbitrary code, so pickles are refused unless the
+caller passes ``trust_checkpoint=True``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from privgate.errors import RecipeError, TargetError
+from privgate.inputs import outputs as _outputs
+from privgate.recipe import Recipe
+
+BATCH = 1024
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _is_torchscript(path: Path) -> bool:
+    try:
+        with zipfile.ZipFile(path) as z:
+            return any(n.split("/", 2)[1:2] == ["code"] for n in z.namelist() if n.count("/") >= 2)
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Log-softmax over the last axis, in float64 (no saturation at confident outputs)."""
+    z = np.asarray(logits, dtype=np.float64)
+    m = z.max(axis=-1, keepdims=True)
+    return z - (m + np.log(np.exp(z - m).sum(axis=-1, keepdims=True)))
+
+
+@dataclass
+class Target:
+    """A model under audit.
+
+    Args:
+        model: an ``nn.Module`` returning logits, or a fitted scikit-learn classifier.
+        source: where it came from (path), for the report.
+        fmt: the checkpoint format.
+        sha256: hash of the checkpoint file.
+        architecture_notes: changes made to the architecture (e.g. by DP fixes).
+        outputs: how a torch model's raw outputs are read (:mod:`privgate.inputs.outputs`);
+            ``None`` until :meth:`detect_outputs` fixes it, meanwhile decided per call.
+    """
+
+    model: Any
+    source: str = "<in memory>"
+    fmt: str = "module"
+    sha256: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    outputs: _outputs.Kind | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, (nn.Module, torch.jit.ScriptModule)):
+            self.model.eval()
+        elif not hasattr(self.model, "predict_proba"):
+            raise TargetError(
+                f"{self.source}: the checkpoint holds a {type(self.model).__name__}, not a model (no forward "
+                f"pass or predict_proba)."
+            )
+
+    # ------------------------------------------------------------------ capabilities
+
+    @property
+    def module(self) -> nn.Module | None:
+        """The torch module (white-box access), or ``None`` for non-torch estimators."""
+        return self.model if isinstance(self.model, nn.Module) else None
+
+    @property
+    def white_box(self) -> bool:
+        return self.module is not None
+
+    @property
+    def n_parameters(self) -> int | None:
+        return sum(p.numel() for p in self.module.parameters()) if self.module is not None else None
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        """Raw outputs of a torch model, batched, in eval mode without gradients."""
+        if self.module is None:
+            raise TargetError(f"{self.source}: logits need a torch model; this target is {type(self.model).__name__}.")
+        outs = []
+        with torch.no_grad():
+            for start in range(0, len(x), BATCH):
+                xb = torch.as_tensor(np.asarray(x[start : start + BATCH]), dtype=torch.float32)
+                out = self.module(xb)
+                if isinstance(out, (tuple, list)):
+                    out = out[0]
+                if out.dim() == 0:  # a squeezed single logit of a one-row batch
+                    out = out.reshape(1)
+                outs.append(out.detach().cpu().numpy().astype(np.float64))
+        return np.concatenate(outs) if outs else np.zeros((0, 0))
+
+    def _kind(self, raw: np.ndarray) -> _outputs.Kind:
+        """How to read ``raw``: the detected kind, else this call's own (:func:`privgate.inputs.outputs.kind_of`)."""
+        kind = _outputs.kind_of(raw)
+        if kind is None:
+            raise TargetError(
+                f"{self.source}: the model returned shape {tuple(raw.shape)}, expected [batch, classes] "
+                f"logits or probabilities, "
+                "or one logit per row ([batch] or [batch, 1])."
+            )
+        if self.outputs is None:
+            return kind
+        if (self.outputs == _outputs.BINARY) != (kind == _outputs.BINARY):
+            raise TargetError(
+                f"{self.source}: the model returned shape {tuple(raw.shape)}, unlike its earlier "
+                f"{self.outputs} outputs."
+            )
+        return self.outputs
+
+    def detect_outputs(self, x: np.ndarray) -> tuple[str | None, str | None]:
+        """Fix how the raw outputs are read from a probe ``x`` (a few hundred audit rows).
+
+        Every probed row must be non-negative and sum to 1 for the outputs to be
+        read as probabilities (:func:`privgate.inputs.outputs.kind_of`). Non-torch
+        targets give probabilities by contract (``predict_proba``).
+
+        Returns:
+            (a note for the report when the outputs are not plain logits, a
+            warning when a single output looks like a sigmoid's probability).
+        """
+        if self.module is None:
+            self.outputs = _outputs.PROBABILITIES
+            return None, None
+        self.outputs = None
+        raw = self.logits(x)
+        self.outputs = self._kind(raw)
+        return _outputs.note(self.outputs, len(raw)), _outputs.sigmoid_hint(raw, self.outputs)
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Class probabilities, shape ``[n, classes]`` (the raw outputs read by :mod:`privgate.inputs.outputs`)."""
+        if self.module is not None:
+            raw = self.logits(x)
+            return np.exp(_outputs.log_proba(raw, self._kind(raw)))
+        return np.asarray(self.model.predict_proba(np.asarray(x)), dtype=np.float64)
+
+    def log_proba(self, x: np.ndarray) -> np.ndarray:
+        """Log class probabilities without saturation: log-softmax of the logits for torch models.
+
+        Softmax probabilities round to exactly 1.0 once a logit margin passes ~37,
+        which ties every confident example and blinds loss-style attacks. One
+        logit z is read as the logits [0, z]; probabilities as log p.
+        """
+        if self.module is not None:
+            raw = self.logits(x)
+            return _outputs.log_proba(raw, self._kind(raw))
+        if hasattr(self.model, "predict_log_proba"):
+            with np.errstate(divide="ignore"):
+                out = np.asarray(self.model.predict_log_proba(np.asarray(x)), dtype=np.float64)
+            return np.maximum(out, np.log(1e-300))
+        return np.log(np.clip(self.predict_proba(x), 1e-300, 1.0))
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Predicted labels (label-only access)."""
+        return self.predict_proba(x).argmax(axis=1)
+
+    def loss(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Per-example cross-entropy loss."""
+        return -self.log_proba(x)[np.arange(len(y)), y]
+
+    @property
+    def classes(self) -> int | None:
+        """Number of classes when the model says so (scikit-learn), else ``None``."""
+        c = getattr(self.model, "classes_", None)
+        return len(c) if c is not None else None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "path": self.source,
+            "format": self.fmt,
+            "sha256": self.sha256,
+            "white_box": self.white_box,
+            "parameters": self.n_parameters,
+            **self.extra,
+        }
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(cls, path: str | Path, recipe: Recipe | None = None, trust_checkpoint: bool = False) -> Target:
+        """Load a checkpoint; the file is only read, never modified."""
+        p = Path(path)
+        if not p.exists():
+            raise TargetError(f"{p}: model file not found.")
+        if p.is_dir():
+            raise TargetError(f"{p}: is a directory, expected a model file.")
+        if p.stat().st_size == 0:
+            raise TargetError(f"{p}: the model file is empty.")
+        digest = _sha256(p)
+        suffix = p.suffix.lower()
+        if suffix == ".safetensors":
+            return cls._from_state(p, cls._read_safetensors(p), recipe, "safetensors", digest)
+        if suffix in (".pkl", ".pickle", ".joblib"):
+            return cls._from_pickle(p, trust_checkpoint, digest)
+        if _is_torchscript(p):
+            try:
+                with (
+                    warnings.catch_warnings()
+                ):  # TorchScript is deprecated in torch 2.x but is the format users hand in
+                    warnings.filterwarnings(
+                        "ignore", message=r".*torch\.jit\.load.* is deprecated", category=DeprecationWarning
+                    )
+                    model = torch.jit.load(str(p), map_location="cpu")
+            except Exception as exc:
+                raise TargetError(
+                    f"{p}: cannot load TorchScript model ({exc.__class__.__name__}); the file may be truncated."
+                ) from None
+            return cls(model, str(p), "torchscript", digest)
+        return cls._from_torch_load(p, recipe, trust_checkpoint, digest)
+
+    @staticmethod
+    def _read_safetensors(p: Path) -> dict[str, torch.Tensor]:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(str(p), device="cpu")
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise TargetError(f"{p}: not a readable safetensors file ({exc}).") from None
+
+    @classmethod
+    def _from_torch_load(cls, p: Path, recipe: Recipe | None, trust: bool, digest: str) -> Target:
+        try:
+            obj = torch.load(str(p), map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            if not trust:
+                raise TargetError(
+                    f"{p}: the checkpoint contains pickled Python objects, and loading it would run code "
+                    "from the file; save a state_dict or TorchScript instead, or pass --trust-checkpoint "
+                    "if you trust its origin."
+                ) from None
+            return cls._load_trusted(p, digest, exc)
+        except Exception as exc:  # torch raises many types for foreign or damaged files
+            raise TargetError(
+                f"{p}: not a readable PyTorch checkpoint ({exc.__class__.__name__}); the file may be "
+                f"truncated or in another format."
+            ) from None
+        if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
+            obj = obj["state_dict"]
+        if isinstance(obj, dict) and obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            return cls._from_state(p, obj, recipe, "state_dict", digest)
+        raise TargetError(f"{p}: the checkpoint holds a {type(obj).__name__}, not a model or a state_dict of tensors.")
+
+    @classmethod
+    def _load_trusted(cls, p: Path, digest: str, first_error: Exception) -> Target:
+        try:
+            obj = torch.load(str(p), map_location="cpu", weights_only=False)
+        except Exception as exc:
+            raise TargetError(f"{p}: cannot unpickle the checkpoint ({exc.__class__.__name__}: {exc}).") from None
+        if isinstance(obj, nn.Module) or hasattr(obj, "predict_proba"):
+            return cls(obj, str(p), "pickle", digest)
+        raise TargetError(f"{p}: the checkpoint holds a {type(obj).__name__}, not a model.")
+
+    @classmethod
+    def _from_pickle(cls, p: Path, trust: bool, digest: str) -> Target:
+        if not trust:
+            raise TargetError(
+                f"{p}: is a pickle, and loading it would run code from the file; pass --trust-checkpoint if "
+                f"you trust its origin."
+            )
+        try:
+            import joblib
+
+            obj = joblib.load(p)
+        except Exception as exc:
+            raise TargetError(f"{p}: cannot unpickle the file ({exc.__class__.__name__}: {exc}).") from None
+        if isinstance(obj, nn.Module) or hasattr(obj, "predict_proba"):
+            return cls(obj, str(p), "sklearn" if not isinstance(obj, nn.Module) else "pickle", digest)
+        raise TargetError(f"{p}: the pickle holds a {type(obj).__name__}, not a model with predict_proba.")
+
+    @classmethod
+    def _from_state(
+        cls, p: Path, state: dict[str, torch.Tensor], recipe: Recipe | None, fmt: str, digest: str
+    ) -> Target:
+        if recipe is None:
+            raise TargetError(
+                f"{p}: is a {fmt} of weights only; give the recipe that builds the model (--recipe module:attr) "
+                "or save the model as TorchScript."
+            )
+        try:
+            model = recipe.build()
+        except RecipeError:
+            raise
+        except Exception as exc:
+            raise RecipeError(
+                f"recipe '{recipe.name}': building the model failed ({exc.__class__.__name__}: {exc})."
+            ) from None
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()
+            detail = " ".join(line.strip() for line in first[1:3]) if len(first) > 1 else first[0]
+            raise TargetError(
+                f"{p}: the weights do not fit the recipe's model '{recipe.name}' ({detail[:300]})."
+            ) from None
+        return cls(model, str(p), fmt, digest)

@@ -1,0 +1,50 @@
+"""Reading a user's settings file (policy YAML, privgate.toml, pyproject.toml) with a size limit.
+
+A settings file is a few kilobytes; one of many megabytes is a mistake (the
+wrong path) or hostile, and parsing it would take the time and memory of its
+size. At most :data:`MAX_BYTES` + 1 bytes are read, so a FIFO or ``/dev/zero``
+given as a policy cannot make privgate read forever either.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from privgate.errors import PrivgateError
+
+#: Largest settings file privgate reads (1 MiB).
+MAX_BYTES = 1 << 20
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 and n % (1 << 10) == 0 else f"{n:,} bytes"
+
+
+def read_limited(
+    path: str | Path, what: str, error: type[PrivgateError] = PrivgateError, limit: int = MAX_BYTES
+) -> str:
+    """The UTF-8 text of ``path``.
+
+    Raises ``error`` (one sentence naming the file) when it is larger than ``limit`` or unreadable.
+
+    Args:
+        path: the file.
+        what: what the file is, for messages (``"policy file"``, ``"config"``).
+        error: the :class:`PrivgateError` subclass to raise.
+        limit: the most bytes accepted.
+    """
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise error(f"{p}: cannot read {what} ({exc.strerror or exc.__class__.__name__}).") from None
+    if len(data) > limit:
+        raise error(f"{p}: {what} is larger than {_size(limit)}, the most privgate reads; is this the right file?")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{p}: {what} is not UTF-8 text (byte {exc.start}).") from None
+
+
+__all__ = ["MAX_BYTES", "read_limited"]

@@ -1,0 +1,137 @@
+"""YAML for user files: PyYAML's safe loader, line numbers kept, and no alias bombs.
+
+YAML anchors and aliases (``&a`` / ``*a``) let a short file describe a huge
+value: the "billion laughs" file of nine nested lists of nine aliases is 1 KB
+and stands for 9⁹ strings. PyYAML builds it cheaply (an alias is a shared
+reference), but everything after that walks the *expanded* value — validation,
+error messages — and runs out of time and memory.
+
+Approach: the document is composed once into PyYAML's node graph (the nodes
+keep their line numbers for error messages), and before any Python value is
+constructed the **expanded size** of the graph is counted: the number of
+nodes reached when every alias is followed, each shared node counted once per
+reference (memoised, so counting costs one pass over the distinct nodes however
+large the expansion). A document that expands beyond :data:`MAX_NODES` nodes,
+or an alias that refers to itself, is refused with the line of the smallest
+value that crosses the limit. Ordinary anchors (a shared block of options,
+``<<: *defaults`` merges) stay allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from privgate.errors import PrivgateError
+
+#: Most YAML nodes (mapping keys and values, list items) a document may expand to.
+MAX_NODES = 100_000
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _too_big(root: yaml.Node, limit: int) -> tuple[int, yaml.Node] | None:
+    """(expanded size, node) for the first node, in post-order, whose expansion exceeds ``limit``; None if none does.
+
+    A node that contains itself (``&a [*a]``) has no finite expansion and is
+    returned with size -1.
+    """
+    size: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, post = stack.pop()
+        key = id(node)
+        if post:
+            visiting.discard(key)
+            total = 1 + sum(size[id(c)] for c in _children(node))
+            size[key] = total
+            if total > limit:
+                return total, node
+            continue
+        if key in size:
+            continue
+        if key in visiting:
+            return -1, node
+        visiting.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in reversed(_children(node)) if id(c) not in size)
+    return None
+
+
+def load_yaml(
+    text: str, source: str, error: type[PrivgateError] = PrivgateError, max_nodes: int = MAX_NODES
+) -> tuple[Any, yaml.Node | None]:
+    """Parse one YAML document safely: ``(value, node graph)``; ``error`` with the file and line on any problem.
+
+    Args:
+        text: the document.
+        source: the file name, for messages.
+        error: the :class:`PrivgateError` subclass to raise.
+        max_nodes: the largest expanded size accepted (see the module docstring).
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None, None
+        found = _too_big(root, max_nodes)
+        if found is not None:
+            total, node = found
+            line = node.start_mark.line + 1
+            if total < 0:
+                raise error(
+                    f"{source}: line {line}: a YAML alias refers to the value that contains it, which has no end."
+                )
+            raise error(
+                f"{source}: line {line}: this value expands to {total:,} YAML nodes through its aliases (*name), "
+                f"more than the {max_nodes:,} privgate accepts; write the values out or use fewer aliases."
+            )
+        return loader.construct_document(root), root
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise error(f"{source}:{where}: invalid YAML: {problem}.") from None
+    except RecursionError:
+        raise error(f"{source}: the YAML is nested too deeply to read.") from None
+    finally:
+        loader.dispose()
+
+
+def locate(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[int | None, tuple[Any, ...]]:
+    """The 1-based line of the key (or list item) at ``loc`` (a pydantic error location), and ``loc`` as found.
+
+    Walks mapping keys and list indices; a key the file does not have gives
+    its closest parent's line. Parts after a scalar (pydantic's names of union
+    members, such as ``float`` in ``remediation.delta.float``) are dropped
+    from the returned location.
+    """
+    if root is None:
+        return None, loc
+    node: yaml.Node | None = root
+    line = root.start_mark.line + 1
+    for i, key in enumerate(loc):
+        if isinstance(node, yaml.MappingNode):
+            pair = next(((k, v) for k, v in node.value if getattr(k, "value", None) == key), None)
+            if pair is None:
+                return line, loc
+            line, node = pair[0].start_mark.line + 1, pair[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        elif isinstance(node, yaml.ScalarNode):
+            return line, loc[:i]
+        else:
+            return line, loc
+    return line, loc
+
+
+__all__ = ["MAX_NODES", "load_yaml", "locate"]

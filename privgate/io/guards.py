@@ -1,0 +1,200 @@
+"""Output-path guards: nothing privgate writes may land on a file the user gave it to read.
+
+Before any work, the CLI lists its inputs (the model, the audit data, the
+policy, the config file, and the Python files behind ``--recipe`` and data
+factories ``module:function``, found without importing them) and its outputs
+(reports, the artefacts folder, the hardened model and its state_dict), and
+:func:`check_outputs` refuses, with one sentence and exit code 2, an output
+that
+
+* is an input (compared after resolving symlinks, ``./x`` against ``x`` and
+  ``..``, and hard links when both files exist),
+* is another output, or lies inside another output (a report inside the
+  artefacts folder, where attack files are written),
+* is an existing folder, or lies below a file (it could never be created),
+
+and an artefacts folder that holds an input. Nothing has been written then.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from privgate.errors import PrivgateError
+
+
+@dataclass(frozen=True)
+class Named:
+    """A path and what it is, in the words of a message: ``the JSON report (--json)``."""
+
+    path: Path
+    what: str
+    folder: bool = False  # an output folder (artefacts) rather than a file
+
+
+def _real(p: Path) -> str:
+    return os.path.realpath(p)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same resolved path, or hard links to one inode."""
+    if _real(a) == _real(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def inside(child: Path, folder: Path) -> bool:
+    """Whether ``child`` lies strictly below ``folder`` (resolved paths)."""
+    c, f = _real(child), _real(folder)
+    return c != f and c.startswith(f.rstrip(os.sep) + os.sep)
+
+
+def module_file(module: str, search_dirs: Sequence[str | Path] = ()) -> Path | None:
+    """The source file ``import module`` would load, with ``search_dirs`` first on the path, without importing it.
+
+    Searched like :func:`privgate.inputs.entrypoints.load_recipe` imports: ``search_dirs``
+    (which it puts first on ``sys.path``), then ``sys.path`` and the installed
+    import hooks. Submodules are looked up in their package's folders, so no
+    package ``__init__`` runs. None when it cannot be found (the import will
+    then fail with its own message) or has no file.
+    """
+    top, *rest = module.split(".")
+    dirs = [str(Path(d).resolve()) for d in search_dirs]
+    spec = importlib.machinery.PathFinder.find_spec(top, dirs) if top else None
+    if spec is None and top in sys.modules and getattr(sys.modules[top], "__file__", None):
+        spec = importlib.util.spec_from_file_location(top, sys.modules[top].__file__)
+    if spec is None and top:
+        try:
+            spec = importlib.util.find_spec(top)  # a top-level name: finds, never imports
+        except (ImportError, ValueError):
+            spec = None
+    name = top
+    for part in rest:
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        name = f"{name}.{part}"
+        spec = importlib.machinery.PathFinder.find_spec(name, list(spec.submodule_search_locations))
+    if spec is None or not spec.origin or not spec.has_location:
+        return None
+    return Path(spec.origin)
+
+
+def spec_file(spec: str, role: str, search_dirs: Sequence[str | Path]) -> Named | None:
+    """The Python file behind a ``module:attr`` spec, as an input named ``role``."""
+    found = module_file(spec.partition(":")[0], search_dirs)
+    return Named(found, f"{role}'s module {found.name}") if found else None
+
+
+def audit_inputs(
+    *,
+    model: str | None,
+    policy: str | None,
+    data: dict[str, str | None],
+    recipe: str | None,
+    config: Path | None,
+    base: Path,
+) -> list[Named]:
+    """Every file an audit reads, as the loaders will find them.
+
+    Args:
+        model: the checkpoint path.
+        policy: a built-in policy name or a policy file.
+        data: ``{"members": spec, ...}``: files (relative to the working
+            directory or to ``base``, as :func:`privgate.inputs.data.load_dataset`
+            resolves them) or ``module:function`` factories.
+        recipe: ``module:attr``.
+        config: the config file in use, if any.
+        base: the config's folder (the working directory without one); module
+            specs are searched there first, then in the working directory.
+    """
+    from privgate.policy import builtin_policies
+
+    dirs = [base, Path.cwd()]
+    found: list[Named | None] = []
+    if model:
+        found.append(Named(Path(model), "the model"))
+    if policy:
+        builtin = builtin_policies().get(policy) if not Path(policy).suffix else None
+        found.append(Named(builtin or Path(policy), "the policy"))
+    for role, spec in data.items():
+        if not spec:
+            continue
+        p = Path(spec)
+        candidates = [p] if p.is_absolute() else [p, base / p]
+        is_factory = (
+            ":" in spec and not any(c.exists() for c in candidates) and p.suffix.lower() not in (".npz", ".pt", ".csv")
+        )
+        if is_factory:
+            found.append(spec_file(spec, f"the {role} data factory", dirs))
+        else:
+            found += [Named(c, f"the {role} data") for c in candidates]
+    if recipe:
+        found.append(spec_file(recipe, "the recipe", dirs))
+    if config:
+        found.append(Named(Path(config), "the config file"))
+    return [n for n in found if n is not None]
+
+
+def _first_existing(p: Path) -> Path | None:
+    for d in (p, *p.parents):
+        if d.exists():
+            return d
+    return None
+
+
+def _refuse(path: Path, sentence: str) -> PrivgateError:
+    return PrivgateError(f"{path}: {sentence}, and nothing was written.")
+
+
+def check_outputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
+    """Refuse an output that is an input, another output, inside another output, a folder, or below a file.
+
+    Raises:
+        PrivgateError: one sentence naming the path, what it is and what it collides with.
+    """
+    outs = list(outputs)
+    ins = [i for i in inputs if i.path.exists()]
+    for o in outs:
+        for i in ins:
+            if same_file(o.path, i.path):
+                raise _refuse(
+                    o.path, f"{o.what} would overwrite an input, {i.what} ({i.path}); refusing to overwrite it"
+                )
+        if o.folder:
+            if o.path.exists() and not o.path.is_dir():
+                raise _refuse(o.path, f"{o.what} must be a folder, but this is a file")
+            for i in ins:
+                if inside(i.path, o.path):
+                    raise _refuse(
+                        o.path,
+                        f"{o.what} holds an input, {i.what} ({i.path}), and privgate writes files there; "
+                        f"choose another folder",
+                    )
+        elif o.path.is_dir():
+            raise _refuse(o.path, f"{o.what} is a folder; give a file path")
+        anchor = _first_existing(o.path.parent)
+        if anchor is not None and not anchor.is_dir():
+            raise _refuse(o.path, f"{o.what} cannot be created, because {anchor} is a file, not a folder")
+    for n, a in enumerate(outs):
+        for b in outs[n + 1 :]:
+            if same_file(a.path, b.path):
+                raise _refuse(b.path, f"given as both {a.what} and {b.what}; each output needs its own path")
+            for outer, inner in ((a, b), (b, a)):
+                if inside(inner.path, outer.path):
+                    where = "where attack files are written" if outer.folder else "which is a file"
+                    raise _refuse(
+                        inner.path,
+                        f"{inner.what} lies inside {outer.path}, {outer.what}, {where}; choose a path outside it",
+                    )
+
+
+__all__ = ["Named", "audit_inputs", "check_outputs", "inside", "module_file", "same_file", "spec_file"]

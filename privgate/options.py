@@ -1,0 +1,108 @@
+"""How a run is carried out, as one object passed down: seed, threads, cache, engine, device, executor, progress.
+
+The CLI, the pytest plugin and library callers build a :class:`RunOptions`
+(the CLI from its flags, the config file and the environment: nothing below
+the CLI reads an environment variable) and hand it to :mod:`privgate.api`;
+the gate, the attacks (through :class:`~privgate.attacks.base.AttackContext`),
+the training engine and DP remediation read their settings from it.
+
+None of these settings changes what is measured, only how: the same inputs
+and seed give the same report numbers whatever the threads, cache or engine
+(the engine's kernels agree with the sequential loop up to float rounding).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+#: The reference-model cache folder when none is given (relative to the working directory).
+DEFAULT_CACHE_DIR = ".privgate-cache"
+#: Values of ``cache_dir`` that turn the cache off.
+CACHE_OFF = ("off", "none", "0", "false", "")
+
+Engine = Literal["auto", "vectorised", "sequential"]
+ENGINES: tuple[str, ...] = ("auto", "vectorised", "sequential")
+DEVICES: tuple[str, ...] = ("cpu",)
+EXECUTORS: tuple[str, ...] = ("local",)
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Settings of one run.
+
+    Attributes:
+        seed: drives every random choice (splits, reference models, DP-SGD);
+            same inputs and seed give the same numbers.
+        threads: the most threads the run may use at once (torch, BLAS,
+            OpenMP); ``None`` means one (:mod:`privgate.training.threads`).
+        cache_dir: folder of the reference-model cache; ``None`` means
+            :data:`DEFAULT_CACHE_DIR`, ``"off"`` no cache.
+        engine: how reference models are trained: ``auto`` (vectorised when
+            the engine can stack the model, else one after another),
+            ``vectorised`` (fail when it cannot) or ``sequential``
+            (``recipe.train`` per model, the reference the engine is tested against).
+        device: where tensors live; this version runs on ``cpu``.
+        executor: where work runs; this version runs ``local``.
+        progress: called with one-line progress messages (the CLI's spinner).
+        artefacts_dir: where attacks save files for people to look at
+            (inversion reconstructions); ``None`` saves nothing.
+    """
+
+    seed: int = 0
+    threads: int | None = None
+    cache_dir: str | Path | None = None
+    engine: str = "auto"
+    device: str = "cpu"
+    executor: str = "local"
+    progress: Progress | None = None
+    artefacts_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"seed must be an integer, got {self.seed!r}")
+        if self.threads is not None and (
+            isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
+        ):
+            raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
+        for name, allowed in (("engine", ENGINES), ("device", DEVICES), ("executor", EXECUTORS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+
+    @property
+    def cache(self) -> Path | None:
+        """The cache folder to use, or None when caching is off."""
+        value = DEFAULT_CACHE_DIR if self.cache_dir is None else str(self.cache_dir)
+        return None if value.strip().lower() in CACHE_OFF else Path(value)
+
+    def say(self, message: str) -> None:
+        """Report progress, when someone listens."""
+        if self.progress is not None:
+            self.progress(message)
+
+    def replace(self, **changes: Any) -> RunOptions:
+        """A copy with some settings changed."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def of(cls, options: RunOptions | None = None, **settings: Any) -> RunOptions:
+        """``options`` (or the defaults) with the settings given by keyword; ``None`` values are ignored.
+
+        Lets the public functions keep their keyword arguments (``seed=``,
+        ``cache_dir=``, ``threads=`` …) while passing one object down.
+        """
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(settings) - fields)
+        if unknown:
+            raise TypeError(f"unknown run setting(s): {', '.join(unknown)} (known: {', '.join(sorted(fields))})")
+        base = options or cls()
+        given = {k: v for k, v in settings.items() if v is not None}
+        return base.replace(**given) if given else base
+
+
+__all__ = ["CACHE_OFF", "DEFAULT_CACHE_DIR", "DEVICES", "ENGINES", "EXECUTORS", "Engine", "Progress", "RunOptions"]

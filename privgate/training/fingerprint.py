@@ -1,0 +1,85 @@
+"""Content fingerprints: what makes a trained reference model the one a cache entry holds.
+
+A model is identified by its recipe (class, fields, architecture, the state of
+a fresh build), the training data's bytes, its membership mask and its seed;
+:data:`ENGINE_VERSION` changes whenever the engine would train a different
+model from the same inputs, so old cache entries are never mixed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privgate.recipe import Recipe
+
+#: Bumped when a change to the engine or the cache format changes what a cached model would be
+#: (4: entries carry their key and a content hash, older entries are never read; one-logit and
+#: probability outputs train on their own likelihood, privgate.inputs.outputs).
+ENGINE_VERSION = 4
+
+_ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _stable(v: Any) -> str:
+    """A repr that is the same across processes (no memory addresses)."""
+    if callable(v) and hasattr(v, "__qualname__"):
+        return f"{getattr(v, '__module__', '?')}.{v.__qualname__}"
+    if isinstance(v, dict):
+        return (
+            "{"
+            + ",".join(f"{_stable(k)}:{_stable(val)}" for k, val in sorted(v.items(), key=lambda kv: repr(kv[0])))
+            + "}"
+        )
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_stable(i) for i in v) + "]"
+    return _ADDR.sub("", repr(v))
+
+
+def recipe_fingerprint(recipe: Recipe) -> str:
+    """SHA-256 of what makes a recipe train different models.
+
+    Covers the recipe's class, every dataclass field (callables by qualified
+    name), the bytes of a public ``pretrained`` start, the architecture
+    (``str(model)``) and every tensor of a fresh build under seed 0.
+    """
+    h = hashlib.sha256()
+    h.update(f"engine{ENGINE_VERSION}|{type(recipe).__module__}.{type(recipe).__qualname__}|".encode())
+    for f in dataclasses.fields(recipe):
+        h.update(f"{f.name}={_stable(getattr(recipe, f.name))}|".encode())
+    if recipe.pretrained and Path(recipe.pretrained).is_file():
+        h.update(Path(recipe.pretrained).read_bytes())
+    net = recipe.build(seed=0)
+    h.update(str(net).encode())
+    for name, t in net.state_dict().items():
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode() + str(t.dtype).encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def data_fingerprint(x: np.ndarray, y: np.ndarray) -> str:
+    """SHA-256 of the training data as the engine sees it (float32 inputs, int64 labels)."""
+    h = hashlib.sha256()
+    xa = np.ascontiguousarray(x, dtype=np.float32)
+    ya = np.ascontiguousarray(y, dtype=np.int64)
+    h.update(str(xa.shape).encode())
+    h.update(xa.tobytes())
+    h.update(ya.tobytes())
+    return h.hexdigest()
+
+
+def model_key(recipe_fp: str, data_fp: str, mask: np.ndarray, seed: int) -> str:
+    """The cache key of one model: recipe, data, its membership mask and its seed."""
+    h = hashlib.sha256()
+    h.update(f"{recipe_fp}|{data_fp}|{int(seed)}|{len(mask)}|".encode())
+    h.update(np.packbits(np.asarray(mask, dtype=bool)).tobytes())
+    return h.hexdigest()
+
+
+__all__ = ["ENGINE_VERSION", "data_fingerprint", "model_key", "recipe_fingerprint"]
