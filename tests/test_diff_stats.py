@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from privgate import difference as D
+from privgate.stats import difference as D
 from privgate import stats
 from privgate.report.diff import check_estimate
 from privgate.report.model import CheckResult

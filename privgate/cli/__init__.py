@@ -12,6 +12,7 @@ import click
 
 from privgate import __version__
 from privgate.cli.check import check, harden
+from privgate.cli.diff import diff
 from privgate.cli.init import init_cmd
 from privgate.cli.policy import policy
 from privgate.cli.report import report
@@ -32,6 +33,7 @@ def cli() -> None:
 cli.add_command(check)
 cli.add_command(harden)
 cli.add_command(report)
+cli.add_command(diff)
 cli.add_command(policy)
 cli.add_command(init_cmd)
 

@@ -300,15 +300,20 @@ def _planned(
 
 
 def append_step_summary(report: Any) -> None:
-    """Append the Markdown summary to the GitHub Actions job summary (``$GITHUB_STEP_SUMMARY``) when set."""
+    """Append the report's Markdown summary to the GitHub Actions job summary (``$GITHUB_STEP_SUMMARY``) when set."""
+    from privgate.report import render
+
+    append_markdown_summary(render(report, "markdown"))
+
+
+def append_markdown_summary(markdown: str) -> None:
+    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when it is set (the CLI is where the environment is read)."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
-    from privgate.report import render
-
     try:
         with open(target, "a", encoding="utf-8") as f:
-            f.write(render(report, "markdown"))
+            f.write(markdown)
     except OSError as exc:
         raise PrivgateError(
             f"{target}: cannot append to $GITHUB_STEP_SUMMARY ({exc.strerror or exc.__class__.__name__})."

@@ -14,7 +14,7 @@ objects:
 2. **Check by check and attack by attack** (:func:`diff_reports`): each check
    present in both, and each attack's AUC where it ran in both, gives the value
    and interval of each side and the change new − base with a confidence
-   interval and a one-sided p-value (:mod:`privgate.difference`, which states the
+   interval and a one-sided p-value (:mod:`privgate.stats.difference`, which states the
    math and the papers):
 
    ========================  ====================================================
@@ -26,7 +26,7 @@ objects:
    ``accuracy``,             the evaluation counts ``tp``, ``fp`` and split sizes →
    ``advantage``             MOVER with Clopper-Pearson TPR/FPR bounds, as the
                              report bounds them (not Newcombe's: see
-                             :class:`privgate.difference.Rates`)
+                             :class:`privgate.stats.difference.Rates`)
    ``epsilon_lb``            the counts at the check's threshold → MOVER on
                              ε̂(TPR, FPR) with Wilson bounds
    ``tpr_at_fpr`` and        the reported interval (for TPR at FPR f it includes
@@ -57,15 +57,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from privgate import difference as dstats
+from privgate.stats import difference as dstats
 from privgate.errors import PrivgateError
+from privgate.policy.schema import DEFAULT_METRIC_TOLERANCES, DEFAULT_TOLERANCE, Metric
 from privgate.report.comparable import NotComparable, comparability
 from privgate.report.model import AttackSummary, CheckResult, Report
 
-#: Tolerances when a report records no ``regression:`` section: 0.02 on every 0–1 metric,
-#: twice that for the advantage (= 2·accuracy − 1), 0.5 for ε.
-DEFAULT_TOLERANCE = 0.02
-DEFAULT_METRIC_TOLERANCES = {"advantage": 0.04, "epsilon_lb": 0.5}
 
 #: Row statuses.
 REGRESSED, IMPROVED, NOT_SIGNIFICANT, WITHIN, NOT_COMPARED = "regressed", "improved", "not significant", "within tolerance", "not compared"
@@ -247,11 +244,12 @@ def p_text(p: float | None) -> str:
 
 
 #: The metrics a tolerance can be set for (every metric a check can bound, all leaks: higher is worse).
-METRICS = ("accuracy", "auc", "advantage", "tpr_at_fpr", "epsilon_lb", "similarity", "attribute_advantage")
+METRICS = tuple(m.value for m in Metric)
 
 
 def tolerances_of(report: Report, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-    """Tolerance per metric: the report's ``policy.regression`` (else the defaults), then ``overrides``.
+    """Tolerance per metric: the report's ``policy.regression`` (else the defaults of
+    :class:`privgate.policy.Regression`), then ``overrides``.
 
     The gate records the policy's section with every metric's tolerance resolved
     (``{"tolerance": t, "metrics": {metric: t_m}}``). ``overrides`` maps a

@@ -4,7 +4,8 @@
 * :mod:`privgate.stats.membership` — membership metrics with intervals on a
   calibration/evaluation split (AUC, balanced accuracy, advantage, TPR at FPR);
 * :mod:`privgate.stats.epsilon` — ε ↔ accuracy and empirical ε lower bounds;
-* :mod:`privgate.stats.leakage` — reconstruction similarity and attribute-inference advantage.
+* :mod:`privgate.stats.leakage` — reconstruction similarity and attribute-inference advantage;
+* :mod:`privgate.stats.difference` — is a metric worse in one report than in another (``privgate diff``).
 
 Every function's docstring gives its formula and the paper behind it.
 """

@@ -67,7 +67,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Callable, Protocol
 
-from privgate.stats import cp_lower, cp_upper, epsilon_from_rates
+from privgate.stats.binomial import cp_lower, cp_upper
+from privgate.stats.epsilon import epsilon_from_rates
 
 #: Smallest level searched for a p-value; smaller p-values are reported as this.
 P_FLOOR = 1e-300
