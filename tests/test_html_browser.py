@@ -36,6 +36,8 @@ PROBE = {
         const curves = [...s.querySelectorAll('polyline.series')].map(p => { const b = p.getBoundingClientRect();
             return {name: p.dataset.name, stroke: p.getAttribute('stroke'), width: b.width, height: b.height}; });
         return {left: r.left, top: r.top + window.scrollY, width: r.width, height: r.height, curves: curves}; })()""",
+    "remediation": """(() => { const r = document.querySelector('#remediation svg').getBoundingClientRect();
+        return [r.left, r.top + window.scrollY, r.width, r.height]; })()""",
 }
 
 
@@ -123,3 +125,5 @@ def test_html_report_renders_in_chromium(chromium, report, page_url, width, heig
     last = roc["curves"][-1]["stroke"]  # drawn last, so on top where curves overlap
     assert _pixels(page.screenshot, last, box) > 100, f"the ROC curve {last} is not in the screenshot ({shot})"
     assert len({c["stroke"] for c in roc["curves"]}) == len(ran)
+    rem = page.values["remediation"]  # the ε search plot fits too, its utility curve drawn
+    assert rem[0] >= 0 and rem[0] + rem[2] <= width and _pixels(page.screenshot, "#1f77b4", rem) > 100

@@ -119,6 +119,21 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     help="With --remediate: where the hardened model goes (TorchScript; the state_dict beside it as "
     "NAME.state_dict.pt). Default: MODEL.hardened.pt next to the input.",
 )
+@click.option(
+    "--mlflow",
+    "mlflow_log",
+    is_flag=True,
+    help="Log the verdict, every check's value and interval, the attack table and the reports to the active MLflow "
+    "run (one is started when none is; MLflow reads MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME, MLFLOW_RUN_ID). "
+    "Needs privgate[mlflow].",
+)
+@click.option(
+    "--mlflow-model",
+    "mlflow_model",
+    metavar="NAME:VERSION",
+    help="Also set the tag privgate.verdict on this registered model version, for a promotion rule "
+    "(implies --mlflow).",
+)
 @guard
 def check(
     model: str | None,
@@ -144,6 +159,8 @@ def check(
     remediate: bool = False,
     output_model: str | None = None,
     threads: int | None = None,
+    mlflow_log: bool = False,
+    mlflow_model: str | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
     from privgate.inputs.config import find_config, load_config
@@ -195,6 +212,7 @@ def check(
     check_outputs(
         _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs
     )
+    model_version = _mlflow_ready(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
     from privgate.api import Sources, audit_paths  # torch: imported after the cheap checks above
     from privgate.options import RunOptions
 
@@ -249,6 +267,11 @@ def check(
         commit(files)
     if step_summary:
         append_step_summary(report)
+    logged = None
+    if mlflow_log or mlflow_model:
+        from privgate.report.tracking import log_report
+
+        logged = log_report(report, model_version=model_version)
     if quiet:
         out.print(report.summary)
     else:
@@ -260,7 +283,28 @@ def check(
                 out.print(f"{fmt} report: {path}")
         if artefacts_dir and any(a.extras.get("artefacts") for a in report.attacks):
             out.print(f"artefacts: {artefacts_dir}")
+        if logged is not None:
+            mv = logged.model_version
+            tagged = f"; model version {mv[0]}:{mv[1]} tagged privgate.verdict={report.verdict}" if mv else ""
+            out.print(
+                f"MLflow: logged to run {logged.run_id} (experiment {logged.experiment_id}, {logged.tracking_uri}){tagged}",
+                markup=False,
+            )
     return report.exit_code
+
+
+def _mlflow_ready(log: bool, model: str | None) -> tuple[str, str] | None:
+    """With --mlflow or --mlflow-model: MLflow is installed and the model version exists; returns (name, version)."""
+    if not (log or model):
+        return None
+    from privgate.report import tracking
+
+    tracking.require()
+    if model is None:
+        return None
+    version = tracking.parse_model_version(model)
+    tracking.check_model_version(*version)
+    return version
 
 
 def _planned(

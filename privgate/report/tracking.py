@@ -146,7 +146,7 @@ def log_report(report: Report, *, model_version: tuple[str, str] | None = None) 
             tags = {"privgate.verdict": report.verdict, "privgate.policy": str(pol.get("name")), "privgate.summary": report.summary[:5000],
                     "privgate.version": report.privgate_version, "privgate.target_sha256": str((report.target or {}).get("sha256") or ""),
                     "privgate.data_sha256": str((report.data or {}).get("sha256") or "")}
-            tags.update({_key("privgate.check", c.id): c.status for c in report.checks})
+            tags.update({_key(f"privgate.check.{c.id}"): c.status for c in report.checks})
             mlflow.set_tags(tags)
             mlflow.log_params({"privgate.policy": pol.get("name"), "privgate.confidence": pol.get("confidence"),
                                "privgate.seed": report.environment.get("seed")})
