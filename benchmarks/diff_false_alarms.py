@@ -26,10 +26,10 @@ import time
 
 import numpy as np
 
-from privgate import difference as D
 from privgate import stats
-from privgate.report.diff import check_estimate
+from privgate.report.evidence import check_estimate
 from privgate.report.model import CheckResult
+from privgate.stats import difference as D
 
 
 class WilsonRates:
@@ -58,8 +58,19 @@ def split(rng: np.random.Generator, n: int, shift: float) -> stats.SplitScores:
 
 
 def as_check(e: stats.Estimate, metric: str, fpr: float | None = None) -> CheckResult:
-    return CheckResult(id="c", attack="a", metric=metric, value=e.value, ci=[e.lo, e.hi], threshold=1.0, status="pass",
-                       reason="", confidence=e.confidence, fpr=fpr, details=dict(e.details))
+    return CheckResult(
+        id="c",
+        attack="a",
+        metric=metric,
+        value=e.value,
+        ci=[e.lo, e.hi],
+        threshold=1.0,
+        status="pass",
+        reason="",
+        confidence=e.confidence,
+        fpr=fpr,
+        details=dict(e.details),
+    )
 
 
 def measure(sp: stats.SplitScores, with_epsilon: bool) -> dict[str, D.Bounded]:
@@ -67,9 +78,13 @@ def measure(sp: stats.SplitScores, with_epsilon: bool) -> dict[str, D.Bounded]:
     d = acc.details
     out = {
         "AUC, DeLong z-test": check_estimate(as_check(stats.auc(sp.eval_in, sp.eval_out, 0.95), "auc"))[0],
-        "accuracy, Wilson counts (not used)": WilsonRates(d["tp"], d["evaluation_members"], d["fp"], d["evaluation_nonmembers"]),
+        "accuracy, Wilson counts (not used)": WilsonRates(
+            d["tp"], d["evaluation_members"], d["fp"], d["evaluation_nonmembers"]
+        ),
         "accuracy, report's CP bounds": check_estimate(as_check(acc, "accuracy"))[0],
-        "TPR@0.05, reported interval": check_estimate(as_check(stats.tpr_at_fpr(sp, 0.05, 0.95), "tpr_at_fpr", 0.05))[0],
+        "TPR@0.05, reported interval": check_estimate(as_check(stats.tpr_at_fpr(sp, 0.05, 0.95), "tpr_at_fpr", 0.05))[
+            0
+        ],
     }
     if with_epsilon:
         out["ε̂, Wilson bounds"] = check_estimate(as_check(stats.epsilon_lower_bound(sp, 1e-5, 0.95), "epsilon_lb"))[0]

@@ -12,6 +12,7 @@ Nothing but the standard library; CI installs Chromium (``.ci/run``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import select
@@ -45,7 +46,11 @@ class Page:
     @property
     def errors(self) -> list[str]:
         """Console errors and warnings, uncaught exceptions, failed loads: anything a clean page never logs."""
-        return [f"{m['source']}/{m['level']}: {m['text']}" for m in self.console if m["level"] in ("error", "warning", "assert")]
+        return [
+            f"{m['source']}/{m['level']}: {m['text']}"
+            for m in self.console
+            if m["level"] in ("error", "warning", "assert")
+        ]
 
 
 class _Pipe:
@@ -57,18 +62,40 @@ class _Pipe:
             os.dup2(to_child_r, 3)
             os.dup2(from_child_w, 4)
 
-        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
-               "--hide-scrollbars", "--mute-audio", f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     preexec_fn=fds, pass_fds=(3, 4) if os.name == "posix" else ())
+        cmd = [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-extensions",
+            "--hide-scrollbars",
+            "--mute-audio",
+            f"--user-data-dir={profile}",
+            "--remote-debugging-pipe",
+            "about:blank",
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=fds,
+            pass_fds=(3, 4) if os.name == "posix" else (),
+        )
         os.close(to_child_r)
         os.close(from_child_w)
         self._buf = b""
         self._id = 0
         self.events: list[dict[str, Any]] = []
 
-    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 60) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None, timeout: float = 60
+    ) -> dict[str, Any]:
         self._id += 1
         msg: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
         if session:
@@ -103,10 +130,8 @@ class _Pipe:
             self.events += self._read(deadline)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError, TimeoutError, OSError):
             self.send("Browser.close", timeout=10)
-        except (RuntimeError, TimeoutError, OSError):
-            pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -116,8 +141,16 @@ class _Pipe:
         os.close(self._from_child)
 
 
-def render(url: str, *, width: int, height: int, mobile: bool = False, evaluate: dict[str, str] | None = None,
-           full_page: bool = True, exe: str | None = None) -> Page:
+def render(
+    url: str,
+    *,
+    width: int,
+    height: int,
+    mobile: bool = False,
+    evaluate: dict[str, str] | None = None,
+    full_page: bool = True,
+    exe: str | None = None,
+) -> Page:
     """Open ``url`` at ``width`` × ``height`` CSS pixels, evaluate ``evaluate`` expressions, screenshot it."""
     exe = exe or find_chromium()
     if exe is None:
@@ -129,8 +162,11 @@ def render(url: str, *, width: int, height: int, mobile: bool = False, evaluate:
             session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             for domain in ("Page", "Runtime", "Log"):
                 pipe.send(f"{domain}.enable", session=session)
-            pipe.send("Emulation.setDeviceMetricsOverride",
-                      {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}, session=session)
+            pipe.send(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+                session=session,
+            )
             pipe.send("Page.navigate", {"url": url}, session=session)
             pipe.wait_for("Page.loadEventFired", session)
             page = Page()
@@ -139,7 +175,9 @@ def render(url: str, *, width: int, height: int, mobile: bool = False, evaluate:
                 if "exceptionDetails" in res:
                     raise RuntimeError(f"evaluating {name}: {res['exceptionDetails'].get('text')}")
                 page.values[name] = res["result"].get("value")
-            shot = pipe.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": full_page}, session=session)
+            shot = pipe.send(
+                "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": full_page}, session=session
+            )
             page.screenshot = base64.b64decode(shot["data"])
             for e in pipe.events:
                 p = e.get("params", {})
@@ -148,12 +186,22 @@ def render(url: str, *, width: int, height: int, mobile: bool = False, evaluate:
                     page.console.append({"source": "console", "level": p.get("type"), "text": text})
                 elif e.get("method") == "Runtime.exceptionThrown":
                     d = p.get("exceptionDetails", {})
-                    page.console.append({"source": "exception", "level": "error",
-                                         "text": d.get("exception", {}).get("description") or d.get("text")})
+                    page.console.append(
+                        {
+                            "source": "exception",
+                            "level": "error",
+                            "text": d.get("exception", {}).get("description") or d.get("text"),
+                        }
+                    )
                 elif e.get("method") == "Log.entryAdded":
                     entry = p.get("entry", {})
-                    page.console.append({"source": entry.get("source"), "level": entry.get("level"),
-                                         "text": f"{entry.get('text')} {entry.get('url', '')}".strip()})
+                    page.console.append(
+                        {
+                            "source": entry.get("source"),
+                            "level": entry.get("level"),
+                            "text": f"{entry.get('text')} {entry.get('url', '')}".strip(),
+                        }
+                    )
             return page
         finally:
             pipe.close()

@@ -405,7 +405,7 @@ def test_action_without_a_report_says_error(fake_privgate, tmp_path, monkeypatch
     assert run.step("Enforce the verdict").returncode == 2
 
 
-# --------------------------------------------------------------------------- the baseline: privgate diff after the check
+# --------------------------------------------------------------------------- baseline: privgate diff after the check
 
 LENIENT = """name: lenient
 sensitivity: internal
@@ -427,8 +427,14 @@ def pair(tmp_path_factory):
 
 
 def _inputs(case, model: Path, reports: str, **extra: str) -> dict[str, str]:
-    return {"model": str(model), "policy": str(case.dir / "lenient.yaml"), "members": str(case.members),
-            "nonmembers": str(case.nonmembers), "reports-dir": reports, **extra}
+    return {
+        "model": str(model),
+        "policy": str(case.dir / "lenient.yaml"),
+        "members": str(case.members),
+        "nonmembers": str(case.nonmembers),
+        "reports-dir": reports,
+        **extra,
+    }
 
 
 def test_action_with_a_baseline_fails_the_job_on_a_regression(pair, tmp_path):
@@ -479,7 +485,9 @@ def test_compare_step_without_a_usable_baseline_warns(pair, tmp_path):
 
 @pytest.mark.parametrize("code, expected", [("", 0), ("0", 0), ("1", 1), ("2", 0), ("4", 4)])
 def test_enforce_comparison_follows_the_diff_exit_code(tmp_path, code, expected):
-    run = run_action({"baseline": "b.json"}, tmp_path, only=["Enforce the comparison"], preset={"diff": {"diff-exit-code": code}})
+    run = run_action(
+        {"baseline": "b.json"}, tmp_path, only=["Enforce the comparison"], preset={"diff": {"diff-exit-code": code}}
+    )
     assert run.step("Enforce the comparison").returncode == expected
 
 
@@ -494,4 +502,3 @@ def test_regression_example_workflow_keeps_main_and_compares_pull_requests():
     assert "baseline/privgate-report.json" in gate["with"]["baseline"] and download["with"]["path"] == "baseline"
     referenced = set(re.findall(r"steps\.gate\.outputs\.([A-Za-z0-9_-]+)", REGRESSION_EXAMPLE.read_text()))
     assert referenced and referenced <= set(load_action()["outputs"])
-

@@ -65,7 +65,9 @@ def test_same_model_twice_is_no_regression(reports, tmp_path):
     assert d["level"] == pytest.approx(d["alpha"] / d["comparisons"]) and d["alpha"] == pytest.approx(0.01)
     compared = [row for row in d["rows"] if row["change"] is not None]
     assert len(compared) == d["comparisons"]
-    for row in compared:  # identical numbers: no change, an interval around 0, p at least ½ for 'worse by more than 0.02'
+    for (
+        row
+    ) in compared:  # identical numbers: no change, an interval around 0, p at least ½ for 'worse by more than 0.02'
         assert row["change"] == 0 and row["change_ci"][0] < 0 < row["change_ci"][1]
         assert row["status"] == "within tolerance" and row["p_value"] >= 0.5
     assert any("same model file" in n for n in d["notes"])
@@ -73,7 +75,16 @@ def test_same_model_twice_is_no_regression(reports, tmp_path):
 
 def test_memorising_after_generalising_is_a_regression(reports, tmp_path):
     out, md = tmp_path / "diff.json", tmp_path / "diff.md"
-    r = run_cli("diff", str(reports["safe"]), str(reports["leaky"]), "--json", str(out), "--markdown", str(md), "--no-step-summary")
+    r = run_cli(
+        "diff",
+        str(reports["safe"]),
+        str(reports["leaky"]),
+        "--json",
+        str(out),
+        "--markdown",
+        str(md),
+        "--no-step-summary",
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     d = json.loads(out.read_text())
     acc = next(row for row in d["rows"] if row["id"] == "mia-accuracy")
@@ -99,13 +110,17 @@ def test_the_reverse_is_an_improvement_and_tolerance_can_absorb_a_regression(rep
     assert r.returncode == 0 and "improved" in r.stdout
     wide = run_cli("diff", str(reports["safe"]), str(reports["leaky"]), "--tolerance", "0.5", "--no-step-summary")
     assert wide.returncode == 0, wide.stdout  # the ~0.36 change is within 0.5
-    only_acc = run_cli("diff", str(reports["safe"]), str(reports["leaky"]), "--tolerance", "accuracy=0.5", "--no-step-summary")
+    only_acc = run_cli(
+        "diff", str(reports["safe"]), str(reports["leaky"]), "--tolerance", "accuracy=0.5", "--no-step-summary"
+    )
     assert only_acc.returncode == 1  # the AUC rows keep the policy's 0.02
 
 
 def test_different_policies_cannot_be_compared(reports, tmp_path):
     out = tmp_path / "diff.json"
-    r = run_cli("diff", str(reports["safe"]), str(reports["safe-confidential"]), "--json", str(out), "--no-step-summary")
+    r = run_cli(
+        "diff", str(reports["safe"]), str(reports["safe-confidential"]), "--json", str(out), "--no-step-summary"
+    )
     assert r.returncode == 2 and not out.exists()
     assert "different policies" in r.stderr and "'internal' in" in r.stderr and "Traceback" not in r.stderr
 
@@ -142,16 +157,29 @@ def test_a_schema_mismatch_cannot_be_compared(reports, tmp_path):
 
 def test_outputs_never_overwrite_the_reports(reports, tmp_path):
     before = reports["safe"].read_bytes()
-    r = run_cli("diff", str(reports["safe"]), str(reports["leaky"]), "--json", str(reports["safe"]), "--no-step-summary")
+    r = run_cli(
+        "diff", str(reports["safe"]), str(reports["leaky"]), "--json", str(reports["safe"]), "--no-step-summary"
+    )
     assert r.returncode == 2 and "would overwrite an input" in r.stderr
     assert reports["safe"].read_bytes() == before
     same = tmp_path / "out"
-    r = run_cli("diff", str(reports["safe"]), str(reports["leaky"]), "--json", str(same), "--markdown", str(same), "--no-step-summary")
+    r = run_cli(
+        "diff",
+        str(reports["safe"]),
+        str(reports["leaky"]),
+        "--json",
+        str(same),
+        "--markdown",
+        str(same),
+        "--no-step-summary",
+    )
     assert r.returncode == 2 and "each output needs its own path" in r.stderr and not same.exists()
 
 
-@pytest.mark.parametrize("bad, message", [("-1", "must be a number >= 0"), ("auc=x", "not a number"),
-                                          ("recall=0.1", "unknown metric 'recall'")])
+@pytest.mark.parametrize(
+    "bad, message",
+    [("-1", "must be a number >= 0"), ("auc=x", "not a number"), ("recall=0.1", "unknown metric 'recall'")],
+)
 def test_bad_tolerance_is_one_sentence(reports, bad, message):
     r = run_cli("diff", str(reports["safe"]), str(reports["leaky"]), "--tolerance", bad, "--no-step-summary")
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr

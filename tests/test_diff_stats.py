@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from privgate.stats import difference as D
 from privgate import stats
-from privgate.report.diff import check_estimate
+from privgate.report.evidence import check_estimate
 from privgate.report.model import CheckResult
+from privgate.stats import difference as D
 
 
 class _Wilson:
@@ -85,8 +85,17 @@ def test_epsilon_without_false_positives_cannot_regress():
 
 def test_degenerate_interval_is_not_evidence():
     assert D.Interval(0.3, 0.3, 0.3, 0.95).degenerate
-    c = CheckResult(id="c", attack="a", metric="similarity", value=0.3, ci=[0.3, 0.3], threshold=1, status="pass",
-                    reason="", confidence=0.95)
+    c = CheckResult(
+        id="c",
+        attack="a",
+        metric="similarity",
+        value=0.3,
+        ci=[0.3, 0.3],
+        threshold=1,
+        status="pass",
+        reason="",
+        confidence=0.95,
+    )
     est, _, why = check_estimate(c)
     assert est is None and "no width" in why
 
@@ -97,8 +106,19 @@ def _split(rng: np.random.Generator, n: int, shift: float) -> stats.SplitScores:
 
 
 def _as_check(e: stats.Estimate, metric: str, fpr: float | None = None) -> CheckResult:
-    return CheckResult(id="c", attack="a", metric=metric, value=e.value, ci=[e.lo, e.hi], threshold=1.0, status="pass",
-                       reason="", confidence=e.confidence, fpr=fpr, details=dict(e.details))
+    return CheckResult(
+        id="c",
+        attack="a",
+        metric=metric,
+        value=e.value,
+        ci=[e.lo, e.hi],
+        threshold=1.0,
+        status="pass",
+        reason="",
+        confidence=e.confidence,
+        fpr=fpr,
+        details=dict(e.details),
+    )
 
 
 def _measured(sp: stats.SplitScores) -> dict[str, D.Bounded]:
@@ -108,7 +128,11 @@ def _measured(sp: stats.SplitScores) -> dict[str, D.Bounded]:
         "accuracy": check_estimate(_as_check(stats.balanced_accuracy(sp, 0.95), "accuracy")),
         "tpr_at_fpr": check_estimate(_as_check(stats.tpr_at_fpr(sp, 0.05, 0.95), "tpr_at_fpr", 0.05)),
     }
-    assert [m for _, m, _ in out.values()] == ["z-test of two DeLong AUCs", "MOVER with Clopper-Pearson TPR/FPR bounds", "MOVER from the reported intervals"]
+    assert [m for _, m, _ in out.values()] == [
+        "z-test of two DeLong AUCs",
+        "MOVER with Clopper-Pearson TPR/FPR bounds",
+        "MOVER from the reported intervals",
+    ]
     return {k: est for k, (est, _, _) in out.items()}
 
 

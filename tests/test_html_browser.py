@@ -46,8 +46,10 @@ def chromium() -> str:
     exe = find_chromium()
     if exe is None:
         if os.environ.get("CI"):
-            pytest.fail("Chromium is not installed, and on CI the browser test must run: .ci/run installs it "
-                        "(apt-get install -y chromium)")
+            pytest.fail(
+                "Chromium is not installed, and on CI the browser test must run: .ci/run installs it "
+                "(apt-get install -y chromium)"
+            )
         pytest.skip("Chromium is not installed (CI installs it; locally: apt-get install -y chromium)")
     return exe
 
@@ -78,7 +80,7 @@ def _pixels(png: bytes, colour: str, box: tuple[float, float, float, float]) -> 
 
 
 def _save(png: bytes, name: str, tmp_path: Path) -> Path:
-    """Keep the screenshot for people to look at: in ``PRIVGATE_SCREENSHOTS=DIR`` when set, else the test's temp folder."""
+    """Keep the screenshot for people to look at: in ``PRIVGATE_SCREENSHOTS=DIR`` when set, else the temp folder."""
     folder = Path(os.environ.get("PRIVGATE_SCREENSHOTS") or tmp_path)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_bytes(png)
@@ -88,8 +90,10 @@ def _save(png: bytes, name: str, tmp_path: Path) -> Path:
 def test_the_browser_reports_console_errors_and_failed_loads(chromium, tmp_path):
     """The error check can fail: a page that logs an error, throws and misses an image is caught three times."""
     bad = tmp_path / "bad.html"
-    bad.write_text("<!DOCTYPE html><html><body><script>console.error('boom'); missing();</script>"
-                   "<img src='nowhere.png'></body></html>")
+    bad.write_text(
+        "<!DOCTYPE html><html><body><script>console.error('boom'); missing();</script>"
+        "<img src='nowhere.png'></body></html>"
+    )
     page = render(bad.as_uri(), width=800, height=600, exe=chromium)
     assert len(page.errors) == 3, page.errors
     assert any("boom" in e for e in page.errors) and any("missing is not defined" in e for e in page.errors)
@@ -102,12 +106,16 @@ def test_html_report_renders_in_chromium(chromium, report, page_url, width, heig
     shot = _save(page.screenshot, f"report-{width}px.png", tmp_path)
     assert page.errors == [], page.errors
     scroll_width, inner_width, _ = page.values["layout"]
-    assert inner_width == width and scroll_width <= width, f"the page is {scroll_width} px wide on a {width} px screen ({shot})"
+    assert inner_width == width and scroll_width <= width, (
+        f"the page is {scroll_width} px wide on a {width} px screen ({shot})"
+    )
 
     v = page.values["verdict"]  # the verdict: on the first screen, red, and says FAIL
     assert v["visible"] and v["text"] == "FAIL" and v["background"] == "rgb(198, 40, 40)"
     assert 0 <= v["left"] < v["right"] <= width and 0 <= v["top"] < v["bottom"] <= height
-    assert _pixels(page.screenshot, "#c62828", (v["left"], v["top"], v["right"] - v["left"], v["bottom"] - v["top"])) > 500
+    assert (
+        _pixels(page.screenshot, "#c62828", (v["left"], v["top"], v["right"] - v["left"], v["bottom"] - v["top"])) > 500
+    )
 
     rows = page.values["checks"]  # every check has a row whose id cell is laid out on the screen's width
     assert [r["id"] for r in rows] == [c.id for c in report.checks]
@@ -118,7 +126,7 @@ def test_html_report_renders_in_chromium(chromium, report, page_url, width, heig
     roc = page.values["roc"]  # the ROC: one curve per attack that ran, drawn inside a chart that fits the screen
     ran = [a for a in report.attacks if a.status == "ran"]
     assert [c["name"].split(" (AUC")[0] for c in roc["curves"]] == [a.name for a in ran]
-    assert 0 <= roc["left"] and roc["left"] + roc["width"] <= width and roc["height"] > 150
+    assert roc["left"] >= 0 and roc["left"] + roc["width"] <= width and roc["height"] > 150
     for c in roc["curves"]:
         assert c["width"] > roc["width"] / 3 and c["height"] > roc["height"] / 3, c
     box = (roc["left"], roc["top"], roc["width"], roc["height"])

@@ -131,8 +131,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "--mlflow-model",
     "mlflow_model",
     metavar="NAME:VERSION",
-    help="Also set the tag privgate.verdict on this registered model version, for a promotion rule "
-    "(implies --mlflow).",
+    help="Also set the tag privgate.verdict on this registered model version, for a promotion rule (implies --mlflow).",
 )
 @guard
 def check(
@@ -287,7 +286,8 @@ def check(
             mv = logged.model_version
             tagged = f"; model version {mv[0]}:{mv[1]} tagged privgate.verdict={report.verdict}" if mv else ""
             out.print(
-                f"MLflow: logged to run {logged.run_id} (experiment {logged.experiment_id}, {logged.tracking_uri}){tagged}",
+                f"MLflow: logged to run {logged.run_id} (experiment {logged.experiment_id}, "
+                f"{logged.tracking_uri}){tagged}",
                 markup=False,
             )
     return report.exit_code

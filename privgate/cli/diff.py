@@ -41,17 +41,41 @@ def parse_tolerances(values: tuple[str, ...]) -> dict[str, float]:
 @click.command("diff")
 @click.argument("base_json", metavar="BASE.json")
 @click.argument("new_json", metavar="NEW.json")
-@click.option("--tolerance", "tolerances", multiple=True, metavar="X|METRIC=X",
-              help="How much worse a metric may get (absolute, in its units) before it counts: X for every metric, "
-                   "METRIC=X for one (repeatable). Default: the policy's 'regression:' section (0.02; advantage 0.04; epsilon_lb 0.5).")
+@click.option(
+    "--tolerance",
+    "tolerances",
+    multiple=True,
+    metavar="X|METRIC=X",
+    help="How much worse a metric may get (absolute, in its units) before it counts: X for every metric, "
+    "METRIC=X for one (repeatable). Default: the policy's 'regression:' section "
+    "(0.02; advantage 0.04; epsilon_lb 0.5).",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the comparison as JSON.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write the comparison as GitHub Markdown (a PR comment).")
-@click.option("--step-summary/--no-step-summary", default=True, show_default=True, help="Append the Markdown to $GITHUB_STEP_SUMMARY when it is set.")
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False),
+    help="Write the comparison as GitHub Markdown (a PR comment).",
+)
+@click.option(
+    "--step-summary/--no-step-summary",
+    default=True,
+    show_default=True,
+    help="Append the Markdown to $GITHUB_STEP_SUMMARY when it is set.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print only the result line.")
 @click.option("--verbose", "-v", is_flag=True, help="Print the reason of every comparison.")
 @guard
-def diff(base_json: str, new_json: str, tolerances: tuple[str, ...], json_path: str | None, markdown_path: str | None,
-         step_summary: bool, quiet: bool, verbose: bool) -> int:
+def diff(
+    base_json: str,
+    new_json: str,
+    tolerances: tuple[str, ...],
+    json_path: str | None,
+    markdown_path: str | None,
+    step_summary: bool,
+    quiet: bool,
+    verbose: bool,
+) -> int:
     """Compare NEW.json with BASE.json (privgate check --json) check by check and attack by attack.
 
     Exit 1 when a metric got worse by more than its tolerance beyond the noise of both reports (the lower end

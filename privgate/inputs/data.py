@@ -295,8 +295,10 @@ class AuditData:
 
     def describe(self) -> dict[str, Any]:
         """What the report records of the data: sources, sizes, SHA-256 per set and of the whole audit set."""
-        sets = {role: ({"source": d.source, "n": len(d), "sha256": d.sha256()} if d is not None else None)
-                for role, d in self._sets()}
+        sets = {
+            role: ({"source": d.source, "n": len(d), "sha256": d.sha256()} if d is not None else None)
+            for role, d in self._sets()
+        }
         out: dict[str, Any] = {
             **sets,
             "sha256": self.fingerprint(),

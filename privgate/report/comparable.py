@@ -42,50 +42,79 @@ def _policy_signature(r: Report) -> dict[str, Any]:
 
 
 def _check_signature(c: CheckResult) -> dict[str, Any]:
-    return {"attack": c.attack, "metric": c.metric, "max": c.threshold, "fpr": c.fpr, "delta": c.delta, "policy": c.policy}
+    return {
+        "attack": c.attack,
+        "metric": c.metric,
+        "max": c.threshold,
+        "fpr": c.fpr,
+        "delta": c.delta,
+        "policy": c.policy,
+    }
 
 
 def comparability(base: Report, new: Report, base_name: str = "BASE", new_name: str = "NEW") -> str | None:
     """Why ``base`` and ``new`` cannot be compared (one sentence), or None when they can."""
     if base.schema_version != new.schema_version:
-        return (f"{base_name} has report schema version {base.schema_version} and {new_name} {new.schema_version}; "
-                "reports of different schema versions cannot be compared (re-run privgate check on the baseline)")
+        return (
+            f"{base_name} has report schema version {base.schema_version} and {new_name} {new.schema_version}; "
+            "reports of different schema versions cannot be compared (re-run privgate check on the baseline)"
+        )
     bp, np_ = _policy_signature(base), _policy_signature(new)
     for key in bp:
         if bp[key] != np_[key]:
-            return (f"the reports were made with different policies: {key} is {bp[key]!r} in {base_name} and "
-                    f"{np_[key]!r} in {new_name}")
+            return (
+                f"the reports were made with different policies: {key} is {bp[key]!r} in {base_name} and "
+                f"{np_[key]!r} in {new_name}"
+            )
     bc, nc = {c.id: _check_signature(c) for c in base.checks}, {c.id: _check_signature(c) for c in new.checks}
     if set(bc) != set(nc):
         only_b, only_n = sorted(set(bc) - set(nc)), sorted(set(nc) - set(bc))
-        what = "; ".join(x for x in (f"only in {base_name}: {', '.join(only_b)}" if only_b else "",
-                                     f"only in {new_name}: {', '.join(only_n)}" if only_n else "") if x)
+        what = "; ".join(
+            x
+            for x in (
+                f"only in {base_name}: {', '.join(only_b)}" if only_b else "",
+                f"only in {new_name}: {', '.join(only_n)}" if only_n else "",
+            )
+            if x
+        )
         return f"the reports were made with different policies: their checks differ ({what})"
     for cid, sig in bc.items():
         for key in sig:
             if sig[key] != nc[cid][key]:
-                return (f"the reports were made with different policies: check '{cid}' has {key} {sig[key]!r} in "
-                        f"{base_name} and {nc[cid][key]!r} in {new_name}")
+                return (
+                    f"the reports were made with different policies: check '{cid}' has {key} {sig[key]!r} in "
+                    f"{base_name} and {nc[cid][key]!r} in {new_name}"
+                )
     ba, na = {a.name: a.options for a in base.attacks}, {a.name: a.options for a in new.attacks}
     if set(ba) != set(na):
-        return (f"the reports were made with different policies: attacks {sorted(ba)} in {base_name}, "
-                f"{sorted(na)} in {new_name}")
+        return (
+            f"the reports were made with different policies: attacks {sorted(ba)} in {base_name}, "
+            f"{sorted(na)} in {new_name}"
+        )
     for name, opts in ba.items():
         if opts != na[name]:
-            return (f"the reports were made with different policies: attack '{name}' runs with options {opts} in "
-                    f"{base_name} and {na[name]} in {new_name}")
+            return (
+                f"the reports were made with different policies: attack '{name}' runs with options {opts} in "
+                f"{base_name} and {na[name]} in {new_name}"
+            )
     for name, rep in ((base_name, base), (new_name, new)):
         if not (rep.data or {}).get("sha256"):
-            return (f"{name} carries no fingerprint of its audit data (data.sha256; reports of privgate "
-                    f"{rep.privgate_version} and older have none), so it cannot be shown to audit the same data; "
-                    "re-run privgate check to make it")
+            return (
+                f"{name} carries no fingerprint of its audit data (data.sha256; reports of privgate "
+                f"{rep.privgate_version} and older have none), so it cannot be shown to audit the same data; "
+                "re-run privgate check to make it"
+            )
     if base.data["sha256"] != new.data["sha256"]:
-        parts = [f"{role} sha256 {_short(base.data.get(role))} vs {_short(new.data.get(role))}"
-                 for role in ("members", "nonmembers", "population")
-                 if _digest(base.data.get(role)) != _digest(new.data.get(role))]
+        parts = [
+            f"{role} sha256 {_short(base.data.get(role))} vs {_short(new.data.get(role))}"
+            for role in ("members", "nonmembers", "population")
+            if _digest(base.data.get(role)) != _digest(new.data.get(role))
+        ]
         which = f" ({'; '.join(parts)})" if parts else ""
-        return (f"the reports audit different data{which}: a change in a metric could come from the data, not the "
-                "model; audit both models on the same members and non-members")
+        return (
+            f"the reports audit different data{which}: a change in a metric could come from the data, not the "
+            "model; audit both models on the same members and non-members"
+        )
     return None
 
 

@@ -54,109 +54,33 @@ overridden per run by ``--tolerance``; see ``docs/policies.md``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
 
-from privgate.stats import difference as dstats
 from privgate.errors import PrivgateError
 from privgate.policy.schema import DEFAULT_METRIC_TOLERANCES, DEFAULT_TOLERANCE, Metric
 from privgate.report.comparable import NotComparable, comparability
-from privgate.report.model import AttackSummary, CheckResult, Report
-
+from privgate.report.evidence import (
+    Side,
+    attack_auc_estimate,
+    attack_side,
+    check_estimate,
+    check_side,
+    from_interval,
+)
+from privgate.report.model import CheckResult, Report
+from privgate.stats import difference as dstats
 
 #: Row statuses.
-REGRESSED, IMPROVED, NOT_SIGNIFICANT, WITHIN, NOT_COMPARED = "regressed", "improved", "not significant", "within tolerance", "not compared"
+REGRESSED, IMPROVED, NOT_SIGNIFICANT, WITHIN, NOT_COMPARED = (
+    "regressed",
+    "improved",
+    "not significant",
+    "within tolerance",
+    "not compared",
+)
 
 EXIT_OK, EXIT_REGRESSION, EXIT_NOT_COMPARABLE = 0, 1, 2
-
-
-# --------------------------------------------------------------------------- one side of a comparison
-
-
-@dataclass(frozen=True)
-class Side:
-    """One report's number for a compared metric."""
-
-    value: float | None
-    ci: tuple[float | None, float | None] | None
-    confidence: float | None
-    attack: str | None = None
-    status: str | None = None  # the check's status in that report
-    lower_bound: float | None = None  # epsilon_lb: the check's proven lower bound (value is ε̂)
-    n: tuple[int, int] | None = None  # evaluation members / non-members
-
-
-def _finite(*vs: Any) -> bool:
-    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in vs)
-
-
-def _counts(d: Mapping[str, Any]) -> tuple[int, int, int, int] | None:
-    keys = ("tp", "evaluation_members", "fp", "evaluation_nonmembers")
-    if not all(isinstance(d.get(k), int) for k in keys) or d["evaluation_members"] <= 0 or d["evaluation_nonmembers"] <= 0:
-        return None
-    return d["tp"], d["evaluation_members"], d["fp"], d["evaluation_nonmembers"]
-
-
-def _from_interval(value: float, ci: Any, confidence: float | None) -> tuple[dstats.Bounded | None, str, str | None]:
-    if not (ci and len(ci) == 2 and _finite(value, ci[0], ci[1], confidence)):
-        return None, "", "no interval"
-    est = dstats.Interval(float(value), float(min(ci[0], value)), float(max(ci[1], value)), float(confidence))
-    if est.degenerate:
-        return None, "", "its interval has no width, so its sampling error is unknown"
-    return est, "MOVER from the reported intervals", None
-
-
-def check_estimate(c: CheckResult) -> tuple[dstats.Bounded | None, str, str | None]:
-    """(estimate with bounds at any level, the method's name, why there is none) for one check."""
-    if c.value is None or not _finite(c.value):
-        return None, "", "no value" + (f" ({c.reason})" if c.reason else "")
-    d = c.details or {}
-    if c.metric == "auc" and _finite(d.get("se")) and d["se"] > 0 and 0 < c.value < 1:
-        return dstats.Normal(float(c.value), float(d["se"])), "z-test of two DeLong AUCs", None
-    counts = _counts(d)
-    if c.metric in ("accuracy", "advantage") and counts:
-        tp, n1, fp, n0 = counts
-        coef, const = (0.5, 0.5) if c.metric == "accuracy" else (1.0, 0.0)
-        return dstats.Rates(tp, n1, fp, n0, coef, const), "MOVER with Clopper-Pearson TPR/FPR bounds", None
-    if c.metric == "epsilon_lb" and counts:
-        tp, n1, fp, n0 = counts
-        delta = d.get("delta", c.delta if c.delta is not None else 1e-5)
-        return dstats.Epsilon(tp, n1, fp, n0, float(delta)), "MOVER on ε̂ from Wilson TPR/FPR bounds", None
-    return _from_interval(c.value, c.ci, c.confidence)
-
-
-def _logit(p: float) -> float:
-    return math.log(p / (1 - p))
-
-
-def attack_auc_estimate(a: AttackSummary, confidence: float) -> tuple[dstats.Bounded | None, str, str | None]:
-    """The AUC of an attack summary, its DeLong standard error recovered from its logit-scale interval.
-
-    :func:`privgate.stats.auc` reports logit(Â) ± z·se/(Â(1 − Â)); so se = (logit(hi) − logit(lo))/(2z) · Â(1 − Â).
-    At Â ∈ {0, 1} (or a collapsed variance) the interval is an exact binomial bound, used as it is.
-    """
-    if a.status != "ran" or a.auc is None or not a.auc_ci:
-        return None, "", a.reason or f"the attack {a.status}"
-    lo, hi = a.auc_ci
-    if _finite(a.auc, lo, hi) and 0 < lo < a.auc < hi < 1:
-        z = dstats.z_of((1 - confidence) / 2)
-        se = (_logit(hi) - _logit(lo)) / (2 * z) * a.auc * (1 - a.auc)
-        return dstats.Normal(float(a.auc), se), "z-test of two DeLong AUCs", None
-    return _from_interval(a.auc, a.auc_ci, confidence)
-
-
-def _check_side(c: CheckResult, est: dstats.Bounded | None) -> Side:
-    ci = (c.ci[0], c.ci[1]) if c.ci else None
-    n = (c.n_members, c.n_nonmembers) if c.n_members or c.n_nonmembers else None
-    if c.metric == "epsilon_lb" and isinstance(est, dstats.Epsilon):
-        return Side(est.value, (c.value, est.value), c.confidence, c.chosen_attack or c.attack, c.status, c.value, n)
-    return Side(c.value, ci, c.confidence, c.chosen_attack or c.attack, c.status, None, n)
-
-
-def _attack_side(a: AttackSummary, confidence: float) -> Side:
-    ci = (a.auc_ci[0], a.auc_ci[1]) if a.auc_ci else None
-    return Side(a.auc, ci, confidence if a.auc is not None else None, a.name, a.status, None,
-                (a.n_members, a.n_nonmembers) if a.status == "ran" else None)
 
 
 # --------------------------------------------------------------------------- the comparison
@@ -220,17 +144,26 @@ class Diff:
         m = self.comparisons
         if self.regressions:
             shown = self.regressions[:3]
-            worst = "; ".join(f"{r.id} {r.metric} {_signed(r.change)} [{_signed(r.change_ci[0])}, {_signed(r.change_ci[1])}], "
-                              f"p = {p_text(r.p_value)}" for r in shown if r.change_ci)
+            worst = "; ".join(
+                f"{r.id} {r.metric} {signed(r.change)} [{signed(r.change_ci[0])}, {signed(r.change_ci[1])}], "
+                f"p = {p_text(r.p_value)}"
+                for r in shown
+                if r.change_ci
+            )
             more = f" (and {len(self.regressions) - len(shown)} more)" if len(self.regressions) > len(shown) else ""
-            return (f"REGRESSION: {len(self.regressions)} of {m} comparisons got worse by more than their tolerance, "
-                    f"beyond the noise of both reports: {worst}{more}")
+            return (
+                f"REGRESSION: {len(self.regressions)} of {m} comparisons got worse by more than their tolerance, "
+                f"beyond the noise of both reports: {worst}{more}"
+            )
         counts = {s: sum(r.status == s for r in self.rows) for s in (IMPROVED, NOT_SIGNIFICANT, WITHIN, NOT_COMPARED)}
         parts = [f"{n} {s}" for s, n in counts.items() if n]
-        return f"NO REGRESSION: {m} comparisons, none significantly worse by more than its tolerance ({', '.join(parts)})"
+        return (
+            f"NO REGRESSION: {m} comparisons, none significantly worse by more than its tolerance ({', '.join(parts)})"
+        )
 
 
-def _signed(v: float | None) -> str:
+def signed(v: float | None) -> str:
+    """``+0.367``: a change with its sign, 3 decimals; ``n/a`` when missing."""
     return "n/a" if v is None or not math.isfinite(v) else f"{v:+.3f}"
 
 
@@ -293,17 +226,33 @@ def _pending_checks(base: Report, new: Report, base_name: str, new_name: str) ->
     for c_new in new.checks:
         c_base = base_checks.get(c_new.id)
         if c_base is None:  # comparability() refuses this; kept for direct callers
-            out.append(_Pending("check", c_new.id, _metric_label(c_new), c_new.metric, None, _check_side(c_new, None), None, "", f"not in {base_name}"))
+            out.append(
+                _Pending(
+                    "check",
+                    c_new.id,
+                    _metric_label(c_new),
+                    c_new.metric,
+                    None,
+                    check_side(c_new, None),
+                    None,
+                    "",
+                    f"not in {base_name}",
+                )
+            )
             continue
         eb, _, why_b = check_estimate(c_base)
         en, mn, why_n = check_estimate(c_new)
-        sb, sn = _check_side(c_base, eb), _check_side(c_new, en)
+        sb, sn = check_side(c_base, eb), check_side(c_new, en)
         if eb is None or en is None or type(eb) is not type(en):
-            why = "; ".join(x for x in (f"{base_name}: {why_b}" if eb is None else "", f"{new_name}: {why_n}" if en is None else "") if x)
+            why = "; ".join(
+                x
+                for x in (f"{base_name}: {why_b}" if eb is None else "", f"{new_name}: {why_n}" if en is None else "")
+                if x
+            )
             if not why:  # one side has counts, the other only an interval: compare the intervals
-                eb, _, _ = _from_interval(c_base.value, c_base.ci, c_base.confidence)
-                en, mn, _ = _from_interval(c_new.value, c_new.ci, c_new.confidence)
-                sb, sn = _check_side(c_base, None), _check_side(c_new, None)
+                eb, _, _ = from_interval(c_base.value, c_base.ci, c_base.confidence)
+                en, mn, _ = from_interval(c_new.value, c_new.ci, c_new.confidence)
+                sb, sn = check_side(c_base, None), check_side(c_new, None)
                 why = "" if eb is not None and en is not None else "the two reports give no comparable evidence"
             if why:
                 out.append(_Pending("check", c_new.id, _metric_label(c_new), c_new.metric, sb, sn, None, "", why))
@@ -322,9 +271,13 @@ def _pending_attacks(base: Report, new: Report, base_name: str, new_name: str) -
             continue
         eb, _, why_b = attack_auc_estimate(a_base, conf_b)
         en, method, why_n = attack_auc_estimate(a_new, conf_n)
-        sb, sn = _attack_side(a_base, conf_b), _attack_side(a_new, conf_n)
+        sb, sn = attack_side(a_base, conf_b), attack_side(a_new, conf_n)
         if eb is None or en is None:
-            why = "; ".join(x for x in (f"{base_name}: {why_b}" if eb is None else "", f"{new_name}: {why_n}" if en is None else "") if x)
+            why = "; ".join(
+                x
+                for x in (f"{base_name}: {why_b}" if eb is None else "", f"{new_name}: {why_n}" if en is None else "")
+                if x
+            )
             out.append(_Pending("attack", a_new.name, "auc", "auc", sb, sn, None, "", why))
             continue
         out.append(_Pending("attack", a_new.name, "auc", "auc", sb, sn, (eb, en), method, ""))
@@ -334,7 +287,7 @@ def _pending_attacks(base: Report, new: Report, base_name: str, new_name: str) -
 def _decide(p: _Pending, tolerance: float, level: float) -> Row:
     assert p.estimates is not None
     ch = dstats.compare(p.estimates[0], p.estimates[1], tolerance, level)
-    span = f"[{_signed(ch.lo)}, {_signed(ch.hi)}]"
+    span = f"[{signed(ch.lo)}, {signed(ch.hi)}]"
     stat = f"p = {p_text(ch.p_value)} for 'worse by more than {tolerance:g}' (α/m = {level:.2g})"
     if ch.regressed:
         status = REGRESSED
@@ -348,17 +301,40 @@ def _decide(p: _Pending, tolerance: float, level: float) -> Row:
     else:
         status = NOT_SIGNIFICANT
         way = "worse" if ch.change > 0 else "better"
-        reason = f"{way} by {abs(ch.change):.3f} {span}, but the interval reaches {'below' if ch.change > 0 else 'above'} the tolerance: within the noise of the two measurements; {stat}"
-    return Row(p.kind, p.id, p.metric, p.base, p.new, status, reason, tolerance, ch.change, (ch.lo, ch.hi), ch.p_value, p.method)
+        side = "below" if ch.change > 0 else "above"
+        reason = (
+            f"{way} by {abs(ch.change):.3f} {span}, but the interval reaches {side} the tolerance: "
+            f"within the noise of the two measurements; {stat}"
+        )
+    return Row(
+        p.kind,
+        p.id,
+        p.metric,
+        p.base,
+        p.new,
+        status,
+        reason,
+        tolerance,
+        ch.change,
+        (ch.lo, ch.hi),
+        ch.p_value,
+        p.method,
+    )
 
 
 def _notes(base: Report, new: Report, base_name: str, new_name: str) -> list[str]:
     notes = []
     if base.environment.get("seed") != new.environment.get("seed"):
-        notes.append(f"the seeds differ ({base.environment.get('seed')} in {base_name}, {new.environment.get('seed')} in {new_name}): "
-                     "the calibration/evaluation splits differ too, which the intervals account for")
+        notes.append(
+            f"the seeds differ ({base.environment.get('seed')} in {base_name}, "
+            f"{new.environment.get('seed')} in {new_name}): "
+            "the calibration/evaluation splits differ too, which the intervals account for"
+        )
     if base.privgate_version != new.privgate_version:
-        notes.append(f"made by different privgate versions ({base.privgate_version} and {new.privgate_version}): attacks may have changed")
+        notes.append(
+            f"made by different privgate versions ({base.privgate_version} and {new.privgate_version}): "
+            "attacks may have changed"
+        )
     sha_b, sha_n = (base.target or {}).get("sha256"), (new.target or {}).get("sha256")
     if sha_b and sha_b == sha_n:
         notes.append(f"both reports audit the same model file (sha256 {sha_b[:12]}…)")
@@ -366,7 +342,11 @@ def _notes(base: Report, new: Report, base_name: str, new_name: str) -> list[str
         b = next((x for x in base.checks if x.id == c.id), None)
         if b is not None and b.status != c.status:
             notes.append(f"check {c.id}: {b.status} in {base_name}, {c.status} in {new_name}")
-    idle = [a.name for a in new.attacks if a.status != "ran" and any(b.name == a.name and b.status != "ran" for b in base.attacks)]
+    idle = [
+        a.name
+        for a in new.attacks
+        if a.status != "ran" and any(b.name == a.name and b.status != "ran" for b in base.attacks)
+    ]
     if idle:
         notes.append(f"not run in either report, so not compared: {', '.join(idle)}")
     if base.verdict != new.verdict:
@@ -374,8 +354,14 @@ def _notes(base: Report, new: Report, base_name: str, new_name: str) -> list[str
     return notes
 
 
-def diff_reports(base: Report, new: Report, tolerances: Mapping[str, float] | None = None, *,
-                 base_name: str = "BASE", new_name: str = "NEW") -> Diff:
+def diff_reports(
+    base: Report,
+    new: Report,
+    tolerances: Mapping[str, float] | None = None,
+    *,
+    base_name: str = "BASE",
+    new_name: str = "NEW",
+) -> Diff:
     """Compare ``new`` with ``base`` check by check and attack by attack (module docstring).
 
     Args:
@@ -405,10 +391,22 @@ def diff_reports(base: Report, new: Report, tolerances: Mapping[str, float] | No
             rows.append(Row(p.kind, p.id, p.metric, p.base, p.new, NOT_COMPARED, p.why, tolerance))
         else:
             rows.append(_decide(p, tolerance, level))
-    return Diff(base, new, base_name, new_name, alpha, tol, rows,
-                _notes(base, new, base_name, new_name))
+    return Diff(base, new, base_name, new_name, alpha, tol, rows, _notes(base, new, base_name, new_name))
 
 
-__all__ = ["DEFAULT_METRIC_TOLERANCES", "DEFAULT_TOLERANCE", "Diff", "IMPROVED", "METRICS", "NOT_COMPARED", "NOT_SIGNIFICANT",
-           "NotComparable", "REGRESSED", "Row", "Side", "WITHIN", "attack_auc_estimate", "check_estimate",
-           "comparability", "diff_reports", "p_text", "tolerances_of"]
+__all__ = [
+    "DEFAULT_METRIC_TOLERANCES",
+    "DEFAULT_TOLERANCE",
+    "Diff",
+    "IMPROVED",
+    "METRICS",
+    "NOT_COMPARED",
+    "NOT_SIGNIFICANT",
+    "REGRESSED",
+    "Row",
+    "WITHIN",
+    "diff_reports",
+    "p_text",
+    "signed",
+    "tolerances_of",
+]

@@ -16,24 +16,33 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from privgate.report.diff import IMPROVED, NOT_COMPARED, NOT_SIGNIFICANT, REGRESSED, WITHIN, Diff, Row, Side, p_text
+from privgate.report.diff import (
+    IMPROVED,
+    NOT_COMPARED,
+    NOT_SIGNIFICANT,
+    REGRESSED,
+    WITHIN,
+    Diff,
+    Row,
+    Side,
+    p_text,
+    signed,
+)
 from privgate.report.markdown import cell
 from privgate.report.model import Report
-from privgate.report.text import verdict_badge
+from privgate.report.text import num, verdict_badge
 
 #: JSON output: ``format`` and ``version`` change only when a field is removed or changes meaning.
 DIFF_FORMAT, DIFF_VERSION = "privgate-diff", 1
 
-_ICON = {REGRESSED: "❌ regressed", IMPROVED: "✅ improved", WITHIN: "within tolerance", NOT_SIGNIFICANT: "not significant", NOT_COMPARED: "not compared"}
+_ICON = {
+    REGRESSED: "❌ regressed",
+    IMPROVED: "✅ improved",
+    WITHIN: "within tolerance",
+    NOT_SIGNIFICANT: "not significant",
+    NOT_COMPARED: "not compared",
+}
 _STYLE = {REGRESSED: "bold red", IMPROVED: "green", WITHIN: "", NOT_SIGNIFICANT: "yellow", NOT_COMPARED: "dim"}
-
-
-def _num(v: float | None, digits: int = 3) -> str:
-    return "n/a" if v is None or not math.isfinite(v) else f"{v:.{digits}f}"
-
-
-def _signed(v: float | None) -> str:
-    return "n/a" if v is None or not math.isfinite(v) else f"{v:+.3f}"
 
 
 def side_text(s: Side | None) -> str:
@@ -43,16 +52,16 @@ def side_text(s: Side | None) -> str:
     if s.value is None:
         return "n/a"
     if s.lower_bound is not None:
-        return f"ε̂ {_num(s.value)} (≥ {_num(s.lower_bound)})"
-    ci = f" [{_num(s.ci[0])}, {_num(s.ci[1])}]" if s.ci and s.ci[0] is not None and s.ci[1] is not None else ""
-    return f"{_num(s.value)}{ci}"
+        return f"ε̂ {num(s.value)} (≥ {num(s.lower_bound)})"
+    ci = f" [{num(s.ci[0])}, {num(s.ci[1])}]" if s.ci and s.ci[0] is not None and s.ci[1] is not None else ""
+    return f"{num(s.value)}{ci}"
 
 
 def change_text(r: Row) -> str:
     """``+0.367 [+0.278, +0.443]``, or empty for a row that was not compared."""
     if r.change is None or r.change_ci is None:
         return ""
-    return f"{_signed(r.change)} [{_signed(r.change_ci[0])}, {_signed(r.change_ci[1])}]"
+    return f"{signed(r.change)} [{signed(r.change_ci[0])}, {signed(r.change_ci[1])}]"
 
 
 def attack_text(r: Row) -> str:
@@ -68,14 +77,18 @@ def budget_text(d: Diff) -> str:
     m = d.comparisons
     if not m:
         return "no metric had numbers in both reports, so nothing was tested"
-    return (f"α = {d.alpha:.3g} (1 − the policy's confidence) shared by {m} comparisons (Bonferroni): each change is tested "
-            f"one-sided at α/m = {d.level:.2g}, and each end of a change interval is a one-sided {(1 - d.level) * 100:.4g}% bound")
+    return (
+        f"α = {d.alpha:.3g} (1 − the policy's confidence) shared by {m} comparisons (Bonferroni): each change is "
+        f"tested one-sided at α/m = {d.level:.2g}, and each end of a change interval is a one-sided "
+        f"{(1 - d.level) * 100:.4g}% bound"
+    )
 
 
 def _who(rep: Report, name: str) -> str:
     tgt = rep.target or {}
     sha = tgt.get("sha256")
-    return f"`{name}` (target `{tgt.get('path')}`{', sha256 `' + sha[:12] + '…`' if sha else ''}, {verdict_badge(rep.verdict)})"
+    digest = f", sha256 `{sha[:12]}…`" if sha else ""
+    return f"`{name}` (target `{tgt.get('path')}`{digest}, {verdict_badge(rep.verdict)})"
 
 
 def _data_text(d: Diff) -> str:
@@ -102,18 +115,47 @@ def render_diff_markdown(d: Diff) -> str:
     header = ["result", "metric", "base [CI]", "new [CI]", "change [interval]", "p", "tolerance"]
     if checks:
         lines += ["### Checks", ""]
-        lines += _table(["result", "check", "attack", *header[1:]],
-                        [[_ICON[r.status], f"`{r.id}`", attack_text(r), r.metric, side_text(r.base), side_text(r.new),
-                          change_text(r), p_text(r.p_value), f"{r.tolerance:g}" if r.tolerance is not None else ""] for r in checks])
+        lines += _table(
+            ["result", "check", "attack", *header[1:]],
+            [
+                [
+                    _ICON[r.status],
+                    f"`{r.id}`",
+                    attack_text(r),
+                    r.metric,
+                    side_text(r.base),
+                    side_text(r.new),
+                    change_text(r),
+                    p_text(r.p_value),
+                    f"{r.tolerance:g}" if r.tolerance is not None else "",
+                ]
+                for r in checks
+            ],
+        )
         lines.append("")
     if attacks:
         lines += ["### Attacks (AUC, evaluation split)", ""]
-        lines += _table(["result", "attack", *header[1:]],
-                        [[_ICON[r.status], r.id, r.metric, side_text(r.base), side_text(r.new), change_text(r),
-                          p_text(r.p_value), f"{r.tolerance:g}" if r.tolerance is not None else ""] for r in attacks])
+        lines += _table(
+            ["result", "attack", *header[1:]],
+            [
+                [
+                    _ICON[r.status],
+                    r.id,
+                    r.metric,
+                    side_text(r.base),
+                    side_text(r.new),
+                    change_text(r),
+                    p_text(r.p_value),
+                    f"{r.tolerance:g}" if r.tolerance is not None else "",
+                ]
+                for r in attacks
+            ],
+        )
         lines.append("")
     lines += ["<details><summary>Reasons and methods</summary>", ""]
-    lines += [f"- **{cell(r.id)}** ({r.metric}, {r.status}{', ' + r.method if r.method else ''}): {r.reason}" for r in d.rows]
+    lines += [
+        f"- **{cell(r.id)}** ({r.metric}, {r.status}{', ' + r.method if r.method else ''}): {r.reason}" for r in d.rows
+    ]
     lines += ["", "</details>", ""]
     if d.notes:
         lines += ["### Notes", ""] + [f"- {n}" for n in d.notes] + [""]
@@ -123,8 +165,13 @@ def render_diff_markdown(d: Diff) -> str:
 def _side_json(s: Side | None) -> dict[str, Any] | None:
     if s is None:
         return None
-    out: dict[str, Any] = {"value": s.value, "ci": list(s.ci) if s.ci else None, "confidence": s.confidence,
-                           "attack": s.attack, "status": s.status}
+    out: dict[str, Any] = {
+        "value": s.value,
+        "ci": list(s.ci) if s.ci else None,
+        "confidence": s.confidence,
+        "attack": s.attack,
+        "status": s.status,
+    }
     if s.lower_bound is not None:
         out["lower_bound"] = s.lower_bound
     if s.n is not None:
@@ -141,24 +188,49 @@ def diff_dict(d: Diff) -> dict[str, Any]:
 
     def who(rep: Report, name: str) -> dict[str, Any]:
         tgt = rep.target or {}
-        return {"file": name, "verdict": rep.verdict, "target": {"path": tgt.get("path"), "sha256": tgt.get("sha256")},
-                "privgate_version": rep.privgate_version, "started": rep.started, "seed": rep.environment.get("seed")}
+        return {
+            "file": name,
+            "verdict": rep.verdict,
+            "target": {"path": tgt.get("path"), "sha256": tgt.get("sha256")},
+            "privgate_version": rep.privgate_version,
+            "started": rep.started,
+            "seed": rep.environment.get("seed"),
+        }
 
     rows = []
     for r in d.rows:
-        rows.append({
-            "kind": r.kind, "id": r.id, "metric": r.metric, "status": r.status, "reason": r.reason, "method": r.method or None,
-            "tolerance": r.tolerance, "change": _finite(r.change),
-            "change_ci": [_finite(v) for v in r.change_ci] if r.change_ci else None, "p_value": r.p_value,
-            "base": _side_json(r.base), "new": _side_json(r.new),
-        })
+        rows.append(
+            {
+                "kind": r.kind,
+                "id": r.id,
+                "metric": r.metric,
+                "status": r.status,
+                "reason": r.reason,
+                "method": r.method or None,
+                "tolerance": r.tolerance,
+                "change": _finite(r.change),
+                "change_ci": [_finite(v) for v in r.change_ci] if r.change_ci else None,
+                "p_value": r.p_value,
+                "base": _side_json(r.base),
+                "new": _side_json(r.new),
+            }
+        )
     return {
-        "format": DIFF_FORMAT, "version": DIFF_VERSION,
-        "result": "regression" if d.regressions else "no regression", "exit_code": d.exit_code, "summary": d.summary,
-        "base": who(d.base, d.base_name), "new": who(d.new, d.new_name),
-        "policy": d.new.policy.get("name"), "data_sha256": (d.new.data or {}).get("sha256"),
-        "alpha": d.alpha, "comparisons": d.comparisons, "level": d.level, "tolerances": d.tolerances,
-        "rows": rows, "notes": list(d.notes),
+        "format": DIFF_FORMAT,
+        "version": DIFF_VERSION,
+        "result": "regression" if d.regressions else "no regression",
+        "exit_code": d.exit_code,
+        "summary": d.summary,
+        "base": who(d.base, d.base_name),
+        "new": who(d.new, d.new_name),
+        "policy": d.new.policy.get("name"),
+        "data_sha256": (d.new.data or {}).get("sha256"),
+        "alpha": d.alpha,
+        "comparisons": d.comparisons,
+        "level": d.level,
+        "tolerances": d.tolerances,
+        "rows": rows,
+        "notes": list(d.notes),
     }
 
 
@@ -168,22 +240,41 @@ def render_diff_json(d: Diff) -> str:
 
 def print_diff(d: Diff, console: Console, verbose: bool = False) -> None:
     """The diff on the console: both tables, the reasons of what changed, the notes, then the one-line result."""
-    console.print(f"[bold]privgate diff[/] · policy [bold]{escape(str(d.new.policy.get('name')))}[/] · "
-                  f"base {escape(d.base_name)} ({d.base.verdict}) → new {escape(d.new_name)} ({d.new.verdict})")
+    console.print(
+        f"[bold]privgate diff[/] · policy [bold]{escape(str(d.new.policy.get('name')))}[/] · "
+        f"base {escape(d.base_name)} ({d.base.verdict}) → new {escape(d.new_name)} ({d.new.verdict})"
+    )
     console.print(escape(budget_text(d)), highlight=False)
     for kind, title in (("check", "Checks"), ("attack", "Attacks (AUC)")):
         rows = [r for r in d.rows if r.kind == kind]
         if not rows:
             continue
         t = Table(title=title)
-        for col in ("check" if kind == "check" else "attack", "metric", "base [CI]", "new [CI]", "change [interval]", "p", "tol", "result"):
+        for col in (
+            "check" if kind == "check" else "attack",
+            "metric",
+            "base [CI]",
+            "new [CI]",
+            "change [interval]",
+            "p",
+            "tol",
+            "result",
+        ):
             t.add_column(col)
         for r in rows:
             style = _STYLE[r.status]
             result = f"[{style}]{r.status}[/]" if style else r.status
             label = r.id + (f" ({attack_text(r)})" if kind == "check" and attack_text(r) else "")
-            t.add_row(escape(label), r.metric, side_text(r.base), side_text(r.new), change_text(r), p_text(r.p_value),
-                      f"{r.tolerance:g}" if r.tolerance is not None else "", result)
+            t.add_row(
+                escape(label),
+                r.metric,
+                side_text(r.base),
+                side_text(r.new),
+                change_text(r),
+                p_text(r.p_value),
+                f"{r.tolerance:g}" if r.tolerance is not None else "",
+                result,
+            )
         console.print(t)
     for r in d.rows:
         if verbose or r.status in (REGRESSED, NOT_SIGNIFICANT, IMPROVED):
@@ -194,5 +285,16 @@ def print_diff(d: Diff, console: Console, verbose: bool = False) -> None:
     console.print(f"[{'bold red' if d.regressions else 'bold green'}]{escape(d.summary)}[/]", highlight=False)
 
 
-__all__ = ["DIFF_FORMAT", "DIFF_VERSION", "attack_text", "budget_text", "change_text", "diff_dict", "p_text", "print_diff",
-           "render_diff_json", "render_diff_markdown", "side_text"]
+__all__ = [
+    "DIFF_FORMAT",
+    "DIFF_VERSION",
+    "attack_text",
+    "budget_text",
+    "change_text",
+    "diff_dict",
+    "p_text",
+    "print_diff",
+    "render_diff_json",
+    "render_diff_markdown",
+    "side_text",
+]

@@ -69,7 +69,9 @@ def parse_model_version(spec: str) -> tuple[str, str]:
     """``NAME:VERSION`` → (name, version); the version is a positive integer."""
     name, sep, version = spec.rpartition(":")
     if not sep or not name or not version.isdigit() or int(version) < 1:
-        raise PrivgateError(f"--mlflow-model: expected NAME:VERSION of a registered model version (e.g. fraud-scorer:3), got {spec!r}.")
+        raise PrivgateError(
+            f"--mlflow-model: expected NAME:VERSION of a registered model version (e.g. fraud-scorer:3), got {spec!r}."
+        )
     return name, version
 
 
@@ -86,25 +88,51 @@ def report_metrics(report: Report) -> dict[str, float]:
     """Every number of the report MLflow can chart: checks (value, interval, threshold, n) and attacks."""
     out: dict[str, float] = {}
     for c in report.checks:
-        vals = {"value": c.value, "lo": c.ci[0] if c.ci else None, "hi": c.ci[1] if c.ci else None,
-                "threshold": c.threshold, "confidence": c.confidence, "n_members": c.n_members, "n_nonmembers": c.n_nonmembers}
+        vals = {
+            "value": c.value,
+            "lo": c.ci[0] if c.ci else None,
+            "hi": c.ci[1] if c.ci else None,
+            "threshold": c.threshold,
+            "confidence": c.confidence,
+            "n_members": c.n_members,
+            "n_nonmembers": c.n_nonmembers,
+        }
         out.update({_key("privgate", "check", c.id, k): float(v) for k, v in vals.items() if _finite(v)})
     for a in report.attacks:
         if a.status != "ran":
             continue
-        vals = {"auc": a.auc, "auc_lo": a.auc_ci[0] if a.auc_ci else None, "auc_hi": a.auc_ci[1] if a.auc_ci else None,
-                "accuracy": a.accuracy, **{f"tpr_at_fpr_{p.fpr:g}": p.tpr for p in a.tpr_at_fpr}}
+        vals = {
+            "auc": a.auc,
+            "auc_lo": a.auc_ci[0] if a.auc_ci else None,
+            "auc_hi": a.auc_ci[1] if a.auc_ci else None,
+            "accuracy": a.accuracy,
+            **{f"tpr_at_fpr_{p.fpr:g}": p.tpr for p in a.tpr_at_fpr},
+        }
         out.update({_key("privgate", "attack", a.name, k): float(v) for k, v in vals.items() if _finite(v)})
     return out
 
 
 def attack_table(report: Report) -> list[dict[str, Any]]:
     """The attacks table as rows (what the Markdown and HTML reports show)."""
-    return [{"attack": a.name, "threat_model": a.threat_model, "status": a.status, "reason": a.reason, "auc": a.auc,
-             "auc_ci": a.auc_ci, "accuracy": a.accuracy, "accuracy_ci": a.accuracy_ci,
-             "tpr_at_fpr": [{"fpr": p.fpr, "tpr": p.tpr, "ci": p.ci, "fpr_achieved": p.fpr_achieved} for p in a.tpr_at_fpr],
-             "n_members": a.n_members, "n_nonmembers": a.n_nonmembers, "seconds": a.seconds}
-            for a in report.attacks]
+    return [
+        {
+            "attack": a.name,
+            "threat_model": a.threat_model,
+            "status": a.status,
+            "reason": a.reason,
+            "auc": a.auc,
+            "auc_ci": a.auc_ci,
+            "accuracy": a.accuracy,
+            "accuracy_ci": a.accuracy_ci,
+            "tpr_at_fpr": [
+                {"fpr": p.fpr, "tpr": p.tpr, "ci": p.ci, "fpr_achieved": p.fpr_achieved} for p in a.tpr_at_fpr
+            ],
+            "n_members": a.n_members,
+            "n_nonmembers": a.n_nonmembers,
+            "seconds": a.seconds,
+        }
+        for a in report.attacks
+    ]
 
 
 def check_model_version(name: str, version: str) -> None:
@@ -115,8 +143,10 @@ def check_model_version(name: str, version: str) -> None:
     try:
         MlflowClient().get_model_version(name, version)
     except MlflowException as exc:
-        raise PrivgateError(f"--mlflow-model {name}:{version}: no such registered model version in the MLflow registry "
-                            f"({_first_line(exc)}).") from None
+        raise PrivgateError(
+            f"--mlflow-model {name}:{version}: no such registered model version in the MLflow registry "
+            f"({_first_line(exc)})."
+        ) from None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -143,13 +173,23 @@ def log_report(report: Report, *, model_version: tuple[str, str] | None = None) 
         run = mlflow.start_run() if started_here else mlflow.active_run()
         try:
             pol = report.policy or {}
-            tags = {"privgate.verdict": report.verdict, "privgate.policy": str(pol.get("name")), "privgate.summary": report.summary[:5000],
-                    "privgate.version": report.privgate_version, "privgate.target_sha256": str((report.target or {}).get("sha256") or ""),
-                    "privgate.data_sha256": str((report.data or {}).get("sha256") or "")}
+            tags = {
+                "privgate.verdict": report.verdict,
+                "privgate.policy": str(pol.get("name")),
+                "privgate.summary": report.summary[:5000],
+                "privgate.version": report.privgate_version,
+                "privgate.target_sha256": str((report.target or {}).get("sha256") or ""),
+                "privgate.data_sha256": str((report.data or {}).get("sha256") or ""),
+            }
             tags.update({_key(f"privgate.check.{c.id}"): c.status for c in report.checks})
             mlflow.set_tags(tags)
-            mlflow.log_params({"privgate.policy": pol.get("name"), "privgate.confidence": pol.get("confidence"),
-                               "privgate.seed": report.environment.get("seed")})
+            mlflow.log_params(
+                {
+                    "privgate.policy": pol.get("name"),
+                    "privgate.confidence": pol.get("confidence"),
+                    "privgate.seed": report.environment.get("seed"),
+                }
+            )
             mlflow.log_metrics(report_metrics(report))
             mlflow.log_dict(attack_table(report), f"{ARTIFACT_DIR}/attacks.json")
             mlflow.log_text(render(report, "json"), f"{ARTIFACT_DIR}/privgate-report.json")
@@ -158,16 +198,30 @@ def log_report(report: Report, *, model_version: tuple[str, str] | None = None) 
             if model_version is not None:
                 client = MlflowClient()
                 name, version = model_version
-                for key, value in (("privgate.verdict", report.verdict), ("privgate.policy", str(pol.get("name"))),
-                                   ("privgate.run_id", run.info.run_id)):
+                for key, value in (
+                    ("privgate.verdict", report.verdict),
+                    ("privgate.policy", str(pol.get("name"))),
+                    ("privgate.run_id", run.info.run_id),
+                ):
                     client.set_model_version_tag(name, version, key, value)
             return Logged(run.info.run_id, run.info.experiment_id, mlflow.get_tracking_uri(), model_version)
         finally:
             if started_here:
                 mlflow.end_run()
     except MlflowException as exc:
-        raise PrivgateError(f"MLflow ({mlflow.get_tracking_uri()}): could not log the report: {_first_line(exc)}") from None
+        raise PrivgateError(
+            f"MLflow ({mlflow.get_tracking_uri()}): could not log the report: {_first_line(exc)}"
+        ) from None
 
 
-__all__ = ["ARTIFACT_DIR", "Logged", "attack_table", "available", "check_model_version", "log_report",
-           "parse_model_version", "report_metrics", "require"]
+__all__ = [
+    "ARTIFACT_DIR",
+    "Logged",
+    "attack_table",
+    "available",
+    "check_model_version",
+    "log_report",
+    "parse_model_version",
+    "report_metrics",
+    "require",
+]

@@ -63,9 +63,10 @@ two normal estimates both are 1 − Φ(z) exactly).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Callable, Protocol
+from typing import Protocol
 
 from privgate.stats.binomial import cp_lower, cp_upper
 from privgate.stats.epsilon import epsilon_from_rates
@@ -241,6 +242,7 @@ def _crossing(f: Callable[[float], float], target: float) -> float:
 
 def p_value(base: Bounded, new: Bounded, tolerance: float = 0.0) -> float:
     """One-sided p-value of H₀: new − base ≤ tolerance (module docstring)."""
+
     def lower(a: float) -> float:
         return bounds(base, new, a)[0]
 
@@ -294,6 +296,18 @@ def bonferroni_level(alpha: float, m: int) -> float:
     return alpha / max(1, m)
 
 
-__all__ = ["Bounded", "Change", "Epsilon", "Interval", "Normal", "P_FLOOR", "Rates", "bonferroni_level", "bounds",
-           "compare", "p_value", "wilson", "z_of"]
-
+__all__ = [
+    "Bounded",
+    "Change",
+    "Epsilon",
+    "Interval",
+    "Normal",
+    "P_FLOOR",
+    "Rates",
+    "bonferroni_level",
+    "bounds",
+    "compare",
+    "p_value",
+    "wilson",
+    "z_of",
+]
