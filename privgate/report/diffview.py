@@ -260,7 +260,7 @@ def print_diff(d: Diff, console: Console, verbose: bool = False) -> None:
             "tol",
             "result",
         ):
-            t.add_column(col)
+            t.add_column(escape(col))
         for r in rows:
             style = _STYLE[r.status]
             result = f"[{style}]{r.status}[/]" if style else r.status
