@@ -76,6 +76,10 @@ def test_tasks_run_in_ray_workers_and_come_back_in_order(cluster: str) -> None:
     assert [v for v, _ in out] == [0, 1, 4, 9, 16, 25]
     assert os.getpid() not in {pid for _, pid in out}  # worker processes, not this one
     assert executor.workers == 2
+    with pytest.raises(ExecutorError, match="asks for --threads 3 CPUs but no node"):
+        executor.map(_where, [(1,)], threads=3)  # would wait forever on a 2-CPU cluster
+    with pytest.raises(ExecutorError, match="no node of the Ray cluster has a GPU"):
+        executor.map(_where, [(1,)], threads=1, gpus=1)
     assert task_groups(16, 8) == [range(0, 8), range(8, 16)] and task_groups(5, None) == [range(0, 5)]
 
 

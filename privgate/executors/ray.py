@@ -180,6 +180,7 @@ class RayExecutor:
 
         for name in _user_modules([fn, *(a for t in tasks for a in t)]):
             cloudpickle.register_pickle_by_value(sys.modules[name])
+        self._fits(max(1, int(threads or 1)), gpus)
         shared = self._share(tasks)
         remote = ray.remote(_call).options(num_cpus=max(1, int(threads or 1)), num_gpus=gpus, max_retries=0)
         refs = [remote.remote(fn, threads, *(shared.get(id(a), a) for a in t)) for t in tasks]
@@ -192,6 +193,19 @@ class RayExecutor:
             for ref in refs:
                 ray.cancel(ref, force=True)
             raise
+
+    def _fits(self, cpus: int, gpus: float) -> None:
+        """A task no node can hold would wait forever: say so instead."""
+        nodes = [n.get("Resources", {}) for n in self._ray.nodes() if n.get("Alive", True)]
+        if nodes and cpus > max(r.get("CPU", 0) for r in nodes):
+            raise ExecutorError(
+                f"each task asks for --threads {cpus} CPUs but no node of the Ray cluster has that many "
+                f"(the largest has {max(int(r.get('CPU', 0)) for r in nodes)}); lower --threads."
+            )
+        if nodes and gpus and not any(r.get("GPU", 0) >= gpus for r in nodes):
+            raise ExecutorError(
+                "the run trains on cuda but no node of the Ray cluster has a GPU; pass --device cpu or add GPU nodes."
+            )
 
     def _share(self, tasks: Sequence[tuple[Any, ...]]) -> dict[int, Any]:
         """Object-store references for large arrays that more than one task receives (put once, not per task)."""
