@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +185,21 @@ def test_bad_address_is_one_sentence_exit_2_within_seconds(case: Any) -> None:
     assert r.returncode == 2, r.stdout + r.stderr
     assert "no Ray cluster answers at --ray-address 127.0.0.1:1" in r.stderr and "Traceback" not in r.stderr
     assert len([line for line in r.stderr.splitlines() if line.strip()]) == 1
-    from privgate.executors.ray import parse_address
+    from privgate.executors.ray import parse_address, probe
+
+    with socket.socket() as server:  # a port that answers, but not as Ray (a web server, say)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+
+        threading.Thread(target=answer, daemon=True).start()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        with pytest.raises(ExecutorError, match="answers, but not as a Ray cluster"):
+            probe(address)
 
     assert parse_address("ray://head:10001") == ("head", 10001) and parse_address("auto") is None
     with pytest.raises(ExecutorError, match="is not host:port or ray://host:port"):

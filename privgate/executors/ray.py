@@ -7,9 +7,10 @@ Connecting (:func:`connect`, once per process):
 * ``auto``: the cluster ``ray start`` started on this machine;
 * ``host:port`` (the head's GCS port, 6379 by default) or
   ``ray://host:port`` (a Ray Client server, 10001 by default): a remote cluster.
-  The port is probed with a TCP connection first (:data:`CONNECT_TIMEOUT_S`),
-  and ``ray.init`` is given :data:`INIT_TIMEOUT_S` in a helper thread, so a
-  wrong address is one sentence within seconds, never a hang.
+  The port is probed first (:data:`CONNECT_TIMEOUT_S`: a TCP connection and
+  the HTTP/2 handshake every gRPC server — Ray's GCS, a Ray Client server —
+  answers), and ``ray.init`` is given :data:`INIT_TIMEOUT_S` in a helper
+  thread, so a wrong address is one sentence within seconds, never a hang.
 
 When Ray is already initialised in this process (a notebook, a test session),
 that connection is used.
@@ -74,16 +75,45 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
-def _probe(address: str, host: str, port: int) -> None:
+#: The HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, a Ray Client server) answers
+#: with a SETTINGS frame of its own (RFC 9113 §3.4); a web server, a database or a closed socket does not.
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_H2_SETTINGS = 0x04
+
+
+def probe(address: str) -> None:
+    """Fail fast unless a gRPC server answers at ``address`` (TCP connect, then the HTTP/2 handshake).
+
+    ``auto`` and ``local`` are not probed (``ray.init`` finds or starts them).
+
+    Raises:
+        ExecutorError: a malformed address, nothing listening, or something that is not a gRPC server.
+    """
+    hostport = parse_address(address)
+    if hostport is None:
+        return
+    host, port = hostport
     try:
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-            pass
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as sock:
+            sock.settimeout(CONNECT_TIMEOUT_S)
+            sock.sendall(_H2_HELLO)
+            head = b""
+            while len(head) < 9:
+                chunk = sock.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
     except OSError as exc:
         why = "timed out" if isinstance(exc, TimeoutError | socket.timeout) else (exc.strerror or type(exc).__name__)
         raise ExecutorError(
             f"no Ray cluster answers at --ray-address {address} ({why.lower()}); start one with `ray start --head` "
             f"and pass the address it prints."
         ) from None
+    if len(head) < 9 or head[3] != _H2_SETTINGS:
+        raise ExecutorError(
+            f"--ray-address {address} answers, but not as a Ray cluster (no gRPC handshake); give the head's GCS "
+            "port (6379 by default, printed by `ray start --head`) or ray://host:10001."
+        )
 
 
 def _init(ray: Any, address: str, timeout: float) -> None:
@@ -92,7 +122,7 @@ def _init(ray: Any, address: str, timeout: float) -> None:
 
     def go() -> None:
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="warning")
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="error")
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
 
@@ -124,9 +154,7 @@ def connect(address: str | None = None) -> RayExecutor:
                 _CONNECTED = RayExecutor(ray)
             return _CONNECTED
         target = (address or "local").strip()
-        hostport = parse_address(target)
-        if hostport is not None:
-            _probe(target, *hostport)
+        probe(target)
         _init(ray, target, START_TIMEOUT_S if target == "local" else INIT_TIMEOUT_S)
         _CONNECTED = RayExecutor(ray)
         return _CONNECTED
@@ -219,4 +247,4 @@ class RayExecutor:
         return {i: self._ray.put(a) for i, a in seen.items() if count[i] > 1}
 
 
-__all__ = ["CONNECT_TIMEOUT_S", "INIT_TIMEOUT_S", "RayExecutor", "connect", "parse_address"]
+__all__ = ["CONNECT_TIMEOUT_S", "INIT_TIMEOUT_S", "RayExecutor", "connect", "parse_address", "probe"]
