@@ -30,12 +30,12 @@ from sklearn.datasets import load_digits
 from privgate.audits.federated.flower import AuditedStrategy
 
 
-def prepare(folder: Path, clients: int, seed: int = 0) -> None:
-    """Digits shuffled once: 30 % held out as non-members, the rest dealt to the clients (iid)."""
+def prepare(folder: Path, clients: int, holdout: float = 0.3, seed: int = 0) -> None:
+    """Digits shuffled once: ``holdout`` of the rows kept as non-members, the rest dealt to the clients (iid)."""
     d = load_digits()
     x, y = (d.data / 16.0).astype(np.float32), d.target.astype(np.int64)
     order = np.random.default_rng(seed).permutation(len(y))
-    held = order[: int(0.3 * len(y))]
+    held = order[: int(holdout * len(y))]
     folder.mkdir(parents=True, exist_ok=True)
     np.savez(folder / "nonmembers.npz", x=x[held], y=y[held])
     for i, part in enumerate(np.array_split(order[len(held) :], clients)):
@@ -90,11 +90,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--holdout", type=float, default=0.3, help="fraction of digits kept as non-members")
     ap.add_argument("--out", default="fl-run")
     args = ap.parse_args()
     out = Path(args.out).resolve()
     data = out.parent / f"{out.name}-data"
-    prepare(data, args.clients)
+    prepare(data, args.clients, args.holdout)
     t0 = time.perf_counter()
     run_simulation(
         server_app=server_app(data, out, args.clients, args.rounds),

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from logging import INFO
 from pathlib import Path
@@ -76,6 +77,8 @@ DataSpec = Any
 ClientKey = int | str
 
 INITIAL = "rounds/r00/global.pt"
+#: TorchScript is deprecated in torch 2.x but is the format that needs no recipe to audit (as in Target.load).
+_JIT_DEPRECATED = r".*torch\.jit\.(script|save).* is deprecated"
 
 
 class FlowerAuditError(PrivgateError):
@@ -189,7 +192,9 @@ class FederationRecorder:
         if not isinstance(net, nn.Module):
             raise FlowerAuditError(f"model=: expected an nn.Module or a factory of one, got {type(net).__name__}.")
         try:
-            scripted = torch.jit.script(net.eval())
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=_JIT_DEPRECATED, category=DeprecationWarning)
+                scripted = torch.jit.script(net.eval())
         except Exception as exc:
             raise FlowerAuditError(
                 f"model=: torch.jit.script failed ({exc.__class__.__name__}); pass recipe='module:ATTR' instead "
@@ -227,7 +232,9 @@ class FederationRecorder:
             return state_bytes(aligned)
         self._scripted.load_state_dict(aligned)
         buf = io.BytesIO()
-        torch.jit.save(self._scripted, buf)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_JIT_DEPRECATED, category=DeprecationWarning)
+            torch.jit.save(self._scripted, buf)
         return buf.getvalue()
 
     # ------------------------------------------------------------------ rounds
@@ -364,7 +371,8 @@ class AuditedStrategy(Strategy):
             key = self.key_of(msg, server_round)
             if key in updates:
                 raise FlowerAuditError(f"round {server_round}: two replies from client {shown(key)}.")
-            updates[key] = self._arrays(msg, server_round).to_torch_state_dict()
+            state = self._arrays(msg, server_round).to_torch_state_dict()
+            updates[key] = self.recorder.aligned(state, f"round {server_round}: client {shown(key)}'s model")
         arrays, metrics = self.strategy.aggregate_train(server_round, replies)
         if self._sent is None:
             raise FlowerAuditError(f"round {server_round}: aggregate_train before configure_train.")
