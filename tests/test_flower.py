@@ -58,6 +58,7 @@ def test_flower_simulation_saved_then_audited_by_the_cli(tmp_path):
     )
     assert fed.names == upd.names == ["client-0", "client-1", "client-2"] and fed.rounds == upd.rounds == 3
     assert fed.spec.recipe == "recipe:RECIPE" and fed.spec.topology == "fully"
+    assert (fed.spec.name, upd.spec.name) == ("flower-digits", "flower-digits-updates")
     sizes = np.array([len(np.load(p)["y"]) for p in fed.data])
     assert sizes.tolist() == [90, 90, 90]
     for r in range(3):
@@ -288,6 +289,14 @@ def test_bad_declarations_fail_with_one_sentence_and_leave_the_saved_rounds_whol
         run(_rows, LocalGrid({100: _client(0), 101: shrinking}), rounds=3)
     saved = load_manifest(tmp_path / "bad" / "updates.yaml")
     assert saved.rounds == 1  # round 1 was written whole; round 2 wrote nothing
+
+    def renamed(msg: Message) -> Message:
+        reply = _client(0)(msg)
+        reply.content["arrays"] = ArrayRecord({"fc.weight": torch.zeros(3, 4), "fc.bias": torch.zeros(3)})
+        return reply
+
+    with pytest.raises(FlowerAuditError, match=r"arrays fc.weight, fc.bias do not match the model's 2 tensors"):
+        run(_rows, LocalGrid({100: renamed, 101: _client(1)}))
 
     with pytest.raises(FlowerAuditError, match="already holds a federation"):
         AuditedStrategy(FedAvg(), tmp_path / "bad", clients=_rows, nonmembers=_rows(9), recipe=recipe)

@@ -16,7 +16,7 @@ and after every round writes, in one atomic step
 :mod:`privgate.audits.federated.manifest`::
 
     OUT/federation.yaml       nodes = the clients; round r = the global model after round r
-    OUT/updates.yaml          nodes = the clients; round r = the parameters the client sent in round r
+    OUT/updates.yaml          the same clients; round r = the parameters the client sent in round r
     OUT/data/nonmembers.npz   shared non-members (or a reference to the user's file)
     OUT/data/node0.npz …      each client's training data (or references to the user's files)
     OUT/rounds/r00/global.pt  the initial model
@@ -122,6 +122,8 @@ class FederationRecorder:
             raise FlowerAuditError(
                 "give recipe='module:ATTR' (state_dict checkpoints) or model=an nn.Module (TorchScript), exactly one."
             )
+        if self.folder.exists() and not self.folder.is_dir():
+            raise FlowerAuditError(f"{self.folder}: is a file; the federation is saved into a folder.")
         for existing in ("federation.yaml", "updates.yaml"):
             if (self.folder / existing).exists() and not overwrite:
                 raise FlowerAuditError(
@@ -170,6 +172,8 @@ class FederationRecorder:
             p = Path(spec).resolve()
             if not p.is_file():
                 raise FlowerAuditError(f"{spec}: {role} file not found.")
+            if p.suffix.lower() not in (".npz", ".pt", ".csv"):
+                raise FlowerAuditError(f"{spec}: {role} must be a .npz, .pt or .csv file (x and y, or a label column).")
             return os.path.relpath(p, self.folder.resolve())
         if hasattr(spec, "x") and hasattr(spec, "y"):
             spec = (spec.x, spec.y)
@@ -209,12 +213,13 @@ class FederationRecorder:
         want = self._template.state_dict()
         if set(state) == set(want):
             named = dict(state)
-        elif len(state) == len(want):
+        elif list(state) == [str(i) for i in range(len(want))]:  # ArrayRecord(list of NumPy arrays)
             named = dict(zip(want, state.values()))
         else:
             raise FlowerAuditError(
-                f"{who}: {len(state)} arrays, but the model has {len(want)} tensors ({', '.join(list(want)[:4])}, …); "
-                "send the model's state_dict (ArrayRecord(model.state_dict()))."
+                f"{who}: arrays {', '.join(list(state)[:4])}{', …' if len(state) > 4 else ''} do not match the "
+                f"model's {len(want)} tensors ({', '.join(list(want)[:4])}{', …' if len(want) > 4 else ''}); send "
+                "ArrayRecord(model.state_dict()) of the recipe's model."
             )
         out = {}
         for k, ref in want.items():
@@ -310,8 +315,9 @@ class FederationRecorder:
                 comment += "\nSent nothing (its last model, or the global model it started from, is kept): "
                 comment += ", ".join(notes) + "."
         return manifest_text(
-            name=self.name, recipe=self.recipe, topology=self.topology, edges=edges, nonmembers=self._nonmembers,
-            nodes=nodes, population=self._population, comment=comment,
+            name=self.name if kind == "global" else f"{self.name}-updates", recipe=self.recipe,
+            topology=self.topology, edges=edges, nonmembers=self._nonmembers, nodes=nodes,
+            population=self._population, comment=comment,
         )  # fmt: skip
 
 
