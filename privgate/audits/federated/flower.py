@@ -50,7 +50,7 @@ import io
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from logging import INFO
+from logging import INFO, WARNING
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +344,8 @@ class AuditedStrategy(Strategy):
             raise FlowerAuditError(
                 f"AuditedStrategy wraps a flwr.serverapp.strategy.Strategy, got {type(strategy).__name__}."
             )
+        if type(strategy).start is not Strategy.start:
+            log(WARNING, "privgate: %s overrides start(); AuditedStrategy runs Strategy.start", type(strategy).__name__)
         self.strategy = strategy
         self.client_key = client_key
         self.recorder = FederationRecorder(folder, **recorder)
