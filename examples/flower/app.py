@@ -13,21 +13,27 @@ model a reply carries.
 
 from __future__ import annotations
 
-import argparse
-import time
-from pathlib import Path
+import os
 
-import numpy as np
-import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
-from flwr.clientapp import ClientApp
-from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import FedAvg
-from flwr.simulation import run_simulation
-from recipe import RECIPE
-from sklearn.datasets import load_digits
+# Nothing leaves this machine: Flower's telemetry and Ray's usage statistics are on by default.
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from privgate.audits.federated.flower import AuditedStrategy
+import argparse  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+from flwr.serverapp import Grid, ServerApp  # noqa: E402
+from flwr.serverapp.strategy import FedAvg  # noqa: E402
+from flwr.simulation import run_simulation  # noqa: E402
+from recipe import RECIPE  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+
+from privgate.audits.federated.flower import AuditedStrategy  # noqa: E402
 
 
 def prepare(folder: Path, clients: int, holdout: float = 0.3, seed: int = 0) -> None:
