@@ -45,6 +45,15 @@ class Dataset:
     def subset(self, idx: np.ndarray) -> Dataset:
         return Dataset(self.x[idx], self.y[idx], self.source)
 
+    def sha256(self) -> str:
+        """SHA-256 of the rows as audited: dtype and shape of ``x`` and ``y``, then their bytes."""
+        h = hashlib.sha256()
+        x, y = np.ascontiguousarray(self.x), np.ascontiguousarray(self.y)
+        h.update(f"x {x.dtype.str} {x.shape}|y {y.dtype.str} {y.shape}|".encode())
+        h.update(x.tobytes())
+        h.update(y.tobytes())
+        return h.hexdigest()
+
 
 def _as_dataset(x: Any, y: Any, source: str, role: str) -> Dataset:
     try:
@@ -212,6 +221,8 @@ class AuditData:
     seed: int = 0
     warnings: list[str] = field(default_factory=list)
     balanced_from: dict[str, int] | None = None
+    #: each audit member's row in the members file as given (they differ after sub-sampling)
+    member_rows: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         sets = [("members", self.members), ("non-members", self.nonmembers)]
@@ -228,12 +239,14 @@ class AuditData:
                 "(same features and label); membership numbers would be wrong, so remove the duplicates."
             )
         n1, n0 = len(self.members), len(self.nonmembers)
+        self.member_rows = np.arange(n1)
         if max(n1, n0) > IMBALANCE_RATIO * min(n1, n0):
             rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0xBA1]))
             k = min(n1, n0)
             self.balanced_from = {"members": n1, "nonmembers": n0}
             if n1 > n0:
-                self.members = self.members.subset(np.sort(rng.choice(n1, k, replace=False)))
+                self.member_rows = np.sort(rng.choice(n1, k, replace=False))
+                self.members = self.members.subset(self.member_rows)
             else:
                 self.nonmembers = self.nonmembers.subset(np.sort(rng.choice(n0, k, replace=False)))
             self.warnings.append(
@@ -272,13 +285,27 @@ class AuditData:
                     f"classes (labels 0..{n_classes - 1})."
                 )
 
+    def fingerprint(self) -> str:
+        """SHA-256 over the members, non-members and population as audited (after any balancing sub-sample).
+
+        Two reports with the same fingerprint measured the same examples, so
+        ``privgate diff`` can compare their numbers (:mod:`privgate.report.comparable`).
+        """
+        parts = [f"{role}:{d.sha256() if d is not None else '-'}" for role, d in self._sets()]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+    def _sets(self) -> list[tuple[str, Dataset | None]]:
+        return [("members", self.members), ("nonmembers", self.nonmembers), ("population", self.population)]
+
     def describe(self) -> dict[str, Any]:
+        """What the report records of the data: sources, sizes, SHA-256 per set and of the whole audit set."""
+        sets = {
+            role: ({"source": d.source, "n": len(d), "sha256": d.sha256()} if d is not None else None)
+            for role, d in self._sets()
+        }
         out: dict[str, Any] = {
-            "members": {"source": self.members.source, "n": len(self.members)},
-            "nonmembers": {"source": self.nonmembers.source, "n": len(self.nonmembers)},
-            "population": (
-                {"source": self.population.source, "n": len(self.population)} if self.population is not None else None
-            ),
+            **sets,
+            "sha256": self.fingerprint(),
             "features": list(self.members.x.shape[1:]),
             "warnings": list(self.warnings),
         }

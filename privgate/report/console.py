@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from privgate.report.exposed import view as exposed_view
 from privgate.report.model import Report
 from privgate.report.text import check_fpr_label, interval, num, rate_label, sig, target_notes
 
@@ -78,6 +79,15 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
                 f"{a.seconds:.2f}",
             )
         console.print(t)
+    exposed = exposed_view(report)
+    if exposed is not None:
+        t = Table(title=f"Most exposed members (by {exposed.attack})")
+        for col in exposed.header:
+            t.add_column(col)
+        for row in exposed.rows:
+            t.add_row(*row)
+        console.print(t)
+        console.print(exposed.intro, markup=False, style="dim")
     if report.remediation:
         print_remediation(report.remediation, console)
     style = _STYLE[report.verdict]
