@@ -371,6 +371,8 @@ class AuditedStrategy(Strategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        if self._sent is None:
+            raise FlowerAuditError(f"round {server_round}: aggregate_train before configure_train.")
         replies = list(replies)  # read twice: here, then by the wrapped strategy
         updates: dict[ClientKey, Any] = {}
         for msg in replies:
@@ -382,8 +384,6 @@ class AuditedStrategy(Strategy):
             state = self._arrays(msg, server_round).to_torch_state_dict()
             updates[key] = self.recorder.aligned(state, f"round {server_round}: client {shown(key)}'s model")
         arrays, metrics = self.strategy.aggregate_train(server_round, replies)
-        if self._sent is None:
-            raise FlowerAuditError(f"round {server_round}: aggregate_train before configure_train.")
         self.recorder.record(server_round, None if arrays is None else arrays.to_torch_state_dict(), updates)
         return arrays, metrics
 
