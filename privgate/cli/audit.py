@@ -126,6 +126,20 @@ def _progress_wanted(quiet: bool, console: Any) -> bool:
     return not quiet and console.is_terminal and not os.environ.get("CI")
 
 
+def _finish(
+    report: Any, outputs: dict[str, str], out: Any, quiet: bool, html: Callable[[Any], str], show: Callable[..., None]
+) -> int:
+    """Write the report's files, print it (or only its verdict line) and return its exit code."""
+    _write(outputs, report, html)
+    if quiet:
+        out.print(escape(report.summary), highlight=False)
+    else:
+        show(report, out)
+        for fmt, path in outputs.items():
+            out.print(f"{fmt} report: {path}", highlight=False)
+    return report.exit_code
+
+
 def _shared_options(confidence_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options both audits take: --label-column, --confidence, --seed, --threads, --json."""
     options = [
@@ -296,14 +310,7 @@ def audit_ldp_cmd(
         report = audit_ldp(
             settings, recipe=rec, data=dataset, mechanism=fn, mechanism_name=mechanism, threads=threads, executor=runner
         )
-    _write(outputs, report, render_ldp_html)
-    if quiet:
-        out.print(escape(report.summary), highlight=False)
-    else:
-        print_ldp(report, out)
-        for fmt, path in outputs.items():
-            out.print(f"{fmt} report: {path}", highlight=False)
-    return report.exit_code
+    return _finish(report, outputs, out, quiet, render_ldp_html, print_ldp)
 
 
 @audit.command("dpsgd")
@@ -393,14 +400,7 @@ def audit_dpsgd_cmd(
     finally:
         if status:
             status.stop()
-    _write(outputs, report, render_dpsgd_html)
-    if quiet:
-        out.print(escape(report.summary), highlight=False)
-    else:
-        print_dpsgd(report, out)
-        for fmt, path in outputs.items():
-            out.print(f"{fmt} report: {path}", highlight=False)
-    return report.exit_code
+    return _finish(report, outputs, out, quiet, render_dpsgd_html, print_dpsgd)
 
 
 __all__ = ["audit"]
