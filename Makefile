@@ -33,6 +33,7 @@ format: install
 	$(VENV)/bin/ruff format privgate pytest_privgate tests benchmarks examples
 
 bench: install
+	$(PY) -m pip install -q -c constraints.txt -e '.[bench]'  # IBM ART for benchmarks/attack_peers.py
 	$(PY) benchmarks/run_all.py
 
 clean:

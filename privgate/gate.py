@@ -25,6 +25,7 @@ from privgate import stats
 from privgate.attacks import AttackContext, AttackResult, available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
 from privgate.attacks.blind import soundness_warnings
+from privgate.attacks.crossfit import CalibrationLabels
 from privgate.decision import decide_policy, verdict_of
 from privgate.inputs.data import AuditData
 from privgate.inputs.sanity import inspect_target
@@ -46,6 +47,59 @@ class _Ran:
     result: AttackResult
     split: stats.SplitScores
     membership: np.ndarray | None = None  # for metrics measured on all audit examples (privgate.stats.leakage)
+    scores: np.ndarray | None = None  # the final scores of every pooled row (exposed records)
+
+
+@dataclass(frozen=True)
+class AuditRows:
+    """The pooled audit rows in the order the attacks see them, split as the gate measures them.
+
+    Attributes:
+        x, y: inputs and labels, members and non-members shuffled together (seeded).
+        membership: the true membership (never shown to an attack).
+        calibration: the calibration split (thresholds, learned scores); the rest is the evaluation split.
+        member_rows: each member's row in the members file as given; −1 for non-members.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    membership: np.ndarray
+    calibration: np.ndarray
+    member_rows: np.ndarray
+
+
+def audit_rows(data: AuditData, seed: int) -> AuditRows:
+    """Pool, shuffle and split the audit data as :func:`run_attacks` does (benchmarks compare peers on these rows)."""
+    x, y, membership = data.pooled()
+    rows = np.r_[
+        data.member_rows if data.member_rows is not None else np.arange(len(data.members)),
+        np.full(len(data.nonmembers), -1),
+    ]
+    perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(len(y))
+    x, y, membership, rows = (
+        x[perm],
+        y[perm],
+        membership[perm],
+        rows[perm],
+    )  # attacks never see membership, nor its order
+    return AuditRows(x, y, membership, stats.calibration_mask(membership, seed), rows)
+
+
+def final_scores(result: AttackResult, calibration: np.ndarray, membership: np.ndarray) -> np.ndarray:
+    """An attack's scores as the gate measures them.
+
+    A learning attack's ``fitted`` scorer gets the calibration split's
+    membership only (:class:`~privgate.attacks.crossfit.CalibrationLabels`);
+    class-dependent scores are standardised per class by the calibration
+    non-members (:func:`privgate.stats.classwise_normalise`). Nothing here reads
+    the evaluation split's membership.
+    """
+    if result.fitted is not None:
+        return np.asarray(result.fitted(CalibrationLabels.of(calibration, membership)), dtype=float)
+    scores = np.asarray(result.scores, dtype=float)
+    if result.groups is not None:
+        scores = stats.classwise_normalise(scores, result.groups, calibration & ~membership)
+    return scores
 
 
 #: Keys of ``AttackResult.extras`` that are not copied into the JSON report.
@@ -202,11 +256,8 @@ def run_attacks(
     """
     run = (run or RunOptions()).resolved()
     target = target.to_device(run.device)
-    x, y, membership = data.pooled()
-    perm = np.random.default_rng(np.random.SeedSequence([run.seed, 0xA11])).permutation(len(y))
-    x, y, membership = x[perm], y[perm], membership[perm]  # attacks never see membership, nor its order
-    calibration = stats.calibration_mask(membership, run.seed)
-    reference = calibration & ~membership
+    rows = audit_rows(data, run.seed)
+    x, y, membership, calibration = rows.x, rows.y, rows.membership, rows.calibration
     ctx = AttackContext(target=target, x=x, y=y, population=data.population, recipe=recipe, run=run)
     ran: dict[str, _Ran] = {}
     missing: dict[str, str] = {}
@@ -248,16 +299,66 @@ def run_attacks(
                 AttackSummary(name=name, threat_model=threat, status="skipped", reason=str(exc), options=options)
             )
             continue
-        scores = np.asarray(result.scores, dtype=float)
+        t0 = time.perf_counter()
+        try:
+            with limit_threads(run.threads):
+                scores = final_scores(result, calibration, membership)
+        except AttackSkipped as exc:  # a learned attack with too few calibration rows to learn from
+            missing[name] = str(exc)
+            summaries.append(
+                AttackSummary(name=name, threat_model=threat, status="skipped", reason=str(exc), options=options)
+            )
+            continue
+        result.seconds += time.perf_counter() - t0  # a learned attack fits here
         if scores.shape != (len(y),) or not np.all(np.isfinite(scores)):
             raise RuntimeError(
                 f"attack '{name}' returned scores of shape {scores.shape} with non-finite values: a bug in the attack"
             )
-        if result.groups is not None:
-            scores = stats.classwise_normalise(scores, result.groups, reference)
-        ran[name] = _Ran(result, stats.SplitScores.from_mask(scores, membership, calibration), membership)
+        ran[name] = _Ran(result, stats.SplitScores.from_mask(scores, membership, calibration), membership, scores)
         summaries.append(_summarise(name, ran[name], policy.confidence))
     return ran, missing, summaries
+
+
+def _exposed(
+    ran: dict[str, _Ran],
+    summaries: list[AttackSummary],
+    rows: AuditRows,
+    diagnostic: set[str],
+    recipe: Recipe | None,
+    run: RunOptions,
+) -> dict[str, Any] | None:
+    """The report's ``exposed`` section (:mod:`privgate.stats.exposure`), with each record's image for image data."""
+    from privgate.attacks.inversion import image_shape
+    from privgate.io.png import png_bytes
+    from privgate.stats.exposure import ScoredAttack, exposed_members
+
+    by_name = {a.name: a for a in summaries}
+    attacks = {
+        name: ScoredAttack(r.scores, by_name[name].auc, {p.fpr: p.tpr for p in by_name[name].tpr_at_fpr})
+        for name, r in ran.items()
+        if name not in diagnostic and r.scores is not None
+    }
+    section = exposed_members(attacks, rows.membership, rows.calibration, rows.member_rows, rows.y, run.exposed)
+    if section is None or not run.artefacts_dir:
+        return section
+    shape, _ = image_shape(rows.x, recipe)
+    if shape is None or len(shape) != 2:  # grey images only; colour images would need their channel order
+        return section
+    where = {int(m): i for i, m in enumerate(rows.member_rows) if m >= 0}
+    x = rows.x.reshape(len(rows.x), -1)
+    lo, hi = float(x.min()), float(x.max())
+    files = {}
+    for rec in section["records"]:
+        img = x[where[rec["member_index"]]].reshape(shape)
+        scaled = np.clip((img - lo) / max(hi - lo, 1e-12), 0, 1) * 255
+        f = max(1, 48 // max(shape))
+        files[f"member-{rec['member_index']}.png"] = png_bytes(
+            scaled.repeat(f, 0).repeat(f, 1).round().astype(np.uint8)
+        )
+    paths = dict(zip(sorted(files), save_artefacts("exposed", files, run.artefacts_dir)))
+    for rec in section["records"]:
+        rec["image"] = paths[f"member-{rec['member_index']}.png"]
+    return section
 
 
 def audit(
@@ -297,6 +398,7 @@ def audit(
                 save_artefacts(summary.name, files, run.artefacts_dir) if run.artefacts_dir else []
             )
     diagnostic = {n for n, cls in available_attacks().items() if cls.diagnostic}  # the blind baseline: data only
+    exposed = _exposed(ran, summaries, audit_rows(data, run.seed), diagnostic, recipe, run)
     checks = decide_policy(policy, ran, missing, diagnostic)
     verdict = verdict_of(checks)
     from privgate import __version__
@@ -315,6 +417,7 @@ def audit(
         + sanity.warnings
         + soundness_warnings(summaries)  # blind: Das 2024
         + list(dict.fromkeys(w for r in ran.values() for w in r.result.extras.get("cache_warnings", []))),
+        exposed=exposed,
         environment=environment(run),
         started=started.isoformat(timespec="seconds"),
         duration_s=round(time.perf_counter() - t0, 3),

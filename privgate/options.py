@@ -54,7 +54,9 @@ class RunOptions:
         executor: where work runs; this version runs ``local``.
         progress: called with one-line progress messages (the CLI's spinner).
         artefacts_dir: where attacks save files for people to look at
-            (inversion reconstructions); ``None`` saves nothing.
+            (inversion reconstructions, the exposed records' images); ``None`` saves nothing.
+        exposed: how many of the most exposed members the report lists
+            (:mod:`privgate.stats.exposure`); 0 lists none.
     """
 
     seed: int = 0
@@ -65,6 +67,7 @@ class RunOptions:
     executor: str = "local"
     progress: Progress | None = None
     artefacts_dir: str | None = None
+    exposed: int = 10
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
@@ -73,6 +76,8 @@ class RunOptions:
             isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
         ):
             raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
+        if isinstance(self.exposed, bool) or not isinstance(self.exposed, int) or self.exposed < 0:
+            raise ValueError(f"exposed must be a non-negative integer, got {self.exposed!r}")
         for name, allowed in (("engine", ENGINES), ("device", DEVICES), ("executor", EXECUTORS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")

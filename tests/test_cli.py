@@ -36,17 +36,25 @@ def test_leaky_model_fails_internal_with_numbers(case, tmp_path):
     assert chk["id"] == "mia-accuracy" and chk["status"] == "fail"
     # a fail is a proven violation: even the lower bound is above the threshold
     assert 0.8 < chk["ci"][0] < chk["value"] < chk["ci"][1]
-    assert chk["chosen_attack"] in {"loss", "modified_entropy", "true_class_confidence"}
-    # internal holds at 99 %; best of 6 attacks: Bonferroni-adjusted confidence
+    assert chk["chosen_attack"] in {"loss", "modified_entropy", "true_class_confidence", "learned"}
+    # internal holds at 99 %; best of 7 attacks: Bonferroni-adjusted confidence
     assert rep["policy"]["confidence"] == 0.99
-    assert chk["confidence"] == pytest.approx(1 - 0.01 / 6)
-    assert chk["details"]["bonferroni"] == {"alpha": pytest.approx(0.01), "checks": 1, "attacks": 6}
+    assert chk["confidence"] == pytest.approx(1 - 0.01 / 7)
+    assert chk["details"]["bonferroni"] == {"alpha": pytest.approx(0.01), "checks": 1, "attacks": 7}
     # the deciding attack has the highest point estimate among the failing candidates
     cands = chk["details"]["candidates"]
     assert max((c for c in cands if c["status"] == "fail"), key=lambda c: c["value"])["attack"] == chk["chosen_attack"]
     assert chk["n_members"] == 150 and chk["n_nonmembers"] == 150
     names = {a["name"]: a for a in rep["attacks"]}
-    assert set(names) == {"loss", "confidence", "entropy", "modified_entropy", "true_class_confidence", "correctness"}
+    assert set(names) == {
+        "loss",
+        "confidence",
+        "entropy",
+        "modified_entropy",
+        "true_class_confidence",
+        "correctness",
+        "learned",
+    }
     loss = names["loss"]
     assert loss["auc"] > 0.7 and loss["auc_ci"][0] > 0.6
     assert [p["fpr"] for p in loss["tpr_at_fpr"]] == [0.001, 0.01]

@@ -71,15 +71,15 @@ def test_a_file_policy_extends_a_built_in_and_another_file(case, tmp_path):
     assert [c["policy"] for c in rep["checks"]] == ["top", "team", "internal"]
     assert [p["name"] for p in rep["policy"]["extends"]] == ["internal", "team"]
     by = {c["id"]: c for c in rep["checks"]}
-    # budgets: internal 1 % (6 attacks), team 2 % − 1 %, top 5 % − 2 % over its one check and 7 candidates
+    # budgets: internal 1 % (7 attacks), team 2 % − 1 %, top 5 % − 2 % over its one check and 8 candidates
     assert by["internal:mia-accuracy"]["details"]["bonferroni"] == {
         "alpha": pytest.approx(0.01),
         "checks": 1,
-        "attacks": 6,
+        "attacks": 7,
     }
     assert by["team:auc"]["details"]["bonferroni"]["alpha"] == pytest.approx(0.01)
-    assert by["acc"]["details"]["bonferroni"] == {"alpha": pytest.approx(0.03), "checks": 1, "attacks": 7}
-    assert by["acc"]["confidence"] == pytest.approx(1 - 0.03 / 7)
+    assert by["acc"]["details"]["bonferroni"] == {"alpha": pytest.approx(0.03), "checks": 1, "attacks": 8}
+    assert by["acc"]["confidence"] == pytest.approx(1 - 0.03 / 8)
     # the inherited internal check is the one `internal` gives alone
     _, alone = _audit(case, "internal", tmp_path, case.leaky_ts)
     own = alone["checks"][0]
@@ -175,7 +175,15 @@ def test_a_policy_without_attacks_runs_the_default_black_box_family(case, tmp_pa
     )
     _, rep = _audit(case, pol, tmp_path, case.leaky_ts)
     ran = {a["name"] for a in rep["attacks"] if a["status"] == "ran"}
-    assert ran == {"loss", "confidence", "entropy", "modified_entropy", "true_class_confidence", "correctness"}
+    assert ran == {
+        "loss",
+        "confidence",
+        "entropy",
+        "modified_entropy",
+        "true_class_confidence",
+        "correctness",
+        "learned",
+    }
     assert rep["checks"][0]["status"] == "fail" and rep["policy"]["default_attacks"] is True
     assert any("lists no attacks" in w for w in rep["warnings"])
 

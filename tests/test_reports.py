@@ -196,13 +196,21 @@ def test_sarif_is_valid_and_points_at_the_policy_lines(failing, policy_file, sar
     sarif_validator.validate(log)
     run = log["runs"][0]
     rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
-    assert rules == ["privgate/accuracy", "privgate/tpr_at_fpr"]
-    results = run["results"]
+    assert rules == ["privgate/accuracy", "privgate/tpr_at_fpr", "privgate/exposed_record"]
+    exposed = [r for r in run["results"] if r["ruleId"] == "privgate/exposed_record"]
+    results = [r for r in run["results"] if r["ruleId"] != "privgate/exposed_record"]
+    # one note per exposed training record (the model fails), pointing at its row of the members
+    assert len(exposed) == len(failing.exposed["records"]) == 10
+    assert {r["level"] for r in exposed} == {"note"}
+    first = failing.exposed["records"][0]
+    assert exposed[0]["locations"][0]["logicalLocations"][0]["name"] == f"members[{first['member_index']}]"
+    assert exposed[0]["properties"]["memberIndex"] == first["member_index"]
+    assert f"training record {first['member_index']} " in exposed[0]["message"]["text"]
     assert [(r["ruleId"], r["level"]) for r in results] == [
         ("privgate/accuracy", "error"),
         ("privgate/tpr_at_fpr", "warning"),
     ]
-    assert [rules[r["ruleIndex"]] for r in results] == [r["ruleId"] for r in results]
+    assert [rules[r["ruleIndex"]] for r in run["results"]] == [r["ruleId"] for r in run["results"]]
     lines = POLICY.splitlines()
     for r, check_id in zip(results, ["mia-accuracy", "mia-tpr"]):
         loc = r["locations"][0]["physicalLocation"]
@@ -232,9 +240,8 @@ def test_sarif_with_a_builtin_policy_points_at_the_model(failing, sarif_validato
     )
     log = json.loads(render(rep, "sarif"))
     sarif_validator.validate(log)
-    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]} == {
-        "models/model.pt"
-    }
+    checks = [r for r in log["runs"][0]["results"] if r["ruleId"] != "privgate/exposed_record"]
+    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in checks} == {"models/model.pt"}
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -642,7 +649,7 @@ def test_roc_curves_have_distinct_colours_and_the_legend_sits_below_the_plot():
     ]
     svg = roc_chart(attacks)
     colours = re.findall(r"class='series' data-name='[^']+' points='[^']+' fill='none' stroke='(#[0-9a-f]{6})'", svg)
-    assert len(names) == 24 and len(colours) == 24 == len(set(colours))
+    assert len(names) == len(available_attacks()) + 10 and len(colours) == len(names) == len(set(colours))
     legend = re.findall(
         r"<g class='legend' data-name='([^']+)'><line x1='[\d.]+' y1='(\d+)' x2='[\d.]+' y2='\d+' "
         r"stroke='(#[0-9a-f]{6})'",

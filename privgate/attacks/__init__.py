@@ -15,11 +15,22 @@ attack this version knows is implemented, so it is empty.
 
 from __future__ import annotations
 
-from privgate.attacks import attribute, blind, gradient, inversion, label_only, lira, rmia, shadow, threshold
+from privgate.attacks import (
+    attribute,
+    blind,
+    gradient,
+    inversion,
+    label_only,
+    learned,
+    lira,
+    rmia,
+    shadow,
+    threshold,
+)
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped, ThreatModel
 
 #: The attack modules, each with its ``ATTACKS``.
-MODULES = (threshold, shadow, lira, rmia, label_only, blind, gradient, inversion, attribute)
+MODULES = (threshold, learned, shadow, lira, rmia, label_only, blind, gradient, inversion, attribute)
 
 _REGISTRY: dict[str, type[Attack]] = {}
 

@@ -18,6 +18,9 @@ import numpy as np
 from privgate.options import RunOptions
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from privgate.attacks.crossfit import CalibrationLabels
     from privgate.inputs.data import Dataset
     from privgate.inputs.target import Target
     from privgate.recipe import Recipe
@@ -87,7 +90,15 @@ class AttackContext:
 
 @dataclass
 class AttackResult:
-    """Per-example membership scores (higher = more likely member) and what they cost."""
+    """Per-example membership scores (higher = more likely member) and what they cost.
+
+    An attack that learns how to score from examples of known membership (the
+    learned attack, two-sided thresholds) leaves ``scores`` as a label-free
+    placeholder and sets ``fitted``: the gate calls it once with
+    :class:`~privgate.attacks.crossfit.CalibrationLabels` — the calibration
+    split's membership, never the evaluation split's — and uses what it returns
+    (cross-fitted, see :mod:`privgate.attacks.crossfit`) as the scores.
+    """
 
     attack: str
     threat_model: ThreatModel
@@ -98,6 +109,7 @@ class AttackResult:
     options: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
+    fitted: Callable[[CalibrationLabels], np.ndarray] | None = None
 
 
 class Attack(ABC):

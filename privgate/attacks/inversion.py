@@ -144,13 +144,25 @@ def _resolve_image_shape(option: Any, ctx: AttackContext) -> tuple[tuple[int, ..
         if int(np.prod(shape)) != d or len(shape) not in (2, 3):
             raise AttackSkipped(f"option image_shape {list(shape)} does not fit audit rows of {d} features")
         return shape, None
-    declared = ctx.recipe.extra.get("image_shape") if ctx.recipe is not None else None
+    return image_shape(ctx.x, ctx.recipe)
+
+
+def image_shape(x: np.ndarray, recipe: Any = None) -> tuple[tuple[int, ...] | None, str | None]:
+    """The image shape of one row of ``x`` when the rows look like images (else None), and how it was chosen.
+
+    The recipe's ``extra['image_shape']`` wins; rows of 2 or 3 dimensions are
+    images; flat rows of a perfect-square number (≥ 36) of non-binary features
+    are square grey images (8×8 digits); anything else is a table.
+    """
+    row = x.shape[1:]
+    d = int(np.prod(row))
+    declared = recipe.extra.get("image_shape") if recipe is not None else None
     if declared is not None:
         return tuple(int(v) for v in declared), "image shape from the recipe's extra['image_shape']"
     if len(row) in (2, 3):
         return tuple(int(v) for v in row), None
     side = int(round(math.sqrt(d)))
-    binary = np.isin(ctx.x, (0.0, 1.0)).all()
+    binary = np.isin(x, (0.0, 1.0)).all()
     if len(row) == 1 and side * side == d and d >= 36 and not binary:
         return (
             (side, side),

@@ -3,7 +3,10 @@
 Each attack maps the target's output on one example to a score; members tend to
 get lower loss, higher confidence and lower entropy because the model fitted
 them. With ``class_dependent: true`` the gate learns one threshold per class on
-the calibration split (Song & Mittal 2021, arXiv 2003.10595).
+the calibration split (Song & Mittal 2021, arXiv 2003.10595). ``direction``
+says which side of the threshold is "member": ``higher`` (default), ``lower``,
+or ``two_sided`` — far in either tail of the calibration non-members'
+distribution, per class with ``class_dependent`` (:mod:`privgate.attacks.tails`).
 """
 
 from __future__ import annotations
@@ -26,25 +29,41 @@ class _OutputAttack(Attack):
     threat_model = "black-box"
     supports_class_dependent = True
 
-    def __init__(self, class_dependent: bool = False, **options: Any) -> None:
+    def __init__(self, class_dependent: bool = False, direction: str = "higher", **options: Any) -> None:
+        from privgate.attacks.tails import DIRECTIONS
+        from privgate.errors import shown
+
         super().__init__(**options)
         if not isinstance(class_dependent, bool):
             raise TypeError("option class_dependent must be true or false")
+        if direction not in DIRECTIONS:
+            raise ValueError(f"option direction must be one of {', '.join(DIRECTIONS)}, got {shown(direction)}")
         self.options = {"class_dependent": class_dependent}
+        if direction != "higher":  # the default is not spelled out, so existing reports keep their options
+            self.options["direction"] = direction
 
     def score(self, ctx: AttackContext) -> np.ndarray:
         raise NotImplementedError
 
     def run(self, ctx: AttackContext) -> AttackResult:
+        from privgate.attacks.tails import two_sided_scorer
+
         start = time.perf_counter()
         s = np.asarray(self.score(ctx), dtype=float)
+        direction = self.options.get("direction", "higher")
+        per_class = self.options["class_dependent"]
+        if direction == "lower":
+            s = -s
         return AttackResult(
             attack=self.name,
             threat_model=self.threat_model,
             scores=s,
             seconds=time.perf_counter() - start,
-            groups=np.asarray(ctx.y) if self.options["class_dependent"] else None,
+            groups=np.asarray(ctx.y) if per_class and direction != "two_sided" else None,
             options=dict(self.options),
+            fitted=two_sided_scorer(s, np.asarray(ctx.y) if per_class else None, ctx.seed)
+            if direction == "two_sided"
+            else None,
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import click
 
 from privgate import __version__
+from privgate.cli.audit import audit
 from privgate.cli.check import check, harden
 from privgate.cli.fl import fl
 from privgate.cli.init import init_cmd
@@ -36,6 +37,7 @@ cli.add_command(report)
 cli.add_command(policy)
 cli.add_command(init_cmd)
 cli.add_command(fl)
+cli.add_command(audit)
 
 
 def main() -> None:

@@ -113,6 +113,12 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "--json, none without --json.",
 )
 @click.option(
+    "--exposed",
+    type=click.IntRange(min=0),
+    help="How many of the most exposed members the reports list (their row in the members file, each attack's "
+    "score, rank and FPR/TPR there); default 10, 0 for none. This flag, else the config's 'exposed'.",
+)
+@click.option(
     "--trust-checkpoint",
     is_flag=True,
     default=None,
@@ -160,6 +166,7 @@ def check(
     threads: int | None = None,
     device: str | None = None,
     engine: str | None = None,
+    exposed: int | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
     from privgate.inputs.config import find_config, load_config
@@ -250,6 +257,7 @@ def check(
             engine=engine or cfg.get("engine") or "auto",
             progress=progress,
             artefacts_dir=staging.path,
+            exposed=10 if pick("exposed", exposed) is None else pick("exposed", exposed),
         )
         if status:
             status.start()
@@ -276,7 +284,8 @@ def check(
         for fmt, path in outputs.items():
             if path and fmt != "json":
                 out.print(f"{fmt} report: {path}")
-        if artefacts_dir and any(a.extras.get("artefacts") for a in report.attacks):
+        images = any(r.get("image") for r in (report.exposed or {}).get("records", []))
+        if artefacts_dir and (images or any(a.extras.get("artefacts") for a in report.attacks)):
             out.print(f"artefacts: {artefacts_dir}")
     return report.exit_code
 

@@ -146,7 +146,7 @@ class Outcome:
     """What :func:`remediate` decided: the report to hand back and, when hardened, the model."""
 
     report: Report
-    status: str  # not_needed | cannot_help | hardened | no_epsilon
+    status: str  # not_needed | cannot_help | hardened | no_epsilon | audit_failed
     model: nn.Module | None = None
     recipe: DPRecipe | None = None
     candidate: Candidate | None = None
@@ -442,10 +442,23 @@ def remediate(
             + (f", floor {floor:.4f})" if floor is not None else ")")
         ),
     )
-    report = _with_section(chosen.report, section, clock)
-    report = report.model_copy(
-        update={"summary": f"{chosen.report.summary} — hardened: {section['reason']}; {len(candidates)} training(s)"}
-    )
+    summary = f"{chosen.report.summary} — hardened: {section['reason']}; {len(candidates)} training(s)"
+    if rem.audit:
+        from privgate.audits.dpsgd import audit_remediation
+
+        say(f"auditing DP-SGD at ε = {chosen.epsilon:g} with gradient canaries (one more training)")
+        section["audit"] = audit_remediation(
+            recipe, train, settings, chosen.epsilon, rem.audit_canaries, policy.confidence, seed, run.threads
+        )
+        section["audit_summary"] = section["audit"]["summary"]
+        summary += f"; {section['audit']['summary']}"
+        if section["audit"]["verdict"] == "fail":  # the chosen ε is provably not delivered: hand out no model
+            section.update(status="audit_failed", reason=section["audit"]["summary"])
+            report = _with_section(chosen.report, section, clock).model_copy(
+                update={"verdict": "fail", "summary": summary}
+            )
+            return Outcome(report, "audit_failed", candidates=candidates)
+    report = _with_section(chosen.report, section, clock).model_copy(update={"summary": summary})
     return Outcome(report, "hardened", chosen.model, chosen.recipe, chosen, candidates)
 
 

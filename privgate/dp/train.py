@@ -47,6 +47,7 @@ import dataclasses
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -365,6 +366,7 @@ def train_dp(
     steps_per_epoch: int | None = None,
     account: bool = True,
     device: str = "cpu",
+    instrument: Callable[[Any, float], None] | None = None,
 ) -> tuple[nn.Module, DPTraining]:
     """Train a model of ``recipe`` on (x, y) with DP-SGD; deterministic for a given seed.
 
@@ -391,6 +393,10 @@ def train_dp(
             device, from a generator seeded with the seed, so the same seed
             gives the same model on the same kind of device. Dropout masks come
             from :mod:`privgate.training.dropout`.
+        instrument: called once with Opacus' DP optimiser and the Poisson
+            sampling rate before the first step; the one-run DP-SGD audit
+            (:mod:`privgate.audits.dpsgd_whitebox`) adds its gradient canaries
+            to the noisy step through it.
 
     Returns:
         The trained model (a plain module on the CPU, eval mode, no Opacus
@@ -422,6 +428,8 @@ def train_dp(
         model, optimizer, loader, settings, noise_gen, target_epsilon, noise_multiplier
     )
     calibration = time.perf_counter() - t0
+    if instrument is not None:
+        instrument(dp_opt, float(dp_loader.sample_rate))
     t1 = time.perf_counter()
     forked = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
     masks = torch.Generator().manual_seed(dropout_seed(seed))

@@ -34,6 +34,7 @@ KEYS = {
     "label_column": str,
     "cache_dir": str,
     "threads": int,
+    "exposed": int,
     "trust_checkpoint": bool,
     "device": str,
     "engine": str,
@@ -93,6 +94,8 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
                 f"{path}: '{prefix}{key}' must be one of {', '.join(CHOICES[key])}, got {shown(value, 80)}"
                 f"{did_you_mean(value, CHOICES[key])}."
             )
+        if key == "exposed" and value < 0:
+            raise ConfigError(f"{path}: '{prefix}exposed' must be 0 or more, got {value}.")
     return dict(table)
 
 

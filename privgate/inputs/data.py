@@ -212,6 +212,8 @@ class AuditData:
     seed: int = 0
     warnings: list[str] = field(default_factory=list)
     balanced_from: dict[str, int] | None = None
+    #: each audit member's row in the members file as given (they differ after sub-sampling)
+    member_rows: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         sets = [("members", self.members), ("non-members", self.nonmembers)]
@@ -228,12 +230,14 @@ class AuditData:
                 "(same features and label); membership numbers would be wrong, so remove the duplicates."
             )
         n1, n0 = len(self.members), len(self.nonmembers)
+        self.member_rows = np.arange(n1)
         if max(n1, n0) > IMBALANCE_RATIO * min(n1, n0):
             rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0xBA1]))
             k = min(n1, n0)
             self.balanced_from = {"members": n1, "nonmembers": n0}
             if n1 > n0:
-                self.members = self.members.subset(np.sort(rng.choice(n1, k, replace=False)))
+                self.member_rows = np.sort(rng.choice(n1, k, replace=False))
+                self.members = self.members.subset(self.member_rows)
             else:
                 self.nonmembers = self.nonmembers.subset(np.sort(rng.choice(n0, k, replace=False)))
             self.warnings.append(

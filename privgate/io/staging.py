@@ -101,6 +101,9 @@ class Staging:
             paths = attack.extras.get("artefacts")
             if isinstance(paths, list):
                 attack.extras["artefacts"] = [moved(p) for p in paths]
+        for record in (out.exposed or {}).get("records", []):
+            if record.get("image"):
+                record["image"] = moved(record["image"])
         return out
 
 

@@ -27,7 +27,9 @@ from privgate.inputs.validation import FieldError
 
 #: The attacks a policy that lists none runs for its checks: the cheap black-box family
 #: (Yeom et al. 2018; Salem et al. 2019; Song & Mittal 2021), with class-dependent
-#: thresholds where they help. Named in ``attacks:`` a policy can run anything else.
+#: thresholds where they help, and the learned attack over the same signals (cross-fitted
+#: on the calibration split, :mod:`privgate.attacks.learned`) — the attacks of ``internal``.
+#: Named in ``attacks:`` a policy can run anything else.
 DEFAULT_ATTACKS: dict[str, dict[str, Any]] = {
     "loss": {},
     "confidence": {},
@@ -35,6 +37,7 @@ DEFAULT_ATTACKS: dict[str, dict[str, Any]] = {
     "modified_entropy": {"class_dependent": True},
     "true_class_confidence": {"class_dependent": True},
     "correctness": {},
+    "learned": {},
 }
 
 #: The metric → the only attacks that measure it (others produce membership scores).
@@ -191,6 +194,14 @@ class Remediation(_Strict):
     )
     max_physical_batch_size: int = Field(
         default=256, ge=1, description="Most examples per forward/backward pass (memory only)."
+    )
+    audit: bool = Field(
+        default=False,
+        description="Audit the chosen ε: one more DP-SGD run with the hardened model's settings and gradient "
+        "canaries (privgate audit dpsgd); the report shows the claim next to the measured lower bound.",
+    )
+    audit_canaries: int = Field(
+        default=1000, ge=2, description="Canaries of that audit (at most the model's parameters)."
     )
 
     @field_validator("delta")

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from privgate.report.exposed import view as exposed_view
 from privgate.report.model import Report
 from privgate.report.text import check_fpr_label, interval, num, rate_label, sig, target_notes
 
@@ -78,6 +79,15 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
                 f"{a.seconds:.2f}",
             )
         console.print(t)
+    exposed = exposed_view(report)
+    if exposed is not None:
+        t = Table(title=f"Most exposed members (by {exposed.attack})")
+        for col in exposed.header:
+            t.add_column(col)
+        for row in exposed.rows:
+            t.add_row(*row)
+        console.print(t)
+        console.print(exposed.intro, markup=False, style="dim")
     if report.remediation:
         print_remediation(report.remediation, console)
     style = _STYLE[report.verdict]
@@ -153,9 +163,14 @@ def print_remediation(rem: dict[str, Any], console: Console) -> None:
         )
     for change in rem.get("architecture_changes") or []:
         console.print(f"  [yellow]architecture change:[/] {change}")
-    style = {"hardened": "green", "no_epsilon": "bold red"}.get(rem.get("status", ""), "white")
+    style = {"hardened": "green", "no_epsilon": "bold red", "audit_failed": "bold red"}.get(
+        rem.get("status", ""), "white"
+    )
     if rem.get("status"):
         console.print(f"  [{style}]remediation {rem['status']}[/]: {rem.get('reason', '')}")
+    audit = rem.get("audit") if isinstance(rem.get("audit"), dict) else {}
+    if audit.get("summary") and rem.get("status") != "audit_failed":  # the claim next to the measured lower bound
+        console.print(f"  [{_STYLE.get(audit.get('verdict', ''), 'white')}]{audit['summary']}[/]")
     output = rem.get("output") or {}
     if output:
         console.print(

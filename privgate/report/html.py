@@ -21,6 +21,7 @@ import numpy as np
 
 from privgate.io.png import png_bytes
 from privgate.report.charts import remediation_chart, roc_chart
+from privgate.report.exposed import view as exposed_view
 from privgate.report.model import AttackSummary, Report
 from privgate.report.remediation import view as remediation_view
 from privgate.report.text import (
@@ -201,6 +202,40 @@ def inversion_images(attacks: list[AttackSummary]) -> list[tuple[str, list[str],
     return groups
 
 
+# --------------------------------------------------------------------------- exposed records
+
+
+def _exposed_html(report: Report) -> list[str]:
+    """The most exposed members: one row each, every attack's rank and FPR, the record's image for image data."""
+    ex = exposed_view(report)
+    if ex is None:
+        return []
+    names = sorted(ex.records[0]["attacks"], key=lambda n: (n != ex.attack, n))
+    images = [_artefact_uri(str(p), p) if p else None for p in ex.images]
+    h = [
+        f"<h2>Most exposed members (by {escape(ex.attack)})</h2>",
+        f"<p class='muted'>{escape(ex.intro)}</p>",
+        "<div class='scroll'><table id='exposed'><tr>",
+    ]
+    head = ex.header[:4] + (["image"] if any(images) else []) + [f"{n}: score · rank · FPR · TPR" for n in names]
+    h.append("".join(f"<th>{escape(c)}</th>" for c in head) + "</tr>")
+    for row, rec, uri in zip(ex.rows, ex.records, images):
+        cells = "".join(_td(v, "num") for v in row[:4])
+        if any(images):
+            cells += (
+                f"<td class='imgs'><img class='tile' alt='member {rec['member_index']}' src='{uri}'></td>"
+                if uri
+                else "<td></td>"
+            )
+        for n in names:
+            a = rec["attacks"][n]
+            flagged = " st fail" if a["fpr"] <= 0.01 else ""
+            cells += _td(f"{a['score']:.4g} · {a['rank']} · {a['fpr']:.2%} · {a['tpr']:.2%}", "num" + flagged)
+        h.append(f"<tr>{cells}</tr>")
+    h.append("</table></div>")
+    return h
+
+
 # --------------------------------------------------------------------------- page
 
 
@@ -342,6 +377,8 @@ def render_html(report: Report) -> str:
         h += [
             f"<p class='reason'><em>{escape(k.replace('_', ' '))}</em>: {escape(v)}</p>" for k, v in rem.notes.items()
         ]
+
+    h += _exposed_html(report)  # after the remediation plot: which records to fix
 
     if report.warnings:
         h.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in report.warnings) + "</ul>")

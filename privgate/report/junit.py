@@ -13,6 +13,7 @@ import re
 import socket
 import xml.etree.ElementTree as ET
 
+from privgate.report.exposed import view as exposed_view
 from privgate.report.model import Report
 from privgate.report.text import attack_summary, check_message, target_accuracy
 
@@ -72,6 +73,23 @@ def render_junit(report: Report) -> str:
             node.text = message
         else:
             ET.SubElement(case, "system-out").text = message
+    exposed = exposed_view(report)
+    if exposed is not None:  # which records leak: a property per record, the table in the suite's output
+        for row, rec in zip(exposed.rows, exposed.records):
+            mine = rec["attacks"][exposed.attack]
+            ET.SubElement(
+                props,
+                "property",
+                {
+                    "name": f"exposed.{row[0]}",
+                    "value": _clean(
+                        f"member {rec['member_index']} ({exposed.attack} score {mine['score']:.4g}, "
+                        f"FPR {mine['fpr']:.4g}, TPR {mine['tpr']:.4g})"
+                    ),
+                },
+            )
+        text = [exposed.intro, " | ".join(exposed.header)] + [" | ".join(r) for r in exposed.rows]
+        ET.SubElement(suite, "system-out").text = _clean("\n".join(text))
     if report.warnings:
         ET.SubElement(suite, "system-err").text = _clean("\n".join(report.warnings))
     ET.indent(root)

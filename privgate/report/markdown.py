@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from privgate.report.exposed import view as exposed_view
 from privgate.report.model import Report
 from privgate.report.remediation import view as remediation_view
 from privgate.report.text import (
@@ -115,6 +116,12 @@ def render_markdown(report: Report) -> str:
         lines += _table(
             ["attack", "access", "AUC [CI]", "accuracy [CI]", "TPR @ 0.1% FPR", "TPR @ 1% FPR", "n in/out", "s"], rows
         )
+        lines.append("")
+
+    exposed = exposed_view(report)
+    if exposed is not None:
+        lines += [f"### Most exposed members (by `{exposed.attack}`)", "", exposed.intro, ""]
+        lines += _table(exposed.header, exposed.rows)
         lines.append("")
 
     rem = remediation_view(report)

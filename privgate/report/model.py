@@ -115,6 +115,12 @@ class Report(BaseModel):
     checks: list[CheckResult]
     attacks: list[AttackSummary]
     remediation: dict[str, Any] | None = None
+    exposed: dict[str, Any] | None = Field(
+        default=None,
+        description="The members the strongest attack singles out (privgate.stats.exposure): their row in the members "
+        "file, label, split, and per attack their score, rank and (fpr, tpr) point; `image` is an artefact path "
+        "for image data.",
+    )
     warnings: list[str] = Field(default_factory=list)
     environment: dict[str, Any]
     started: str

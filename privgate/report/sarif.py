@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from privgate.report.exposed import view as exposed_view
 from privgate.report.model import CheckResult, Report
 from privgate.report.text import check_message
 
@@ -88,7 +89,7 @@ def _rule(metric: str) -> dict[str, Any]:
         "name": name,
         "shortDescription": {"text": short},
         "fullDescription": {"text": full},
-        "defaultConfiguration": {"level": "error"},
+        "defaultConfiguration": {"level": "note" if metric == EXPOSED_RULE else "error"},
         "help": {
             "text": f"{full} Lower the leakage (e.g. retrain with DP-SGD: privgate check --remediate) or, if "
             f"justified, change the check's 'max' in the policy."
@@ -165,9 +166,61 @@ def _fingerprint(report: Report, c: CheckResult) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+#: The rule of an exposed training record (privgate.stats.exposure).
+EXPOSED_RULE = "exposed_record"
+RULES[EXPOSED_RULE] = (
+    "ExposedTrainingRecord",
+    "A training record the strongest membership-inference attack singles out",
+    "A member of the training set that the leading attack scores among the highest: an attacker flagging everyone "
+    "down to this record operates at the FPR given (Carlini et al. 2022, arXiv 2112.03570). Remove, deduplicate or "
+    "down-weight it before retraining.",
+)
+
+
+def _exposed_results(report: Report) -> list[dict[str, Any]]:
+    """One ``note`` per exposed record, when the model did not pass (a passing model's top records are no finding)."""
+    exposed = exposed_view(report)
+    if exposed is None or report.verdict == "pass":
+        return []
+    source = str((report.data.get("members") or {}).get("source") or "")
+    where: dict[str, Any] = {}
+    if source and Path(source).is_file():
+        uri, base = _uri(source)
+        where = {"physicalLocation": {"artifactLocation": {"uri": uri, **({"uriBaseId": base} if base else {})}}}
+    out = []
+    for rec in exposed.records:
+        mine = rec["attacks"][exposed.attack]
+        text = (
+            f"training record {rec['member_index']} (label {rec['label']}) is exposed: '{exposed.attack}' ranks it "
+            f"{mine['rank']} of {report.exposed.get('n_members')} members, at FPR {mine['fpr']:.4g} "
+            f"(TPR {mine['tpr']:.4g})"
+        )
+        logical = {"name": f"members[{rec['member_index']}]", "kind": "element"}
+        key = "\0".join([str(report.target.get("path")), source, str(rec["member_index"])])
+        out.append(
+            {
+                "ruleId": rule_id(EXPOSED_RULE),
+                "kind": "review",
+                "level": "note",
+                "message": {"text": text},
+                "locations": [{**where, "logicalLocations": [logical]}],
+                "partialFingerprints": {"privgateRecord/v1": hashlib.sha256(key.encode()).hexdigest()[:32]},
+                "properties": {
+                    "memberIndex": rec["member_index"],
+                    "label": rec["label"],
+                    "split": rec["split"],
+                    "attack": exposed.attack,
+                    "attacks": rec["attacks"],
+                },
+            }
+        )
+    return out
+
+
 def render_sarif(report: Report) -> str:
     """The report as a SARIF 2.1.0 log with one run."""
-    metrics = sorted({c.metric for c in report.checks})
+    exposed = _exposed_results(report)
+    metrics = sorted({c.metric for c in report.checks}) + ([EXPOSED_RULE] if exposed else [])
     index = {m: i for i, m in enumerate(metrics)}
     policy_file = _policy_file(report)
     lines = _check_lines(policy_file) if policy_file else {}
@@ -199,6 +252,7 @@ def render_sarif(report: Report) -> str:
                 },
             }
         )
+    results += [{**r, "ruleIndex": index[EXPOSED_RULE]} for r in exposed]
     run: dict[str, Any] = {
         "tool": {
             "driver": {
@@ -232,4 +286,4 @@ def render_sarif(report: Report) -> str:
     return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
 
 
-__all__ = ["RULES", "render_sarif", "rule_id"]
+__all__ = ["EXPOSED_RULE", "RULES", "render_sarif", "rule_id"]

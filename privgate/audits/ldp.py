@@ -1,0 +1,334 @@
+"""``privgate audit ldp``: does a local randomiser deliver the ε it claims? Seed 001's test harness.
+
+Matsumoto, Takahashi, Liew & Oguchi, "Measuring Lower Bounds of Local
+Differential Privacy via Adversary Instantiations in Federated Learning"
+(seed 001). For every claimed ε, adversary (:mod:`privgate.audits.ldp_adversaries`)
+and distinguisher (:mod:`privgate.audits.ldp_game`), K trials of the game give
+FP and FN counts; :mod:`privgate.audits.ldp_estimate` turns them into seed
+001's point value ε_emp (Eq. 3, reported, never deciding) and a lower bound
+valid at the report's confidence jointly over all cells (Clopper-Pearson,
+Bonferroni over claims × adversaries × distinguishers).
+
+Decision per claimed ε: ``fail`` when some cell's lower bound exceeds it (the
+randomiser provably does not deliver it), ``inconclusive`` when even a
+distinguisher that never errs could not prove more than the claim with K
+trials (a pass would be a foregone conclusion), ``pass`` otherwise. The
+verdict: fail if any claim fails, else inconclusive if any is, else pass.
+
+Gradients come from a real model on real data: θ_t is the recipe trained on
+the data (default: :data:`privgate.audits.bundled.LDP_RECIPE` on digits), and
+the malicious model of ``collusion`` is the recipe trained on the examples of
+the most frequent label only.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+import torch
+
+from privgate import __version__
+from privgate.audits.bundled import LDP_RECIPE, digits
+from privgate.audits.ldp_adversaries import ADVERSARIES, DISTINGUISHERS, RULE_TEXT, CraftSettings, Source, craft
+from privgate.audits.ldp_estimate import epsilon_empirical, epsilon_lower_bound, max_provable_epsilon, upper_rates
+from privgate.audits.ldp_game import Counts, play
+from privgate.audits.ldp_gradients import FunctionalModel
+from privgate.audits.ldp_mechanism import ldp_sgd_randomise
+from privgate.audits.report import LdpAuditReport, LdpClaim, LdpResult
+from privgate.errors import PrivgateError, RecipeError
+from privgate.errors import clip as clip_text
+from privgate.inputs.data import Dataset
+from privgate.recipe import Recipe
+from privgate.training.threads import limit_threads
+
+#: Progress callback: (trials done, trials in all, what is running).
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class LdpSettings:
+    """What to audit and how hard.
+
+    Args:
+        epsilons: the claimed ε, or several for a sweep (each is a claim of its own).
+        clip: L, the clipping norm of Algorithm 1.
+        trials: K per cell.
+        adversaries: a subset of :data:`ADVERSARIES`.
+        distinguishers: a subset of :data:`DISTINGUISHERS`.
+        confidence: probability that every bound in the report holds at once.
+        seed: drives θ_t's training, the example pools and every trial.
+        craft: the crafters' step sizes.
+    """
+
+    epsilons: tuple[float, ...]
+    clip: float = 1.0
+    trials: int = 10_000
+    adversaries: tuple[str, ...] = ADVERSARIES
+    distinguishers: tuple[str, ...] = DISTINGUISHERS
+    confidence: float = 0.95
+    seed: int = 0
+    craft: CraftSettings = field(default_factory=CraftSettings)
+
+    def __post_init__(self) -> None:
+        if not self.epsilons or any(not (math.isfinite(e) and e > 0) for e in self.epsilons):
+            raise PrivgateError(
+                f"--epsilon: every claimed ε must be a positive finite number, got {list(self.epsilons)}."
+            )
+        if not (math.isfinite(self.clip) and self.clip > 0):
+            raise PrivgateError(f"--clip: the clipping norm must be a positive finite number, got {self.clip}.")
+        if self.trials < 2:
+            raise PrivgateError(f"--trials: at least 2 trials per cell are needed, got {self.trials}.")
+        if not 0.5 < self.confidence < 1:
+            raise PrivgateError(f"--confidence: must lie strictly between 0.5 and 1, got {self.confidence}.")
+        unknown = [a for a in self.adversaries if a not in ADVERSARIES] + [
+            d for d in self.distinguishers if d not in DISTINGUISHERS
+        ]
+        if unknown or not self.adversaries or not self.distinguishers:
+            raise PrivgateError(
+                f"unknown or empty adversary/distinguisher selection {unknown or ''}; adversaries: "
+                f"{', '.join(ADVERSARIES)}; distinguishers: {', '.join(DISTINGUISHERS)}."
+            )
+
+    @property
+    def cells(self) -> int:
+        return len(self.epsilons) * len(self.adversaries) * len(self.distinguishers)
+
+    @property
+    def cell_alpha(self) -> float:
+        return (1.0 - self.confidence) / self.cells
+
+
+def _train(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: int, what: str) -> torch.nn.Module:
+    try:
+        return recipe.train(x, y, seed)
+    except PrivgateError:
+        raise
+    except Exception as exc:  # the user's recipe: one sentence
+        raise RecipeError(
+            f"recipe '{recipe.name}': training {what} failed ({exc.__class__.__name__}: {clip_text(str(exc))})."
+        ) from None
+
+
+def prepare_source(recipe: Recipe | None, data: Dataset | None, seed: int, collusion: bool) -> Source:
+    """θ_t (the recipe trained on the data) and, for ``collusion``, the malicious one-label model θ̃_t."""
+    recipe = recipe or LDP_RECIPE
+    data = data or digits()
+    with torch.random.fork_rng(devices=[]):
+        model = _train(recipe, data.x, data.y, seed, "θ_t")
+        probe = torch.as_tensor(np.ascontiguousarray(data.x[:64]), dtype=torch.float32)
+        fm = FunctionalModel(model, probe)
+        theta = fm.flat()
+        source = Source(
+            fm, theta, data, seed, description=f"recipe '{recipe.name}' trained on {data.source} ({len(data)} rows)"
+        )
+        labels, counts = np.unique(data.y, return_counts=True)
+        if collusion and len(labels) >= 2:
+            label = int(labels[int(np.argmax(counts))])
+            rows = data.y == label
+            bad = _train(recipe, data.x[rows], data.y[rows], seed + 1, f"the malicious one-label model (label {label})")
+            source.malicious_theta = FunctionalModel(bad, probe).flat()
+            source.malicious_label = label
+    return source
+
+
+def cell_seed(seed: int, adversary: str, epsilon: float) -> int:
+    """The generator seed of one (adversary, ε): a cell's trials do not depend on which other cells run."""
+    state = np.random.SeedSequence(
+        [seed, 0x1D9, ADVERSARIES.index(adversary), int(round(epsilon * 1e6))]
+    ).generate_state(2)
+    return int(state[0]) << 32 | int(state[1])
+
+
+def _result(eps: float, adversary: str, distinguisher: str, rule: str, c: Counts, alpha: float) -> LdpResult:
+    fp_rate, fn_rate = c.fp / c.trials_g1, c.fn / c.trials_g2
+    fp_hi, fn_hi = upper_rates(c.fp, c.trials_g1, c.fn, c.trials_g2, alpha)
+    lb = epsilon_lower_bound(c.fp, c.trials_g1, c.fn, c.trials_g2, alpha)
+    return LdpResult(
+        claimed_epsilon=eps,
+        adversary=adversary,
+        distinguisher=distinguisher,
+        rule=rule,
+        trials=c.trials,
+        trials_g1=c.trials_g1,
+        trials_g2=c.trials_g2,
+        fp_count=c.fp,
+        fn_count=c.fn,
+        fp=fp_rate,
+        fn=fn_rate,
+        fp_upper=fp_hi,
+        fn_upper=fn_hi,
+        epsilon_empirical=epsilon_empirical(fp_rate, fn_rate),
+        epsilon_lb=lb,
+        status="fail" if lb > eps else "pass",
+    )
+
+
+def _claim(eps: float, cells: list[LdpResult], ceiling: float, trials: int, confidence: float) -> LdpClaim:
+    best = max(cells, key=lambda r: r.epsilon_lb)
+    where = f"{best.adversary}/{best.distinguisher}"
+    if best.epsilon_lb > eps:
+        return LdpClaim(
+            claimed_epsilon=eps,
+            max_epsilon_lb=best.epsilon_lb,
+            strongest=where,
+            max_provable_epsilon=ceiling,
+            status="fail",
+            reason=f"{where} proves ε ≥ {best.epsilon_lb:.3f} > the claimed {eps:g} at {confidence * 100:g}% "
+            "confidence: "
+            "the mechanism does not deliver its claim",
+        )
+    if ceiling <= eps:
+        for r in cells:
+            r.status = "inconclusive"
+        return LdpClaim(
+            claimed_epsilon=eps,
+            max_epsilon_lb=best.epsilon_lb,
+            strongest=where,
+            max_provable_epsilon=ceiling,
+            status="inconclusive",
+            reason=f"with {trials} trials per cell no distinguisher could prove more than ε = {ceiling:.3f}, not "
+            f"above the claimed {eps:g}; "
+            "more trials (--trials) could test it",
+        )
+    return LdpClaim(
+        claimed_epsilon=eps,
+        max_epsilon_lb=best.epsilon_lb,
+        strongest=where,
+        max_provable_epsilon=ceiling,
+        status="pass",
+        reason=f"no violation found: the strongest cell, {where}, proves ε ≥ {best.epsilon_lb:.3f} "
+        f"({best.epsilon_lb / eps:.0%} of the claimed {eps:g}); "
+        f"{trials} trials could have proved up to {ceiling:.3f}",
+    )
+
+
+def _summary(verdict: str, claims: list[LdpClaim]) -> str:
+    if len(claims) == 1:
+        return f"{verdict.upper()}: claimed ε = {claims[0].claimed_epsilon:g} — {claims[0].reason}."
+    each = ", ".join(f"ε = {c.claimed_epsilon:g} {c.status} (ε ≥ {c.max_epsilon_lb:.3f})" for c in claims)
+    if verdict == "pass":
+        return f"PASS: {each} — no adversary refutes any claimed ε."
+    first = next(c for c in claims if c.status == verdict)
+    return f"{verdict.upper()}: {each} — ε = {first.claimed_epsilon:g}: {first.reason}."
+
+
+def audit_ldp(
+    settings: LdpSettings,
+    *,
+    recipe: Recipe | None = None,
+    data: Dataset | None = None,
+    mechanism: Callable[..., torch.Tensor] | None = None,
+    mechanism_name: str | None = None,
+    progress: Progress | None = None,
+    threads: int | None = None,
+) -> LdpAuditReport:
+    """Play every cell of ``settings`` against the randomiser and decide each claimed ε.
+
+    Args:
+        settings: claims, K, adversaries, distinguishers, confidence, seed.
+        recipe: trains θ_t (default: the bundled digits MLP); needs ``data``.
+        data: the examples the crafters use (default: digits).
+        mechanism: the randomiser (default: LDP-SGD, Algorithm 1).
+        mechanism_name: how the report names it (e.g. the ``module:function`` spec).
+        progress: called as trials finish.
+        threads: the most threads torch and BLAS may use (default 1, see :mod:`privgate.training.threads`).
+    """
+    from privgate.gate import environment
+    from privgate.options import RunOptions
+
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    randomise = mechanism or ldp_sgd_randomise
+    name = mechanism_name or "LDP-SGD (seed 001, Algorithm 1)"
+    with limit_threads(threads):
+        source = prepare_source(recipe, data, settings.seed, "collusion" in settings.adversaries)
+        alpha = settings.cell_alpha
+        total = settings.trials * len(settings.adversaries) * len(settings.epsilons)
+        done = 0
+        results: list[LdpResult] = []
+        pools: dict[str, int] = {}
+        game_seconds = 0.0
+        for adversary in settings.adversaries:
+            crafted = craft(adversary, source, settings.craft, settings.clip)
+            pools[adversary] = crafted.pool
+            for eps in settings.epsilons:
+                gen = torch.Generator().manual_seed(cell_seed(settings.seed, adversary, eps))
+
+                def tick(n: int, _a: str = adversary, _e: float = eps) -> None:
+                    nonlocal done
+                    done += n
+                    if progress is not None:
+                        progress(done, total, f"{_a} at ε = {_e:g}")
+
+                g0 = time.perf_counter()
+                counts = play(
+                    crafted,
+                    source.model,
+                    randomise,
+                    name,
+                    eps,
+                    settings.clip,
+                    settings.trials,
+                    settings.distinguishers,
+                    gen,
+                    tick,
+                )
+                game_seconds += time.perf_counter() - g0
+                for dist in settings.distinguishers:
+                    rule = RULE_TEXT["eq5"] if dist == "white_box" else RULE_TEXT[crafted.rule]
+                    results.append(_result(eps, adversary, dist, rule, counts[dist], alpha))
+            del crafted
+    n_g1, n_g2 = (settings.trials + 1) // 2, settings.trials // 2
+    ceiling = max_provable_epsilon(n_g1, n_g2, alpha)
+    claims = [
+        _claim(eps, [r for r in results if r.claimed_epsilon == eps], ceiling, settings.trials, settings.confidence)
+        for eps in settings.epsilons
+    ]
+    statuses = {c.status for c in claims}
+    verdict = "fail" if "fail" in statuses else "inconclusive" if "inconclusive" in statuses else "pass"
+    order = {a: i for i, a in enumerate(ADVERSARIES)}
+    results.sort(key=lambda r: (r.claimed_epsilon, order[r.adversary], r.distinguisher))
+    duration = time.perf_counter() - t0
+    played = settings.trials * settings.cells
+    return LdpAuditReport(
+        privgate_version=__version__,
+        verdict=verdict,
+        summary=_summary(verdict, claims),
+        claimed_epsilon=settings.epsilons[0] if len(settings.epsilons) == 1 else list(settings.epsilons),
+        confidence=settings.confidence,
+        cells=settings.cells,
+        cell_confidence=1.0 - alpha,
+        max_epsilon_lb=max(r.epsilon_lb for r in results),
+        max_provable_epsilon=ceiling,
+        clip=settings.clip,
+        trials=settings.trials,
+        mechanism={"name": name, "builtin": mechanism is None},
+        source={
+            "description": source.description,
+            "data": source.data.source,
+            "rows": len(source.data),
+            "parameters": source.model.d,
+            "theta_norm": float(source.theta.norm()),
+            "pool": pools,
+            "malicious_label": source.malicious_label,
+            "fgsm_step": settings.craft.fgsm_step,
+            "retrogression_step": settings.craft.retrogression_step,
+        },
+        adversaries=list(settings.adversaries),
+        distinguishers=list(settings.distinguishers),
+        claims=claims,
+        results=results,
+        environment=environment(RunOptions(seed=settings.seed, threads=threads)),
+        started=started,
+        duration_s=round(duration, 3),
+        game_seconds=round(game_seconds, 3),
+        trials_per_second=round(played / game_seconds, 1) if game_seconds > 0 else None,
+    )
+
+
+__all__ = ["LdpSettings", "Progress", "audit_ldp", "cell_seed", "prepare_source"]

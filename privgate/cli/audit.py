@@ -1,0 +1,403 @@
+"""``privgate audit``: check that a privacy *claim* holds — an LDP randomiser's ε, a DP-SGD run's (ε, δ).
+
+Exit codes: 0 no violation found, 1 a lower bound exceeds the claimed ε (the
+claim is false at the stated confidence), 2 bad input, 3 inconclusive (the
+audit could not have exceeded the claim: too few trials or canaries), 4
+internal error, 130 / 143 interrupted. Outputs (``--json``, ``--html``) are
+written together at the end, never over an input.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from privgate.audits.ldp_names import ADVERSARIES, DISTINGUISHERS
+from privgate.cli.guard import guard, out_console
+
+
+class _Positive(click.ParamType):
+    """A positive finite number (ε, a clipping norm): anything else is exit 2 before torch loads."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number.", param, ctx)
+        if not (math.isfinite(number) and number > 0):
+            self.fail(f"must be a positive finite number, got {value}.", param, ctx)
+        return number
+
+
+POSITIVE = _Positive()
+#: Confidence levels the bounds may be stated at.
+CONFIDENCE = click.FloatRange(0.5, 1, min_open=True, max_open=True)
+
+
+def _epsilons(_ctx: Any, _param: Any, value: str) -> tuple[float, ...]:
+    out = []
+    for part in value.split(","):
+        try:
+            eps = float(part.strip())
+        except ValueError:
+            raise click.BadParameter(
+                f"{part.strip()!r} is not a number; give ε as 4 or a sweep as 0.5,1,2,4."
+            ) from None
+        if not (eps > 0 and eps < float("inf")):
+            raise click.BadParameter(f"every claimed ε must be a positive finite number, got {part.strip()}.")
+        out.append(eps)
+    if len(set(out)) != len(out):
+        raise click.BadParameter(f"{value!r} names an ε twice.")
+    return tuple(out)
+
+
+def _names(choices: tuple[str, ...], what: str) -> Callable[[Any, Any, str], tuple[str, ...]]:
+    from privgate.inputs.suggest import did_you_mean
+
+    def parse(_ctx: Any, _param: Any, value: str) -> tuple[str, ...]:
+        if value.strip() == "all":
+            return choices
+        picked = tuple(dict.fromkeys(p.strip() for p in value.split(",") if p.strip()))
+        for name in picked:
+            if name not in choices:
+                raise click.BadParameter(
+                    f"unknown {what} {name!r}{did_you_mean(name, choices)}; choose 'all' or from {', '.join(choices)}."
+                )
+        if not picked:
+            raise click.BadParameter(f"no {what} given; choose 'all' or from {', '.join(choices)}.")
+        return picked
+
+    return parse
+
+
+def _inputs(data: str | None, specs: dict[str, str | None]) -> list[Any]:
+    """The files an audit reads (the data or its factory's module; recipe, mechanism, trainer modules)."""
+    from privgate.io.guards import Named, spec_file
+
+    dirs = [Path.cwd()]
+    found: list[Any] = []
+    if data:
+        p = Path(data)
+        is_factory = ":" in data and not p.exists() and p.suffix.lower() not in (".npz", ".pt", ".csv")
+        found.append(spec_file(data, "the data factory", dirs) if is_factory else Named(p, "the data"))
+    for role, spec in specs.items():
+        if spec:
+            found.append(spec_file(spec, role, dirs))
+    return [n for n in found if n is not None]
+
+
+def _outputs(json_path: str | None, html_path: str | None, inputs: list[Any]) -> dict[str, str]:
+    from privgate.io.guards import Named, check_outputs
+
+    outputs = {fmt: p for fmt, p in (("json", json_path), ("html", html_path)) if p}
+    check_outputs(
+        [
+            Named(Path(p), f"the {'JSON' if fmt == 'json' else 'HTML'} audit report (--{fmt})")
+            for fmt, p in outputs.items()
+        ],
+        inputs,
+    )
+    return outputs
+
+
+def _write(outputs: dict[str, str], report: Any, html: Callable[[Any], str]) -> None:
+    from privgate.io.staging import commit
+
+    texts = {"json": ("JSON audit report", report.to_json() + "\n"), "html": ("HTML audit report", html(report))}
+    commit({Path(p): texts[fmt] for fmt, p in outputs.items()})
+
+
+def _load_data(data: str | None, label_column: str) -> Any:
+    from privgate.inputs.data import load_dataset
+
+    return load_dataset(data, "data", label_column) if data else None
+
+
+def _progress_wanted(quiet: bool, console: Any) -> bool:
+    return not quiet and console.is_terminal and not os.environ.get("CI")
+
+
+@click.group("audit")
+def audit() -> None:
+    """Audit a privacy claim: an LDP randomiser's ε (ldp) or a DP-SGD run's (ε, δ) (dpsgd).
+
+    Exit 0: no violation found; 1: a lower bound, valid at the stated confidence,
+    exceeds the claimed ε; 2: bad input; 3: inconclusive (the audit could not
+    have exceeded the claim); 4: internal error.
+    """
+
+
+@audit.command("ldp")
+@click.option(
+    "--epsilon",
+    "epsilons",
+    required=True,
+    callback=_epsilons,
+    help="The claimed ε, or a sweep: 0.5,1,2,4 (each a claim, all in one verdict).",
+)
+@click.option(
+    "--clip", type=POSITIVE, default=1.0, show_default=True, help="L, the clipping norm of LDP-SGD (Algorithm 1)."
+)
+@click.option(
+    "--trials",
+    type=click.IntRange(min=2),
+    default=10_000,
+    show_default=True,
+    help="K, trials per adversary × distinguisher cell.",
+)
+@click.option(
+    "--adversary",
+    "adversaries",
+    default="all",
+    show_default=True,
+    callback=_names(ADVERSARIES, "adversary"),
+    help=f"all, or a comma list of: {', '.join(ADVERSARIES)}.",
+)
+@click.option(
+    "--distinguisher",
+    "distinguishers",
+    default="all",
+    show_default=True,
+    callback=_names(DISTINGUISHERS, "distinguisher"),
+    help="all, black_box or white_box.",
+)
+@click.option(
+    "--mechanism",
+    help="Your randomiser as module:function, randomise(grads [K, d], epsilon, clip, generator) -> [K, d] (default: "
+    "LDP-SGD).",
+)
+@click.option(
+    "--recipe",
+    help="module:attr of a privgate.Recipe: θ_t is the recipe trained on --data (default: a small MLP on digits).",
+)
+@click.option("--data", help="The examples the crafters use (.npz, .pt, .csv or module:function); goes with --recipe.")
+@click.option("--label-column", default="label", show_default=True, help="Label column of CSV data.")
+@click.option(
+    "--confidence",
+    type=CONFIDENCE,
+    default=0.95,
+    show_default=True,
+    help="Probability that every lower bound in the report holds at once.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for every random choice.")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    envvar="PRIVGATE_THREADS",
+    show_envvar=True,
+    help="Most threads torch and BLAS may use (default 1; set it to the core count on a machine that does nothing "
+    "else).",
+)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON audit report here.")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    help="Write a self-contained HTML report (seed 001's Figure 2).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
+@guard
+def audit_ldp_cmd(
+    epsilons: tuple[float, ...],
+    clip: float,
+    trials: int,
+    adversaries: tuple[str, ...],
+    distinguishers: tuple[str, ...],
+    mechanism: str | None,
+    recipe: str | None,
+    data: str | None,
+    label_column: str,
+    confidence: float,
+    seed: int,
+    threads: int | None,
+    json_path: str | None,
+    html_path: str | None,
+    quiet: bool,
+) -> int:
+    """Play seed 001's adversaries against an LDP randomiser and bound its ε from below."""
+    if (recipe is None) != (data is None):
+        raise click.UsageError(
+            "--recipe and --data go together: θ_t is the recipe trained on the data (without both, the bundled "
+            "digits model)."
+        )
+    outputs = _outputs(json_path, html_path, _inputs(data, {"the recipe": recipe, "the mechanism": mechanism}))
+    from privgate.audits.entry import load_mechanism
+    from privgate.inputs.entrypoints import load_recipe
+
+    fn = load_mechanism(mechanism, [Path.cwd()]) if mechanism else None  # refused before torch loads
+    rec = load_recipe(recipe, [Path.cwd()]) if recipe else None
+    dataset = _load_data(data, label_column)
+    from privgate.audits.console import print_ldp
+    from privgate.audits.html import render_ldp_html
+    from privgate.audits.ldp import LdpSettings, audit_ldp
+
+    settings = LdpSettings(
+        epsilons=epsilons,
+        clip=clip,
+        trials=trials,
+        adversaries=adversaries,
+        distinguishers=distinguishers,
+        confidence=confidence,
+        seed=seed,
+    )
+    out = out_console()
+    if _progress_wanted(quiet, out):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=out,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("preparing gradients", total=None)
+
+            def tick(done: int, total: int, what: str) -> None:
+                bar.update(task, completed=done, total=total, description=escape(what))
+
+            report = audit_ldp(
+                settings,
+                recipe=rec,
+                data=dataset,
+                mechanism=fn,
+                mechanism_name=mechanism,
+                progress=tick,
+                threads=threads,
+            )
+    else:
+        report = audit_ldp(settings, recipe=rec, data=dataset, mechanism=fn, mechanism_name=mechanism, threads=threads)
+    _write(outputs, report, render_ldp_html)
+    if quiet:
+        out.print(escape(report.summary), highlight=False)
+    else:
+        print_ldp(report, out)
+        for fmt, path in outputs.items():
+            out.print(f"{fmt} report: {path}", highlight=False)
+    return report.exit_code
+
+
+@audit.command("dpsgd")
+@click.option("--epsilon", type=POSITIVE, required=True, help="The claimed ε of the training run.")
+@click.option(
+    "--delta",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=1e-5,
+    show_default=True,
+    help="The claimed δ (the bound needs 2·canaries·δ ≤ 1).",
+)
+@click.option("--data", help="Training data (.npz, .pt, .csv or module:function); default: digits.")
+@click.option(
+    "--recipe",
+    help="module:attr of a privgate.Recipe trained with privgate's DP-SGD (white-box gradient canaries); goes with "
+    "--data.",
+)
+@click.option(
+    "--train",
+    "train_spec",
+    help="Your trainer as module:function, train(x, y, epsilon, delta, seed) -> torch.nn.Module (black-box input "
+    "canaries).",
+)
+@click.option(
+    "--canaries",
+    type=click.IntRange(min=2),
+    default=1000,
+    show_default=True,
+    help="m canaries, each included with probability 1/2.",
+)
+@click.option("--clip", type=POSITIVE, default=1.0, show_default=True, help="White-box: the DP-SGD clipping norm C.")
+@click.option("--label-column", default="label", show_default=True, help="Label column of CSV data.")
+@click.option(
+    "--confidence",
+    type=CONFIDENCE,
+    default=0.95,
+    show_default=True,
+    help="Probability that the reported lower bound holds.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for every random choice.")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    envvar="PRIVGATE_THREADS",
+    show_envvar=True,
+    help="Most threads torch and BLAS may use (default 1; set it to the core count on a machine that does nothing "
+    "else).",
+)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON audit report here.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML report.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
+@guard
+def audit_dpsgd_cmd(
+    epsilon: float,
+    delta: float,
+    data: str | None,
+    recipe: str | None,
+    train_spec: str | None,
+    canaries: int,
+    clip: float,
+    label_column: str,
+    confidence: float,
+    seed: int,
+    threads: int | None,
+    json_path: str | None,
+    html_path: str | None,
+    quiet: bool,
+) -> int:
+    """Train once with m canaries and bound the run's ε from below (Steinke, Nasr & Jagielski 2023)."""
+    if recipe and train_spec:
+        raise click.UsageError(
+            "give --recipe (privgate's DP-SGD, white-box) or --train (your trainer, black-box), not both."
+        )
+    if recipe and not data:
+        raise click.UsageError("--recipe needs --data: the recipe's model must fit the data it trains on.")
+    outputs = _outputs(json_path, html_path, _inputs(data, {"the recipe": recipe, "the trainer": train_spec}))
+    from privgate.audits.entry import load_trainer
+    from privgate.inputs.entrypoints import load_recipe
+
+    trainer = load_trainer(train_spec, [Path.cwd()]) if train_spec else None  # refused before torch loads
+    rec = load_recipe(recipe, [Path.cwd()]) if recipe else None
+    dataset = _load_data(data, label_column)
+    from privgate.audits.console import print_dpsgd
+    from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd
+    from privgate.audits.html import render_dpsgd_html
+
+    settings = DpsgdSettings(
+        epsilon=epsilon, delta=delta, canaries=canaries, confidence=confidence, seed=seed, clip=clip
+    )
+    out = out_console()
+    status = out.status("auditing…") if _progress_wanted(quiet, out) else None
+    if status:
+        status.start()
+    try:
+        report = audit_dpsgd(
+            settings,
+            recipe=rec,
+            data=dataset,
+            train=trainer,
+            train_name=train_spec,
+            threads=threads,
+            progress=(lambda msg: status.update(escape(msg))) if status else None,
+        )
+    finally:
+        if status:
+            status.stop()
+    _write(outputs, report, render_dpsgd_html)
+    if quiet:
+        out.print(escape(report.summary), highlight=False)
+    else:
+        print_dpsgd(report, out)
+        for fmt, path in outputs.items():
+            out.print(f"{fmt} report: {path}", highlight=False)
+    return report.exit_code
+
+
+__all__ = ["audit"]

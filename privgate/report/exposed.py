@@ -1,0 +1,75 @@
+"""The exposed-records section as every format shows it: one row per record, the same words everywhere.
+
+The JSON report's ``exposed`` section (:mod:`privgate.stats.exposure`) holds, for the
+N members the leading attack scores highest, every attack's score, rank and
+(FPR, TPR) operating point. The other formats show a compact view of it:
+
+* the record's index in the members file, its label and split;
+* the leading attack's score, the FPR at which an attacker flagging everyone
+  down to this record would operate, and the TPR it would reach there;
+* which other attacks also flag the record at FPR ≤ :data:`FLAG_FPR`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from privgate.report.model import Report
+
+#: An attack "flags" a record when its score's FPR is at most this.
+FLAG_FPR = 0.01
+
+HEADER = ["#", "member", "label", "split", "score", "FPR", "TPR", f"also at FPR ≤ {FLAG_FPR:g}"]
+
+
+@dataclass
+class ExposedView:
+    """Rows for a table of exposed records, and the sentence that introduces it."""
+
+    attack: str
+    intro: str
+    header: list[str]
+    rows: list[list[str]]
+    images: list[str | None] = field(default_factory=list)  # artefact path of each record's image, when saved
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _pct(v: float) -> str:
+    return f"{v:.2%}" if v < 0.1 else f"{v:.1%}"
+
+
+def view(report: Report) -> ExposedView | None:
+    """The exposed-records table of ``report``, or None when it has none."""
+    ex = report.exposed
+    if not ex or not ex.get("records"):
+        return None
+    lead = ex["attack"]
+    rows, images = [], []
+    for i, rec in enumerate(ex["records"], 1):
+        mine = rec["attacks"][lead]
+        also = sorted(n for n, a in rec["attacks"].items() if n != lead and a["fpr"] <= FLAG_FPR)
+        rows.append(
+            [
+                str(i),
+                str(rec["member_index"]),
+                str(rec["label"]),
+                rec["split"],
+                f"{mine['score']:.4g}",
+                _pct(mine["fpr"]),
+                _pct(mine["tpr"]),
+                ", ".join(also) or "—",
+            ]
+        )
+        images.append(rec.get("image"))
+    intro = (
+        f"The {len(rows)} members that '{lead}' (the strongest attack at low FPR) scores highest, of "
+        f"{ex.get('n_members', '?')}: 'member' is the row in the members file; FPR and TPR are where an attacker "
+        "flagging everyone down to this record operates on the evaluation split "
+        f"({ex.get('n_eval_members', '?')} members, {ex.get('n_eval_nonmembers', '?')} non-members). "
+        "Remove, deduplicate or down-weight these records before retraining."
+    )
+    return ExposedView(lead, intro, list(HEADER), rows, images, list(ex["records"]))
+
+
+__all__ = ["FLAG_FPR", "HEADER", "ExposedView", "view"]
