@@ -177,10 +177,14 @@ class RMIAAttack(Attack):
         refs = build_references(
             ctx, o["models"], z_samples=o["z_samples"], min_population=o["min_population"], attack=self.name
         )
-        assert refs.z_log_proba is not None and refs.z_x is not None and refs.z_y is not None
+        assert refs.z_x is not None and refs.z_y is not None
         t = o["temperature"]
-        p_ref = tempered_true_class(refs.log_proba, ctx.y, t)  # [K, n]
-        pz_ref = tempered_true_class(refs.z_log_proba, refs.z_y, t)  # [K, m]
+
+        def p_true(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+            return tempered_true_class(log_proba, y, t)
+
+        p_ref = refs.per_row(p_true)  # [K, n], streamed: the models' [n, classes] outputs are never held
+        pz_ref = refs.z_per_row(p_true)  # [K, m]
         if o["a"] == "auto":
             a, grid = calibrate_a(p_ref, refs.inside, pz_ref)
         else:
@@ -190,7 +194,7 @@ class RMIAAttack(Attack):
         else:
             px = offline_px(_mean_over(p_ref, ~refs.inside), a)
         pz = offline_px(pz_ref.mean(axis=0), a)
-        p_target_x = tempered_true_class(ctx.log_proba, ctx.y, t)
+        p_target_x = ctx.per_row(p_true)
         p_target_z = tempered_true_class(ctx.target.log_proba(refs.z_x), refs.z_y, t)
         lx = np.log(np.clip(p_target_x, _TINY, None)) - np.log(np.clip(px, _TINY, None))
         lz = np.log(np.clip(p_target_z, _TINY, None)) - np.log(np.clip(pz, _TINY, None))

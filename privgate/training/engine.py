@@ -128,17 +128,30 @@ class Ensemble:
         return len(self.states)
 
     def logits(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
-        """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad, on :attr:`device`)."""
+        """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad, on :attr:`device`).
+
+        Holds all K models' outputs at once; :meth:`output_batches` streams them.
+        """
+        out: list[list[np.ndarray]] = [[] for _ in self.states]
+        for k, _, raw in self.output_batches(x, batch):
+            out[k].append(raw)
+        return np.stack([np.concatenate(parts) for parts in out])
+
+    def output_batches(self, x: np.ndarray, batch: int = 4096) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(model k, first row, raw outputs)`` of every model on ``x``, one batch of rows at a time.
+
+        The outputs are float64 (the float32 forward pass, cast), model after
+        model in state order, ``batch`` rows at a time in row order: the pieces of
+        :meth:`logits`, without ever holding more than one batch of one model.
+        """
         net = self.recipe.build().to(self.device)
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
-        out = []
         with torch.no_grad():
-            for state in self.states:
+            for k, state in enumerate(self.states):
                 net.load_state_dict(state)
                 net.eval()
-                parts = [net(xt[i : i + batch].to(self.device)).cpu() for i in range(0, len(xt), batch)]
-                out.append(torch.cat(parts).double().numpy())
-        return np.stack(out)
+                for i in range(0, len(xt), batch):
+                    yield k, i, net(xt[i : i + batch].to(self.device)).cpu().double().numpy()
 
 
 # --------------------------------------------------------------------------- training
