@@ -182,7 +182,8 @@ def main() -> int:
     for rows, r in results.items():
         if rows >= 2_000_000:
             ok = r["peak_mb"] / 1024 < TARGET_GB
-            print(f"{rows:,} rows: peak {r['peak_mb'] / 1024:.2f} GB, target < {TARGET_GB:g} GB: {'met' if ok else 'MISSED'}")
+            verdict = "met" if ok else "MISSED"
+            print(f"{rows:,} rows: peak {r['peak_mb'] / 1024:.2f} GB, target < {TARGET_GB:g} GB: {verdict}")
     return 0
 
 

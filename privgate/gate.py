@@ -388,8 +388,9 @@ def audit(
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     target = target.to_device(run.device)
-    data.check_against(target)
-    sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: before any attack
+    with limit_threads(run.threads):  # scoring every audit row honours the thread budget, as the attacks do
+        data.check_against(target)
+        sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: first
     ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, run=run)
     for summary in summaries:
         files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
