@@ -218,6 +218,7 @@ def _policy_facts(policy: Policy) -> dict:
         "confidence": policy.confidence,
         "decision": policy.decision.value,
         "source": policy.source,
+        "regression": policy.regression.resolved(),  # tolerances of privgate diff
     }
     if policy.parent is not None:
         facts["extends"] = [

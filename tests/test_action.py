@@ -27,6 +27,7 @@ from pipeline_cases import torch_files
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = ROOT / "action.yml"
 EXAMPLE = ROOT / "examples" / "github-actions" / "privacy-gate.yml"
+REGRESSION_EXAMPLE = ROOT / "examples" / "github-actions" / "privacy-regression.yml"
 BIN = Path(sys.executable).parent
 EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 SPEC_INPUTS = {"model", "policy", "config", "remediate", "fail-on", "python-version", "pip-args"}
@@ -239,11 +240,13 @@ def test_action_on_a_leaky_model_fails_the_job_and_publishes_reports(files, tmp_
         },
         tmp_path,
     )
-    assert [s.ran for s in run.steps] == [False, False, True, True]  # setup-python and pip skipped here
+    # setup-python and pip skipped here; no baseline: no comparison
+    assert [s.ran for s in run.steps] == [False, False, True, False, True, False]
     gate = run.step("Run the privacy gate")
     assert gate.returncode == 0, gate.log
     # every declared output was set by the step it names
-    assert set(gate.outputs) >= set(load_action()["outputs"])
+    from_gate = {k for k, v in load_action()["outputs"].items() if "steps.gate." in v["value"]}
+    assert set(gate.outputs) >= from_gate and len(from_gate) == 10
     out = run.outputs
     assert out["verdict"] == "fail" and out["exit-code"] == "1" and out["epsilon"] == "" and out["model"] == ""
     assert out["report"] == "reports/privgate-report.json" and out["reports-dir"] == "reports"
@@ -340,8 +343,9 @@ def fake_privgate(tmp_path, monkeypatch):
 
     import privgate
 
-    model, members, nonmembers = constant_model(n=60)
+    model, members, nonmembers = constant_model(n=120)
     report = privgate.check(model, "internal", members, nonmembers)
+    assert report.verdict == "pass"  # the canned report the fake privgate answers with
     report = report.model_copy(
         update={
             "remediation": {
@@ -400,3 +404,102 @@ def test_action_without_a_report_says_error(fake_privgate, tmp_path, monkeypatch
     assert f"--threads {cpus}" in " ".join((tmp_path / "args.txt").read_text().splitlines())  # default: auto
     assert "privgate: error (exit 2)" in run.summary
     assert run.step("Enforce the verdict").returncode == 2
+
+
+# --------------------------------------------------------------------------- baseline: privgate diff after the check
+
+LENIENT = """name: lenient
+sensitivity: internal
+release: api
+confidence: 0.95
+checks:
+  - {id: mia-accuracy, attack: best, metric: accuracy, max: 0.99}
+"""
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """A generalising and a memorising MLP on the same audit data, and a policy both pass."""
+    from cases import build_case
+
+    case = build_case(tmp_path_factory.mktemp("pair"))
+    (case.dir / "lenient.yaml").write_text(LENIENT)
+    return case
+
+
+def _inputs(case, model: Path, reports: str, **extra: str) -> dict[str, str]:
+    return {
+        "model": str(model),
+        "policy": str(case.dir / "lenient.yaml"),
+        "members": str(case.members),
+        "nonmembers": str(case.nonmembers),
+        "reports-dir": reports,
+        **extra,
+    }
+
+
+def test_action_with_a_baseline_fails_the_job_on_a_regression(pair, tmp_path):
+    main = run_action(_inputs(pair, pair.safe_ts, "main-reports"), tmp_path)  # the default branch: keeps its report
+    assert main.outputs["verdict"] == "pass" and main.outputs["regression"] == "" and not main.failed
+    baseline = tmp_path / "baseline" / "privgate-report.json"
+    baseline.parent.mkdir()
+    baseline.write_bytes((tmp_path / main.outputs["report"]).read_bytes())
+
+    pr = run_action(_inputs(pair, pair.leaky_ts, "pr-reports", baseline="baseline/privgate-report.json"), tmp_path)
+    assert [s.ran for s in pr.steps] == [False, False, True, True, True, True]
+    assert pr.outputs["verdict"] == "pass"  # within the lenient policy, but leaking far more than main
+    assert pr.outputs["regression"] == "true" and pr.outputs["diff-exit-code"] == "1"
+    assert pr.outputs["diff-report"] == "pr-reports/privgate-diff.json"
+    diff = json.loads((tmp_path / pr.outputs["diff-report"]).read_text())
+    acc = next(r for r in diff["rows"] if r["id"] == "mia-accuracy")
+    assert diff["result"] == "regression" and acc["status"] == "regressed" and acc["change_ci"][0] > 0.02
+    assert (tmp_path / pr.outputs["diff-markdown"]).read_text().startswith("## privgate diff ❌ REGRESSION")
+    assert "## privgate diff ❌ REGRESSION · policy `lenient`" in pr.summary  # the job summary has both reports
+    assert pr.step("Enforce the verdict").returncode == 0
+    enforce = pr.step("Enforce the comparison")
+    assert enforce.returncode == 1 and "::error title=privacy regression::" in enforce.log and pr.failed
+
+    # the same model as main: no regression, the job passes
+    same = run_action(_inputs(pair, pair.safe_ts, "same-reports", baseline="baseline/privgate-report.json"), tmp_path)
+    assert same.outputs["regression"] == "false" and same.outputs["diff-exit-code"] == "0" and not same.failed
+    assert "## privgate diff ✅ NO REGRESSION" in same.summary
+
+
+def test_compare_step_without_a_usable_baseline_warns(pair, tmp_path):
+    """A missing baseline, or one of another policy (exit 2), is a warning: the policy alone gates the run."""
+    reports = tmp_path / "r"
+    reports.mkdir()
+    other = run_action(_inputs(pair, pair.safe_ts, "other", policy="internal"), tmp_path)
+    gate = {"report": other.outputs["report"], "reports-dir": "r"}
+    lenient = run_action(_inputs(pair, pair.safe_ts, "lenient"), tmp_path)
+    steps = ["Compare with the baseline", "Enforce the comparison"]
+    missing = run_action({"baseline": "nowhere.json"}, tmp_path, only=steps, preset={"gate": gate})
+    assert missing.outputs["regression"] == "" and missing.outputs["diff-exit-code"] == ""
+    assert "::warning title=privgate diff::no baseline report at nowhere.json" in missing.step(steps[0]).log
+    assert not missing.failed
+    incomparable = run_action({"baseline": lenient.outputs["report"]}, tmp_path, only=steps, preset={"gate": gate})
+    assert incomparable.outputs["diff-exit-code"] == "2" and incomparable.outputs["regression"] == ""
+    assert "different policies" in incomparable.step(steps[0]).log
+    assert "::warning title=privgate diff::the baseline cannot be compared" in incomparable.step(steps[1]).log
+    assert not incomparable.failed
+
+
+@pytest.mark.parametrize("code, expected", [("", 0), ("0", 0), ("1", 1), ("2", 0), ("4", 4)])
+def test_enforce_comparison_follows_the_diff_exit_code(tmp_path, code, expected):
+    run = run_action(
+        {"baseline": "b.json"}, tmp_path, only=["Enforce the comparison"], preset={"diff": {"diff-exit-code": code}}
+    )
+    assert run.step("Enforce the comparison").returncode == expected
+
+
+def test_regression_example_workflow_keeps_main_and_compares_pull_requests():
+    wf = yaml.safe_load(REGRESSION_EXAMPLE.read_text())
+    steps = {s.get("id") or s.get("name"): s for s in wf["jobs"]["privacy-gate"]["steps"]}
+    gate = steps["gate"]
+    assert set(gate["with"]) <= set(load_action()["inputs"]) and "baseline" in gate["with"]
+    keep = steps["Keep this report as the baseline of later pull requests"]
+    download = steps["Download the baseline report"]
+    assert keep["uses"].startswith("actions/upload-artifact@") and keep["with"]["name"] == download["with"]["name"]
+    assert "baseline/privgate-report.json" in gate["with"]["baseline"] and download["with"]["path"] == "baseline"
+    referenced = set(re.findall(r"steps\.gate\.outputs\.([A-Za-z0-9_-]+)", REGRESSION_EXAMPLE.read_text()))
+    assert referenced and referenced <= set(load_action()["outputs"])

@@ -13,6 +13,7 @@ import click
 from privgate import __version__
 from privgate.cli.audit import audit
 from privgate.cli.check import check, harden
+from privgate.cli.diff import diff
 from privgate.cli.fl import fl
 from privgate.cli.init import init_cmd
 from privgate.cli.policy import policy
@@ -34,6 +35,7 @@ def cli() -> None:
 cli.add_command(check)
 cli.add_command(harden)
 cli.add_command(report)
+cli.add_command(diff)
 cli.add_command(policy)
 cli.add_command(init_cmd)
 cli.add_command(fl)

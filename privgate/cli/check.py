@@ -139,6 +139,20 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     help="With --remediate: where the hardened model goes (TorchScript; the state_dict beside it as "
     "NAME.state_dict.pt). Default: MODEL.hardened.pt next to the input.",
 )
+@click.option(
+    "--mlflow",
+    "mlflow_log",
+    is_flag=True,
+    help="Log the verdict, every check's value and interval, the attack table and the reports to the active MLflow "
+    "run (one is started when none is; MLflow reads MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME, MLFLOW_RUN_ID). "
+    "Needs privgate[mlflow].",
+)
+@click.option(
+    "--mlflow-model",
+    "mlflow_model",
+    metavar="NAME:VERSION",
+    help="Also set the tag privgate.verdict on this registered model version, for a promotion rule (implies --mlflow).",
+)
 @guard
 def check(
     model: str | None,
@@ -167,6 +181,8 @@ def check(
     device: str | None = None,
     engine: str | None = None,
     exposed: int | None = None,
+    mlflow_log: bool = False,
+    mlflow_model: str | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
     from privgate.inputs.config import find_config, load_config
@@ -218,6 +234,7 @@ def check(
     check_outputs(
         _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs
     )
+    model_version = _mlflow_ready(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
     from privgate.api import Sources, audit_paths  # torch: imported after the cheap checks above
     from privgate.options import RunOptions
 
@@ -275,6 +292,11 @@ def check(
         commit(files)
     if step_summary:
         append_step_summary(report)
+    logged = None
+    if mlflow_log or mlflow_model:
+        from privgate.report.tracking import log_report
+
+        logged = log_report(report, model_version=model_version)
     if quiet:
         out.print(report.summary)
     else:
@@ -287,7 +309,29 @@ def check(
         images = any(r.get("image") for r in (report.exposed or {}).get("records", []))
         if artefacts_dir and (images or any(a.extras.get("artefacts") for a in report.attacks)):
             out.print(f"artefacts: {artefacts_dir}")
+        if logged is not None:
+            mv = logged.model_version
+            tagged = f"; model version {mv[0]}:{mv[1]} tagged privgate.verdict={report.verdict}" if mv else ""
+            out.print(
+                f"MLflow: logged to run {logged.run_id} (experiment {logged.experiment_id}, "
+                f"{logged.tracking_uri}){tagged}",
+                markup=False,
+            )
     return report.exit_code
+
+
+def _mlflow_ready(log: bool, model: str | None) -> tuple[str, str] | None:
+    """With --mlflow or --mlflow-model: MLflow is installed and the model version exists; returns (name, version)."""
+    if not (log or model):
+        return None
+    from privgate.report import tracking
+
+    tracking.require()
+    if model is None:
+        return None
+    version = tracking.parse_model_version(model)
+    tracking.check_model_version(*version)
+    return version
 
 
 def _planned(
@@ -327,15 +371,20 @@ def _planned(
 
 
 def append_step_summary(report: Any) -> None:
-    """Append the Markdown summary to the GitHub Actions job summary (``$GITHUB_STEP_SUMMARY``) when set."""
+    """Append the report's Markdown summary to the GitHub Actions job summary (``$GITHUB_STEP_SUMMARY``) when set."""
+    from privgate.report import render
+
+    append_markdown_summary(render(report, "markdown"))
+
+
+def append_markdown_summary(markdown: str) -> None:
+    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when it is set (the CLI is where the environment is read)."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
-    from privgate.report import render
-
     try:
         with open(target, "a", encoding="utf-8") as f:
-            f.write(render(report, "markdown"))
+            f.write(markdown)
     except OSError as exc:
         raise PrivgateError(
             f"{target}: cannot append to $GITHUB_STEP_SUMMARY ({exc.strerror or exc.__class__.__name__})."

@@ -45,6 +45,15 @@ class Dataset:
     def subset(self, idx: np.ndarray) -> Dataset:
         return Dataset(self.x[idx], self.y[idx], self.source)
 
+    def sha256(self) -> str:
+        """SHA-256 of the rows as audited: dtype and shape of ``x`` and ``y``, then their bytes."""
+        h = hashlib.sha256()
+        x, y = np.ascontiguousarray(self.x), np.ascontiguousarray(self.y)
+        h.update(f"x {x.dtype.str} {x.shape}|y {y.dtype.str} {y.shape}|".encode())
+        h.update(x.tobytes())
+        h.update(y.tobytes())
+        return h.hexdigest()
+
 
 def _as_dataset(x: Any, y: Any, source: str, role: str) -> Dataset:
     try:
@@ -276,13 +285,27 @@ class AuditData:
                     f"classes (labels 0..{n_classes - 1})."
                 )
 
+    def fingerprint(self) -> str:
+        """SHA-256 over the members, non-members and population as audited (after any balancing sub-sample).
+
+        Two reports with the same fingerprint measured the same examples, so
+        ``privgate diff`` can compare their numbers (:mod:`privgate.report.comparable`).
+        """
+        parts = [f"{role}:{d.sha256() if d is not None else '-'}" for role, d in self._sets()]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+    def _sets(self) -> list[tuple[str, Dataset | None]]:
+        return [("members", self.members), ("nonmembers", self.nonmembers), ("population", self.population)]
+
     def describe(self) -> dict[str, Any]:
+        """What the report records of the data: sources, sizes, SHA-256 per set and of the whole audit set."""
+        sets = {
+            role: ({"source": d.source, "n": len(d), "sha256": d.sha256()} if d is not None else None)
+            for role, d in self._sets()
+        }
         out: dict[str, Any] = {
-            "members": {"source": self.members.source, "n": len(self.members)},
-            "nonmembers": {"source": self.nonmembers.source, "n": len(self.nonmembers)},
-            "population": (
-                {"source": self.population.source, "n": len(self.population)} if self.population is not None else None
-            ),
+            **sets,
+            "sha256": self.fingerprint(),
             "features": list(self.members.x.shape[1:]),
             "warnings": list(self.warnings),
         }

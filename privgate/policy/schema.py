@@ -165,6 +165,41 @@ class Utility(_Strict):
     relative: bool = Field(default=False, description="Read max_drop relative to the original accuracy.")
 
 
+#: Tolerances of ``privgate diff`` when a policy does not set them: ``tolerance`` for every metric on a
+#: 0–1 scale, twice that for the advantage (= 2·accuracy − 1), 0.5 for ε.
+DEFAULT_TOLERANCE = 0.02
+DEFAULT_METRIC_TOLERANCES = {"advantage": 0.04, "epsilon_lb": 0.5}
+
+
+class Regression(_Strict):
+    """How much worse a metric may get between two reports before ``privgate diff`` calls it a regression.
+
+    Tolerances are absolute, in the metric's units. A change counts only when the
+    data prove it larger than its tolerance (the lower end of the change's
+    interval is above it), see :mod:`privgate.report.diff`. ``metrics`` sets
+    single metrics; advantage (0.04) and epsilon_lb (0.5) keep their own defaults
+    unless listed there.
+    """
+
+    tolerance: float = Field(
+        default=DEFAULT_TOLERANCE, ge=0, description="Tolerance of every metric not listed under 'metrics'."
+    )
+    metrics: dict[Metric, float] = Field(default_factory=dict, description="Tolerance of single metrics.")
+
+    @field_validator("metrics")
+    @classmethod
+    def _non_negative(cls, v: dict[Metric, float]) -> dict[Metric, float]:
+        bad = [m.value for m, t in v.items() if not (math.isfinite(t) and t >= 0)]
+        if bad:
+            raise ValueError(f"tolerances must be numbers >= 0 ({', '.join(bad)})")
+        return v
+
+    def resolved(self) -> dict[str, Any]:
+        """``{"tolerance": t, "metrics": {metric: t_m}}`` with the per-metric defaults filled in (for the report)."""
+        metrics = {**DEFAULT_METRIC_TOLERANCES, **{m.value: float(t) for m, t in self.metrics.items()}}
+        return {"tolerance": float(self.tolerance), "metrics": metrics}
+
+
 class Remediation(_Strict):
     """How privgate may retrain a failing model with DP-SGD (see ``privgate.dp.remediate``)."""
 
@@ -257,6 +292,9 @@ class Policy(_Strict):
     checks: list[Check] = Field(default_factory=list)
     utility: Utility | None = None
     remediation: Remediation = Field(default_factory=Remediation)
+    regression: Regression = Field(
+        default_factory=Regression, description="Tolerances of privgate diff (comparing two reports)."
+    )
     _source: str | None = PrivateAttr(default=None)
     _parent: Policy | None = PrivateAttr(default=None)
 

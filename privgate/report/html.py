@@ -52,7 +52,8 @@ th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top} 
 td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
 .st{font-weight:700;white-space:nowrap} .st.pass{color:#2e7d32}.st.fail{color:#c62828}.st.inc{color:#b26a00}
 .reason{color:#555;font-size:12.5px} .charts{display:flex;flex-wrap:wrap;gap:16px}
-figure{margin:0} figcaption{color:#555;font-size:12.5px;max-width:560px}
+figure{margin:0;max-width:100%;min-width:0} figure svg{display:block;max-width:100%;height:auto}
+figcaption{color:#555;font-size:12.5px;max-width:560px}
 .imgs{display:flex;flex-wrap:wrap;gap:6px;margin:4px 0 12px} .imgs figure{text-align:center;font-size:11px;color:#666}
 .imgs img{image-rendering:pixelated;border:1px solid #ccc;background:#fff}
 .imgs img.tile{width:72px;height:72px} .imgs img.grid{max-width:100%;min-width:240px}

@@ -6,6 +6,7 @@
 * :mod:`privgate.stats.epsilon` — ε ↔ accuracy and empirical ε lower bounds;
 * :mod:`privgate.stats.leakage` — reconstruction similarity and attribute-inference advantage;
 * :mod:`privgate.stats.precision` — attack precision (at equal priors), recall and F1 at a calibrated threshold.
+* :mod:`privgate.stats.difference` — is a metric worse in one report than in another (``privgate diff``).
 
 Every function's docstring gives its formula and the paper behind it.
 """

@@ -1,0 +1,227 @@
+"""Log a report to MLflow: the verdict, every check's value and interval, the attack table, the reports.
+
+Optional: ``pip install 'privgate[mlflow]'`` (the ``mlflow-skinny`` client; a
+full ``mlflow`` install works too). Used by ``privgate check --mlflow``, or from
+Python::
+
+    from privgate.report.tracking import log_report
+    with mlflow.start_run():
+        log_report(report, model_version=("fraud-scorer", "3"))
+
+What goes where, in the active MLflow run (one is started when none is active;
+MLflow itself honours ``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME`` and
+``MLFLOW_RUN_ID``):
+
+* tags ``privgate.verdict`` (pass / fail / inconclusive), ``privgate.policy``,
+  ``privgate.summary``, ``privgate.target_sha256``, ``privgate.data_sha256``,
+  and ``privgate.check.<id>`` = each check's status;
+* params ``privgate.policy``, ``privgate.confidence``, ``privgate.seed``;
+* metrics ``privgate/check/<id>/value``, ``…/lo``, ``…/hi``, ``…/threshold``,
+  ``…/confidence``, ``…/n_members``, ``…/n_nonmembers`` for every check with a
+  value, and ``privgate/attack/<name>/auc`` (with ``auc_lo``/``auc_hi``),
+  ``accuracy``, ``tpr_at_fpr_<fpr>`` for every attack that ran (``:`` in inherited
+  check ids becomes ``/``: MLflow refuses colons on Windows);
+* artefacts ``privgate/privgate-report.json`` (the full report), ``…/attacks.json``
+  (the attack table), ``…/privgate-summary.md`` and ``…/privgate-report.html``.
+
+With a registered model version named, its tag ``privgate.verdict`` is set too
+(plus ``privgate.policy`` and ``privgate.run_id``), so a registry promotion rule
+can require ``privgate.verdict = pass``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from privgate.errors import PrivgateError
+from privgate.report.model import Report
+
+ARTIFACT_DIR = "privgate"
+INSTALL_HINT = "pip install 'privgate[mlflow]'"
+
+
+@dataclass(frozen=True)
+class Logged:
+    """Where a report went: the run, its experiment, the tracking URI, and the model version tagged (if any)."""
+
+    run_id: str
+    experiment_id: str
+    tracking_uri: str
+    model_version: tuple[str, str] | None = None
+
+
+def available() -> bool:
+    """Whether an MLflow client is installed (without importing it)."""
+    return importlib.util.find_spec("mlflow") is not None
+
+
+def require() -> None:
+    """Raise one sentence when MLflow is missing (before any audit work is done)."""
+    if not available():
+        raise PrivgateError(f"--mlflow needs the MLflow client, which is not installed: {INSTALL_HINT}.")
+
+
+def parse_model_version(spec: str) -> tuple[str, str]:
+    """``NAME:VERSION`` → (name, version); the version is a positive integer."""
+    name, sep, version = spec.rpartition(":")
+    if not sep or not name or not version.isdigit() or int(version) < 1:
+        raise PrivgateError(
+            f"--mlflow-model: expected NAME:VERSION of a registered model version (e.g. fraud-scorer:3), got {spec!r}."
+        )
+    return name, version
+
+
+def _key(*parts: str) -> str:
+    """An MLflow metric/tag key: ``:`` → ``/``, anything else outside [/\\w.\\- ] → ``_``."""
+    return re.sub(r"[^/\w.\- ]", "_", "/".join(p.replace(":", "/") for p in parts))
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def report_metrics(report: Report) -> dict[str, float]:
+    """Every number of the report MLflow can chart: checks (value, interval, threshold, n) and attacks."""
+    out: dict[str, float] = {}
+    for c in report.checks:
+        vals = {
+            "value": c.value,
+            "lo": c.ci[0] if c.ci else None,
+            "hi": c.ci[1] if c.ci else None,
+            "threshold": c.threshold,
+            "confidence": c.confidence,
+            "n_members": c.n_members,
+            "n_nonmembers": c.n_nonmembers,
+        }
+        out.update({_key("privgate", "check", c.id, k): float(v) for k, v in vals.items() if _finite(v)})
+    for a in report.attacks:
+        if a.status != "ran":
+            continue
+        vals = {
+            "auc": a.auc,
+            "auc_lo": a.auc_ci[0] if a.auc_ci else None,
+            "auc_hi": a.auc_ci[1] if a.auc_ci else None,
+            "accuracy": a.accuracy,
+            **{f"tpr_at_fpr_{p.fpr:g}": p.tpr for p in a.tpr_at_fpr},
+        }
+        out.update({_key("privgate", "attack", a.name, k): float(v) for k, v in vals.items() if _finite(v)})
+    return out
+
+
+def attack_table(report: Report) -> list[dict[str, Any]]:
+    """The attacks table as rows (what the Markdown and HTML reports show)."""
+    return [
+        {
+            "attack": a.name,
+            "threat_model": a.threat_model,
+            "status": a.status,
+            "reason": a.reason,
+            "auc": a.auc,
+            "auc_ci": a.auc_ci,
+            "accuracy": a.accuracy,
+            "accuracy_ci": a.accuracy_ci,
+            "tpr_at_fpr": [
+                {"fpr": p.fpr, "tpr": p.tpr, "ci": p.ci, "fpr_achieved": p.fpr_achieved} for p in a.tpr_at_fpr
+            ],
+            "n_members": a.n_members,
+            "n_nonmembers": a.n_nonmembers,
+            "seconds": a.seconds,
+        }
+        for a in report.attacks
+    ]
+
+
+def check_model_version(name: str, version: str) -> None:
+    """Fail early, before the audit, when the registered model version does not exist."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        MlflowClient().get_model_version(name, version)
+    except MlflowException as exc:
+        raise PrivgateError(
+            f"--mlflow-model {name}:{version}: no such registered model version in the MLflow registry "
+            f"({_first_line(exc)})."
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else exc.__class__.__name__)[:300]
+
+
+def log_report(report: Report, *, model_version: tuple[str, str] | None = None) -> Logged:
+    """Log ``report`` to the active MLflow run (starting one when none is active) and tag ``model_version``.
+
+    Raises:
+        PrivgateError: MLflow is missing, or refused a call (unreachable tracking
+            server, file store not allowed, unknown model version): one sentence.
+    """
+    require()
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from privgate.report import render
+
+    started_here = mlflow.active_run() is None
+    try:
+        run = mlflow.start_run() if started_here else mlflow.active_run()
+        try:
+            pol = report.policy or {}
+            tags = {
+                "privgate.verdict": report.verdict,
+                "privgate.policy": str(pol.get("name")),
+                "privgate.summary": report.summary[:5000],
+                "privgate.version": report.privgate_version,
+                "privgate.target_sha256": str((report.target or {}).get("sha256") or ""),
+                "privgate.data_sha256": str((report.data or {}).get("sha256") or ""),
+            }
+            tags.update({_key(f"privgate.check.{c.id}"): c.status for c in report.checks})
+            mlflow.set_tags(tags)
+            mlflow.log_params(
+                {
+                    "privgate.policy": pol.get("name"),
+                    "privgate.confidence": pol.get("confidence"),
+                    "privgate.seed": report.environment.get("seed"),
+                }
+            )
+            mlflow.log_metrics(report_metrics(report))
+            mlflow.log_dict(attack_table(report), f"{ARTIFACT_DIR}/attacks.json")
+            mlflow.log_text(render(report, "json"), f"{ARTIFACT_DIR}/privgate-report.json")
+            mlflow.log_text(render(report, "markdown"), f"{ARTIFACT_DIR}/privgate-summary.md")
+            mlflow.log_text(render(report, "html"), f"{ARTIFACT_DIR}/privgate-report.html")
+            if model_version is not None:
+                client = MlflowClient()
+                name, version = model_version
+                for key, value in (
+                    ("privgate.verdict", report.verdict),
+                    ("privgate.policy", str(pol.get("name"))),
+                    ("privgate.run_id", run.info.run_id),
+                ):
+                    client.set_model_version_tag(name, version, key, value)
+            return Logged(run.info.run_id, run.info.experiment_id, mlflow.get_tracking_uri(), model_version)
+        finally:
+            if started_here:
+                mlflow.end_run()
+    except MlflowException as exc:
+        raise PrivgateError(
+            f"MLflow ({mlflow.get_tracking_uri()}): could not log the report: {_first_line(exc)}"
+        ) from None
+
+
+__all__ = [
+    "ARTIFACT_DIR",
+    "Logged",
+    "attack_table",
+    "available",
+    "check_model_version",
+    "log_report",
+    "parse_model_version",
+    "report_metrics",
+    "require",
+]
