@@ -56,6 +56,9 @@ class AttackContext:
     recipe: Recipe | None = None
     options: dict[str, Any] = field(default_factory=dict)
     run: RunOptions = field(default_factory=RunOptions)
+    #: reference models trained earlier in this run, by their number: attacks asking for as many share them
+    #: (:func:`privgate.attacks.reference.build_references`)
+    ensembles: dict[int, Any] = field(default_factory=dict, repr=False)
 
     @property
     def seed(self) -> int:

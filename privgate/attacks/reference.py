@@ -269,17 +269,22 @@ def build_references(
     n = len(ctx.y)
     masks = paired_masks(n, k, ctx.seed)
     seeds = model_seeds(ctx.seed, k)
-    ens = train_ensemble(
-        ctx.recipe,
-        ctx.x,
-        ctx.y,
-        masks,
-        seeds,
-        cache_dir=ctx.run.cache,
-        threads=ctx.threads,
-        engine=ctx.run.engine,
-        device=ctx.device,
-    )
+    ens = ctx.ensembles.get(k)
+    if ens is None:
+        ens = train_ensemble(
+            ctx.recipe,
+            ctx.x,
+            ctx.y,
+            masks,
+            seeds,
+            cache_dir=ctx.run.cache,
+            threads=ctx.threads,
+            engine=ctx.run.engine,
+            device=ctx.device,
+        )
+        ctx.ensembles[k] = ens
+    else:  # the same models (same recipe, rows, masks and seeds) an earlier attack of this run has
+        ens = reused(ens, cached=ctx.run.cache is not None)
     refs = References(
         inside=masks,
         ensemble=ens,
@@ -345,10 +350,33 @@ def reference_result(
     )
 
 
+def reused(ens: Ensemble, cached: bool) -> Ensemble:
+    """``ens`` as a later attack of the same run gets it: nothing trained, no cost, its outputs shared.
+
+    With a cache the attack would have loaded these very models from it, and is
+    told so (``mode`` ``cache``); without one, ``mode`` is ``shared``.
+    """
+    import dataclasses
+
+    return dataclasses.replace(
+        ens,
+        trained=0,
+        cached=len(ens) if cached else 0,
+        mode="cache" if cached else "shared",
+        kernel="",
+        threads=0,
+        seconds=0.0,
+        notes=[],
+        warnings=[],
+    )
+
+
 def cost_notes(refs: References) -> list[str]:
     """One sentence on how the reference models were obtained."""
     ens = refs.ensemble
-    if ens.trained == 0:
+    if ens.mode == "shared":
+        how = f"all {len(ens)} reference models were trained earlier in this run (no cache) and reused"
+    elif ens.trained == 0:
         how = f"all {len(ens)} reference models came from the cache"
     else:
         kernel = {
