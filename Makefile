@@ -21,7 +21,7 @@ demo: install
 	@bash examples/demo.sh $(VENV)
 
 test: install
-	$(PY) -m pytest -n $(WORKERS) -q tests
+	$(PY) -m pytest -n $(WORKERS) --dist worksteal -q tests
 
 # ruff: lint and formatting (configured in pyproject.toml); `make format` rewrites, `make lint` only checks
 lint: install

@@ -276,10 +276,12 @@ def test_project_data_factory_and_recipe_still_load(case, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     data = json.loads((tmp_path / "r.json").read_text())["data"]
-    assert (data["members"], data["nonmembers"]) == (
+    got = [{k: part[k] for k in ("source", "n")} for part in (data["members"], data["nonmembers"])]
+    assert got == [
         {"source": "audit_data:members", "n": len(m["y"])},
         {"source": "audit_data:NONMEMBERS", "n": len(n["y"])},
-    )
+    ]
+    assert all(len(part["sha256"]) == 64 for part in (data["members"], data["nonmembers"]))
 
 
 # --------------------------------------------------------------------------- CSV

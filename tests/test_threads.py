@@ -65,7 +65,7 @@ def test_threads_flag_env_and_config_reach_the_report(case, tmp_path):
         "check",
         str(case.safe_ts),
         "--policy",
-        "internal",
+        "public",
         "--members",
         str(case.members),
         "--nonmembers",

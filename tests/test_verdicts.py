@@ -50,11 +50,14 @@ def _verdicts_from_strict(report: privgate.Report) -> dict[str, str]:
     return {p: verdict_of([c for c in report.checks if c.policy in names]) for p, names in origin.items()}
 
 
-def test_null_models_fail_no_built_in_policy_more_often_than_promised(tmp_path):
-    """20 seeds of a model trained on other rows than its 'members': count the fails per policy."""
+@pytest.mark.parametrize("half", [0, 1])
+def test_null_models_fail_no_built_in_policy_more_often_than_promised(tmp_path, half):
+    """10 seeds (of 20, in two halves that xdist runs side by side) of a model trained on other rows than its
+    'members': count the fails per policy."""
+    seeds = [s for s in NULL_SEEDS if s % 2 == half]
     fails = {p: 0 for p in LADDER}
     verdicts = []
-    for seed in NULL_SEEDS:
+    for seed in seeds:
         world = null_world(tmp_path, seed)
         report = _check(world, "strict", seed, tmp_path / "cache")
         v = {"public": "pass", **_verdicts_from_strict(report)}
@@ -64,10 +67,10 @@ def test_null_models_fail_no_built_in_policy_more_often_than_promised(tmp_path):
     for policy in LADDER:
         alpha = 1 - privgate.load_policy(policy).confidence
         # one-sided binomial test of "fail rate ≤ α" at level 0.01: the count must be consistent with it
-        assert st.binom.sf(fails[policy] - 1, len(NULL_SEEDS), alpha) > 0.01, (policy, fails, verdicts)
+        assert st.binom.sf(fails[policy] - 1, len(seeds), alpha) > 0.01, (policy, fails, verdicts)
     # and the null models are not all lumped as inconclusive: the weaker policies pass them
-    assert sum(v["internal"] == "pass" for v in verdicts) >= 18
-    assert sum(v["confidential"] != "fail" for v in verdicts) == len(NULL_SEEDS)
+    assert sum(v["internal"] == "pass" for v in verdicts) >= len(seeds) - 2
+    assert sum(v["confidential"] != "fail" for v in verdicts) == len(seeds)
 
 
 def test_inherited_checks_are_the_extended_policys_own_decisions(tmp_path):
@@ -115,18 +118,18 @@ def _write(world: World, dir: Path) -> list[str]:
     ]
 
 
-def test_memorising_model_fails_every_built_in_policy(tmp_path):
+@pytest.mark.parametrize("policy", LADDER[1:])
+def test_memorising_model_fails_every_built_in_policy(tmp_path, policy):
     world = memorising_world(tmp_path / "recipes")
     args = _write(world, tmp_path / "memo")
-    for policy in LADDER[1:]:
-        out = tmp_path / f"{policy}.json"
-        r = run_cli("check", "model.pt", "--policy", policy, *args, "--json", str(out), cwd=tmp_path / "memo")
-        assert r.returncode == 1, (policy, r.stdout, r.stderr)
-        rep = json.loads(out.read_text())
-        assert rep["verdict"] == "fail"
-        failed = [c for c in rep["checks"] if c["status"] == "fail"]
-        # every fail is proven: the lower bound is over the threshold (ε: the bound itself)
-        assert failed and all(c["ci"][0] > c["threshold"] for c in failed)
+    out = tmp_path / f"{policy}.json"
+    r = run_cli("check", "model.pt", "--policy", policy, *args, "--json", str(out), cwd=tmp_path / "memo")
+    assert r.returncode == 1, (policy, r.stdout, r.stderr)
+    rep = json.loads(out.read_text())
+    assert rep["verdict"] == "fail"
+    failed = [c for c in rep["checks"] if c["status"] == "fail"]
+    # every fail is proven: the lower bound is over the threshold (ε: the bound itself)
+    assert failed and all(c["ci"][0] > c["threshold"] for c in failed)
 
 
 def test_well_generalising_model_passes_confidential_with_5000_rows(tmp_path):
