@@ -127,6 +127,8 @@ def environment(run: RunOptions) -> dict[str, Any]:
         "seed": run.seed,
         "threads": resolve_threads(run.threads),
         "engine": run.engine,
+        "executor": run.executor,
+        "models_per_task": run.models_per_task,
         **describe_device(run.resolved().device),
         "python": sys.version.split()[0],
         "platform": platform.platform(),

@@ -27,7 +27,9 @@ CACHE_OFF = ("off", "none", "0", "false", "")
 Engine = Literal["auto", "vectorised", "sequential"]
 ENGINES: tuple[str, ...] = ("auto", "vectorised", "sequential")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")  # privgate.device.DEVICES, without importing it
-EXECUTORS: tuple[str, ...] = ("local",)
+EXECUTORS: tuple[str, ...] = ("local", "ray")  # privgate.executors.EXECUTORS, without importing it
+#: Reference models trained per task (one vectorised group) when none is asked for.
+DEFAULT_MODELS_PER_TASK = 16
 
 Progress = Callable[[str], None]
 
@@ -51,7 +53,15 @@ class RunOptions:
             else the CPU), ``cpu`` or ``cuda`` (bad input on a machine without
             one); :meth:`resolved` turns ``auto`` into the device used
             (:mod:`privgate.device`).
-        executor: where work runs; this version runs ``local``.
+        executor: where independent tasks run (:mod:`privgate.executors`):
+            ``local`` (this process, one after another) or ``ray`` (Ray tasks on
+            a cluster); the same tasks and seeds either way, so the same numbers.
+        ray_address: the Ray cluster for ``executor="ray"``: ``host:port``,
+            ``ray://host:port`` or ``auto``; ``None`` starts a Ray instance on this machine.
+        models_per_task: most reference models one task trains, vectorised
+            together (an ensemble of K models is ⌈K / models_per_task⌉ tasks);
+            part of the plan, not of the executor, so local and Ray runs with
+            the same value give the same numbers.
         progress: called with one-line progress messages (the CLI's spinner).
         artefacts_dir: where attacks save files for people to look at
             (inversion reconstructions, the exposed records' images); ``None`` saves nothing.
@@ -65,6 +75,8 @@ class RunOptions:
     engine: str = "auto"
     device: str = "auto"
     executor: str = "local"
+    ray_address: str | None = None
+    models_per_task: int = DEFAULT_MODELS_PER_TASK
     progress: Progress | None = None
     artefacts_dir: str | None = None
     exposed: int = 10
@@ -78,6 +90,12 @@ class RunOptions:
             raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
         if isinstance(self.exposed, bool) or not isinstance(self.exposed, int) or self.exposed < 0:
             raise ValueError(f"exposed must be a non-negative integer, got {self.exposed!r}")
+        if (
+            isinstance(self.models_per_task, bool)
+            or not isinstance(self.models_per_task, int)
+            or (self.models_per_task < 1)
+        ):
+            raise ValueError(f"models_per_task must be a positive integer, got {self.models_per_task!r}")
         for name, allowed in (("engine", ENGINES), ("device", DEVICES), ("executor", EXECUTORS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -124,4 +142,14 @@ class RunOptions:
         return base.replace(**given) if given else base
 
 
-__all__ = ["CACHE_OFF", "DEFAULT_CACHE_DIR", "DEVICES", "ENGINES", "EXECUTORS", "Engine", "Progress", "RunOptions"]
+__all__ = [
+    "CACHE_OFF",
+    "DEFAULT_CACHE_DIR",
+    "DEFAULT_MODELS_PER_TASK",
+    "DEVICES",
+    "ENGINES",
+    "EXECUTORS",
+    "Engine",
+    "Progress",
+    "RunOptions",
+]

@@ -261,6 +261,7 @@ def build_references(
                 f"'{attack}' needs at least {min_population} population rows (known non-members, never trained on) "
                 f"to compare its {k} reference models against; the audit has {have or 'none'} (give --population)"
             )
+    from privgate.executors import executor_for
     from privgate.inputs.sanity import recipe_warning
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
@@ -281,6 +282,8 @@ def build_references(
             threads=ctx.threads,
             engine=ctx.run.engine,
             device=ctx.device,
+            executor=executor_for(ctx.run),
+            models_per_task=ctx.run.models_per_task,
         )
         ctx.ensembles[k] = ens
     else:  # the same models (same recipe, rows, masks and seeds) an earlier attack of this run has

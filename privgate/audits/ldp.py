@@ -34,7 +34,15 @@ import torch
 
 from privgate import __version__
 from privgate.audits.bundled import LDP_RECIPE, digits
-from privgate.audits.ldp_adversaries import ADVERSARIES, DISTINGUISHERS, RULE_TEXT, CraftSettings, Source, craft
+from privgate.audits.ldp_adversaries import (
+    ADVERSARIES,
+    DISTINGUISHERS,
+    RULE_TEXT,
+    Crafted,
+    CraftSettings,
+    Source,
+    craft,
+)
 from privgate.audits.ldp_estimate import epsilon_empirical, epsilon_lower_bound, max_provable_epsilon, upper_rates
 from privgate.audits.ldp_game import Counts, play
 from privgate.audits.ldp_gradients import FunctionalModel
@@ -42,6 +50,7 @@ from privgate.audits.ldp_mechanism import ldp_sgd_randomise
 from privgate.audits.report import LdpAuditReport, LdpClaim, LdpResult
 from privgate.errors import PrivgateError, RecipeError
 from privgate.errors import clip as clip_text
+from privgate.executors import Executor, LocalExecutor
 from privgate.inputs.data import Dataset
 from privgate.recipe import Recipe
 from privgate.training.threads import limit_threads
@@ -217,6 +226,29 @@ def _summary(verdict: str, claims: list[LdpClaim]) -> str:
     return f"{verdict.upper()}: {each} — ε = {first.claimed_epsilon:g}: {first.reason}."
 
 
+def play_cell(
+    adv: Crafted,
+    model: FunctionalModel,
+    randomise: Callable[..., torch.Tensor],
+    mechanism_name: str,
+    epsilon: float,
+    clip: float,
+    trials: int,
+    distinguishers: tuple[str, ...],
+    seed: int,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[dict[str, Counts], float]:
+    """One (adversary, ε) cell, as one task (:mod:`privgate.executors`): its counts and the seconds its game took.
+
+    The cell's generator is seeded from ``seed`` (:func:`cell_seed`) alone, so
+    a cell gives the same counts wherever and alongside whatever it runs.
+    """
+    g0 = time.perf_counter()
+    gen = torch.Generator().manual_seed(seed)
+    counts = play(adv, model, randomise, mechanism_name, epsilon, clip, trials, distinguishers, gen, progress)
+    return counts, time.perf_counter() - g0
+
+
 def audit_ldp(
     settings: LdpSettings,
     *,
@@ -226,6 +258,7 @@ def audit_ldp(
     mechanism_name: str | None = None,
     progress: Progress | None = None,
     threads: int | None = None,
+    executor: Executor | None = None,
 ) -> LdpAuditReport:
     """Play every cell of ``settings`` against the randomiser and decide each claimed ε.
 
@@ -237,6 +270,9 @@ def audit_ldp(
         mechanism_name: how the report names it (e.g. the ``module:function`` spec).
         progress: called as trials finish.
         threads: the most threads torch and BLAS may use (default 1, see :mod:`privgate.training.threads`).
+        executor: where the cells play (:mod:`privgate.executors`; default here,
+            one after another): one task per (adversary, ε), each with its own
+            seeded generator, so the counts are the same on any executor.
     """
     from privgate.gate import environment
     from privgate.options import RunOptions
@@ -252,37 +288,47 @@ def audit_ldp(
         done = 0
         results: list[LdpResult] = []
         pools: dict[str, int] = {}
-        game_seconds = 0.0
-        for adversary in settings.adversaries:
-            crafted = craft(adversary, source, settings.craft, settings.clip)
-            pools[adversary] = crafted.pool
-            for eps in settings.epsilons:
-                gen = torch.Generator().manual_seed(cell_seed(settings.seed, adversary, eps))
+        runner = executor or LocalExecutor()
+        here = runner.name == "local"  # progress per chunk only when the cells play in this process
 
-                def tick(n: int, _a: str = adversary, _e: float = eps) -> None:
-                    nonlocal done
-                    done += n
-                    if progress is not None:
-                        progress(done, total, f"{_a} at ε = {_e:g}")
+        def tick_for(adversary: str, eps: float) -> Callable[[int], None] | None:
+            def tick(n: int) -> None:
+                nonlocal done
+                done += n
+                if progress is not None:
+                    progress(done, total, f"{adversary} at ε = {eps:g}")
 
-                g0 = time.perf_counter()
-                counts = play(
-                    crafted,
-                    source.model,
-                    randomise,
-                    name,
-                    eps,
-                    settings.clip,
-                    settings.trials,
-                    settings.distinguishers,
-                    gen,
-                    tick,
-                )
-                game_seconds += time.perf_counter() - g0
-                for dist in settings.distinguishers:
-                    rule = RULE_TEXT["eq5"] if dist == "white_box" else RULE_TEXT[crafted.rule]
-                    results.append(_result(eps, adversary, dist, rule, counts[dist], alpha))
-            del crafted
+            return tick if here else None
+
+        def cells(adversary: str, crafted: Crafted) -> list[tuple]:
+            return [
+                (crafted, source.model, randomise, name, eps, settings.clip, settings.trials, settings.distinguishers,
+                 cell_seed(settings.seed, adversary, eps), tick_for(adversary, eps))
+                for eps in settings.epsilons
+            ]  # fmt: skip
+
+        played: list[tuple[dict[str, Counts], float]] = []
+        rules: dict[str, str] = {}
+        if here:  # one adversary's pool in memory at a time
+            for adversary in settings.adversaries:
+                crafted = craft(adversary, source, settings.craft, settings.clip)
+                pools[adversary], rules[adversary] = crafted.pool, crafted.rule
+                played += runner.map(play_cell, cells(adversary, crafted), threads=threads)
+                del crafted
+        else:  # every (adversary, ε) cell is one task, all submitted at once
+            crafts = {a: craft(a, source, settings.craft, settings.clip) for a in settings.adversaries}
+            for adversary, crafted in crafts.items():
+                pools[adversary], rules[adversary] = crafted.pool, crafted.rule
+            played = runner.map(play_cell, [t for a, c in crafts.items() for t in cells(a, c)], threads=threads)
+            if progress is not None:
+                progress(total, total, f"{len(played)} cells on the {runner.name} executor")
+            del crafts
+        game_seconds = sum(seconds for _, seconds in played)
+        cell_order = [(a, eps) for a in settings.adversaries for eps in settings.epsilons]
+        for (adversary, eps), (counts, _) in zip(cell_order, played):
+            for dist in settings.distinguishers:
+                rule = RULE_TEXT["eq5"] if dist == "white_box" else RULE_TEXT[rules[adversary]]
+                results.append(_result(eps, adversary, dist, rule, counts[dist], alpha))
     n_g1, n_g2 = (settings.trials + 1) // 2, settings.trials // 2
     ceiling = max_provable_epsilon(n_g1, n_g2, alpha)
     claims = [
@@ -323,7 +369,7 @@ def audit_ldp(
         distinguishers=list(settings.distinguishers),
         claims=claims,
         results=results,
-        environment=environment(RunOptions(seed=settings.seed, threads=threads)),
+        environment=environment(RunOptions(seed=settings.seed, threads=threads, executor=runner.name)),
         started=started,
         duration_s=round(duration, 3),
         game_seconds=round(game_seconds, 3),
@@ -331,4 +377,4 @@ def audit_ldp(
     )
 
 
-__all__ = ["LdpSettings", "Progress", "audit_ldp", "cell_seed", "prepare_source"]
+__all__ = ["LdpSettings", "Progress", "audit_ldp", "cell_seed", "play_cell", "prepare_source"]

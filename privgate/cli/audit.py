@@ -19,6 +19,7 @@ import click
 from rich.markup import escape
 
 from privgate.audits.ldp_names import ADVERSARIES, DISTINGUISHERS
+from privgate.cli.executor import executor_options, executor_settings
 from privgate.cli.guard import guard, out_console
 
 
@@ -204,6 +205,7 @@ def audit() -> None:
     help="Write a self-contained HTML report (seed 001's Figure 2).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
+@executor_options
 @guard
 def audit_ldp_cmd(
     epsilons: tuple[float, ...],
@@ -221,6 +223,8 @@ def audit_ldp_cmd(
     json_path: str | None,
     html_path: str | None,
     quiet: bool,
+    executor: str | None = None,
+    ray_address: str | None = None,
 ) -> int:
     """Play seed 001's adversaries against an LDP randomiser and bound its ε from below."""
     if (recipe is None) != (data is None):
@@ -248,6 +252,11 @@ def audit_ldp_cmd(
         confidence=confidence,
         seed=seed,
     )
+    from privgate.executors import executor_for
+    from privgate.options import RunOptions
+
+    run = RunOptions(seed=seed, threads=threads, **executor_settings(executor, ray_address))
+    runner = executor_for(run)  # a missing extra or a wrong address: exit 2 before any work
     out = out_console()
     if _progress_wanted(quiet, out):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -273,9 +282,12 @@ def audit_ldp_cmd(
                 mechanism_name=mechanism,
                 progress=tick,
                 threads=threads,
+                executor=runner,
             )
     else:
-        report = audit_ldp(settings, recipe=rec, data=dataset, mechanism=fn, mechanism_name=mechanism, threads=threads)
+        report = audit_ldp(
+            settings, recipe=rec, data=dataset, mechanism=fn, mechanism_name=mechanism, threads=threads, executor=runner
+        )
     _write(outputs, report, render_ldp_html)
     if quiet:
         out.print(escape(report.summary), highlight=False)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
+from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import guard, out_console
 from privgate.errors import PrivgateError
 
@@ -105,6 +106,8 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "another), vectorised (exit 2 when it cannot) or sequential (recipe.train per model). This flag, else the "
     "config's 'engine', else auto.",
 )
+@executor_options
+@models_option
 @click.option(
     "--artefacts",
     "artefacts_path",
@@ -183,6 +186,9 @@ def check(
     exposed: int | None = None,
     mlflow_log: bool = False,
     mlflow_model: str | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    models_per_task: int | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
     from privgate.inputs.config import find_config, load_config
@@ -275,7 +281,9 @@ def check(
             progress=progress,
             artefacts_dir=staging.path,
             exposed=10 if pick("exposed", exposed) is None else pick("exposed", exposed),
+            **executor_settings(executor, ray_address, models_per_task, cfg),
         )
+        connect(run)  # a missing extra or a wrong address: exit 2 before any work
         if status:
             status.start()
         try:

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import guard, out_console
 
 _ATTACKS_HELP = (
@@ -48,6 +49,8 @@ def _common(fn: Any) -> Any:
                 "--attacker", type=int, default=0, show_default=True, help="Node of the victim × round heatmap."
             ),
             click.option("--quiet", "-q", is_flag=True, help="Print only the summary line."),
+            executor_options,
+            models_option,
         ]
     ):
         fn = deco(fn)
@@ -143,7 +146,7 @@ def simulate_cmd(
     local_epochs: int, holdout: float, population: float | None, reference_models: int, engine: str,
     label_column: str, save_dir: str | None, attacks: str | None, fpr: float, confidence: float, seed: int,
     threads: int | None, cache_dir: str | None, json_path: str | None, html_path: str | None, attacker: int,
-    quiet: bool,
+    quiet: bool, executor: str | None = None, ray_address: str | None = None, models_per_task: int | None = None,
 ) -> int:  # fmt: skip
     """Simulate a decentralised federation and measure who can infer whose data, round by round."""
     from privgate.io.guards import Named, audit_inputs, check_outputs
@@ -166,7 +169,11 @@ def simulate_cmd(
     )
     rec = load_recipe(recipe, [base])
     ds = load_dataset(data, "training data", label_column, base)
-    run = RunOptions(seed=seed, threads=threads, cache_dir=cache_dir, engine=engine)
+    run = RunOptions(
+        seed=seed, threads=threads, cache_dir=cache_dir, engine=engine,
+        **executor_settings(executor, ray_address, models_per_task),
+    )  # fmt: skip
+    connect(run)
     outcome = simulate(
         rec, ds, list(topologies) or ["fully"], nodes=nodes, rounds=rounds, distribution=distribution,
         local_epochs=local_epochs, holdout_fraction=holdout, population_fraction=population, settings=settings,
@@ -221,7 +228,8 @@ def _saved(outcome: Any, folder: Path, recipe: str) -> dict[Path, tuple[str, str
 def audit_cmd(
     manifest: str, policy_spec: str | None, junit_path: str | None, sarif_path: str | None, attacks: str | None,
     fpr: float, confidence: float, seed: int, threads: int | None, cache_dir: str | None, json_path: str | None,
-    html_path: str | None, attacker: int, quiet: bool,
+    html_path: str | None, attacker: int, quiet: bool, executor: str | None = None, ray_address: str | None = None,
+    models_per_task: int | None = None,
 ) -> int:  # fmt: skip
     """Audit a real federation's checkpoints (federation.yaml) and, with --policy, gate it."""
     from privgate.audits.federated.manifest import load_manifest
@@ -259,7 +267,11 @@ def audit_cmd(
 
         names += [a for a in attacks_named(policy) if a not in names]
     settings = Settings(attacks=tuple(names), fpr=fpr, confidence=confidence)
-    outcome = audit(m, settings, RunOptions(seed=seed, threads=threads, cache_dir=cache_dir))
+    run = RunOptions(
+        seed=seed, threads=threads, cache_dir=cache_dir, **executor_settings(executor, ray_address, models_per_task)
+    )
+    connect(run)
+    outcome = audit(m, settings, run)
     report = outcome.report
     if policy is not None:
         from privgate.audits.federated.decide import decide_federation

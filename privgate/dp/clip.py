@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from privgate.dp.train import DPSettings, train_dp
+from privgate.executors import Executor
 from privgate.inputs.outputs import as_logits_torch, kind_of
 from privgate.recipe import Recipe
 
@@ -39,6 +40,23 @@ def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(pred == np.asarray(y)))
 
 
+def clip_run(
+    recipe: Recipe,
+    x_fit: np.ndarray,
+    y_fit: np.ndarray,
+    x_val: np.ndarray,
+    y_val: np.ndarray,
+    seed: int,
+    settings: DPSettings,
+    device: str = "cpu",
+) -> float:
+    """One noise-free clipped run (σ = 0, no accounting) at ``settings.max_grad_norm``: its validation accuracy."""
+    model, _ = train_dp(
+        recipe, x_fit, y_fit, seed, settings=settings, noise_multiplier=0.0, account=False, device=device
+    )
+    return accuracy(model, x_val, y_val)
+
+
 def search_clip_norm(
     recipe: Recipe,
     x: np.ndarray,
@@ -49,6 +67,8 @@ def search_clip_norm(
     epochs: int | None = None,
     exponents: tuple[int, ...] = CLIP_EXPONENTS,
     device: str = "cpu",
+    executor: Executor | None = None,
+    threads: int | None = None,
 ) -> tuple[float, list[dict[str, Any]]]:
     """The clipping norm C for DP-SGD: the noise-free search of published tuning practice.
 
@@ -65,7 +85,11 @@ def search_clip_norm(
     the private data is itself not covered by the DP guarantee; the report
     counts these runs.)
 
-    ``device`` is where the runs train (:mod:`privgate.device`).
+    ``device`` is where the runs train (:mod:`privgate.device`). With a Ray
+    ``executor`` (:mod:`privgate.executors`) every C trains at once, as one task
+    of ``threads`` threads each, and the stopping rule reads the results in
+    order: the same rows and the same C as the local loop, which stops at the
+    first clear drop (runs past it are discarded unread: they decide nothing).
 
     Returns:
         (C, rows) with one row ``{max_grad_norm, accuracy, good}`` per run.
@@ -75,22 +99,16 @@ def search_clip_norm(
     n_val = max(1, int(round(CLIP_VALIDATION_FRACTION * n)))
     val, fit = order[:n_val], order[n_val:]
     brief = dataclasses.replace(settings, epochs=epochs or settings.epochs)
+    run_args = [(recipe, x[fit], y[fit], x[val], y[val], seed, brief.with_clip(10.0**k), device) for k in exponents]
+    runner = executor if executor is not None and executor.name != "local" else None
+    # on a cluster every C trains at once and the rule reads them in order; here one after another, stopping early
+    accuracies = runner.map(clip_run, run_args, threads=threads) if runner is not None else None
     rows: list[dict[str, Any]] = []
     best: float | None = None
     chosen: float | None = None
-    for k in exponents:
+    for i, k in enumerate(exponents):
         clip = 10.0**k
-        model, _ = train_dp(
-            recipe,
-            x[fit],
-            y[fit],
-            seed,
-            settings=brief.with_clip(clip),
-            noise_multiplier=0.0,
-            account=False,
-            device=device,
-        )
-        acc = accuracy(model, x[val], y[val])
+        acc = accuracies[i] if accuracies is not None else clip_run(*run_args[i])
         tol = (
             CLEAR_DROP
             if best is None
@@ -106,4 +124,12 @@ def search_clip_norm(
     return chosen, rows
 
 
-__all__ = ["CLEAR_DROP", "CLEAR_DROP_SE", "CLIP_EXPONENTS", "CLIP_VALIDATION_FRACTION", "accuracy", "search_clip_norm"]
+__all__ = [
+    "CLEAR_DROP",
+    "CLEAR_DROP_SE",
+    "CLIP_EXPONENTS",
+    "CLIP_VALIDATION_FRACTION",
+    "accuracy",
+    "clip_run",
+    "search_clip_norm",
+]

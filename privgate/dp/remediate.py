@@ -62,6 +62,7 @@ from privgate.dp.recipe import DPRecipe
 from privgate.dp.train import DPSettings, DPTraining, probe_private_training, train_dp
 from privgate.dp.utility import UtilityData, measure_utility, utility_data, utility_floor  # noqa: F401  (re-exported)
 from privgate.errors import PolicyError, RecipeError
+from privgate.executors import executor_for
 from privgate.gate import audit
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
@@ -357,10 +358,9 @@ def remediate(
     if rem.max_grad_norm == "auto":
         say("choosing the clip norm (noise-free runs at C = 10^k)")
         brief = max(1, math.ceil(settings.epochs / 3))
+        where = {"device": run.device, "executor": executor_for(run), "threads": run.threads}  # Ray: C's in parallel
         with limit_threads(run.threads):
-            clip, clip_rows = search_clip_norm(
-                recipe, train.x, train.y, seed, settings, epochs=brief, device=run.device
-            )
+            clip, clip_rows = search_clip_norm(recipe, train.x, train.y, seed, settings, epochs=brief, **where)
         settings = settings.with_clip(clip)
     section["settings"] = {
         "epochs": settings.epochs,

@@ -38,12 +38,16 @@ KEYS = {
     "trust_checkpoint": bool,
     "device": str,
     "engine": str,
+    "executor": str,
+    "ray_address": str,
+    "models_per_task": int,
 }
 
 #: Keys whose value must be one of a few words (the CLI's --device and --engine choices).
 CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "cpu", "cuda"),  # privgate.device.DEVICES
     "engine": ("auto", "vectorised", "sequential"),  # privgate.options.ENGINES
+    "executor": ("local", "ray"),  # privgate.executors.EXECUTORS
 }
 
 
@@ -87,8 +91,8 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
             raise ConfigError(
                 f"{path}: '{prefix}{key}' must be a {want.__name__}, got {type(value).__name__} {shown(value, 80)}."
             )
-        if key == "threads" and value < 1:
-            raise ConfigError(f"{path}: '{prefix}threads' must be at least 1, got {value}.")
+        if key in ("threads", "models_per_task") and value < 1:
+            raise ConfigError(f"{path}: '{prefix}{key}' must be at least 1, got {value}.")
         if key in CHOICES and value not in CHOICES[key]:
             raise ConfigError(
                 f"{path}: '{prefix}{key}' must be one of {', '.join(CHOICES[key])}, got {shown(value, 80)}"

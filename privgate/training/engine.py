@@ -71,6 +71,7 @@ import torch
 from torch import nn
 
 from privgate.errors import RecipeError
+from privgate.executors import Executor
 from privgate.recipe import Recipe
 from privgate.training import grouped, mlp
 from privgate.training.cache import ModelCache
@@ -80,6 +81,7 @@ from privgate.training.kernels import NotVectorisable, mlp_kernel_mismatch
 from privgate.training.optimisers import optimise
 from privgate.training.plan import dropout_seed, epoch_schedule
 from privgate.training.stacked import NotStackable, StackedModel, random_forward, unstack
+from privgate.training.tasks import train_groups
 from privgate.training.threads import resolve_threads, torch_threads
 
 
@@ -392,6 +394,8 @@ def train_ensemble(
     threads: int | None = None,
     engine: str = "auto",
     device: str = "cpu",
+    executor: Executor | None = None,
+    models_per_task: int | None = None,
 ) -> Ensemble:
     """Train (or load from the cache) model k on ``x[masks[k]]`` with seed ``seeds[k]``.
 
@@ -410,6 +414,11 @@ def train_ensemble(
             :attr:`privgate.options.RunOptions.engine`.
         device: where to train and score (``"cpu"`` or ``"cuda"``, resolved by
             :func:`privgate.device.resolve_device`); states are kept on the CPU.
+        executor: where the groups of models train (:mod:`privgate.executors`;
+            default: here, one after another). The cache is read before and
+            written after, here, so a cache never changes what a task computes.
+        models_per_task: most models one task trains at once (default: all);
+            the groups depend only on this and K, not on the executor.
 
     Returns:
         An :class:`Ensemble` with the states in mask order and what it cost.
@@ -461,17 +470,10 @@ def train_ensemble(
                 states = [s if s is not None else cache.load(key, like) for s, key in zip(states, keys)]
             todo = [i for i, s in enumerate(states) if s is None]
             if todo:
-                new, mode, notes, kernel = train_models(
-                    recipe,
-                    x,
-                    y,
-                    masks[todo],
-                    [seeds[i] for i in todo],
-                    vectorise,
-                    threads,
-                    strict=engine == "vectorised",
-                    device=device,
-                )
+                new, mode, notes, kernel = train_groups(
+                    executor, models_per_task, recipe, x, y, masks[todo], [seeds[i] for i in todo],
+                    vectorise, threads, engine == "vectorised", device,
+                )  # fmt: skip
                 trained = len(todo)
                 if cache is not None and mode != planned:  # a DP recipe the MLP kernel declined: stored as trained
                     keys = keys_of(training_stream(recipe, probe, x, mode, device))

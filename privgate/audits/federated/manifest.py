@@ -193,18 +193,50 @@ def load_manifest(path: str | Path) -> Manifest:
     return Manifest(p, spec, ckpts, files, nonmembers, population)
 
 
-def _npz(x: np.ndarray, y: np.ndarray) -> bytes:
+def npz_bytes(x: np.ndarray, y: np.ndarray) -> bytes:
+    """One data file of the layout (``x``, ``y`` in an ``.npz``), as bytes."""
     buf = io.BytesIO()
     np.savez(buf, x=x, y=y)
     return buf.getvalue()
 
 
-def _state_bytes(state: dict[str, Any]) -> bytes:
+def state_bytes(state: dict[str, Any]) -> bytes:
+    """One state_dict checkpoint of the layout (``torch.save`` of detached, contiguous tensors), as bytes."""
     import torch
 
     buf = io.BytesIO()
     torch.save({k: v.detach().clone().contiguous() for k, v in state.items()}, buf)
     return buf.getvalue()
+
+
+def checkpoint_name(r: int, node: int | str) -> str:
+    """Where the layout keeps a node's model after round ``r`` (1-based): ``rounds/r01/node0.pt``."""
+    stem = f"node{node}" if isinstance(node, int) else node
+    return f"rounds/r{r:02d}/{stem}.pt"
+
+
+def manifest_text(
+    *,
+    name: str,
+    recipe: str | None,
+    topology: str,
+    edges: list[list[int]],
+    nonmembers: str,
+    nodes: list[dict[str, Any]],
+    population: str | None = None,
+    comment: str = "",
+) -> bytes:
+    """``federation.yaml`` for ``nodes`` (``{name, data, checkpoints}``, paths relative to its folder), as bytes."""
+    doc: dict[str, Any] = {"version": MANIFEST_VERSION, "name": name}
+    if recipe:
+        doc["recipe"] = recipe
+    doc.update({"topology": topology, "edges": edges, "nonmembers": nonmembers})
+    if population is not None:
+        doc["population"] = population
+    doc["nodes"] = nodes
+    head = "# privgate federation manifest (privgate fl audit federation.yaml)\n"
+    head += "".join(f"# {line}\n" if line else "#\n" for line in comment.splitlines())
+    return (head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100)).encode()
 
 
 def manifest_files(
@@ -224,27 +256,26 @@ def manifest_files(
     files: dict[Path, bytes] = {}
     nodes = []
     for i, (label, (x, y)) in enumerate(zip(node_names, node_data)):
-        files[folder / "data" / f"node{i}.npz"] = _npz(x, y)
+        files[folder / "data" / f"node{i}.npz"] = npz_bytes(x, y)
         cps = []
         for r, round_states in enumerate(states, start=1):
-            rel = f"rounds/r{r:02d}/node{i}.pt"
-            files[folder / rel] = _state_bytes(round_states[i])
+            rel = checkpoint_name(r, i)
+            files[folder / rel] = state_bytes(round_states[i])
             cps.append(rel)
         nodes.append({"name": label, "data": f"data/node{i}.npz", "checkpoints": cps})
-    files[folder / "data" / "nonmembers.npz"] = _npz(*nonmembers)
-    doc: dict[str, Any] = {"version": MANIFEST_VERSION, "name": name}
-    if recipe:
-        doc["recipe"] = recipe
-    doc.update({"topology": topology, "edges": edges, "nonmembers": "data/nonmembers.npz"})
+    files[folder / "data" / "nonmembers.npz"] = npz_bytes(*nonmembers)
+    pop = None
     if population is not None and len(population[1]):
-        files[folder / "data" / "population.npz"] = _npz(*population)
-        doc["population"] = "data/population.npz"
-    doc["nodes"] = nodes
-    text = "# privgate federation manifest (privgate fl audit federation.yaml)\n" + yaml.safe_dump(
-        doc, sort_keys=False, default_flow_style=None, width=100
-    )
-    files[folder / "federation.yaml"] = text.encode()
+        files[folder / "data" / "population.npz"] = npz_bytes(*population)
+        pop = "data/population.npz"
+    files[folder / "federation.yaml"] = manifest_text(
+        name=name, recipe=recipe, topology=topology, edges=edges, nonmembers="data/nonmembers.npz", nodes=nodes,
+        population=pop,
+    )  # fmt: skip
     return files
 
 
-__all__ = ["MANIFEST_VERSION", "Manifest", "ManifestError", "ManifestSpec", "load_manifest", "manifest_files"]
+__all__ = [
+    "MANIFEST_VERSION", "Manifest", "ManifestError", "ManifestSpec", "checkpoint_name", "load_manifest",
+    "manifest_files", "manifest_text", "npz_bytes", "state_bytes",
+]  # fmt: skip

@@ -98,6 +98,7 @@ def reference_scorer(
         seed: the run's seed.
         run: the run's settings (cache, threads, engine).
     """
+    from privgate.executors import executor_for
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
 
@@ -115,6 +116,7 @@ def reference_scorer(
     ens = train_ensemble(
         like_node, x[train], y[train], masks, model_seeds(seed, models),
         cache_dir=run.cache, threads=run.threads, engine=run.engine,
+        executor=executor_for(run), models_per_task=run.models_per_task,
     )  # fmt: skip
     from privgate.inputs import outputs
 

@@ -3,7 +3,8 @@
 :func:`simulate` splits one data set (seeded) into node shards, shared
 held-out non-members and, for the reference attacks, the attacker's
 population; trains the federation under every requested topology on the same
-split; attacks every round; and returns the report with every trajectory (to
+split (one task per topology, side by side on the Ray executor,
+:mod:`privgate.executors`); attacks every round; and returns the report with every trajectory (to
 save in the manifest layout, :mod:`privgate.audits.federated.manifest`).
 :func:`audit` does the same from a manifest's checkpoints.
 """
@@ -26,6 +27,7 @@ from privgate.audits.federated.simulate import Trajectory, node_log_proba, train
 from privgate.audits.federated.split import Distribution, SplitError, holdout, parse_distribution, shards
 from privgate.audits.federated.topology import Topology, parse_topology
 from privgate.errors import PrivgateError
+from privgate.executors import executor_for
 from privgate.inputs.data import Dataset
 from privgate.options import RunOptions
 from privgate.recipe import Recipe
@@ -175,12 +177,14 @@ def simulate(
     run.say("training reference models…" if settings.needs_references else "splitting…")
     scorer = _scorer(recipe, x, y, split, local_epochs * rounds, settings, run)
     fed: list[Audited] = []
-    for topo in topos:
-        run.say(f"{topo.name}: training {nodes} nodes × {rounds} rounds…")
-        traj = train_federation(
-            recipe, x, y, split.shards, topo, rounds=rounds, local_epochs=local_epochs, seed=run.seed,
-            engine=run.engine, threads=run.threads,
-        )  # fmt: skip
+    executor = executor_for(run)
+    run.say(f"{', '.join(t.name for t in topos)}: training {nodes} nodes × {rounds} rounds ({executor.name})…")
+    trajectories = executor.map(
+        _train_topology,
+        [(recipe, x, y, split.shards, topo, rounds, local_epochs, run.seed, run.engine, run.threads) for topo in topos],
+        threads=run.threads,
+    )
+    for topo, traj in zip(topos, trajectories):
         run.say(f"{topo.name}: attacking every node from every node…")
         ev = evaluate(
             lambda r, traj=traj: node_log_proba(recipe, traj.states[r], x), rounds, y, victims, split.holdout,
@@ -218,6 +222,24 @@ def simulate(
         duration_s=round(time.perf_counter() - t0, 3),
     )
     return Outcome(report, fed, split, data)
+
+
+def _train_topology(
+    recipe: Recipe,
+    x: np.ndarray,
+    y: np.ndarray,
+    shards: list[np.ndarray],
+    topo: Topology,
+    rounds: int,
+    local_epochs: int,
+    seed: int,
+    engine: str,
+    threads: int | None,
+) -> Trajectory:
+    """One topology's federation, as one task (:mod:`privgate.executors`): the topologies train side by side."""
+    return train_federation(
+        recipe, x, y, shards, topo, rounds=rounds, local_epochs=local_epochs, seed=seed, engine=engine, threads=threads
+    )
 
 
 def comparison_line(results: Sequence[TopologyResult]) -> str:

@@ -1,0 +1,250 @@
+"""The Ray executor: tasks as Ray remote calls on a cluster, results gathered in submission order.
+
+Connecting (:func:`connect`, once per process):
+
+* no address: start a Ray instance on this machine (``address="local"``), as
+  many workers as it has cores — one machine, several tasks at once;
+* ``auto``: the cluster ``ray start`` started on this machine;
+* ``host:port`` (the head's GCS port, 6379 by default) or
+  ``ray://host:port`` (a Ray Client server, 10001 by default): a remote cluster.
+  The port is probed first (:data:`CONNECT_TIMEOUT_S`: a TCP connection and
+  the HTTP/2 handshake every gRPC server — Ray's GCS, a Ray Client server —
+  answers), and ``ray.init`` is given :data:`INIT_TIMEOUT_S` in a helper
+  thread, so a wrong address is one sentence within seconds, never a hang.
+
+When Ray is already initialised in this process (a notebook, a test session),
+that connection is used.
+
+Each task asks Ray for ``threads`` CPUs (and a GPU when the run trains on
+``cuda``) and runs with torch and BLAS held to ``threads`` threads, as the
+local executor does. Large arguments shared by several tasks (the audit rows)
+are put in Ray's object store once. Functions and recipes from the user's own
+modules (a recipe file next to the model) are sent by value, so workers on
+other machines need privgate installed but not the user's files.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from privgate.executors import INSTALL_RAY, ExecutorError
+
+#: Seconds to wait for a TCP connection to the cluster's address.
+CONNECT_TIMEOUT_S = 5.0
+#: Seconds ``ray.init`` may take to join a cluster (starting a local one takes longer: :data:`START_TIMEOUT_S`).
+INIT_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 120.0
+#: Arguments at least this large (bytes, numpy arrays) that several tasks share go to the object store once.
+SHARE_BYTES = 1 << 20
+
+_LOCK = threading.Lock()
+_CONNECTED: RayExecutor | None = None
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ExecutorError(
+            f"--executor ray needs Ray, which is not installed; install it with {INSTALL_RAY}."
+        ) from None
+    return ray
+
+
+def parse_address(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of ``host:port`` or ``ray://host:port``; None for ``auto`` and ``local``.
+
+    Raises:
+        ExecutorError: anything else.
+    """
+    text = address.strip()
+    if text in ("auto", "local"):
+        return None
+    rest = text[len("ray://") :] if text.startswith("ray://") else text
+    host, sep, port = rest.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in rest:
+        raise ExecutorError(
+            f"--ray-address {address!r} is not host:port or ray://host:port (the address `ray start --head` prints)."
+        )
+    return host, int(port)
+
+
+#: The HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, a Ray Client server) answers
+#: with a SETTINGS frame of its own (RFC 9113 §3.4); a web server, a database or a closed socket does not.
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_H2_SETTINGS = 0x04
+
+
+def probe(address: str) -> None:
+    """Fail fast unless a gRPC server answers at ``address`` (TCP connect, then the HTTP/2 handshake).
+
+    ``auto`` and ``local`` are not probed (``ray.init`` finds or starts them).
+
+    Raises:
+        ExecutorError: a malformed address, nothing listening, or something that is not a gRPC server.
+    """
+    hostport = parse_address(address)
+    if hostport is None:
+        return
+    host, port = hostport
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as sock:
+            sock.settimeout(CONNECT_TIMEOUT_S)
+            sock.sendall(_H2_HELLO)
+            head = b""
+            while len(head) < 9:
+                chunk = sock.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError | socket.timeout) else (exc.strerror or type(exc).__name__)
+        raise ExecutorError(
+            f"no Ray cluster answers at --ray-address {address} ({why.lower()}); start one with `ray start --head` "
+            f"and pass the address it prints."
+        ) from None
+    if len(head) < 9 or head[3] != _H2_SETTINGS:
+        raise ExecutorError(
+            f"--ray-address {address} answers, but not as a Ray cluster (no gRPC handshake); give the head's GCS "
+            "port (6379 by default, printed by `ray start --head`) or ray://host:10001."
+        )
+
+
+def _init(ray: Any, address: str, timeout: float) -> None:
+    """``ray.init`` in a helper thread, given ``timeout`` seconds (a non-Ray port would otherwise block for minutes)."""
+    box: dict[str, BaseException] = {}
+
+    def go() -> None:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="error")
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=go, name="privgate-ray-init", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise ExecutorError(
+            f"--ray-address {address}: no Ray cluster answered within {timeout:g} s (is it the head's GCS port, "
+            "6379 by default, or a ray:// client port?)."
+        )
+    if "error" in box:
+        exc = box["error"]
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ExecutorError(f"could not join the Ray cluster at --ray-address {address} ({first}).") from None
+
+
+def connect(address: str | None = None) -> RayExecutor:
+    """The process's Ray executor, connecting (or starting a local Ray) the first time (module docstring).
+
+    Raises:
+        ExecutorError: Ray is not installed, the address is malformed, or no cluster answers there.
+    """
+    global _CONNECTED
+    ray = _import_ray()
+    with _LOCK:
+        if ray.is_initialized():
+            if _CONNECTED is None:
+                _CONNECTED = RayExecutor(ray)
+            return _CONNECTED
+        target = (address or "local").strip()
+        probe(target)
+        _init(ray, target, START_TIMEOUT_S if target == "local" else INIT_TIMEOUT_S)
+        _CONNECTED = RayExecutor(ray)
+        return _CONNECTED
+
+
+def _user_modules(objects: Sequence[Any]) -> set[str]:
+    """Modules of the user's own code among ``objects`` (recipes, factories, mechanisms), not installed ones."""
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    found: set[str] = set()
+    for obj in objects:
+        for candidate in (type(obj), getattr(obj, "model_factory", None), obj if callable(obj) else None):
+            name = getattr(candidate, "__module__", None)
+            module = sys.modules.get(name or "")
+            file = getattr(module, "__file__", None)
+            if not name or module is None or not file or name == "__main__" or name.split(".")[0] == "privgate":
+                continue
+            path = Path(file).resolve()
+            if not any(root in path.parents for root in installed):
+                found.add(name)
+    return found
+
+
+def _call(fn: Callable[..., Any], threads: int | None, *args: Any) -> Any:
+    """What a Ray worker runs: ``fn(*args)`` with torch and BLAS held to ``threads``."""
+    from privgate.training.threads import limit_threads
+
+    with limit_threads(threads):
+        return fn(*args)
+
+
+class RayExecutor:
+    """Submits tasks to the connected Ray cluster; results in submission order."""
+
+    name = "ray"
+
+    def __init__(self, ray: Any) -> None:
+        self._ray = ray
+
+    @property
+    def workers(self) -> int:
+        return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+
+    def map(
+        self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], *, threads: int | None = None, gpus: float = 0
+    ) -> list[Any]:
+        """Run ``fn(*task)`` for every task as a Ray task of ``threads`` CPUs (and ``gpus`` GPUs); results in order."""
+        if not tasks:
+            return []
+        ray = self._ray
+        from ray import cloudpickle
+
+        for name in _user_modules([fn, *(a for t in tasks for a in t)]):
+            cloudpickle.register_pickle_by_value(sys.modules[name])
+        self._fits(max(1, int(threads or 1)), gpus)
+        shared = self._share(tasks)
+        remote = ray.remote(_call).options(num_cpus=max(1, int(threads or 1)), num_gpus=gpus, max_retries=0)
+        refs = [remote.remote(fn, threads, *(shared.get(id(a), a) for a in t)) for t in tasks]
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayTaskError as exc:  # the task's own exception (a RecipeError stays one sentence)
+            inner = getattr(exc, "cause", None)
+            raise (inner if isinstance(inner, BaseException) else exc.as_instanceof_cause()) from None
+        except BaseException:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+            raise
+
+    def _fits(self, cpus: int, gpus: float) -> None:
+        """A task no node can hold would wait forever: say so instead."""
+        nodes = [n.get("Resources", {}) for n in self._ray.nodes() if n.get("Alive", True)]
+        if nodes and cpus > max(r.get("CPU", 0) for r in nodes):
+            raise ExecutorError(
+                f"each task asks for --threads {cpus} CPUs but no node of the Ray cluster has that many "
+                f"(the largest has {max(int(r.get('CPU', 0)) for r in nodes)}); lower --threads."
+            )
+        if nodes and gpus and not any(r.get("GPU", 0) >= gpus for r in nodes):
+            raise ExecutorError(
+                "the run trains on cuda but no node of the Ray cluster has a GPU; pass --device cpu or add GPU nodes."
+            )
+
+    def _share(self, tasks: Sequence[tuple[Any, ...]]) -> dict[int, Any]:
+        """Object-store references for large arrays that more than one task receives (put once, not per task)."""
+        seen: dict[int, Any] = {}
+        count: dict[int, int] = {}
+        for t in tasks:
+            for a in t:
+                if getattr(a, "nbytes", 0) >= SHARE_BYTES:
+                    seen[id(a)] = a
+                    count[id(a)] = count.get(id(a), 0) + 1
+        return {i: self._ray.put(a) for i, a in seen.items() if count[i] > 1}
+
+
+__all__ = ["CONNECT_TIMEOUT_S", "INIT_TIMEOUT_S", "RayExecutor", "connect", "parse_address", "probe"]

@@ -1,0 +1,247 @@
+"""The Ray executor (issue 15, part 5): the same tasks and seeds give the same numbers as the local executor.
+
+One local Ray (2 CPUs) is started for the module and shut down after; the CLI
+runs in a subprocess join it through ``--ray-address``. Every comparison is
+exact (``==`` on the parsed JSON, ``torch.equal`` on states), never approximate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from cases import make_model, run_cli, synthetic
+
+from privgate.errors import PrivgateError
+from privgate.executors import ExecutorError, LocalExecutor, executor_for, task_groups
+from privgate.options import RunOptions
+from privgate.recipe import Recipe
+
+ray = pytest.importorskip("ray")
+
+RECIPE = Recipe(model_factory=make_model, epochs=30, batch_size=64, lr=3e-3, name="tiny-mlp")
+
+POLICY = textwrap.dedent(
+    """
+    name: refs
+    sensitivity: confidential
+    release: model
+    confidence: 0.95
+    attacks:
+      lira: {models: 4}
+      loss: {}
+    checks:
+      - {id: lira-auc, attack: lira, metric: auc, max: 0.6}
+      - {id: loss-auc, attack: loss, metric: auc, max: 0.6}
+    """
+)
+
+#: Wall times, dates, where the run happened and the notes saying so (with their seconds): they differ between runs.
+VOLATILE = {"seconds", "duration_s", "started", "environment", "audit_seconds", "game_seconds", "trials_per_second",
+            "notes"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Any:
+    """One local Ray for the module: its GCS address (what ``--ray-address`` takes)."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+def _stable(value: Any) -> Any:
+    """The report without wall times, dates, the environment and notes (which give seconds and the executor)."""
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _where(i: int) -> tuple[int, int]:
+    return i * i, os.getpid()
+
+
+def test_tasks_run_in_ray_workers_and_come_back_in_order(cluster: str) -> None:
+    executor = executor_for(RunOptions(executor="ray"))
+    out = executor.map(_where, [(i,) for i in range(6)], threads=1)
+    assert [v for v, _ in out] == [0, 1, 4, 9, 16, 25]
+    assert os.getpid() not in {pid for _, pid in out}  # worker processes, not this one
+    assert executor.workers == 2
+    with pytest.raises(ExecutorError, match="asks for --threads 3 CPUs but no node"):
+        executor.map(_where, [(1,)], threads=3)  # would wait forever on a 2-CPU cluster
+    with pytest.raises(ExecutorError, match="no node of the Ray cluster has a GPU"):
+        executor.map(_where, [(1,)], threads=1, gpus=1)
+    assert task_groups(16, 8) == [range(0, 8), range(8, 16)] and task_groups(5, None) == [range(0, 5)]
+
+
+def test_ensemble_groups_are_identical_on_both_executors(cluster: str) -> None:
+    from privgate.training.engine import train_ensemble
+    from privgate.training.plan import model_seeds, paired_masks
+
+    x, y = synthetic(300, seed=3, label_noise=0.3)
+    masks, seeds = paired_masks(len(x), 8, 0), model_seeds(0, 8)
+    here = train_ensemble(RECIPE, x, y, masks, seeds, executor=LocalExecutor(), models_per_task=3)
+    there = train_ensemble(
+        RECIPE, x, y, masks, seeds, executor=executor_for(RunOptions(executor="ray")), models_per_task=3
+    )
+    assert len(here) == len(there) == 8 and here.kernel == there.kernel == "mlp"
+    assert "8 models trained as 3 tasks of at most 3 (ray executor)" in there.notes
+    for a, b in zip(here.states, there.states):
+        assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+    assert np.array_equal(here.logits(x), there.logits(x))
+
+
+def test_check_report_numbers_are_identical_local_and_ray(cluster: str, case: Any, tmp_path: Path) -> None:
+    (tmp_path / "refs.yaml").write_text(POLICY)
+    reports = {}
+    for name in ("local", "ray"):
+        extra = ["--executor", "ray", "--ray-address", cluster] if name == "ray" else ["--executor", "local"]
+        r = run_cli(
+            "check", str(case.leaky_ts), "--policy", str(tmp_path / "refs.yaml"), "--members", str(case.members),
+            "--nonmembers", str(case.nonmembers), "--recipe", case.recipe_spec, "--cache-dir", "off",
+            "--models-per-task", "2", "--json", str(tmp_path / f"{name}.json"), "--quiet", *extra, cwd=case.dir,
+        )  # fmt: skip
+        assert r.returncode == 1, r.stdout + r.stderr  # the leaky model fails LiRA
+        reports[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    local, remote = reports["local"], reports["ray"]
+    assert _stable(local) == _stable(remote)
+    assert [(c["value"], c["ci"], c["status"]) for c in local["checks"]] == [
+        (c["value"], c["ci"], c["status"]) for c in remote["checks"]
+    ]
+    assert "4 models trained as 2 tasks of at most 2 (ray executor)" in remote["attacks"][0]["notes"]
+    lira = remote["checks"][0]
+    assert lira["status"] == "fail" and lira["ci"][0] > 0.6
+    print("check values:", [(c["id"], c["value"], c["ci"], c["status"]) for c in remote["checks"]])
+    assert remote["environment"]["executor"] == "ray" and local["environment"]["executor"] == "local"
+
+
+def test_fl_simulate_is_identical_local_and_ray(cluster: str) -> None:
+    from test_federated import RECIPE as FL_RECIPE
+    from test_federated import _digits
+
+    from privgate.audits.federated.run import Settings, simulate
+
+    reports = {}
+    for name in ("local", "ray"):
+        out = simulate(
+            FL_RECIPE, _digits(), ["none", "ring"], nodes=4, rounds=2, local_epochs=1,
+            settings=Settings(attacks=("loss", "correctness")), run=RunOptions(executor=name),
+        )  # fmt: skip
+        reports[name] = json.loads(out.report.to_json())
+    assert [t["topology"]["name"] for t in reports["ray"]["topologies"]] == ["none", "ring"]
+    assert reports["ray"]["environment"]["executor"] == "ray"
+    assert _stable(reports["local"]) == _stable(reports["ray"])
+    values = np.asarray(reports["ray"]["topologies"][0]["mia"]["values"], dtype=float)
+    assert values.shape == (2, 4, 4) and np.isfinite(values[-1].diagonal()).all()
+    print("fl none, final round, node 0 self-AUC:", values[-1, 0, 0])
+
+
+def test_ldp_cells_are_identical_local_and_ray(cluster: str) -> None:
+    from privgate.audits.ldp import LdpSettings, audit_ldp
+    from privgate.inputs.data import Dataset
+
+    x, y = synthetic(200, seed=7, label_noise=0.0)
+    settings = LdpSettings(epsilons=(1.0, 4.0), trials=300, adversaries=("benign", "gradient_flip"))
+    reports = {
+        name: json.loads(audit_ldp(settings, recipe=RECIPE, data=Dataset(x, y), executor=executor).model_dump_json())
+        for name, executor in (("local", LocalExecutor()), ("ray", executor_for(RunOptions(executor="ray"))))
+    }
+    assert _stable(reports["local"]) == _stable(reports["ray"])
+    results = reports["ray"]["results"]
+    assert len(results) == 2 * 2 * 2  # ε × adversaries × distinguishers, each 300 trials
+    print("ldp lower bounds:", [(r["claimed_epsilon"], r["adversary"], r["epsilon_lb"]) for r in results])
+
+
+def test_clip_search_runs_side_by_side_with_the_same_rows(cluster: str) -> None:
+    from privgate.dp.clip import search_clip_norm
+    from privgate.dp.train import DPSettings
+
+    x, y = synthetic(120, seed=5, label_noise=0.0)
+    settings = DPSettings(epochs=1, batch_size=40, max_grad_norm=1.0, delta=1e-4)
+    args = (RECIPE, x, y, 0, settings)
+    here = search_clip_norm(*args, exponents=(1, -5))
+    there = search_clip_norm(*args, exponents=(1, -5), executor=executor_for(RunOptions(executor="ray")))
+    assert here == there
+    assert len(here[1]) == 2 and here[0] in (10.0, 1e-5)
+    print("clip search:", here)
+
+
+def test_bad_address_is_one_sentence_exit_2_within_seconds(case: Any) -> None:
+    r = run_cli(
+        "check", str(case.leaky_ts), "--policy", "internal", "--members", str(case.members),
+        "--nonmembers", str(case.nonmembers), "--executor", "ray", "--ray-address", "127.0.0.1:1", cwd=case.dir,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "no Ray cluster answers at --ray-address 127.0.0.1:1" in r.stderr and "Traceback" not in r.stderr
+    assert len([line for line in r.stderr.splitlines() if line.strip()]) == 1
+    from privgate.executors.ray import parse_address, probe
+
+    with socket.socket() as server:  # a port that answers, but not as Ray (a web server, say)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+
+        threading.Thread(target=answer, daemon=True).start()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        with pytest.raises(ExecutorError, match="answers, but not as a Ray cluster"):
+            probe(address)
+
+    assert parse_address("ray://head:10001") == ("head", 10001) and parse_address("auto") is None
+    with pytest.raises(ExecutorError, match="is not host:port or ray://host:port"):
+        parse_address("not an address")
+
+
+def test_without_ray_the_cli_says_how_to_install_it(case: Any, tmp_path: Path) -> None:
+    shadow = tmp_path / "noray" / "ray"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError(\"No module named 'ray'\")\n")
+    r = run_cli(
+        "check", str(case.leaky_ts), "--policy", "internal", "--members", str(case.members),
+        "--nonmembers", str(case.nonmembers), "--executor", "ray", cwd=case.dir,
+        env={"PYTHONPATH": str(tmp_path / "noray")},
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "pip install 'privgate[ray]'" in r.stderr and "Traceback" not in r.stderr
+    assert len([line for line in r.stderr.splitlines() if line.strip()]) == 1
+
+
+def test_missing_extra_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real = builtins.__import__
+
+    def no_ray(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(ExecutorError, match=r"pip install 'privgate\[ray\]'") as err:
+        executor_for(RunOptions(executor="ray"))
+    assert isinstance(err.value, PrivgateError) and err.value.exit_code == 2
+
+
+def test_config_keys_and_options() -> None:
+    from privgate.inputs.config import KEYS
+
+    assert {"executor", "ray_address", "models_per_task"} <= set(KEYS)
+    assert RunOptions(executor="ray", ray_address="10.0.0.5:6379", models_per_task=4).models_per_task == 4
+    with pytest.raises(ValueError, match="models_per_task"):
+        RunOptions(models_per_task=0)
+    with pytest.raises(ValueError, match="executor"):
+        RunOptions(executor="dask")
