@@ -5,76 +5,23 @@ Run from anywhere::
     python examples/digits_cnn/train.py          # from the repository root
     cd examples/digits_cnn && python train.py    # from this directory
 
-Deterministic: fixed seeds, one CPU thread, deterministic algorithms, trained
-by ``RECIPE.train`` (the loop privgate's reference models replicate). The file
-is written atomically (``privgate.io.atomic.write_atomic``: a temporary file in
-this directory, then ``os.replace``), so an interrupted run never leaves a
-half-written model.
+Deterministic (one CPU thread, fixed seeds, deterministic algorithms) and written
+atomically; see ``examples/train_target.py``.
 """
 
 from __future__ import annotations
 
-import io
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+for folder in (HERE, HERE.parent):  # this example's data and recipe; the examples' shared train_target
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 import data  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
 from recipe import RECIPE  # noqa: E402
-
-from privgate.io.atomic import write_atomic  # noqa: E402
-
-SEED = 0
-MODEL_PATH = HERE / "model.pt"
-
-
-def accuracy(model: torch.nn.Module, x: np.ndarray, y: np.ndarray) -> float:
-    model.eval()
-    with torch.no_grad():
-        pred = model(torch.as_tensor(x)).argmax(dim=1).numpy()
-    return float((pred == y).mean())
-
-
-def save_atomic(state: dict, path: Path) -> None:
-    """Write ``state`` with torch.save, atomically and byte-for-byte reproducibly.
-
-    Serialising to memory first keeps the archive's internal name fixed (torch.save
-    to a path names the archive after the file, here a random temporary name).
-    """
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    write_atomic(path, buffer.getvalue())
-
-
-def main() -> None:
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    torch.manual_seed(SEED)
-    np.random.seed(SEED)
-
-    x_train, y_train = data.members()
-    x_test, y_test = data.nonmembers()
-
-    start = time.perf_counter()
-    model = RECIPE.train(x_train, y_train, seed=SEED)
-    seconds = time.perf_counter() - start
-
-    print(
-        f"recipe {RECIPE.name}: {RECIPE.epochs} epochs, batch {RECIPE.batch_size}, lr {RECIPE.lr:g}, {RECIPE.optimizer}"
-    )
-    print(f"trained on {len(x_train)} members ({x_train.shape[1:]} images) in {seconds:.1f} s")
-    print(f"train accuracy (members):    {accuracy(model, x_train, y_train):.4f}")
-    print(f"test accuracy (non-members): {accuracy(model, x_test, y_test):.4f}")
-
-    save_atomic(model.state_dict(), MODEL_PATH)
-    print(f"wrote {MODEL_PATH} ({MODEL_PATH.stat().st_size / 1024:.0f} KiB)")
-
+from train_target import train_and_save  # noqa: E402
 
 if __name__ == "__main__":
-    main()
+    train_and_save(RECIPE, data, HERE / "model.pt", torchscript=False)

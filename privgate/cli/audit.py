@@ -126,6 +126,31 @@ def _progress_wanted(quiet: bool, console: Any) -> bool:
     return not quiet and console.is_terminal and not os.environ.get("CI")
 
 
+def _shared_options(confidence_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options both audits take: --label-column, --confidence, --seed, --threads, --json."""
+    options = [
+        click.option("--label-column", default="label", show_default=True, help="Label column of CSV data."),
+        click.option("--confidence", type=CONFIDENCE, default=0.95, show_default=True, help=confidence_help),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed for every random choice."),
+        click.option(
+            "--threads",
+            type=click.IntRange(min=1),
+            envvar="PRIVGATE_THREADS",
+            show_envvar=True,
+            help="Most threads torch and BLAS may use (default 1; set it to the core count on a machine that does "
+            "nothing else).",
+        ),
+        click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON audit report here."),
+    ]
+
+    def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return apply
+
+
 @click.group("audit")
 def audit() -> None:
     """Audit a privacy claim: an LDP randomiser's ε (ldp) or a DP-SGD run's (ε, δ) (dpsgd).
@@ -180,24 +205,7 @@ def audit() -> None:
     help="module:attr of a privgate.Recipe: θ_t is the recipe trained on --data (default: a small MLP on digits).",
 )
 @click.option("--data", help="The examples the crafters use (.npz, .pt, .csv or module:function); goes with --recipe.")
-@click.option("--label-column", default="label", show_default=True, help="Label column of CSV data.")
-@click.option(
-    "--confidence",
-    type=CONFIDENCE,
-    default=0.95,
-    show_default=True,
-    help="Probability that every lower bound in the report holds at once.",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for every random choice.")
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    envvar="PRIVGATE_THREADS",
-    show_envvar=True,
-    help="Most threads torch and BLAS may use (default 1; set it to the core count on a machine that does nothing "
-    "else).",
-)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON audit report here.")
+@_shared_options("Probability that every lower bound in the report holds at once.")
 @click.option(
     "--html",
     "html_path",
@@ -327,24 +335,7 @@ def audit_ldp_cmd(
     help="m canaries, each included with probability 1/2.",
 )
 @click.option("--clip", type=POSITIVE, default=1.0, show_default=True, help="White-box: the DP-SGD clipping norm C.")
-@click.option("--label-column", default="label", show_default=True, help="Label column of CSV data.")
-@click.option(
-    "--confidence",
-    type=CONFIDENCE,
-    default=0.95,
-    show_default=True,
-    help="Probability that the reported lower bound holds.",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for every random choice.")
-@click.option(
-    "--threads",
-    type=click.IntRange(min=1),
-    envvar="PRIVGATE_THREADS",
-    show_envvar=True,
-    help="Most threads torch and BLAS may use (default 1; set it to the core count on a machine that does nothing "
-    "else).",
-)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON audit report here.")
+@_shared_options("Probability that the reported lower bound holds.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML report.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @guard
