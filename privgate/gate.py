@@ -70,18 +70,18 @@ class AuditRows:
 
 def audit_rows(data: AuditData, seed: int) -> AuditRows:
     """Pool, shuffle and split the audit data as :func:`run_attacks` does (benchmarks compare peers on these rows)."""
-    x, y, membership = data.pooled()
-    rows = np.r_[
-        data.member_rows if data.member_rows is not None else np.arange(len(data.members)),
-        np.full(len(data.nonmembers), -1),
-    ]
+    n1, n0 = len(data.members), len(data.nonmembers)
+    y = np.r_[data.members.y, data.nonmembers.y]
+    membership = np.r_[np.ones(n1, bool), np.zeros(n0, bool)]
+    rows = np.r_[data.member_rows if data.member_rows is not None else np.arange(n1), np.full(n0, -1)]
     perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(len(y))
-    x, y, membership, rows = (
-        x[perm],
-        y[perm],
-        membership[perm],
-        rows[perm],
-    )  # attacks never see membership, nor its order
+    y, membership, rows = y[perm], membership[perm], rows[perm]  # attacks never see membership, nor its order
+    # x = pooled x[perm], written in place: pooled row j goes to where[j], so no pooled copy of x is made
+    where = np.empty_like(perm)
+    where[perm] = np.arange(len(perm))
+    x = np.empty((n1 + n0, *data.members.x.shape[1:]), dtype=np.result_type(data.members.x, data.nonmembers.x))
+    x[where[:n1]] = data.members.x
+    x[where[n1:]] = data.nonmembers.x
     return AuditRows(x, y, membership, stats.calibration_mask(membership, seed), rows)
 
 
@@ -391,8 +391,9 @@ def audit(
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     target = target.to_device(run.device)
-    data.check_against(target)
-    sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: before any attack
+    with limit_threads(run.threads):  # scoring every audit row honours the thread budget, as the attacks do
+        data.check_against(target)
+        sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: first
     ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, run=run)
     for summary in summaries:
         files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None

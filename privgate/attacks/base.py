@@ -56,6 +56,9 @@ class AttackContext:
     recipe: Recipe | None = None
     options: dict[str, Any] = field(default_factory=dict)
     run: RunOptions = field(default_factory=RunOptions)
+    #: reference models trained earlier in this run, by their number: attacks asking for as many share them
+    #: (:func:`privgate.attacks.reference.build_references`)
+    ensembles: dict[int, Any] = field(default_factory=dict, repr=False)
 
     @property
     def seed(self) -> int:
@@ -72,19 +75,34 @@ class AttackContext:
         """Where the attack's tensors live: the run's device, ``auto`` resolved (``cpu`` or ``cuda``)."""
         return self.run.resolved().device
 
+    def per_row(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """``fn(log_proba, y)`` of the target on every audit example, streamed a chunk of rows at a time.
+
+        ``fn`` maps a chunk's ``[rows, classes]`` log-probabilities (float64, from
+        log-softmax: no saturation) and labels to one value per row, using each
+        row alone; memory holds one chunk's matrix, not all of them
+        (:meth:`privgate.inputs.target.Target.map_rows`). Prefer it to
+        :attr:`log_proba`, which holds ``[n, classes]`` float64 at once.
+        """
+        return self.target.map_rows(self.x, self.y, fn)
+
     @cached_property
     def proba(self) -> np.ndarray:
-        """The target's class probabilities on the audit examples (computed once, shared)."""
+        """The target's class probabilities ``[n, classes]`` on the audit examples (computed once, held)."""
         return self.target.predict_proba(self.x)
 
     @cached_property
     def log_proba(self) -> np.ndarray:
-        """Log class probabilities (from log-softmax, no saturation), computed once."""
+        """Log class probabilities ``[n, classes]`` (from log-softmax, no saturation), computed once and held.
+
+        For statistics of one row at a time use :meth:`per_row`, whose memory does
+        not grow with the number of audit rows times the number of classes.
+        """
         return self.target.log_proba(self.x)
 
     @cached_property
     def labels(self) -> np.ndarray:
-        """The target's predicted labels on the audit examples (computed once, shared)."""
+        """The target's predicted labels on the audit examples (computed once, a chunk of rows at a time)."""
         return self.target.predict(self.x)
 
 

@@ -110,12 +110,23 @@ def reference_signals(
     log_proba: np.ndarray, ref_log_proba: np.ndarray, inside: np.ndarray, y: np.ndarray
 ) -> tuple[np.ndarray, list[str]]:
     """``[n, d]`` signals comparing the target with reference models trained with (IN) and without (OUT) each row."""
-    from privgate.attacks.lira import lira_scores
+    return reference_signals_of(reference_stats(log_proba, y), reference_stats(ref_log_proba, y), inside)
+
+
+def reference_stats(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``[…, n, 2]``: LiRA's φ and RMIA's p_y at temperature 2 of ``[…, n, classes]`` log-probabilities, row by row."""
     from privgate.attacks.reference import logit_confidence
     from privgate.attacks.rmia import tempered_true_class
 
-    phi_t = logit_confidence(log_proba, y)
-    phi_r = logit_confidence(ref_log_proba, y)
+    return np.stack([logit_confidence(log_proba, y), tempered_true_class(log_proba, y, 2.0)], axis=-1)
+
+
+def reference_signals_of(target: np.ndarray, refs: np.ndarray, inside: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """:func:`reference_signals` from :func:`reference_stats` of the target ``[n, 2]`` and the models ``[K, n, 2]``."""
+    from privgate.attacks.lira import lira_scores
+
+    phi_t, p_t = target[:, 0], target[:, 1]
+    phi_r, p_r = refs[..., 0], refs[..., 1]
     cols, names = [], []
     for fixed in (True, False):
         tag = "fixed" if fixed else "per_example"
@@ -127,8 +138,6 @@ def reference_signals(
     out = ~inside
     mu_out = np.where(out, phi_r, 0.0).sum(axis=0) / np.maximum(out.sum(axis=0), 1)
     mu_in = np.where(inside, phi_r, 0.0).sum(axis=0) / np.maximum(inside.sum(axis=0), 1)
-    p_t = tempered_true_class(log_proba, y, 2.0)
-    p_r = tempered_true_class(ref_log_proba, y, 2.0)
     p_out = np.where(out, p_r, 0.0).sum(axis=0) / np.maximum(out.sum(axis=0), 1)
     cols += [
         np.clip(phi_t, -50, 50),
@@ -246,6 +255,12 @@ def learned_scorer(
 # --------------------------------------------------------------------------- the attacks
 
 
+def _target_signals(ctx: AttackContext, signals: str) -> tuple[np.ndarray, list[str]]:
+    """:func:`output_signals` of the target on every audit row, streamed (``[n, d]`` features, their names)."""
+    names = output_signals(ctx.target.log_proba(ctx.x[:1]), ctx.y[:1], signals)[1]
+    return ctx.per_row(lambda lp, y: output_signals(lp, y, signals)[0]), names
+
+
 class LearnedAttack(Attack):
     """Membership classifier over the target's output signals, cross-fitted on the calibration split.
 
@@ -271,14 +286,13 @@ class LearnedAttack(Attack):
 
     def _features(self, ctx: AttackContext) -> tuple[np.ndarray, list[str], list[str], int, int]:
         """(features, names, notes, models used, models trained)."""
-        feats, names = output_signals(ctx.log_proba, ctx.y, self.options["signals"])
-        return feats, names, [], 0, 0
+        return (*_target_signals(ctx, self.options["signals"]), [], 0, 0)
 
     def run(self, ctx: AttackContext) -> AttackResult:
         start = time.perf_counter()
         o = self.options
         feats, names, notes, k, trained = self._features(ctx)
-        n_classes = ctx.log_proba.shape[1]
+        n_classes = int(ctx.target.log_proba(ctx.x[:1]).shape[1])
         per_class = np.array([i for i, nm in enumerate(names) if nm in PER_CLASS], dtype=int)
         scorer = learned_scorer(
             feats,
@@ -337,8 +351,9 @@ class LearnedReferenceAttack(LearnedAttack):
 
         k = self.options["models"]
         refs = build_references(ctx, k, attack=self.name)
-        feats, names = output_signals(ctx.log_proba, ctx.y, self.options["signals"])
-        ref_feats, ref_names = reference_signals(ctx.log_proba, refs.log_proba, refs.inside, ctx.y)
+        feats, names = _target_signals(ctx, self.options["signals"])
+        target, models = ctx.per_row(reference_stats), refs.per_row(reference_stats)  # streamed by row chunks
+        ref_feats, ref_names = reference_signals_of(target, models, refs.inside)
         return np.concatenate([feats, ref_feats], axis=1), names + ref_names, cost_notes(refs), k, refs.ensemble.trained
 
 

@@ -108,8 +108,8 @@ class LiRAAttack(Attack):
         fixed = k < PER_EXAMPLE_MIN_MODELS if fv == "auto" else bool(fv)
         online = not self.options["offline"]
         scores = lira_scores(
-            logit_confidence(ctx.log_proba, ctx.y),
-            logit_confidence(refs.log_proba, ctx.y),
+            ctx.per_row(logit_confidence),  # [n], streamed: the [n, classes] outputs are never held
+            refs.per_row(logit_confidence),  # [K, n], streamed model by model
             refs.inside,
             online=online,
             fixed_variance=fixed,

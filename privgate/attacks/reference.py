@@ -24,7 +24,9 @@ comparison is meaningless and the audit stops with a :class:`RecipeError`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,27 +41,119 @@ if TYPE_CHECKING:  # torch and the training engine load when an attack runs, not
 
 @dataclass
 class References:
-    """Outputs of K reference models on the audit examples (and on population z-samples).
+    """K reference models and what they output on the audit examples (and on population z-samples).
+
+    Their outputs are never held for all rows at once: :meth:`per_row` streams
+    every model over the audit rows a batch at a time and keeps only the per-row
+    statistic an attack asks for (LiRA's φ, RMIA's p_y: ``[K, n]``), so memory
+    grows with K times the rows, not K times the rows times the classes.
 
     Attributes:
-        log_proba: ``[K, n, classes]`` log class probabilities on the audit examples.
         inside: ``[K, n]`` whether audit example i was in model k's training set.
-        z_x, z_y: population rows (never trained on), when requested.
-        z_log_proba: ``[K, m, classes]`` reference log-probabilities on them.
         ensemble: the trained models and what they cost.
+        x, y: the audit examples the models are read on.
+        kind: how the models' raw outputs are read (:mod:`privgate.inputs.outputs`).
+        n_classes: the target's number of classes, which the models must match.
+        expected: the target's output kind the models must match (``None``: a
+            scikit-learn target, whose recipe's models are read on their own terms).
+        z_x, z_y: population rows (never trained on), when requested.
     """
 
-    log_proba: np.ndarray
     inside: np.ndarray
     ensemble: Ensemble
+    x: np.ndarray
+    y: np.ndarray
+    kind: outputs.Kind = outputs.LOGITS
+    n_classes: int = 0
+    expected: outputs.Kind | None = None
+    recipe_name: str = ""
     z_x: np.ndarray | None = None
     z_y: np.ndarray | None = None
-    z_log_proba: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def k(self) -> int:
         return len(self.inside)
+
+    def per_row(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """``[K, n, …]``: ``fn(log_proba, y)`` of every model on every audit row, streamed batch by batch.
+
+        ``fn`` maps one batch's ``[rows, classes]`` float64 log-probabilities and
+        labels to one value (or one vector) per row, using each row alone, so the
+        result equals ``fn`` applied to the whole ``[n, classes]`` matrix.
+        """
+        return self._stream(self.x, self.y, fn)
+
+    def z_per_row(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """``[K, m, …]``: :meth:`per_row` on the population z-samples."""
+        if self.z_x is None or self.z_y is None:
+            raise ValueError("no z-samples were requested from build_references")
+        return self._stream(self.z_x, self.z_y, fn)
+
+    @cached_property
+    def log_proba(self) -> np.ndarray:
+        """``[K, n, classes]`` log class probabilities on the audit examples, all held at once (K·n·classes floats).
+
+        For attacks that need every class of every row (the shadow models' and the
+        learned attack's classifiers); statistics of one row use :meth:`per_row`.
+        """
+        return self.per_row(_identity)
+
+    @cached_property
+    def z_log_proba(self) -> np.ndarray | None:
+        """``[K, m, classes]`` reference log-probabilities on the z-samples (None without z-samples)."""
+        return None if self.z_x is None else self.z_per_row(_identity)
+
+    def _stream(self, x: np.ndarray, y: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        parts: list[list[np.ndarray]] = [[] for _ in range(self.k)]
+        seen: list[set[outputs.Kind | None]] = [set() for _ in range(self.k)]
+        for m, start, raw in self.ensemble.output_batches(x):
+            bk = outputs.kind_of(raw)
+            seen[m].add(bk)
+            if self.expected is not None and not _may_be(bk, self.expected):
+                self._mismatch({_whole_kind(s) for s in seen if s})
+            lp = outputs.log_proba(raw, self.kind)
+            if lp.shape[-1] != self.n_classes:
+                raise RecipeError(
+                    f"recipe '{self.recipe_name}': its model outputs {lp.shape[-1]} classes but the target "
+                    f"outputs {self.n_classes}; reference models must be trained like the target."
+                )
+            parts[m].append(np.asarray(fn(lp, y[start : start + len(lp)])))
+        if self.expected is not None:
+            kinds = {_whole_kind(s) for s in seen}
+            if kinds != {self.expected}:
+                self._mismatch(kinds)
+        return np.stack([np.concatenate(p) for p in parts])
+
+    def _mismatch(self, kinds: set[outputs.Kind | None]) -> None:
+        raise RecipeError(
+            f"recipe '{self.recipe_name}': its models output {', '.join(sorted(str(k) for k in kinds))} but "
+            f"the target outputs "
+            f"{self.expected}; reference models must be trained like the target."
+        )
+
+
+def _identity(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return log_proba
+
+
+def _whole_kind(batch_kinds: set[outputs.Kind | None]) -> outputs.Kind | None:
+    """The kind :func:`privgate.inputs.outputs.kind_of` gives all of one model's outputs, from its batches' kinds.
+
+    Probabilities only when every batch's rows are; one batch of logits makes the whole logits.
+    """
+    if None in batch_kinds:
+        return None
+    if outputs.BINARY in batch_kinds:
+        return outputs.BINARY
+    return outputs.LOGITS if outputs.LOGITS in batch_kinds else outputs.PROBABILITIES
+
+
+def _may_be(batch_kind: outputs.Kind | None, expected: outputs.Kind) -> bool:
+    """Whether outputs with this batch's kind can still, as a whole, be of the ``expected`` kind."""
+    if batch_kind is None or (batch_kind == outputs.BINARY) != (expected == outputs.BINARY):
+        return False
+    return not (expected == outputs.PROBABILITIES and batch_kind == outputs.LOGITS)
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -176,22 +270,38 @@ def build_references(
     n = len(ctx.y)
     masks = paired_masks(n, k, ctx.seed)
     seeds = model_seeds(ctx.seed, k)
-    ens = train_ensemble(
-        ctx.recipe,
-        ctx.x,
-        ctx.y,
-        masks,
-        seeds,
-        cache_dir=ctx.run.cache,
-        threads=ctx.threads,
-        engine=ctx.run.engine,
-        device=ctx.device,
-        executor=executor_for(ctx.run),
-        models_per_task=ctx.run.models_per_task,
+    ens = ctx.ensembles.get(k)
+    if ens is None:
+        ens = train_ensemble(
+            ctx.recipe,
+            ctx.x,
+            ctx.y,
+            masks,
+            seeds,
+            cache_dir=ctx.run.cache,
+            threads=ctx.threads,
+            engine=ctx.run.engine,
+            device=ctx.device,
+            executor=executor_for(ctx.run),
+            models_per_task=ctx.run.models_per_task,
+        )
+        ctx.ensembles[k] = ens
+    else:  # the same models (same recipe, rows, masks and seeds) an earlier attack of this run has
+        ens = reused(ens, cached=ctx.run.cache is not None)
+    refs = References(
+        inside=masks,
+        ensemble=ens,
+        x=ctx.x,
+        y=ctx.y,
+        n_classes=int(ctx.target.log_proba(ctx.x[:1]).shape[1]),
+        recipe_name=ctx.recipe.name,
+        notes=list(ens.notes) + list(ens.warnings),
     )
-    n_classes = ctx.log_proba.shape[1]
-    log_proba = _reference_log_proba(ctx, ens.logits(ctx.x), n_classes)
-    refs = References(log_proba=log_proba, inside=masks, ensemble=ens, notes=list(ens.notes) + list(ens.warnings))
+    expected = ctx.target.outputs if ctx.target.module is not None and ctx.target.outputs else None
+    if expected is None:  # a scikit-learn target: the recipe's torch models are read on their own terms
+        refs.kind = _kind_of_models(ens, ctx.x)
+    else:
+        refs.kind = refs.expected = expected
     mismatch = recipe_warning(ctx.target, ctx.recipe)
     if mismatch:
         refs.notes.append(mismatch)
@@ -200,36 +310,17 @@ def build_references(
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0x2A]))
         take = np.sort(rng.permutation(len(pop))[: min(z_samples, len(pop))])
         refs.z_x, refs.z_y = pop.x[take], pop.y[take]
-        refs.z_log_proba = _reference_log_proba(ctx, ens.logits(refs.z_x), n_classes)
     return refs
 
 
-def _reference_log_proba(ctx: AttackContext, raw: np.ndarray, n_classes: int) -> np.ndarray:
-    """``[K, n, classes]`` log-probabilities of the reference models, their outputs read like the target's.
-
-    A reference model is "like the target" only when its outputs are of the
-    same kind (:mod:`privgate.inputs.outputs`: logits, one logit, probabilities) and
-    count the same classes.
-    """
-    assert ctx.recipe is not None
-    kind = ctx.target.outputs if ctx.target.module is not None and ctx.target.outputs else None
-    kinds = {outputs.kind_of(r) for r in raw}
-    if kind is None:  # a scikit-learn target: the recipe's torch models are read on their own terms
-        kind = next(iter(kinds)) if len(kinds) == 1 and None not in kinds else outputs.LOGITS
-    elif kinds != {kind}:
-        raise RecipeError(
-            f"recipe '{ctx.recipe.name}': its models output {', '.join(sorted(str(k) for k in kinds))} but "
-            f"the target outputs "
-            f"{kind}; reference models must be trained like the target."
-        )
-    log_proba = np.stack([outputs.log_proba(r, kind) for r in raw])
-    if log_proba.shape[-1] != n_classes:
-        raise RecipeError(
-            f"recipe '{ctx.recipe.name}': its model outputs {log_proba.shape[-1]} classes but the target "
-            f"outputs {n_classes}; "
-            "reference models must be trained like the target."
-        )
-    return log_proba
+def _kind_of_models(ens: Ensemble, x: np.ndarray) -> outputs.Kind:
+    """The kind all models' outputs on ``x`` share (logits when they do not share one), streamed."""
+    seen: list[set[outputs.Kind | None]] = [set() for _ in range(len(ens))]
+    for m, _, raw in ens.output_batches(x):
+        seen[m].add(outputs.kind_of(raw))
+    kinds = {_whole_kind(s) for s in seen}
+    only = next(iter(kinds)) if len(kinds) == 1 else None
+    return only if only is not None else outputs.LOGITS
 
 
 def reference_result(
@@ -262,10 +353,33 @@ def reference_result(
     )
 
 
+def reused(ens: Ensemble, cached: bool) -> Ensemble:
+    """``ens`` as a later attack of the same run gets it: nothing trained, no cost, its outputs shared.
+
+    With a cache the attack would have loaded these very models from it, and is
+    told so (``mode`` ``cache``); without one, ``mode`` is ``shared``.
+    """
+    import dataclasses
+
+    return dataclasses.replace(
+        ens,
+        trained=0,
+        cached=len(ens) if cached else 0,
+        mode="cache" if cached else "shared",
+        kernel="",
+        threads=0,
+        seconds=0.0,
+        notes=[],
+        warnings=[],
+    )
+
+
 def cost_notes(refs: References) -> list[str]:
     """One sentence on how the reference models were obtained."""
     ens = refs.ensemble
-    if ens.trained == 0:
+    if ens.mode == "shared":
+        how = f"all {len(ens)} reference models were trained earlier in this run (no cache) and reused"
+    elif ens.trained == 0:
         how = f"all {len(ens)} reference models came from the cache"
     else:
         kernel = {

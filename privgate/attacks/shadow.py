@@ -101,10 +101,10 @@ class ShadowAttack(Attack):
         o = self.options
         refs = build_references(ctx, o["models"], attack=self.name)
         k, n = refs.inside.shape
-        train_x = np.concatenate([output_features(refs.log_proba[m], ctx.y) for m in range(k)])
+        train_x = refs.per_row(output_features).reshape(k * n, -1)  # model after model, as the flags below
         train_in = refs.inside.reshape(-1)
         train_cls = np.tile(ctx.y, k)
-        test_x = output_features(ctx.log_proba, ctx.y)
+        test_x = ctx.per_row(output_features)
         glob = _make_classifier(o["classifier"], ctx.seed)
         per_class_fitted = 0
         with native_threads(ctx.threads):  # the attack classifier's BLAS/OpenMP pools, after sklearn loaded them

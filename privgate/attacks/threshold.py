@@ -43,6 +43,12 @@ class _OutputAttack(Attack):
             self.options["direction"] = direction
 
     def score(self, ctx: AttackContext) -> np.ndarray:
+        """One score per audit example: :meth:`signal` of the target's outputs, streamed by row chunks."""
+        return ctx.per_row(self.signal)
+
+    @staticmethod
+    def signal(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The attack's score of each row of ``[rows, classes]`` log-probabilities with labels ``y``."""
         raise NotImplementedError
 
     def run(self, ctx: AttackContext) -> AttackResult:
@@ -76,8 +82,9 @@ class LossAttack(_OutputAttack):
 
     name = "loss"
 
-    def score(self, ctx: AttackContext) -> np.ndarray:
-        return _true_class(ctx.log_proba, ctx.y)
+    @staticmethod
+    def signal(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return _true_class(log_proba, y)
 
 
 class ConfidenceAttack(_OutputAttack):
@@ -88,8 +95,9 @@ class ConfidenceAttack(_OutputAttack):
 
     name = "confidence"
 
-    def score(self, ctx: AttackContext) -> np.ndarray:
-        return ctx.log_proba.max(axis=1)  # log max_k p_k: same ranking, no saturation
+    @staticmethod
+    def signal(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return log_proba.max(axis=1)  # log max_k p_k: same ranking, no saturation
 
 
 class TrueClassConfidenceAttack(_OutputAttack):
@@ -102,9 +110,10 @@ class TrueClassConfidenceAttack(_OutputAttack):
 
     name = "true_class_confidence"
 
-    def score(self, ctx: AttackContext) -> np.ndarray:
+    @staticmethod
+    def signal(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
         # log p_y ranks like p_y but does not saturate at 1.0; class-wise z-scores act on it
-        return _true_class(ctx.log_proba, ctx.y)
+        return _true_class(log_proba, y)
 
 
 class EntropyAttack(_OutputAttack):
@@ -115,9 +124,9 @@ class EntropyAttack(_OutputAttack):
 
     name = "entropy"
 
-    def score(self, ctx: AttackContext) -> np.ndarray:
-        logp = ctx.log_proba
-        return np.sum(np.exp(logp) * logp, axis=1)
+    @staticmethod
+    def signal(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.sum(np.exp(log_proba) * log_proba, axis=1)
 
 
 class ModifiedEntropyAttack(_OutputAttack):
@@ -129,16 +138,17 @@ class ModifiedEntropyAttack(_OutputAttack):
 
     name = "modified_entropy"
 
-    def score(self, ctx: AttackContext) -> np.ndarray:
+    @staticmethod
+    def signal(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
         # computed from log-probabilities: 1 − p = −expm1(log p) and log(1 − p) = log(−expm1(log p))
         # stay exact where p rounds to 1.0
-        logp = np.minimum(ctx.log_proba, -1e-300)
+        logp = np.minimum(log_proba, -1e-300)
         p = np.exp(logp)
         log1m = np.log(np.maximum(-np.expm1(logp), 1e-300))
-        idx = np.arange(len(ctx.y))
-        log_py = logp[idx, ctx.y]
+        idx = np.arange(len(y))
+        log_py = logp[idx, y]
         others = p * log1m
-        others[idx, ctx.y] = 0.0
+        others[idx, y] = 0.0
         mentr = np.expm1(log_py) * log_py - others.sum(axis=1)  # −(1 − p_y)·log p_y, with 1 − p_y = −expm1(log p_y)
         return -mentr
 

@@ -79,7 +79,7 @@ def _as_dataset(x: Any, y: Any, source: str, role: str) -> Dataset:
     ya = ya.astype(np.int64)
     if ya.min() < 0:
         raise DataError(f"{source}: {role} has negative labels (min {ya.min()}); labels must be class indices 0..K-1.")
-    xa = xa.astype(np.float32)
+    xa = xa.astype(np.float32, copy=False)  # no second copy of float32 data
     bad = ~np.isfinite(xa).reshape(len(xa), -1).all(axis=1)
     if bad.any():
         raise DataError(

@@ -24,6 +24,7 @@ import hashlib
 import pickle
 import warnings
 import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ from privgate.inputs import outputs as _outputs
 from privgate.recipe import Recipe
 
 BATCH = 1024
+#: Rows a scikit-learn target scores at a time (a torch target's chunks are its BATCH-row forward batches).
+CHUNK = 65536
 
 
 def _sha256(path: Path) -> str:
@@ -131,9 +134,13 @@ class Target:
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         """Raw outputs of a torch model, batched, in eval mode without gradients, on the model's device."""
+        outs = list(self._raw_batches(x))
+        return np.concatenate(outs) if outs else np.zeros((0, 0))
+
+    def _raw_batches(self, x: np.ndarray) -> Iterator[np.ndarray]:
+        """The raw outputs of :meth:`logits`, one float64 array per batch of :data:`BATCH` rows."""
         if self.module is None:
             raise TargetError(f"{self.source}: logits need a torch model; this target is {type(self.model).__name__}.")
-        outs = []
         device = self.device
         with torch.no_grad():
             for start in range(0, len(x), BATCH):
@@ -143,8 +150,38 @@ class Target:
                     out = out[0]
                 if out.dim() == 0:  # a squeezed single logit of a one-row batch
                     out = out.reshape(1)
-                outs.append(out.detach().cpu().numpy().astype(np.float64))
-        return np.concatenate(outs) if outs else np.zeros((0, 0))
+                yield out.detach().cpu().numpy().astype(np.float64)
+
+    def log_proba_chunks(self, x: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+        """``(start, log_proba)`` of consecutive row chunks of ``x``: :meth:`log_proba`, a chunk at a time.
+
+        A torch model's chunks are its forward batches (:data:`BATCH` rows, the
+        batches :meth:`logits` runs), a scikit-learn model's :data:`CHUNK` rows;
+        every step after the forward pass works row by row, so the chunks
+        concatenated are :meth:`log_proba` of all of ``x``, while memory holds one
+        chunk's ``[rows, classes]`` matrix at a time. Before :meth:`detect_outputs`
+        has fixed how a torch model's outputs are read, the reading is decided on
+        all of ``x`` at once, as :meth:`log_proba` does (one chunk).
+        """
+        if self.module is not None and self.outputs is not None:
+            start = 0
+            for raw in self._raw_batches(x):
+                yield start, _outputs.log_proba(raw, self._kind(raw))
+                start += len(raw)
+            return
+        step = CHUNK if self.module is None else max(len(x), 1)
+        for start in range(0, len(x), step):
+            yield start, self.log_proba(x[start : start + step])
+
+    def map_rows(self, x: np.ndarray, y: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """``fn(log_proba, y)`` of every row, computed chunk by chunk (:meth:`log_proba_chunks`) and concatenated.
+
+        ``fn`` maps a chunk's ``[rows, classes]`` log-probabilities and labels to
+        one value (or one vector) per row, using nothing but each row itself; peak
+        memory is one chunk's matrix plus the result, whatever the number of rows.
+        """
+        parts = [np.asarray(fn(lp, y[start : start + len(lp)])) for start, lp in self.log_proba_chunks(x)]
+        return np.concatenate(parts) if parts else np.asarray(fn(np.zeros((0, 1)), y[:0]))
 
     def _kind(self, raw: np.ndarray) -> _outputs.Kind:
         """How to read ``raw``: the detected kind, else this call's own (:func:`privgate.inputs.outputs.kind_of`)."""
@@ -207,8 +244,12 @@ class Target:
         return np.log(np.clip(self.predict_proba(x), 1e-300, 1.0))
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        """Predicted labels (label-only access)."""
-        return self.predict_proba(x).argmax(axis=1)
+        """Predicted labels (label-only access): the argmax of :meth:`predict_proba`, a chunk of rows at a time."""
+        if self.module is not None and self.outputs is not None:
+            return self.map_rows(x, np.zeros(len(x), dtype=np.int64), lambda lp, _: np.exp(lp).argmax(axis=1))
+        step = CHUNK if self.module is None else max(len(x), 1)
+        parts = [self.predict_proba(x[i : i + step]).argmax(axis=1) for i in range(0, len(x), step)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def loss(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Per-example cross-entropy loss."""

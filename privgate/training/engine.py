@@ -125,22 +125,58 @@ class Ensemble:
     threads: int = 0
     warnings: list[str] = field(default_factory=list)
     device: str = "cpu"
+    #: raw outputs kept by :meth:`output_batches` (shared by copies made with ``dataclasses.replace``)
+    _outputs: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.states)
 
     def logits(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
-        """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad, on :attr:`device`)."""
+        """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad, on :attr:`device`).
+
+        Holds all K models' outputs at once; :meth:`output_batches` streams them.
+        """
+        out: list[list[np.ndarray]] = [[] for _ in self.states]
+        for k, _, raw in self.output_batches(x, batch):
+            out[k].append(raw)
+        return np.stack([np.concatenate(parts) for parts in out])
+
+    def output_batches(self, x: np.ndarray, batch: int = 4096) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(model k, first row, raw outputs)`` of every model on ``x``, one batch of rows at a time.
+
+        The outputs are float64 (the forward pass's float32, cast), model after
+        model in state order, ``batch`` rows at a time in row order: the pieces of
+        :meth:`logits`, without ever holding more than one batch of one model.
+
+        When all K models' raw outputs on ``x`` fit in :data:`OUTPUT_MEMO_BYTES`
+        (in the forward pass's own dtype, so keeping them loses nothing), they are
+        kept for the next call on the same array — the attacks that share these
+        models (RMIA, LiRA, the learned attack) run the forward passes once.
+        """
+        memo = self._outputs.get("x")
+        if memo is not None and memo[0] is x and memo[1] == batch:
+            for k, i, out in memo[2]:
+                yield k, i, out.double().numpy()
+            return
+        kept: list[tuple[int, int, torch.Tensor]] | None = []
+        size = 0
         net = self.recipe.build().to(self.device)
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
-        out = []
         with torch.no_grad():
-            for state in self.states:
+            for k, state in enumerate(self.states):
                 net.load_state_dict(state)
                 net.eval()
-                parts = [net(xt[i : i + batch].to(self.device)).cpu() for i in range(0, len(xt), batch)]
-                out.append(torch.cat(parts).double().numpy())
-        return np.stack(out)
+                for i in range(0, len(xt), batch):
+                    out = net(xt[i : i + batch].to(self.device)).cpu()
+                    if kept is not None:
+                        size += out.element_size() * out.numel()
+                        # the whole set would be about K times the first model's: decide early
+                        kept = kept if size * (len(self.states) if k == 0 else 1) <= OUTPUT_MEMO_BYTES else None
+                        if kept is not None:
+                            kept.append((k, i, out))
+                    yield k, i, out.double().numpy()
+        if kept is not None:
+            self._outputs["x"] = (x, batch, kept)
 
 
 # --------------------------------------------------------------------------- training
@@ -154,6 +190,8 @@ def _check_vectorisable(recipe: Recipe) -> None:
 
 
 KERNELS = ("auto", "mlp", "grouped", "vmap")
+#: Most bytes of reference-model outputs :meth:`Ensemble.output_batches` keeps for the next attack (64 MiB).
+OUTPUT_MEMO_BYTES = 64 << 20
 
 
 def _train_vectorised(

@@ -67,6 +67,10 @@ class _Outputs:
     def labels(self) -> np.ndarray:
         return self.log_proba.argmax(axis=1)
 
+    def per_row(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """``fn`` of every row (:meth:`privgate.attacks.base.AttackContext.per_row`; these outputs are already held)."""
+        return fn(self.log_proba, self.y)
+
 
 def metric_scores(name: str, log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
     """One metric attack's membership score of every row (higher = more likely a member)."""
