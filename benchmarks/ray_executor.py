@@ -18,7 +18,7 @@ inside with one torch thread. It runs, in this one process:
 4. **ray, 2 workers** (``ray.init(num_cpus=2)``): the 2 tasks side by side;
    local ÷ ray is the speed-up.
 
-Each Ray cluster is started, then warmed by one small task (a worker process
+Each Ray cluster is started, then warmed by one small task per worker (each worker process
 importing torch and privgate), which is reported as start-up time and not
 counted in the ratios. Every run's states are compared bit for bit with the
 local run's: the same tasks and seeds give the same models whatever the
@@ -62,16 +62,21 @@ def _same(a: Ensemble, b: Ensemble) -> bool:
     return all(torch.equal(s[n], t[n]) for s, t in zip(a.states, b.states) for n in s)
 
 
-def _warm(ray) -> float:  # noqa: ANN001
-    """Seconds for one task that imports torch and privgate in a fresh worker."""
+def _warm(ray, workers: int) -> float:  # noqa: ANN001
+    """Seconds for ``workers`` side-by-side tasks that import torch and privgate, one per worker process.
+
+    Each task holds its CPU for a moment, so Ray starts one worker per CPU and every worker the measured run
+    uses has paid its imports before the clock starts.
+    """
 
     def touch() -> int:
         import privgate.training.engine  # noqa: F401
 
+        time.sleep(0.5)
         return os.getpid()
 
     t0 = time.perf_counter()
-    ray.get(ray.remote(touch).options(num_cpus=1).remote())
+    ray.get([ray.remote(touch).options(num_cpus=1).remote() for _ in range(workers)])
     return time.perf_counter() - t0
 
 
@@ -119,7 +124,7 @@ def main() -> int:
         t0 = time.perf_counter()
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level="warning")
         started = time.perf_counter() - t0
-        warm = _warm(ray)
+        warm = _warm(ray, workers)
         t_ray, ens = run(RayExecutor(ray), per)
         figures[workers] = t_ray
         print(
