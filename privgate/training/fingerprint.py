@@ -21,8 +21,9 @@ from privgate.recipe import Recipe
 #: Bumped when a change to the engine or the cache format changes what a cached model would be
 #: (4: entries carry their key and a content hash, older entries are never read; one-logit and
 #: probability outputs train on their own likelihood, privgate.inputs.outputs; 5: dropout masks drawn per
-#: model from its own generator, BatchNorm trained vectorised, the training stream in the key).
-ENGINE_VERSION = 5
+#: model from its own generator, BatchNorm trained vectorised, the training stream in the key; 6: the grouped
+#: kernel convolves channels-last, which rounds differently).
+ENGINE_VERSION = 6
 
 _ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
 

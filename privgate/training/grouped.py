@@ -173,6 +173,8 @@ class GroupedForward:
         g, rows = x.shape[0], x.shape[1]
         if self.plan.input_layout == SPATIAL:
             h = x.transpose(0, 1).reshape(rows, g * x.shape[2], *x.shape[3:])
+            if h.dim() == 4:  # oneDNN's grouped 2-d convolutions are about 1.5-3x faster on NHWC (channels-last)
+                h = h.contiguous(memory_format=torch.channels_last)
         else:
             h = x
         state = {**params, **buffers}
