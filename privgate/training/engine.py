@@ -62,7 +62,6 @@ import inspect
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -76,6 +75,7 @@ from privgate.recipe import Recipe
 from privgate.training import grouped, mlp
 from privgate.training.cache import ModelCache
 from privgate.training.dp_step import dp_step
+from privgate.training.ensemble import Ensemble
 from privgate.training.fingerprint import data_fingerprint, model_key, recipe_fingerprint
 from privgate.training.kernels import NotVectorisable, mlp_kernel_mismatch
 from privgate.training.optimisers import optimise
@@ -83,101 +83,6 @@ from privgate.training.plan import dropout_seed, epoch_schedule
 from privgate.training.stacked import NotStackable, StackedModel, random_forward, unstack
 from privgate.training.tasks import train_groups
 from privgate.training.threads import resolve_threads, torch_threads
-
-
-@dataclass
-class Ensemble:
-    """K trained models of one recipe.
-
-    Attributes:
-        recipe: the recipe they were trained with.
-        states: one ``state_dict`` per model (CPU tensors).
-        masks: ``[K, n]`` booleans, row k = the training rows of model k.
-        seeds: the seed of each model.
-        trained: how many models this call trained (0 when all came from the cache).
-        cached: how many models came from the cache.
-        mode: ``"vectorised"``, ``"sequential"`` or ``"cache"`` (nothing trained).
-        threads: torch threads used for training (0 when nothing was trained).
-        kernel: how the trained models were trained: ``"mlp"`` (the closed-form
-            kernel of :mod:`privgate.training.mlp`), ``"mlp-dp"`` (the same kernel
-            running DP-SGD for a recipe with :attr:`~privgate.recipe.Recipe.dp_sgd`),
-            ``"grouped"`` (a stack of convolutions, normalisations and linear layers run
-            as one K-times-wider network, :mod:`privgate.training.grouped`),
-            ``"vmap"`` (``torch.func``, :mod:`privgate.training.stacked`),
-            ``"loop"`` (``recipe.train`` per model) or ``""`` (nothing trained).
-        device: where they were trained and where :meth:`logits` runs (``"cpu"``, ``"cuda"``).
-        seconds: wall time of the call.
-        notes: sentences for the report (fallbacks).
-        warnings: cache problems for the report: entries that failed their
-            integrity check and were retrained, a cache folder that could not be used.
-    """
-
-    recipe: Recipe
-    states: list[dict[str, torch.Tensor]]
-    masks: np.ndarray
-    seeds: list[int]
-    trained: int = 0
-    cached: int = 0
-    mode: str = "cache"
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-    kernel: str = ""
-    threads: int = 0
-    warnings: list[str] = field(default_factory=list)
-    device: str = "cpu"
-    #: raw outputs kept by :meth:`output_batches` (shared by copies made with ``dataclasses.replace``)
-    _outputs: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    def logits(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
-        """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad, on :attr:`device`).
-
-        Holds all K models' outputs at once; :meth:`output_batches` streams them.
-        """
-        out: list[list[np.ndarray]] = [[] for _ in self.states]
-        for k, _, raw in self.output_batches(x, batch):
-            out[k].append(raw)
-        return np.stack([np.concatenate(parts) for parts in out])
-
-    def output_batches(self, x: np.ndarray, batch: int = 4096) -> Iterator[tuple[int, int, np.ndarray]]:
-        """``(model k, first row, raw outputs)`` of every model on ``x``, one batch of rows at a time.
-
-        The outputs are float64 (the forward pass's float32, cast), model after
-        model in state order, ``batch`` rows at a time in row order: the pieces of
-        :meth:`logits`, without ever holding more than one batch of one model.
-
-        When all K models' raw outputs on ``x`` fit in :data:`OUTPUT_MEMO_BYTES`
-        (in the forward pass's own dtype, so keeping them loses nothing), they are
-        kept for the next call on the same array — the attacks that share these
-        models (RMIA, LiRA, the learned attack) run the forward passes once.
-        """
-        memo = self._outputs.get("x")
-        if memo is not None and memo[0] is x and memo[1] == batch:
-            for k, i, out in memo[2]:
-                yield k, i, out.double().numpy()
-            return
-        kept: list[tuple[int, int, torch.Tensor]] | None = []
-        size = 0
-        net = self.recipe.build().to(self.device)
-        xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
-        with torch.no_grad():
-            for k, state in enumerate(self.states):
-                net.load_state_dict(state)
-                net.eval()
-                for i in range(0, len(xt), batch):
-                    out = net(xt[i : i + batch].to(self.device)).cpu()
-                    if kept is not None:
-                        size += out.element_size() * out.numel()
-                        # the whole set would be about K times the first model's: decide early
-                        kept = kept if size * (len(self.states) if k == 0 else 1) <= OUTPUT_MEMO_BYTES else None
-                        if kept is not None:
-                            kept.append((k, i, out))
-                    yield k, i, out.double().numpy()
-        if kept is not None:
-            self._outputs["x"] = (x, batch, kept)
-
 
 # --------------------------------------------------------------------------- training
 
@@ -190,8 +95,6 @@ def _check_vectorisable(recipe: Recipe) -> None:
 
 
 KERNELS = ("auto", "mlp", "grouped", "vmap")
-#: Most bytes of reference-model outputs :meth:`Ensemble.output_batches` keeps for the next attack (64 MiB).
-OUTPUT_MEMO_BYTES = 64 << 20
 
 
 def _train_vectorised(
