@@ -284,6 +284,10 @@ def test_internal_error_exit_4_without_traceback(case, monkeypatch):
     )
     assert res.exit_code == 4
     assert "internal error" in res.output and "Traceback" not in res.output
+    # $PRIVGATE_DEBUG (read once by the group, privgate.cli.guard.Environment) asks for the traceback
+    args = ["check", str(case.leaky_ts), "--policy", "internal", "--members", str(case.members)]
+    debug = CliRunner().invoke(cli, [*args, "--nonmembers", str(case.nonmembers)], env={"PRIVGATE_DEBUG": "1"})
+    assert debug.exit_code == 4 and "Traceback" in debug.output and "simulated bug" in debug.output
 
 
 def test_policy_list_does_not_import_torch():

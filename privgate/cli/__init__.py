@@ -15,6 +15,7 @@ from privgate.cli.audit import audit
 from privgate.cli.check import check, harden
 from privgate.cli.diff import diff
 from privgate.cli.fl import fl
+from privgate.cli.guard import Environment
 from privgate.cli.init import init_cmd
 from privgate.cli.policy import policy
 from privgate.cli.report import report
@@ -22,7 +23,13 @@ from privgate.cli.report import report
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="privgate")
-def cli() -> None:
+# The environment variables the commands honour, read here once (hidden: they are not flags to type)
+@click.option("--ci-env", "ci", envvar="CI", hidden=True, default=None)
+@click.option("--columns-env", "columns", envvar="COLUMNS", hidden=True, default=None)
+@click.option("--step-summary-env", "step_summary", envvar="GITHUB_STEP_SUMMARY", hidden=True, default=None)
+@click.option("--debug-env", "debug", envvar="PRIVGATE_DEBUG", hidden=True, default=None)
+@click.pass_context
+def cli(ctx: click.Context, ci: str | None, columns: str | None, step_summary: str | None, debug: str | None) -> None:
     """privgate: a privacy gate for trained models.
 
     Runs membership-inference attacks against a model on known members and
@@ -30,6 +37,7 @@ def cli() -> None:
     policy: pass (0), fail (1), bad input (2), inconclusive (3), internal error (4);
     130 / 143 when stopped by Ctrl-C / SIGTERM (nothing half-written is left).
     """
+    ctx.obj = Environment(ci=bool(ci), columns=bool(columns), step_summary=step_summary or None, debug=bool(debug))
 
 
 cli.add_command(check)

@@ -10,7 +10,6 @@ written together at the end, never over an input.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from rich.markup import escape
 
 from privgate.audits.ldp_names import ADVERSARIES, DISTINGUISHERS
 from privgate.cli.executor import executor_options, executor_settings
-from privgate.cli.guard import guard, out_console
+from privgate.cli.guard import guard, out_console, progress_wanted
 
 
 class _Positive(click.ParamType):
@@ -120,10 +119,6 @@ def _load_data(data: str | None, label_column: str) -> Any:
     from privgate.inputs.data import load_dataset
 
     return load_dataset(data, "data", label_column) if data else None
-
-
-def _progress_wanted(quiet: bool, console: Any) -> bool:
-    return not quiet and console.is_terminal and not os.environ.get("CI")
 
 
 def _finish(
@@ -280,7 +275,7 @@ def audit_ldp_cmd(
     run = RunOptions(seed=seed, threads=threads, **executor_settings(executor, ray_address))
     runner = executor_for(run)  # a missing extra or a wrong address: exit 2 before any work
     out = out_console()
-    if _progress_wanted(quiet, out):
+    if progress_wanted(quiet, out):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         with Progress(
@@ -384,7 +379,7 @@ def audit_dpsgd_cmd(
         epsilon=epsilon, delta=delta, canaries=canaries, confidence=confidence, seed=seed, clip=clip
     )
     out = out_console()
-    status = out.status("auditing…") if _progress_wanted(quiet, out) else None
+    status = out.status("auditing…") if progress_wanted(quiet, out) else None
     if status:
         status.start()
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,7 +10,7 @@ import click
 from rich.markup import escape
 
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
-from privgate.cli.guard import guard, out_console
+from privgate.cli.guard import environment, guard, out_console, progress_wanted
 from privgate.errors import PrivgateError
 
 if TYPE_CHECKING:
@@ -248,8 +247,7 @@ def check(
     n_threads = pick("threads", threads)
 
     out = out_console()
-    show_progress = not quiet and out.is_terminal and not os.environ.get("CI")
-    status = out.status("auditing…") if show_progress else None
+    status = out.status("auditing…") if progress_wanted(quiet, out) else None
     progress = (lambda msg: status.update(escape(msg))) if status else None
     runner: Callable[..., Any] = audit_paths
     if remediate:
@@ -386,8 +384,8 @@ def append_step_summary(report: Any) -> None:
 
 
 def append_markdown_summary(markdown: str) -> None:
-    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when it is set (the CLI is where the environment is read)."""
-    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when it is set (read by the group: :func:`environment`)."""
+    target = environment().step_summary
     if not target:
         return
     try:

@@ -8,10 +8,10 @@ to see one for internal errors).
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -23,12 +23,42 @@ from privgate.errors import PrivgateError
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
 
+@dataclass(frozen=True)
+class Environment:
+    """What the ``privgate`` group read from the process environment, once, through click's ``envvar``
+    declarations (:mod:`privgate.cli`); commands ask :func:`environment` instead of reading it themselves.
+
+    Attributes:
+        ci: ``$CI`` is set: no progress spinners in the log.
+        columns: ``$COLUMNS`` is set: rich sizes the console from it (else a log gets 160 columns).
+        step_summary: ``$GITHUB_STEP_SUMMARY``, the file GitHub Actions shows as the job summary.
+        debug: ``$PRIVGATE_DEBUG`` is set: an internal error prints its traceback.
+    """
+
+    ci: bool = False
+    columns: bool = False
+    step_summary: str | None = None
+    debug: bool = False
+
+
+def environment() -> Environment:
+    """The :class:`Environment` of the running ``privgate`` command (defaults outside one)."""
+    ctx = click.get_current_context(silent=True)
+    found = ctx.find_root().obj if ctx is not None else None
+    return found if isinstance(found, Environment) else Environment()
+
+
 def out_console() -> Console:
     """Stdout console; CI logs (no terminal) get a wide fixed width so tables do not wrap."""
     probe = Console()
-    if probe.is_terminal or os.environ.get("COLUMNS"):
+    if probe.is_terminal or environment().columns:
         return Console(highlight=False, soft_wrap=True)
     return Console(highlight=False, soft_wrap=True, width=160)
+
+
+def progress_wanted(quiet: bool, console: Console) -> bool:
+    """Whether a command shows a progress spinner: on a terminal, not in CI, not with ``--quiet``."""
+    return not quiet and console.is_terminal and not environment().ci
 
 
 def err_console() -> Console:
@@ -57,7 +87,7 @@ def guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 — the last line of defence
-            if os.environ.get("PRIVGATE_DEBUG"):
+            if environment().debug:
                 traceback.print_exc()
             err_console().print(
                 f"[bold red]internal error:[/] {exc.__class__.__name__}: {escape(str(exc))} (set "
