@@ -177,21 +177,26 @@ def _point(est: stats.Estimate) -> float:
     return -math.inf if est.value is None or not math.isfinite(est.value) else float(est.value)
 
 
-def decide_check(
-    check: Check, level: Level, ran: dict[str, Scored], missing: dict[str, str], diagnostic: set[str]
-) -> CheckResult:
-    """Decide one check of ``level`` on the attacks that ran (see the module docstring)."""
-    policy = level.policy
-    k = max(1, len(policy.checks))
-    base = {
+def check_fields(check: Check, level: Level) -> dict[str, Any]:
+    """The fields of a :class:`CheckResult` that come from the check itself and the policy that owns it."""
+    return {
         "id": level.prefix + check.id,
         "attack": check.attack,
         "metric": check.metric.value,
         "threshold": check.max,
         "fpr": check.fpr,
         "delta": check.delta,
-        "policy": policy.name,
+        "policy": level.policy.name,
     }
+
+
+def decide_check(
+    check: Check, level: Level, ran: dict[str, Scored], missing: dict[str, str], diagnostic: set[str]
+) -> CheckResult:
+    """Decide one check of ``level`` on the attacks that ran (see the module docstring)."""
+    policy = level.policy
+    k = max(1, len(policy.checks))
+    base = check_fields(check, level)
     if check.federated is not None:  # decided over attacker × victim pairs by privgate.audits.federated.decide
         return CheckResult(
             **base,
@@ -288,4 +293,14 @@ def verdict_of(checks: list[CheckResult]) -> str:
     return "fail" if "fail" in statuses else "inconclusive" if "inconclusive" in statuses else "pass"
 
 
-__all__ = ["DEFAULT_DELTA", "EXCLUDED", "Level", "decide", "decide_check", "decide_policy", "estimate", "verdict_of"]
+__all__ = [
+    "DEFAULT_DELTA",
+    "EXCLUDED",
+    "Level",
+    "check_fields",
+    "decide",
+    "decide_check",
+    "decide_policy",
+    "estimate",
+    "verdict_of",
+]

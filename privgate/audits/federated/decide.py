@@ -31,7 +31,7 @@ import numpy as np
 
 from privgate import stats
 from privgate.audits.federated.run import Audited
-from privgate.decision import EXCLUDED, Level, decide, estimate
+from privgate.decision import EXCLUDED, Level, check_fields, decide, estimate
 from privgate.policy import Check, Policy
 from privgate.report.model import CheckResult
 from privgate.report.text import sig
@@ -59,21 +59,9 @@ def pairs(kind: str, attackers: list[int], hops: np.ndarray) -> list[tuple[int, 
     return [(a, v) for a in attackers for v in range(n) if keep(a, v)]
 
 
-def _base(check: Check, level: Level) -> dict[str, Any]:
-    return {
-        "id": level.prefix + check.id,
-        "attack": check.attack,
-        "metric": check.metric.value,
-        "threshold": check.max,
-        "fpr": check.fpr,
-        "delta": check.delta,
-        "policy": level.policy.name,
-    }
-
-
 def _inconclusive(check: Check, level: Level, k: int, reason: str) -> CheckResult:
     return CheckResult(
-        **_base(check, level),
+        **check_fields(check, level),
         value=None,
         ci=[None, None],
         status="inconclusive",
@@ -146,7 +134,7 @@ def decide_federated_check(check: Check, level: Level, fed: Audited) -> CheckRes
         + f"{counts['fail']} fail, {counts['inconclusive']} inconclusive, {counts['pass']} pass"
     )
     return CheckResult(
-        **_base(check, level),
+        **check_fields(check, level),
         value=est.value,
         ci=[est.lo, est.hi],
         status=status,  # type: ignore[arg-type]
