@@ -286,11 +286,12 @@ def harden_paths(
     outcome = remediate(i.target, i.data, i.policy, i.recipe, train=i.members, on_row=on_row, options=run)
     report = outcome.report
     files: dict[Path, bytes] = {}
-    if outcome.status == "hardened" and outcome.model is not None:
-        files, written = hardened_files(outcome.model, out, i.members.x)
-        section = dict(report.remediation or {})
-        section["output"] = written
-        section["input_sha256"] = i.target.sha256
+    if outcome.status == "hardened" and outcome.model is not None and report.remediation is not None:
+        from privgate.dp.card import model_card
+
+        card = model_card(report.remediation, model_file=str(out), verdict=report.verdict, summary=report.summary)
+        files, written = hardened_files(outcome.model, out, i.members.x, card)
+        section = report.remediation.model_copy(update={"output": written, "input_sha256": i.target.sha256})
         described = {
             "path": written["torchscript"],
             "format": "torchscript",

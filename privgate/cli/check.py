@@ -139,7 +139,8 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "output_model",
     type=click.Path(dir_okay=False),
     help="With --remediate: where the hardened model goes (TorchScript; the state_dict beside it as "
-    "NAME.state_dict.pt). Default: MODEL.hardened.pt next to the input.",
+    "NAME.state_dict.pt, its model card with the DP statement as NAME.card.md). "
+    "Default: MODEL.hardened.pt next to the input.",
 )
 @click.option(
     "--mlflow",
@@ -292,8 +293,12 @@ def check(
         staged, model_files = (result.report, result.files) if remediate else (result, {})
         report = staging.relocate(staged)
         files = render_reports(staged, report, outputs)
-        for path, data in model_files.items():
-            files[path] = ("hardened model" if path == model_out else "hardened model's state_dict", data)
+        if model_files:
+            from privgate.dp.hardened import files_named
+
+            named = files_named(model_out)
+            for path, data in model_files.items():
+                files[path] = (named.get(path, "hardened model's file"), data)
         files.update({path: ("attack artefact", data) for path, data in staging.files().items()})
         commit(files)
     if step_summary:
@@ -366,13 +371,10 @@ def _planned(
             )
         )
     if model_out is not None:
-        from privgate.dp.hardened import state_dict_path
+        from privgate.dp.hardened import files_named
 
         how = "the default, beside the model" if default_model else "--output-model"
-        planned += [
-            Named(model_out, f"the hardened model ({how})"),
-            Named(state_dict_path(model_out), f"the hardened model's state_dict ({how})"),
-        ]
+        planned += [Named(path, f"the {what} ({how})") for path, what in files_named(model_out).items()]
     return planned
 
 
@@ -412,7 +414,8 @@ harden = click.Command(
     context_settings={"help_option_names": ["-h", "--help"]},
     help="Audit MODEL and, if it fails the policy, retrain it with DP-SGD at decreasing ε until every check "
     "passes within the policy's utility floor; write the hardened model (same as check --remediate). "
-    "Exit 0: the original or a hardened model passes; 1: no ε in the schedule does both; "
+    "Exit 0: the original or a hardened model passes; 1: no ε in the schedule does both, or the released ε "
+    "(the search included) would exceed the policy's max_total_epsilon; "
     "2: bad input (no recipe, a model Opacus cannot make private, remediation not enabled); 3: inconclusive.",
     short_help="Retrain a failing model with DP-SGD until the policy passes.",
 )

@@ -1,4 +1,4 @@
-"""The hardened model's files: TorchScript at the output path and a state_dict beside it, written together.
+"""The hardened model's files: TorchScript at the output path, a state_dict and its model card beside it.
 
 :func:`hardened_files` returns the bytes (the CLI writes them in one unit with
 its reports, :mod:`privgate.io.staging`); :func:`save_hardened` writes both for
@@ -34,10 +34,23 @@ def state_dict_path(output: str | Path) -> Path:
     return p.with_name(f"{p.stem}.state_dict{p.suffix or '.pt'}")
 
 
+def files_named(output: str | Path) -> dict[Path, str]:
+    """Every file of a hardened model at ``output``, with what it is (for messages and output guards)."""
+    from privgate.dp.card import card_path
+
+    return {
+        Path(output): "hardened model",
+        state_dict_path(output): "hardened model's state_dict",
+        card_path(output): "hardened model's card (DP statement)",
+    }
+
+
 def hardened_files(
-    model: nn.Module, output: str | Path, example: np.ndarray
+    model: nn.Module, output: str | Path, example: np.ndarray, card: str | None = None
 ) -> tuple[dict[Path, bytes], dict[str, Any]]:
     """The bytes of ``model`` as TorchScript (at ``output``) and as a state_dict (beside it), not yet written.
+
+    ``card``: the model card's Markdown (:func:`privgate.dp.card.model_card`), written beside them.
 
     TorchScript loads without the recipe (``torch.jit.script``, or ``torch.jit.trace``
     on ``example`` when scripting fails). The state_dict needs the recipe's
@@ -72,18 +85,25 @@ def hardened_files(
         "state_dict": str(sd_path),
         "state_dict_sha256": hashlib.sha256(sd_bytes).hexdigest(),
     }
-    return {ts_path: ts_bytes, sd_path: sd_bytes}, described
+    files = {ts_path: ts_bytes, sd_path: sd_bytes}
+    if card is not None:
+        from privgate.dp.card import card_path
+
+        data = card.encode("utf-8")
+        files[card_path(output)] = data
+        described.update(model_card=str(card_path(output)), model_card_sha256=hashlib.sha256(data).hexdigest())
+    return files, described
 
 
 def save_hardened(
-    model: nn.Module, output: str | Path, example: np.ndarray, protect: list[str | Path] = ()
+    model: nn.Module, output: str | Path, example: np.ndarray, protect: list[str | Path] = (), card: str | None = None
 ) -> dict[str, Any]:
-    """Write ``model`` as TorchScript at ``output`` and as a state_dict beside it: both files, or neither.
+    """Write ``model`` as TorchScript at ``output``, a state_dict (and ``card``) beside it: all files, or none.
 
     Raises:
         PrivgateError: an output path is one of the ``protect`` paths (the inputs).
     """
-    files, described = hardened_files(model, output, example)
+    files, described = hardened_files(model, output, example, card)
     for p in files:
         if any(same_file(p, Path(q)) for q in protect if q):
             raise PrivgateError(f"{p}: the hardened model would overwrite an input; choose another --output-model.")
@@ -91,4 +111,4 @@ def save_hardened(
     return described
 
 
-__all__ = ["default_output", "hardened_files", "save_hardened", "state_dict_path"]
+__all__ = ["default_output", "files_named", "hardened_files", "save_hardened", "state_dict_path"]

@@ -200,6 +200,23 @@ class Regression(_Strict):
         return {"tolerance": float(self.tolerance), "metrics": metrics}
 
 
+class RandomTrials(_Strict):
+    """The random number of trials of a random-stopping search (Papernot & Steinke 2022, arXiv 2110.03620)."""
+
+    distribution: Literal["geometric", "logarithmic", "negative_binomial", "poisson"] = Field(
+        default="geometric", description="Distribution of the number of trials (geometric: Liu & Talwar 2019)."
+    )
+    mean: float = Field(default=3.0, ge=1, le=1000, description="Expected number of trials.")
+    shape: float = Field(default=0.5, gt=0, le=100, description="η of the truncated negative binomial.")
+
+    @field_validator("mean")
+    @classmethod
+    def _finite_mean(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("the mean number of trials must be a finite number >= 1")
+        return v
+
+
 class Remediation(_Strict):
     """How privgate may retrain a failing model with DP-SGD (see ``privgate.dp.remediate``)."""
 
@@ -237,6 +254,22 @@ class Remediation(_Strict):
     )
     audit_canaries: int = Field(
         default=1000, ge=2, description="Canaries of that audit (at most the model's parameters)."
+    )
+    search: Literal["compose", "random_stopping"] = Field(
+        default="compose",
+        description="How the released ε counts the search: compose every candidate trained (the ladder or bisect "
+        "strategy), or random_stopping (Papernot & Steinke 2022: a random number of trials, each at an ε drawn "
+        "from the schedule; the best accepted one is released).",
+    )
+    trials: RandomTrials = Field(
+        default_factory=lambda: RandomTrials(), description="random_stopping: the number of trials' distribution."
+    )
+    max_total_epsilon: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Largest released ε (the search included); a search that would exceed it stops, hands out no "
+        "model and exits 1.",
     )
 
     @field_validator("delta")

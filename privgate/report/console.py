@@ -9,6 +9,7 @@ from rich.table import Table
 
 from privgate.report.exposed import view as exposed_view
 from privgate.report.model import Report
+from privgate.report.remediation_section import CheckCell, RemediationSection, SearchRow
 from privgate.report.text import check_fpr_label, interval, num, rate_label, sig, target_notes
 
 _STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
@@ -88,8 +89,10 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
             t.add_row(*row)
         console.print(t)
         console.print(exposed.intro, markup=False, style="dim")
-    if report.remediation:
-        print_remediation(report.remediation, console)
+    if report.remediation is not None:
+        from privgate.report.remediation import section_of
+
+        print_remediation(section_of(report), console)
     style = _STYLE[report.verdict]
     console.print(f"[{style}]{report.summary}[/]")
 
@@ -101,80 +104,87 @@ def _g(v: Any) -> str:
     return sig(v, missing="?")
 
 
-def _check_cell(c: dict[str, Any]) -> str:
-    return f"{_num(c.get('value'))} [{_STYLE.get(c.get('status', ''), 'white')}]{c.get('status', '?')}[/]"
+def _check_cell(c: CheckCell) -> str:
+    return f"{_num(c.value)} [{_STYLE.get(c.status, 'white')}]{c.status}[/]"
 
 
-def remediation_row(row: dict[str, Any]) -> str:
-    """One line per tried ε, printed as the search runs (``privgate harden``)."""
-    tr = row.get("training") or {}
-    util = f"utility {_num(row.get('utility'))}" + ("" if row.get("utility_ok", True) else " [bold red]< floor[/]")
-    checks = " · ".join(f"{c.get('id', '?')} {_check_cell(c)}" for c in row.get("checks", []))
-    outcome = (
-        "[green]accepted[/]"
-        if row.get("accepted")
-        else f"[{_STYLE.get(row.get('verdict', ''), 'white')}]{row.get('privacy', '?')}[/]"
-    )
+def remediation_row(row: SearchRow) -> str:
+    """One line per trained candidate, printed as the search runs (``privgate harden``)."""
+    tr = row.training
+    util = f"utility {_num(row.utility)}" + ("" if row.utility_ok else " [bold red]< floor[/]")
+    checks = " · ".join(f"{c.id} {_check_cell(c)}" for c in row.checks)
+    outcome = "[green]accepted[/]" if row.accepted else f"[{_STYLE.get(row.verdict or '', 'white')}]{row.privacy}[/]"
+    trial = f" (trial {row.trial})" if row.trial else ""
+    released = f"  released ε so far {_g(row.released_epsilon)}" if row.released_epsilon is not None else ""
     return (
-        f"  ε = {_g(row.get('epsilon')):<5} σ = {_g(tr.get('noise_multiplier'))}  C = {_g(tr.get('max_grad_norm'))}  "
-        f"{tr.get('steps', '?')} steps  {_g(tr.get('seconds'))}s  {util}  {checks}  → {outcome}"
+        f"  ε = {_g(row.epsilon):<5}{trial} σ = {_g(tr.noise_multiplier)}  C = {_g(tr.max_grad_norm)}  "
+        f"{tr.steps if tr.steps is not None else '?'} steps  {_g(tr.seconds)}s  {util}  {checks}  → {outcome}"
+        f"{released}"
     )
 
 
-def print_remediation(rem: dict[str, Any], console: Console) -> None:
-    """The ε–utility–attack table of the DP-SGD search, the choice and the selection caveat."""
-    rows = rem.get("rows") or []
-    util = rem.get("utility") or {}
-    orig = rem.get("original") or {}
-    if rows:
-        ids = [c["id"] for c in rows[0].get("checks", [])]
-        t = Table(title=f"Remediation: DP-SGD ε search ({rem.get('strategy', '?')})")
-        for col in ("ε", "ε spent", "σ", "utility", *ids, "verdict"):
+def print_remediation(rem: RemediationSection, console: Console) -> None:
+    """The ε–utility–attack table of the DP-SGD search, the choice, the two ε and the selection's cost."""
+    util = rem.utility
+    orig = rem.original
+    if rem.rows:
+        ids = [c.id for c in rem.rows[0].checks]
+        t = Table(title=f"Remediation: DP-SGD ε search ({rem.strategy or '?'})")
+        for col in ("ε", "ε spent", "σ", "utility", *ids, "verdict", "released ε"):
             t.add_column(col)
-        floor = util.get("floor")
-        first = ([_check_cell(c) for c in orig.get("checks", [])] + [""] * len(ids))[: len(ids)]
-        t.add_row("original", "∞", "—", _num(orig.get("utility")), *first, str(orig.get("verdict", "")))
-        for r in rows:
-            tr = r.get("training") or {}
-            mark = " ✓" if r.get("accepted") else ""
-            u = _num(r.get("utility")) + ("" if r.get("utility_ok", True) else " [red]<floor[/]")
-            spent = "—" if tr.get("epsilon") is None else f"{_g(tr['epsilon'])} ({tr.get('accountant', '')})"
-            cells = [_check_cell(c) for c in r.get("checks", [])]
-            cells = (cells + [""] * len(ids))[: len(ids)]
+        first = ([_check_cell(c) for c in orig.checks] if orig else []) + [""] * len(ids)
+        t.add_row(
+            "original",
+            "∞",
+            "—",
+            _num(orig.utility if orig else None),
+            *first[: len(ids)],
+            str(orig.verdict if orig else ""),
+        )
+        for r in rem.rows:
+            tr = r.training
+            mark = " ✓" if r.accepted else ""
+            u = _num(r.utility) + ("" if r.utility_ok else " [red]<floor[/]")
+            spent = "—" if tr.epsilon is None else f"{_g(tr.epsilon)} ({tr.accountant or ''})"
+            cells = ([_check_cell(c) for c in r.checks] + [""] * len(ids))[: len(ids)]
+            trial = f" #{r.trial}" if r.trial else ""
+            released = "—" if r.released_epsilon is None else _g(r.released_epsilon)
             t.add_row(
-                f"{_g(r.get('epsilon'))}{mark}",
+                f"{_g(r.epsilon)}{trial}{mark}",
                 spent,
-                _g(tr.get("noise_multiplier")),
+                _g(tr.noise_multiplier),
                 u,
                 *cells,
-                str(r.get("verdict", "")),
+                str(r.verdict or ""),
+                released,
             )
         console.print(t)
-        if isinstance(floor, (int, float)):
-            console.print(f"  utility = accuracy on {util.get('data')}; floor {floor:.4f} ({util.get('rule')})")
-    settings = rem.get("settings") or {}
-    if settings:
-        mode = f" ({settings['max_grad_norm_mode']})" if settings.get("max_grad_norm_mode") else ""
-        start = f", from {settings['start']}" if settings.get("start") else ""
+        if util is not None and util.floor is not None:
+            console.print(f"  utility = accuracy on {util.data}; floor {util.floor:.4f} ({util.rule})")
+    settings = rem.settings
+    if settings is not None:
+        mode = f" ({settings.max_grad_norm_mode})" if settings.max_grad_norm_mode else ""
+        start = f", from {settings.start}" if settings.start else ""
         console.print(
-            f"  DP-SGD: {settings.get('epochs', '?')} epochs, batch {settings.get('batch_size', '?')}, clip C "
-            f"= {_g(settings.get('max_grad_norm'))}{mode}, "
-            f"δ = {_g(settings.get('delta'))}, accountant {settings.get('accountant', '?')}{start}"
+            f"  DP-SGD: {settings.epochs} epochs, batch {settings.batch_size}, clip C = {_g(settings.max_grad_norm)}"
+            f"{mode}, δ = {_g(settings.delta)}, accountant {settings.accountant}{start}"
         )
-    for change in rem.get("architecture_changes") or []:
+    for change in rem.architecture_changes:
         console.print(f"  [yellow]architecture change:[/] {change}")
-    style = {"hardened": "green", "no_epsilon": "bold red", "audit_failed": "bold red"}.get(
-        rem.get("status", ""), "white"
-    )
-    if rem.get("status"):
-        console.print(f"  [{style}]remediation {rem['status']}[/]: {rem.get('reason', '')}")
-    audit = rem.get("audit") if isinstance(rem.get("audit"), dict) else {}
-    if audit.get("summary") and rem.get("status") != "audit_failed":  # the claim next to the measured lower bound
+    style = {"hardened": "green", "no_epsilon": "bold red", "audit_failed": "bold red", "budget_exceeded": "bold red"}
+    if rem.status:
+        console.print(f"  [{style.get(rem.status, 'white')}]remediation {rem.status}[/]: {rem.reason or ''}")
+    line = rem.epsilon_line()
+    if line:  # which ε is which, in one line
+        console.print(f"  [bold]{line}[/]", highlight=False)
+    audit = rem.audit or {}
+    if audit.get("summary") and rem.status != "audit_failed":  # the claim next to the measured lower bound
         console.print(f"  [{_STYLE.get(audit.get('verdict', ''), 'white')}]{audit['summary']}[/]")
-    output = rem.get("output") or {}
-    if output:
+    if rem.output:
+        card = f", {rem.output['model_card']} (model card, DP statement)" if rem.output.get("model_card") else ""
         console.print(
-            f"  hardened model: {output.get('torchscript')} (TorchScript), {output.get('state_dict')} (state_dict)"
+            f"  hardened model: {rem.output.get('torchscript')} (TorchScript), {rem.output.get('state_dict')} "
+            f"(state_dict){card}"
         )
-    if rem.get("selection_leakage"):
-        console.print(f"  [dim]{rem['selection_leakage']}[/]")
+    if rem.selection_leakage:
+        console.print(f"  [dim]{rem.selection_leakage}[/]")

@@ -359,6 +359,8 @@ def render_html(report: Report) -> str:
         )
         facts = [f"{escape(str(k))}: {escape(plain(v))}" for k, v in rem.facts.items()]
         h.append(f"<p>{' · '.join([head, *facts])}</p>")
+        if rem.epsilon_line:
+            h.append(f"<p id='dp-epsilon-line'><strong>{escape(rem.epsilon_line)}</strong></p>")
         rchart = remediation_chart(rem, {c.id: c.threshold for c in report.checks})
         if rchart:
             h.append(
@@ -378,6 +380,17 @@ def render_html(report: Report) -> str:
         h += [
             f"<p class='reason'><em>{escape(k.replace('_', ' '))}</em>: {escape(v)}</p>" for k, v in rem.notes.items()
         ]
+        if rem.statement:  # Ponomareva et al. 2023, arXiv 2303.00654, §5.5
+            h.append("<h3>DP statement</h3><table id='dp-statement'>")
+            h += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rem.statement]
+            h.append(
+                "</table><table id='dp-hyperparameters'><tr><th>hyper-parameter</th><th>value</th><th>source</th></tr>"
+            )
+            h += [
+                f"<tr><td>{escape(n)}</td><td>{escape(v)}</td><td>{escape(s)}</td></tr>"
+                for n, v, s in rem.hyperparameters
+            ]
+            h.append("</table><ul class='caveats'>" + "".join(f"<li>{escape(c)}</li>" for c in rem.caveats) + "</ul>")
 
     h += _exposed_html(report)  # after the remediation plot: which records to fix
 

@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 
 from privgate.report.exposed import view as exposed_view
 from privgate.report.model import Report
+from privgate.report.remediation import section_of
 from privgate.report.text import attack_summary, check_message, target_accuracy
 
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -57,6 +58,16 @@ def render_junit(report: Report) -> str:
         ("target_accuracy", target_accuracy(report)),
     ):
         if value is not None:
+            ET.SubElement(props, "property", {"name": key, "value": _clean(str(value))})
+    rem = section_of(report)
+    st = rem.statement if rem is not None else None
+    if st is not None:  # the hardened model's two ε, named, and the line that says which is which
+        for key, value in (
+            ("dp_training_epsilon", st.training_epsilon),
+            ("dp_released_epsilon", st.released_epsilon),
+            ("dp_delta", st.delta),
+            ("dp_epsilons", st.line()),
+        ):
             ET.SubElement(props, "property", {"name": key, "value": _clean(str(value))})
     for c in report.checks:
         case = ET.SubElement(

@@ -130,6 +130,7 @@ def render_markdown(report: Report) -> str:
         head = f"Chosen ε: **{rem.chosen_epsilon:g}**" if rem.chosen_epsilon is not None else "No ε was chosen."
         extra = [f"{k}: {plain(v)}" for k, v in rem.facts.items()]
         lines += [" · ".join([head, *extra]), ""]
+        lines += [f"**{rem.epsilon_line}**", ""] if rem.epsilon_line else []
         lines += [f"*{k.replace('_', ' ')}*: {v}\n" for k, v in rem.notes.items()]
         if rem.rows:
             cols = rem.columns
@@ -137,6 +138,10 @@ def render_markdown(report: Report) -> str:
                 ["ε" if k == rem.epsilon_key else k for k in cols], [[plain(r.get(k)) for k in cols] for r in rem.rows]
             )
             lines.append("")
+        if rem.statement:  # Ponomareva et al. 2023, arXiv 2303.00654, §5.5
+            lines += ["#### DP statement", ""] + _table(["", ""], [list(r) for r in rem.statement]) + [""]
+            lines += _table(["hyper-parameter", "value", "source"], [list(h) for h in rem.hyperparameters]) + [""]
+            lines += [f"- {c}" for c in rem.caveats] + [""]
 
     if report.warnings:
         lines += ["### Warnings", ""] + [f"- {w}" for w in report.warnings] + [""]

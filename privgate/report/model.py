@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from privgate.report.remediation_section import RemediationSection
+
 SCHEMA_VERSION = 1
 
 Status = Literal["pass", "fail", "inconclusive"]
@@ -114,7 +116,9 @@ class Report(BaseModel):
     data: dict[str, Any]
     checks: list[CheckResult]
     attacks: list[AttackSummary]
-    remediation: dict[str, Any] | None = None
+    remediation: RemediationSection | None = Field(
+        default=None, description="The DP-SGD search, its two ε and the DP statement (privgate harden)."
+    )
     exposed: dict[str, Any] | None = Field(
         default=None,
         description="The members the strongest attack singles out (privgate.stats.exposure): their row in the members "

@@ -24,6 +24,7 @@ import yaml
 
 from privgate.report.exposed import view as exposed_view
 from privgate.report.model import CheckResult, Report
+from privgate.report.remediation import section_of
 from privgate.report.text import check_message
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -279,6 +280,10 @@ def render_sarif(report: Report) -> str:
             "targetAccuracy": report.target.get("accuracy"),
         },
     }
+    rem = section_of(report)
+    if rem is not None and rem.statement is not None:  # the hardened model's DP statement, typed as in the JSON
+        run["properties"]["dpEpsilons"] = rem.statement.line()
+        run["properties"]["dpStatement"] = rem.statement.model_dump(mode="json")
     if policy_file is not None:
         uri, base = _uri(str(policy_file))
         run["artifacts"] = [{"location": {"uri": uri, **({"uriBaseId": base} if base else {})}, "roles": ["policy"]}]
