@@ -350,7 +350,7 @@ def test_clip_search_stops_at_the_first_clear_drop(tiny):
 def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
     policy = parse_policy(POLICY_PASSABLE)
     target = Target(tiny["model"], source="tiny")
-    rows: list[dict] = []
+    rows: list = []
     said: list[str] = []
     out = rem.remediate(target, _data(tiny), policy, tiny["recipe"], seed=0, on_row=rows.append, progress=said.append)
     section = out.report.remediation
@@ -362,24 +362,26 @@ def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
         "DP-SGD ε=8: running attack loss (1/2)",
         "DP-SGD ε=8: running attack confidence (2/2)",
     ]
-    assert section["original"]["verdict"] == "fail" and section["original"]["checks"][0]["value"] > 0.55
+    assert section.original.verdict == "fail" and section.original.checks[0].value > 0.55
     assert out.status == "hardened" and out.report.verdict == "pass" and out.exit_code == 0
-    assert section["chosen_epsilon"] == 8 and section["trainings"] == 1 and len(rows) == 1 == len(section["rows"])
-    row = section["rows"][0]
-    assert row["accepted"] and row["checks"][0]["id"] == "mia-acc" and row["checks"][0]["value"] <= 0.55
-    floor = section["utility"]["floor"]
-    assert floor == pytest.approx(section["original"]["utility"] - 0.15, abs=1e-6) and row["utility"] >= floor
-    assert section["utility"]["data"].startswith("population (300 rows")
-    tr = row["training"]
-    assert (
-        tr["epsilon"] <= 8
-        and tr["delta"] == pytest.approx(1 / 3000)
-        and tr["steps"] == 24
-        and tr["accountant"] == "rdp"
-    )
-    assert "1 DP-SGD training(s) of the target and 0 noise-free" in section["selection_leakage"]
+    assert section.chosen_epsilon == 8 and section.trainings == 1 and len(rows) == 1 == len(section.rows)
+    row = section.rows[0]
+    assert row.accepted and row.checks[0].id == "mia-acc" and row.checks[0].value <= 0.55
+    floor = section.utility.floor
+    assert floor == pytest.approx(section.original.utility - 0.15, abs=1e-6) and row.utility >= floor
+    assert section.utility.data.startswith("population (300 rows")
+    tr = row.training
+    assert tr.epsilon <= 8 and tr.delta == pytest.approx(1 / 3000) and tr.steps == 24 and tr.accountant == "rdp"
+    # one candidate: the released ε is that run's (composition of one run), and the statement names both
+    acc, st = section.accounting, section.statement
+    assert acc.method == "compose" and acc.candidates == 1 and acc.epsilon == pytest.approx(tr.epsilon, rel=1e-6)
+    assert st.training_epsilon == pytest.approx(tr.epsilon) and st.released_epsilon == acc.epsilon
+    assert st.unit == "record" and st.sampling.startswith("Poisson") and st.steps == 24 and st.max_grad_norm == 1.0
+    assert {h.name: h.source for h in st.hyperparameters}["clipping norm C"].startswith("the policy")
+    assert "training ε = " in out.report.summary or "released ε = " in out.report.summary
+    assert "among 1 DP-SGD candidate(s)" in section.selection_leakage
     # the hardened model is the candidate the report describes
-    assert accuracy(out.model, tiny["population"].x, tiny["population"].y) == pytest.approx(row["utility"], abs=1e-6)
+    assert accuracy(out.model, tiny["population"].x, tiny["population"].y) == pytest.approx(row.utility, abs=1e-6)
     written = save_hardened(out.model, tmp_path / "h.pt", tiny["members"].x)
     loaded = Target.load(written["torchscript"])
     assert loaded.fmt == "torchscript" and np.allclose(
@@ -392,12 +394,8 @@ def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
 def test_remediate_does_nothing_for_a_passing_model(tiny):
     policy = parse_policy(POLICY_PASSABLE.replace("max: 0.55", "max: 0.9"))
     out = rem.remediate(Target(tiny["model"]), _data(tiny), policy, tiny["recipe"])
-    assert (
-        out.status == "not_needed"
-        and out.report.remediation["trainings"] == 0
-        and out.model is None
-        and out.exit_code == 0
-    )
+    assert out.status == "not_needed" and out.report.remediation.trainings == 0 and out.model is None
+    assert out.exit_code == 0 and out.report.remediation.statement is None
 
 
 def test_remediation_must_be_enabled_and_needs_a_recipe(tiny):
