@@ -23,6 +23,7 @@ run is (σ, q, T), so a language-model DP fine-tuning composes the same way.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Sequence
@@ -161,13 +162,15 @@ def compose(runs: Sequence[Run], delta: float, accountant: str = "prv") -> Compo
     return Composition(rdp_eps, delta, "rdp", len(runs), rdp_eps, prv, note)
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate(
     target_epsilon: float, delta: float, sample_rate: float, epochs: int, accountant: str
 ) -> tuple[float, str]:
     """(σ, accountant used) reaching ``target_epsilon`` in one run: Opacus' ``get_noise_multiplier``.
 
     The same calibration ``PrivacyEngine.make_private_with_epsilon`` makes;
-    PRV falls back to RDP where it fails.
+    PRV falls back to RDP where it fails. A pure function of its arguments,
+    so it is cached (a binary search over σ costs seconds).
 
     Raises:
         privgate.dp.train.DPCalibrationError: no σ reaches the target.

@@ -50,7 +50,7 @@ def model_card(section: RemediationSection, *, model_file: str, verdict: str, su
         "",
         "| hyper-parameter | value | source |",
         "| --- | --- | --- |",
-        *[f"| {h.name} | {'—' if h.value is None else h.value} | {h.source} |" for h in st.hyperparameters],
+        *[f"| {h.name} | {h.shown()} | {h.source} |" for h in st.hyperparameters],
         "",
         "### What the ε does not cover",
         "",

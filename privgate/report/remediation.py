@@ -146,9 +146,7 @@ def view(report: Report) -> RemediationView | None:
         notes=notes,
         epsilon_line=rem.epsilon_line(),
         statement=statement_rows(st) if st is not None else [],
-        hyperparameters=[(h.name, "—" if h.value is None else f"{h.value}", h.source) for h in st.hyperparameters]
-        if st is not None
-        else [],
+        hyperparameters=[(h.name, h.shown(), h.source) for h in st.hyperparameters] if st is not None else [],
         caveats=list(st.caveats) if st is not None else [],
     )
 

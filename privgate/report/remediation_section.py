@@ -116,6 +116,12 @@ class Hyperparameter(_Section):
     value: Any = None
     source: str
 
+    def shown(self) -> str:
+        """The value as text: numbers to 4 significant digits, ``—`` when there is none."""
+        if self.value is None:
+            return "—"
+        return f"{self.value:.4g}" if isinstance(self.value, float) else str(self.value)
+
 
 class SearchSettings(_Section):
     epochs: int | None = None
