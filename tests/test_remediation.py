@@ -347,12 +347,26 @@ def test_clip_search_stops_at_the_first_clear_drop(tiny):
 # --------------------------------------------------------------------------- the search, end to end
 
 
-def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
-    policy = parse_policy(POLICY_PASSABLE)
-    target = Target(tiny["model"], source="tiny")
+@pytest.fixture(scope="module")
+def hardened(tiny):
+    """One remediation of the tiny model with the passable policy: (outcome, rows as they came, progress)."""
     rows: list = []
     said: list[str] = []
-    out = rem.remediate(target, _data(tiny), policy, tiny["recipe"], seed=0, on_row=rows.append, progress=said.append)
+    target = Target(tiny["model"], source="tiny")
+    out = rem.remediate(
+        target,
+        _data(tiny),
+        parse_policy(POLICY_PASSABLE),
+        tiny["recipe"],
+        seed=0,
+        on_row=rows.append,
+        progress=said.append,
+    )
+    return out, rows, said
+
+
+def test_remediate_hardens_a_leaking_model(tiny, hardened, tmp_path):
+    out, rows, said = hardened
     section = out.report.remediation
     # progress: the original audit's attacks, then the candidate's training and attacks, each labelled with its ε
     assert said == [
@@ -382,7 +396,8 @@ def test_remediate_hardens_a_leaking_model(tiny, tmp_path):
     assert "among 1 DP-SGD candidate(s)" in section.selection_leakage
     # the hardened model is the candidate the report describes
     assert accuracy(out.model, tiny["population"].x, tiny["population"].y) == pytest.approx(row.utility, abs=1e-6)
-    written = save_hardened(out.model, tmp_path / "h.pt", tiny["members"].x)
+    written = save_hardened(out.model, tmp_path / "h.pt", tiny["members"].x, card="# card\n")
+    assert Path(written["model_card"]).read_text() == "# card\n" and written["model_card"].endswith("h.card.md")
     loaded = Target.load(written["torchscript"])
     assert loaded.fmt == "torchscript" and np.allclose(
         loaded.predict_proba(tiny["population"].x), Target(out.model).predict_proba(tiny["population"].x), atol=1e-6
@@ -404,6 +419,106 @@ def test_remediation_must_be_enabled_and_needs_a_recipe(tiny):
         rem.remediate(Target(tiny["model"]), _data(tiny), disabled, tiny["recipe"])
     with pytest.raises(RecipeError, match="needs its training recipe"):
         rem.remediate(Target(tiny["model"]), _data(tiny), parse_policy(POLICY_PASSABLE), None)
+
+
+def test_the_dp_statement_is_in_every_format(hardened):
+    """JSON (typed, parsed back), console (one line), Markdown, HTML, JUnit, SARIF and the model card."""
+    import xml.etree.ElementTree as ET
+    from html.parser import HTMLParser
+
+    from rich.console import Console
+
+    from privgate.dp.card import model_card, read_statement
+    from privgate.report import render
+    from privgate.report.console import print_report
+    from privgate.report.model import Report
+
+    out, _, _ = hardened
+    st = out.report.remediation.statement
+    back = Report.from_json(out.report.to_json())
+    assert back.remediation.statement == st and back.remediation.accounting == out.report.remediation.accounting
+    line = st.line()
+    assert f"training ε = {st.training_epsilon:.3g}" in line and f"released ε = {st.released_epsilon:.3g}" in line
+    console = Console(record=True, width=400)
+    print_report(out.report, console)
+    assert line in console.export_text()
+    md = render(out.report, "markdown")
+    assert f"**{line}**" in md and "#### DP statement" in md
+    table = md[md.index("#### DP statement") :].split("\n\n")[1]  # the statement's table, before the hyper-parameters
+    md_rows = dict(tuple(c.strip() for c in r.strip("|").split("|"))[:2] for r in table.splitlines()[2:])
+    assert md_rows["δ"] == f"{st.delta:.3g}" and md_rows["noise multiplier σ"] == f"{st.noise_multiplier:.4g}"
+    assert md_rows["unit of privacy"].startswith("record") and md_rows["sampling"].startswith("Poisson")
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inside, self.cells = False, []
+
+        def handle_starttag(self, tag, attrs):  # noqa: ANN001, ANN201
+            self.inside = self.inside or (tag == "table" and ("id", "dp-statement") in attrs)
+
+        def handle_endtag(self, tag):  # noqa: ANN001, ANN201
+            self.inside = self.inside and tag != "table"
+
+        def handle_data(self, data):  # noqa: ANN001, ANN201
+            if self.inside and data.strip():
+                self.cells.append(data)
+
+    page = Cells()
+    page.feed(render(out.report, "html"))
+    html_rows = dict(zip(page.cells[::2], page.cells[1::2]))
+    assert html_rows["clipping norm C"] == f"{st.max_grad_norm:g}" and html_rows["accountant"] == st.accountant
+    assert html_rows["released ε"].startswith(f"{st.released_epsilon:.4g}")
+    props = {p.get("name"): p.get("value") for p in ET.fromstring(render(out.report, "junit")).iter("property")}
+    assert float(props["dp_released_epsilon"]) == st.released_epsilon and props["dp_epsilons"] == line
+    sarif = json.loads(render(out.report, "sarif"))["runs"][0]["properties"]
+    assert sarif["dpEpsilons"] == line and sarif["dpStatement"]["training_epsilon"] == st.training_epsilon
+    card = model_card(out.report.remediation, model_file="m.hardened.pt", verdict="pass", summary=out.report.summary)
+    assert read_statement(card) == st and line in card
+
+
+def test_the_clip_norm_is_never_tuned_on_the_members(tiny, monkeypatch):
+    from privgate.dp import settings as dp_settings
+    from privgate.options import RunOptions
+
+    seen: list[np.ndarray] = []
+    real = dp_settings.search_clip_norm
+
+    def spy(recipe, x, y, seed, settings, **kw):  # noqa: ANN001, ANN003, ANN202
+        seen.append(x)
+        return real(recipe, x, y, seed, settings, epochs=1, exponents=(0, -1))
+
+    monkeypatch.setattr(dp_settings, "search_clip_norm", spy)
+    policy = parse_policy(POLICY_PASSABLE.replace("max_grad_norm: 1.0", "max_grad_norm: auto"))
+    run = RunOptions(seed=0).resolved()
+    settings = rem.settings_for(policy, tiny["recipe"], 300)
+    clip, rows, source, used = rem.choose_clip(policy, tiny["recipe"], _data(tiny), settings, run)
+    assert len(seen) == 1 and seen[0] is tiny["population"].x  # the population's rows, not the members'
+    assert clip in (1.0, 0.1) and [r["max_grad_norm"] for r in rows][:1] == [1.0]
+    assert used.startswith("population (300 rows") and "never the members" in source
+    # no population: no noise-free training at all, the default C
+    alone = AuditData(tiny["members"], tiny["nonmembers"])
+    clip, rows, source, used = rem.choose_clip(policy, tiny["recipe"], alone, settings, run)
+    assert (clip, rows, used) == (1.0, [], None) and len(seen) == 1 and "never tunes on the members" in source
+
+
+def test_random_stopping_releases_the_papers_bound(tiny):
+    from privgate.dp.accounting import Run, rdp_curve
+    from privgate.dp.selection import Trials, random_stopping_epsilon
+
+    text = POLICY_PASSABLE.replace("epsilons: [8, 1]", "epsilons: [8]").replace(
+        "max_grad_norm: 1.0}", "max_grad_norm: 1.0,\n              search: random_stopping, trials: {mean: 1}}"
+    )
+    out = rem.remediate(Target(tiny["model"]), _data(tiny), parse_policy(text), tiny["recipe"], seed=0)
+    section = out.report.remediation
+    acc, row = section.accounting, section.rows[0]
+    assert out.status == "hardened" and acc.method == "random_stopping" and acc.trials.drawn == 1 == row.trial
+    tr = row.training
+    expected = random_stopping_epsilon(
+        [rdp_curve([Run(tr.noise_multiplier, tr.sample_rate, tr.steps)])], tr.delta, Trials("geometric", 1.0)
+    )
+    assert acc.epsilon == pytest.approx(expected.epsilon, rel=1e-5) and acc.epsilon > tr.epsilon
+    assert section.statement.search == "random-stopping search" and "Theorem 2" in acc.basis
 
 
 # --------------------------------------------------------------------------- CLI
@@ -452,6 +567,17 @@ def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
         d / "model.hardened.pt"
     )
     assert "ε = 8" in r.stdout and "accepted" in r.stdout and "Remediation: DP-SGD ε search" in r.stdout
+    # the DP statement: in the JSON, in one console line, and in the model card written beside the model
+    from privgate.dp.card import read_statement
+    from privgate.report.remediation_section import DPStatement
+
+    st = DPStatement.model_validate(section["statement"])
+    assert st.line() in " ".join(r.stdout.split()) and section["output"]["model_card"].endswith(
+        "model.hardened.card.md"
+    )
+    assert (
+        read_statement((d / "model.hardened.card.md").read_text()) == st and st.released_epsilon >= st.training_epsilon
+    )
     # the hardened TorchScript passes the policy when audited on its own, without a recipe
     again = _cli(tiny, "check", "model.hardened.pt", "--policy", "passable.yaml")
     assert again.returncode == 0, again.stdout + again.stderr
@@ -480,6 +606,35 @@ def test_cli_exits_1_when_no_epsilon_meets_the_policy_within_the_floor(tiny):
     out = " ".join(r.stdout.split())
     assert "the utility floor broke first: at ε = 1" in out and "check 'mia-auc' is fail" in out
     assert not (tiny["dir"] / "never.pt").exists()
+
+
+def test_cli_max_total_epsilon_stops_the_search_and_hands_out_nothing(tiny):
+    """ε = 8 fails the impossible check; ε = 1 would take the released ε (composed, RDP) from 7.99 to 8.11."""
+    d = tiny["dir"]
+    (d / "budget.yaml").write_text(
+        POLICY_IMPOSSIBLE.replace("name: impossible", "name: budget").replace(
+            "max_grad_norm: 1.0}", "max_grad_norm: 1.0, max_total_epsilon: 8.05}"
+        )
+    )
+    r = _cli(tiny, "harden", "model.pt", "--policy", "budget.yaml", "--recipe", "tiny_recipe:RECIPE",
+             "--output-model", "budget.pt", "--json", "budget.json")  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert not any((d / f).exists() for f in ("budget.pt", "budget.state_dict.pt", "budget.card.md"))
+    section = json.loads((d / "budget.json").read_text())["remediation"]
+    assert section["status"] == "budget_exceeded" and section["trainings"] == 1 and section["output"] is None
+    assert section["best_not_released"]["epsilon"] == 8 and section["accounting"]["epsilon"] <= 8.05
+    assert section["statement"] is None and section["accounting"]["max_total_epsilon"] == 8.05
+    out = " ".join(r.stdout.split())
+    assert "would take the released ε to 8.111, over the policy's max_total_epsilon 8.05" in out
+    assert (
+        f"DP: no model handed out; the 1 DP-SGD run(s) on the members spent ε = {section['accounting']['epsilon']:.3g}"
+        in out
+    )
+    assert "the best candidate trained (ε = 8" in out and "is not handed out" in out
+    bad = d / "bad-budget.yaml"
+    bad.write_text(POLICY_PASSABLE.replace("max_grad_norm: 1.0}", "max_grad_norm: 1.0, max_total_epsilon: -1}"))
+    v = subprocess.run([*_privgate_cmd(), "policy", "validate", str(bad)], capture_output=True, text=True, timeout=60)
+    assert v.returncode == 2 and "max_total_epsilon" in v.stdout + v.stderr
 
 
 def test_cli_bad_input_exits_2(tiny, monkeypatch):
@@ -577,6 +732,6 @@ def test_cli_harden_writes_the_model_and_its_reports_together_or_not_at_all(tiny
         "was written." in " ".join(result.output.split())
     )
     assert (d / "keep.pt").read_bytes() == b"the user's own model, not to be lost"
-    assert not any((d / f).exists() for f in ("keep.state_dict.pt", "keep.json", "keep.html"))
+    assert not any((d / f).exists() for f in ("keep.state_dict.pt", "keep.card.md", "keep.json", "keep.html"))
     assert not [p for p in d.rglob("*") if p.name.endswith(".tmp")]
     (d / "keep.pt").unlink()

@@ -255,17 +255,16 @@ class RemediationSection(_Section):
     seconds: float | None = None
 
     def epsilon_line(self) -> str | None:
-        """The one line naming the training ε and the released ε (None before any candidate)."""
+        """The one line naming the training ε and the released ε; without a hardened model, what the runs spent."""
         if self.statement is not None:
             return self.statement.line()
-        if self.accounting is None or self.accounting.epsilon is None and not self.rows:
+        acc = self.accounting
+        if acc is None or acc.epsilon is None or not acc.candidates:
             return None
-        return epsilon_line(
-            self.chosen.epsilon_spent if self.chosen else None,
-            self.accounting.epsilon,
-            self.accounting.delta,
-            self.accounting.candidates,
-            search_name(self.accounting.method),
+        spent = acc.epsilon if acc.method == "compose" else acc.epsilon
+        return (
+            f"DP: no model handed out; the {acc.candidates} DP-SGD run(s) on the members spent ε = {spent:.3g} "
+            f"together ({search_name(acc.method)}), δ = {acc.delta:.2g}"
         )
 
 
