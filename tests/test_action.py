@@ -342,16 +342,17 @@ def fake_privgate(tmp_path, monkeypatch):
     from pipeline_cases import constant_model
 
     import privgate
+    from privgate.report.remediation_section import RemediationSection, SearchRow
 
     model, members, nonmembers = constant_model(n=120)
     report = privgate.check(model, "internal", members, nonmembers)
     assert report.verdict == "pass"  # the canned report the fake privgate answers with
     report = report.model_copy(
         update={
-            "remediation": {
-                "chosen_epsilon": 4.0,
-                "rows": [{"epsilon": 8.0, "utility": 0.9}, {"epsilon": 4.0, "utility": 0.85}],
-            }
+            "remediation": RemediationSection(
+                chosen_epsilon=4.0,
+                rows=[SearchRow(epsilon=8.0, utility=0.9), SearchRow(epsilon=4.0, utility=0.85)],
+            )
         }
     )
     canned = tmp_path / "canned.json"

@@ -317,12 +317,12 @@ def test_remediation_audits_the_chosen_epsilon(monkeypatch: pytest.MonkeyPatch) 
     target = Target(recipe.train(members.x, members.y, seed=0), source="memorising")
     policy = parse_policy(HARDEN_POLICY)
     out = rem.remediate(target, AuditData(members, nonmembers), policy, recipe, seed=0)
-    audit = out.report.remediation["audit"]
+    audit = out.report.remediation.audit
     assert out.status == "hardened" and out.model is not None and out.exit_code == 0
     # δ = 1/(10·300): 1,000 canaries can prove at most about 2.7 (the 2mδ term), so ε = 8 cannot be refuted
     assert audit["claimed_epsilon"] == 8 and audit["verdict"] == "inconclusive"
     assert 0 <= audit["epsilon_lb"] <= audit["max_provable_epsilon"] < 8 and audit["canaries"] == 1000
-    assert audit["delta"] == out.report.remediation["settings"]["delta"]
+    assert audit["delta"] == out.report.remediation.settings.delta
     assert f"claimed ε = 8, measured ε ≥ {audit['epsilon_lb']:.3f}" in out.report.summary
     console = Console(record=True, width=200)
     print_remediation(out.report.remediation, console)
@@ -343,5 +343,5 @@ def test_remediation_audits_the_chosen_epsilon(monkeypatch: pytest.MonkeyPatch) 
     broken = rem.remediate(target, AuditData(members, nonmembers), low, recipe, seed=0)
     assert broken.status == "audit_failed" and broken.model is None
     assert broken.report.verdict == "fail" and broken.exit_code == 1
-    assert broken.report.remediation["audit"]["epsilon_lb"] > 2
-    assert "the claim is refuted" in broken.report.remediation["reason"]
+    assert broken.report.remediation.audit["epsilon_lb"] > 2
+    assert "the claim is refuted" in broken.report.remediation.reason

@@ -18,6 +18,7 @@ import jsonschema
 import numpy as np
 import pytest
 from pipeline_cases import constant_model, leaky_tree
+from pydantic import ValidationError
 
 import privgate
 from privgate.io.png import png_bytes
@@ -27,6 +28,7 @@ from privgate.report.markdown import cell
 from privgate.report.model import AttackSummary, Report
 from privgate.report.remediation import chosen_epsilon
 from privgate.report.remediation import view as remediation_view
+from privgate.report.remediation_section import RemediationSection
 
 DATA = Path(__file__).parent / "data"
 POLICY = """\
@@ -309,16 +311,18 @@ def test_markdown_remediation_table(failing):
     assert rows[0][1:] == ["0.93", "[0.89, 0.96]", "true", "0.81", "fail", "fail", "fail", "false", "49.9", "0.6"]
 
 
-def test_remediation_view_reads_partial_or_odd_data(failing):
+def test_remediation_view_reads_the_typed_section(failing):
+    """The section is typed (privgate.report.remediation_section): partial sections load, unknown keys are
+    ignored, and a wrong type is an error when the report is read — nothing is guessed."""
     assert remediation_view(failing) is None
     partial = remediation_view(failing.model_copy(update={"remediation": {"chosen_epsilon": 2.0}}))
     assert partial.rows == [] and partial.chosen_epsilon == 2.0 and not partial.plottable
-    odd = remediation_view(
-        failing.model_copy(
-            update={"remediation": {"steps": [{"epsilon": "big", "note": "x"}], "chosen": {"epsilon": 1}}}
-        )
-    )
-    assert odd.chosen_epsilon == 1.0 and not odd.plottable
+    odd = remediation_view(failing.model_copy(update={"remediation": {"steps": [{"epsilon": 1}], "rows": []}}))
+    assert odd.rows == [] and odd.chosen_epsilon is None and not odd.plottable  # 'steps' is not a row key
+    bad = json.loads(failing.to_json())
+    bad["remediation"] = {"rows": [{"epsilon": "big"}]}
+    with pytest.raises(ValidationError, match="epsilon"):
+        Report.model_validate(bad)
     full = remediation_view(failing.model_copy(update={"remediation": REMEDIATION}))
     assert full.epsilon_key == "epsilon" and full.utility_keys == ["utility"] and full.leakage_keys == ["mia-accuracy"]
     assert full.plottable and full.chosen_epsilon == 5.0 and full.utility_floor == 0.85
@@ -578,7 +582,7 @@ def test_report_outputs_for_github(failing, tmp_path):
         "passed": "0",
         "epsilon": "",
     }
-    run.write_text(failing.model_copy(update={"remediation": REMEDIATION}).to_json())
+    run.write_text(failing.model_copy(update={"remediation": RemediationSection.model_validate(REMEDIATION)}).to_json())
     assert "epsilon=5\n" in _cli("report", "outputs", str(run)).output
     assert chosen_epsilon(REMEDIATION) == 5.0
 
