@@ -84,15 +84,16 @@ def main() -> None:
             memo=memo,
             sweep=args.sweep and strategy == "bisect",
             on_row=lambda row: console.print(
-                f"  ({'search' if row['in_search'] else 'sweep'}) ε = {row['epsilon']:g}: utility "
-                f"{row['utility']:.3f}, {row['privacy']}"
+                f"  ({'search' if row.in_search else 'sweep'}) ε = {row.epsilon:g}: utility "
+                f"{row.utility:.3f}, {row.privacy}"
             ),
         )
-        section = out.report.remediation or {}
-        clip = section.get("settings", {}).get("max_grad_norm", clip)  # reuse the searched clip norm
+        section = out.report.remediation
+        clip = section.settings.max_grad_norm if section.settings else clip  # reuse the searched clip norm
         results[strategy] = {
-            "trainings": section.get("trainings"),
-            "chosen_epsilon": section.get("chosen_epsilon"),
+            "trainings": section.trainings,
+            "chosen_epsilon": section.chosen_epsilon,
+            "released_epsilon": section.accounting.epsilon if section.accounting else None,
             "status": out.status,
             "verdict": out.report.verdict,
             "new_trainings_this_run": len(memo) - before,
@@ -112,18 +113,19 @@ def main() -> None:
     if args.json:
         table = [
             {
-                "epsilon": r["epsilon"],
-                "utility": r["utility"],
-                "verdict": r["verdict"],
-                "in_search": r["in_search"],
-                "checks": {c["id"]: [c["value"], c["status"]] for c in r["checks"]},
-                "sigma": r["training"]["noise_multiplier"],
-                "epsilon_spent": r["training"]["epsilon"],
-                "accountant": r["training"]["accountant"],
-                "train_seconds": r["training"]["seconds"],
-                "audit_seconds": r["audit_seconds"],
+                "epsilon": r.epsilon,
+                "utility": r.utility,
+                "verdict": r.verdict,
+                "in_search": r.in_search,
+                "checks": {c.id: [c.value, c.status] for c in r.checks},
+                "sigma": r.training.noise_multiplier,
+                "epsilon_spent": r.training.epsilon,
+                "released_epsilon": r.released_epsilon,
+                "accountant": r.training.accountant,
+                "train_seconds": r.training.seconds,
+                "audit_seconds": r.audit_seconds,
             }
-            for r in last.get("rows", [])
+            for r in last.rows
         ]
         args.json.write_text(
             json.dumps(
@@ -131,7 +133,7 @@ def main() -> None:
                     "policy": policy.name,
                     "schedule": schedule,
                     "strategies": results,
-                    "original": last.get("original"),
+                    "original": last.original.model_dump() if last.original else None,
                     "table": table,
                 },
                 indent=2,
