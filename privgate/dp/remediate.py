@@ -71,7 +71,7 @@ from privgate.dp.settings import check_can_remediate, choose_clip, settings_for 
 from privgate.dp.statement import hyperparameters, statement
 from privgate.dp.train import probe_private_training, train_dp
 from privgate.dp.utility import UtilityData, measure_utility, utility_data, utility_floor  # noqa: F401  (re-exported)
-from privgate.gate import audit
+from privgate.gate import check_model
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
 from privgate.options import RunOptions
@@ -179,7 +179,7 @@ def remediate(
     probe_private_training(recipe, probe.x, probe.y, seed)  # a model Opacus cannot train is bad input, before any audit
     t0 = time.perf_counter()
     earlier = original.duration_s if original is not None else 0.0  # audited before this call
-    original = original or audit(target, data, policy, recipe=recipe, options=run)
+    original = original or check_model(target, data, policy, recipe=recipe, options=run)
     clock = _Clock(t0, time.perf_counter(), earlier)
     held_out = utility_data(data)
     orig_utility, orig_ci = measure_utility(target, held_out, policy.confidence)
@@ -262,7 +262,7 @@ def remediate(
             dp_target = Target(model, source=f"<{label}>", fmt="module", extra={"dp": record.to_dict()})
             folder = f"dp-eps-{eps:g}" + (f"-trial{trial}" if trial else "")
             artefacts = str(Path(run.artefacts_dir) / folder) if run.artefacts_dir else None
-            report = audit(
+            report = check_model(
                 dp_target,
                 data,
                 policy,

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from privgate.report.model import Report
+from privgate.report.model import BaseReport, Report
 from privgate.report.remediation_section import RemediationSection, SearchRow, statement_rows
 
 SPENT, SIGMA, RELEASED = "ε spent", "σ", "released ε"
@@ -78,9 +78,10 @@ def _flatten(row: SearchRow, with_trial: bool, with_released: bool) -> dict[str,
     return out
 
 
-def section_of(report: Report) -> RemediationSection | None:
-    """``report.remediation`` as the typed section (a dict set by ``model_copy`` is validated here, once)."""
-    rem = report.remediation
+def section_of(report: BaseReport) -> RemediationSection | None:
+    """``report.remediation`` as the typed section (a dict set by ``model_copy`` is validated here, once);
+    None for a report without one (any job but check and harden)."""
+    rem = getattr(report, "remediation", None)
     if rem is None or isinstance(rem, RemediationSection):
         return rem
     return RemediationSection.model_validate(rem)
