@@ -34,7 +34,7 @@ def _opacus(history: list[tuple[float, float, int]], accountant: str) -> float:
 
 def test_composing_k_identical_runs_is_opacus_on_k_times_the_steps():
     run = Run(noise_multiplier=1.1, sample_rate=0.01, steps=500)
-    for k in (1, 3, 10):
+    for k in (1, 4):
         comp = compose([run] * k, DELTA, "prv")
         assert comp.runs == k
         assert comp.rdp_epsilon == pytest.approx(_opacus([(1.1, 0.01, 500 * k)], "rdp"), rel=1e-9)
