@@ -45,7 +45,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from privgate.dp.remediate import remediate  # noqa: E402
-from privgate.gate import audit  # noqa: E402
+from privgate.gate import check_model  # noqa: E402
 from privgate.inputs.data import AuditData, Dataset  # noqa: E402
 from privgate.inputs.target import Target  # noqa: E402
 from privgate.policy import load_policy  # noqa: E402
@@ -70,7 +70,7 @@ def main() -> None:
         Dataset(*digits_data.population(), "data:population"),
         seed=args.seed,
     )
-    original = audit(target, data, policy, recipe=RECIPE, seed=args.seed)
+    original = check_model(target, data, policy, recipe=RECIPE, seed=args.seed)
     console.print(f"original model: {original.summary}")
     clip = policy.remediation.max_grad_norm
     results: list[dict] = []
