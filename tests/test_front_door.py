@@ -250,10 +250,11 @@ def test_harden_cli_and_api_give_the_same_report_and_files(tiny, tmp_path, monke
     result = api.harden(settings, cache_dir="off")
     # TorchScript archives are not byte-reproducible; the weights are: the state_dict's sha256 is compared
     rep = _same(tmp_path / "h.json", result.report, also=frozenset({"sha256", "torchscript_sha256"}))
-    assert rep["remediation"]["output"]["state_dict_sha256"] == result.report.remediation["output"]["state_dict_sha256"]
+    assert rep["remediation"]["output"]["state_dict_sha256"] == result.report.remediation.output["state_dict_sha256"]
     assert result.status == "hardened" and result.exit_code == 0 and rep["job"] == "harden"
     assert {p.name: what for p, (what, _) in result.files.items()} == {
         "hardened.pt": "hardened model",
         "hardened.state_dict.pt": "hardened model's state_dict",
+        "hardened.card.md": "hardened model's card (DP statement)",
     }
     assert rep["target"]["path"] == str(out) and rep["target"]["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
