@@ -89,9 +89,7 @@ def run(example: str, seed: int) -> None:
             )
             by, tpr = _best_tpr(rep)
             queries = rep.target["served"]["queries"]
-            print(
-                f"  {name:<20} {rep.verdict:<13} {tpr:<28} {by:<16} {queries:>10,} {time.perf_counter() - t0:>6.0f}"
-            )
+            print(f"  {name:<20} {rep.verdict:<13} {tpr:<28} {by:<16} {queries:>10,} {time.perf_counter() - t0:>6.0f}")
             if name == "label":
                 label_attacks = [a for a in rep.attacks if a.threat_model == "label-only"]
                 skipped = sorted({a.reason for a in rep.attacks if a.status != "ran"})

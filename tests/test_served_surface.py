@@ -54,7 +54,8 @@ def test_an_unseen_class_never_gets_more_than_the_smallest_returned_one():
     q = np.array([0.3, 0.2333333, 0.2333333, 0.2333333])
     assert out[0] == pytest.approx(q / q.sum(), rel=1e-6)
     p = np.array([[0.90, 0.04, 0.03, 0.03]])
-    assert np.exp(Surface("probabilities", top_k=1).log_proba(_lp(p)))[0] == pytest.approx([0.9, 1 / 30, 1 / 30, 1 / 30])
+    out = np.exp(Surface("probabilities", top_k=1).log_proba(_lp(p)))
+    assert out[0] == pytest.approx([0.9, 1 / 30, 1 / 30, 1 / 30])
 
 
 def test_rounding_to_zero_reads_as_half_the_rounding_unit_never_minus_infinity():
@@ -161,7 +162,8 @@ def _label_policy(checks: str, attacks: str = "") -> str:
 def test_a_black_box_attack_is_not_applicable_when_the_api_serves_labels(case):
     policy = parse_policy(
         _label_policy(
-            "  - {id: by-loss, attack: loss, metric: auc, max: 0.9}\n  - {id: best, attack: best, metric: auc, max: 0.6}\n",
+            "  - {id: by-loss, attack: loss, metric: auc, max: 0.9}\n"
+            "  - {id: best, attack: best, metric: auc, max: 0.6}\n",
             "attacks: {loss: {}, boundary: {queries: 16}}\n",
         )
     )

@@ -62,9 +62,7 @@ class BoundaryAttack(Attack):
     name = "boundary"
     threat_model = "label-only"
 
-    def __init__(
-        self, queries: int = 64, scales: int = 4, noise: str = "auto", folds: int = 5, **options: Any
-    ) -> None:
+    def __init__(self, queries: int = 64, scales: int = 4, noise: str = "auto", folds: int = 5, **options: Any) -> None:
         super().__init__(**options)
         for key, v, low, high in (("queries", queries, 2, 10000), ("scales", scales, 2, 6), ("folds", folds, 2, 20)):
             if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:

@@ -496,4 +496,3 @@ def _check_options(name: str, attack: type, options: dict[str, Any]) -> None:
                 culprit = (key,)
                 break
         raise FieldError(("attacks", name, *culprit), str(exc)) from None
-
