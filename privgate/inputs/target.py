@@ -247,7 +247,7 @@ class Target:
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Class probabilities, shape ``[n, classes]`` (the raw outputs read by :mod:`privgate.inputs.outputs`)."""
-        return np.exp(self.log_proba(x)) if self.surface is not None else self._model_proba(x)
+        return np.exp(self.log_proba(x)) if self.surface is not None and not self.surface.full else self._model_proba(x)
 
     def log_proba(self, x: np.ndarray) -> np.ndarray:
         """Log class probabilities without saturation: log-softmax of the logits for torch models.
