@@ -126,7 +126,7 @@ def test_serves_with_a_released_model_is_refused_and_the_schema_documents_it(tmp
     schema = json.loads(policy_json_schema())
     serves = schema["$defs"]["Serves"]["properties"]
     assert serves["output"]["enum"] == ["logits", "probabilities", "label"]
-    assert {"top_k", "decimals"} <= set(serves)
+    assert serves["top_k"]["minimum"] == 1 and (serves["decimals"]["minimum"], serves["decimals"]["maximum"]) == (0, 12)
 
 
 # --------------------------------------------------------------------------- reference models
@@ -208,10 +208,12 @@ def test_the_boundary_attack_finds_a_memorising_model_and_not_one_that_never_saw
 def test_the_cli_audits_what_the_policy_says_is_served_and_an_undecidable_policy_is_inconclusive(case, tmp_path):
     policy = tmp_path / "served.yaml"
     policy.write_text(_label_policy("  - {id: by-entropy, attack: entropy, metric: accuracy, max: 0.8}\n"))
-    out, md = tmp_path / "r.json", tmp_path / "r.md"
+    valid = run_cli("policy", "validate", str(policy))
+    assert valid.returncode == 0 and "The API serves labels only." in valid.stdout, valid.stdout + valid.stderr
+    out, md, html = tmp_path / "r.json", tmp_path / "r.md", tmp_path / "r.html"
     r = run_cli(
         "check", str(case.leaky_ts), "--policy", str(policy), "--members", str(case.members),
-        "--nonmembers", str(case.nonmembers), "--json", str(out), "--markdown", str(md),
+        "--nonmembers", str(case.nonmembers), "--json", str(out), "--markdown", str(md), "--html", str(html),
     )  # fmt: skip
     assert r.returncode == 3, r.stdout + r.stderr
     rep = json.loads(out.read_text())
@@ -219,5 +221,5 @@ def test_the_cli_audits_what_the_policy_says_is_served_and_an_undecidable_policy
     (check,) = rep["checks"]
     assert check["status"] == "inconclusive" and LABELS_ONLY in check["reason"]
     assert rep["target"]["served"]["description"] == "labels only"
-    assert "served by the API: labels only" in md.read_text()
+    assert "served by the API: labels only" in md.read_text() and "served by the API: labels only" in html.read_text()
     assert "served by the API: labels only" in " ".join(r.stdout.split())

@@ -42,11 +42,15 @@ class Serves(BaseModel):
         description="logits: the model's scores (read as log-probabilities, their normalised form); "
         "probabilities: a distribution over the classes; label: the predicted class only.",
     )
-    top_k: int | None = Field(
-        default=None, description="Only the k highest classes are returned (default: every class)."
+    top_k: int | None = Field(  # the bounds are checked in _ranges, for a message that says what they mean
+        default=None,
+        description="Only the k highest classes are returned (default: every class).",
+        json_schema_extra={"minimum": 1},
     )
     decimals: int | None = Field(
-        default=None, description=f"Returned values are rounded to this many decimals (0 to {MAX_DECIMALS})."
+        default=None,
+        description=f"Returned values are rounded to this many decimals (0 to {MAX_DECIMALS}).",
+        json_schema_extra={"minimum": 0, "maximum": MAX_DECIMALS},
     )
 
     @model_validator(mode="after")
