@@ -24,7 +24,7 @@ import privgate
 from privgate.attacks import AttackContext
 from privgate.attacks.reference import _identity, build_references
 from privgate.errors import PrivgateError
-from privgate.inputs.surface import LABELS_ONLY, Surface
+from privgate.inputs.surface import LABELS_ONLY, NO_WEIGHTS, Surface
 from privgate.inputs.target import Target
 from privgate.policy import load_policy, parse_policy
 from privgate.policy.loading import policy_json_schema
@@ -159,17 +159,18 @@ def _label_policy(checks: str, attacks: str = "") -> str:
     )
 
 
-def test_a_black_box_attack_is_not_applicable_when_the_api_serves_labels(case):
+def test_black_box_and_white_box_attacks_are_not_applicable_when_the_api_serves_labels(case):
     policy = parse_policy(
         _label_policy(
             "  - {id: by-loss, attack: loss, metric: auc, max: 0.9}\n"
             "  - {id: best, attack: best, metric: auc, max: 0.6}\n",
-            "attacks: {loss: {}, boundary: {queries: 16}}\n",
+            "attacks: {loss: {}, gradient: {}, boundary: {queries: 16}}\n",
         )
     )
     rep = privgate.check(str(case.leaky_ts), policy, str(case.members), str(case.nonmembers), seed=0, cache_dir="off")
     by = {a.name: a for a in rep.attacks}
     assert by["loss"].status == "skipped" and by["loss"].reason == LABELS_ONLY
+    assert by["gradient"].status == "skipped" and by["gradient"].reason == NO_WEIGHTS  # the weights are not served
     assert by["boundary"].status == "ran"
     checks = {c.id: c for c in rep.checks}
     assert checks["by-loss"].status == "inconclusive" and LABELS_ONLY in checks["by-loss"].reason
