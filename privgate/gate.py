@@ -275,7 +275,7 @@ def run_attacks(
         why = None
         if name not in registry:
             why = f"'{name}' is not implemented in this version of privgate"
-        elif surface is not None and surface.not_applicable(threat):
+        elif surface is not None and not registry[name].diagnostic and surface.not_applicable(threat):
             why = surface.not_applicable(threat)
         elif threat == "white-box" and not target.white_box:
             why = (
