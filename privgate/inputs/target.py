@@ -247,7 +247,11 @@ class Target:
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Class probabilities, shape ``[n, classes]`` (the raw outputs read by :mod:`privgate.inputs.outputs`)."""
-        return np.exp(self.log_proba(x)) if self.surface is not None and not self.surface.full else self._model_proba(x)
+        if self.surface is not None and not self.surface.full:
+            return np.exp(self.log_proba(x))
+        if self.surface is not None:  # every class at full precision: the model's own numbers, one query a row
+            self.queries.add(len(x))
+        return self._model_proba(x)
 
     def log_proba(self, x: np.ndarray) -> np.ndarray:
         """Log class probabilities without saturation: log-softmax of the logits for torch models.
