@@ -224,3 +224,16 @@ def test_the_cli_audits_what_the_policy_says_is_served_and_an_undecidable_policy
     assert rep["target"]["served"]["description"] == "labels only"
     assert "served by the API: labels only" in md.read_text() and "served by the API: labels only" in html.read_text()
     assert "served by the API: labels only" in " ".join(r.stdout.split())
+
+
+def test_a_policy_without_attacks_serving_labels_runs_the_label_only_family_and_extends_inherit_serves(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(_label_policy("  - {id: acc, attack: best, metric: accuracy, max: 0.7}\n"))
+    policy = load_policy(base)
+    assert policy.attacks_to_run() == {"correctness": {}, "label_only": {}, "boundary": {}}
+    assert policy.uses_default_attacks()
+    child = tmp_path / "child.yaml"
+    child.write_text("name: child\nextends: base.yaml\nsensitivity: confidential\nrelease: api\nconfidence: 0.9\n")
+    assert load_policy(child).served().output == "label"
+    served = parse_policy("name: p\nsensitivity: public\nrelease: api\nserves: {top_k: 4}\n").served()
+    assert Surface.of(served).log_proba(_lp(P)) == pytest.approx(_lp(P))  # top_k ≥ K classes returns every class

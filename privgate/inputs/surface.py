@@ -99,8 +99,11 @@ class Surface:
 
     @property
     def floor(self) -> float:
-        """The value of a probability that the API rounded to 0 (half the rounding unit), or :data:`TINY`."""
-        return 0.5 * 10.0 ** (-self.decimals) if self.decimals is not None else TINY
+        """The value of a probability that the API rounded to 0 (half the rounding unit), or :data:`TINY`.
+
+        Rounded logits (log-probabilities) never round to a probability of 0, so theirs is :data:`TINY`.
+        """
+        return 0.5 * 10.0 ** (-self.decimals) if self.decimals is not None and self.output != "logits" else TINY
 
     def not_applicable(self, threat_model: str) -> str | None:
         """Why an attack with this threat model cannot run against the API, or ``None`` when it can."""
