@@ -21,6 +21,12 @@ split), and the queries the audit sent to the served model; then, for the label
 surface, the two label-only attacks side by side (AUC and TPR@1 % FPR with
 intervals). One thread, a fresh cache per example (the three surfaces share it:
 reference models are trained once and read through each surface).
+
+Last, the random-guess sanity of the label-only attacks (``--null`` runs only
+this): a model trained with the example's recipe on half of the population,
+never on the audit rows, is attacked through its labels on the same members and
+non-members (the other half of the population calibrates); both attacks' AUC
+intervals should contain 0.5.
 """
 
 from __future__ import annotations
@@ -101,13 +107,44 @@ def run(example: str, seed: int) -> None:
         print(f"    {a.name:<12} AUC {_ci(a.auc, a.auc_ci):<22} TPR@1%FPR {tpr:<24} {a.seconds:>6.1f} s")
 
 
+def null(example: str, seed: int) -> None:
+    """Random-guess sanity: a model trained on half of the population (never on the audit rows), labels served."""
+    import numpy as np
+    import torch
+
+    folder, data, recipe = _load(example)
+    members, nonmembers, population = (Dataset(*f()) for f in (data.members, data.nonmembers, data.population))
+    order = np.random.default_rng(seed).permutation(len(population))
+    half = len(population) // 2
+    train, rest = population.subset(np.sort(order[:half])), population.subset(np.sort(order[half:]))
+    torch.manual_seed(seed)
+    independent = Target(recipe.train(train.x, train.y, seed=seed + 1), source=f"<{example}: {half} population rows>")
+    rep = audit(
+        independent,
+        AuditData(members, nonmembers, rest, seed=seed),
+        parse_policy(
+            "name: null\nsensitivity: public\nrelease: api\nserves: {output: label}\n"
+            "attacks: {label_only: {}, boundary: {}}\n"
+        ),
+        seed=seed,
+        threads=1,
+    )
+    print(f"  random-guess sanity ({example}: a model trained on {half} population rows, labels served):")
+    for a in rep.attacks:
+        inside = a.auc_ci[0] <= 0.5 <= a.auc_ci[1]
+        print(f"    {a.name:<12} AUC {_ci(a.auc, a.auc_ci):<22} interval contains 0.5: {'yes' if inside else 'NO'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--example", choices=("digits", "purchase", "survey"), action="append")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--null", action="store_true", help="only the random-guess sanity of the label-only attacks")
     args = parser.parse_args()
     for example in args.example or ("digits", "purchase"):
-        run(example, args.seed)
+        if not args.null:
+            run(example, args.seed)
+        null(example, args.seed)
 
 
 if __name__ == "__main__":
