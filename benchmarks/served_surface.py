@@ -123,7 +123,7 @@ def null(example: str, seed: int) -> None:
         independent,
         AuditData(members, nonmembers, rest, seed=seed),
         parse_policy(
-            "name: null\nsensitivity: public\nrelease: api\nserves: {output: label}\n"
+            "name: independent\nsensitivity: public\nrelease: api\nserves: {output: label}\n"
             "attacks: {label_only: {}, boundary: {}}\n"
         ),
         seed=seed,
