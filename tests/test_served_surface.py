@@ -94,7 +94,9 @@ def test_the_target_answers_through_its_surface_and_counts_queries(case):
     assert streamed == pytest.approx(served.surface.log_proba(full))
     assert np.array_equal(served.predict(x), full.argmax(axis=1))
     assert served.queries.rows == 150 and target.surface is None
-    assert served.describe()["served"]["description"] == "top-1 probabilities rounded to 2 decimals"
+    facts = served.describe()["served"]
+    assert facts["description"] == "top-1 probabilities rounded to 2 decimals" and facts["queries"] == 150
+    assert "a value rounded to 0 reads as 0.005" in facts["reading"] and "outside the top 1" in facts["reading"]
 
 
 # --------------------------------------------------------------------------- the policy

@@ -151,8 +151,28 @@ class Surface:
         return out.reshape(shape)
 
     def describe(self) -> dict[str, Any]:
-        """The report's ``served`` facts: output, top_k, decimals and one phrase."""
-        return {"output": self.output, "top_k": self.top_k, "decimals": self.decimals, "description": self.phrase()}
+        """The report's ``served`` facts: output, top_k, decimals, one phrase and how the answers were read."""
+        return {
+            "output": self.output,
+            "top_k": self.top_k,
+            "decimals": self.decimals,
+            "description": self.phrase(),
+            "reading": self.reading(),
+        }
+
+    def reading(self) -> str | None:
+        """How a partial answer is read as log-probabilities (module docstring), for the report; None when whole."""
+        parts = []
+        if self.decimals is not None and self.output == "probabilities":
+            parts.append(f"a value rounded to 0 reads as {self.floor:g}, half the rounding unit, never log 0")
+        if self.top_k is not None:
+            parts.append(
+                f"the mass outside the top {self.top_k} is spread uniformly over the unseen classes "
+                "but none above the smallest returned value"
+            )
+        if self.labels_only:
+            parts.append("black-box attacks do not apply; the label-only attacks decide")
+        return "; ".join(parts) or None
 
     def phrase(self) -> str:
         """``top-1 probabilities rounded to 2 decimals``, ``labels only``, ``probabilities of every class``."""

@@ -193,7 +193,8 @@ def target_served(report: Report) -> str | None:
         return None
     queries = served.get("queries")
     count = f" ({queries:,} queries)" if isinstance(queries, int) else ""
-    return f"served by the API: {served.get('description')}{count}; every attack saw only this"
+    reading = f" ({served['reading']})" if served.get("reading") else ""
+    return f"served by the API: {served.get('description')}{count}; every attack saw only this{reading}"
 
 
 def target_notes(report: Report) -> list[str]:
