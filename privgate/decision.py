@@ -234,7 +234,8 @@ def decide_check(
     if not names:
         conf = 1.0 - level.alpha / k
         if check.attack == "best":
-            reason = "no attack ran, so the strongest attack is unknown"
+            why = "; ".join(sorted(set(missing.values())))
+            reason = "no attack ran, so the strongest attack is unknown" + (f" ({why})" if why else "")
         else:
             reason = f"attack '{check.attack}' did not run: {missing.get(check.attack, 'it did not run')}"
         return CheckResult(**base, value=None, ci=[None, None], status="inconclusive", reason=reason, confidence=conf)

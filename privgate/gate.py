@@ -26,6 +26,7 @@ from privgate.attacks.crossfit import CalibrationLabels
 from privgate.decision import decide_policy, verdict_of
 from privgate.inputs.data import AuditData
 from privgate.inputs.sanity import inspect_target
+from privgate.inputs.surface import surface_of
 from privgate.inputs.target import Target
 from privgate.io.artefacts import save_artefacts
 from privgate.options import RunOptions
@@ -180,8 +181,9 @@ def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
 def _policy_warnings(policy: Policy) -> list[str]:
     if not policy.uses_default_attacks():
         return []
+    family = "label-only" if policy.served().output == "label" else "black-box"
     return [
-        f"the policy lists no attacks; its checks ran the default black-box family "
+        f"the policy lists no attacks; its checks ran the default {family} family "
         f"({', '.join(policy.attacks_to_run())})"
     ]
 
@@ -194,7 +196,8 @@ def run_attacks(
     Every attack runs inside :func:`privgate.training.threads.limit_threads` with ``run.threads``.
     """
     run = (run or RunOptions()).resolved()
-    target = target.to_device(run.device)
+    surface = surface_of(policy)  # an API release: every query answered as the API answers it
+    target = target.to_device(run.device).serving(surface)
     rows = audit_rows(data, run.seed)
     x, y, membership, calibration = rows.x, rows.y, rows.membership, rows.calibration
     ctx = AttackContext(target=target, x=x, y=y, population=data.population, recipe=recipe, run=run)
@@ -208,6 +211,8 @@ def run_attacks(
         why = None
         if name not in registry:
             why = f"'{name}' is not implemented in this version of privgate"
+        elif surface is not None and not registry[name].diagnostic and surface.not_applicable(threat):
+            why = surface.not_applicable(threat)
         elif threat == "white-box" and not target.white_box:
             why = (
                 f"'{name}' needs the model's weights (white-box), but the target is {target.fmt} without a torch module"
@@ -326,7 +331,7 @@ def check_model(
     run = RunOptions.of(options, **settings).resolved()
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
-    target = target.to_device(run.device)
+    target = target.to_device(run.device).serving(surface_of(policy))
     with limit_threads(run.threads):  # scoring every audit row honours the thread budget, as the attacks do
         data.check_against(target)
         sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: first

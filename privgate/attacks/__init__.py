@@ -18,6 +18,7 @@ from __future__ import annotations
 from privgate.attacks import (
     attribute,
     blind,
+    boundary,
     gradient,
     inversion,
     label_only,
@@ -30,7 +31,7 @@ from privgate.attacks import (
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped, ThreatModel
 
 #: The attack modules, each with its ``ATTACKS``.
-MODULES = (threshold, learned, shadow, lira, rmia, label_only, blind, gradient, inversion, attribute)
+MODULES = (threshold, learned, shadow, lira, rmia, label_only, boundary, blind, gradient, inversion, attribute)
 
 _REGISTRY: dict[str, type[Attack]] = {}
 

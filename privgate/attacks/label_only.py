@@ -39,10 +39,14 @@ _CALIBRATION_ROWS = 400
 _CALIBRATION_QUERIES = 8
 
 
-def _perturb(x: np.ndarray, noise: str, strength: float, scale: float, rng: np.random.Generator) -> np.ndarray:
+def _perturb(
+    x: np.ndarray, noise: str, strength: float, scale: float, rng: np.random.Generator, std: np.ndarray | None = None
+) -> np.ndarray:
     if noise == "flip":
         flips = rng.random(x.shape) < strength
         return np.where(flips, 1.0 - x, x).astype(np.float32)
+    if std is not None:  # per-feature standard deviations (over the last axis)
+        return (x + rng.normal(0.0, 1.0, size=x.shape) * (strength * std)).astype(np.float32)
     return (x + rng.normal(0.0, strength * scale, size=x.shape)).astype(np.float32)
 
 
@@ -56,14 +60,18 @@ def robustness(
     scale: float,
     rng: np.random.Generator,
     chunk: int = 16384,
+    std: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Fraction of ``queries`` perturbed copies of each row whose predicted label is ``y``."""
+    """Fraction of ``queries`` perturbed copies of each row whose predicted label is ``y``.
+
+    Gaussian noise has standard deviation ``strength · scale``, or ``strength · std`` per feature when ``std`` is given.
+    """
     hits = np.zeros(len(x))
     per = max(1, chunk // max(len(x), 1))
     done = 0
     while done < queries:
         q = min(per, queries - done)
-        batch = np.concatenate([_perturb(x, noise, strength, scale, rng) for _ in range(q)])
+        batch = np.concatenate([_perturb(x, noise, strength, scale, rng, std) for _ in range(q)])
         pred = np.asarray(predict(batch)).reshape(q, len(x))
         hits += (pred == y[None, :]).sum(axis=0)
         done += q

@@ -36,6 +36,7 @@ from privgate.errors import RecipeError, shown
 from privgate.inputs import outputs
 
 if TYPE_CHECKING:  # torch and the training engine load when an attack runs, not when policies are validated
+    from privgate.inputs.surface import Surface
     from privgate.training.engine import Ensemble
 
 
@@ -57,6 +58,8 @@ class References:
         expected: the target's output kind the models must match (``None``: a
             scikit-learn target, whose recipe's models are read on their own terms).
         z_x, z_y: population rows (never trained on), when requested.
+        surface: what the target's API serves (:mod:`privgate.inputs.surface`): the models' outputs are
+            read through the same transform as the target's, so an attack compares like with like.
     """
 
     inside: np.ndarray
@@ -70,6 +73,7 @@ class References:
     z_x: np.ndarray | None = None
     z_y: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
+    surface: Surface | None = None
 
     @property
     def k(self) -> int:
@@ -118,6 +122,8 @@ class References:
                     f"recipe '{self.recipe_name}': its model outputs {lp.shape[-1]} classes but the target "
                     f"outputs {self.n_classes}; reference models must be trained like the target."
                 )
+            if self.surface is not None:  # the reference models answer as the API does (not counted as queries)
+                lp = self.surface.log_proba(lp)
             parts[m].append(np.asarray(fn(lp, y[start : start + len(lp)])))
         if self.expected is not None:
             kinds = {_whole_kind(s) for s in seen}
@@ -296,6 +302,7 @@ def build_references(
         n_classes=int(ctx.target.log_proba(ctx.x[:1]).shape[1]),
         recipe_name=ctx.recipe.name,
         notes=list(ens.notes) + list(ens.warnings),
+        surface=ctx.target.surface,
     )
     expected = ctx.target.outputs if ctx.target.module is not None and ctx.target.outputs else None
     if expected is None:  # a scikit-learn target: the recipe's torch models are read on their own terms

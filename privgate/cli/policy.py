@@ -72,9 +72,12 @@ def policy_validate(file: str) -> int:
     p = load_policy(file)
     inherited = sum(len(q.checks) for q in p.chain()[:-1])
     extra = f" and {inherited} inherited from {' → '.join(q.name for q in p.chain()[:-1])}" if inherited else ""
+    from privgate.inputs.surface import surface_of
+
+    served = surface_of(p)
     click.echo(
         f"{file}: valid policy '{p.name}' ({len(p.checks)} checks{extra}, {len(p.attacks_to_run())} attacks, "
-        f"every decision at {p.confidence:g} confidence)."
+        f"every decision at {p.confidence:g} confidence)." + (f" The API serves {served.phrase()}." if served else "")
     )
     return 0
 

@@ -36,6 +36,7 @@ from torch import nn
 from privgate.device import module_device
 from privgate.errors import RecipeError, TargetError
 from privgate.inputs import outputs as _outputs
+from privgate.inputs.surface import QueryLog, Surface
 from privgate.recipe import Recipe
 
 BATCH = 1024
@@ -78,6 +79,10 @@ class Target:
         architecture_notes: changes made to the architecture (e.g. by DP fixes).
         outputs: how a torch model's raw outputs are read (:mod:`privgate.inputs.outputs`);
             ``None`` until :meth:`detect_outputs` fixes it, meanwhile decided per call.
+        surface: what an API release returns (:mod:`privgate.inputs.surface`): every output read
+            (:meth:`log_proba`, :meth:`log_proba_chunks`, :meth:`map_rows`, :meth:`predict_proba`,
+            :meth:`predict`) is the served answer, each row counted in ``queries``; ``None``: the model
+            itself (the raw :meth:`logits` and :attr:`module` stay the white-box view).
     """
 
     model: Any
@@ -86,6 +91,8 @@ class Target:
     sha256: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     outputs: _outputs.Kind | None = None
+    surface: Surface | None = None
+    queries: QueryLog = field(default_factory=QueryLog, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.model, (nn.Module, torch.jit.ScriptModule)):
@@ -128,6 +135,19 @@ class Target:
             ) from None
         return dataclasses.replace(self, model=moved)
 
+    def serving(self, surface: Surface | None) -> Target:
+        """This target as seen through ``surface`` (itself when it already is), with a fresh query count."""
+        if surface == self.surface:
+            return self
+        return dataclasses.replace(self, surface=surface, queries=QueryLog())
+
+    def _served(self, log_proba: np.ndarray) -> np.ndarray:
+        """The surface's answer to these rows (one query each); the model's own outputs without a surface."""
+        if self.surface is None:
+            return log_proba
+        self.queries.add(len(log_proba))
+        return self.surface.log_proba(log_proba)
+
     @property
     def n_parameters(self) -> int | None:
         return sum(p.numel() for p in self.module.parameters()) if self.module is not None else None
@@ -163,6 +183,11 @@ class Target:
         has fixed how a torch model's outputs are read, the reading is decided on
         all of ``x`` at once, as :meth:`log_proba` does (one chunk).
         """
+        for start, lp in self._model_chunks(x):
+            yield start, self._served(lp)
+
+    def _model_chunks(self, x: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+        """:meth:`log_proba_chunks` of the model itself, before any surface."""
         if self.module is not None and self.outputs is not None:
             start = 0
             for raw in self._raw_batches(x):
@@ -171,7 +196,7 @@ class Target:
             return
         step = CHUNK if self.module is None else max(len(x), 1)
         for start in range(0, len(x), step):
-            yield start, self.log_proba(x[start : start + step])
+            yield start, self._model_log_proba(x[start : start + step])
 
     def map_rows(self, x: np.ndarray, y: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
         """``fn(log_proba, y)`` of every row, computed chunk by chunk (:meth:`log_proba_chunks`) and concatenated.
@@ -222,18 +247,23 @@ class Target:
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Class probabilities, shape ``[n, classes]`` (the raw outputs read by :mod:`privgate.inputs.outputs`)."""
-        if self.module is not None:
-            raw = self.logits(x)
-            return np.exp(_outputs.log_proba(raw, self._kind(raw)))
-        return np.asarray(self.model.predict_proba(np.asarray(x)), dtype=np.float64)
+        if self.surface is not None and not self.surface.full:
+            return np.exp(self.log_proba(x))
+        if self.surface is not None:  # every class at full precision: the model's own numbers, one query a row
+            self.queries.add(len(x))
+        return self._model_proba(x)
 
     def log_proba(self, x: np.ndarray) -> np.ndarray:
         """Log class probabilities without saturation: log-softmax of the logits for torch models.
 
         Softmax probabilities round to exactly 1.0 once a logit margin passes ~37,
         which ties every confident example and blinds loss-style attacks. One
-        logit z is read as the logits [0, z]; probabilities as log p.
+        logit z is read as the logits [0, z]; probabilities as log p. Through the :attr:`surface`, when set.
         """
+        return self._served(self._model_log_proba(x))
+
+    def _model_log_proba(self, x: np.ndarray) -> np.ndarray:
+        """:meth:`log_proba` of the model itself, before any surface."""
         if self.module is not None:
             raw = self.logits(x)
             return _outputs.log_proba(raw, self._kind(raw))
@@ -241,15 +271,28 @@ class Target:
             with np.errstate(divide="ignore"):
                 out = np.asarray(self.model.predict_log_proba(np.asarray(x)), dtype=np.float64)
             return np.maximum(out, np.log(1e-300))
-        return np.log(np.clip(self.predict_proba(x), 1e-300, 1.0))
+        return np.log(np.clip(np.asarray(self.model.predict_proba(np.asarray(x)), dtype=np.float64), 1e-300, 1.0))
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        """Predicted labels (label-only access): the argmax of :meth:`predict_proba`, a chunk of rows at a time."""
+        """Predicted labels (label-only access): the argmax of the model's outputs, a chunk of rows at a time.
+
+        The label is the model's own argmax whatever the surface (an API that serves
+        the label serves that one); each row is one query.
+        """
         if self.module is not None and self.outputs is not None:
-            return self.map_rows(x, np.zeros(len(x), dtype=np.int64), lambda lp, _: np.exp(lp).argmax(axis=1))
-        step = CHUNK if self.module is None else max(len(x), 1)
-        parts = [self.predict_proba(x[i : i + step]).argmax(axis=1) for i in range(0, len(x), step)]
+            parts = [np.exp(lp).argmax(axis=1) for _, lp in self._model_chunks(x)]
+        else:
+            step = CHUNK if self.module is None else max(len(x), 1)
+            parts = [self._model_proba(x[i : i + step]).argmax(axis=1) for i in range(0, len(x), step)]
+        if self.surface is not None:
+            self.queries.add(len(x))
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def _model_proba(self, x: np.ndarray) -> np.ndarray:
+        if self.module is not None:
+            raw = self.logits(x)
+            return np.exp(_outputs.log_proba(raw, self._kind(raw)))
+        return np.asarray(self.model.predict_proba(np.asarray(x)), dtype=np.float64)
 
     def loss(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Per-example cross-entropy loss."""
@@ -262,12 +305,14 @@ class Target:
         return len(c) if c is not None else None
 
     def describe(self) -> dict[str, Any]:
+        served = {} if self.surface is None else {"served": {**self.surface.describe(), "queries": self.queries.rows}}
         return {
             "path": self.source,
             "format": self.fmt,
             "sha256": self.sha256,
             "white_box": self.white_box,
             "parameters": self.n_parameters,
+            **served,
             **self.extra,
         }
 

@@ -30,6 +30,7 @@ from privgate.policy.schema import (
     Sensitivity,
     Utility,
 )
+from privgate.policy.serves import Serves
 
 __all__ = [
     "DEFAULT_ATTACKS",
@@ -44,6 +45,7 @@ __all__ = [
     "Release",
     "Remediation",
     "Sensitivity",
+    "Serves",
     "Utility",
     "builtin_policies",
     "load_policy",

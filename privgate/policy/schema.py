@@ -24,6 +24,7 @@ from pydantic import (
 from privgate.errors import shown
 from privgate.inputs.suggest import did_you_mean
 from privgate.inputs.validation import FieldError
+from privgate.policy.serves import LABEL_ATTACKS, Serves, check_release
 
 #: The attacks a policy that lists none runs for its checks: the cheap black-box family
 #: (Yeom et al. 2018; Salem et al. 2019; Song & Mittal 2021), with class-dependent
@@ -323,11 +324,10 @@ class Policy(_Strict):
     decision: Decision = Decision.upper_bound
     attacks: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Attacks to run, with their options.")
     checks: list[Check] = Field(default_factory=list)
+    serves: Serves | None = Field(default=None, description="What an API release returns (release: api only).")
     utility: Utility | None = None
     remediation: Remediation = Field(default_factory=Remediation)
-    regression: Regression = Field(
-        default_factory=Regression, description="Tolerances of privgate diff (comparing two reports)."
-    )
+    regression: Regression = Field(default_factory=Regression, description="Tolerances of privgate diff.")
     _source: str | None = PrivateAttr(default=None)
     _parent: Policy | None = PrivateAttr(default=None)
 
@@ -367,6 +367,7 @@ class Policy(_Strict):
     def _consistent(self) -> Policy:
         from privgate.attacks import KNOWN_ATTACKS, available_attacks, threat_model_of
 
+        check_release(self.serves, self.release.value)
         implemented = available_attacks()
         for name, options in self.attacks.items():
             if name not in KNOWN_ATTACKS:
@@ -440,7 +441,7 @@ class Policy(_Strict):
                 f"this policy extends '{parent.name}', whose decisions already hold at "
                 f"{parent.confidence:g} confidence; its own checks need part of the error budget too, so its "
                 f"confidence must be lower than {parent.confidence:g} (e.g. "
-                f"{_suggest_confidence(parent.confidence):g})",
+                f"{round(2.0 * parent.confidence - 1.0, 6):g})",
             )
         if parent.decision is not self.decision:
             raise FieldError(
@@ -489,7 +490,7 @@ class Policy(_Strict):
         out = dict(self.attacks)
         listed = any(p.attacks for p in self.chain())
         if not listed and any(c.attack == "best" and c.metric.value not in _MEASURED_BY for c in self.checks):
-            out = dict(DEFAULT_ATTACKS)
+            out = dict(LABEL_ATTACKS if self.served().output == "label" else DEFAULT_ATTACKS)
         for check in self.checks:
             if check.attack != "best":
                 out.setdefault(check.attack, {})
@@ -502,12 +503,16 @@ class Policy(_Strict):
             out.setdefault(name, options)
         return out
 
+    def served(self) -> Serves:
+        """What the API returns: this policy's ``serves``, else the extended one's, else every probability."""
+        return self.serves or (self.parent.served() if self.parent is not None else Serves())
+
     def uses_default_attacks(self) -> bool:
         """Whether the attacks come from :data:`DEFAULT_ATTACKS` because the policy lists none."""
         return (
             not any(p.attacks for p in self.chain())
             and bool(self.attacks_to_run())
-            and all(name in DEFAULT_ATTACKS for name in self.attacks_to_run())
+            and all(name in {**DEFAULT_ATTACKS, **LABEL_ATTACKS} for name in self.attacks_to_run())
         )
 
 
@@ -524,8 +529,3 @@ def _check_options(name: str, attack: type, options: dict[str, Any]) -> None:
                 culprit = (key,)
                 break
         raise FieldError(("attacks", name, *culprit), str(exc)) from None
-
-
-def _suggest_confidence(parent: float) -> float:
-    """A confidence that leaves the extending policy's own checks as much budget again as the parent spent."""
-    return round(1.0 - 2.0 * (1.0 - parent), 6)

@@ -189,11 +189,23 @@ def target_accuracy(report: BaseReport) -> str | None:
     return f"target accuracy: members {_rate(acc.get('members'))} · non-members {_rate(acc.get('nonmembers'))}{level}"
 
 
+def target_served(report: BaseReport) -> str | None:
+    """``served by the API: top-1 probabilities rounded to 2 decimals (12,345 queries)`` (privgate.inputs.surface)."""
+    served = (report.target or {}).get("served")
+    if not isinstance(served, dict):
+        return None
+    queries = served.get("queries")
+    count = f" ({queries:,} queries)" if isinstance(queries, int) else ""
+    reading = f" ({served['reading']})" if served.get("reading") else ""
+    return f"served by the API: {served.get('description')}{count}; every attack saw only this{reading}"
+
+
 def target_notes(report: BaseReport) -> list[str]:
-    """Facts about the target every format shows: its accuracy on both audit sets, how its outputs were read."""
+    """Facts about the target every format shows: what the API serves, accuracy on both audit sets, output kind."""
     outputs = (report.target or {}).get("outputs")
     note = outputs.get("note") if isinstance(outputs, dict) else None
-    return [line for line in (target_accuracy(report), f"target outputs: {note}" if note else None) if line]
+    lines = (target_served(report), target_accuracy(report), f"target outputs: {note}" if note else None)
+    return [line for line in lines if line]
 
 
 __all__ = [
@@ -214,6 +226,7 @@ __all__ = [
     "sizes_label",
     "target_accuracy",
     "target_notes",
+    "target_served",
     "unavailable_reason",
     "value_label",
     "verdict_badge",
