@@ -94,18 +94,28 @@ def _inputs(data: str | None, specs: dict[str, str | None]) -> list[Any]:
     return [n for n in found if n is not None]
 
 
-def _outputs(json_path: str | None, html_path: str | None, inputs: list[Any]) -> dict[str, str]:
-    from privgate.io.guards import Named, check_outputs
+def _planned(json_path: str | None, html_path: str | None) -> list[Any]:
+    from privgate.io.guards import Named
 
-    outputs = {fmt: p for fmt, p in (("json", json_path), ("html", html_path)) if p}
-    check_outputs(
-        [
-            Named(Path(p), f"the {'JSON' if fmt == 'json' else 'HTML'} audit report (--{fmt})")
-            for fmt, p in outputs.items()
-        ],
-        inputs,
-    )
-    return outputs
+    return [
+        Named(Path(p), f"the {'JSON' if fmt == 'json' else 'HTML'} audit report (--{fmt})")
+        for fmt, p in (("json", json_path), ("html", html_path))
+        if p
+    ]
+
+
+def _outputs(json_path: str | None, html_path: str | None, inputs: list[Any]) -> dict[str, str]:
+    from privgate.io.guards import check_outputs
+
+    check_outputs(_planned(json_path, html_path), inputs)
+    return {fmt: p for fmt, p in (("json", json_path), ("html", html_path)) if p}
+
+
+def _imported(json_path: str | None, html_path: str | None) -> None:
+    """Once the user's code is imported: refuse an output onto any module it imported (privgate.io.guards)."""
+    from privgate.io.guards import refuse_imported
+
+    refuse_imported(_planned(json_path, html_path))
 
 
 def _write(outputs: dict[str, str], report: Any, html: Callable[[Any], str]) -> None:
@@ -256,6 +266,7 @@ def audit_ldp_cmd(
     fn = load_mechanism(mechanism, [Path.cwd()]) if mechanism else None  # refused before torch loads
     rec = load_recipe(recipe, [Path.cwd()]) if recipe else None
     dataset = _load_data(data, label_column)
+    _imported(json_path, html_path)
     from privgate.audits.console import print_ldp
     from privgate.audits.html import render_ldp_html
     from privgate.audits.ldp import LdpSettings, audit_ldp
@@ -371,6 +382,7 @@ def audit_dpsgd_cmd(
     trainer = load_trainer(train_spec, [Path.cwd()]) if train_spec else None  # refused before torch loads
     rec = load_recipe(recipe, [Path.cwd()]) if recipe else None
     dataset = _load_data(data, label_column)
+    _imported(json_path, html_path)
     from privgate.audits.console import print_dpsgd
     from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd
     from privgate.audits.html import render_dpsgd_html

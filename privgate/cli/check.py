@@ -236,10 +236,10 @@ def check(
         data={"members": members_spec, "non-members": nonmembers_spec, "population": population_spec},
     )
     json_from = "--json" if json_path is not None else f"'json' in {cfg.path}"
-    check_outputs(
-        _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs
-    )
+    planned = _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None)
+    check_outputs(planned, inputs)
     model_version = _mlflow_ready(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
+    _imported_project(planned, recipe_spec, [members_spec, nonmembers_spec, population_spec], base)
     from privgate.api import Sources, audit_paths  # torch: imported after the cheap checks above
     from privgate.options import RunOptions
 
@@ -324,6 +324,15 @@ def check(
                 markup=False,
             )
     return report.exit_code
+
+
+def _imported_project(planned: list[Named], recipe: str | None, data: list[str | None], base: Path) -> None:
+    """Import the recipe's and data factories' modules, then refuse an output onto any module they imported."""
+    from privgate.inputs.entrypoints import import_modules
+    from privgate.io.guards import is_factory, refuse_imported
+
+    import_modules(recipe, [s for s in data if s and is_factory(s, base)], [base])
+    refuse_imported(planned)
 
 
 def _mlflow_ready(log: bool, model: str | None) -> tuple[str, str] | None:

@@ -149,7 +149,7 @@ def simulate_cmd(
     quiet: bool, executor: str | None = None, ray_address: str | None = None, models_per_task: int | None = None,
 ) -> int:  # fmt: skip
     """Simulate a decentralised federation and measure who can infer whose data, round by round."""
-    from privgate.io.guards import Named, audit_inputs, check_outputs
+    from privgate.io.guards import Named, audit_inputs, check_outputs, refuse_imported
 
     base = Path.cwd()
     inputs = audit_inputs(model=None, policy=None, recipe=recipe, config=None, base=base, data={"training": data})
@@ -169,6 +169,7 @@ def simulate_cmd(
     )
     rec = load_recipe(recipe, [base])
     ds = load_dataset(data, "training data", label_column, base)
+    refuse_imported(planned)  # a module the recipe or the data factory imported is an input too
     run = RunOptions(
         seed=seed, threads=threads, cache_dir=cache_dir, engine=engine,
         **executor_settings(executor, ray_address, models_per_task),
