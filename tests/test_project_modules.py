@@ -27,7 +27,7 @@ DEFS = textwrap.dedent(
     """
 )
 #: The issue's reproduction: the recipe module imports the project module that defines the model.
-RECIPE = "import defs\nfrom privgate.recipe import Recipe\n\nrecipe = Recipe(model_factory=defs.model_factory, epochs=20)\n"
+RECIPE = "import defs\nfrom privgate.recipe import Recipe\n\nrecipe = Recipe(model_factory=defs.model_factory)\n"
 #: A recipe function of a package that imports its model module only when it is called (after the early check).
 LAZY = textwrap.dedent(
     """
@@ -92,7 +92,7 @@ CHECK = ("check", "leaky_state.pt", "--policy", "internal", "--nonmembers", "non
         # what a data factory imports from the project
         ((*CHECK, "--members", "factory:members", "--recipe", "r:recipe", "--sarif", "rows.py"), "rows", "SARIF"),
         (
-            ("audit", "ldp", "--epsilon", "1", "--mechanism", "mech:randomise", "--trials", "100", "--json", "noise.py"),
+            ("audit", "ldp", "--epsilon", "1", "--mechanism", "mech:randomise", "--trials", "50", "--json", "noise.py"),
             "noise",
             "JSON audit report",
         ),

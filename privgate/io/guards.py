@@ -24,7 +24,6 @@ CLI calls it once the entry points are imported (before any work) and
 also catches a module a recipe function imports only when it runs.
 """
 
-
 from __future__ import annotations
 
 import importlib.machinery
