@@ -3,7 +3,13 @@
 Connecting (:func:`connect`, once per process):
 
 * no address: start a Ray instance on this machine (``address="local"``), as
-  many workers as it has cores — one machine, several tasks at once;
+  many workers as it has cores — one machine, several tasks at once. Ray binds
+  the processes it starts (GCS, raylet, workers) to the *thread* that started
+  them (Linux ``PR_SET_PDEATHSIG``: they are killed when that thread ends), so
+  the start runs in a thread that lives as long as the process (:func:`_init`);
+  started from a short-lived helper thread, Ray's GCS died the moment
+  ``ray.init`` returned and the run hung until Ray's own 60 s timeout ended the
+  process with exit code 1;
 * ``auto``: the cluster ``ray start`` started on this machine;
 * ``host:port`` (the head's GCS port, 6379 by default) or
   ``ray://host:port`` (a Ray Client server, 10001 by default): a remote cluster.
@@ -117,19 +123,36 @@ def probe(address: str) -> None:
 
 
 def _init(ray: Any, address: str, timeout: float) -> None:
-    """``ray.init`` in a helper thread, given ``timeout`` seconds (a non-Ray port would otherwise block for minutes)."""
+    """``ray.init`` in a helper thread, given ``timeout`` seconds (a non-Ray port would otherwise block for minutes).
+
+    When the call starts Ray here (``local``), the thread stays alive after it
+    returns, until the process ends: the processes Ray starts get SIGKILL when
+    the thread that started them ends (module docstring).
+    """
     box: dict[str, BaseException] = {}
+    started = threading.Event()
+    local = address == "local"
 
     def go() -> None:
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="error")
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
+            started.set()
+            return
+        started.set()
+        if local:  # the parent thread of Ray's processes: it must not end before they do
+            threading.Event().wait()
 
-    thread = threading.Thread(target=go, name="privgate-ray-init", daemon=True)
+    name = "privgate-ray-local" if local else "privgate-ray-init"
+    thread = threading.Thread(target=go, name=name, daemon=True)
     thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
+    if not started.wait(timeout):
+        if local:
+            raise ExecutorError(
+                f"Ray did not start on this machine within {timeout:g} s (--executor ray without --ray-address); "
+                "start a cluster with `ray start --head` and pass its address, or use --executor local."
+            )
         raise ExecutorError(
             f"--ray-address {address}: no Ray cluster answered within {timeout:g} s (is it the head's GCS port, "
             "6379 by default, or a ray:// client port?)."
@@ -137,6 +160,8 @@ def _init(ray: Any, address: str, timeout: float) -> None:
     if "error" in box:
         exc = box["error"]
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        if local:
+            raise ExecutorError(f"Ray could not start on this machine ({first}); use --executor local.") from None
         raise ExecutorError(f"could not join the Ray cluster at --ray-address {address} ({first}).") from None
 
 
