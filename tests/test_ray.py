@@ -163,6 +163,40 @@ def test_check_without_an_address_starts_ray_here_and_gives_the_local_numbers(ca
     assert here["environment"]["executor"] == "ray" and here["verdict"] == "inconclusive"
 
 
+#: A recipe whose training kills the process it runs in: in a Ray worker, Ray reports the worker as crashed.
+CRASHING_RECIPE = textwrap.dedent(
+    """
+    import os
+    import signal
+
+    from torch import nn
+    from privgate.recipe import Recipe
+
+    class Crashing(Recipe):
+        def train(self, x, y, seed=0, model=None):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    RECIPE = Crashing(model_factory=lambda: nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 4)))
+    """
+)
+
+
+def test_a_ray_worker_that_dies_is_one_sentence_and_exit_2(cluster: str, case: Any, tmp_path: Path) -> None:
+    """A failure of Ray itself (here a worker killed under a task) is bad input's exit 2, never 1 ("leaks")."""
+    (tmp_path / "refs.yaml").write_text(POLICY)
+    (tmp_path / "crashing.py").write_text(CRASHING_RECIPE)
+    out = tmp_path / "report.json"
+    r = run_cli(
+        "check", str(case.leaky_ts), "--policy", "refs.yaml", "--members", str(case.members),
+        "--nonmembers", str(case.nonmembers), "--recipe", "crashing:RECIPE", "--cache-dir", "off",
+        "--ray-address", cluster, "--json", str(out), cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = " ".join(r.stderr.split())
+    assert err.startswith("error: Ray failed while running privgate's tasks (") and "Traceback" not in r.stderr, err
+    assert not out.exists()
+
+
 def test_fl_simulate_is_identical_local_and_ray(cluster: str) -> None:
     from test_federated import RECIPE as FL_RECIPE
     from test_federated import _digits

@@ -31,9 +31,11 @@ other machines need privgate installed but not the user's files.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -135,7 +137,9 @@ def _init(ray: Any, address: str, timeout: float) -> None:
 
     def go() -> None:
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="error")
+            with warnings.catch_warnings():  # Ray's FutureWarning tips are not the user's to act on
+                warnings.simplefilter("ignore", FutureWarning)
+                ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="error")
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
             started.set()
@@ -242,10 +246,21 @@ class RayExecutor:
         except ray.exceptions.RayTaskError as exc:  # the task's own exception (a RecipeError stays one sentence)
             inner = getattr(exc, "cause", None)
             raise (inner if isinstance(inner, BaseException) else exc.as_instanceof_cause()) from None
+        except ray.exceptions.RayError as exc:  # Ray itself failed (a worker or node died, an object was lost)
+            self._cancel(refs)
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise ExecutorError(
+                f"Ray failed while running privgate's tasks ({type(exc).__name__}{': ' + first if first else ''}); "
+                "nothing was written, run again or use --executor local."
+            ) from None
         except BaseException:
-            for ref in refs:
-                ray.cancel(ref, force=True)
+            self._cancel(refs)
             raise
+
+    def _cancel(self, refs: list[Any]) -> None:
+        for ref in refs:
+            with contextlib.suppress(Exception):  # best effort: Ray itself may be failing
+                self._ray.cancel(ref, force=True)
 
     def _fits(self, cpus: int, gpus: float) -> None:
         """A task no node can hold would wait forever: say so instead."""
