@@ -10,7 +10,7 @@ import click
 from rich.markup import escape
 
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
-from privgate.cli.guard import environment, guard, out_console, progress_wanted
+from privgate.cli.guard import environment, err_console, guard, out_console, progress_wanted
 from privgate.errors import PrivgateError
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def check(
     json_from = "--json" if json_path is not None else f"'json' in {cfg.path}"
     planned = _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None)
     check_outputs(planned, inputs)
-    model_version = _mlflow_ready(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
+    mlflow_plan = _mlflow_plan(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
     _imported_project(planned, recipe_spec, [members_spec, nonmembers_spec, population_spec], base)
     from privgate.api import Sources, audit_paths  # torch: imported after the cheap checks above
     from privgate.options import RunOptions
@@ -298,11 +298,13 @@ def check(
         commit(files)
     if step_summary:
         append_step_summary(report)
-    logged = None
-    if mlflow_log or mlflow_model:
-        from privgate.report.tracking import log_report
+    logged, mlflow_warning = None, None
+    if mlflow_plan is not None:
+        from privgate.report.tracking import log_or_warn
 
-        logged = log_report(report, model_version=model_version)
+        logged, mlflow_warning = log_or_warn(report, mlflow_plan)
+    if mlflow_warning:  # MLflow is a side channel: its failure is a warning, the exit code stays the verdict's
+        err_console().print(f"warning: {mlflow_warning}", markup=False, highlight=False)
     if quiet:
         out.print(report.summary)
     else:
@@ -335,18 +337,13 @@ def _imported_project(planned: list[Named], recipe: str | None, data: list[str |
     refuse_imported(planned)
 
 
-def _mlflow_ready(log: bool, model: str | None) -> tuple[str, str] | None:
-    """With --mlflow or --mlflow-model: MLflow is installed and the model version exists; returns (name, version)."""
+def _mlflow_plan(log: bool, model: str | None) -> Any:
+    """With --mlflow or --mlflow-model: MLflow is installed, the version named exists (when the server answers)."""
     if not (log or model):
         return None
-    from privgate.report import tracking
+    from privgate.report.tracking import prepare
 
-    tracking.require()
-    if model is None:
-        return None
-    version = tracking.parse_model_version(model)
-    tracking.check_model_version(*version)
-    return version
+    return prepare(log, model)
 
 
 def _planned(
