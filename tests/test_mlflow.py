@@ -211,8 +211,8 @@ def test_a_server_that_refuses_is_a_warning_and_the_verdict_stands(files, server
     assert r.returncode == 1, r.stdout + r.stderr
     assert json.loads(out.read_text())["verdict"] == "fail"
     line = _warning_only(r)
-    assert line.startswith(f"warning: MLflow ({url}): could not log the report (")
-    assert line.endswith("; the verdict and exit code are the audit's.")
+    assert line.startswith(f"warning: MLflow ({url}): could not log the report (") and "404" in line
+    assert line.endswith("; the verdict and exit code are the audit's.") and line.count(". ") == 0, line
 
 
 def test_log_report_uses_the_active_run_and_leaves_it_open(store):

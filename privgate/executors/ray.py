@@ -189,8 +189,22 @@ def connect(address: str | None = None) -> RayExecutor:
         return _CONNECTED
 
 
+#: Folder names of installed packages: a module below one is never the user's, whichever environment it came from.
+_INSTALL_DIRS = ("site-packages", "dist-packages")
+
+
+def _installed(path: Path, roots: set[Path]) -> bool:
+    return any(root in path.parents for root in roots) or any(part in _INSTALL_DIRS for part in path.parts)
+
+
 def _user_modules(objects: Sequence[Any]) -> set[str]:
-    """Modules of the user's own code among ``objects`` (recipes, factories, mechanisms), not installed ones."""
+    """Modules of the user's own code among ``objects`` (recipes, factories, mechanisms), not installed ones.
+
+    Installed means below this interpreter's prefixes or in any ``site-packages``
+    (an environment layered on another one through a ``.pth`` file imports
+    numpy from outside its own prefix: sent by value, numpy's classes cannot be
+    pickled).
+    """
     installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     found: set[str] = set()
     for obj in objects:
@@ -200,8 +214,7 @@ def _user_modules(objects: Sequence[Any]) -> set[str]:
             file = getattr(module, "__file__", None)
             if not name or module is None or not file or name == "__main__" or name.split(".")[0] == "privgate":
                 continue
-            path = Path(file).resolve()
-            if not any(root in path.parents for root in installed):
+            if not _installed(Path(file).resolve(), installed):
                 found.add(name)
     return found
 

@@ -250,8 +250,10 @@ def check_model_version(name: str, version: str) -> str | None:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of an MLflow error, up to its first sentence's end (a response body may follow)."""
     text = str(exc).strip().splitlines()
-    return (text[0] if text else exc.__class__.__name__)[:300]
+    line = text[0] if text else exc.__class__.__name__
+    return line.split(". ")[0].rstrip(".")[:300]
 
 
 def log_report(report: Report, *, model_version: tuple[str, str] | None = None) -> Logged:
