@@ -88,6 +88,7 @@ def store(server, monkeypatch) -> dict[str, str]:
     mlflow.set_experiment(env["MLFLOW_EXPERIMENT_NAME"])
     yield env
     mlflow.set_tracking_uri(None)
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)  # set_experiment exports it for subprocesses; not for later tests
 
 
 @pytest.fixture(scope="module")
