@@ -94,12 +94,12 @@ CHECK = ("check", "leaky_state.pt", "--policy", "internal", "--nonmembers", "non
         (
             ("audit", "ldp", "--epsilon", "1", "--mechanism", "mech:randomise", "--trials", "50", "--json", "noise.py"),
             "noise",
-            "JSON audit report",
+            "JSON report",
         ),
         (
             ("audit", "dpsgd", "--epsilon", "1", "--train", "trainers:train", "--canaries", "10", "--html", "nets.py"),
             "nets",
-            "HTML audit report",
+            "HTML report",
         ),
         (
             ("fl", "simulate", "--recipe", "r:recipe", "--data", "factory:members", "--nodes", "2", "--rounds", "1")
