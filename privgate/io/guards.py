@@ -218,14 +218,23 @@ def _file_id(path: str | Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+#: Where installed modules live: the interpreter's own library and any site-packages.
+_INSTALLED = (os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix))
+
+
+def _installed_file(file: str) -> bool:
+    return file.startswith(_INSTALLED) or "site-packages" in file or "dist-packages" in file
+
+
 def refuse_imported(outputs: Iterable[Named]) -> None:
     """Refuse an output that is the file of a Python module this process has imported (its ``__file__``).
 
     The user's project modules are among them, however they were reached (the
     recipe's ``import defs``, a factory's helper); so are installed ones, which
     no report may overwrite either. Files are compared by device and inode, so
-    symlinks and hard links count; outputs that do not exist yet cannot be a
-    module and cost nothing.
+    symlinks count, and hard links to a project module; an installed module
+    (thousands once torch is loaded) is only looked at when its file name is
+    the output's. Outputs that do not exist yet cannot be a module and cost nothing.
 
     Raises:
         PrivgateError: one sentence naming the output, the module and its file.
@@ -237,9 +246,13 @@ def refuse_imported(outputs: Iterable[Named]) -> None:
             existing.setdefault(key, o)
     if not existing:
         return
+    names = {os.path.basename(_real(o.path)) for o in existing.values()}
+    names |= {o.path.name for o in existing.values()}
     for name, module in sorted(sys.modules.items(), key=lambda item: item[0] == "__main__"):
-        file = getattr(module, "__file__", None)
-        hit = existing.get(_file_id(file)) if isinstance(file, str) else None  # type: ignore[arg-type]
+        file = getattr(module, "__dict__", {}).get("__file__")  # not getattr: a lazy module would import itself
+        if not isinstance(file, str) or (_installed_file(file) and os.path.basename(file) not in names):
+            continue
+        hit = existing.get(_file_id(file))
         if hit is not None:
             raise _refuse(
                 hit.path,
