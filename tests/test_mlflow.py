@@ -57,7 +57,8 @@ def server(tmp_path_factory) -> str:
         "--artifacts-destination", str(d / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
     ]  # fmt: skip
     log = (d / "server.log").open("wb")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # no job runner: MLflow 3 starts 7 extra worker processes for its GenAI jobs, which logging never uses
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
