@@ -37,4 +37,4 @@ bench: install
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) privgate-reports .privgate-cache .pytest_cache
+	rm -rf $(VENV) .venv-ray-newest privgate-reports .privgate-cache .pytest_cache

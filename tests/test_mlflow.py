@@ -1,12 +1,25 @@
 """``privgate check --mlflow``: the verdict, every check, the attack table and the reports in an MLflow run.
 
-Against a local file store (``MLFLOW_TRACKING_URI=file:…``; MLflow 3 needs
-``MLFLOW_ALLOW_FILE_STORE=true`` for it), read back with MLflow's own client.
+Against a real tracking server, as teams log: ``mlflow server`` with a SQLite
+backend and its own artefact store, started once per test session on
+127.0.0.1 (a free port) and stopped after; the CLI runs in a subprocess with
+``MLFLOW_TRACKING_URI`` pointing at it, and what it logged is read back with
+MLflow's own client. A server that is down or refuses is a warning line: the
+report is written and the exit code is the verdict's.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -16,26 +29,79 @@ from pipeline_cases import torch_files
 mlflow = pytest.importorskip("mlflow", reason="the MLflow client is part of the test extra (privgate[mlflow])")
 from mlflow import MlflowClient  # noqa: E402
 
+#: Seconds the server may take to start (database migrations on a busy 2-core runner take most of it).
+START_S = 240
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory) -> str:
+    """``mlflow server`` (SQLite backend, artefacts served by the server) on 127.0.0.1; its URL. Once per session."""
+    d = tmp_path_factory.mktemp("mlflow-server")
+    port = _free_port()
+    cmd = [
+        sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{d / 'mlflow.db'}",
+        "--artifacts-destination", str(d / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+    ]  # fmt: skip
+    log = (d / "server.log").open("wb")
+    # no job runner: MLflow 3 starts 7 extra worker processes for its GenAI jobs, which logging never uses
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_S
+        while not _answers(f"{url}/health"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"mlflow server did not start: {(d / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and its uvicorn worker: the group this fixture started
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # a throwaway server in a temporary folder: no need to wait longer
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
 
 @pytest.fixture
-def store(tmp_path, monkeypatch) -> dict[str, str]:
-    """A fresh local MLflow store, for this process and for the CLI's subprocess."""
-    env = {
-        "MLFLOW_TRACKING_URI": (tmp_path / "mlruns").as_uri(),
-        "MLFLOW_ALLOW_FILE_STORE": "true",
-        "MLFLOW_EXPERIMENT_NAME": "privacy",
-    }
+def store(server, monkeypatch) -> dict[str, str]:
+    """The session's server and a fresh experiment, for this process and for the CLI's subprocess."""
+    env = {"MLFLOW_TRACKING_URI": server, "MLFLOW_EXPERIMENT_NAME": f"privacy-{uuid.uuid4().hex[:8]}"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
-    mlflow.set_experiment("privacy")
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    mlflow.set_tracking_uri(server)
+    mlflow.set_experiment(env["MLFLOW_EXPERIMENT_NAME"])
     yield env
     mlflow.set_tracking_uri(None)
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)  # set_experiment exports it for subprocesses; not for later tests
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     return torch_files(tmp_path_factory.mktemp("model"))
+
+
+def _check(files, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return run_cli(
+        "check", str(files.model), "--policy", "internal", "--members", str(files.members), "--nonmembers",
+        str(files.nonmembers), *args, env=env,
+    )  # fmt: skip
 
 
 def _registered_version(name: str) -> str:
@@ -47,32 +113,19 @@ def _registered_version(name: str) -> str:
 
 
 def test_check_logs_verdict_checks_attacks_and_reports_and_tags_the_model_version(files, store, tmp_path):
-    version = _registered_version("scorer")
+    name = f"scorer-{uuid.uuid4().hex[:8]}"
+    version = _registered_version(name)
     out = tmp_path / "report.json"
-    r = run_cli(
-        "check",
-        str(files.model),
-        "--policy",
-        "internal",
-        "--members",
-        str(files.members),
-        "--nonmembers",
-        str(files.nonmembers),
-        "--json",
-        str(out),
-        "--mlflow",
-        "--mlflow-model",
-        f"scorer:{version}",
-        env=store,
-    )
+    r = _check(files, "--json", str(out), "--mlflow", "--mlflow-model", f"{name}:{version}", env=store)
     assert r.returncode == 1, r.stdout + r.stderr  # the memorising MLP fails 'internal'
     report = json.loads(out.read_text())
     client = MlflowClient()
-    exp = client.get_experiment_by_name("privacy")
+    exp = client.get_experiment_by_name(store["MLFLOW_EXPERIMENT_NAME"])
     runs = [x for x in client.search_runs([exp.experiment_id]) if x.info.run_name != "training"]
     assert len(runs) == 1
     run = runs[0]
-    assert f"MLflow: logged to run {run.info.run_id}" in r.stdout
+    assert f"MLflow: logged to run {run.info.run_id}" in r.stdout and store["MLFLOW_TRACKING_URI"] in r.stdout
+    assert r.stderr == "", r.stderr
     assert run.data.tags["privgate.verdict"] == "fail" and run.data.tags["privgate.policy"] == "internal"
     assert run.data.tags["privgate.check.mia-accuracy"] == "fail"
     assert run.data.tags["privgate.data_sha256"] == report["data"]["sha256"]
@@ -102,7 +155,7 @@ def test_check_logs_verdict_checks_attacks_and_reports_and_tags_the_model_versio
         a["name"] for a in report["attacks"]
     ]
     assert (local / "privgate-summary.md").read_text().startswith("## privgate ❌ FAIL")
-    tags = client.get_model_version("scorer", version).tags
+    tags = client.get_model_version(name, version).tags
     assert (
         tags["privgate.verdict"] == "fail"
         and tags["privgate.run_id"] == run.info.run_id
@@ -114,17 +167,9 @@ def test_check_logs_into_the_run_named_by_mlflow_run_id(files, store):
     with mlflow.start_run(run_name="training pipeline") as parent:
         pass
     r = run_cli(
-        "check",
-        str(files.model),
-        "--policy",
-        "public",
-        "--members",
-        str(files.members),
-        "--nonmembers",
-        str(files.nonmembers),
-        "--mlflow",
-        env={**store, "MLFLOW_RUN_ID": parent.info.run_id},
-    )
+        "check", str(files.model), "--policy", "public", "--members", str(files.members), "--nonmembers",
+        str(files.nonmembers), "--mlflow", env={**store, "MLFLOW_RUN_ID": parent.info.run_id},
+    )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     run = MlflowClient().get_run(parent.info.run_id)
     assert run.data.tags["privgate.verdict"] == "pass" and run.data.params["privgate.policy"] == "public"
@@ -132,37 +177,44 @@ def test_check_logs_into_the_run_named_by_mlflow_run_id(files, store):
 
 def test_unknown_model_version_stops_before_the_audit(files, store, tmp_path):
     out = tmp_path / "report.json"
-    r = run_cli(
-        "check",
-        str(files.model),
-        "--policy",
-        "internal",
-        "--members",
-        str(files.members),
-        "--nonmembers",
-        str(files.nonmembers),
-        "--json",
-        str(out),
-        "--mlflow-model",
-        "nobody:3",
-        env=store,
-    )
+    r = _check(files, "--json", str(out), "--mlflow-model", "nobody:3", env=store)
     assert r.returncode == 2 and "--mlflow-model nobody:3: no such registered model version" in r.stderr
     assert not out.exists() and "Traceback" not in r.stderr
-    bad = run_cli(
-        "check",
-        str(files.model),
-        "--policy",
-        "internal",
-        "--members",
-        str(files.members),
-        "--nonmembers",
-        str(files.nonmembers),
-        "--mlflow-model",
-        "scorer",
-        env=store,
-    )
+    bad = _check(files, "--mlflow-model", "scorer", env=store)
     assert bad.returncode == 2 and "expected NAME:VERSION" in bad.stderr
+
+
+def _warning_only(r: subprocess.CompletedProcess) -> str:
+    """The one line the CLI wrote to stderr: a warning, not an error."""
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("warning: MLflow (") and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def test_a_server_that_is_down_is_a_warning_and_the_verdict_stands(files, tmp_path):
+    """Nothing listens at the tracking URI: the audit runs, its report is written, the exit code is the verdict's."""
+    url = f"http://127.0.0.1:{_free_port()}"
+    out = tmp_path / "report.json"
+    r = _check(files, "--json", str(out), "--mlflow", "--mlflow-model", "scorer:1", env={"MLFLOW_TRACKING_URI": url})
+    assert r.returncode == 1, r.stdout + r.stderr  # the memorising MLP fails 'internal', as without --mlflow
+    assert json.loads(out.read_text())["verdict"] == "fail" and "FAIL" in r.stdout
+    line = _warning_only(r)
+    assert line == (
+        f"warning: MLflow ({url}): no tracking server answers (connection refused); nothing was logged, and the "
+        "verdict and exit code are the audit's."
+    )
+
+
+def test_a_server_that_refuses_is_a_warning_and_the_verdict_stands(files, server, tmp_path):
+    """The server answers, but not MLflow's API at this path (404): the same warning, the report, the verdict."""
+    url = f"{server}/not-mlflow"
+    out = tmp_path / "report.json"
+    r = _check(files, "--json", str(out), "--mlflow", env={"MLFLOW_TRACKING_URI": url})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert json.loads(out.read_text())["verdict"] == "fail"
+    line = _warning_only(r)
+    assert line.startswith(f"warning: MLflow ({url}): could not log the report (") and "404" in line
+    assert line.endswith("; the verdict and exit code are the audit's.") and line.count(". ") == 0, line
 
 
 def test_log_report_uses_the_active_run_and_leaves_it_open(store):

@@ -97,6 +97,24 @@ def _inputs(data: str | None, specs: dict[str, str | None]) -> list[Any]:
     return [n for n in found if n is not None]
 
 
+def _imported(
+    outputs: dict[str, str | None], data: str | None, recipe: str | None, entries: dict[str, str | None]
+) -> None:
+    """Import the user's modules (data factory, recipe, mechanism or trainer; nothing is called), then refuse an
+    output onto any module they imported (:func:`privgate.io.guards.refuse_imported`)."""
+    from privgate.audits.entry import MechanismError, TrainerError
+    from privgate.inputs.entrypoints import import_entry, import_modules
+    from privgate.io.guards import is_factory, refuse_imported
+
+    dirs = [Path.cwd()]
+    import_modules(recipe, [data] if data and is_factory(data, dirs[0]) else [], dirs)
+    errors = {"mechanism": MechanismError, "trainer": TrainerError}
+    for kind, spec in entries.items():
+        if spec:
+            import_entry(spec, dirs, kind, errors[kind])
+    refuse_imported(planned(outputs))
+
+
 def _shared_options(confidence_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options both audits take: --label-column, --confidence, --seed, --threads."""
     options = [
@@ -209,6 +227,7 @@ def audit_ldp_cmd(
             "digits model)."
         )
     check_outputs(planned(outputs), _inputs(data, {"the recipe": recipe, "the mechanism": mechanism}))
+    _imported(outputs, data, recipe, {"mechanism": mechanism})
     from privgate.api import audit_ldp
     from privgate.options import RunOptions
     from privgate.settings import LdpAuditSettings
@@ -292,6 +311,7 @@ def audit_dpsgd_cmd(
     if recipe and not data:
         raise click.UsageError("--recipe needs --data: the recipe's model must fit the data it trains on.")
     check_outputs(planned(outputs), _inputs(data, {"the recipe": recipe, "the trainer": train_spec}))
+    _imported(outputs, data, recipe, {"trainer": train_spec})
     from privgate.api import audit_dpsgd
     from privgate.options import RunOptions
     from privgate.settings import DpsgdAuditSettings

@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
-from privgate.cli.guard import guard, out_console, process_environment, progress_wanted
+from privgate.cli.guard import err_console, guard, out_console, process_environment, progress_wanted
 from privgate.cli.outputs import output_options
 from privgate.errors import PrivgateError
 from privgate.report import title_of
@@ -216,10 +216,10 @@ def check(
         data={"members": members_spec, "non-members": nonmembers_spec, "population": population_spec},
     )
     json_from = "--json" if json_typed is not None else f"'json' in {cfg.path}"
-    check_outputs(
-        _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs
-    )
-    model_version = _mlflow_ready(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
+    planned = _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None)
+    check_outputs(planned, inputs)
+    mlflow_plan = _mlflow_plan(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
+    _imported_project(planned, recipe_spec, [members_spec, nonmembers_spec, population_spec], base)
     from privgate.api import check as run_check  # torch: imported after the cheap checks above
     from privgate.api import harden as run_harden
     from privgate.options import RunOptions
@@ -277,11 +277,13 @@ def check(
         commit(files)
     if step_summary:
         append_step_summary(report)
-    logged = None
-    if mlflow_log or mlflow_model:
-        from privgate.report.tracking import log_report
+    logged, mlflow_warning = None, None
+    if mlflow_plan is not None:
+        from privgate.report.tracking import log_or_warn
 
-        logged = log_report(report, model_version=model_version)
+        logged, mlflow_warning = log_or_warn(report, mlflow_plan)
+    if mlflow_warning:  # MLflow is a side channel: its failure is a warning, the exit code stays the verdict's
+        err_console().print(f"warning: {mlflow_warning}", markup=False, highlight=False)
     show(report, out, quiet=quiet, verbose=verbose)
     if not quiet:
         if json_out:
@@ -303,18 +305,22 @@ def check(
     return report.exit_code
 
 
-def _mlflow_ready(log: bool, model: str | None) -> tuple[str, str] | None:
-    """With --mlflow or --mlflow-model: MLflow is installed and the model version exists; returns (name, version)."""
+def _imported_project(planned: list[Named], recipe: str | None, data: list[str | None], base: Path) -> None:
+    """Import the recipe's and data factories' modules, then refuse an output onto any module they imported."""
+    from privgate.inputs.entrypoints import import_modules
+    from privgate.io.guards import is_factory, refuse_imported
+
+    import_modules(recipe, [s for s in data if s and is_factory(s, base)], [base])
+    refuse_imported(planned)
+
+
+def _mlflow_plan(log: bool, model: str | None) -> Any:
+    """With --mlflow or --mlflow-model: MLflow is installed, the version named exists (when the server answers)."""
     if not (log or model):
         return None
-    from privgate.report import tracking
+    from privgate.report.tracking import prepare
 
-    tracking.require()
-    if model is None:
-        return None
-    version = tracking.parse_model_version(model)
-    tracking.check_model_version(*version)
-    return version
+    return prepare(log, model)
 
 
 def _planned(

@@ -108,6 +108,11 @@ def simulate_cmd(
     if save_dir:
         targets.append(Named(Path(save_dir), "the saved federation (--save)", folder=True))
     check_outputs(targets, inputs)
+    from privgate.inputs.entrypoints import import_modules
+    from privgate.io.guards import is_factory, refuse_imported
+
+    import_modules(recipe, [data] if is_factory(data, base) else [], [base])  # imported, not called
+    refuse_imported(targets)  # a module the recipe or the data factory imported is an input too
     from privgate.api import simulate_federation
     from privgate.options import RunOptions
     from privgate.settings import SimulationSettings

@@ -3,7 +3,13 @@
 Connecting (:func:`connect`, once per process):
 
 * no address: start a Ray instance on this machine (``address="local"``), as
-  many workers as it has cores — one machine, several tasks at once;
+  many workers as it has cores — one machine, several tasks at once. Ray binds
+  the processes it starts (GCS, raylet, workers) to the *thread* that started
+  them (Linux ``PR_SET_PDEATHSIG``: they are killed when that thread ends), so
+  the start runs in a thread that lives as long as the process (:func:`_init`);
+  started from a short-lived helper thread, Ray's GCS died the moment
+  ``ray.init`` returned and the run hung until Ray's own 60 s timeout ended the
+  process with exit code 1;
 * ``auto``: the cluster ``ray start`` started on this machine;
 * ``host:port`` (the head's GCS port, 6379 by default) or
   ``ray://host:port`` (a Ray Client server, 10001 by default): a remote cluster.
@@ -25,9 +31,11 @@ other machines need privgate installed but not the user's files.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -117,19 +125,38 @@ def probe(address: str) -> None:
 
 
 def _init(ray: Any, address: str, timeout: float) -> None:
-    """``ray.init`` in a helper thread, given ``timeout`` seconds (a non-Ray port would otherwise block for minutes)."""
+    """``ray.init`` in a helper thread, given ``timeout`` seconds (a non-Ray port would otherwise block for minutes).
+
+    When the call starts Ray here (``local``), the thread stays alive after it
+    returns, until the process ends: the processes Ray starts get SIGKILL when
+    the thread that started them ends (module docstring).
+    """
     box: dict[str, BaseException] = {}
+    started = threading.Event()
+    local = address == "local"
 
     def go() -> None:
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="error")
+            with warnings.catch_warnings():  # Ray's FutureWarning tips are not the user's to act on
+                warnings.simplefilter("ignore", FutureWarning)
+                ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="error")
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
+            started.set()
+            return
+        started.set()
+        if local:  # the parent thread of Ray's processes: it must not end before they do
+            threading.Event().wait()
 
-    thread = threading.Thread(target=go, name="privgate-ray-init", daemon=True)
+    name = "privgate-ray-local" if local else "privgate-ray-init"
+    thread = threading.Thread(target=go, name=name, daemon=True)
     thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
+    if not started.wait(timeout):
+        if local:
+            raise ExecutorError(
+                f"Ray did not start on this machine within {timeout:g} s (--executor ray without --ray-address); "
+                "start a cluster with `ray start --head` and pass its address, or use --executor local."
+            )
         raise ExecutorError(
             f"--ray-address {address}: no Ray cluster answered within {timeout:g} s (is it the head's GCS port, "
             "6379 by default, or a ray:// client port?)."
@@ -137,6 +164,8 @@ def _init(ray: Any, address: str, timeout: float) -> None:
     if "error" in box:
         exc = box["error"]
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        if local:
+            raise ExecutorError(f"Ray could not start on this machine ({first}); use --executor local.") from None
         raise ExecutorError(f"could not join the Ray cluster at --ray-address {address} ({first}).") from None
 
 
@@ -160,8 +189,22 @@ def connect(address: str | None = None) -> RayExecutor:
         return _CONNECTED
 
 
+#: Folder names of installed packages: a module below one is never the user's, whichever environment it came from.
+_INSTALL_DIRS = ("site-packages", "dist-packages")
+
+
+def _installed(path: Path, roots: set[Path]) -> bool:
+    return any(root in path.parents for root in roots) or any(part in _INSTALL_DIRS for part in path.parts)
+
+
 def _user_modules(objects: Sequence[Any]) -> set[str]:
-    """Modules of the user's own code among ``objects`` (recipes, factories, mechanisms), not installed ones."""
+    """Modules of the user's own code among ``objects`` (recipes, factories, mechanisms), not installed ones.
+
+    Installed means below this interpreter's prefixes or in any ``site-packages``
+    (an environment layered on another one through a ``.pth`` file imports
+    numpy from outside its own prefix: sent by value, numpy's classes cannot be
+    pickled).
+    """
     installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     found: set[str] = set()
     for obj in objects:
@@ -171,8 +214,7 @@ def _user_modules(objects: Sequence[Any]) -> set[str]:
             file = getattr(module, "__file__", None)
             if not name or module is None or not file or name == "__main__" or name.split(".")[0] == "privgate":
                 continue
-            path = Path(file).resolve()
-            if not any(root in path.parents for root in installed):
+            if not _installed(Path(file).resolve(), installed):
                 found.add(name)
     return found
 
@@ -217,10 +259,21 @@ class RayExecutor:
         except ray.exceptions.RayTaskError as exc:  # the task's own exception (a RecipeError stays one sentence)
             inner = getattr(exc, "cause", None)
             raise (inner if isinstance(inner, BaseException) else exc.as_instanceof_cause()) from None
+        except ray.exceptions.RayError as exc:  # Ray itself failed (a worker or node died, an object was lost)
+            self._cancel(refs)
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise ExecutorError(
+                f"Ray failed while running privgate's tasks ({type(exc).__name__}{': ' + first if first else ''}); "
+                "nothing was written, run again or use --executor local."
+            ) from None
         except BaseException:
-            for ref in refs:
-                ray.cancel(ref, force=True)
+            self._cancel(refs)
             raise
+
+    def _cancel(self, refs: list[Any]) -> None:
+        for ref in refs:
+            with contextlib.suppress(Exception):  # best effort: Ray itself may be failing
+                self._ray.cancel(ref, force=True)
 
     def _fits(self, cpus: int, gpus: float) -> None:
         """A task no node can hold would wait forever: say so instead."""

@@ -188,4 +188,19 @@ def import_factory(spec: str, search_dirs: list[Path] | None = None) -> Any:
     return import_entry(spec, list(search_dirs or []) + [Path.cwd()], "data factory", DataError)
 
 
-__all__ = ["OWN_PACKAGES", "import_entry", "import_factory", "load_recipe"]
+def import_modules(recipe: str | None, factories: list[str], search_dirs: list[Path]) -> None:
+    """Import the modules of a run's recipe and data factories now, calling nothing.
+
+    The loaders import them again from ``sys.modules`` (the same file, so
+    their top-level code runs once). Importing them first lets the output guard
+    see every project module they import (:func:`privgate.io.guards.refuse_imported`)
+    before any work is done.
+    """
+    dirs = list(search_dirs) + [Path.cwd()]
+    if recipe:
+        import_entry(recipe, dirs, "recipe", RecipeError)
+    for spec in factories:
+        import_entry(spec, dirs, "data factory", DataError)
+
+
+__all__ = ["OWN_PACKAGES", "import_entry", "import_factory", "import_modules", "load_recipe"]

@@ -14,6 +14,14 @@ that
 * is an existing folder, or lies below a file (it could never be created),
 
 and an artefacts folder that holds an input. Nothing has been written then.
+
+The Python files of the user's project are inputs too, but most of them are
+only known once imported: the recipe module's own ``import defs``, a data
+factory's helpers, a mechanism's or a trainer's. :func:`refuse_imported`
+refuses an output that is the file of any module the process has imported; the
+CLI calls it once the entry points are imported (before any work) and
+:func:`privgate.io.staging.commit` calls it again right before writing, which
+also catches a module a recipe function imports only when it runs.
 """
 
 from __future__ import annotations
@@ -94,6 +102,14 @@ def spec_file(spec: str, role: str, search_dirs: Sequence[str | Path]) -> Named 
     return Named(found, f"{role}'s module {found.name}") if found else None
 
 
+def is_factory(spec: str, base: Path) -> bool:
+    """Whether a data spec is a ``module:function`` factory rather than a file, as
+    :func:`privgate.inputs.data.load_dataset` decides (no such file here or below ``base``, no data suffix)."""
+    p = Path(spec)
+    candidates = [p] if p.is_absolute() else [p, base / p]
+    return ":" in spec and not any(c.exists() for c in candidates) and p.suffix.lower() not in (".npz", ".pt", ".csv")
+
+
 def audit_inputs(
     *,
     model: str | None,
@@ -130,10 +146,7 @@ def audit_inputs(
             continue
         p = Path(spec)
         candidates = [p] if p.is_absolute() else [p, base / p]
-        is_factory = (
-            ":" in spec and not any(c.exists() for c in candidates) and p.suffix.lower() not in (".npz", ".pt", ".csv")
-        )
-        if is_factory:
+        if is_factory(spec, base):
             found.append(spec_file(spec, f"the {role} data factory", dirs))
         else:
             found += [Named(c, f"the {role} data") for c in candidates]
@@ -197,4 +210,65 @@ def check_outputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
                     )
 
 
-__all__ = ["Named", "audit_inputs", "check_outputs", "inside", "module_file", "same_file", "spec_file"]
+def _file_id(path: str | Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+#: Where installed modules live: the interpreter's own library and any site-packages.
+_INSTALLED = (os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix))
+
+
+def _installed_file(file: str) -> bool:
+    return file.startswith(_INSTALLED) or "site-packages" in file or "dist-packages" in file
+
+
+def refuse_imported(outputs: Iterable[Named]) -> None:
+    """Refuse an output that is the file of a Python module this process has imported (its ``__file__``).
+
+    The user's project modules are among them, however they were reached (the
+    recipe's ``import defs``, a factory's helper); so are installed ones, which
+    no report may overwrite either. Files are compared by device and inode, so
+    symlinks count, and hard links to a project module; an installed module
+    (thousands once torch is loaded) is only looked at when its file name is
+    the output's. Outputs that do not exist yet cannot be a module and cost nothing.
+
+    Raises:
+        PrivgateError: one sentence naming the output, the module and its file.
+    """
+    existing: dict[tuple[int, int], Named] = {}
+    for o in outputs:
+        key = None if o.folder else _file_id(o.path)
+        if key is not None:
+            existing.setdefault(key, o)
+    if not existing:
+        return
+    names = {os.path.basename(_real(o.path)) for o in existing.values()}
+    names |= {o.path.name for o in existing.values()}
+    for name, module in sorted(sys.modules.items(), key=lambda item: item[0] == "__main__"):
+        file = getattr(module, "__dict__", {}).get("__file__")  # not getattr: a lazy module would import itself
+        if not isinstance(file, str) or (_installed_file(file) and os.path.basename(file) not in names):
+            continue
+        hit = existing.get(_file_id(file))
+        if hit is not None:
+            raise _refuse(
+                hit.path,
+                f"{hit.what} would overwrite an input, the Python module '{name}' the run imported ({file}); "
+                f"refusing to overwrite it",
+            )
+
+
+__all__ = [
+    "Named",
+    "audit_inputs",
+    "check_outputs",
+    "inside",
+    "is_factory",
+    "module_file",
+    "refuse_imported",
+    "same_file",
+    "spec_file",
+]

@@ -20,7 +20,7 @@ from types import TracebackType
 
 from privgate.errors import PrivgateError
 from privgate.io.atomic import make_parents, remove_empty, remove_stale, temp_name, write_together
-from privgate.io.guards import inside
+from privgate.io.guards import Named, inside, refuse_imported
 from privgate.report.model import Report
 
 
@@ -115,10 +115,16 @@ def render_reports(
 def commit(files: Mapping[Path, tuple[str, str | bytes]]) -> list[Path]:
     """Write ``{path: (what, data)}`` all together, or nothing.
 
+    A path that is the file of a Python module the run imported (the user's
+    recipe, what it imports) is refused first (:func:`privgate.io.guards.refuse_imported`):
+    a recipe function may import a module only when it is called, after the
+    CLI's own early check.
+
     Raises:
-        PrivgateError: a file cannot be written (disk full, no permission): one
-            sentence naming it; nothing was written.
+        PrivgateError: a path is an imported module's file, or a file cannot be
+            written (disk full, no permission): one sentence naming it; nothing was written.
     """
+    refuse_imported(Named(p, f"the {what}") for p, (what, _) in files.items())
     try:
         return write_together({p: data for p, (_, data) in files.items()})
     except OSError as exc:

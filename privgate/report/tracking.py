@@ -27,6 +27,16 @@ MLflow itself honours ``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME`` and
 With a registered model version named, its tag ``privgate.verdict`` is set too
 (plus ``privgate.policy`` and ``privgate.run_id``), so a registry promotion rule
 can require ``privgate.verdict = pass``.
+
+Logging is a side channel of the audit, never its verdict (:func:`prepare`,
+:func:`log_or_warn`): before the audit an HTTP tracking server is probed
+(``GET /health``, :data:`PROBE_TIMEOUT_S`); when it does not answer, the audit
+runs, its reports are written, one warning line says that nothing was logged,
+and the exit code is the verdict's. A server that answers but refuses a call (an
+error status, a wrong path, no permission) is the same warning. Only what the
+user typed wrong stops the run with exit code 2 before the audit: MLflow not
+installed, ``--mlflow-model`` not ``NAME:VERSION``, or a model version the
+registry says does not exist.
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +54,8 @@ from privgate.report.model import Report
 
 ARTIFACT_DIR = "privgate"
 INSTALL_HINT = "pip install 'privgate[mlflow]'"
+#: Seconds the probe of an HTTP tracking server waits for an answer.
+PROBE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -135,23 +149,111 @@ def attack_table(report: Report) -> list[dict[str, Any]]:
     ]
 
 
-def check_model_version(name: str, version: str) -> None:
-    """Fail early, before the audit, when the registered model version does not exist."""
+def unreachable(uri: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """Why the HTTP tracking server at ``uri`` does not answer (a few words), or None when it does.
+
+    Any HTTP answer to ``GET {uri}/health``, an error status included, counts
+    as answering (a proxy may not route that path). URIs that are not
+    ``http(s)://`` (``databricks``, ``sqlite:``, ``file:``) are not probed.
+    """
+    if not uri.lower().startswith(("http://", "https://")):
+        return None
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        text = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
+        return "timed out" if isinstance(reason, TimeoutError) else text.lower()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``--mlflow`` / ``--mlflow-model`` will do after the audit: the model version to tag, or why nothing."""
+
+    model_version: tuple[str, str] | None = None
+    skipped: str | None = None  # the warning to print instead of logging (the server does not answer)
+
+
+def _uri() -> str:
+    import mlflow
+
+    return mlflow.get_tracking_uri()
+
+
+def prepare(log: bool, model: str | None) -> Plan | None:
+    """Before the audit: MLflow is installed, ``model`` is ``NAME:VERSION`` and, when the server answers, exists.
+
+    Returns:
+        None without ``--mlflow`` / ``--mlflow-model``; else a :class:`Plan`,
+        whose ``skipped`` says why nothing will be logged when the tracking
+        server does not answer (the audit runs all the same).
+
+    Raises:
+        PrivgateError: MLflow missing, a malformed ``NAME:VERSION``, or a
+            version the registry says does not exist (exit code 2).
+    """
+    if not (log or model):
+        return None
+    require()
+    version = parse_model_version(model) if model else None
+    uri = _uri()
+    down = unreachable(uri)
+    if down is not None:
+        return Plan(version, _warning(uri, f"no tracking server answers ({down})"))
+    if version is not None:
+        refused = check_model_version(*version)
+        if refused is not None:
+            return Plan(version, _warning(uri, refused))
+    return Plan(version)
+
+
+def _warning(uri: str, why: str) -> str:
+    return f"MLflow ({uri}): {why}; nothing was logged, and the verdict and exit code are the audit's."
+
+
+def log_or_warn(report: Report, plan: Plan) -> tuple[Logged | None, str | None]:
+    """After the audit: log ``report`` as ``plan`` says; a failure is a warning line, never an exit code."""
+    if plan.skipped is not None:
+        return None, plan.skipped
+    try:
+        return log_report(report, model_version=plan.model_version), None
+    except PrivgateError as exc:
+        return None, str(exc).rstrip(".") + "; the verdict and exit code are the audit's."
+
+
+def check_model_version(name: str, version: str) -> str | None:
+    """Fail early, before the audit, when the registered model version does not exist.
+
+    Returns:
+        None when it exists; why not, when the server refuses the question
+        (an error other than "does not exist": no permission, a wrong path).
+
+    Raises:
+        PrivgateError: the registry answers that there is no such version.
+    """
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     try:
         MlflowClient().get_model_version(name, version)
     except MlflowException as exc:
-        raise PrivgateError(
-            f"--mlflow-model {name}:{version}: no such registered model version in the MLflow registry "
-            f"({_first_line(exc)})."
-        ) from None
+        if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+            raise PrivgateError(
+                f"--mlflow-model {name}:{version}: no such registered model version in the MLflow registry "
+                f"({_first_line(exc)})."
+            ) from None
+        return f"could not look up --mlflow-model {name}:{version} ({_first_line(exc)})"
+    return None
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of an MLflow error, up to its first sentence's end (a response body may follow)."""
     text = str(exc).strip().splitlines()
-    return (text[0] if text else exc.__class__.__name__)[:300]
+    line = text[0] if text else exc.__class__.__name__
+    return line.split(". ")[0].rstrip(".")[:300]
 
 
 def log_report(report: Report, *, model_version: tuple[str, str] | None = None) -> Logged:
@@ -210,13 +312,17 @@ def log_report(report: Report, *, model_version: tuple[str, str] | None = None) 
                 mlflow.end_run()
     except MlflowException as exc:
         raise PrivgateError(
-            f"MLflow ({mlflow.get_tracking_uri()}): could not log the report: {_first_line(exc)}"
+            f"MLflow ({mlflow.get_tracking_uri()}): could not log the report ({_first_line(exc).rstrip('.')})."
         ) from None
 
 
 __all__ = [
     "ARTIFACT_DIR",
     "Logged",
+    "Plan",
+    "log_or_warn",
+    "prepare",
+    "unreachable",
     "attack_table",
     "available",
     "check_model_version",
