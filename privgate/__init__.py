@@ -26,6 +26,7 @@ _EXPORTS = {
     "Policy": "privgate.policy",
     "load_policy": "privgate.policy",
     "Recipe": "privgate.recipe",
+    "TreeRecipe": "privgate.tree_recipe",
     "CheckResult": "privgate.report.model",
     "Report": "privgate.report.model",
     "Target": "privgate.inputs.target",

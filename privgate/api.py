@@ -62,7 +62,9 @@ def as_policy(policy: Policy | str | Path) -> Policy:
 
 
 def as_recipe(recipe: Recipe | str | None, search_dirs: list[Path] | None = None) -> Recipe | None:
-    if recipe is None or isinstance(recipe, Recipe):
+    from privgate.tree_recipe import TreeRecipe
+
+    if recipe is None or isinstance(recipe, (Recipe, TreeRecipe)):
         return recipe
     return load_recipe(recipe, search_dirs)
 
