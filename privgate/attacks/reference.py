@@ -265,7 +265,6 @@ def build_references(
     from privgate.inputs.sanity import recipe_warning
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
-
     from privgate.tree_recipe import TreeRecipe
 
     trees = isinstance(ctx.recipe, TreeRecipe)

@@ -30,7 +30,7 @@ from privgate.tree_recipe import TreeRecipe
 
 @dataclass
 class TreeEnsemble:
-    """K trained boosters, in mask order, and what they cost (the fields of :class:`~privgate.training.ensemble.Ensemble`)."""
+    """K trained boosters in mask order and their cost (the fields of :class:`~privgate.training.ensemble.Ensemble`)."""
 
     recipe: TreeRecipe
     boosters: list[Any]

@@ -76,7 +76,7 @@ class BlackBox(ABC):
         return self.kind
 
     def predict_log_proba(self, x: np.ndarray) -> np.ndarray:
-        """``[n, K]`` float64 log class probabilities, without saturation (:func:`privgate.inputs.outputs.log_proba`)."""
+        """``[n, K]`` float64 log class probabilities, unsaturated (:func:`privgate.inputs.outputs.log_proba`)."""
         return self._read(x)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
