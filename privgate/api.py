@@ -44,7 +44,7 @@ def as_dataset(value: DataLike, role: str, label_column: str = "label", base: Pa
 
 
 def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool = False) -> Target:
-    """A :class:`Target` from a Target, a path, an ``nn.Module`` or a fitted scikit-learn classifier."""
+    """A :class:`Target` from a Target, a path or endpoint URL, an ``nn.Module`` or a fitted scikit-learn classifier."""
     import torch
     from torch import nn
 
@@ -211,6 +211,7 @@ class Sources:
         label_column: the label column of CSV data.
         trust_checkpoint: allow pickled checkpoints (loading them runs code).
         search_dirs: folders ``module:attr`` specs and relative data paths are looked up in (first: the base).
+        access: how an endpoint URL is queried (headers, query budget, output name).
     """
 
     model: str
@@ -222,13 +223,14 @@ class Sources:
     label_column: str = "label"
     trust_checkpoint: bool = False
     search_dirs: tuple[Path, ...] = ()
+    access: Any = None  # how an endpoint URL is queried (privgate.inputs.targets.endpoint.Access)
 
     def load(self, seed: int = 0) -> Inputs:
         """Load policy, recipe, model and audit data; bad input is one :class:`~privgate.errors.PrivgateError`."""
         dirs = list(self.search_dirs)
         pol = as_policy(self.policy)
         rec = as_recipe(self.recipe, dirs)
-        target = Target.load(self.model, recipe=rec, trust_checkpoint=self.trust_checkpoint)
+        target = Target.load(self.model, recipe=rec, trust_checkpoint=self.trust_checkpoint, access=self.access)
         base = (dirs or [Path.cwd()])[0]
         train = load_dataset(self.members, "members", self.label_column, base)
         data = AuditData(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
+from privgate.cli.endpoint import endpoint_access, endpoint_options
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import environment, guard, out_console, progress_wanted
 from privgate.errors import PrivgateError
@@ -21,6 +22,8 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     """CLI values are relative to the working directory, config values to the config's folder."""
     if value is None or from_cli:
         return value
+    if value.strip().lower().startswith(("http://", "https://")):
+        return value  # an endpoint URL (privgate.inputs.targets.is_endpoint)
     if ":" in value and not Path(value).suffix:
         return value  # module:function
     p = Path(value)
@@ -107,6 +110,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 )
 @executor_options
 @models_option
+@endpoint_options
 @click.option(
     "--artefacts",
     "artefacts_path",
@@ -188,6 +192,12 @@ def check(
     executor: str | None = None,
     ray_address: str | None = None,
     models_per_task: int | None = None,
+    headers: tuple[str, ...] = (),
+    max_queries: int | None = None,
+    endpoint_output: str | None = None,
+    endpoint_timeout: float | None = None,
+    endpoint_batch: int | None = None,
+    endpoint_concurrency: int | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
     from privgate.inputs.config import find_config, load_config
@@ -268,6 +278,9 @@ def check(
         label_column=pick("label_column", label_column) or "label",
         trust_checkpoint=bool(pick("trust_checkpoint", trust_checkpoint)),
         search_dirs=(base,),
+        access=endpoint_access(
+            headers, max_queries, endpoint_output, endpoint_timeout, endpoint_batch, endpoint_concurrency, cfg
+        ),
     )
     with Staging(artefacts_dir) as staging:  # nothing reaches its destination before commit()
         run = RunOptions(

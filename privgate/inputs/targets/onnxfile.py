@@ -36,7 +36,7 @@ from privgate.inputs.targets.blackbox import BlackBox
 
 #: onnxruntime's element types privgate feeds, as numpy dtypes.
 DTYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
-_SCORES = re.compile(r"prob|logit|score|output_probability", re.IGNORECASE)
+SCORES = re.compile(r"prob|logit|score|output_probability", re.IGNORECASE)
 
 
 def _sha256(path: Path) -> str:
@@ -56,7 +56,7 @@ def choose_output(outputs: list[Any], source: str) -> Any:
     if len(outputs) == 1:
         return outputs[0]
     usable = [o for o in outputs if _is_float(o.type) or o.type.startswith("seq(map(")]
-    named = [o for o in usable if _SCORES.search(o.name)]
+    named = [o for o in usable if SCORES.search(o.name)]
     if len(named) >= 1:
         tensors = [o for o in named if _is_float(o.type)]
         return (tensors or named)[0]
@@ -147,4 +147,4 @@ class OnnxModel(BlackBox):
         }
 
 
-__all__ = ["DTYPES", "OnnxModel", "choose_output"]
+__all__ = ["DTYPES", "SCORES", "OnnxModel", "choose_output"]
