@@ -1,4 +1,4 @@
-"""Flags for auditing a live endpoint: ``--header``, ``--max-queries``, ``--endpoint-output`` and the transport's bounds.
+"""Flags for auditing a live endpoint: ``--header``, ``--max-queries``, ``--endpoint-output``, transport bounds.
 
 They only matter when MODEL is an ``http(s)://…/v2/models/NAME`` URL
 (:mod:`privgate.inputs.targets.endpoint`). Header values are credentials:
