@@ -179,7 +179,8 @@ def test_memorising_xgboost_fails_lira_with_tree_recipe(digits):
         Target.load(digits / "model.ubj").log_proba(x), Target.load(digits / "model.json").log_proba(x)
     )
     (digits / "lgb_recipe.py").write_text(
-        "from privgate import TreeRecipe\nRECIPE = TreeRecipe('lightgbm', {'objective': 'multiclass', 'num_class': 10})\n"
+        "from privgate import TreeRecipe\n"
+        "RECIPE = TreeRecipe('lightgbm', {'objective': 'multiclass', 'num_class': 10})\n"
     )
     res, _ = _check(digits, "model.ubj", "trees.yaml", "lgb.json", "--recipe", "lgb_recipe:RECIPE")
     assert res.returncode == 2 and "trains lightgbm models but the target is a xgboost model" in res.stderr

@@ -150,7 +150,10 @@ class Endpoint(BlackBox):
         payload: dict[str, Any] = {"inputs": [oip.tensor(self.input_name, x, self.datatype)]}
         if output:
             payload["outputs"] = [{"name": output}]
-        body = self.client.call("POST", self.url.infer_path, payload)
+        try:
+            body = self.client.call("POST", self.url.infer_path, payload)
+        except TargetError as exc:  # a server's 500 often means rows it cannot take: say what was sent
+            raise TargetError(f"{str(exc).rstrip('.')}, sent {len(x)} row(s) of shape {tuple(x.shape[1:])}.") from None
         outs = [o for o in body.get("outputs") or [] if isinstance(o, dict)]
         chosen = [o for o in outs if o.get("name") == output] if output else outs
         if len(chosen) != 1:

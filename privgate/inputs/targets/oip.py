@@ -179,7 +179,8 @@ class Client:
                 wait = _retry_after(response) or self.backoff * 2**attempt
             if attempt < self.retries:
                 time.sleep(min(wait, MAX_WAIT))
-        raise TargetError(f"{self.url.shown}: the endpoint failed {self.retries + 1} times ({last}).")
+        tries = "once" if self.retries == 0 else f"{self.retries + 1} times"
+        raise TargetError(f"{self.url.shown}: the endpoint failed {tries} ({last}).")
 
 
 def _retry_after(response: Any) -> float | None:
