@@ -168,3 +168,30 @@ def test_unusable_endpoints_are_one_sentence(served):
 
     with pytest.raises(AssertionError, match="mia-accuracy"):
         assert_mia_below(f"{base}/v2/models/digits", str(d / "members.npz"), str(d / "nonmembers.npz"), accuracy=0.6)
+
+
+def test_action_audits_an_endpoint_with_a_masked_header(served, tmp_path):
+    from test_action import run_action
+
+    d, base = served
+    run = run_action(
+        {
+            "model": f"{base}/v2/models/digits",
+            "policy": str(d / "policy.yaml"),
+            "members": str(d / "members.npz"),
+            "nonmembers": str(d / "nonmembers.npz"),
+            "endpoint-headers": f"Authorization: Bearer {TOKEN}\nX-Team: privacy\n",
+            "reports-dir": "reports",
+        },
+        tmp_path,
+        only=["Run the privacy gate"],
+    )
+    gate = run.step("Run the privacy gate")
+    assert gate.returncode == 0 and run.outputs["verdict"] == "fail", gate.log
+    report = json.loads((tmp_path / run.outputs["report"]).read_text())
+    assert report["target"]["endpoint"]["headers"] == ["Authorization", "X-Team"]
+    # the runner masks what ::add-mask:: names; nothing else in the log or the reports carries the token
+    assert f"::add-mask::Bearer {TOKEN}" in gate.log
+    assert gate.log.count(TOKEN) == 1
+    for path in (p for p in (tmp_path / "reports").rglob("*") if p.is_file()):
+        assert TOKEN not in path.read_text(errors="replace"), path
