@@ -232,6 +232,10 @@ def check(
     if output_model and not remediate:
         raise click.UsageError("--output-model only applies with --remediate (or privgate harden).")
     model_out = None
+    if remediate and output_model is None and str(model_path).lower().startswith(("http://", "https://")):
+        raise click.UsageError(
+            "the model is an endpoint: with --remediate, say where the hardened model goes (--output-model)."
+        )
     if remediate:
         from privgate.dp.hardened import default_output
 

@@ -169,6 +169,10 @@ def recipe_warning(target: Target, recipe: Recipe | None) -> str | None:
     from privgate.inputs.targets.boosted import BoostedModel
     from privgate.tree_recipe import TreeRecipe
 
+    from privgate.inputs.targets.onnxfile import OnnxModel
+
+    if isinstance(target.model, OnnxModel) and not isinstance(recipe, TreeRecipe):
+        return None  # an ONNX graph is typically a torch export: its recipe trains the same network
     if isinstance(recipe, TreeRecipe):
         if isinstance(target.model, BoostedModel):
             return None  # privgate.training.trees.check_matches refuses a recipe of another library or objective

@@ -193,7 +193,7 @@ class Endpoint(BlackBox):
         if todo:
             rows = {k: i for i, k in reversed(list(enumerate(keys)))}
             fresh = x[[rows[k] for k in todo]]
-            self._spend(len(todo))
+            self._spend(len(todo) + (2 if self.output is None else 0))  # finding the output costs up to 2 rows
             t0 = time.perf_counter()
             try:
                 if self.output is None:
