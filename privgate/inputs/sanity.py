@@ -167,9 +167,8 @@ def recipe_warning(target: Target, recipe: Recipe | None) -> str | None:
     if recipe is None or target.module is not None:
         return None
     from privgate.inputs.targets.boosted import BoostedModel
-    from privgate.tree_recipe import TreeRecipe
-
     from privgate.inputs.targets.onnxfile import OnnxModel
+    from privgate.tree_recipe import TreeRecipe
 
     if isinstance(target.model, OnnxModel) and not isinstance(recipe, TreeRecipe):
         return None  # an ONNX graph is typically a torch export: its recipe trains the same network
