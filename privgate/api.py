@@ -54,6 +54,11 @@ def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool =
         return Target.load(model, recipe=recipe, trust_checkpoint=trust_checkpoint)
     if isinstance(model, (nn.Module, torch.jit.ScriptModule)):
         return Target(model, source=f"<{type(model).__name__}>", fmt="module")
+    from privgate.inputs.targets import wrap_booster
+
+    booster = wrap_booster(model)  # an xgboost/lightgbm Booster in memory
+    if booster is not None:
+        return Target(booster, booster.source, booster.fmt)
     return Target(model, source=f"<{type(model).__name__}>", fmt="sklearn")
 
 

@@ -55,4 +55,14 @@ def load_served(spec: str | Path, access: Any = None) -> BlackBox | None:
     return boosted.load(p, library) if library else None
 
 
-__all__ = ["URL_SCHEMES", "BlackBox", "is_endpoint", "load_served"]
+def wrap_booster(obj: Any) -> BlackBox | None:
+    """An in-memory ``xgboost.Booster`` or ``lightgbm.Booster`` as a black box (``None`` for anything else)."""
+    module = type(obj).__module__.split(".")[0]
+    if type(obj).__name__ != "Booster" or module not in ("xgboost", "lightgbm"):
+        return None
+    from privgate.inputs.targets.boosted import BoostedModel
+
+    return BoostedModel(module, obj, f"<{module}.Booster>")  # type: ignore[arg-type]
+
+
+__all__ = ["URL_SCHEMES", "BlackBox", "is_endpoint", "load_served", "wrap_booster"]
