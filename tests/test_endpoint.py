@@ -67,7 +67,15 @@ def served(tmp_path_factory):
     np.savez(d / "wide_n.npz", x=np.pad(x[n], ((0, 0), (0, 2))), y=y[n])
     joblib.dump(RandomForestClassifier(30, random_state=0).fit(x[m], y[m]), d / "forest.joblib")
     (d / "policy.yaml").write_text(POLICY)
-    with mlserver(d / "repo", {"digits": d / "forest.joblib"}) as base:
+    declared = {
+        "inputs": [{"name": "pixels", "datatype": "FP64", "shape": [-1, 64]}],
+        "outputs": [
+            {"name": "predict", "datatype": "INT64", "shape": [-1, 1]},
+            {"name": "predict_proba", "datatype": "FP64", "shape": [-1, 10]},
+        ],
+    }
+    models = {"digits": d / "forest.joblib", "declared": d / "forest.joblib"}
+    with mlserver(d / "repo", models, metadata={"declared": declared}) as base:
         yield d, base
 
 
@@ -163,6 +171,22 @@ def test_unusable_endpoints_are_one_sentence(served):
             Target.load(f"{base}/v2/models/digits", access=Access(retries=0)),
             str(d / "policy.yaml"), str(d / "wide.npz"), str(d / "wide_n.npz"), cache_dir="off",
         )  # fmt: skip
+    # a model whose metadata lists its tensors: the input's name and row shape and the probability output are read
+    # from it (no probe, no note); rows of another width are refused before any query
+    declared = Target.load(f"{base}/v2/models/declared")
+    section = declared.describe()["endpoint"]
+    assert section["input"] == {"name": "pixels", "datatype": "FP64"} and section["output"] == "predict_proba"
+    members = np.load(d / "members.npz")
+    forest = Target.load(d / "forest.joblib", trust_checkpoint=True)
+    np.testing.assert_allclose(
+        declared.predict_proba(members["x"][:40]), forest.predict_proba(members["x"][:40]), atol=1e-290
+    )
+    after = declared.describe()["endpoint"]
+    assert "note" not in after and after["queries"] == 40 and after["requests"] == section["requests"] + 1
+    with pytest.raises(TargetError, match=r"input 'pixels' takes rows of shape \(64,\), the audit data has rows of "):
+        declared.predict_proba(np.zeros((3, 66)))
+    assert declared.describe()["endpoint"]["requests"] == after["requests"]  # refused before any request
+
     # the pytest plugin's assertions take an endpoint URL like a model file
     from pytest_privgate import assert_mia_below
 

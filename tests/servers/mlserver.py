@@ -30,8 +30,11 @@ def _ready(url: str) -> bool:
 
 
 @contextmanager
-def mlserver(repo: Path, models: dict[str, Path], startup: float = 120.0):
-    """Serve each ``name -> model.joblib`` with ``mlserver_sklearn.SKLearnModel``; yields the base URL."""
+def mlserver(repo: Path, models: dict[str, Path], startup: float = 120.0, metadata: dict[str, dict] | None = None):
+    """Serve each ``name -> model.joblib`` with ``mlserver_sklearn.SKLearnModel``; yields the base URL.
+
+    ``metadata`` gives a model's declared ``inputs`` / ``outputs`` (what ``GET /v2/models/NAME`` then lists).
+    """
     for name, model in models.items():
         d = repo / name
         d.mkdir(parents=True)
@@ -40,6 +43,7 @@ def mlserver(repo: Path, models: dict[str, Path], startup: float = 120.0):
             "name": name,
             "implementation": "mlserver_sklearn.SKLearnModel",
             "parameters": {"uri": "./model.joblib"},
+            **(metadata or {}).get(name, {}),
         }
         (d / "model-settings.json").write_text(json.dumps(settings))
     http, grpc = free_port(), free_port()

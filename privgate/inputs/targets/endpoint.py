@@ -105,6 +105,8 @@ class Endpoint(BlackBox):
         self.input_name = str(first.get("name") or "input-0")
         datatype = str(first.get("datatype") or "FP64")
         self.datatype = datatype if datatype in oip.DATATYPES else "FP64"
+        shape = first.get("shape")
+        self.row_shape = tuple(int(s) for s in shape[1:]) if isinstance(shape, list) and len(shape) >= 1 else None
         listed = [str(o.get("name")) for o in metadata.get("outputs") or [] if isinstance(o, dict) and o.get("name")]
         self.listed = listed
         self.output = access.output or self._from_metadata(listed)
@@ -186,8 +188,20 @@ class Endpoint(BlackBox):
         self.output = MLSERVER_PROBA
         self.asked_for_proba = True
 
+    def _check_rows(self, x: np.ndarray) -> None:
+        """Rows of another shape than the metadata's input takes (``-1``: any) are refused before any query."""
+        want, got = self.row_shape, tuple(x.shape[1:])
+        if want is None or (len(want) == len(got) and all(w < 0 or w == g for w, g in zip(want, got))):
+            return
+        shown = tuple(w if w >= 0 else "?" for w in want)
+        raise TargetError(
+            f"{self.source}: the model's input '{self.input_name}' takes rows of shape {shown}, the audit data has "
+            f"rows of shape {got}."
+        )
+
     def raw(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x)
+        self._check_rows(x)
         keys = [row.tobytes() for row in x]
         todo = list(dict.fromkeys(k for k in keys if k not in self.memo))
         if todo:
