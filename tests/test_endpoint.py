@@ -93,6 +93,7 @@ def test_endpoint_verdict_equals_model_file_and_token_never_leaks(served):
     # the endpoint from privgate.toml (model = URL), the token on the command line
     (d / "privgate.toml").write_text(f'model = "{url}"\nmax_queries = 5000\nendpoint_batch = 64\n')
     res, ep = _check(d, "--header", f"Authorization: Bearer {TOKEN}", "--markdown", "r.md", "--html", "r.html")
+    assert "endpoint: 60" in (d / "r.md").read_text()  # what the audit cost, in every format (N queries in M requests)
     (d / "privgate.toml").unlink()
     file_res, fi = _check(d, "forest.joblib", "--trust-checkpoint", out="file.json")
     assert res.returncode == file_res.returncode == 1, res.stderr  # the forest memorises: fails accuracy <= 0.6

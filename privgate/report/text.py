@@ -193,7 +193,14 @@ def target_notes(report: BaseReport) -> list[str]:
     """Facts about the target every format shows: its accuracy on both audit sets, how its outputs were read."""
     outputs = (report.target or {}).get("outputs")
     note = outputs.get("note") if isinstance(outputs, dict) else None
-    return [line for line in (target_accuracy(report), f"target outputs: {note}" if note else None) if line]
+    ep = (report.target or {}).get("endpoint")  # a live endpoint (privgate.inputs.targets.endpoint): what it cost
+    served = (
+        f"endpoint: {ep['queries']} queries in {ep['requests']} requests ({ep['retries']} retries), "
+        f"{ep['seconds']:.1f} s; output '{ep['output']}'" + (f"; {ep['note']}" if ep.get("note") else "")
+        if isinstance(ep, dict) and "queries" in ep
+        else None
+    )
+    return [line for line in (target_accuracy(report), f"target outputs: {note}" if note else None, served) if line]
 
 
 __all__ = [

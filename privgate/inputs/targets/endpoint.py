@@ -82,9 +82,10 @@ def parse_header(text: str) -> tuple[str, str]:
     """``'Name: value'`` as ``(name, value)``; the message names the header, never its value."""
     name, sep, value = text.partition(":")
     name = name.strip()
-    if not sep or not name or any(c.isspace() for c in name):
-        shown = name.split()[0][:40] if name.split() else ""
-        raise TargetError(f"--header {shown!r}…: expected 'Name: value', e.g. 'Authorization: Bearer TOKEN'.")
+    if not sep or not name or any(c.isspace() for c in name):  # it may be a bare secret: none of it is shown
+        raise TargetError(
+            "--header: expected 'Name: value', e.g. 'Authorization: Bearer TOKEN' (the value given is not shown)."
+        )
     return name, value.strip()
 
 
