@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+# MLServer (the real inference server the endpoint tests start) pins fastapi < 0.116 while flwr pins 0.138:
+# it lives in its own venv, with the scikit-learn of .venv so the models the tests save load there unchanged.
+SERVE_VENV  ?= .venv-serve
+SERVE_STAMP := $(SERVE_VENV)/.installed-stamp
 # pytest workers; the suite is written for 2 cores
 WORKERS ?= 2
 
@@ -15,7 +19,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+$(SERVE_STAMP): $(STAMP)
+	test -x $(SERVE_VENV)/bin/python || $(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/python -m pip install -q --upgrade pip
+	$(SERVE_VENV)/bin/python -m pip install -q "mlserver==1.7.1" "mlserver-sklearn==1.7.1" \
+	  "scikit-learn==$$($(PY) -c 'import sklearn; print(sklearn.__version__)')"
+	touch $(SERVE_STAMP)
+
+install: $(STAMP) $(SERVE_STAMP)
 
 demo: install
 	@bash examples/demo.sh $(VENV)
@@ -37,4 +48,4 @@ bench: install
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .venv-ray-newest privgate-reports .privgate-cache .pytest_cache
+	rm -rf $(VENV) $(SERVE_VENV) .venv-ray-newest privgate-reports .privgate-cache .pytest_cache

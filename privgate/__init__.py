@@ -39,6 +39,7 @@ _EXPORTS = {
     "Policy": "privgate.policy",
     "load_policy": "privgate.policy",
     "Recipe": "privgate.recipe",
+    "TreeRecipe": "privgate.tree_recipe",
     "BaseReport": "privgate.report.model",
     "CheckResult": "privgate.report.model",
     "Report": "privgate.report.model",

@@ -65,17 +65,25 @@ def as_dataset(value: DataLike, role: str, label_column: str = "label", base: Pa
     raise DataError(f"{role}: expected (x, y), a Dataset, a file path or module:function, got {type(value).__name__}.")
 
 
-def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool = False) -> Target:
-    """A :class:`Target` from a Target, a path, an ``nn.Module`` or a fitted scikit-learn classifier."""
+def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool = False, access: Any = None) -> Target:
+    """A :class:`Target` from a Target, a path or endpoint URL, an ``nn.Module``, a Booster or a fitted classifier.
+
+    ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint URL is queried.
+    """
     import torch
     from torch import nn
 
     if isinstance(model, Target):
         return model
     if isinstance(model, (str, Path)):
-        return Target.load(model, recipe=recipe, trust_checkpoint=trust_checkpoint)
+        return Target.load(model, recipe=recipe, trust_checkpoint=trust_checkpoint, access=access)
     if isinstance(model, (nn.Module, torch.jit.ScriptModule)):
         return Target(model, source=f"<{type(model).__name__}>", fmt="module")
+    from privgate.inputs.targets import wrap_booster
+
+    booster = wrap_booster(model)  # an xgboost/lightgbm Booster in memory
+    if booster is not None:
+        return Target(booster, booster.source, booster.fmt)
     return Target(model, source=f"<{type(model).__name__}>", fmt="sklearn")
 
 
@@ -84,7 +92,9 @@ def as_policy(policy: Policy | str | Path) -> Policy:
 
 
 def as_recipe(recipe: Recipe | str | None, search_dirs: list[Path] | None = None) -> Recipe | None:
-    if recipe is None or isinstance(recipe, Recipe):
+    from privgate.tree_recipe import TreeRecipe
+
+    if recipe is None or isinstance(recipe, (Recipe, TreeRecipe)):
         return recipe
     return load_recipe(recipe, search_dirs)
 
@@ -123,7 +133,7 @@ def load_inputs(settings: CheckSettings, seed: int = 0) -> Inputs:
     dirs = list(settings.search_dirs)
     pol = as_policy(settings.policy)
     rec = as_recipe(settings.recipe, dirs)
-    target = as_target(settings.model, rec, settings.trust_checkpoint)
+    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access)
     base = (dirs or [Path.cwd()])[0]
 
     def dataset(value: DataLike, role: str) -> Dataset:

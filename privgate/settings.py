@@ -33,6 +33,8 @@ class CheckSettings:
         label_column: the label column of CSV data.
         trust_checkpoint: allow pickled checkpoints (loading them runs code).
         search_dirs: folders ``module:attr`` specs and relative data paths are looked up in (first: the base).
+        access: how a model given as an endpoint URL is queried (headers, query budget, output name):
+            a :class:`privgate.inputs.targets.endpoint.Access`; ``None``: the defaults.
     """
 
     model: Any
@@ -44,6 +46,7 @@ class CheckSettings:
     label_column: str = "label"
     trust_checkpoint: bool = False
     search_dirs: tuple[Path, ...] = ()
+    access: Any = None
 
 
 @dataclass(frozen=True)

@@ -271,13 +271,23 @@ def build_references(
     from privgate.inputs.sanity import recipe_warning
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
+    from privgate.tree_recipe import TreeRecipe
 
-    _check_recipe_matches(ctx)
+    trees = isinstance(ctx.recipe, TreeRecipe)
+    if trees:  # boosted trees (privgate.training.trees): the same plan, trained by their own library
+        from privgate.training.trees import check_matches, train_trees
+
+        check_matches(ctx.target.model, ctx.recipe)
+    else:
+        _check_recipe_matches(ctx)
     n = len(ctx.y)
     masks = paired_masks(n, k, ctx.seed)
     seeds = model_seeds(ctx.seed, k)
     ens = ctx.ensembles.get(k)
-    if ens is None:
+    if ens is None and trees:
+        ens = train_trees(ctx.recipe, ctx.x, ctx.y, masks, seeds, threads=ctx.threads or 1)
+        ctx.ensembles[k] = ens
+    elif ens is None:
         ens = train_ensemble(
             ctx.recipe,
             ctx.x,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
+from privgate.cli.endpoint import endpoint_access, endpoint_options
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import err_console, guard, out_console, process_environment, progress_wanted
 from privgate.cli.outputs import output_options
@@ -22,6 +23,8 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     """CLI values are relative to the working directory, config values to the config's folder."""
     if value is None or from_cli:
         return value
+    if value.strip().lower().startswith(("http://", "https://")):
+        return value  # an endpoint URL (privgate.inputs.targets.is_endpoint)
     if ":" in value and not Path(value).suffix:
         return value  # module:function
     p = Path(value)
@@ -89,6 +92,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 )
 @executor_options
 @models_option
+@endpoint_options
 @click.option(
     "--artefacts",
     "artefacts_path",
@@ -168,6 +172,12 @@ def check(
     executor: str | None = None,
     ray_address: str | None = None,
     models_per_task: int | None = None,
+    headers: tuple[str, ...] = (),
+    max_queries: int | None = None,
+    endpoint_output: str | None = None,
+    endpoint_timeout: float | None = None,
+    endpoint_batch: int | None = None,
+    endpoint_concurrency: int | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict."""
     from privgate.inputs.config import find_config, load_config
@@ -202,6 +212,10 @@ def check(
     if output_model and not remediate:
         raise click.UsageError("--output-model only applies with --remediate (or privgate harden).")
     model_out = None
+    if remediate and output_model is None and str(model_path).lower().startswith(("http://", "https://")):
+        raise click.UsageError(
+            "the model is an endpoint: with --remediate, say where the hardened model goes (--output-model)."
+        )
     if remediate:
         from privgate.dp.hardened import default_output
 
@@ -241,6 +255,9 @@ def check(
         "label_column": pick("label_column", label_column) or "label",
         "trust_checkpoint": bool(pick("trust_checkpoint", trust_checkpoint)),
         "search_dirs": (base,),
+        "access": endpoint_access(
+            headers, max_queries, endpoint_output, endpoint_timeout, endpoint_batch, endpoint_concurrency, cfg
+        ),
     }
     if remediate:
         from privgate.report.console import remediation_row

@@ -52,6 +52,11 @@ def check_can_remediate(policy: Policy, recipe: Recipe | None) -> None:
             "remediation retrains the model with DP-SGD and needs its training recipe (--recipe module:attr, "
             "or 'recipe' in the config)."
         )
+    if not isinstance(recipe, Recipe):
+        raise RecipeError(
+            f"recipe '{recipe.name}': remediation retrains torch models with DP-SGD; a {type(recipe).__name__} "
+            "cannot be hardened."
+        )
 
 
 def choose_clip(

@@ -41,6 +41,12 @@ KEYS = {
     "executor": str,
     "ray_address": str,
     "models_per_task": int,
+    # an endpoint URL as 'model' (privgate.inputs.targets.endpoint); headers only on the command line: they are secrets
+    "max_queries": int,
+    "endpoint_output": str,
+    "endpoint_timeout": float,
+    "endpoint_batch": int,
+    "endpoint_concurrency": int,
 }
 
 #: Keys whose value must be one of a few words (the CLI's --device and --engine choices).
@@ -87,17 +93,21 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
                 f"{', '.join(sorted(KEYS))})."
             )
         want = KEYS[key]
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            value = table[key] = float(value)  # endpoint_timeout = 5 is 5 seconds
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             raise ConfigError(
                 f"{path}: '{prefix}{key}' must be a {want.__name__}, got {type(value).__name__} {shown(value, 80)}."
             )
-        if key in ("threads", "models_per_task") and value < 1:
+        if key in ("threads", "models_per_task", "max_queries", "endpoint_batch", "endpoint_concurrency") and value < 1:
             raise ConfigError(f"{path}: '{prefix}{key}' must be at least 1, got {value}.")
         if key in CHOICES and value not in CHOICES[key]:
             raise ConfigError(
                 f"{path}: '{prefix}{key}' must be one of {', '.join(CHOICES[key])}, got {shown(value, 80)}"
                 f"{did_you_mean(value, CHOICES[key])}."
             )
+        if key == "endpoint_timeout" and not value > 0:
+            raise ConfigError(f"{path}: '{prefix}endpoint_timeout' must be positive, got {value}.")
         if key == "exposed" and value < 0:
             raise ConfigError(f"{path}: '{prefix}exposed' must be 0 or more, got {value}.")
     return dict(table)

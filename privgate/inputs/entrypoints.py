@@ -169,17 +169,20 @@ def load_recipe(spec: str, search_dirs: list[Path] | None = None) -> Recipe:
     (:func:`privgate.inputs.entrypoints.import_entry`).
     """
     from privgate.recipe import Recipe
+    from privgate.tree_recipe import TreeRecipe
 
     obj = import_entry(spec, list(search_dirs or []) + [Path.cwd()], "recipe", RecipeError)
-    if callable(obj) and not isinstance(obj, Recipe):
+    if callable(obj) and not isinstance(obj, (Recipe, TreeRecipe)):
         try:
             obj = obj()
         except Exception as exc:
             raise RecipeError(
                 f"recipe '{clip(spec)}': calling it failed ({exc.__class__.__name__}: {clip(str(exc))})."
             ) from None
-    if not isinstance(obj, Recipe):
-        raise RecipeError(f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe.")
+    if not isinstance(obj, (Recipe, TreeRecipe)):
+        raise RecipeError(
+            f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe or privgate.TreeRecipe."
+        )
     return obj
 
 

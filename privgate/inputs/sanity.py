@@ -166,6 +166,20 @@ def recipe_warning(target: Target, recipe: Recipe | None) -> str | None:
     """A warning when a non-torch target (scikit-learn) is given a recipe, which always trains torch models."""
     if recipe is None or target.module is not None:
         return None
+    from privgate.inputs.targets.boosted import BoostedModel
+    from privgate.inputs.targets.onnxfile import OnnxModel
+    from privgate.tree_recipe import TreeRecipe
+
+    if isinstance(target.model, OnnxModel) and not isinstance(recipe, TreeRecipe):
+        return None  # an ONNX graph is typically a torch export: its recipe trains the same network
+    if isinstance(recipe, TreeRecipe):
+        if isinstance(target.model, BoostedModel):
+            return None  # privgate.training.trees.check_matches refuses a recipe of another library or objective
+        return (
+            f"recipe mismatch: tree recipe '{recipe.name}' trains {recipe.library} models but the target is "
+            f"{target.fmt}, so reference models are not trained like the target and their results may over- or "
+            "under-state its leakage"
+        )
     return (
         f"recipe mismatch: the target is a {type(target.model).__name__} (not a torch model) but recipe "
         f"'{recipe.name}' "

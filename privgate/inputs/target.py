@@ -37,6 +37,7 @@ from privgate.device import module_device
 from privgate.errors import RecipeError, TargetError
 from privgate.inputs import outputs as _outputs
 from privgate.inputs.surface import QueryLog, Surface
+from privgate.inputs.targets.blackbox import BlackBox
 from privgate.recipe import Recipe
 
 BATCH = 1024
@@ -237,6 +238,10 @@ class Target:
             (a note for the report when the outputs are not plain logits, a
             warning when a single output looks like a sigmoid's probability).
         """
+        if isinstance(self.model, BlackBox):  # ONNX, boosted trees, endpoints: read like a torch model's outputs
+            found = self.model.detect_outputs(x)
+            self.outputs = _outputs.PROBABILITIES  # what predict_proba/predict_log_proba hand over
+            return found
         if self.module is None:
             self.outputs = _outputs.PROBABILITIES
             return None, None
@@ -313,14 +318,27 @@ class Target:
             "white_box": self.white_box,
             "parameters": self.n_parameters,
             **served,
+            **(self.model.describe() if isinstance(self.model, BlackBox) else {}),
             **self.extra,
         }
 
     # ------------------------------------------------------------------ loading
 
     @classmethod
-    def load(cls, path: str | Path, recipe: Recipe | None = None, trust_checkpoint: bool = False) -> Target:
-        """Load a checkpoint; the file is only read, never modified."""
+    def load(
+        cls, path: str | Path, recipe: Recipe | None = None, trust_checkpoint: bool = False, access: Any = None
+    ) -> Target:
+        """Load a checkpoint; the file is only read, never modified.
+
+        ONNX graphs, XGBoost/LightGBM files and ``http(s)://…/v2/models/NAME``
+        endpoints load as black boxes (:func:`privgate.inputs.targets.load_served`);
+        ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint is queried.
+        """
+        from privgate.inputs.targets import load_served
+
+        served = load_served(path, access)
+        if served is not None:
+            return cls(served, served.source, served.fmt, getattr(served, "sha256", None))
         p = Path(path)
         if not p.exists():
             raise TargetError(f"{p}: model file not found.")

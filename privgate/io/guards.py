@@ -136,7 +136,7 @@ def audit_inputs(
 
     dirs = [base, Path.cwd()]
     found: list[Named | None] = []
-    if model:
+    if model and not model.strip().lower().startswith(("http://", "https://")):  # an endpoint is no file
         found.append(Named(Path(model), "the model"))
     if policy:
         builtin = builtin_policies().get(policy) if not Path(policy).suffix else None

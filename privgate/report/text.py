@@ -204,7 +204,14 @@ def target_notes(report: BaseReport) -> list[str]:
     """Facts about the target every format shows: what the API serves, accuracy on both audit sets, output kind."""
     outputs = (report.target or {}).get("outputs")
     note = outputs.get("note") if isinstance(outputs, dict) else None
-    lines = (target_served(report), target_accuracy(report), f"target outputs: {note}" if note else None)
+    ep = (report.target or {}).get("endpoint")  # a live endpoint (privgate.inputs.targets.endpoint): what it cost
+    endpoint = (
+        f"endpoint: {ep['queries']} queries in {ep['requests']} requests ({ep['retries']} retries), "
+        f"{ep['seconds']:.1f} s; output '{ep['output']}'" + (f"; {ep['note']}" if ep.get("note") else "")
+        if isinstance(ep, dict) and "queries" in ep
+        else None
+    )
+    lines = (target_served(report), target_accuracy(report), f"target outputs: {note}" if note else None, endpoint)
     return [line for line in lines if line]
 
 

@@ -1,0 +1,68 @@
+"""Targets that are served rather than trained here: ONNX graphs, boosted-tree files, live endpoints.
+
+:func:`load_served` recognises them and hands back a
+:class:`~privgate.inputs.targets.blackbox.BlackBox`, which
+:meth:`privgate.inputs.target.Target.load` wraps; anything else (TorchScript,
+state_dicts, safetensors, pickles) is left to ``Target.load`` itself:
+
+* ``http://`` / ``https://…/v2/models/NAME`` — an Open Inference Protocol v2
+  endpoint (KServe, Triton, MLServer, Seldon): :mod:`.endpoint`;
+* ``*.onnx`` — an ONNX graph run by onnxruntime: :mod:`.onnxfile`;
+* an XGBoost model saved as JSON or UBJSON (``Booster.save_model``) or a
+  LightGBM text model (``Booster.save_model``), recognised by their content
+  whatever the file is called: :mod:`.boosted`.
+
+None of these formats is a pickle, so none needs ``--trust-checkpoint``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from privgate.inputs.targets.blackbox import BlackBox
+
+URL_SCHEMES = ("http://", "https://")
+
+
+def is_endpoint(spec: Any) -> bool:
+    """Whether ``spec`` names an inference endpoint (an ``http(s)://`` URL) rather than a file."""
+    return isinstance(spec, str) and spec.strip().lower().startswith(URL_SCHEMES)
+
+
+def load_served(spec: str | Path, access: Any = None) -> BlackBox | None:
+    """The black box ``spec`` names, or ``None`` when it is not a served format (left to ``Target.load``).
+
+    Args:
+        spec: a file path or an endpoint URL.
+        access: how an endpoint is queried (:class:`privgate.inputs.targets.endpoint.Access`; default settings
+            when ``None``); ignored for files.
+    """
+    if is_endpoint(spec):
+        from privgate.inputs.targets.endpoint import Endpoint
+
+        return Endpoint.connect(str(spec).strip(), access)
+    p = Path(spec)
+    if not p.is_file() or p.stat().st_size == 0:
+        return None  # Target.load says what is wrong with it
+    if p.suffix.lower() == ".onnx":
+        from privgate.inputs.targets.onnxfile import OnnxModel
+
+        return OnnxModel.load(p)
+    from privgate.inputs.targets import boosted
+
+    library = boosted.sniff(p)
+    return boosted.load(p, library) if library else None
+
+
+def wrap_booster(obj: Any) -> BlackBox | None:
+    """An in-memory ``xgboost.Booster`` or ``lightgbm.Booster`` as a black box (``None`` for anything else)."""
+    module = type(obj).__module__.split(".")[0]
+    if type(obj).__name__ != "Booster" or module not in ("xgboost", "lightgbm"):
+        return None
+    from privgate.inputs.targets.boosted import BoostedModel
+
+    return BoostedModel(module, obj, f"<{module}.Booster>")  # type: ignore[arg-type]
+
+
+__all__ = ["URL_SCHEMES", "BlackBox", "is_endpoint", "load_served", "wrap_booster"]
