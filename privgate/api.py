@@ -22,6 +22,8 @@ from privgate.gate import audit
 from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.inputs.entrypoints import load_recipe
 from privgate.inputs.target import Target
+from privgate.lm.api import TextOptions
+from privgate.lm.loading import is_model_dir
 from privgate.options import Progress, RunOptions
 from privgate.policy import Policy, load_policy
 from privgate.recipe import Recipe
@@ -115,6 +117,7 @@ def check(
     device: str | None = None,
     engine: str | None = None,
     options: RunOptions | None = None,
+    text: TextOptions | None = None,
 ) -> Report:
     """Audit ``model`` against ``policy`` on known ``members`` and ``nonmembers``.
 
@@ -137,11 +140,18 @@ def check(
         engine: how reference models train: ``auto``, ``vectorised`` or
             ``sequential`` (:mod:`privgate.training.engine`).
         options: all the run's settings at once; the keywords above override it.
+        text: for a Hugging Face model directory (``model``), how its text data, reference model and
+            canaries are read (:class:`privgate.lm.api.TextOptions`); members and non-members are then
+            text files (``.jsonl``, ``.txt``, ``.csv``).
 
     Returns:
         The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.
     """
     run = _run(options, seed, threads, cache_dir, progress, artefacts_dir, device, engine)
+    if isinstance(model, (str, Path)) and is_model_dir(model):  # a Hugging Face directory: privgate.lm
+        from privgate.lm.api import check_lm
+
+        return check_lm(model, policy, members, nonmembers, text=text, trust_checkpoint=trust_checkpoint, options=run)
     pol = as_policy(policy)
     rec = as_recipe(recipe)
     target = as_target(model, rec, trust_checkpoint)
@@ -220,6 +230,7 @@ class Sources:
     label_column: str = "label"
     trust_checkpoint: bool = False
     search_dirs: tuple[Path, ...] = ()
+    text: TextOptions = field(default_factory=TextOptions)  # a language model's text data (privgate.lm)
 
     def load(self, seed: int = 0) -> Inputs:
         """Load policy, recipe, model and audit data; bad input is one :class:`~privgate.errors.PrivgateError`."""
@@ -245,6 +256,10 @@ def audit_paths(sources: Sources, options: RunOptions | None = None, **settings:
     say how the run is carried out.
     """
     run = RunOptions.of(options, **settings).resolved()  # a device that does not exist: exit 2 before loading
+    if is_model_dir(sources.model):  # a Hugging Face directory: privgate.lm
+        from privgate.lm.api import audit_text_paths
+
+        return audit_text_paths(sources, run)
     i = sources.load(run.seed)
     return audit(i.target, i.data, i.policy, recipe=i.recipe, options=run)
 

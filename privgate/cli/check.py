@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import environment, guard, out_console, progress_wanted
+from privgate.cli.lmoptions import text_options, text_settings
 from privgate.errors import PrivgateError
 
 if TYPE_CHECKING:
@@ -155,6 +156,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     metavar="NAME:VERSION",
     help="Also set the tag privgate.verdict on this registered model version, for a promotion rule (implies --mlflow).",
 )
+@text_options
 @guard
 def check(
     model: str | None,
@@ -188,8 +190,17 @@ def check(
     executor: str | None = None,
     ray_address: str | None = None,
     models_per_task: int | None = None,
+    text_field: str | None = None,
+    text_column: str | None = None,
+    reference_model: str | None = None,
+    base_model: str | None = None,
+    canaries: str | None = None,
 ) -> int:
-    """Audit MODEL against a policy and exit with the verdict."""
+    """Audit MODEL against a policy and exit with the verdict.
+
+    MODEL is a checkpoint file, or a Hugging Face model directory (``save_pretrained``; a PEFT adapter on its
+    base) audited on text records (.jsonl, .txt, .csv).
+    """
     from privgate.inputs.config import find_config, load_config
     from privgate.io.artefacts import default_directory
     from privgate.io.guards import audit_inputs, check_outputs
@@ -268,6 +279,16 @@ def check(
         label_column=pick("label_column", label_column) or "label",
         trust_checkpoint=bool(pick("trust_checkpoint", trust_checkpoint)),
         search_dirs=(base,),
+        text=text_settings(
+            {
+                "text_field": text_field,
+                "text_column": text_column,
+                "reference_model": reference_model,
+                "base_model": base_model,
+                "canaries": canaries,
+            },
+            pick,
+        ),
     )
     with Staging(artefacts_dir) as staging:  # nothing reaches its destination before commit()
         run = RunOptions(

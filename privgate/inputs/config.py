@@ -41,6 +41,12 @@ KEYS = {
     "executor": str,
     "ray_address": str,
     "models_per_task": int,
+    # language models (privgate.lm): a Hugging Face model directory as `model`, text data
+    "text_field": str,
+    "text_column": str,
+    "reference_model": str,
+    "base_model": str,
+    "canaries": str,
 }
 
 #: Keys whose value must be one of a few words (the CLI's --device and --engine choices).
