@@ -66,17 +66,20 @@ def check_lm(
     run = (options or RunOptions()).resolved()  # a device that does not exist: exit 2 before loading
     where = base or Path.cwd()
     pol = as_policy(policy)
+    canaries = _resolve(text.canaries, where)
+    if canaries is not None and not Path(canaries).is_file():
+        raise TargetError(f"{canaries}: canaries file not found.")
+    read = {"text_field": text.text_field, "text_column": text.text_column}
+    data = TextAudit(
+        load_texts(_resolve(str(members), where), "members", **read),
+        load_texts(_resolve(str(nonmembers), where), "non-members", **read),
+    )
     lm = load_model_dir(model, base_model=_resolve(text.base_model, where), trust_checkpoint=trust_checkpoint)
     if lm.kind != CAUSAL:
         raise TargetError(
             f"{model}: is a sequence classifier; privgate audits causal language models from a model directory "
             "in this version."
         )
-    read = {"text_field": text.text_field, "text_column": text.text_column}
-    data = TextAudit(
-        load_texts(_resolve(str(members), where), "members", **read),
-        load_texts(_resolve(str(nonmembers), where), "non-members", **read),
-    )
     reference = None
     if text.reference_model is not None:
         reference = load_model_dir(_resolve(text.reference_model, where), trust_checkpoint=trust_checkpoint)
@@ -87,9 +90,6 @@ def check_lm(
                 f"{text.reference_model}: the reference model's tokenizer differs from the target's, so their "
                 "log-probabilities of a record are not comparable."
             )
-    canaries = _resolve(text.canaries, where)
-    if canaries is not None and not Path(canaries).is_file():
-        raise TargetError(f"{canaries}: canaries file not found.")
     return audit_lm(lm, data, pol, reference=reference, canaries=canaries, options=run, batch_size=text.batch_size)
 
 

@@ -147,6 +147,9 @@ def _context(model: Any, tokenizer: Any) -> int:
 
 def _load_model(path: Path, kind: str, trust: bool) -> Any:
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # privgate's console shows its own progress; no bars on stderr
 
     cls = AutoModelForCausalLM if kind == CAUSAL else AutoModelForSequenceClassification
     try:
