@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from privgate.report.exposed import view as exposed_view
@@ -85,7 +86,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         for col in exposed.header:
             t.add_column(col)
         for row in exposed.rows:
-            t.add_row(*row)
+            t.add_row(*(escape(v) for v in row))  # a language model's records are text: never rich markup
         console.print(t)
         console.print(exposed.intro, markup=False, style="dim")
     if report.remediation:
