@@ -202,3 +202,21 @@ def test_lora_adapter_loads_on_its_base(clinical, tmp_path):
         ).logits
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
     assert (got - plain).abs().max() > 1e-3  # the adapter changed the model
+
+
+def test_builtin_policies_map_to_the_language_model_family():
+    from privgate.lm.family import LM_FAMILY, lm_policy, skipped_attacks
+    from privgate.policy import load_policy
+
+    internal = lm_policy(load_policy("internal"))
+    assert set(internal.attacks_to_run()) == set(LM_FAMILY)  # loss, entropy, … learned → the LM family
+    assert [c.id for c in internal.checks] == ["mia-accuracy"] and internal.confidence == 0.99
+    conf = load_policy("confidential")
+    mapped = lm_policy(conf)
+    assert set(mapped.attacks_to_run()) == set(LM_FAMILY) and mapped.parent.name == "internal"
+    assert [c.id for c in mapped.checks] == [c.id for c in conf.checks] and mapped.own_alpha == conf.own_alpha
+    why = skipped_attacks(conf)
+    assert set(why) == {"rmia"} and "--reference-model" in why["rmia"]
+    strict = skipped_attacks(load_policy("strict"))
+    assert {"gradient", "inversion", "lira", "learned_reference", "rmia"} <= set(strict)
+    assert "does not apply to a causal language model" in strict["gradient"]
