@@ -117,7 +117,7 @@ def test_bad_language_model_inputs_are_one_sentence(clinical, tmp_path):
     big = builder.make_tokenizer(builder.public_text(800), 900)
     assert len(big) > 384
     big.save_pretrained(mismatch)
-    assert "tokenizer does not match" in _bad([str(mismatch), *data], tmp_path)
+    assert "tokenizer does not match" in _refused(mismatch, members, nonmembers)
 
     adapter = tmp_path / "adapter"
     adapter.mkdir()
@@ -220,3 +220,27 @@ def test_builtin_policies_map_to_the_language_model_family():
     strict = skipped_attacks(load_policy("strict"))
     assert {"gradient", "inversion", "lira", "learned_reference", "rmia"} <= set(strict)
     assert "does not apply to a causal language model" in strict["gradient"]
+
+
+def test_sequence_classifier_is_attacked_by_the_black_box_family(tmp_path):
+    d = _builder().build_classifier(tmp_path, seed=0)
+    out = tmp_path / "clf.json"
+    r = run_cli(
+        "check",
+        str(d / "classifier"),
+        "--policy",
+        "internal",
+        "--members",
+        str(d / "clf_members.jsonl"),
+        "--nonmembers",
+        str(d / "clf_nonmembers.jsonl"),
+        "--json",
+        str(out),
+    )
+    assert r.returncode in (1, 3), r.stdout + r.stderr  # it memorised noisy labels: never a pass
+    rep = json.loads(out.read_text())
+    assert rep["target"]["kind"] == "sequence_classifier" and rep["target"]["format"] == "huggingface"
+    attacks = {a["name"]: a for a in rep["attacks"]}
+    assert {"loss", "entropy", "modified_entropy", "correctness", "learned"} <= set(attacks)
+    assert attacks["loss"]["auc_ci"][0] > 0.6  # leakage proven on its logits
+    assert rep["target"]["accuracy"]["members"]["value"] > rep["target"]["accuracy"]["nonmembers"]["value"]

@@ -323,6 +323,58 @@ def build(out: Path, profile: str = "demo", seed: int = 0) -> Path:
     return out
 
 
+def build_classifier(out: Path, seed: int = 0, n: int = 120, epochs: int = 40) -> Path:
+    """A tiny ``LlamaForSequenceClassification`` that memorised noisy labels of synthetic records.
+
+    The label says whether a record's diagnosis is one of the first four, flipped for 30 % of the records
+    (seeded): a classifier can only get the flipped ones right by memorising them. Writes ``out/classifier/``,
+    ``out/clf_members.jsonl`` and ``out/clf_nonmembers.jsonl`` (fields ``text`` and ``label``).
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()
+    rng = random.Random(seed + 7)
+    records = make_records(2 * n, rng)
+    labels = [int(any(d in r for d in DIAGNOSES[:4])) ^ int(rng.random() < 0.3) for r in records]
+    tokenizer = make_tokenizer(records, 384)
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+        num_labels=2,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = LlamaForSequenceClassification(config)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(seed)
+    model.train()
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=g).tolist()
+        for start in range(0, n, 16):
+            idx = order[start : start + 16]
+            enc = tokenizer([records[i] for i in idx], return_tensors="pt", padding=True)
+            loss = model(**enc, labels=torch.tensor([labels[i] for i in idx])).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    model.eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out / "classifier")
+    tokenizer.save_pretrained(out / "classifier")
+    rows = [{"text": t, "label": y} for t, y in zip(records, labels)]
+    _jsonl(out / "clf_members.jsonl", rows[:n])
+    _jsonl(out / "clf_nonmembers.jsonl", rows[n:])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -330,6 +382,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     build(args.out, args.profile, args.seed)
+    build_classifier(args.out, args.seed)
     print(f"built {args.out}")
 
 

@@ -69,17 +69,16 @@ def check_lm(
     canaries = _resolve(text.canaries, where)
     if canaries is not None and not Path(canaries).is_file():
         raise TargetError(f"{canaries}: canaries file not found.")
-    read = {"text_field": text.text_field, "text_column": text.text_column}
+    lm = load_model_dir(model, base_model=_resolve(text.base_model, where), trust_checkpoint=trust_checkpoint)
+    read = {"text_field": text.text_field, "text_column": text.text_column, "labelled": lm.kind != CAUSAL}
     data = TextAudit(
         load_texts(_resolve(str(members), where), "members", **read),
         load_texts(_resolve(str(nonmembers), where), "non-members", **read),
     )
-    lm = load_model_dir(model, base_model=_resolve(text.base_model, where), trust_checkpoint=trust_checkpoint)
     if lm.kind != CAUSAL:
-        raise TargetError(
-            f"{model}: is a sequence classifier; privgate audits causal language models from a model directory "
-            "in this version."
-        )
+        from privgate.lm.classifier import audit_classifier
+
+        return audit_classifier(lm, data, pol, options=run, batch_size=text.batch_size)
     reference = None
     if text.reference_model is not None:
         reference = load_model_dir(_resolve(text.reference_model, where), trust_checkpoint=trust_checkpoint)
