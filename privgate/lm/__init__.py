@@ -1,0 +1,1 @@
+"""Language models: canary exposure, verbatim extraction and the distribution-shift guard."""
