@@ -77,7 +77,7 @@ MAX_EXACT = 10**6
 #: Candidates sampled for the extrapolation by default.
 SAMPLES = 10_000
 #: Bootstrap resamples for the fit's interval by default.
-BOOTSTRAP = 100
+BOOTSTRAP = 50
 _LN2 = math.log(2.0)
 
 
@@ -161,8 +161,17 @@ def score_continuations(
     The context runs through the model once; its key/value cache is repeated
     over ``batch_size`` continuations per forward pass. Continuations of unequal
     length are batched by length (no padding). The model must be in eval mode
-    and on ``device`` (see :func:`evaluating`).
+    and on ``device`` (see :func:`evaluating`); no gradients are kept.
     """
+    import torch
+
+    with torch.inference_mode():
+        return _scored(model, context, continuations, device=device, batch_size=batch_size)
+
+
+def _scored(
+    model: Any, context: Sequence[int], continuations: Sequence[Sequence[int]], *, device: str, batch_size: int
+) -> np.ndarray:
     import torch
 
     ctx = torch.as_tensor([list(context)], dtype=torch.long, device=device)
