@@ -418,6 +418,7 @@ def assert_exposure_below(
     seed: int = 0,
     max_exact: int = 10**6,
     samples: int = 10_000,
+    bootstrap: int = 50,
     on_inconclusive: OnInconclusive | None = None,
 ) -> Any:
     """Assert that no canary is exposed by more than ``bits`` (Carlini et al. 2019, arXiv 1802.08232).
@@ -436,6 +437,7 @@ def assert_exposure_below(
         model: a Hugging Face causal-LM directory (``save_pretrained``; safetensors) or ``(model, tokenizer)``.
         canaries: a canary JSON Lines file, or a list of canaries (mappings with prefix, secret, alphabet).
         bits: the largest exposure allowed.
+        max_exact, samples, bootstrap: as :func:`privgate.lm.exposure.measure_exposure` takes them.
 
     Returns:
         The :class:`privgate.lm.exposure.ExposureReport` when the assertion holds.
@@ -456,6 +458,7 @@ def assert_exposure_below(
         seed=seed,
         max_exact=max_exact,
         samples=samples,
+        bootstrap=bootstrap,
     )
     worst = report.canaries[report.worst]
     interval = f"[{report.lo:.2f}, {report.hi:.2f}] at {confidence:.0%}" if report.hi > report.lo else worst.method

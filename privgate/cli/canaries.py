@@ -22,9 +22,7 @@ def canaries() -> None:
 @canaries.command("make")
 @click.argument("output", type=click.Path(dir_okay=False))
 @click.option("-n", "--count", default=10, show_default=True, type=click.IntRange(min=1), help="How many canaries.")
-@click.option(
-    "--length", default=6, show_default=True, type=click.IntRange(min=1), help="Characters in each secret."
-)
+@click.option("--length", default=6, show_default=True, type=click.IntRange(min=1), help="Characters in each secret.")
 @click.option(
     "--alphabet", default="0123456789", show_default=True, help="Characters a secret is drawn from (distinct)."
 )

@@ -77,7 +77,7 @@ def validate_canary(row: object, where: str) -> Canary:
     if not prefix:
         raise DataError(f"{where}: the prefix is empty; a canary's secret needs a prefix to follow.")
     if not alphabet:
-        raise DataError(f"{where}: the alphabet is empty; give the characters a secret may use, e.g. \"{DIGITS}\".")
+        raise DataError(f'{where}: the alphabet is empty; give the characters a secret may use, e.g. "{DIGITS}".')
     repeated = sorted({c for c in alphabet if alphabet.count(c) > 1})
     if repeated:
         raise DataError(f"{where}: the alphabet {shown(alphabet, 60)} repeats {shown(''.join(repeated), 30)}.")

@@ -221,7 +221,9 @@ def _candidates_scored(
             f"canary prefix {canary.prefix!r}: the tokenizer gives its candidates no common first token to "
             "condition on; use a longer prefix"
         )
-    return score_continuations(model, lists[0][:shared], [t[shared:] for t in lists], device=device, batch_size=batch_size)
+    return score_continuations(
+        model, lists[0][:shared], [t[shared:] for t in lists], device=device, batch_size=batch_size
+    )
 
 
 # --------------------------------------------------------------------------- exposure
