@@ -463,7 +463,7 @@ def assert_exposure_below(
     worst = report.canaries[report.worst]
     interval = f"[{report.lo:.2f}, {report.hi:.2f}] at {confidence:.0%}" if report.hi > report.lo else worst.method
     text = (
-        f"canary {worst.index} (prefix {shown(worst.prefix, 40)}) has exposure {report.exposure:.2f} bits "
+        f"canary {worst.index} (prefix {shown(worst.prefix, 40)}) has exposure {report.max_exposure:.2f} bits "
         f"({interval}; rank {worst.rank:,.0f} of {worst.space:,} candidates, at most {worst.space_bits:.1f} bits), "
         f"bound {bits:g} bits; {len(rows)} canaries measured (Carlini et al. 2019, arXiv 1802.08232)"
     )

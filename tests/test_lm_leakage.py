@@ -41,7 +41,7 @@ def test_inserted_canary_is_exposed_and_a_fresh_one_is_not(exact):
     assert never.exposure < 6 and never.rank > 150
     assert never.exposure == pytest.approx(math.log2(10**4) - math.log2(never.rank))
     assert (never.lo, never.hi) == (never.exposure, never.exposure)  # exact: no sampling error
-    assert exact.worst == 0 and exact.exposure == inserted.exposure and exact.hi == inserted.exposure
+    assert exact.worst == 0 and exact.max_exposure == inserted.exposure and exact.hi == inserted.exposure
 
 
 def test_extrapolation_agrees_with_exact_enumeration(lm, exact):
@@ -103,3 +103,35 @@ def test_a_fluent_completion_is_not_leakage(lm):
     assert report.members.rate == report.nonmembers.rate > 0.9
     assert report.excess == 0.0 and report.lo < 0 < report.hi and report.p_value > 0.5
     assert np.isclose(report.lo, -report.hi)
+
+
+def test_tokens_merging_across_the_prefix_boundary_are_scored_right():
+    """A BPE tokenizer that merges " 1" and "12": candidates differ in token count and in the prefix's last token."""
+    from tokenizers import Tokenizer, models
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    chars = list("abcdefghijklmnopqrstuvwxyz 0123456789:")
+    vocab = {t: i for i, t in enumerate(["<unk>", *chars, " 1", "12"])}
+    bpe = Tokenizer(models.BPE(vocab=vocab, merges=[(" ", "1"), ("1", "2")], unk_token="<unk>"))
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2
+    )
+    model = LlamaForCausalLM(cfg).eval()
+    canary = Canary(prefix="pin is ", secret="12", alphabet="0123456789")
+    assert tok(canary.prefix + "12")["input_ids"][-2:] == [vocab[" 1"], vocab["2"]]
+    report = measure_exposure(model, tok, [canary], batch_size=7)
+    # brute force: every candidate's whole sequence through a plain forward pass, scored from the first
+    # token where candidates differ (the tokens before it are common to all, a constant)
+    full = [tok(canary.prefix + f"{i:02d}")["input_ids"] for i in range(100)]
+    start = min(next(j for j, (a, b) in enumerate(zip(f, full[0])) if a != b) for f in full[1:])
+    bits = []
+    with torch.no_grad():
+        for f in full:
+            logp = torch.log_softmax(model(input_ids=torch.tensor([f])).logits[0, :-1].double(), -1)
+            bits.append(-float(logp[start - 1 :].gather(-1, torch.tensor(f[start:])[:, None]).sum()) / math.log(2))
+    bits = np.asarray(bits)
+    (got,) = report.canaries
+    assert got.log_perplexity == pytest.approx(bits[12], rel=1e-4)
+    assert got.rank == 1 + np.sum(bits < bits[12])

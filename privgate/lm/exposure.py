@@ -106,20 +106,17 @@ class CanaryExposure(BaseModel):
 
 
 class ExposureReport(BaseModel):
-    """Every canary's exposure and the largest, with a joint interval at ``confidence``."""
+    """Every canary's exposure and the largest, ``max_exposure`` (bits), with a joint interval [lo, hi] at
+    ``confidence``; ``worst`` is the index of the canary with the largest exposure."""
 
     model_config = ConfigDict(frozen=True)
 
     canaries: list[CanaryExposure]
-    exposure: float
+    max_exposure: float
     lo: float
     hi: float
     confidence: float
     worst: int
-
-    @property
-    def max_exposure(self) -> float:
-        return self.exposure
 
 
 # --------------------------------------------------------------------------- model plumbing
@@ -373,7 +370,7 @@ def measure_exposure(
     worst = max(range(len(rows)), key=lambda j: rows[j].exposure)
     return ExposureReport(
         canaries=rows,
-        exposure=rows[worst].exposure,
+        max_exposure=rows[worst].exposure,
         lo=max(r.lo for r in rows),
         hi=max(r.hi for r in rows),
         confidence=confidence,
