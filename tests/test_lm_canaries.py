@@ -78,6 +78,19 @@ def test_bad_canary_files_are_one_sentence_naming_file_and_line(tmp_path, case):
     assert "\n" not in message and message.endswith(".")
 
 
+def test_validate_through_the_cli_exits_2_with_one_sentence(tmp_path):
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text('{"prefix": "pin ", "secret": "0042", "alphabet": "0123456789"}\n')
+    bad.write_text('{"prefix": "pin ", "secret": "00x2", "alphabet": "0123456789"}\n')
+    done = privgate("canaries", "validate", str(good))
+    assert done.returncode == 0 and "1 canary," in done.stdout and "10,000 to 10,000" in done.stdout
+    done = privgate("canaries", "validate", str(bad))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        f"error: {bad}, line 1: the secret '00x2' uses 'x', not in its alphabet '0123456789'."
+    )
+
+
 def test_an_empty_or_missing_canary_file_is_refused(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")

@@ -64,7 +64,23 @@ def make(output: str, count: int, length: int, alphabet: str, prefix_template: s
         raise PrivgateError(f"{output}: cannot write the canaries ({exc.strerror or exc}).") from None
     bits = length * math.log2(len(alphabet))
     click.echo(
-        f"wrote {count} canaries to {output}: {len(alphabet)}^{length} possible secrets each "
+        f"wrote {count} {'canary' if count == 1 else 'canaries'} to {output}: {len(alphabet)}^{length} possible secrets each "
         f"(exposure up to {bits:.1f} bits); insert them into the training text, then measure with --canaries."
+    )
+    return 0
+
+
+@canaries.command("validate")
+@click.argument("path", type=click.Path(dir_okay=False))
+@guard
+def validate(path: str) -> int:
+    """Check a canary file (JSON Lines: prefix, secret, alphabet) and say how much each canary can show."""
+    from privgate.lm.canaries import load_canaries
+
+    rows = load_canaries(path)
+    bits = [c.space_bits for c in rows]
+    click.echo(
+        f"{path}: {len(rows)} {'canary' if len(rows) == 1 else 'canaries'}, each with {min(c.space for c in rows):,} to {max(c.space for c in rows):,} "
+        f"possible secrets (exposure up to {min(bits):.1f}-{max(bits):.1f} bits)."
     )
     return 0
