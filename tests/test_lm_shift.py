@@ -7,7 +7,7 @@ import pytest
 
 from privgate.lm.shift import distribution_shift
 
-WORDS = "the patient reported pain in the left arm after the visit and was given rest and fluids".split()
+WORDS = ["the", "patient", "reported", "pain", "in", "left", "arm", "after", "visit", "and", "was", "given", "rest"]
 
 
 def notes(n: int, rng: np.random.Generator, extra: str = "") -> list[str]:

@@ -63,8 +63,9 @@ def make(output: str, count: int, length: int, alphabet: str, prefix_template: s
     except OSError as exc:
         raise PrivgateError(f"{output}: cannot write the canaries ({exc.strerror or exc}).") from None
     bits = length * math.log2(len(alphabet))
+    what = "canary" if count == 1 else "canaries"
     click.echo(
-        f"wrote {count} {'canary' if count == 1 else 'canaries'} to {output}: {len(alphabet)}^{length} possible secrets each "
+        f"wrote {count} {what} to {output}: {len(alphabet)}^{length} possible secrets each "
         f"(exposure up to {bits:.1f} bits); insert them into the training text, then measure with --canaries."
     )
     return 0
@@ -79,8 +80,10 @@ def validate(path: str) -> int:
 
     rows = load_canaries(path)
     bits = [c.space_bits for c in rows]
+    spaces = [c.space for c in rows]
+    what = "canary" if len(rows) == 1 else "canaries"
     click.echo(
-        f"{path}: {len(rows)} {'canary' if len(rows) == 1 else 'canaries'}, each with {min(c.space for c in rows):,} to {max(c.space for c in rows):,} "
-        f"possible secrets (exposure up to {min(bits):.1f}-{max(bits):.1f} bits)."
+        f"{path}: {len(rows)} {what}, each with {min(spaces):,} to {max(spaces):,} possible secrets "
+        f"(exposure up to {min(bits):.1f}-{max(bits):.1f} bits)."
     )
     return 0
