@@ -135,3 +135,11 @@ def test_tokens_merging_across_the_prefix_boundary_are_scored_right():
     (got,) = report.canaries
     assert got.log_perplexity == pytest.approx(bits[12], rel=1e-4)
     assert got.rank == 1 + np.sum(bits < bits[12])
+
+
+def test_secrets_the_tokenizer_cannot_tell_apart_are_refused(lm):
+    from privgate.errors import DataError
+
+    unseen = Canary(prefix="canary 0: the secret is ", secret="äö", alphabet="äöü")  # not in the vocabulary
+    with pytest.raises(DataError, match=r"the tokenizer gives different secrets the same tokens .*vocabulary\?\)\.$"):
+        measure_exposure(lm.model, lm.tokenizer, [unseen])

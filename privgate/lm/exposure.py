@@ -71,6 +71,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from privgate.errors import DataError, shown
 from privgate.lm.canaries import Canary
 from privgate.stats.binomial import bonferroni, clopper_pearson
 
@@ -224,11 +225,16 @@ def _candidates_scored(
 ) -> np.ndarray:
     """Log-perplexity (bits, candidate part) of ``prefix + suffix`` for each suffix, sharing the prefix's tokens."""
     lists = _token_lists(tokenizer, [canary.prefix + s for s in suffixes])
+    if len({tuple(t) for t in lists}) < len(set(suffixes)):
+        raise DataError(
+            f"canary {shown(canary.prefix + canary.secret, 80)}: the tokenizer gives different secrets the same "
+            f"tokens (are characters of the alphabet {shown(canary.alphabet, 40)} missing from its vocabulary?)."
+        )
     shared = _shared_length(lists)
     if shared < 1:
-        raise ValueError(
-            f"canary prefix {canary.prefix!r}: the tokenizer gives its candidates no common first token to "
-            "condition on; use a longer prefix"
+        raise DataError(
+            f"canary {shown(canary.prefix + canary.secret, 80)}: the tokenizer gives its candidates no common "
+            "first token to condition on; use a longer prefix."
         )
     return score_continuations(
         model, lists[0][:shared], [t[shared:] for t in lists], device=device, batch_size=batch_size
