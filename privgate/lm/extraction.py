@@ -1,14 +1,19 @@
 """Verbatim extraction: does greedy decoding from a record's first k tokens reproduce its next m tokens?
 
 Definition (Carlini et al. 2021, "Extracting Training Data from Large Language
-Models", arXiv 2012.07805; made operational as "extractable memorisation" by
-Nasr et al. 2023, "Scalable Extraction of Training Data from (Production)
-Language Models", arXiv 2311.17035, §2): a record x is *extracted* when greedy
-decoding from its first k tokens x₁…x_k generates exactly x_{k+1}…x_{k+m}.
-Records with fewer than k + m tokens cannot be tested; they are skipped and
-counted. Tokens are the tokenizer's own, without the special tokens it adds
-(a leading ``<s>`` is kept in front of the k-token prompt when the tokenizer
-adds one, as the model saw it in training).
+Models", arXiv 2012.07805; stated as *discoverable memorisation* by Carlini et
+al. 2022, "Quantifying Memorization Across Neural Language Models", arXiv
+2202.07646, and used in that form by Nasr et al. 2023, "Scalable Extraction of
+Training Data from (Production) Language Models", arXiv 2311.17035, §2): a
+record x is *extracted* when greedy decoding from its first k tokens x₁…x_k
+generates exactly x_{k+1}…x_{k+m}. (Nasr et al.'s stronger *extractable*
+memorisation asks an attacker to find a prompt without knowing the record;
+prompting with the record's own prefix is the test an auditor who holds the
+training data can run.) Records
+with fewer than k + m tokens cannot be tested; they are skipped and counted.
+Tokens are the tokenizer's own, without the special tokens it adds (a
+leading ``<s>`` is kept in front of the k-token prompt when the tokenizer adds
+one, as the model saw it in training).
 
 **Members against non-members.** A fluent model completes a formulaic
 record (a date, a boilerplate sentence) it never saw; that is generalisation,
@@ -25,8 +30,8 @@ intervals [l₁, u₁], [l₀, u₀] as its components instead of Wilson's:
 
     L = Δ − √((r₁ − l₁)² + (u₀ − r₀)²),   U = Δ + √((u₁ − r₁)² + (r₀ − l₀)²),
 
-which keeps the exact intervals' conservative coverage at 0 and 1, where
-extraction rates live. Beside it, the one-sided Fisher exact test (Fisher
+which keeps the exact intervals' behaviour at rates of 0 and 1, where
+extraction rates live (a Wald interval collapses to a point there). Beside it, the one-sided Fisher exact test (Fisher
 1935) of H₀: r₁ ≤ r₀ gives a p-value for "members are extracted more often".
 """
 
