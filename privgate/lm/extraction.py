@@ -31,8 +31,9 @@ intervals [l₁, u₁], [l₀, u₀] as its components instead of Wilson's:
     L = Δ − √((r₁ − l₁)² + (u₀ − r₀)²),   U = Δ + √((u₁ − r₁)² + (r₀ − l₀)²),
 
 which keeps the exact intervals' behaviour at rates of 0 and 1, where
-extraction rates live (a Wald interval collapses to a point there). Beside it, the one-sided Fisher exact test (Fisher
-1935) of H₀: r₁ ≤ r₀ gives a p-value for "members are extracted more often".
+extraction rates live (a Wald interval collapses to a point there). Beside
+it, the one-sided Fisher exact test (Fisher 1935) of H₀: r₁ ≤ r₀ gives a
+p-value for "members are extracted more often".
 """
 
 from __future__ import annotations
