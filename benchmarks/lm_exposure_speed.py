@@ -2,7 +2,8 @@
 
 :func:`privgate.lm.exposure.score_continuations` runs the canary's prefix through
 the model once and repeats its key/value cache over each batch of candidates,
-so a candidate costs a forward pass over its own tokens only. The baseline is
+so a candidate costs a forward pass over its own tokens only, and candidates
+that differ only in their last token share one pass. The baseline is
 what one would write first with ``transformers``: every candidate as the whole
 ``prefix + candidate`` sequence, batched, through a plain forward pass. Both
 score the same |R| = 10^L candidates of one canary on a seeded, untrained
