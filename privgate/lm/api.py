@@ -8,34 +8,13 @@ for bad input) and hand the loaded inputs to :func:`privgate.lm.gate.audit_lm`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from privgate.errors import TargetError
+from privgate.lm.options import TextOptions
 from privgate.options import RunOptions
 from privgate.report.model import Report
-
-
-@dataclass(frozen=True)
-class TextOptions:
-    """How a language model and its text data are read.
-
-    Attributes:
-        text_field: the JSONL field holding the text (default ``text``).
-        text_column: the CSV column holding the text (default: ``text_field``).
-        reference_model: a reference model directory (e.g. the base before fine-tuning) for ``reference_ratio``.
-        base_model: the base model directory of a PEFT adapter (default: the adapter config's).
-        canaries: a canaries JSONL file (``{prefix, secret, alphabet}`` rows) for ``canary_exposure``.
-        batch_size: records per forward pass.
-    """
-
-    text_field: str = "text"
-    text_column: str | None = None
-    reference_model: str | None = None
-    base_model: str | None = None
-    canaries: str | None = None
-    batch_size: int = 32
 
 
 def _resolve(path: str | None, base: Path) -> str | None:
@@ -69,6 +48,10 @@ def check_lm(
     canaries = _resolve(text.canaries, where)
     if canaries is not None and not Path(canaries).is_file():
         raise TargetError(f"{canaries}: canaries file not found.")
+    if canaries is not None:
+        from privgate.lm.canaries import load_canaries
+
+        load_canaries(canaries)  # a bad canaries file: one sentence before the model is loaded
     lm = load_model_dir(model, base_model=_resolve(text.base_model, where), trust_checkpoint=trust_checkpoint)
     read = {"text_field": text.text_field, "text_column": text.text_column, "labelled": lm.kind != CAUSAL}
     data = TextAudit(
@@ -93,7 +76,7 @@ def check_lm(
 
 
 def audit_text_paths(sources: Any, run: RunOptions) -> Report:
-    """:func:`privgate.api.audit_paths` for a model directory (``sources`` is its :class:`~privgate.api.Sources`)."""
+    """:func:`privgate.api.check` for a model directory (``sources``: its CheckSettings)."""
     base = (list(sources.search_dirs) or [Path.cwd()])[0]
     return check_lm(
         sources.model,

@@ -4,7 +4,7 @@ The classifier (``…ForSequenceClassification``) is wrapped as an estimator
 whose rows are text records (an object array of shape ``[n, 1]``), so the
 existing black-box family — loss, confidence, entropy, modified entropy,
 correctness, the learned attack — runs on its logits through the ordinary gate
-(:func:`privgate.gate.audit`) with the same statistics. Attacks that perturb or
+(:func:`privgate.gate.check_model`) with the same statistics. Attacks that perturb or
 learn from numeric features (label-only noise, the tabular blind baseline) do
 not apply to text and are reported as not run; white-box attacks are not
 offered (the target exposes no torch module).
@@ -70,7 +70,7 @@ def _text_policy(policy: Policy) -> Policy:
 
 def audit_classifier(lm: LoadedLM, data: TextAudit, policy: Policy, *, options: RunOptions, batch_size: int) -> Report:
     """Audit a text classifier with the black-box family of ``policy`` (module docstring)."""
-    from privgate.gate import audit
+    from privgate.gate import check_model
     from privgate.inputs.data import AuditData, Dataset
     from privgate.inputs.target import Target
 
@@ -81,7 +81,7 @@ def audit_classifier(lm: LoadedLM, data: TextAudit, policy: Policy, *, options: 
     target = Target(TextClassifier(lm, options.device, batch_size), lm.source, "huggingface", lm.sha256)
     target.extra.update({"kind": lm.kind, "context": lm.context, **lm.extra})
     audit_data = AuditData(rows(data.members), rows(data.nonmembers), seed=options.seed)
-    report = audit(target, audit_data, _text_policy(policy), options=options)
+    report = check_model(target, audit_data, _text_policy(policy), options=options)
     skipped = [f"{why}: not run" for n, why in NOT_ON_TEXT.items() if n in policy.attacks_to_run()]
     return report.model_copy(update={"warnings": [*report.warnings, *skipped], "data": {**data.describe()}})
 

@@ -1,6 +1,6 @@
 """The gate for causal language models: policy → language-model attacks → the same statistics and decisions.
 
-As :func:`privgate.gate.audit` does for classifiers: the members and
+As :func:`privgate.gate.check_model` does for classifiers: the members and
 non-members are pooled and shuffled (seeded), split into calibration and
 evaluation halves, every attack scores every record without seeing
 membership, and :mod:`privgate.decision` decides the policy's checks on the
@@ -36,9 +36,9 @@ from privgate.attacks import available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
 from privgate.decision import decide_policy, verdict_of
 from privgate.errors import DataError
-from privgate.gate import _policy_facts, _Ran, _summarise, _summary_line, environment, final_scores
+from privgate.gate import _Ran, _summarise, final_scores
 from privgate.lm.attacks.context import LMContext
-from privgate.lm.attacks.measures import MeasureInputs, Measurement, as_dict
+from privgate.lm.attacks.measures import MeasureInputs, Measurement
 from privgate.lm.family import lm_policy, skipped_attacks
 from privgate.lm.loading import LoadedLM
 from privgate.lm.scoring import BATCH, score_texts
@@ -47,6 +47,7 @@ from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.policy.schema import MEASURED_BY
 from privgate.report.model import AttackSummary, CheckResult, Report
+from privgate.report.provenance import environment, policy_facts, summary_line
 from privgate.training.threads import limit_threads
 
 #: Characters of a record shown in the report's exposed section.
@@ -92,29 +93,30 @@ def _shift_guard(data: TextAudit, run: RunOptions, confidence: float) -> tuple[A
         )
         return summary, None
     rep = distribution_shift(data.members.texts, data.nonmembers.texts, seed=run.seed, confidence=confidence)
-    facts = as_dict(rep)
-    auc = float(facts.get("auc"))
-    ci = facts.get("auc_ci") or facts.get("ci") or [facts.get("lo"), facts.get("hi")]
-    lo, hi = float(ci[0]), float(ci[1])
     summary = AttackSummary(
         name=SHIFT,
         threat_model="black-box",
-        status="ran",
-        auc=auc,
-        auc_ci=[lo, hi],
-        n_members=len(data.members),
-        n_nonmembers=len(data.nonmembers),
+        status="ran" if rep.resolvable else "skipped",
+        reason=rep.reason,
+        auc=rep.auc,
+        auc_ci=[rep.lo, rep.hi],
+        n_members=rep.evaluation_members,
+        n_nonmembers=rep.evaluation_nonmembers,
         seconds=round(time.perf_counter() - t0, 4),
         notes=["a blind n-gram classifier that never queries the model (Duan et al. 2024, arXiv 2402.07841)"],
-        extras={k: v for k, v in facts.items() if k not in ("auc",) and not isinstance(v, list) or k == "auc_ci"},
+        extras={
+            "biased": rep.biased,
+            "member_ngrams": rep.member_ngrams,
+            "nonmember_ngrams": rep.nonmember_ngrams,
+            "confidence": rep.confidence,
+        },
     )
-    biased = lo > 0.5 or hi < 0.5
     warning = (
         f"audit data biased: a blind n-gram classifier that never queries the model tells members from non-members "
-        f"(AUC {auc:.3f} [{lo:.3f}, {hi:.3f}]), so the attacks may measure that difference rather than what the "
-        "model memorised (Duan et al. 2024); no membership check can pass on these data — draw members and "
-        "non-members from one distribution, e.g. by a random split"
-        if biased
+        f"(AUC {rep.auc:.3f} [{rep.lo:.3f}, {rep.hi:.3f}]), so the attacks may measure that difference rather than "
+        "what the model memorised (Duan et al. 2024); no membership check can pass on these data — draw members "
+        "and non-members from one distribution, e.g. by a random split"
+        if rep.biased
         else None
     )
     return summary, warning
@@ -255,8 +257,8 @@ def audit_lm(
     return Report(
         privgate_version=__version__,
         verdict=verdict,
-        summary=_summary_line(verdict, checks),
-        policy=_policy_facts(policy),
+        summary=summary_line(verdict, checks),
+        policy=policy_facts(policy),
         target=target,
         data=described,
         checks=checks,

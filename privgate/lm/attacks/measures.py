@@ -20,7 +20,6 @@ file, the members and non-members — through :meth:`Measurement.measure`.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,21 +43,6 @@ class MeasureInputs:
     seed: int
     confidence: float
     batch_size: int
-
-
-def as_dict(obj: Any) -> Any:
-    """A report's dataclasses (and numpy values) as plain JSON-able values."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: as_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {str(k): as_dict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [as_dict(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
 
 
 class Measurement(Attack):
@@ -119,34 +103,24 @@ class CanaryExposure(Measurement):
             confidence=inputs.confidence,
             seed=inputs.seed,
         )
-        value, lo, hi, rows = exposure_bounds(rep)
-        est = stats.Estimate("exposure", value, lo, hi, inputs.confidence, len(rows), 0, details={"canaries": rows})
-        return self._result(start, est, {"canaries": rows}, [f"{len(rows)} canaries from {inputs.canaries}"])
-
-
-def exposure_bounds(report: Any) -> tuple[float, float, float, list[dict[str, Any]]]:
-    """(largest exposure, its interval, per-canary rows) of an exposure report.
-
-    The largest exposure's interval is [max of the lower bounds, max of the upper bounds]: each canary's interval
-    holds at the report's confidence, so these bound the maximum whenever all of them hold.
-    """
-    data = as_dict(report)
-    rows = data.get("canaries") if isinstance(data, dict) else None
-    if not rows:
-        rows = next((v for v in data.values() if isinstance(v, list) and v and isinstance(v[0], dict)), [])
-    vals = [float(r.get("exposure", r.get("bits", float("nan")))) for r in rows]
-    los = [float(_bound(r, 0, v)) for r, v in zip(rows, vals)]
-    his = [float(_bound(r, 1, v)) for r, v in zip(rows, vals)]
-    if not vals:
-        raise AttackSkipped("the canaries file holds no canaries")
-    return max(vals), max(los), max(his), rows
-
-
-def _bound(row: dict[str, Any], i: int, value: float) -> float:
-    for key in ("ci", "interval", "exposure_ci"):
-        if isinstance(row.get(key), (list, tuple)) and len(row[key]) == 2 and row[key][i] is not None:
-            return row[key][i]
-    return row.get(("lo", "hi")[i], value)
+        rows = [c.model_dump() for c in rep.canaries]
+        if not rows:
+            raise AttackSkipped("the canaries file holds no canaries")
+        est = stats.Estimate(
+            "exposure",
+            rep.max_exposure,
+            rep.lo,
+            rep.hi,
+            rep.confidence,
+            len(rows),
+            0,
+            details={"worst": rep.worst, "canaries": len(rows)},
+        )
+        notes = [
+            f"{len(rows)} canaries from {inputs.canaries}; the largest exposure is canary {rep.worst}'s "
+            f"({rep.max_exposure:.3g} bits of {rows[rep.worst]['space_bits']:.3g} possible)"
+        ]
+        return self._result(start, est, {"canaries": rows}, notes)
 
 
 class Extraction(Measurement):
@@ -154,7 +128,7 @@ class Extraction(Measurement):
 
     Options:
         prefix_tokens: the tokens of a record greedy decoding starts from.
-        suffix_tokens: the tokens it must then reproduce exactly.
+        suffix_tokens: the tokens it must then reproduce exactly (records shorter than both are not tested).
     """
 
     name = "extraction"
@@ -186,39 +160,30 @@ class Extraction(Measurement):
             batch_size=inputs.batch_size,
             confidence=inputs.confidence,
         )
-        facts = as_dict(rep)
-        m, n = _rate(facts, "member"), _rate(facts, "nonmember")
-        value = m[0] - n[0]
-        lo, hi = m[1] - n[2], m[2] - n[1]
+        m, n = rep.members, rep.nonmembers
         est = stats.Estimate(
             "extraction_rate",
-            value,
-            lo,
-            hi,
-            inputs.confidence,
-            m[3],
-            n[3],
-            details={"members": m[0], "members_ci": [m[1], m[2]], "nonmembers": n[0], "nonmembers_ci": [n[1], n[2]]},
+            rep.excess,
+            rep.lo,
+            rep.hi,
+            rep.confidence,
+            m.tested,
+            n.tested,
+            details={"members": m.model_dump(), "nonmembers": n.model_dump(), "p_value": rep.p_value},
         )
-        extracted = facts.get("extracted", facts.get("extracted_members", []))
         notes = [
-            f"greedy decoding from the first {self.options['prefix_tokens']} tokens reproduces the next "
-            f"{self.options['suffix_tokens']} for {m[0]:.1%} of the members and {n[0]:.1%} of the non-members; "
-            "the metric is the difference (each Clopper-Pearson interval at the policy's confidence)"
+            f"greedy decoding from the first {rep.prefix_tokens} tokens reproduces the next {rep.suffix_tokens} "
+            f"for {m.extracted} of {m.tested} members ({m.rate:.1%}) and {n.extracted} of {n.tested} non-members "
+            f"({n.rate:.1%}); the metric is the difference"
+            + (f"; {m.skipped + n.skipped} records too short to test" if m.skipped + n.skipped else "")
         ]
-        return self._result(start, est, {"extraction": facts, "extracted": extracted}, notes)
+        extras = {"extraction": rep.model_dump(exclude={"extracted_members", "extracted_nonmembers"})}
+        extras["extracted"] = [{"member_index": i, "text": _shorten(inputs.members[i])} for i in rep.extracted_members]
+        return self._result(start, est, extras, notes)
 
 
-def _rate(facts: dict[str, Any], who: str) -> tuple[float, float, float, int]:
-    """(rate, lo, hi, n) of ``member`` or ``nonmember`` records in an extraction report's facts."""
-    sub = next((v for k, v in facts.items() if k.rstrip("s").replace("_", "").replace("non", "non") == who), None)
-    if isinstance(sub, dict):
-        rate = float(sub.get("rate", sub.get("value")))
-        ci = sub.get("ci") or [sub.get("lo", rate), sub.get("hi", rate)]
-        return rate, float(ci[0]), float(ci[1]), int(sub.get("n", sub.get("total", 0)))
-    rate = float(facts[f"{who}_rate"])
-    ci = facts.get(f"{who}_ci", [rate, rate])
-    return rate, float(ci[0]), float(ci[1]), int(facts.get(f"n_{who}s", facts.get(f"{who}_n", 0)))
+def _shorten(text: str, chars: int = 200) -> str:
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 ATTACKS = (CanaryExposure, Extraction)
