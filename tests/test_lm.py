@@ -34,19 +34,21 @@ def clinical(tmp_path_factory) -> Path:
     return _builder().build(tmp_path_factory.mktemp("clinical"), "test", seed=0)
 
 
-def _check(d: Path, model: str, tmp: Path, *extra: str):
+def _check(d: Path, model: str, tmp: Path, policy: str, *extra: str):
     out = tmp / f"{model}.json"
     r = run_cli(
         "check",
         str(d / model),
         "--policy",
-        "internal",
+        policy,
         "--members",
         str(d / "members.jsonl"),
         "--nonmembers",
         str(d / "nonmembers.jsonl"),
         "--reference-model",
         str(d / "base"),
+        "--canaries",
+        str(d / "canaries.jsonl"),
         "--json",
         str(out),
         "--threads",
@@ -56,29 +58,43 @@ def _check(d: Path, model: str, tmp: Path, *extra: str):
     return r, (json.loads(out.read_text()) if out.exists() else None)
 
 
-def test_memorising_lm_fails_internal_and_other_records_lm_passes(clinical, tmp_path):
-    r, rep = _check(clinical, "memorised", tmp_path)
+def test_memorising_lm_fails_and_other_records_lm_passes(clinical, tmp_path):
+    policy = str(ROOT / "examples" / "clinical_notes" / "policy.yaml")  # internal + canary exposure + extraction
+    r, rep = _check(clinical, "memorised", tmp_path, policy)
     assert r.returncode == 1, r.stdout + r.stderr
     assert rep["verdict"] == "fail" and rep["target"]["format"] == "huggingface"
     assert rep["target"]["kind"] == "causal_lm" and rep["target"]["architecture"] == "LlamaForCausalLM"
-    (acc,) = rep["checks"]
-    assert acc["id"] == "mia-accuracy" and acc["status"] == "fail" and acc["ci"][0] > 0.8  # a proven violation
+    checks = {c["id"]: c for c in rep["checks"]}
+    acc = checks["internal:mia-accuracy"]  # internal's check, decided verbatim
+    assert acc["status"] == "fail" and acc["ci"][0] > 0.8  # a proven violation
     attacks = {a["name"]: a for a in rep["attacks"]}
     for name in ("lm_loss", "zlib", "min_k", "min_k_pp", "reference_ratio", "lm_learned"):
         assert attacks[name]["status"] == "ran", name
         assert attacks[name]["auc"] > 0.9 and attacks[name]["n_members"] == 60, name
-    assert set(acc["details"]["bonferroni"].values()) >= {6}  # the best of six language-model attacks
-    # the exposed members are shown as their text, and are members
+    assert acc["details"]["bonferroni"]["attacks"] == 6  # the best of six language-model attacks
+    # the inserted canaries (repeated 20 times in training) are ranked first of 10^4 candidates: 13.3 bits
+    exposure = checks["canary-exposure"]
+    assert exposure["status"] == "fail" and exposure["value"] > 13 and exposure["ci"][0] > 6
+    # greedy decoding reproduces members verbatim, far more often than non-members
+    extraction = checks["extraction"]
+    assert extraction["status"] == "fail" and extraction["ci"][0] > 0.05
+    extracted = attacks["extraction"]["extras"]["extracted"]
     members = [json.loads(line)["text"] for line in (clinical / "members.jsonl").read_text().splitlines()]
+    assert extracted and all(e["text"] == members[e["member_index"]][:200] for e in extracted)
+    # the exposed members are shown as their text, and are members
     for rec in rep["exposed"]["records"]:
         assert rec["text"] == members[rec["member_index"]][:200]
     assert rep["data"]["members"]["n"] == 120 and rep["data"]["truncated"] == 0
+    shift = attacks["distribution_shift"]  # one seeded generator: no shift between members and non-members
+    assert shift["status"] == "ran" and shift["auc_ci"][0] < 0.5 < shift["auc_ci"][1] and not rep["warnings"]
 
-    r, rep = _check(clinical, "other", tmp_path)
+    r, rep = _check(clinical, "other", tmp_path, "internal")
     assert r.returncode == 0, r.stdout + r.stderr
     assert rep["verdict"] == "pass"
-    loss = next(a for a in rep["attacks"] if a["name"] == "lm_loss")
-    assert loss["auc_ci"][0] < 0.5 < loss["auc_ci"][1]  # it never saw the members: a random guess
+    attacks = {a["name"]: a for a in rep["attacks"]}
+    assert attacks["lm_loss"]["auc_ci"][0] < 0.5 < attacks["lm_loss"]["auc_ci"][1]  # never saw the members
+    # the same canaries, never inserted into this model's training text: about 0 bits (measured, not a check here)
+    assert attacks["canary_exposure"]["extras"]["metrics"]["exposure"]["value"] < 3
 
 
 def _bad(args, cwd: Path) -> str:
@@ -244,3 +260,17 @@ def test_sequence_classifier_is_attacked_by_the_black_box_family(tmp_path):
     assert {"loss", "entropy", "modified_entropy", "correctness", "learned"} <= set(attacks)
     assert attacks["loss"]["auc_ci"][0] > 0.6  # leakage proven on its logits
     assert rep["target"]["accuracy"]["members"]["value"] > rep["target"]["accuracy"]["nonmembers"]["value"]
+
+
+def test_shifted_audit_data_cannot_pass(clinical, tmp_path):
+    """Non-members from another distribution (library docstrings): the blind guard says so; nothing passes."""
+    from privgate.api import check
+
+    shifted = tmp_path / "shifted.jsonl"
+    public = _builder().public_text(400)[-120:]
+    shifted.write_text("".join(json.dumps({"text": t}) + "\n" for t in public))
+    rep = check(str(clinical / "other"), "internal", str(clinical / "members.jsonl"), str(shifted))
+    shift = next(a for a in rep.attacks if a.name == "distribution_shift")
+    assert shift.auc_ci[0] > 0.9  # n-grams alone tell patient records from docstrings
+    assert rep.verdict != "pass" and any(w.startswith("audit data biased") for w in rep.warnings)
+    assert all(c.status != "pass" for c in rep.checks)

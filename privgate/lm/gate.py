@@ -24,6 +24,7 @@ evaluation split with the policy's error budget. What differs:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -73,6 +74,17 @@ def pool(data: TextAudit, seed: int) -> Pooled:
     perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(n1 + n0)
     membership, rows = membership[perm], rows[perm]
     return Pooled([texts[i] for i in perm], membership, stats.calibration_mask(membership, seed), rows)
+
+
+def measurement_confidence(policy: Policy, name: str) -> float:
+    """The confidence a measurement's interval needs: that of the most demanding check on it.
+
+    A check of level L is decided at 1 − α_L / k_L (its policy's own error budget shared by its k_L checks,
+    :mod:`privgate.decision`); a measurement has one candidate, so that is its interval's confidence. Without a
+    check it is measured at the policy's confidence, for the report.
+    """
+    levels = [1.0 - p.own_alpha / max(1, len(p.checks)) for p in policy.chain() for c in p.checks if c.attack == name]
+    return max(levels, default=policy.confidence)
 
 
 def _shorten(text: str) -> str:
@@ -206,7 +218,8 @@ def audit_lm(
         try:
             with limit_threads(run.threads):
                 if isinstance(attack, Measurement):
-                    result = attack.measure(measure_inputs)
+                    conf = measurement_confidence(translated, name)
+                    result = attack.measure(dataclasses.replace(measure_inputs, confidence=conf))
                     ran[name] = _Ran(result, None, pooled.membership, None)  # type: ignore[arg-type]
                     summaries.append(_measured_summary(name, result, policy.confidence))
                     continue

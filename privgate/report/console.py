@@ -71,11 +71,17 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
             rates = [
                 rate_label(p) if p.resolvable and p.measurable else f"[dim]{rate_label(p)}[/]" for p in a.tpr_at_fpr
             ]
+            measured = a.extras.get("metrics") if a.auc is None else None  # a measurement (canary exposure …)
+            first = (
+                "; ".join(f"{m} {_num(v['value'])}{_ci(v['ci'])}" for m, v in measured.items())
+                if measured
+                else _num(a.auc) + _ci(a.auc_ci)
+            )
             t.add_row(
                 a.name,
                 a.threat_model,
-                _num(a.auc) + _ci(a.auc_ci),
-                *rates,
+                first,
+                *(rates + ["", ""])[:2],
                 f"{a.n_members}/{a.n_nonmembers}",
                 f"{a.seconds:.2f}",
             )
