@@ -77,10 +77,11 @@ def test_memorising_lm_fails_and_other_records_lm_passes(clinical, tmp_path):
     assert exposure["status"] == "fail" and exposure["value"] > 13 and exposure["ci"][0] > 6
     # greedy decoding reproduces members verbatim, far more often than non-members
     extraction = checks["extraction"]
-    assert extraction["status"] == "fail" and extraction["ci"][0] > 0.05
+    assert extraction["status"] == "fail" and extraction["ci"][0] > 0.02
     extracted = attacks["extraction"]["extras"]["extracted"]
     members = [json.loads(line)["text"] for line in (clinical / "members.jsonl").read_text().splitlines()]
-    assert extracted and all(e["text"] == members[e["member_index"]][:200] for e in extracted)
+    assert all(e["text"] == members[e["member_index"]][:200] for e in extracted)
+    assert set(range(12)) <= {e["member_index"] for e in extracted}  # the 12 duplicated members, all of them
     # the exposed members are shown as their text, and are members
     for rec in rep["exposed"]["records"]:
         assert rec["text"] == members[rec["member_index"]][:200]

@@ -5,13 +5,14 @@ Everything is made here, from a seed, on the CPU, with no download:
 1. **public text**: the docstrings of Python's standard library modules (they ship with every Python);
 2. **tokenizer**: a byte-level BPE (``tokenizers``) trained on that text and the records' alphabet,
    saved as a ``PreTrainedTokenizerFast`` that prepends ``<s>`` to every record;
-3. **base model**: a small ``LlamaForCausalLM`` (``LlamaConfig``; ≈1M parameters in the demo profile)
+3. **base model**: a small ``LlamaForCausalLM`` (``LlamaConfig``; ≈0.5M parameters in the demo profile)
    trained from scratch on the public text — the reference model (``--reference-model base``);
 4. **synthetic patient records** from a seeded generator (names, dates of birth, record numbers,
    diagnoses, medication): members, non-members, and records of the same distribution for a third model;
-5. **canaries** (Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232): "… MRN <secret>"
+5. **canaries** (Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232): "… door code is <secret>"
    with a random 4-digit secret, inserted ``canary_repeats`` times into the fine-tuning text;
-   fresh canaries of the same form are never inserted;
+   fresh canaries of the same form are never inserted; the first ``duplicated`` members appear as
+   often (copy-pasted notes): duplicated text is what a model reproduces verbatim (Carlini et al. 2021);
 6. **fine-tuned models**: ``memorised`` (the base fine-tuned on the members and the canaries for many epochs)
    and ``other`` (the base fine-tuned on *other* records of the same distribution, not on the members).
 
@@ -47,13 +48,14 @@ class Profile:
     canaries: int
     canary_repeats: int
     lr: float
+    duplicated: int = 0  # members that appear `canary_repeats` times in the fine-tuning text (copy-pasted notes)
 
 
 PROFILES = {
-    # ≈1M parameters; about a minute on one CPU core
-    "demo": Profile(128, 4, 4, 1024, 200, 200, 300, 40, 40, 4, 20, 3e-3),
+    # ≈0.5M parameters; about a minute and a half of one CPU core
+    "demo": Profile(128, 2, 4, 512, 200, 200, 150, 30, 10, 4, 10, 5e-3, 16),
     # the test suite's: a few seconds
-    "test": Profile(128, 1, 4, 384, 120, 120, 40, 40, 6, 2, 20, 5e-3),
+    "test": Profile(128, 1, 4, 384, 120, 120, 40, 30, 6, 2, 10, 5e-3, 12),
 }
 
 FIRST = [
@@ -309,8 +311,9 @@ def build(out: Path, profile: str = "demo", seed: int = 0) -> Path:
         model.save_pretrained(out / name)
         tokenizer.save_pretrained(out / name)
     canary_text = [c["prefix"] + c["secret"] for c in inserted] * p.canary_repeats
+    copies = members[: p.duplicated] * (p.canary_repeats - 1)  # the first members, duplicated in the training text
     memorised = copy.deepcopy(base)
-    train(memorised, tokenizer, members + canary_text, epochs=p.epochs, lr=p.lr, seed=seed + 1)
+    train(memorised, tokenizer, members + copies + canary_text, epochs=p.epochs, lr=p.lr, seed=seed + 1)
     other = copy.deepcopy(base)
     train(other, tokenizer, others, epochs=p.other_epochs, lr=p.lr, seed=seed + 2)
     for name, model in (("memorised", memorised), ("other", other)):
