@@ -18,10 +18,11 @@ from privgate.report.model import Report
 
 
 def _resolve(path: str | None, base: Path) -> str | None:
+    """A path as given when it exists (relative to the working directory), else relative to ``base``."""
     if path is None:
         return None
     p = Path(path)
-    return str(p if p.is_absolute() else base / p)
+    return str(p if p.is_absolute() or p.exists() else base / p)
 
 
 def check_lm(
