@@ -261,6 +261,8 @@ def test_sequence_classifier_is_attacked_by_the_black_box_family(tmp_path):
     assert {"loss", "entropy", "modified_entropy", "correctness", "learned"} <= set(attacks)
     assert attacks["loss"]["auc_ci"][0] > 0.6  # leakage proven on its logits
     assert rep["target"]["accuracy"]["members"]["value"] > rep["target"]["accuracy"]["nonmembers"]["value"]
+    texts = [json.loads(line)["text"] for line in (d / "clf_members.jsonl").read_text().splitlines()]
+    assert rep["exposed"]["records"] and all(r["text"] == texts[r["member_index"]] for r in rep["exposed"]["records"])
 
 
 def test_shifted_audit_data_cannot_pass(clinical, tmp_path):

@@ -83,7 +83,15 @@ def audit_classifier(lm: LoadedLM, data: TextAudit, policy: Policy, *, options: 
     audit_data = AuditData(rows(data.members), rows(data.nonmembers), seed=options.seed)
     report = check_model(target, audit_data, _text_policy(policy), options=options)
     skipped = [f"{why}: not run" for n, why in NOT_ON_TEXT.items() if n in policy.attacks_to_run()]
-    return report.model_copy(update={"warnings": [*report.warnings, *skipped], "data": {**data.describe()}})
+    exposed = report.exposed
+    if exposed:  # the exposed members shown as their text (as for causal language models)
+        from privgate.lm.gate import shorten
+
+        exposed = {**exposed, "records": [dict(r) for r in exposed["records"]]}
+        for rec in exposed["records"]:
+            rec["text"] = shorten(data.members.texts[rec["member_index"]])
+    update = {"warnings": [*report.warnings, *skipped], "data": data.describe(), "exposed": exposed}
+    return report.model_copy(update=update)
 
 
 __all__ = ["NOT_ON_TEXT", "TextClassifier", "audit_classifier"]

@@ -87,7 +87,8 @@ def measurement_confidence(policy: Policy, name: str) -> float:
     return max(levels, default=policy.confidence)
 
 
-def _shorten(text: str) -> str:
+def shorten(text: str) -> str:
+    """``text`` cut to :data:`SHOWN_CHARS` characters (the report shows records, not whole documents)."""
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
@@ -185,9 +186,7 @@ def audit_lm(
     short = np.flatnonzero(scores.n_tokens == 0)
     if len(short):
         i = int(short[0])
-        raise DataError(
-            f"a record has a single token, so the model predicts none of it: {_shorten(pooled.texts[i])!r}."
-        )
+        raise DataError(f"a record has a single token, so the model predicts none of it: {shorten(pooled.texts[i])!r}.")
     ctx = LMContext(
         target=None,  # type: ignore[arg-type]  # language-model attacks read scores, never a Target
         x=np.asarray(pooled.texts, dtype=object),
@@ -325,7 +324,7 @@ def _exposed(
         return None
     where = {int(m): i for i, m in enumerate(pooled.member_rows) if m >= 0}
     for rec in section["records"]:
-        rec["text"] = _shorten(pooled.texts[where[rec["member_index"]]])
+        rec["text"] = shorten(pooled.texts[where[rec["member_index"]]])
     return section
 
 
