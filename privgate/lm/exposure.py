@@ -85,7 +85,19 @@ _LN2 = math.log(2.0)
 
 
 class CanaryExposure(BaseModel):
-    """One canary's exposure (module docstring); ``lo``/``hi`` at ``confidence`` (Bonferroni-adjusted)."""
+    """One canary's exposure (module docstring).
+
+    Attributes:
+        index: the canary's position in the list measured.
+        space: |R|, the candidates; ``space_bits`` = log₂ |R|, the largest exposure possible.
+        method: ``exact`` (every candidate scored) or ``extrapolated`` (sampled).
+        log_perplexity: the secret's part of Px, bits.
+        rank: the secret's rank among all candidates (estimated when extrapolated).
+        exposure, lo, hi: bits; [lo, hi] at ``confidence`` (Bonferroni-adjusted over the extrapolated
+            canaries; 1.0 and lo = hi for an exact one).
+        samples, below: extrapolated: candidates sampled, and how many scored strictly below the secret.
+        fit, fit_lo, fit_hi: extrapolated: the skew-normal parameters and the fit's bootstrap interval.
+    """
 
     model_config = ConfigDict(frozen=True)
 
