@@ -51,7 +51,11 @@ uniformly (with replacement) from R and scored.
   contradicts the sample is not reported), and the fit's own sampling spread —
   a bootstrap percentile interval over the sample (Efron 1979), ``bootstrap``
   resamples, refitted each time — is reported beside it as ``fit_lo``/``fit_hi``
-  (model-based: it assumes the skew-normal shape).
+  (model-based: it assumes the skew-normal shape). On a tiny LM with 10⁵
+  candidates per canary (``benchmarks/lm_exposure_extrapolation.py``) the
+  distribution-free interval held the exact exposure for 12 of 12 canaries,
+  while the fit put memorised secrets (16.6 bits) at 13.7–16.5 bits with
+  bootstrap intervals that missed 16.6: decide on ``lo``/``hi``.
 
 **Several canaries.** The report's largest exposure carries an interval that
 holds jointly: each extrapolated canary's interval is at confidence
