@@ -9,6 +9,7 @@ over every attack that ran.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import textwrap
 import xml.etree.ElementTree as ET
@@ -20,20 +21,32 @@ import pytest
 from cases import run_cli, stable
 from test_federated import DATA_SOURCE as FL_DATA
 from test_federated import RECIPE_SOURCE as FL_RECIPE
+from test_remediation import tiny  # noqa: F401 — the digits setup of the remediation tests (a session fixture)
 
 #: What differs between two runs of the same job: clocks and the host.
 VOLATILE = {"started", "duration_s", "seconds", "game_seconds", "training_seconds", "trials_per_second",
-            "audit_seconds", "platform", "hostname"}  # fmt: skip
+            "audit_seconds", "calibration_seconds", "platform", "hostname", "image"}  # fmt: skip
 
 
-def _stable(value: Any) -> Any:
-    return stable(value, VOLATILE)
+def _stable(value: Any, also: frozenset[str] = frozenset()) -> Any:
+    return stable(value, VOLATILE | also)
 
 
-def _same(cli_json: Path, api_report: Any) -> dict[str, Any]:
+def _differences(a: Any, b: Any, where: str = "") -> list[str]:
+    """The paths at which two parsed reports differ (for a readable failure)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(set(a) | set(b))
+        return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{where}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differences(x, y, f"{where}[{i}]")]
+    return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+
+
+def _same(cli_json: Path, api_report: Any, also: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The CLI's JSON report equals the API's, but for :data:`VOLATILE` (and ``also``) keys; the CLI's, parsed."""
     from_cli = json.loads(cli_json.read_text(encoding="utf-8"))
     from_api = json.loads(api_report.to_json())
-    assert _stable(from_cli) == _stable(from_api)
+    assert _differences(_stable(from_cli, also), _stable(from_api, also)) == []
     return from_cli
 
 
@@ -218,3 +231,29 @@ def test_report_render_reads_every_job_back(tmp_path):
     assert ET.parse(tmp_path / "a.xml").getroot().get("tests") == "1"
     outputs = run_cli("report", "outputs", "a.json", cwd=tmp_path)
     assert "verdict=pass" in outputs.stdout and "checks=1" in outputs.stdout
+
+
+def test_harden_cli_and_api_give_the_same_report_and_files(tiny, tmp_path, monkeypatch):  # noqa: F811
+    """privgate harden and api.harden on the same inputs: the same report (job harden) and the same model files."""
+    from privgate import api
+    from privgate.settings import HardenSettings
+
+    d, out = tiny["dir"], tmp_path / "hardened.pt"
+    r = run_cli("harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--members",
+                "members.npz", "--nonmembers", "nonmembers.npz", "--population", "population.npz", "--output-model",
+                str(out), "--json", str(tmp_path / "h.json"), "--cache-dir", "off", cwd=d)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    monkeypatch.chdir(d)
+    settings = HardenSettings("model.pt", "passable.yaml", "members.npz", "nonmembers.npz",
+                              population="population.npz", recipe="tiny_recipe:RECIPE", output_model=str(out),
+                              search_dirs=(d,))  # fmt: skip
+    result = api.harden(settings, cache_dir="off")
+    # TorchScript archives are not byte-reproducible; the weights are: the state_dict's sha256 is compared
+    rep = _same(tmp_path / "h.json", result.report, also=frozenset({"sha256", "torchscript_sha256"}))
+    assert rep["remediation"]["output"]["state_dict_sha256"] == result.report.remediation["output"]["state_dict_sha256"]
+    assert result.status == "hardened" and result.exit_code == 0 and rep["job"] == "harden"
+    assert {p.name: what for p, (what, _) in result.files.items()} == {
+        "hardened.pt": "hardened model",
+        "hardened.state_dict.pt": "hardened model's state_dict",
+    }
+    assert rep["target"]["path"] == str(out) and rep["target"]["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
