@@ -90,7 +90,9 @@ def test_extraction_finds_the_memorised_members_and_no_nonmember(lm):
     m, n = report.members, report.nonmembers
     assert (m.tested, m.skipped, n.tested, n.skipped) == (24, 1, 24, 0)
     assert m.extracted >= 22 and n.extracted == 0
-    assert report.extracted_members == list(range(m.extracted)) or len(report.extracted_members) == m.extracted
+    hits = report.extracted_members  # indices into the members given; the short record (24) was never tested
+    assert len(hits) == m.extracted and hits == sorted(set(hits)) and set(hits) <= set(range(24))
+    assert report.extracted_nonmembers == []
     assert 0.0 <= m.lo <= m.rate <= m.hi <= 1.0 and n.lo == 0.0 and n.hi == pytest.approx(1 - 0.025 ** (1 / 24))
     assert report.excess == pytest.approx(m.rate - n.rate)
     assert 0.6 < report.lo < report.excess <= report.hi <= 1.0
@@ -143,3 +145,26 @@ def test_secrets_the_tokenizer_cannot_tell_apart_are_refused(lm):
     unseen = Canary(prefix="canary 0: the secret is ", secret="äö", alphabet="äöü")  # not in the vocabulary
     with pytest.raises(DataError, match=r"the tokenizer gives different secrets the same tokens .*vocabulary\?\)\.$"):
         measure_exposure(lm.model, lm.tokenizer, [unseen])
+
+
+def test_gpt2_without_a_start_token_scores_like_a_plain_forward_pass():
+    """Another architecture (absolute positions, no ``<s>``): the cached, last-token-shared scoring is exact."""
+    from tiny_lm import CHARS
+    from tokenizers import Tokenizer, models
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(["<unk>", *CHARS])}
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>")), unk_token="<unk>"
+    )
+    torch.manual_seed(1)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(vocab), n_embd=32, n_layer=2, n_head=2, n_positions=64)).eval()
+    canary = Canary(prefix="pin: ", secret="271", alphabet="0123456789")
+    (got,) = measure_exposure(model, tok, [canary], batch_size=16).canaries
+    ids = [tok(canary.prefix + f"{i:03d}")["input_ids"] for i in range(1000)]
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor(ids)).logits[:, :-1].double(), -1)
+    target = torch.tensor(ids)[:, 1:, None]
+    bits = (-logp.gather(-1, target)[:, -3:, 0].sum(-1) / math.log(2)).numpy()
+    assert got.log_perplexity == pytest.approx(bits[271], rel=1e-4)
+    assert got.rank == 1 + np.sum(bits < bits[271])

@@ -49,17 +49,13 @@ def char_tokenizer():
     )
 
 
-@functools.lru_cache(maxsize=1)
-def tiny_lm(steps: int = 120, lr: float = 5e-3) -> TinyLM:
-    """Train the tiny LM on 24 member records and the inserted canary (repeated); cached per process."""
+def train(texts: list[str], steps: int, lr: float, seed: int = SEED):
+    """(model, tokenizer): a 2-layer Llama-style LM (hidden 64) trained on ``texts``, every text in every step."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    rng = np.random.default_rng(SEED)
-    members = records(24, rng)
-    nonmembers = records(24, rng, start=24)
     tokenizer = char_tokenizer()
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,
@@ -73,7 +69,6 @@ def tiny_lm(steps: int = 120, lr: float = 5e-3) -> TinyLM:
         pad_token_id=tokenizer.pad_token_id,
     )
     model = LlamaForCausalLM(config)
-    texts = members + [INSERTED["prefix"] + INSERTED["secret"] + "."] * REPEATS
     batch = tokenizer(texts, padding=True, return_tensors="pt")
     labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
@@ -83,5 +78,15 @@ def tiny_lm(steps: int = 120, lr: float = 5e-3) -> TinyLM:
         opt.zero_grad()
         loss.backward()
         opt.step()
-    model.eval()
+    return model.eval(), tokenizer
+
+
+@functools.lru_cache(maxsize=1)
+def tiny_lm(steps: int = 120, lr: float = 5e-3) -> TinyLM:
+    """Train the tiny LM on 24 member records and the inserted canary (repeated); cached per process."""
+    rng = np.random.default_rng(SEED)
+    members = records(24, rng)
+    nonmembers = records(24, rng, start=24)
+    texts = members + [INSERTED["prefix"] + INSERTED["secret"] + "."] * REPEATS
+    model, tokenizer = train(texts, steps, lr)
     return TinyLM(model, tokenizer, members, nonmembers)

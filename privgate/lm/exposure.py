@@ -51,7 +51,12 @@ uniformly (with replacement) from R and scored.
   contradicts the sample is not reported), and the fit's own sampling spread —
   a bootstrap percentile interval over the sample (Efron 1979), ``bootstrap``
   resamples, refitted each time — is reported beside it as ``fit_lo``/``fit_hi``
-  (model-based: it assumes the skew-normal shape).
+  (model-based: it assumes the skew-normal shape). On a tiny LM with 10⁵
+  candidates per canary (``benchmarks/lm_exposure_extrapolation.py``, 1,000
+  samples) the distribution-free interval held the exact exposure for 12 of
+  12 canaries, while the fit fell short in the tail (an exact 14.6 bits read
+  as 11.4) and its bootstrap interval missed the exact value for 4 of 12:
+  decide on ``lo``/``hi``.
 
 **Several canaries.** The report's largest exposure carries an interval that
 holds jointly: each extrapolated canary's interval is at confidence
@@ -85,7 +90,19 @@ _LN2 = math.log(2.0)
 
 
 class CanaryExposure(BaseModel):
-    """One canary's exposure (module docstring); ``lo``/``hi`` at ``confidence`` (Bonferroni-adjusted)."""
+    """One canary's exposure (module docstring).
+
+    Attributes:
+        index: the canary's position in the list measured.
+        space: |R|, the candidates; ``space_bits`` = log₂ |R|, the largest exposure possible.
+        method: ``exact`` (every candidate scored) or ``extrapolated`` (sampled).
+        log_perplexity: the secret's part of Px, bits.
+        rank: the secret's rank among all candidates (estimated when extrapolated).
+        exposure, lo, hi: bits; [lo, hi] at ``confidence`` (Bonferroni-adjusted over the extrapolated
+            canaries; 1.0 and lo = hi for an exact one).
+        samples, below: extrapolated: candidates sampled, and how many scored strictly below the secret.
+        fit, fit_lo, fit_hi: extrapolated: the skew-normal parameters and the fit's bootstrap interval.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -140,6 +157,14 @@ def evaluating(model: Any) -> Iterator[None]:
 
 
 def _token_lists(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    """Each text's token ids, special tokens included, as ``tokenizer(texts)["input_ids"]`` gives them.
+
+    A fast tokenizer's Rust backend is called directly: the same ids without the
+    per-text dictionaries ``__call__`` builds (a third of the time for 10⁶ candidates).
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    if backend is not None and backend.truncation is None and backend.padding is None:
+        return [e.ids for e in backend.encode_batch(list(texts), add_special_tokens=True)]
     return tokenizer(list(texts), add_special_tokens=True)["input_ids"]
 
 
