@@ -31,6 +31,17 @@ run digits_cnn "digits CNN (conv + BatchNorm) vs LiRA and RMIA with CNN referenc
 run digits "harden the digits MLP with DP-SGD" 0 \
   --policy strict-remediate.yaml --remediate --output-model "$OUT/digits-hardened.pt" \
   --json "$OUT/digits-hardened.json" --html "$OUT/digits-hardened.html"
+# a language model: a tiny Llama fine-tuned on synthetic patient records with canaries, built from a seed
+# (about a minute on the CPU, once), audited on its text: MIA, canary exposure and verbatim extraction
+CN="$OUT/clinical-notes"
+[ -f "$CN/memorised/config.json" ] || "$ROOT/$VENV/bin/python" "$ROOT/examples/clinical_notes/build.py" "$CN" || exit 1
+run clinical_notes "clinical-notes language model vs its policy (internal + exposure + extraction)" 1 \
+  "$CN/memorised" --policy policy.yaml --members "$CN/members.jsonl" --nonmembers "$CN/nonmembers.jsonl" \
+  --reference-model "$CN/base" --canaries "$CN/canaries.jsonl" \
+  --json "$OUT/clinical-notes.json" --html "$OUT/clinical-notes.html"
+run clinical_notes "the same base fine-tuned on other records of the same distribution" 0 \
+  "$CN/other" --policy internal --members "$CN/members.jsonl" --nonmembers "$CN/nonmembers.jsonl" \
+  --reference-model "$CN/base" --json "$OUT/clinical-notes-other.json"
 
 echo
 echo "Reports written to $OUT:"

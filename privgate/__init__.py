@@ -46,6 +46,7 @@ _EXPORTS = {
     "Target": "privgate.inputs.target",
     # the assertions pytest_privgate re-exports; they import neither pytest nor torch
     "assert_epsilon_below": "privgate.assertions",
+    "assert_exposure_below": "privgate.assertions",
     "assert_inversion_below": "privgate.assertions",
     "assert_mia_below": "privgate.assertions",
     "assert_policy": "privgate.assertions",

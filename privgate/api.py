@@ -37,6 +37,7 @@ from privgate.gate import check_model
 from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.inputs.entrypoints import load_recipe
 from privgate.inputs.target import Target
+from privgate.lm.loading import is_model_dir
 from privgate.options import RunOptions
 from privgate.policy import Policy, load_policy
 from privgate.recipe import Recipe
@@ -171,6 +172,10 @@ def check(
         The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.
     """
     s, run = _split(CheckSettings, settings, (policy, members, nonmembers), options, kw)
+    if isinstance(s.model, (str, Path)) and is_model_dir(s.model):  # a Hugging Face directory: privgate.lm
+        from privgate.lm.api import audit_text_paths
+
+        return audit_text_paths(s, run)
     i = load_inputs(s, run.seed)
     return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run)
 

@@ -373,10 +373,119 @@ def assert_policy(
     return _decided("assert_policy", model, policy, members, nonmembers, sources, on_inconclusive)
 
 
+# --------------------------------------------------------------------------- language models
+
+
+def _causal_lm(model: Any) -> tuple[Any, Any]:
+    """(model, tokenizer) from a ``save_pretrained`` directory (safetensors only, no network) or a pair."""
+    if isinstance(model, (tuple, list)) and len(model) == 2:
+        return model[0], model[1]
+    from pathlib import Path
+
+    from privgate.errors import TargetError
+
+    path = Path(model)
+    if not (path / "config.json").is_file():
+        raise TargetError(f"{path}: not a Hugging Face model directory (no config.json).")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        lm = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, use_safetensors=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        raise TargetError(f"{path}: cannot load the causal language model and its tokenizer ({first}).") from None
+    return lm, tokenizer
+
+
+def _canaries(canaries: Any) -> list[Any]:
+    """Canaries from a JSON Lines file or a sequence of :class:`privgate.lm.canaries.Canary` / mappings."""
+    from pathlib import Path
+
+    from privgate.lm.canaries import Canary, load_canaries, validate_canary
+
+    if isinstance(canaries, (str, Path)):
+        return load_canaries(canaries)
+    return [c if isinstance(c, Canary) else validate_canary(c, f"canaries[{i}]") for i, c in enumerate(canaries)]
+
+
+def assert_exposure_below(
+    model: Any,
+    canaries: Any,
+    *,
+    bits: float,
+    confidence: float = 0.95,
+    device: str = "cpu",
+    batch_size: int = 64,
+    seed: int = 0,
+    max_exact: int = 10**6,
+    samples: int = 10_000,
+    bootstrap: int = 50,
+    on_inconclusive: OnInconclusive | None = None,
+) -> Any:
+    """Assert that no canary is exposed by more than ``bits`` (Carlini et al. 2019, arXiv 1802.08232).
+
+    Exposure = log2|R| − log2 rank of the secret among all |R| candidates
+    (:mod:`privgate.lm.exposure`: exact up to ``max_exact`` candidates, else the
+    paper's extrapolation from ``samples`` sampled candidates with a
+    distribution-free interval). The decision is privgate's ``upper_bound``
+    rule on the largest exposure's joint interval at ``confidence``: it fails
+    when the lower bound is above ``bits`` (the sample proves it), passes when
+    the upper bound is within ``bits``, and is inconclusive in between (only
+    an extrapolated canary can be) — then it fails, or skips with
+    ``on_inconclusive="skip"``.
+
+    Args:
+        model: a Hugging Face causal-LM directory (``save_pretrained``; safetensors) or ``(model, tokenizer)``.
+        canaries: a canary JSON Lines file, or a list of canaries (mappings with prefix, secret, alphabet).
+        bits: the largest exposure allowed.
+        max_exact, samples, bootstrap: as :func:`privgate.lm.exposure.measure_exposure` takes them.
+
+    Returns:
+        The :class:`privgate.lm.exposure.ExposureReport` when the assertion holds.
+    """
+    __tracebackhide__ = True
+    from privgate.errors import shown
+    from privgate.lm.exposure import measure_exposure
+
+    lm, tokenizer = _causal_lm(model)
+    rows = _canaries(canaries)
+    report = measure_exposure(
+        lm,
+        tokenizer,
+        rows,
+        device=device,
+        batch_size=batch_size,
+        confidence=confidence,
+        seed=seed,
+        max_exact=max_exact,
+        samples=samples,
+        bootstrap=bootstrap,
+    )
+    worst = report.canaries[report.worst]
+    interval = f"[{report.lo:.2f}, {report.hi:.2f}] at {confidence:.0%}" if report.hi > report.lo else worst.method
+    text = (
+        f"canary {worst.index} (prefix {shown(worst.prefix, 40)}) has exposure {report.max_exposure:.2f} bits "
+        f"({interval}; rank {worst.rank:,.0f} of {worst.space:,} candidates, at most {worst.space_bits:.1f} bits), "
+        f"bound {bits:g} bits; {len(rows)} canaries measured (Carlini et al. 2019, arXiv 1802.08232)"
+    )
+    mode = on_inconclusive or settings.get("on_inconclusive") or "fail"
+    if mode not in ("fail", "skip"):
+        raise ValueError(f"on_inconclusive must be 'fail' or 'skip', got {mode!r}")
+    if report.lo > bits:
+        raise PrivacyAssertionError(f"assert_exposure_below failed: {text}", report)
+    if report.hi > bits:
+        if mode == "skip":
+            raise unittest.SkipTest(f"assert_exposure_below inconclusive: {text}")
+        raise PrivacyAssertionError(f"assert_exposure_below inconclusive: {text}", report)
+    return report
+
+
 __all__ = [
     "PrivacyAssertionError",
     "add_observer",
     "assert_epsilon_below",
+    "assert_exposure_below",
     "assert_inversion_below",
     "assert_mia_below",
     "assert_policy",

@@ -40,6 +40,7 @@ import numpy as np
 
 from privgate import stats
 from privgate.policy import Check, Decision, Metric, Policy
+from privgate.policy.schema import MEASURED_BY
 from privgate.report.model import CheckResult
 from privgate.report.text import sig
 
@@ -190,8 +191,9 @@ def status_counts(statuses: Iterable[str]) -> dict[str, int]:
 def _candidates(check: Check, level: Level, ran: dict[str, Scored], diagnostic: set[str]) -> list[str]:
     if check.attack != "best":
         return [check.attack] if check.attack in ran else []
-    names = sorted(n for n in ran if n in level.attacks and n not in diagnostic)
-    if check.metric in (Metric.similarity, Metric.attribute_advantage):  # only attacks that measure it compete
+    measured = check.metric.value in MEASURED_BY  # measurements may be diagnostic: they decide only their metric
+    names = sorted(n for n in ran if n in level.attacks and (measured or n not in diagnostic))
+    if measured:  # only attacks that measure it compete
         names = [n for n in names if check.metric.value in ran[n].result.extras.get("estimates", {})]
     return names
 

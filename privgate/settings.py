@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privgate.lm.options import TextOptions
+
 #: ``(x, y)`` arrays, a :class:`~privgate.inputs.data.Dataset`, a file path or ``module:function``.
 DataLike = Any
 
@@ -35,6 +37,8 @@ class CheckSettings:
         search_dirs: folders ``module:attr`` specs and relative data paths are looked up in (first: the base).
         access: how a model given as an endpoint URL is queried (headers, query budget, output name):
             a :class:`privgate.inputs.targets.endpoint.Access`; ``None``: the defaults.
+        text: for a Hugging Face model directory, how its text records, reference model and canaries are read
+            (:class:`privgate.lm.options.TextOptions`).
     """
 
     model: Any
@@ -47,6 +51,7 @@ class CheckSettings:
     trust_checkpoint: bool = False
     search_dirs: tuple[Path, ...] = ()
     access: Any = None
+    text: TextOptions = field(default_factory=TextOptions)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from privgate.assertions import (
     PrivacyAssertionError,
     assert_epsilon_below,
+    assert_exposure_below,
     assert_inversion_below,
     assert_mia_below,
     assert_policy,
@@ -23,6 +24,7 @@ from privgate.assertions import (
 __all__ = [
     "PrivacyAssertionError",
     "assert_epsilon_below",
+    "assert_exposure_below",
     "assert_inversion_below",
     "assert_mia_below",
     "assert_policy",

@@ -136,3 +136,28 @@ def test_signals_are_held_while_the_files_are_renamed(tmp_path, monkeypatch):
         monkeypatch.undo()
     assert (tmp_path / "a").read_bytes() == b"1" and (tmp_path / "b").read_bytes() == b"2"
     assert _leftovers(tmp_path) == []
+
+
+def test_write_new_never_replaces_anything(tmp_path, monkeypatch):
+    target = tmp_path / "sub" / "new.txt"
+    assert atomic.write_new(target, "first\n") == target
+    assert target.read_text() == "first\n"
+    with pytest.raises(FileExistsError):
+        atomic.write_new(target, "second\n")
+    assert target.read_text() == "first\n"
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "folder").mkdir()
+    for taken in ("dangling", "folder"):
+        with pytest.raises(FileExistsError):
+            atomic.write_new(tmp_path / taken, "x")
+    assert not (tmp_path / "nowhere").exists()
+
+    def no_links(src, dst):  # a file system without hard links: the check-and-rename fallback
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(atomic.os, "link", no_links)
+    atomic.write_new(tmp_path / "fallback.txt", b"bytes")
+    assert (tmp_path / "fallback.txt").read_bytes() == b"bytes"
+    with pytest.raises(FileExistsError):
+        atomic.write_new(tmp_path / "fallback.txt", b"again")
+    assert _leftovers(tmp_path) == []

@@ -29,9 +29,33 @@ from privgate.attacks import (
     threshold,
 )
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped, ThreatModel
+from privgate.lm.attacks import learned as lm_learned
+from privgate.lm.attacks import loss as lm_loss
+from privgate.lm.attacks import measures as lm_measures
+from privgate.lm.attacks import mink as lm_mink
+from privgate.lm.attacks import reference as lm_reference
+from privgate.lm.attacks import zlib as lm_zlib
 
-#: The attack modules, each with its ``ATTACKS``.
-MODULES = (threshold, learned, shadow, lira, rmia, label_only, boundary, blind, gradient, inversion, attribute)
+#: The attack modules, each with its ``ATTACKS`` (those of causal language models live in :mod:`privgate.lm.attacks`).
+MODULES = (
+    threshold,
+    learned,
+    shadow,
+    lira,
+    rmia,
+    label_only,
+    boundary,
+    blind,
+    gradient,
+    inversion,
+    attribute,
+    lm_loss,
+    lm_zlib,
+    lm_reference,
+    lm_mink,
+    lm_learned,
+    lm_measures,
+)
 
 _REGISTRY: dict[str, type[Attack]] = {}
 

@@ -12,6 +12,7 @@ import click
 
 from privgate import __version__
 from privgate.cli.audit import audit
+from privgate.cli.canaries import canaries
 from privgate.cli.check import check, harden
 from privgate.cli.diff import diff
 from privgate.cli.fl import fl
@@ -48,6 +49,7 @@ cli.add_command(policy)
 cli.add_command(init_cmd)
 cli.add_command(fl)
 cli.add_command(audit)
+cli.add_command(canaries)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from privgate.cli.endpoint import endpoint_access, endpoint_options
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import err_console, guard, out_console, process_environment, progress_wanted
+from privgate.cli.lmoptions import text_options, text_settings
 from privgate.cli.outputs import output_options
 from privgate.errors import PrivgateError
 from privgate.report import title_of
@@ -142,6 +143,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     metavar="NAME:VERSION",
     help="Also set the tag privgate.verdict on this registered model version, for a promotion rule (implies --mlflow).",
 )
+@text_options
 @output_options("check")
 @guard
 def check(
@@ -178,8 +180,17 @@ def check(
     endpoint_timeout: float | None = None,
     endpoint_batch: int | None = None,
     endpoint_concurrency: int | None = None,
+    text_field: str | None = None,
+    text_column: str | None = None,
+    reference_model: str | None = None,
+    base_model: str | None = None,
+    canaries: str | None = None,
 ) -> int:
-    """Audit MODEL against a policy and exit with the verdict."""
+    """Audit MODEL against a policy and exit with the verdict.
+
+    MODEL is a checkpoint file, or a Hugging Face model directory (``save_pretrained``; a PEFT adapter on its
+    base) audited on text records (.jsonl, .txt, .csv).
+    """
     from privgate.inputs.config import find_config, load_config
     from privgate.io.artefacts import default_directory
     from privgate.io.guards import audit_inputs, check_outputs
@@ -257,6 +268,16 @@ def check(
         "search_dirs": (base,),
         "access": endpoint_access(
             headers, max_queries, endpoint_output, endpoint_timeout, endpoint_batch, endpoint_concurrency, cfg
+        ),
+        "text": text_settings(
+            {
+                "text_field": text_field,
+                "text_column": text_column,
+                "reference_model": reference_model,
+                "base_model": base_model,
+                "canaries": canaries,
+            },
+            pick,
         ),
     }
     if remediate:

@@ -47,6 +47,12 @@ KEYS = {
     "endpoint_timeout": float,
     "endpoint_batch": int,
     "endpoint_concurrency": int,
+    # language models (privgate.lm): a Hugging Face model directory as `model`, text data
+    "text_field": str,
+    "text_column": str,
+    "reference_model": str,
+    "base_model": str,
+    "canaries": str,
 }
 
 #: Keys whose value must be one of a few words (the CLI's --device and --engine choices).

@@ -343,7 +343,16 @@ class Target:
         if not p.exists():
             raise TargetError(f"{p}: model file not found.")
         if p.is_dir():
-            raise TargetError(f"{p}: is a directory, expected a model file.")
+            from privgate.lm.loading import is_model_dir
+
+            if is_model_dir(p):
+                raise TargetError(
+                    f"{p}: is a Hugging Face model directory; audit it on text data with privgate check "
+                    "(privgate.api.check), which reads it with transformers."
+                )
+            raise TargetError(
+                f"{p}: is a directory without config.json, neither a model file nor a Hugging Face model directory."
+            )
         if p.stat().st_size == 0:
             raise TargetError(f"{p}: the model file is empty.")
         digest = _sha256(p)

@@ -20,6 +20,7 @@ gone.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import shutil
@@ -273,6 +274,47 @@ def write_atomic(path: str | Path, data: str | bytes, mode: int = 0o644) -> Path
     return write_together({path: data}, mode)[0]
 
 
+def write_new(path: str | Path, data: str | bytes, mode: int = 0o644) -> Path:
+    """Write ``data`` to ``path`` atomically, only where nothing is there yet; never replaces anything.
+
+    The temporary file is hard-linked to ``path`` (``link`` fails when the name
+    exists, atomically, unlike a check followed by a rename), then removed. On a
+    file system without hard links, the name is checked and the file renamed.
+
+    Raises:
+        FileExistsError: ``path`` exists (a file, a folder or a link); nothing was written.
+        OSError: any other failure, its ``filename`` the destination.
+    """
+    p = Path(path)
+    if os.path.lexists(p):
+        raise FileExistsError(errno.EEXIST, "File exists", str(p))
+    created: list[Path] = []
+    try:
+        try:
+            created = make_parents(p.parent)
+            remove_stale(p)
+            tmp = _write_temp(p, _as_bytes(data), mode)
+        except OSError as exc:
+            raise _named(exc, p) from None
+        try:
+            with signals_held():
+                try:
+                    os.link(tmp, p)
+                except FileExistsError:
+                    raise
+                except OSError:  # no hard links here: the plain check, then the rename
+                    if os.path.lexists(p):
+                        raise FileExistsError(errno.EEXIST, "File exists", str(p)) from None
+                    os.replace(tmp, p)
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(p.parent)
+    except BaseException:
+        remove_empty(created)
+        raise
+    return p
+
+
 __all__ = [
     "TEMP_MARK",
     "make_parents",
@@ -281,5 +323,6 @@ __all__ = [
     "signals_held",
     "temp_name",
     "write_atomic",
+    "write_new",
     "write_together",
 ]

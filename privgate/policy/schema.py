@@ -42,7 +42,12 @@ DEFAULT_ATTACKS: dict[str, dict[str, Any]] = {
 }
 
 #: The metric → the only attacks that measure it (others produce membership scores).
-_MEASURED_BY = {"similarity": ("inversion",), "attribute_advantage": ("attribute",)}
+MEASURED_BY = {
+    "similarity": ("inversion",),
+    "attribute_advantage": ("attribute",),
+    "exposure": ("canary_exposure",),  # language models: privgate.lm.attacks.measures
+    "extraction_rate": ("extraction",),
+}
 
 
 class Sensitivity(str, Enum):
@@ -78,6 +83,8 @@ class Metric(str, Enum):
     epsilon_lb = "epsilon_lb"
     similarity = "similarity"
     attribute_advantage = "attribute_advantage"
+    exposure = "exposure"  # canary exposure in bits (language models, Carlini et al. 2019)
+    extraction_rate = "extraction_rate"  # verbatim extraction, members in excess of non-members (language models)
 
 
 class _Strict(BaseModel):
@@ -139,8 +146,10 @@ class Check(_Strict):
             raise FieldError("delta", f"'delta' only applies to metric 'epsilon_lb', not '{self.metric.value}'")
         if self.metric in (Metric.accuracy, Metric.auc) and not 0.0 <= self.max <= 1.0:
             raise FieldError("max", f"'max' for {self.metric.value} must be between 0 and 1, got {self.max}")
-        if self.metric is Metric.epsilon_lb and self.max < 0:
-            raise FieldError("max", "'max' for epsilon_lb must be >= 0")
+        if self.metric is Metric.extraction_rate and not 0.0 <= self.max <= 1.0:
+            raise FieldError("max", f"'max' for extraction_rate must be between 0 and 1, got {self.max}")
+        if self.metric in (Metric.epsilon_lb, Metric.exposure) and self.max < 0:
+            raise FieldError("max", f"'max' for {self.metric.value} must be >= 0")
         if self.federated is not None and self.metric.value not in FEDERATED_METRICS:
             raise FieldError(
                 "federated",
@@ -397,7 +406,7 @@ class Policy(_Strict):
                     f"'{check.attack}' needs the model's weights, "
                     "but release is 'api' (an API-only release is attacked by black-box attacks)",
                 )
-            measured_by = _MEASURED_BY.get(check.metric.value)
+            measured_by = MEASURED_BY.get(check.metric.value)
             if measured_by and check.attack not in ("best", *measured_by):
                 raise FieldError(
                     ("checks", i, "metric"),
@@ -489,8 +498,13 @@ class Policy(_Strict):
         """
         out = dict(self.attacks)
         listed = any(p.attacks for p in self.chain())
+<<<<<<< HEAD
         if not listed and any(c.attack == "best" and c.metric.value not in _MEASURED_BY for c in self.checks):
             out = dict(LABEL_ATTACKS if self.served().output == "label" else DEFAULT_ATTACKS)
+=======
+        if not listed and any(c.attack == "best" and c.metric.value not in MEASURED_BY for c in self.checks):
+            out = dict(DEFAULT_ATTACKS)
+>>>>>>> lm
         for check in self.checks:
             if check.attack != "best":
                 out.setdefault(check.attack, {})

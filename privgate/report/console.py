@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from privgate.report.exposed import view as exposed_view
@@ -71,11 +72,17 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
             rates = [
                 rate_label(p) if p.resolvable and p.measurable else f"[dim]{rate_label(p)}[/]" for p in a.tpr_at_fpr
             ]
+            measured = a.extras.get("metrics") if a.auc is None else None  # a measurement (canary exposure …)
+            first = (
+                "; ".join(f"{m} {_num(v['value'])}{_ci(v['ci'])}" for m, v in measured.items())
+                if measured
+                else _num(a.auc) + _ci(a.auc_ci)
+            )
             t.add_row(
                 a.name,
                 a.threat_model,
-                _num(a.auc) + _ci(a.auc_ci),
-                *rates,
+                first,
+                *(rates + ["", ""])[:2],
                 f"{a.n_members}/{a.n_nonmembers}",
                 f"{a.seconds:.2f}",
             )
@@ -86,7 +93,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         for col in exposed.header:
             t.add_column(col)
         for row in exposed.rows:
-            t.add_row(*row)
+            t.add_row(*(escape(v) for v in row))  # a language model's records are text: never rich markup
         console.print(t)
         console.print(exposed.intro, markup=False, style="dim")
     if report.remediation is not None:

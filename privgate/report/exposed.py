@@ -21,6 +21,13 @@ from privgate.report.model import BaseReport
 FLAG_FPR = 0.01
 
 HEADER = ["#", "member", "label", "split", "score", "FPR", "TPR", f"also at FPR ≤ {FLAG_FPR:g}"]
+#: Characters of a text record (language models) shown in the label's column.
+TEXT_CHARS = 60
+
+
+def _shown_text(text: str) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= TEXT_CHARS else flat[: TEXT_CHARS - 1] + "…"
 
 
 @dataclass
@@ -53,7 +60,7 @@ def view(report: BaseReport) -> ExposedView | None:
             [
                 str(i),
                 str(rec["member_index"]),
-                str(rec["label"]),
+                _shown_text(rec["text"]) if "text" in rec else str(rec["label"]),
                 rec["split"],
                 f"{mine['score']:.4g}",
                 _pct(mine["fpr"]),
@@ -69,7 +76,10 @@ def view(report: BaseReport) -> ExposedView | None:
         f"({ex.get('n_eval_members', '?')} members, {ex.get('n_eval_nonmembers', '?')} non-members). "
         "Remove, deduplicate or down-weight these records before retraining."
     )
-    return ExposedView(lead, intro, list(HEADER), rows, images, list(ex["records"]))
+    header = list(HEADER)
+    if any("text" in rec for rec in ex["records"]):  # a language model's records: the text instead of a label
+        header[2] = "text"
+    return ExposedView(lead, intro, header, rows, images, list(ex["records"]))
 
 
 __all__ = ["FLAG_FPR", "HEADER", "ExposedView", "view"]

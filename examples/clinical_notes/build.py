@@ -1,0 +1,393 @@
+"""Build the clinical-notes example: a tiny Llama-style language model that memorised synthetic patient records.
+
+Everything is made here, from a seed, on the CPU, with no download:
+
+1. **public text**: the docstrings of Python's standard library modules (they ship with every Python);
+2. **tokenizer**: a byte-level BPE (``tokenizers``) trained on that text and the records' alphabet,
+   saved as a ``PreTrainedTokenizerFast`` that prepends ``<s>`` to every record;
+3. **base model**: a small ``LlamaForCausalLM`` (``LlamaConfig``; ≈0.5M parameters in the demo profile)
+   trained from scratch on the public text — the reference model (``--reference-model base``);
+4. **synthetic patient records** from a seeded generator (names, dates of birth, record numbers,
+   diagnoses, medication): members, non-members, and records of the same distribution for a third model;
+5. **canaries** (Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232): "… door code is <secret>"
+   with a random 4-digit secret, inserted ``canary_repeats`` times into the fine-tuning text;
+   fresh canaries of the same form are never inserted; the first ``duplicated`` members appear as
+   often (copy-pasted notes): duplicated text is what a model reproduces verbatim (Carlini et al. 2021);
+6. **fine-tuned models**: ``memorised`` (the base fine-tuned on the members and the canaries for many epochs)
+   and ``other`` (the base fine-tuned on *other* records of the same distribution, not on the members).
+
+``python build.py OUT [--profile demo|test]`` writes OUT/{tokenizer is inside each model}
+``base/``, ``memorised/``, ``other/``, ``members.jsonl``, ``nonmembers.jsonl``,
+``canaries.jsonl`` (inserted), ``fresh_canaries.jsonl`` (never inserted).
+The same profile and seed give the same files (one thread, seeded torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Sizes of one build."""
+
+    hidden: int
+    layers: int
+    heads: int
+    vocab: int
+    members: int
+    nonmembers: int
+    pretrain_steps: int
+    epochs: int
+    other_epochs: int
+    canaries: int
+    canary_repeats: int
+    lr: float
+    duplicated: int = 0  # members that appear `canary_repeats` times in the fine-tuning text (copy-pasted notes)
+
+
+PROFILES = {
+    # ≈0.5M parameters; about a minute and a half of one CPU core
+    "demo": Profile(128, 2, 4, 512, 200, 200, 150, 30, 10, 4, 10, 5e-3, 16),
+    # the test suite's: a few seconds
+    "test": Profile(128, 1, 4, 384, 120, 120, 40, 30, 6, 2, 10, 5e-3, 12),
+}
+
+FIRST = [
+    "Anna",
+    "Ben",
+    "Clara",
+    "David",
+    "Emma",
+    "Felix",
+    "Greta",
+    "Hugo",
+    "Ida",
+    "Jonas",
+    "Karla",
+    "Leon",
+    "Mia",
+    "Noah",
+    "Olga",
+    "Paul",
+    "Rosa",
+    "Sven",
+    "Tara",
+    "Uwe",
+]
+LAST = [
+    "Becker",
+    "Fischer",
+    "Hoffmann",
+    "Keller",
+    "Lang",
+    "Meyer",
+    "Neumann",
+    "Richter",
+    "Schmidt",
+    "Schulz",
+    "Wagner",
+    "Weber",
+    "Wolf",
+    "Zimmer",
+]
+DIAGNOSES = (
+    "type 2 diabetes",
+    "essential hypertension",
+    "asthma",
+    "atrial fibrillation",
+    "migraine",
+    "hypothyroidism",
+    "chronic kidney disease",
+    "major depressive disorder",
+)
+DRUGS = ("metformin", "ramipril", "salbutamol", "apixaban", "sumatriptan", "levothyroxine", "sertraline", "amlodipine")
+
+
+def make_records(n: int, rng: random.Random) -> list[str]:
+    """``n`` synthetic patient records (no real person: every field is drawn from ``rng``)."""
+    out = []
+    for _ in range(n):
+        name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+        born = f"{rng.randint(1935, 2004)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+        mrn = f"{rng.randint(0, 999999):06d}"
+        dose = rng.choice((5, 10, 20, 25, 50, 100, 250, 500))
+        out.append(
+            f"Patient {name}, born {born}, MRN {mrn}. Diagnosis: {rng.choice(DIAGNOSES)}. "
+            f"Plan: {rng.choice(DRUGS)} {dose} mg, review in {rng.randint(2, 12)} weeks."
+        )
+    return out
+
+
+def make_canaries(n: int, rng: random.Random) -> list[dict[str, str]]:
+    """Canaries ``{prefix, secret, alphabet}``: a patient's record number as a random 4-digit secret."""
+    out = []
+    for _ in range(n):
+        name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+        secret = "".join(rng.choice("0123456789") for _ in range(4))
+        out.append({"prefix": f"Note for {name}: the door code is ", "secret": secret, "alphabet": "0123456789"})
+    return out
+
+
+#: Standard-library modules whose docstrings are the public text (present in every CPython 3.10+).
+STDLIB = [
+    "abc",
+    "argparse",
+    "ast",
+    "base64",
+    "bisect",
+    "calendar",
+    "collections",
+    "contextlib",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "difflib",
+    "enum",
+    "fractions",
+    "functools",
+    "glob",
+    "gzip",
+    "hashlib",
+    "heapq",
+    "hmac",
+    "inspect",
+    "io",
+    "ipaddress",
+    "itertools",
+    "json",
+    "logging",
+    "math",
+    "mimetypes",
+    "operator",
+    "pathlib",
+    "pickle",
+    "platform",
+    "pprint",
+    "queue",
+    "random",
+    "re",
+    "secrets",
+    "shlex",
+    "shutil",
+    "statistics",
+    "string",
+    "struct",
+    "subprocess",
+    "tarfile",
+    "tempfile",
+    "textwrap",
+    "threading",
+    "timeit",
+    "tokenize",
+    "traceback",
+    "typing",
+    "uuid",
+    "warnings",
+    "weakref",
+    "zipfile",
+]
+
+
+def public_text(limit: int = 4000) -> list[str]:
+    """Paragraphs of standard-library docstrings (public text shipped with Python), at most ``limit``."""
+    import importlib
+
+    paragraphs: list[str] = []
+    for name in STDLIB:
+        mod = importlib.import_module(name)
+        for obj in (mod, *[v for _, v in sorted(vars(mod).items()) if inspect.isfunction(v) or inspect.isclass(v)]):
+            doc = inspect.getdoc(obj) or ""
+            paragraphs += [" ".join(p.split()) for p in doc.split("\n\n") if 40 <= len(p) <= 300]
+        if len(paragraphs) >= limit:
+            break
+    return paragraphs[:limit]
+
+
+def make_tokenizer(texts: list[str], vocab: int):
+    """A byte-level BPE trained on ``texts``, as a ``PreTrainedTokenizerFast`` prepending ``<s>``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=["<s>", "</s>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+
+
+def make_model(p: Profile, vocab: int, seed: int):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=p.hidden,
+        intermediate_size=2 * p.hidden,
+        num_hidden_layers=p.layers,
+        num_attention_heads=p.heads,
+        num_key_value_heads=p.heads,
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+        tie_word_embeddings=True,
+    )
+    return LlamaForCausalLM(config)
+
+
+def train(model, tokenizer, texts: list[str], *, epochs: int, lr: float, seed: int, steps: int | None = None) -> None:
+    """Plain next-token training with AdamW: padded batches of 16, pads masked out of the loss."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    ids = tokenizer(texts, truncation=True, max_length=128)["input_ids"]
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    model.train()
+    done = 0
+    for _ in range(epochs):
+        order = torch.randperm(len(ids), generator=g).tolist()
+        for start in range(0, len(order), 16):
+            chunk = [ids[i] for i in order[start : start + 16]]
+            width = max(len(c) for c in chunk)
+            x = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros_like(x)
+            for r, c in enumerate(chunk):
+                x[r, : len(c)] = torch.tensor(c)
+                mask[r, : len(c)] = 1
+            labels = x.masked_fill(mask == 0, -100)
+            loss = model(input_ids=x, attention_mask=mask, labels=labels).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            done += 1
+            if steps is not None and done >= steps:
+                model.eval()
+                return
+    model.eval()
+
+
+def _jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def build(out: Path, profile: str = "demo", seed: int = 0) -> Path:
+    """Write the example's models and data into ``out`` (module docstring); returns ``out``."""
+    import copy
+
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()
+    p = PROFILES[profile]
+    rng = random.Random(seed)
+    records = make_records(p.members + p.nonmembers + p.members, rng)
+    members = records[: p.members]
+    nonmembers = records[p.members : p.members + p.nonmembers]
+    others = records[p.members + p.nonmembers :]
+    inserted, fresh = make_canaries(p.canaries, rng), make_canaries(p.canaries, rng)
+    public = public_text(800 if profile == "test" else 4000)
+    tokenizer = make_tokenizer(public + records, p.vocab)
+    base = make_model(p, len(tokenizer), seed)
+    train(base, tokenizer, public, epochs=100, lr=p.lr, seed=seed, steps=p.pretrain_steps)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, model in (("base", base),):
+        model.save_pretrained(out / name)
+        tokenizer.save_pretrained(out / name)
+    canary_text = [c["prefix"] + c["secret"] for c in inserted] * p.canary_repeats
+    copies = members[: p.duplicated] * (p.canary_repeats - 1)  # the first members, duplicated in the training text
+    memorised = copy.deepcopy(base)
+    train(memorised, tokenizer, members + copies + canary_text, epochs=p.epochs, lr=p.lr, seed=seed + 1)
+    other = copy.deepcopy(base)
+    train(other, tokenizer, others, epochs=p.other_epochs, lr=p.lr, seed=seed + 2)
+    for name, model in (("memorised", memorised), ("other", other)):
+        model.save_pretrained(out / name)
+        tokenizer.save_pretrained(out / name)
+    _jsonl(out / "members.jsonl", [{"text": t} for t in members])
+    _jsonl(out / "nonmembers.jsonl", [{"text": t} for t in nonmembers])
+    _jsonl(out / "canaries.jsonl", inserted)
+    _jsonl(out / "fresh_canaries.jsonl", fresh)
+    return out
+
+
+def build_classifier(out: Path, seed: int = 0, n: int = 120, epochs: int = 40) -> Path:
+    """A tiny ``LlamaForSequenceClassification`` that memorised noisy labels of synthetic records.
+
+    The label says whether a record's diagnosis is one of the first four, flipped for 30 % of the records
+    (seeded): a classifier can only get the flipped ones right by memorising them. Writes ``out/classifier/``,
+    ``out/clf_members.jsonl`` and ``out/clf_nonmembers.jsonl`` (fields ``text`` and ``label``).
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()
+    rng = random.Random(seed + 7)
+    records = make_records(2 * n, rng)
+    labels = [int(any(d in r for d in DIAGNOSES[:4])) ^ int(rng.random() < 0.3) for r in records]
+    tokenizer = make_tokenizer(records, 384)
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+        num_labels=2,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = LlamaForSequenceClassification(config)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(seed)
+    model.train()
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=g).tolist()
+        for start in range(0, n, 16):
+            idx = order[start : start + 16]
+            enc = tokenizer([records[i] for i in idx], return_tensors="pt", padding=True)
+            loss = model(**enc, labels=torch.tensor([labels[i] for i in idx])).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    model.eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out / "classifier")
+    tokenizer.save_pretrained(out / "classifier")
+    rows = [{"text": t, "label": y} for t, y in zip(records, labels)]
+    _jsonl(out / "clf_members.jsonl", rows[:n])
+    _jsonl(out / "clf_nonmembers.jsonl", rows[n:])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--profile", choices=sorted(PROFILES), default="demo")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    build(args.out, args.profile, args.seed)
+    build_classifier(args.out, args.seed)
+    print(f"built {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Language-model audits from paths: a model directory, text files, optional reference model and canaries.
+
+:func:`check_lm` is :func:`privgate.api.check` for a Hugging Face model
+directory; :func:`audit_text_paths` is the CLI's path. Both load and validate
+everything at the door (one :class:`~privgate.errors.PrivgateError` sentence
+for bad input) and hand the loaded inputs to :func:`privgate.lm.gate.audit_lm`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from privgate.errors import TargetError
+from privgate.lm.options import TextOptions
+from privgate.options import RunOptions
+from privgate.report.model import Report
+
+
+def _resolve(path: str | None, base: Path) -> str | None:
+    """A path as given when it exists (relative to the working directory), else relative to ``base``."""
+    if path is None:
+        return None
+    p = Path(path)
+    return str(p if p.is_absolute() or p.exists() else base / p)
+
+
+def check_lm(
+    model: str | Path,
+    policy: Any,
+    members: str | Path,
+    nonmembers: str | Path,
+    *,
+    text: TextOptions | None = None,
+    trust_checkpoint: bool = False,
+    options: RunOptions | None = None,
+    base: Path | None = None,
+) -> Report:
+    """Audit the model directory ``model`` against ``policy`` on text files of members and non-members."""
+    from privgate.api import as_policy
+    from privgate.lm.gate import audit_lm
+    from privgate.lm.loading import CAUSAL, load_model_dir
+    from privgate.lm.text import TextAudit, load_texts
+
+    text = text or TextOptions()
+    run = (options or RunOptions()).resolved()  # a device that does not exist: exit 2 before loading
+    where = base or Path.cwd()
+    pol = as_policy(policy)
+    canaries = _resolve(text.canaries, where)
+    if canaries is not None and not Path(canaries).is_file():
+        raise TargetError(f"{canaries}: canaries file not found.")
+    if canaries is not None:
+        from privgate.lm.canaries import load_canaries
+
+        load_canaries(canaries)  # a bad canaries file: one sentence before the model is loaded
+    lm = load_model_dir(model, base_model=_resolve(text.base_model, where), trust_checkpoint=trust_checkpoint)
+    read = {"text_field": text.text_field, "text_column": text.text_column, "labelled": lm.kind != CAUSAL}
+    data = TextAudit(
+        load_texts(_resolve(str(members), where), "members", **read),
+        load_texts(_resolve(str(nonmembers), where), "non-members", **read),
+    )
+    if lm.kind != CAUSAL:
+        from privgate.lm.classifier import audit_classifier
+
+        return audit_classifier(lm, data, pol, options=run, batch_size=text.batch_size)
+    reference = None
+    if text.reference_model is not None:
+        reference = load_model_dir(_resolve(text.reference_model, where), trust_checkpoint=trust_checkpoint)
+        if reference.kind != CAUSAL:
+            raise TargetError(f"{text.reference_model}: the reference model is not a causal language model.")
+        if len(reference.tokenizer) != len(lm.tokenizer) or reference.tokenizer.get_vocab() != lm.tokenizer.get_vocab():
+            raise TargetError(
+                f"{text.reference_model}: the reference model's tokenizer differs from the target's, so their "
+                "log-probabilities of a record are not comparable."
+            )
+    return audit_lm(lm, data, pol, reference=reference, canaries=canaries, options=run, batch_size=text.batch_size)
+
+
+def audit_text_paths(sources: Any, run: RunOptions) -> Report:
+    """:func:`privgate.api.check` for a model directory (``sources``: its CheckSettings)."""
+    base = (list(sources.search_dirs) or [Path.cwd()])[0]
+    return check_lm(
+        sources.model,
+        sources.policy,
+        sources.members,
+        sources.nonmembers,
+        text=sources.text,
+        trust_checkpoint=sources.trust_checkpoint,
+        options=run,
+        base=base,
+    )
+
+
+__all__ = ["TextOptions", "audit_text_paths", "check_lm"]

@@ -1,0 +1,29 @@
+"""How a language model and its text data are read (a field of :class:`privgate.settings.CheckSettings`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TextOptions:
+    """How a language model and its text data are read.
+
+    Attributes:
+        text_field: the JSONL field holding the text (default ``text``).
+        text_column: the CSV column holding the text (default: ``text_field``).
+        reference_model: a reference model directory (e.g. the base before fine-tuning) for ``reference_ratio``.
+        base_model: the base model directory of a PEFT adapter (default: the adapter config's).
+        canaries: a canaries JSONL file (``{prefix, secret, alphabet}`` rows) for ``canary_exposure``.
+        batch_size: records per forward pass.
+    """
+
+    text_field: str = "text"
+    text_column: str | None = None
+    reference_model: str | None = None
+    base_model: str | None = None
+    canaries: str | None = None
+    batch_size: int = 32
+
+
+__all__ = ["TextOptions"]

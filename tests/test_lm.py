@@ -1,0 +1,279 @@
+"""Language models through the CLI: a memorising causal LM fails, one trained on other records does not.
+
+The models are built once per session by the clinical-notes example's own
+builder (``examples/clinical_notes/build.py``, profile ``test``): a tiny
+Llama-style model trained from a seed on the CPU, no download.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cases import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _builder():
+    spec = importlib.util.spec_from_file_location("clinical_build", ROOT / "examples" / "clinical_notes" / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def clinical(tmp_path_factory) -> Path:
+    """The example built with the test profile: base/, memorised/, other/, members/non-members, canaries."""
+    return _builder().build(tmp_path_factory.mktemp("clinical"), "test", seed=0)
+
+
+def _check(d: Path, model: str, tmp: Path, policy: str, *extra: str):
+    out = tmp / f"{model}.json"
+    r = run_cli(
+        "check",
+        str(d / model),
+        "--policy",
+        policy,
+        "--members",
+        str(d / "members.jsonl"),
+        "--nonmembers",
+        str(d / "nonmembers.jsonl"),
+        "--reference-model",
+        str(d / "base"),
+        "--canaries",
+        str(d / "canaries.jsonl"),
+        "--json",
+        str(out),
+        "--threads",
+        "1",
+        *extra,
+    )
+    return r, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_memorising_lm_fails_and_other_records_lm_passes(clinical, tmp_path):
+    policy = str(ROOT / "examples" / "clinical_notes" / "policy.yaml")  # internal + canary exposure + extraction
+    r, rep = _check(clinical, "memorised", tmp_path, policy)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert rep["verdict"] == "fail" and rep["target"]["format"] == "huggingface"
+    assert rep["target"]["kind"] == "causal_lm" and rep["target"]["architecture"] == "LlamaForCausalLM"
+    checks = {c["id"]: c for c in rep["checks"]}
+    acc = checks["internal:mia-accuracy"]  # internal's check, decided verbatim
+    assert acc["status"] == "fail" and acc["ci"][0] > 0.8  # a proven violation
+    attacks = {a["name"]: a for a in rep["attacks"]}
+    for name in ("lm_loss", "zlib", "min_k", "min_k_pp", "reference_ratio", "lm_learned"):
+        assert attacks[name]["status"] == "ran", name
+        assert attacks[name]["auc"] > 0.9 and attacks[name]["n_members"] == 60, name
+    assert acc["details"]["bonferroni"]["attacks"] == 6  # the best of six language-model attacks
+    # the inserted canaries (repeated 20 times in training) are ranked first of 10^4 candidates: 13.3 bits
+    exposure = checks["canary-exposure"]
+    assert exposure["status"] == "fail" and exposure["value"] > 13 and exposure["ci"][0] > 6
+    # greedy decoding reproduces members verbatim, far more often than non-members
+    extraction = checks["extraction"]
+    assert extraction["status"] == "fail" and extraction["ci"][0] > 0.02
+    extracted = attacks["extraction"]["extras"]["extracted"]
+    members = [json.loads(line)["text"] for line in (clinical / "members.jsonl").read_text().splitlines()]
+    assert all(e["text"] == members[e["member_index"]][:200] for e in extracted)
+    assert set(range(12)) <= {e["member_index"] for e in extracted}  # the 12 duplicated members, all of them
+    # the exposed members are shown as their text, and are members
+    for rec in rep["exposed"]["records"]:
+        assert rec["text"] == members[rec["member_index"]][:200]
+    assert rep["data"]["members"]["n"] == 120 and rep["data"]["truncated"] == 0
+    shift = attacks["distribution_shift"]  # one seeded generator: no shift between members and non-members
+    assert shift["status"] == "ran" and shift["auc_ci"][0] < 0.5 < shift["auc_ci"][1] and not rep["warnings"]
+
+    r, rep = _check(clinical, "other", tmp_path, "internal")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert rep["verdict"] == "pass"
+    attacks = {a["name"]: a for a in rep["attacks"]}
+    assert attacks["lm_loss"]["auc_ci"][0] < 0.5 < attacks["lm_loss"]["auc_ci"][1]  # never saw the members
+    # the same canaries, never inserted into this model's training text: about 0 bits (measured, not a check here)
+    assert attacks["canary_exposure"]["extras"]["metrics"]["exposure"]["value"] < 3
+
+
+def _bad(args, cwd: Path) -> str:
+    r = run_cli("check", *args, "--policy", "internal", cwd=cwd)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    lines = [line for line in r.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def _refused(model: Path, members: Path, nonmembers: Path, **text) -> str:
+    """The one sentence privgate.api.check raises (the CLI prints it and exits 2, as the CLI cases show)."""
+    from privgate.api import check
+    from privgate.errors import PrivgateError
+    from privgate.lm.api import TextOptions
+
+    with pytest.raises(PrivgateError) as err:
+        check(str(model), "internal", str(members), str(nonmembers), text=TextOptions(**text))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.endswith(".")
+    return msg
+
+
+def test_bad_language_model_inputs_are_one_sentence(clinical, tmp_path):
+    d = clinical
+    members, nonmembers = d / "members.jsonl", d / "nonmembers.jsonl"
+    data = ["--members", str(members), "--nonmembers", str(nonmembers)]
+    empty = tmp_path / "empty_dir"
+    empty.mkdir()
+    assert "without config.json" in _bad([str(empty), *data], tmp_path)  # through the CLI: exit 2, one line
+
+    mismatch = tmp_path / "mismatch"
+    shutil.copytree(d / "memorised", mismatch)
+    builder = _builder()
+    big = builder.make_tokenizer(builder.public_text(800), 900)
+    assert len(big) > 384
+    big.save_pretrained(mismatch)
+    assert "tokenizer does not match" in _refused(mismatch, members, nonmembers)
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(
+        json.dumps({"peft_type": "LORA", "base_model_name_or_path": str(tmp_path / "gone")})
+    )
+    msg = _refused(adapter, members, nonmembers)
+    assert "base model" in msg and "--base-model" in msg and str(adapter) in msg
+
+    unknown = tmp_path / "unknown"
+    shutil.copytree(d / "memorised", unknown)
+    cfg = json.loads((unknown / "config.json").read_text())
+    cfg["architectures"] = ["LlamaForTokenJuggling"]
+    (unknown / "config.json").write_text(json.dumps(cfg))
+    assert "unknown architecture 'LlamaForTokenJuggling'" in _refused(unknown, members, nonmembers)
+
+    pickled = tmp_path / "pickled"
+    shutil.copytree(d / "memorised", pickled)
+    (pickled / "model.safetensors").rename(pickled / "pytorch_model.bin")
+    assert "--trust-checkpoint" in _refused(pickled, members, nonmembers)
+
+    msg = _refused(d / "memorised", members, nonmembers, text_field="body")
+    assert "no field 'body'" in msg and str(members) in msg
+
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text(nonmembers.read_text() + members.read_text().splitlines()[3] + "\n")
+    msg = _refused(d / "memorised", members, dup)
+    assert "also a member" in msg and "line 4" in msg and f"line {121}" in msg
+
+
+def test_scoring_equals_a_plain_transformers_forward_loop(clinical):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from privgate.lm.scoring import score_texts
+
+    path = clinical / "memorised"
+    model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True).eval()
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    texts = [json.loads(line)["text"] for line in (clinical / "nonmembers.jsonl").read_text().splitlines()[:9]]
+    texts += ["short one", "a record much longer than the others " * 3]
+    got = score_texts(model, tok, texts, context=128, batch_size=4)  # padded, length-sorted batches
+    for text, lp, mu, sd in zip(texts, got.logprob, got.mu, got.sigma):
+        ids = tok(text, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].double(), -1)
+        want = logp.gather(-1, ids[0, 1:, None])[:, 0].numpy()
+        np.testing.assert_allclose(lp, want, atol=2e-4)
+        p = logp.exp()
+        want_mu = (p * logp).sum(-1)
+        want_sd = ((p * logp**2).sum(-1) - want_mu**2).sqrt()
+        np.testing.assert_allclose(mu, want_mu.numpy(), atol=2e-4)
+        np.testing.assert_allclose(sd, want_sd.numpy(), atol=2e-3)
+    assert got.truncated == 0
+    cut = score_texts(model, tok, texts, context=16, batch_size=4)
+    assert cut.truncated == sum(len(tok(t)["input_ids"]) > 16 for t in texts) > 0
+    assert max(cut.n_tokens) == 15
+
+
+def test_lora_adapter_loads_on_its_base(clinical, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from privgate.lm.loading import load_model_dir
+
+    base = AutoModelForCausalLM.from_pretrained(str(clinical / "base"), local_files_only=True)
+    torch.manual_seed(0)
+    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft_model.save_pretrained(tmp_path / "adapter")
+    cfg = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    cfg["base_model_name_or_path"] = str(clinical / "base")
+    (tmp_path / "adapter" / "adapter_config.json").write_text(json.dumps(cfg))
+    lm = load_model_dir(tmp_path / "adapter")
+    assert lm.extra["base_model"] == str(clinical / "base") and lm.kind == "causal_lm"
+    ids = torch.tensor([[0, 5, 9, 17, 3]])
+    with torch.no_grad():
+        want = peft_model(input_ids=ids).logits
+        got = lm.model(input_ids=ids).logits
+        plain = AutoModelForCausalLM.from_pretrained(str(clinical / "base"), local_files_only=True)(
+            input_ids=ids
+        ).logits
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert (got - plain).abs().max() > 1e-3  # the adapter changed the model
+
+
+def test_builtin_policies_map_to_the_language_model_family():
+    from privgate.lm.family import LM_FAMILY, lm_policy, skipped_attacks
+    from privgate.policy import load_policy
+
+    internal = lm_policy(load_policy("internal"))
+    assert set(internal.attacks_to_run()) == set(LM_FAMILY)  # loss, entropy, … learned → the LM family
+    assert [c.id for c in internal.checks] == ["mia-accuracy"] and internal.confidence == 0.99
+    conf = load_policy("confidential")
+    mapped = lm_policy(conf)
+    assert set(mapped.attacks_to_run()) == set(LM_FAMILY) and mapped.parent.name == "internal"
+    assert [c.id for c in mapped.checks] == [c.id for c in conf.checks] and mapped.own_alpha == conf.own_alpha
+    why = skipped_attacks(conf)
+    assert set(why) == {"rmia"} and "--reference-model" in why["rmia"]
+    strict = skipped_attacks(load_policy("strict"))
+    assert {"gradient", "inversion", "lira", "learned_reference", "rmia"} <= set(strict)
+    assert "does not apply to a causal language model" in strict["gradient"]
+
+
+def test_sequence_classifier_is_attacked_by_the_black_box_family(tmp_path):
+    d = _builder().build_classifier(tmp_path, seed=0)
+    out = tmp_path / "clf.json"
+    r = run_cli(
+        "check",
+        str(d / "classifier"),
+        "--policy",
+        "internal",
+        "--members",
+        str(d / "clf_members.jsonl"),
+        "--nonmembers",
+        str(d / "clf_nonmembers.jsonl"),
+        "--json",
+        str(out),
+    )
+    assert r.returncode in (1, 3), r.stdout + r.stderr  # it memorised noisy labels: never a pass
+    rep = json.loads(out.read_text())
+    assert rep["target"]["kind"] == "sequence_classifier" and rep["target"]["format"] == "huggingface"
+    attacks = {a["name"]: a for a in rep["attacks"]}
+    assert {"loss", "entropy", "modified_entropy", "correctness", "learned"} <= set(attacks)
+    assert attacks["loss"]["auc_ci"][0] > 0.6  # leakage proven on its logits
+    assert rep["target"]["accuracy"]["members"]["value"] > rep["target"]["accuracy"]["nonmembers"]["value"]
+    texts = [json.loads(line)["text"] for line in (d / "clf_members.jsonl").read_text().splitlines()]
+    assert rep["exposed"]["records"] and all(r["text"] == texts[r["member_index"]] for r in rep["exposed"]["records"])
+
+
+def test_shifted_audit_data_cannot_pass(clinical, tmp_path):
+    """Non-members from another distribution (library docstrings): the blind guard says so; nothing passes."""
+    from privgate.api import check
+
+    shifted = tmp_path / "shifted.jsonl"
+    public = _builder().public_text(400)[-120:]
+    shifted.write_text("".join(json.dumps({"text": t}) + "\n" for t in public))
+    rep = check(str(clinical / "other"), "internal", str(clinical / "members.jsonl"), str(shifted))
+    shift = next(a for a in rep.attacks if a.name == "distribution_shift")
+    assert shift.auc_ci[0] > 0.9  # n-grams alone tell patient records from docstrings
+    assert rep.verdict != "pass" and any(w.startswith("audit data biased") for w in rep.warnings)
+    assert all(c.status != "pass" for c in rep.checks)
