@@ -42,7 +42,7 @@ ROC_POINTS = 200
 
 
 @dataclass
-class _Ran:
+class Ran:
     result: AttackResult
     split: stats.SplitScores
     membership: np.ndarray | None = None  # for metrics measured on all audit examples (privgate.stats.leakage)
@@ -115,7 +115,7 @@ def _downsample_roc(split: stats.SplitScores) -> dict[str, list[float]]:
     return {"fpr": [float(v) for v in fpr], "tpr": [float(v) for v in tpr]}
 
 
-def _measured(ran: _Ran, confidence: float) -> dict[str, Any]:
+def _measured(ran: Ran, confidence: float) -> dict[str, Any]:
     """Non-score metrics an attack measures (privgate.stats.leakage), for the report even without a check."""
     out: dict[str, Any] = {}
     for metric, provided in ran.result.extras.get("estimates", {}).items():
@@ -134,7 +134,7 @@ def _measured(ran: _Ran, confidence: float) -> dict[str, Any]:
     return out
 
 
-def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
+def summarise(name: str, ran: Ran, confidence: float) -> AttackSummary:
     sp = ran.split
     a = stats.auc(sp.eval_in, sp.eval_out, confidence)
     acc = stats.balanced_accuracy(sp, confidence)
@@ -190,7 +190,7 @@ def _policy_warnings(policy: Policy) -> list[str]:
 
 def run_attacks(
     target: Target, data: AuditData, policy: Policy, *, recipe: Recipe | None = None, run: RunOptions | None = None
-) -> tuple[dict[str, _Ran], dict[str, str], list[AttackSummary]]:
+) -> tuple[dict[str, Ran], dict[str, str], list[AttackSummary]]:
     """Run the policy's attacks on the audit data; returns (ran, missing reasons, summaries).
 
     Every attack runs inside :func:`privgate.training.threads.limit_threads` with ``run.threads``.
@@ -201,7 +201,7 @@ def run_attacks(
     rows = audit_rows(data, run.seed)
     x, y, membership, calibration = rows.x, rows.y, rows.membership, rows.calibration
     ctx = AttackContext(target=target, x=x, y=y, population=data.population, recipe=recipe, run=run)
-    ran: dict[str, _Ran] = {}
+    ran: dict[str, Ran] = {}
     missing: dict[str, str] = {}
     summaries: list[AttackSummary] = []
     todo = policy.attacks_to_run()
@@ -258,13 +258,13 @@ def run_attacks(
             raise RuntimeError(
                 f"attack '{name}' returned scores of shape {scores.shape} with non-finite values: a bug in the attack"
             )
-        ran[name] = _Ran(result, stats.SplitScores.from_mask(scores, membership, calibration), membership, scores)
-        summaries.append(_summarise(name, ran[name], policy.confidence))
+        ran[name] = Ran(result, stats.SplitScores.from_mask(scores, membership, calibration), membership, scores)
+        summaries.append(summarise(name, ran[name], policy.confidence))
     return ran, missing, summaries
 
 
 def _exposed(
-    ran: dict[str, _Ran],
+    ran: dict[str, Ran],
     summaries: list[AttackSummary],
     rows: AuditRows,
     diagnostic: set[str],

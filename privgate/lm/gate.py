@@ -37,7 +37,7 @@ from privgate.attacks import available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
 from privgate.decision import decide_policy, verdict_of
 from privgate.errors import DataError
-from privgate.gate import _Ran, _summarise, final_scores
+from privgate.gate import Ran, summarise, final_scores
 from privgate.lm.attacks.context import LMContext
 from privgate.lm.attacks.measures import MeasureInputs, Measurement
 from privgate.lm.family import lm_policy, skipped_attacks
@@ -200,7 +200,7 @@ def audit_lm(
     measure_inputs = MeasureInputs(
         lm, data.members.texts, data.nonmembers.texts, canaries, device, run.seed, policy.confidence, batch_size
     )
-    ran: dict[str, _Ran] = {}
+    ran: dict[str, Ran] = {}
     missing = skipped_attacks(policy)
     summaries = [
         AttackSummary(name=n, threat_model=threat_model_of(n), status="skipped", reason=why)
@@ -219,7 +219,7 @@ def audit_lm(
                 if isinstance(attack, Measurement):
                     conf = measurement_confidence(translated, name)
                     result = attack.measure(dataclasses.replace(measure_inputs, confidence=conf))
-                    ran[name] = _Ran(result, None, pooled.membership, None)  # type: ignore[arg-type]
+                    ran[name] = Ran(result, None, pooled.membership, None)  # type: ignore[arg-type]
                     summaries.append(_measured_summary(name, result, policy.confidence))
                     continue
                 result = attack.run(ctx)
@@ -235,8 +235,8 @@ def audit_lm(
             )
             continue
         split = stats.SplitScores.from_mask(final, pooled.membership, pooled.calibration)
-        ran[name] = _Ran(result, split, pooled.membership, final)
-        summaries.append(_summarise(name, ran[name], policy.confidence))
+        ran[name] = Ran(result, split, pooled.membership, final)
+        summaries.append(summarise(name, ran[name], policy.confidence))
     shift_summary, shift_warning = _shift_guard(data, run, policy.confidence)
     summaries.append(shift_summary)
     diagnostic = {n for n, cls in registry.items() if cls.diagnostic}
@@ -307,7 +307,7 @@ def _measured_summary(name: str, result: Any, confidence: float) -> AttackSummar
 
 
 def _exposed(
-    ran: dict[str, _Ran], summaries: list[AttackSummary], pooled: Pooled, diagnostic: set[str], n: int
+    ran: dict[str, Ran], summaries: list[AttackSummary], pooled: Pooled, diagnostic: set[str], n: int
 ) -> dict[str, Any] | None:
     """The report's ``exposed`` section (:mod:`privgate.stats.exposure`), each record shown as text, truncated."""
     from privgate.stats.exposure import ScoredAttack, exposed_members
