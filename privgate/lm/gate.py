@@ -37,7 +37,7 @@ from privgate.attacks import available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
 from privgate.decision import decide_policy, verdict_of
 from privgate.errors import DataError
-from privgate.gate import Ran, summarise, final_scores
+from privgate.gate import Ran, final_scores, summarise
 from privgate.lm.attacks.context import LMContext
 from privgate.lm.attacks.measures import MeasureInputs, Measurement
 from privgate.lm.family import lm_policy, skipped_attacks
