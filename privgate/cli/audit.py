@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from privgate.audits.ldp_names import ADVERSARIES, DISTINGUISHERS
 from privgate.cli.executor import executor_options, executor_settings
 from privgate.cli.guard import guard, out_console, progress_wanted
+from privgate.report.safe import console as escape
 
 
 class _Positive(click.ParamType):
@@ -131,7 +131,7 @@ def _finish(
     else:
         show(report, out)
         for fmt, path in outputs.items():
-            out.print(f"{fmt} report: {path}", highlight=False)
+            out.print(f"{fmt} report: {escape(path)}", highlight=False)
     return report.exit_code
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
 
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import environment, guard, out_console, progress_wanted
 from privgate.errors import PrivgateError
+from privgate.report.safe import console as escape
 
 if TYPE_CHECKING:
     from privgate.io.guards import Named
@@ -195,6 +195,7 @@ def check(
     from privgate.io.guards import audit_inputs, check_outputs
     from privgate.io.staging import Staging, commit, render_reports
     from privgate.report.console import print_report
+    from privgate.report.html import attach_images
 
     cfg = load_config(config_path) if config_path else find_config()
     base = cfg.base
@@ -291,10 +292,12 @@ def check(
                 status.stop()
         staged, model_files = (result.report, result.files) if remediate else (result, {})
         report = staging.relocate(staged)
-        files = render_reports(staged, report, outputs)
+        artefacts = staging.files()
+        report = attach_images(report, artefacts)  # the HTML embeds what this run wrote; it never reads a path
+        files = render_reports(report, outputs)
         for path, data in model_files.items():
             files[path] = ("hardened model" if path == model_out else "hardened model's state_dict", data)
-        files.update({path: ("attack artefact", data) for path, data in staging.files().items()})
+        files.update({path: ("attack artefact", data) for path, data in artefacts.items()})
         commit(files)
     if step_summary:
         append_step_summary(report)
@@ -304,17 +307,17 @@ def check(
 
         logged = log_report(report, model_version=model_version)
     if quiet:
-        out.print(report.summary)
+        out.print(escape(report.summary))
     else:
         print_report(report, out, verbose=verbose)
         if json_out:
-            out.print(f"JSON report: {json_out}")
+            out.print(f"JSON report: {escape(json_out)}")
         for fmt, path in outputs.items():
             if path and fmt != "json":
-                out.print(f"{fmt} report: {path}")
+                out.print(f"{fmt} report: {escape(path)}")
         images = any(r.get("image") for r in (report.exposed or {}).get("records", []))
         if artefacts_dir and (images or any(a.extras.get("artefacts") for a in report.attacks)):
-            out.print(f"artefacts: {artefacts_dir}")
+            out.print(f"artefacts: {escape(artefacts_dir)}")
         if logged is not None:
             mv = logged.model_version
             tagged = f"; model version {mv[0]}:{mv[1]} tagged privgate.verdict={report.verdict}" if mv else ""

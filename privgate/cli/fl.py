@@ -9,6 +9,7 @@ import click
 
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import guard, out_console
+from privgate.report.safe import clean
 
 _ATTACKS_HELP = (
     "Comma-separated attacks: correctness, loss, confidence, entropy, modified_entropy (seed 004's metric attacks, "
@@ -65,13 +66,14 @@ def fl() -> None:
 def _print(report: Any, quiet: bool) -> None:
     from rich.table import Table
 
+    from privgate.report.safe import console as e
     from privgate.report.text import num
 
     out = out_console()
     if quiet:
-        out.print(report.summary, markup=False)
+        out.print(clean(report.summary), markup=False)
         return
-    table = Table(title=f"final round, AUC of the strongest attack ({', '.join(report.attacks)})")
+    table = Table(title=f"final round, AUC of the strongest attack ({e(', '.join(report.attacks))})")
     for col in ("topology", "nodes × rounds", "distribution", "self", "1 hop", "others", "accuracy", "training"):
         table.add_column(col)
     for t in report.topologies:
@@ -79,14 +81,14 @@ def _print(report: Any, quiet: bool) -> None:
         how = f"{t.training.get('engine', '')} {t.training.get('kernel', '')}".strip()
         seconds = t.seconds.get("training")
         table.add_row(
-            str(t.topology.get("name")), f"{t.nodes} × {t.rounds}", t.distribution, num(s.get("self")),
+            e(t.topology.get("name")), f"{t.nodes} × {t.rounds}", e(t.distribution), num(s.get("self")),
             num(s.get("by_hop", {}).get("1")), num(s.get("others")), num(s.get("mean_accuracy_final")),
-            f"{how} {seconds:.2f} s" if seconds is not None else how,
+            e(f"{how} {seconds:.2f} s" if seconds is not None else how),
         )  # fmt: skip
     out.print(table)
     for c in report.checks:
-        out.print(f"{c.status.upper():>12}  {c.id}: {c.reason}", markup=False, highlight=False)
-    out.print(report.summary, markup=False)
+        out.print(clean(f"{c.status.upper():>12}  {c.id}: {c.reason}"), markup=False, highlight=False)
+    out.print(clean(report.summary), markup=False)
 
 
 def _gate_report(report: Any, policy: Any) -> Any:
@@ -190,7 +192,7 @@ def simulate_cmd(
     _write(files)
     _print(report, quiet)
     if save_dir and not quiet:
-        out_console().print(f"saved federation(s): {save_dir}/<topology>/federation.yaml", markup=False)
+        out_console().print(clean(f"saved federation(s): {save_dir}/<topology>/federation.yaml"), markup=False)
     return 0
 
 

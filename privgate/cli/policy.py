@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from privgate.cli.guard import guard
+from privgate.report.safe import console as escape
 
 
 @click.group()

@@ -41,24 +41,7 @@ def _load_report(path: str) -> Any:
             f"{path}: report schema version {rep.schema_version} is newer than this privgate understands "
             f"({SCHEMA_VERSION}); upgrade privgate."
         )
-    _find_artefacts(rep, p.parent)
     return rep
-
-
-def _find_artefacts(rep: Any, report_dir: Path) -> None:
-    """Artefact paths are relative to where ``check`` ran; rendering elsewhere, look next to the report too."""
-    for attack in rep.attacks:
-        paths = attack.extras.get("artefacts")
-        if not isinstance(paths, list):
-            continue
-        found = []
-        for item in paths:
-            p = Path(str(item))
-            candidates = [p, report_dir / p] + [
-                report_dir / Path(*p.parts[i:]) for i, part in enumerate(p.parts) if part.endswith(".artefacts")
-            ]
-            found.append(str(next((c for c in candidates if c.is_file()), p)))
-        attack.extras["artefacts"] = found
 
 
 @report.command("render")
@@ -95,14 +78,23 @@ def report_render(
     if not any(outputs.values()) and not step_summary:
         raise click.UsageError("nothing to render: give at least one of --html, --markdown, --junit, --sarif, --json.")
     rep = _load_report(report_json)
+    # a report is data: the paths it names are never opened (its artefacts are listed as text in the HTML);
+    # they are only compared with the outputs, so that rendering never overwrites them
     inputs = [Named(Path(report_json), "the report being rendered")]
     inputs += [
         Named(Path(str(p)), f"an artefact of attack '{a.name}'")
         for a in rep.attacks
         for p in (a.extras.get("artefacts") if isinstance(a.extras.get("artefacts"), list) else [])
+        if isinstance(p, str) and 0 < len(p) < 4096 and "\0" not in p
     ]
     check_outputs([Named(Path(p), f"the {FORMAT_NAMES[fmt]} (--{fmt})") for fmt, p in outputs.items() if p], inputs)
-    commit(render_reports(rep, rep, outputs))
+    try:
+        rendered = render_reports(rep, outputs)
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError) as exc:  # a hand-made report
+        raise PrivgateError(
+            f"{report_json}: not a privgate JSON report (a value has the wrong type: {exc.__class__.__name__})."
+        ) from None
+    commit(rendered)
     for fmt, path in outputs.items():
         if path:
             click.echo(f"{fmt} report: {path}")

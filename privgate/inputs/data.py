@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from privgate.errors import DataError, PrivgateError, clip, shown
+from privgate.errors import DataError, PrivgateError, clip, out_of_memory, shown
 from privgate.inputs.entrypoints import import_factory
 from privgate.inputs.suggest import did_you_mean
 
@@ -269,6 +269,8 @@ class AuditData:
         except PrivgateError:
             raise
         except Exception as exc:
+            if out_of_memory(exc):
+                raise
             msg = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else exc.__class__.__name__
             raise DataError(
                 f"{self.members.source}: the model cannot run on the audit data (rows of shape "

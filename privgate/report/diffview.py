@@ -13,7 +13,6 @@ import math
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from privgate.report.diff import (
@@ -30,6 +29,7 @@ from privgate.report.diff import (
 )
 from privgate.report.markdown import cell
 from privgate.report.model import Report
+from privgate.report.safe import console as escape
 from privgate.report.text import num, verdict_badge
 
 #: JSON output: ``format`` and ``version`` change only when a field is removed or changes meaning.
@@ -267,10 +267,10 @@ def print_diff(d: Diff, console: Console, verbose: bool = False) -> None:
             label = r.id + (f" ({attack_text(r)})" if kind == "check" and attack_text(r) else "")
             t.add_row(
                 escape(label),
-                r.metric,
-                side_text(r.base),
-                side_text(r.new),
-                change_text(r),
+                escape(r.metric),
+                escape(side_text(r.base)),
+                escape(side_text(r.new)),
+                escape(change_text(r)),
                 p_text(r.p_value),
                 f"{r.tolerance:g}" if r.tolerance is not None else "",
                 result,
@@ -279,7 +279,7 @@ def print_diff(d: Diff, console: Console, verbose: bool = False) -> None:
     for r in d.rows:
         if verbose or r.status in (REGRESSED, NOT_SIGNIFICANT, IMPROVED):
             style = _STYLE[r.status] or "bold"
-            console.print(f"  [{style}]{escape(r.id)}[/] {r.metric}: {escape(r.reason)}", highlight=False)
+            console.print(f"  [{style}]{escape(r.id)}[/] {escape(r.metric)}: {escape(r.reason)}", highlight=False)
     for n in d.notes:
         console.print(f"[dim]note:[/] {escape(n)}", highlight=False)
     console.print(f"[{'bold red' if d.regressions else 'bold green'}]{escape(d.summary)}[/]", highlight=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, field_validator
 
 SCHEMA_VERSION = 1
 
@@ -125,6 +125,9 @@ class Report(BaseModel):
     environment: dict[str, Any]
     started: str
     duration_s: float
+    #: PNG files this run wrote, {artefact path: bytes}, for the HTML to embed (privgate.report.html.attach_images);
+    #: never serialised, never read from JSON: rendering a report never opens a path it names.
+    _images: dict[str, bytes] = PrivateAttr(default_factory=dict)
 
     @property
     def exit_code(self) -> int:

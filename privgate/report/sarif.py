@@ -24,6 +24,7 @@ import yaml
 
 from privgate.report.exposed import view as exposed_view
 from privgate.report.model import CheckResult, Report
+from privgate.report.safe import deep
 from privgate.report.text import check_message
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -139,7 +140,10 @@ def _policy_file(report: Report) -> Path | None:
     if not source:
         return None
     p = Path(str(source))
-    return p if p.suffix in (".yaml", ".yml") and p.is_file() else None
+    try:  # a policy file's size is limited (privgate.policy.loading); a bigger one is not what the run read
+        return p if p.suffix in (".yaml", ".yml") and p.is_file() and p.stat().st_size <= 1 << 20 else None
+    except (OSError, ValueError):
+        return None
 
 
 def _location(report: Report, c: CheckResult, lines: dict[str, int]) -> dict[str, Any]:
@@ -283,7 +287,7 @@ def render_sarif(report: Report) -> str:
         uri, base = _uri(str(policy_file))
         run["artifacts"] = [{"location": {"uri": uri, **({"uriBaseId": base} if base else {})}, "roles": ["policy"]}]
     log = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(deep(log), indent=2, ensure_ascii=False) + "\n"  # control bytes gone (report.safe)
 
 
 __all__ = ["EXPOSED_RULE", "RULES", "render_sarif", "rule_id"]
