@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
-from privgate.cli.guard import environment, guard, out_console, progress_wanted
+from privgate.cli.guard import cap_threads, environment, guard, out_console, progress_wanted
 from privgate.errors import PrivgateError
 from privgate.report.safe import console as escape
 
@@ -85,6 +85,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
+    callback=cap_threads,
     envvar="PRIVGATE_THREADS",
     show_envvar=True,
     help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, "

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
-from privgate.cli.guard import guard, out_console
+from privgate.cli.guard import cap_threads, guard, out_console
 from privgate.report.safe import clean
 
 _ATTACKS_HELP = (
@@ -36,6 +36,7 @@ def _common(fn: Any) -> Any:
             click.option(
                 "--threads",
                 type=click.IntRange(min=1),
+                callback=cap_threads,
                 envvar="PRIVGATE_THREADS",
                 help="Most threads used at once (default 1; $PRIVGATE_THREADS).",
             ),

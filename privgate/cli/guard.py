@@ -62,6 +62,17 @@ def progress_wanted(quiet: bool, console: Console) -> bool:
     return not quiet and console.is_terminal and not environment().ci
 
 
+def cap_threads(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """click callback of every ``--threads``: at most :func:`privgate.training.threads.max_threads` (exit 2)."""
+    from privgate.training.threads import threads_problem
+
+    if value is not None:
+        problem = threads_problem(value)
+        if problem:
+            raise click.BadParameter(problem + ".", ctx=ctx, param=param)
+    return value
+
+
 def err_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
