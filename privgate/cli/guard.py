@@ -77,6 +77,10 @@ def err_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+OUT_OF_MEMORY = (
+    "[bold red]error:[/] out of memory: the run needs more memory than this machine gives it (fewer --threads, "
+    "smaller data or a larger machine); nothing was written."
+)
 #: The longest error message printed (a 1 GB message must not reach the log).
 MAX_MESSAGE = 2_000
 
@@ -127,6 +131,10 @@ def guard(fn: Callable[..., int | None]) -> Callable[..., None]:
             with sigterm_raises():
                 code = fn(*args, **kwargs)
         except PrivgateError as exc:
+            cause = exc.__cause__ or exc.__context__  # kept by `raise ... from None`
+            if cause is not None and out_of_memory(cause):  # a loader that blamed the input for a full memory
+                _say(OUT_OF_MEMORY, "error: out of memory; nothing was written.")
+                _exit(EXIT_INTERNAL)
             msg = _message(exc)
             _say(f"[bold red]error:[/] {escape(msg)}", f"error: {msg}")
             _exit(exc.exit_code if exc.exit_code != EXIT_FAIL else EXIT_INTERNAL)
@@ -140,19 +148,11 @@ def guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except MemoryError:
-            _say(
-                "[bold red]error:[/] out of memory: the run needs more memory than this machine gives it "
-                "(fewer --threads, smaller data or a larger machine); nothing was written.",
-                "error: out of memory; nothing was written.",
-            )
+            _say(OUT_OF_MEMORY, "error: out of memory; nothing was written.")
             _exit(EXIT_INTERNAL)
         except BaseException as exc:  # noqa: BLE001 — the last line of defence
             if out_of_memory(exc):
-                _say(
-                    "[bold red]error:[/] out of memory: the run needs more memory than this machine gives it "
-                    "(fewer --threads, smaller data or a larger machine); nothing was written.",
-                    "error: out of memory; nothing was written.",
-                )
+                _say(OUT_OF_MEMORY, "error: out of memory; nothing was written.")
                 _exit(EXIT_INTERNAL)
             if environment().debug:
                 with contextlib.suppress(BaseException):

@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 
 from privgate.cli.guard import guard
+from privgate.report.safe import clean
 from privgate.report.safe import console as escape
 
 
@@ -58,7 +59,7 @@ def policy_show(name: str) -> int:
 
     load_policy(name)  # validates, and gives the one-sentence error for unknown names
     path = builtin_policies().get(name) if not Path(name).suffix else Path(name)
-    click.echo(Path(path or name).read_text(encoding="utf-8"), nl=False)
+    click.echo(clean(Path(path or name).read_text(encoding="utf-8")), nl=False)  # no terminal control bytes
     return 0
 
 
@@ -73,8 +74,10 @@ def policy_validate(file: str) -> int:
     inherited = sum(len(q.checks) for q in p.chain()[:-1])
     extra = f" and {inherited} inherited from {' → '.join(q.name for q in p.chain()[:-1])}" if inherited else ""
     click.echo(
-        f"{file}: valid policy '{p.name}' ({len(p.checks)} checks{extra}, {len(p.attacks_to_run())} attacks, "
-        f"every decision at {p.confidence:g} confidence)."
+        clean(
+            f"{file}: valid policy '{p.name}' ({len(p.checks)} checks{extra}, {len(p.attacks_to_run())} attacks, "
+            f"every decision at {p.confidence:g} confidence)."
+        )
     )
     return 0
 

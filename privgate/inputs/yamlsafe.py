@@ -14,12 +14,16 @@ reference (memoised, so counting costs one pass over the distinct nodes however
 large the expansion). A document that expands beyond :data:`MAX_NODES` nodes,
 or an alias that refers to itself, is refused with the line of the smallest
 value that crosses the limit. A mapping key written twice (which PyYAML would
-silently resolve to the second value) is refused naming both lines. Ordinary anchors (a shared block of options,
+silently resolve to the second value) is refused naming both lines, and so is
+a string holding a control character (``"\\e[31m"``): what a file names must
+print as text (:mod:`privgate.report.safe`), so ``policy validate`` accepts
+what ``check`` prints. Ordinary anchors (a shared block of options,
 ``<<: *defaults`` merges) stay allowed.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -94,6 +98,28 @@ def _duplicate_key(root: yaml.Node) -> tuple[str, int, int] | None:
     return None
 
 
+#: Control characters a YAML string may spell with an escape (``"\\e"``, ``"\\x9b"``): C0 but tab and newline,
+#: DEL, C1. A terminal would act on them (ESC starts a control sequence), so no value may hold one.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _control_char(root: yaml.Node) -> tuple[str, int] | None:
+    """(the character, line) of the first scalar holding a control character, or None."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode) and isinstance(node.value, str):
+            m = _CONTROL.search(node.value)
+            if m:
+                return m.group(), node.start_mark.line + 1
+        stack.extend(reversed(_children(node)))
+    return None
+
+
 def load_yaml(
     text: str, source: str, error: type[PrivgateError] = PrivgateError, max_nodes: int = MAX_NODES
 ) -> tuple[Any, yaml.Node | None]:
@@ -116,6 +142,13 @@ def load_yaml(
             raise error(
                 f"{source}: line {line2}: key {shown(key, 60)} is given twice (lines {line1} and {line2}); "
                 f"YAML would keep only the second silently, so remove or merge one."
+            )
+        bad = _control_char(root)
+        if bad is not None:
+            char, line = bad
+            raise error(
+                f"{source}: line {line}: a value holds the control character {char!r}, which a terminal would act "
+                f"on; remove it."
             )
         found = _too_big(root, max_nodes)
         if found is not None:

@@ -51,12 +51,12 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u20
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: What XML 1.0 (5th ed., production [2] Char) does not allow, on top of :data:`_CONTROL`.
 _NOT_XML = re.compile("[\ufffe\uffff]")
-#: Markdown: the ASCII punctuation that can start markup anywhere in a line, backslash-escaped (CommonMark 0.31,
-#: section 2.4): code spans, HTML and autolinks, entities, table pipes, link and image destinations "(", link
-#: reference definitions and URL schemes ":", emphasis, strikethrough, GitHub's math "$"; "_" only at a word's edge
-#: (inside a word it is no emphasis); "." only after "www" (GFM's bare-URL autolinks). "[" and "]" alone make no
-#: link without "(" or a definition, so numbers and intervals stay readable.
-_MD_PUNCT = re.compile(r"([\\`*~<>&|()!:$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|(?<=[Ww]{3})\.)")
+#: Markdown: the ASCII punctuation that can start markup in the middle of a line, backslash-escaped (CommonMark
+#: 0.31 section 2.4; GFM): code spans "`", HTML and autolinks "<", entities "&", table pipes "|", emphasis "*" and
+#: "_" (at a word's edge: inside a word "_" is no emphasis), strikethrough "~", images "!", GitHub's math "$", a
+#: link's destination "](" and a link reference definition "]:", GFM's bare-URL autolinks ("://", "www.").
+#: "[" and "]" alone make no link, so numbers and intervals stay readable.
+_MD_PUNCT = re.compile(r"([\\`*~<>&|!$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|(?<=\])[(:]|:(?=//)|(?<=[Ww]{3})\.)")
 #: The longest text kept from one value; more is cut with an ellipsis (a 1 GB message must not reach a log).
 MAX_TEXT = 20_000
 #: The largest PNG embedded in an HTML report.
