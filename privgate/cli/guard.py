@@ -53,8 +53,8 @@ def out_console() -> Console:
     """Stdout console; CI logs (no terminal) get a wide fixed width so tables do not wrap."""
     probe = Console()
     if probe.is_terminal or environment().columns:
-        return Console(highlight=False, soft_wrap=True)
-    return Console(highlight=False, soft_wrap=True, width=160)
+        return Console(highlight=False, soft_wrap=True, emoji=False)
+    return Console(highlight=False, soft_wrap=True, width=160, emoji=False)
 
 
 def progress_wanted(quiet: bool, console: Console) -> bool:
@@ -74,7 +74,7 @@ def cap_threads(ctx: click.Context, param: click.Parameter, value: int | None) -
 
 
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 OUT_OF_MEMORY = (

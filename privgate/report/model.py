@@ -10,6 +10,7 @@ import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, field_validator
+from pydantic_core import PydanticSerializationError
 
 SCHEMA_VERSION = 1
 
@@ -134,7 +135,13 @@ class Report(BaseModel):
         return {"pass": 0, "fail": 1, "inconclusive": 3}[self.verdict]
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=2)
+        try:
+            return self.model_dump_json(indent=2)
+        except PydanticSerializationError:  # a lone surrogate: a file name that is not UTF-8
+            from privgate.report.safe import deep, no_surrogates
+
+            fixed = type(self).model_validate(deep(self.model_dump(), no_surrogates))
+            return fixed.model_dump_json(indent=2)
 
     @classmethod
     def from_json(cls, text: str) -> Report:

@@ -41,8 +41,6 @@ import zlib
 from html import escape as _html_escape
 from typing import Any
 
-from rich.markup import escape as _rich_escape
-
 #: C0 controls except tab and newline, DEL, C1 controls (CSI, OSC, ST...), Unicode line/paragraph separators
 #: and the bidirectional overrides that make text display in another order than it is read ("Trojan Source",
 #: Boucher & Anderson 2021, arXiv 2111.00169).
@@ -57,6 +55,12 @@ _NOT_XML = re.compile("[\ufffe\uffff]")
 #: link's destination "](" and a link reference definition "]:", GFM's bare-URL autolinks ("://", "www.").
 #: "[" and "]" alone make no link, so numbers and intervals stay readable.
 _MD_PUNCT = re.compile(r"([\\`*~<>&|!$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|(?<=\])[(:]|:(?=//)|(?<=[Ww]{3})\.)")
+#: What makes a line a heading, block quote, list item, thematic break or setext underline: escaped when the text
+#: starts with it, so the text stays a paragraph even where it starts a line (a list item's content).
+_MD_BLOCK_START = re.compile(r"[#>+=-]|\d{1,9}[.)]")
+#: What rich reads as a tag (rich.markup.RE_TAGS), with the backslashes before it; backslashes ending a text.
+_RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+_TRAILING_BACKSLASHES = re.compile(r"\\+$")
 #: The longest text kept from one value; more is cut with an ellipsis (a 1 GB message must not reach a log).
 MAX_TEXT = 20_000
 #: The largest PNG embedded in an HTML report.
@@ -97,14 +101,29 @@ def clean(value: Any, *, newlines: bool = True, most: int = MAX_TEXT) -> str:
     return _SURROGATE.sub("\ufffd", s)
 
 
+def no_surrogates(value: Any) -> Any:
+    """``value`` with lone surrogates (a file name that is not UTF-8, read with ``surrogateescape``) as U+FFFD;
+    other values unchanged. For documents that keep every other character, such as the JSON report."""
+    return _SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
+
+
 def one_line(value: Any, most: int = MAX_TEXT) -> str:
     """:func:`clean` on one line (newlines become spaces): for table cells and headings."""
     return clean(value, newlines=False, most=most)
 
 
 def console(value: Any, *, newlines: bool = True) -> str:
-    """Text to print through rich with markup on: control characters gone, ``[...]`` shown as typed."""
-    return _rich_escape(clean(value, newlines=newlines))
+    """Text to print through rich with markup on: control characters gone, ``[...]`` shown as typed.
+
+    Like :func:`rich.markup.escape` (a backslash run before something
+    tag-like is doubled and the bracket escaped), and a backslash run at the
+    end is doubled too, so markup that follows (``f"[b]{console(s)}[/b]"``)
+    stays markup whatever ``s`` ends with. Consoles print with ``emoji=False``
+    (:func:`privgate.cli.guard.out_console`), so ``:smile:`` stays text.
+    """
+    s = _RICH_TAG.sub(lambda m: m.group(1) * 2 + "\\" + m.group(2), clean(value, newlines=newlines))
+    tail = _TRAILING_BACKSLASHES.search(s)
+    return s + tail.group() if tail else s
 
 
 def xml(value: Any) -> str:
@@ -148,14 +167,18 @@ def deep(value: Any, fn: Any = None) -> Any:
 
 
 def md_text(value: Any) -> str:
-    """Text for GitHub-flavoured Markdown, shown literally wherever it goes except at the start of a line.
+    """Text for GitHub-flavoured Markdown, shown literally wherever it goes: a paragraph, a list item, a cell.
 
     No link, image, autolink, code span, HTML tag, entity, emphasis, math or
-    table pipe can start inside it; newlines become spaces, so it stays in its
-    paragraph, list item or table cell (put a fixed prefix before it when it
-    starts a line: ``- `` or ``**name**: ``).
+    table pipe can start inside it, and it cannot start a heading, quote or
+    list; newlines become spaces, so it stays in its block. Spaces at either
+    end are dropped (Markdown drops them too).
     """
-    return _MD_PUNCT.sub(r"\\\1", one_line(value))
+    out = _MD_PUNCT.sub(r"\\\1", one_line(value).strip(" "))
+    block = _MD_BLOCK_START.match(out)  # a heading, quote, list item, rule or setext line if it started a line
+    if block:
+        out = out[: block.end() - 1] + "\\" + out[block.end() - 1 :]
+    return out
 
 
 def md_cell(value: Any) -> str:
@@ -291,6 +314,7 @@ __all__ = [
     "md_cell",
     "md_code",
     "md_text",
+    "no_surrogates",
     "one_line",
     "png_data_uri",
     "text",
