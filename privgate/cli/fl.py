@@ -122,8 +122,8 @@ def _write(files: dict[Path, tuple[str, str | bytes]]) -> None:
 @fl.command("simulate")
 @click.option("--recipe", required=True, help="How every node trains: module:attr (a privgate.Recipe).")
 @click.option("--data", required=True, help="All rows: .npz, .pt, .csv or module:function returning (x, y).")
-@click.option("--nodes", type=click.IntRange(min=2), default=10, show_default=True)
-@click.option("--rounds", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--nodes", type=click.IntRange(min=2, max=1000), default=10, show_default=True)
+@click.option("--rounds", type=click.IntRange(min=1, max=10_000), default=10, show_default=True)
 @click.option(
     "--topology",
     "topologies",

@@ -79,7 +79,7 @@ def err_console() -> Console:
 
 OUT_OF_MEMORY = (
     "[bold red]error:[/] out of memory: the run needs more memory than this machine gives it (fewer --threads, "
-    "smaller data or a larger machine); nothing was written."
+    "smaller data or a larger machine); outputs are written all together or not at all."
 )
 #: The longest error message printed (a 1 GB message must not reach the log).
 MAX_MESSAGE = 2_000
@@ -133,7 +133,7 @@ def guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         except PrivgateError as exc:
             cause = exc.__cause__ or exc.__context__  # kept by `raise ... from None`
             if cause is not None and out_of_memory(cause):  # a loader that blamed the input for a full memory
-                _say(OUT_OF_MEMORY, "error: out of memory; nothing was written.")
+                _say(OUT_OF_MEMORY, "error: out of memory.")
                 _exit(EXIT_INTERNAL)
             msg = _message(exc)
             _say(f"[bold red]error:[/] {escape(msg)}", f"error: {msg}")
@@ -148,11 +148,11 @@ def guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except MemoryError:
-            _say(OUT_OF_MEMORY, "error: out of memory; nothing was written.")
+            _say(OUT_OF_MEMORY, "error: out of memory.")
             _exit(EXIT_INTERNAL)
         except BaseException as exc:  # noqa: BLE001 — the last line of defence
             if out_of_memory(exc):
-                _say(OUT_OF_MEMORY, "error: out of memory; nothing was written.")
+                _say(OUT_OF_MEMORY, "error: out of memory.")
                 _exit(EXIT_INTERNAL)
             if environment().debug:
                 with contextlib.suppress(BaseException):
