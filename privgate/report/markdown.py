@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from privgate.report.exposed import view as exposed_view
-from privgate.report.model import Report
+from privgate.report.jobs_markdown import job_section
+from privgate.report.model import BaseReport, Report
 from privgate.report.remediation import view as remediation_view
 from privgate.report.safe import md_cell, md_code, md_text
 from privgate.report.text import (
@@ -51,21 +52,23 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
-def render_markdown(report: Report) -> str:
-    """The report as a GitHub-flavoured Markdown summary."""
+def _facts(report: BaseReport) -> list[str]:
+    """The line under the headline: what was audited, on what, and the run's provenance."""
+    if not isinstance(report, Report):
+        tgt = report.target
+        return [
+            f"{report.job}: `{tgt.get('path')}` ({tgt.get('format')})",
+            f"seed {report.environment.get('seed')}",
+            f"privgate {report.privgate_version}",
+            f"{report.duration_s:.1f} s",
+        ]
     pol = report.policy
     tgt = report.target
     data = report.data or {}
-    lines = [
-        f"## privgate {verdict_badge(report.verdict)} · policy {md_code(pol.get('name'))}",
-        "",
-        f"**{md_text(report.summary)}**",
-        "",
-    ]
     sha = tgt.get("sha256")
     conf = pol.get("confidence", 0.95)
     conf = f"{conf:.1%}".replace(".0%", "%") if isinstance(conf, (int, float)) else md_text(conf)
-    facts = [
+    return [
         f"target {md_code(tgt.get('path'))} ({md_text(tgt.get('format'))}"
         f"{', sha256 ' + md_code(str(sha)[:12] + '…') if sha else ''})",
         md_text(
@@ -82,7 +85,18 @@ def render_markdown(report: Report) -> str:
         f"privgate {md_text(report.privgate_version)}",
         f"{report.duration_s:.1f} s",
     ]
-    lines += [" · ".join(facts), ""]
+
+
+def render_markdown(report: BaseReport) -> str:
+    """The report as a GitHub-flavoured Markdown summary (any job: its own section after the checks)."""
+    what = "policy" if isinstance(report, Report) else "claim" if report.job.startswith("audit-") else "policy"
+    lines = [
+        f"## privgate {verdict_badge(report.verdict)} · {what} {md_code(report.policy.get('name'))}",
+        "",
+        f"**{md_text(report.summary)}**",
+        "",
+    ]
+    lines += [" · ".join(_facts(report)), ""]
     lines += [line for note in target_notes(report) for line in (md_text(note), "")]
 
     if report.checks:
@@ -114,7 +128,9 @@ def render_markdown(report: Report) -> str:
     else:
         lines += ["The policy requires no checks.", ""]
 
-    if report.attacks:
+    if not isinstance(report, Report):
+        lines += job_section(report, _table)
+    elif report.attacks:
         lines += ["### Attacks (evaluation split)", ""]
         rows = []
         for a in report.attacks:
@@ -145,7 +161,7 @@ def render_markdown(report: Report) -> str:
         lines += _table(exposed.header, exposed.rows)
         lines.append("")
 
-    rem = remediation_view(report)
+    rem = remediation_view(report) if isinstance(report, Report) else None
     if rem is not None:
         lines += ["### Remediation (DP-SGD)", ""]
         head = f"Chosen ε: **{rem.chosen_epsilon:g}**" if rem.chosen_epsilon is not None else "No ε was chosen."
