@@ -493,9 +493,7 @@ def test_html_embeds_the_images_its_run_attached(failing):
     png = png_bytes(np.tile(np.arange(16, dtype=np.uint8) * 16, (8, 1)))
     attacks = [a.model_copy(deep=True) for a in failing.attacks]
     attacks[0].extras["artefacts"] = ["nowhere/inversion/reconstructions.png"]
-    rep = attach_images(
-        failing.model_copy(update={"attacks": attacks}), {"nowhere/inversion/reconstructions.png": png}
-    )
+    rep = attach_images(failing.model_copy(update={"attacks": attacks}), {"nowhere/inversion/reconstructions.png": png})
     page = render(rep, "html")
     uris = re.findall(r"<img class='grid' alt='loss: reconstructions.png' src='data:image/png;base64,([^']+)'>", page)
     assert len(uris) == 1 and base64.b64decode(uris[0]) == png
