@@ -193,6 +193,46 @@ def test_every_writer_survives_hostile_strings_and_parses_back(base, s):
         assert "\x1b]8" not in buf.getvalue()
 
 
+@pytest.fixture(scope="module")
+def ldp_base():
+    """A claim-audit report (another job of the family, with its own Markdown section and HTML page)."""
+    from privgate import api
+    from privgate.options import RunOptions
+    from privgate.settings import LdpAuditSettings
+
+    settings = LdpAuditSettings(epsilons=(2.0,), trials=100, adversaries=("input_perturbation",))
+    return api.audit_ldp(settings, RunOptions(seed=0))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(s=HOSTILE)
+def test_another_jobs_writers_survive_hostile_strings(ldp_base, s):
+    """The writers every job shares, and the claim audit's own Markdown section and HTML page."""
+    d = ldp_base.model_dump()
+    d["summary"] = s
+    d["policy"]["name"] = s
+    d["mechanism"]["name"] = s
+    d["source"]["description"] = s
+    d["warnings"] = [s]
+    for c in d["checks"]:
+        c.update(id=s, reason=s)
+    rep = type(ldp_base).model_validate(d)
+    assert json.loads(render(rep, "json"))["summary"] == no_surrogates(s)
+    assert ET.fromstring(render(rep, "junit").encode("utf-8")).find("testsuite") is not None
+    json.loads(render(rep, "sarif"))
+    md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+    flat = [t for tok in md.parse(render(rep, "markdown")) for t in [tok, *(tok.children or [])]]
+    assert not [t for t in flat if t.type in ("image", "link_open")]
+    assert all(t.content.strip() in ("<details><summary>Reasons</summary>", "</details>")
+               for t in flat if t.type in ("html_inline", "html_block"))  # fmt: skip
+    _html_ok(render(rep, "html"))
+    buf = io.StringIO()
+    from privgate.report.show import show
+
+    show(rep, Console(file=buf, force_terminal=True, width=160, highlight=False, emoji=False))
+    assert not CONTROL.search(re.sub("\x1b\\[[0-9;]*m", "", buf.getvalue()).replace("\n", ""))
+
+
 @settings(max_examples=200, deadline=None)
 @given(s=HOSTILE)
 def test_each_dialect_shows_the_text_as_typed(s):

@@ -57,7 +57,9 @@ _NOT_XML = re.compile("[\ufffe\uffff]")
 _MD_PUNCT = re.compile(r"([\\`*~<>&|!$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|(?<=\])[(:]|:(?=//)|(?<=[Ww]{3})\.)")
 #: What makes a line a heading, block quote, list item, thematic break or setext underline: escaped when the text
 #: starts with it, so the text stays a paragraph even where it starts a line (a list item's content).
-_MD_BLOCK_START = re.compile(r"[#>+=-]|\d{1,9}[.)]")
+_MD_BLOCK_START = re.compile(
+    r"(?P<num>\d{1,9})[.)](?=[ \t]|$)|(?:#{1,6}|[+-])(?=[ \t]|$)|=+[ \t]*$|(?:-[ \t]*){3,}$"
+)
 #: What rich reads as a tag (rich.markup.RE_TAGS), with the backslashes before it; backslashes ending a text.
 _RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 _TRAILING_BACKSLASHES = re.compile(r"\\+$")
@@ -175,9 +177,10 @@ def md_text(value: Any) -> str:
     end are dropped (Markdown drops them too).
     """
     out = _MD_PUNCT.sub(r"\\\1", one_line(value).strip(" "))
-    block = _MD_BLOCK_START.match(out)  # a heading, quote, list item, rule or setext line if it started a line
+    block = _MD_BLOCK_START.match(out)  # a heading, list item, rule or setext line if it started a line
     if block:
-        out = out[: block.end() - 1] + "\\" + out[block.end() - 1 :]
+        at = block.end("num") if block.group("num") else 0  # "1\. x"; "\# x", "\- x", "\==="
+        out = out[:at] + "\\" + out[at:]
     return out
 
 
