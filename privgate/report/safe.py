@@ -57,9 +57,7 @@ _NOT_XML = re.compile("[\ufffe\uffff]")
 _MD_PUNCT = re.compile(r"([\\`*~<>&|!$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|(?<=\])[(:]|:(?=//)|(?<=[Ww]{3})\.)")
 #: What makes a line a heading, block quote, list item, thematic break or setext underline: escaped when the text
 #: starts with it, so the text stays a paragraph even where it starts a line (a list item's content).
-_MD_BLOCK_START = re.compile(
-    r"(?P<num>\d{1,9})[.)](?=[ \t]|$)|(?:#{1,6}|[+-])(?=[ \t]|$)|=+[ \t]*$|(?:-[ \t]*){3,}$"
-)
+_MD_BLOCK_START = re.compile(r"(?P<num>\d{1,9})[.)](?=[ \t]|$)|(?:#{1,6}|[+-])(?=[ \t]|$)|=+[ \t]*$|(?:-[ \t]*){3,}$")
 #: What rich reads as a tag (rich.markup.RE_TAGS), with the backslashes before it; backslashes ending a text.
 _RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 _TRAILING_BACKSLASHES = re.compile(r"\\+$")
