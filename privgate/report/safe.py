@@ -61,6 +61,8 @@ _MD_BLOCK_START = re.compile(r"(?P<num>\d{1,9})[.)](?=[ \t]|$)|(?:#{1,6}|[+-])(?
 #: What rich reads as a tag (rich.markup.RE_TAGS), with the backslashes before it; backslashes ending a text.
 _RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 _TRAILING_BACKSLASHES = re.compile(r"\\+$")
+#: A backslash run before a "[" that is no tag (rich turns every "\\[" into "[").
+_RICH_BACKSLASH_BRACKET = re.compile(r"(\\+)(\[)(?![a-z#/@][^[]*?])")
 #: The longest text kept from one value; more is cut with an ellipsis (a 1 GB message must not reach a log).
 MAX_TEXT = 20_000
 #: The largest PNG embedded in an HTML report.
@@ -122,6 +124,7 @@ def console(value: Any, *, newlines: bool = True) -> str:
     (:func:`privgate.cli.guard.out_console`), so ``:smile:`` stays text.
     """
     s = _RICH_TAG.sub(lambda m: m.group(1) * 2 + "\\" + m.group(2), clean(value, newlines=newlines))
+    s = _RICH_BACKSLASH_BRACKET.sub(r"\1\\\2", s)  # rich reads any "\[" as "[": keep a backslash typed there
     tail = _TRAILING_BACKSLASHES.search(s)
     return s + tail.group() if tail else s
 
