@@ -246,7 +246,8 @@ def check_outputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
             if long:
                 raise _refuse(o.path, f"{o.what} cannot be created: {long}")
             if _exists(o.path) and not o.path.is_dir():
-                raise _refuse(o.path, f"{o.what} must be a folder, but this is a file")
+                kind = special_kind(o.path)
+                raise _refuse(o.path, f"{o.what} must be a folder, but this is {kind or 'a file'}")
             for i in ins:
                 if inside(i.path, o.path):
                     raise _refuse(
