@@ -550,6 +550,8 @@ def test_outputs_never_replace_special_files(case, hostile_run, tmp_path, kind):
     ]
     for r in runs:
         _bad(r, f"{target}: the ", f"exists and is a {shown}, not a regular file; privgate leaves it alone")
+    folder = _check(case, "--artefacts", str(target), cwd=tmp_path)  # where attack files would be written
+    _bad(folder, f"{target}: the artefacts folder (--artefacts) must be a folder, but this is a {shown}")
     after = os.lstat(target)
     assert (after.st_ino, after.st_mode, after.st_mtime_ns) == (before.st_ino, before.st_mode, before.st_mtime_ns)
     assert not stat.S_ISREG(os.stat(target).st_mode)
