@@ -36,6 +36,30 @@ class RecipeError(PrivgateError):
     """A training recipe that cannot be imported or does not build a model."""
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) means the process ran out of memory.
+
+    A :class:`MemoryError`, or torch's RuntimeErrors for the same: ``std::bad_alloc``,
+    "DefaultCPUAllocator: can't allocate memory", "CUDA out of memory". Code that turns
+    exceptions into input errors re-raises these: running out of memory is not bad input.
+    """
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, MemoryError):
+            return True
+        if isinstance(e, RuntimeError):
+            try:
+                head = str(e)[:300].lower()
+            except MemoryError:
+                return True
+            if "bad_alloc" in head or "can't allocate memory" in head or "out of memory" in head:
+                return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 #: Most characters of a user's value that an error message quotes.
 QUOTE_LIMIT = 200
 

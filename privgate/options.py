@@ -84,10 +84,12 @@ class RunOptions:
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"seed must be an integer, got {self.seed!r}")
-        if self.threads is not None and (
-            isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1
-        ):
-            raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
+        if self.threads is not None:
+            from privgate.training.threads import threads_problem
+
+            problem = threads_problem(self.threads)
+            if problem:
+                raise ValueError(problem)
         if isinstance(self.exposed, bool) or not isinstance(self.exposed, int) or self.exposed < 0:
             raise ValueError(f"exposed must be a non-negative integer, got {self.exposed!r}")
         if (

@@ -135,3 +135,64 @@ def test_html_report_renders_in_chromium(chromium, report, page_url, width, heig
     assert len({c["stroke"] for c in roc["curves"]}) == len(ran)
     rem = page.values["remediation"]  # the ε search plot fits too, its utility curve drawn
     assert rem[0] >= 0 and rem[0] + rem[2] <= width and _pixels(page.screenshot, "#1f77b4", rem) > 100
+
+
+#: Script that would record itself in ``window.pwned`` if a report string ever became markup.
+PAYLOADS = [
+    "<script>window.pwned=(window.pwned||[]).concat('script')</script>",
+    "<img src=x onerror=\"window.pwned=(window.pwned||[]).concat('img')\">",
+    "' onerror='window.pwned=(window.pwned||[]).concat(\"attr\")' x='",
+    '" onload="window.pwned=(window.pwned||[]).concat(\'dq\')" x="',
+    "<svg onload=\"window.pwned=(window.pwned||[]).concat('svg')\"></svg>",
+    "</title><script>window.pwned=(window.pwned||[]).concat('title')</script>",
+    "<style>body{background:url(http://evil.example/x)}</style>",
+]
+HOSTILE_PROBE = {
+    "pwned": "window.pwned || null",
+    "loads": "performance.getEntriesByType('resource').map(e => e.name)",
+    "scripts": "document.scripts.length",
+}
+
+
+def test_a_crafted_report_runs_no_script_and_reads_no_file_in_chromium(chromium, report, tmp_path):
+    """issue 26: ``report render`` of a crafted JSON, opened in headless Chromium. Before: an artefact entry
+    "data:image/png' onerror='…' x='" ran its script, and an artefact naming a local file was embedded."""
+    import base64
+    import json
+    import subprocess
+    import sys
+
+    secret = tmp_path / "secret.png"
+    secret.write_text("the-secret-only-this-file-holds")
+    d = json.loads(report.to_json())
+    payload = " ".join(PAYLOADS)
+    d["summary"] = d["policy"]["name"] = d["target"]["path"] = payload
+    d["warnings"] = PAYLOADS
+    for c in d["checks"]:
+        c["reason"] = c["id"] = payload
+    d["attacks"][0]["extras"]["artefacts"] = {
+        "x.png": "data:image/png' onerror='window.pwned=[\"uri\"]' x='",
+        "y.png": str(secret),
+        "file.png": secret.as_uri(),
+    }
+    d["attacks"][1]["extras"]["artefacts"] = [str(secret)]
+    (tmp_path / "crafted.json").write_text(json.dumps(d))
+    exe = Path(sys.executable).with_name("privgate")
+    r = subprocess.run(
+        [str(exe), "report", "render", "crafted.json", "--html", "page.html"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    html = (tmp_path / "page.html").read_text()
+    assert base64.b64encode(secret.read_bytes()).decode()[:16] not in html
+    page = render((tmp_path / "page.html").as_uri(), width=1100, height=900, evaluate=HOSTILE_PROBE, exe=chromium)
+    assert page.values["pwned"] is None, page.values["pwned"]
+    assert page.values["scripts"] == 0
+    assert page.values["loads"] == [], page.values["loads"]  # nothing fetched: no file, no URL
+    assert page.errors == [], page.errors  # nothing even tried (a CSP refusal would be logged here)
+
+    # the probe can fail: the same payloads in a page that does not escape them run
+    raw = tmp_path / "raw.html"
+    raw.write_text(f"<!DOCTYPE html><html><body><p>{payload}</p><img src='{secret.name}'></body></html>")
+    bad = render(raw.as_uri(), width=800, height=600, evaluate=HOSTILE_PROBE, exe=chromium)
+    assert set(bad.values["pwned"]) >= {"script", "img", "svg"} and bad.values["loads"]

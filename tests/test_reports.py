@@ -465,8 +465,8 @@ def test_html_is_self_contained_with_checks_roc_and_remediation(failing):
     assert page.count("<img class='grid' alt='confidence: reconstructions.png'") == 1
 
 
-def test_html_embeds_saved_inversion_artefacts_found_next_to_the_report(failing, tmp_path, monkeypatch):
-    """io.artefacts saves files under REPORT.artefacts/ and lists their paths; rendering elsewhere finds them."""
+def test_report_render_never_opens_the_artefact_paths_a_report_names(failing, tmp_path, monkeypatch):
+    """A report is data: ``report render`` lists saved artefacts by name and embeds none of them (issue 26)."""
     run_dir = tmp_path / "ci"
     grid = run_dir / "run.artefacts" / "inversion" / "reconstructions.png"
     grid.parent.mkdir(parents=True)
@@ -475,7 +475,7 @@ def test_html_embeds_saved_inversion_artefacts_found_next_to_the_report(failing,
     attacks[0].extras["artefacts"] = [
         "run.artefacts/inversion/reconstructions.png",
         "run.artefacts/inversion/reconstructions.csv",
-        "run.artefacts/inversion/gone.png",
+        str(grid),
     ]
     (run_dir / "run.json").write_text(failing.model_copy(update={"attacks": attacks}).to_json())
     elsewhere = tmp_path / "elsewhere"
@@ -484,9 +484,24 @@ def test_html_embeds_saved_inversion_artefacts_found_next_to_the_report(failing,
     r = _cli("report", "render", str(run_dir / "run.json"), "--html", "page.html")
     assert r.exit_code == 0, r.output
     page = (elsewhere / "page.html").read_text()
+    assert "<img class='grid'" not in page
+    listed = page[page.index("<p class='muted' id='not-embedded'>") :].split("</p>")[0]
+    assert "<code>loss: run.artefacts/inversion/reconstructions.png</code>" in listed
+    assert f"<code>loss: {grid}</code>" in listed and "reconstructions.csv" not in listed
+
+
+def test_html_embeds_the_images_its_run_attached(failing):
+    """check attaches the PNGs it wrote (attach_images); the HTML embeds exactly those bytes, never reads a path."""
+    from privgate.report.html import attach_images
+
+    png = png_bytes(np.tile(np.arange(16, dtype=np.uint8) * 16, (8, 1)))
+    attacks = [a.model_copy(deep=True) for a in failing.attacks]
+    attacks[0].extras["artefacts"] = ["nowhere/inversion/reconstructions.png"]
+    rep = attach_images(failing.model_copy(update={"attacks": attacks}), {"nowhere/inversion/reconstructions.png": png})
+    page = render(rep, "html")
     uris = re.findall(r"<img class='grid' alt='loss: reconstructions.png' src='data:image/png;base64,([^']+)'>", page)
-    assert len(uris) == 1 and base64.b64decode(uris[0]) == grid.read_bytes()
-    assert "gone.png" not in page and "reconstructions.csv" not in page
+    assert len(uris) == 1 and base64.b64decode(uris[0]) == png
+    assert "_images" not in rep.to_json()  # never in the JSON
 
 
 def test_html_without_attacks_or_remediation(passing):

@@ -4,10 +4,10 @@ the one-run audit's guesses; the verdict."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from privgate.audits.report import DpsgdAuditReport, LdpAuditReport, LdpResult
+from privgate.report.safe import console as escape
 
 _STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
 
@@ -32,7 +32,8 @@ def print_ldp(report: LdpAuditReport, console: Console) -> None:
         highlight=False,
     )
     console.print(
-        f"gradients: {escape(src['description'])}, d = {src['parameters']} · K = {report.trials:,} trials per cell · "
+        f"gradients: {escape(src['description'])}, d = {escape(src['parameters'])} · "
+        f"K = {report.trials:,} trials per cell · "
         f"{report.cells} cells at {report.confidence * 100:g}% jointly (each at {report.cell_confidence:.4%})".replace(
             ".0%", "%"
         ),
@@ -48,8 +49,8 @@ def print_ldp(report: LdpAuditReport, console: Console) -> None:
             t.add_column(col)
         for r in report.results:
             t.add_row(
-                r.adversary,
-                r.distinguisher,
+                escape(r.adversary),
+                escape(r.distinguisher),
                 f"{r.fp:.4f}",
                 f"{r.fn:.4f}",
                 eps_text(r.epsilon_empirical),
@@ -67,7 +68,7 @@ def print_ldp(report: LdpAuditReport, console: Console) -> None:
         keys = dict.fromkeys((r.adversary, r.distinguisher) for r in report.results)
         by = {(r.adversary, r.distinguisher, r.claimed_epsilon): r for r in report.results}
         for adv, dist in keys:
-            t.add_row(adv, dist, *[_cell(by[(adv, dist, eps)]) for eps in claims])
+            t.add_row(escape(adv), escape(dist), *[_cell(by[(adv, dist, eps)]) for eps in claims])
     console.print(t)
     for c in report.claims:
         console.print(

@@ -76,8 +76,11 @@ class DpsgdSettings:
     accountant: str = "prv"
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
-            raise PrivgateError(f"--epsilon: the claimed ε must be a positive finite number, got {self.epsilon}.")
+        from privgate.audits.ldp_limits import epsilon_problem
+
+        problem = epsilon_problem(self.epsilon)
+        if problem:
+            raise PrivgateError(f"--epsilon: {problem}.")
         if not 0 < self.delta < 1:
             raise PrivgateError(f"--delta: must lie strictly between 0 and 1, got {self.delta}.")
         if self.canaries < 2:

@@ -11,12 +11,13 @@ against the claim.
 from __future__ import annotations
 
 import math
-from html import escape
 
 from privgate.audits.console import eps_text
 from privgate.audits.report import DpsgdAuditReport, LdpAuditReport
 from privgate.report.charts import Series, colour, line_chart
 from privgate.report.html import CSS
+from privgate.report.safe import csp_meta
+from privgate.report.safe import html_text as escape
 
 _CLASS = {"pass": "pass", "fail": "fail", "inconclusive": "inc"}
 _NAMES = {"black_box": "black-box", "white_box": "white-box"}
@@ -25,6 +26,7 @@ _NAMES = {"black_box": "black-box", "white_box": "white-box"}
 def _head(title: str, verdict: str, summary: str) -> list[str]:
     return [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        csp_meta(styles=(CSS,)),
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",

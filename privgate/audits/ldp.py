@@ -51,6 +51,7 @@ from privgate.audits.ldp_estimate import (
 )
 from privgate.audits.ldp_game import Counts, play
 from privgate.audits.ldp_gradients import FunctionalModel
+from privgate.audits.ldp_limits import GAMES_PER_SECOND, MAX_GAMES, duration, epsilon_problem
 from privgate.audits.ldp_mechanism import ldp_sgd_randomise
 from privgate.audits.report import LdpAuditReport, LdpClaim, LdpResult, claim_check
 from privgate.errors import PrivgateError, RecipeError
@@ -89,14 +90,23 @@ class LdpSettings:
     craft: CraftSettings = field(default_factory=CraftSettings)
 
     def __post_init__(self) -> None:
-        if not self.epsilons or any(not (math.isfinite(e) and e > 0) for e in self.epsilons):
-            raise PrivgateError(
-                f"--epsilon: every claimed ε must be a positive finite number, got {list(self.epsilons)}."
-            )
+        if not self.epsilons:
+            raise PrivgateError("--epsilon: give at least one claimed ε.")
+        for eps in self.epsilons:
+            problem = epsilon_problem(eps)
+            if problem:
+                raise PrivgateError(f"--epsilon: {problem}.")
         if not (math.isfinite(self.clip) and self.clip > 0):
             raise PrivgateError(f"--clip: the clipping norm must be a positive finite number, got {self.clip}.")
         if self.trials < 2:
             raise PrivgateError(f"--trials: at least 2 trials per cell are needed, got {self.trials}.")
+        games = self.trials * len(self.adversaries) * len(self.distinguishers) * len(self.epsilons)
+        if games > MAX_GAMES:
+            raise PrivgateError(
+                f"--trials: {self.trials:,} trials in {games // self.trials:,} cells are {games:.3g} games, about "
+                f"{duration(games / GAMES_PER_SECOND)} at the {GAMES_PER_SECOND:,} games per second measured on one "
+                f"thread for the bundled model; privgate plays at most {MAX_GAMES:.0e} games in one audit."
+            )
         if not 0.5 < self.confidence < 1:
             raise PrivgateError(f"--confidence: must lie strictly between 0.5 and 1, got {self.confidence}.")
         unknown = [a for a in self.adversaries if a not in ADVERSARIES] + [

@@ -8,6 +8,9 @@ a module here and one ``cli.add_command`` line below.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import click
 
 from privgate import __version__
@@ -53,7 +56,24 @@ cli.add_command(canaries)
 
 
 def main() -> None:
-    cli(prog_name="privgate")
+    """The ``privgate`` console script: exit 1 only for a verdict (a violated policy), never for a failure.
+
+    Python exits 1 on an uncaught exception and click on ``Abort``; both would
+    read as "the model leaks" in CI, so anything that escapes the commands'
+    guard (:func:`privgate.cli.guard.guard`) ends in exit 4.
+    """
+    from privgate.cli.guard import EXIT_FAIL, EXIT_INTERNAL, VERDICT
+
+    try:
+        cli(prog_name="privgate")
+    except SystemExit as exc:
+        if exc.code == EXIT_FAIL and not VERDICT["given"]:
+            raise SystemExit(EXIT_INTERNAL) from None
+        raise
+    except BaseException as exc:  # noqa: BLE001 — the last line of defence, outside any command
+        with contextlib.suppress(BaseException):
+            sys.stderr.write(f"internal error: {exc.__class__.__name__}\n")
+        raise SystemExit(EXIT_INTERNAL) from None
 
 
 __all__ = ["cli", "main"]

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from privgate.audits.ldp_names import ADVERSARIES, DISTINGUISHERS
 from privgate.cli.executor import executor_options, executor_settings
-from privgate.cli.guard import guard, out_console, progress_wanted
+from privgate.cli.guard import cap_threads, guard, out_console, progress_wanted
 from privgate.cli.outputs import output_options, planned, write_and_show
+from privgate.report.safe import console as escape
 
 
 class _Positive(click.ParamType):
@@ -41,6 +41,24 @@ class _Positive(click.ParamType):
 
 
 POSITIVE = _Positive()
+
+
+class _Epsilon(_Positive):
+    """A claimed ε: positive, finite and at most privgate.audits.ldp_limits.MAX_EPSILON."""
+
+    name = "epsilon"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        from privgate.audits.ldp_limits import epsilon_problem
+
+        number = super().convert(value, param, ctx)
+        problem = epsilon_problem(number)
+        if problem:
+            self.fail(problem + ".", param, ctx)
+        return number
+
+
+EPSILON = _Epsilon()
 #: Confidence levels the bounds may be stated at.
 CONFIDENCE = click.FloatRange(0.5, 1, min_open=True, max_open=True)
 
@@ -54,8 +72,11 @@ def _epsilons(_ctx: Any, _param: Any, value: str) -> tuple[float, ...]:
             raise click.BadParameter(
                 f"{part.strip()!r} is not a number; give ε as 4 or a sweep as 0.5,1,2,4."
             ) from None
-        if not (eps > 0 and eps < float("inf")):
-            raise click.BadParameter(f"every claimed ε must be a positive finite number, got {part.strip()}.")
+        from privgate.audits.ldp_limits import epsilon_problem
+
+        problem = epsilon_problem(eps)
+        if problem:
+            raise click.BadParameter(problem + ".")
         out.append(eps)
     if len(set(out)) != len(out):
         raise click.BadParameter(f"{value!r} names an ε twice.")
@@ -124,6 +145,7 @@ def _shared_options(confidence_help: str) -> Callable[[Callable[..., Any]], Call
         click.option(
             "--threads",
             type=click.IntRange(min=1),
+            callback=cap_threads,
             envvar="PRIVGATE_THREADS",
             show_envvar=True,
             help="Most threads torch and BLAS may use (default 1; set it to the core count on a machine that does "
@@ -255,7 +277,7 @@ def audit_ldp_cmd(
 
 
 @audit.command("dpsgd")
-@click.option("--epsilon", type=POSITIVE, required=True, help="The claimed ε of the training run.")
+@click.option("--epsilon", type=EPSILON, required=True, help="The claimed ε of the training run.")
 @click.option(
     "--delta",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),

@@ -6,15 +6,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
 
 from privgate.cli.endpoint import endpoint_access, endpoint_options
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
-from privgate.cli.guard import err_console, guard, out_console, process_environment, progress_wanted
+from privgate.cli.guard import cap_threads, err_console, guard, out_console, process_environment, progress_wanted
 from privgate.cli.lmoptions import text_options, text_settings
 from privgate.cli.outputs import output_options
 from privgate.errors import PrivgateError
 from privgate.report import title_of
+from privgate.report.safe import clean
+from privgate.report.safe import console as escape
 
 if TYPE_CHECKING:
     from privgate.io.guards import Named
@@ -71,6 +72,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
+    callback=cap_threads,
     envvar="PRIVGATE_THREADS",
     show_envvar=True,
     help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, "
@@ -195,6 +197,7 @@ def check(
     from privgate.io.artefacts import default_directory
     from privgate.io.guards import audit_inputs, check_outputs
     from privgate.io.staging import Staging, commit, render_reports
+    from privgate.report.html import attach_images
     from privgate.report.show import show
 
     cfg = load_config(config_path) if config_path else find_config()
@@ -309,9 +312,11 @@ def check(
                 status.stop()
         staged, model_files = (result.report, result.files) if remediate else (result, {})
         report = staging.relocate(staged)
-        files = render_reports(staged, report, outputs)
+        artefacts = staging.files()
+        report = attach_images(report, artefacts)  # the HTML embeds what this run wrote; it never reads a path
+        files = render_reports(report, outputs)
         files.update(model_files)
-        files.update({path: ("attack artefact", data) for path, data in staging.files().items()})
+        files.update({path: ("attack artefact", data) for path, data in artefacts.items()})
         commit(files)
     if step_summary:
         append_step_summary(report)
@@ -325,13 +330,13 @@ def check(
     show(report, out, quiet=quiet, verbose=verbose)
     if not quiet:
         if json_out:
-            out.print(f"JSON report: {json_out}")
+            out.print(f"JSON report: {escape(json_out)}")
         for fmt, path in outputs.items():
             if path and fmt != "json":
-                out.print(f"{title_of(fmt)}: {path}", markup=False)
+                out.print(f"{title_of(fmt)}: {clean(path)}", markup=False)
         images = any(r.get("image") for r in (report.exposed or {}).get("records", []))
         if artefacts_dir and (images or any(a.extras.get("artefacts") for a in report.attacks)):
-            out.print(f"artefacts: {artefacts_dir}")
+            out.print(f"artefacts: {escape(artefacts_dir)}")
         if logged is not None:
             mv = logged.model_version
             tagged = f"; model version {mv[0]}:{mv[1]} tagged privgate.verdict={report.verdict}" if mv else ""

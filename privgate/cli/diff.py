@@ -16,6 +16,7 @@ import click
 from privgate.cli.check import append_markdown_summary
 from privgate.cli.guard import guard, out_console
 from privgate.errors import PrivgateError
+from privgate.report.safe import clean
 
 
 def parse_tolerances(values: tuple[str, ...]) -> dict[str, float]:
@@ -107,7 +108,7 @@ def diff(
         append_markdown_summary(render_diff_markdown(result))
     out = out_console()
     if quiet:
-        out.print(result.summary, markup=False, highlight=False)
+        out.print(clean(result.summary), markup=False, highlight=False)
     else:
         print_diff(result, out, verbose=verbose)
     return result.exit_code

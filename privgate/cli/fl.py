@@ -8,8 +8,9 @@ from typing import Any
 import click
 
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
-from privgate.cli.guard import guard, out_console
+from privgate.cli.guard import cap_threads, guard, out_console
 from privgate.cli.outputs import output_options, planned, write_and_show
+from privgate.report.safe import clean
 
 _ATTACKS_HELP = (
     "Comma-separated attacks: correctness, loss, confidence, entropy, modified_entropy (metric attacks of Gao 2024, "
@@ -36,6 +37,7 @@ def _common(fn: Any) -> Any:
             click.option(
                 "--threads",
                 type=click.IntRange(min=1),
+                callback=cap_threads,
                 envvar="PRIVGATE_THREADS",
                 help="Most threads used at once (default 1; $PRIVGATE_THREADS).",
             ),
@@ -64,8 +66,8 @@ def fl() -> None:
 @fl.command("simulate")
 @click.option("--recipe", required=True, help="How every node trains: module:attr (a privgate.Recipe).")
 @click.option("--data", required=True, help="All rows: .npz, .pt, .csv or module:function returning (x, y).")
-@click.option("--nodes", type=click.IntRange(min=2), default=10, show_default=True)
-@click.option("--rounds", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--nodes", type=click.IntRange(min=2, max=1000), default=10, show_default=True)
+@click.option("--rounds", type=click.IntRange(min=1, max=10_000), default=10, show_default=True)
 @click.option(
     "--topology",
     "topologies",
@@ -132,7 +134,7 @@ def simulate_cmd(
     out = out_console()
     code = write_and_show(result.report, outputs, out, quiet=quiet, files=result.files, attacker=attacker)
     if save_dir and not quiet:
-        out.print(f"saved federation(s): {save_dir}/<topology>/federation.yaml", markup=False)
+        out.print(clean(f"saved federation(s): {save_dir}/<topology>/federation.yaml"), markup=False)
     return code
 
 

@@ -8,6 +8,7 @@ to see one for internal errors).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from collections.abc import Callable
@@ -18,7 +19,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from privgate.errors import PrivgateError
+from privgate.errors import PrivgateError, out_of_memory
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -52,8 +53,8 @@ def out_console() -> Console:
     """Stdout console; CI logs (no terminal) get a wide fixed width so tables do not wrap."""
     probe = Console()
     if probe.is_terminal or process_environment().columns:
-        return Console(highlight=False, soft_wrap=True)
-    return Console(highlight=False, soft_wrap=True, width=160)
+        return Console(highlight=False, soft_wrap=True, emoji=False)
+    return Console(highlight=False, soft_wrap=True, width=160, emoji=False)
 
 
 def progress_wanted(quiet: bool, console: Console) -> bool:
@@ -61,13 +62,67 @@ def progress_wanted(quiet: bool, console: Console) -> bool:
     return not quiet and console.is_terminal and not process_environment().ci
 
 
+def cap_threads(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """click callback of every ``--threads``: at most :func:`privgate.training.threads.max_threads` (exit 2)."""
+    from privgate.training.threads import threads_problem
+
+    if value is not None:
+        problem = threads_problem(value)
+        if problem:
+            raise click.BadParameter(problem + ".", ctx=ctx, param=param)
+    return value
+
+
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+OUT_OF_MEMORY = (
+    "[bold red]error:[/] out of memory: the run needs more memory than this machine gives it (fewer --threads, "
+    "smaller data or a larger machine); outputs are written all together or not at all."
+)
+#: The longest error message printed (a 1 GB message must not reach the log).
+MAX_MESSAGE = 2_000
+
+
+def _say(markup: str, plain: str) -> None:
+    """Print one error line on stderr; printing itself can never raise (out of memory, a closed stderr, …)."""
+    try:
+        err_console().print(markup, markup=True, highlight=False)
+    except BaseException:  # noqa: BLE001 — a failing print must not turn into a traceback and exit 1
+        try:
+            sys.stderr.write(plain + "\n")
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+def _message(exc: BaseException) -> str:
+    from privgate.report.safe import clean
+
+    try:
+        return clean(str(exc), newlines=False, most=MAX_MESSAGE)
+    except BaseException:  # noqa: BLE001 — str() of a huge message can itself run out of memory
+        return exc.__class__.__name__
+
+
+#: Set when a command exits with its verdict: only then may the process exit 1 (:func:`privgate.cli.main`).
+VERDICT = {"given": False}
+
+
+def _exit(code: int) -> None:
+    sys.exit(code)
 
 
 def guard(fn: Callable[..., int | None]) -> Callable[..., None]:
     """Turn PrivgateErrors into one line + exit 2, Ctrl-C / SIGTERM into one line + exit 130 / 143,
-    and anything unexpected into exit 4."""
+    running out of memory into one line + exit 4, and anything unexpected into exit 4.
+
+    No failure ends in exit 1 (which means "the policy is violated"): every
+    error path, printing included, ends in the code of its error, and a
+    :class:`MemoryError` (Python's, or torch's ``std::bad_alloc``) is reported
+    as such, never as a problem of the input.
+    """
 
     def wrapper(*args: Any, **kwargs: Any) -> None:
         from privgate.io.interrupt import exit_status, sigterm_raises
@@ -76,25 +131,41 @@ def guard(fn: Callable[..., int | None]) -> Callable[..., None]:
             with sigterm_raises():
                 code = fn(*args, **kwargs)
         except PrivgateError as exc:
-            err_console().print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
-            sys.exit(exc.exit_code)
+            cause = exc.__cause__ or exc.__context__  # kept by `raise ... from None`
+            if cause is not None and out_of_memory(cause):  # a loader that blamed the input for a full memory
+                _say(OUT_OF_MEMORY, "error: out of memory.")
+                _exit(EXIT_INTERNAL)
+            msg = _message(exc)
+            _say(f"[bold red]error:[/] {escape(msg)}", f"error: {msg}")
+            _exit(exc.exit_code if exc.exit_code != EXIT_FAIL else EXIT_INTERNAL)
         except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM (privgate.io.interrupt.Terminated)
             status, name = exit_status(exc)
-            err_console().print(
-                f"interrupted ({name}): stopped without writing partial output.", markup=False, highlight=False
+            _say(
+                f"interrupted ({name}): stopped without writing partial output.",
+                f"interrupted ({name}): stopped without writing partial output.",
             )
-            sys.exit(status)
+            _exit(status)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
-        except Exception as exc:  # noqa: BLE001 — the last line of defence
+        except MemoryError:
+            _say(OUT_OF_MEMORY, "error: out of memory.")
+            _exit(EXIT_INTERNAL)
+        except BaseException as exc:  # noqa: BLE001 — the last line of defence
+            if out_of_memory(exc):
+                _say(OUT_OF_MEMORY, "error: out of memory.")
+                _exit(EXIT_INTERNAL)
             if process_environment().debug:
-                traceback.print_exc()
-            err_console().print(
-                f"[bold red]internal error:[/] {exc.__class__.__name__}: {escape(str(exc))} (set "
-                f"PRIVGATE_DEBUG=1 for a traceback)"
+                with contextlib.suppress(BaseException):
+                    traceback.print_exc()
+            msg = _message(exc)
+            name = exc.__class__.__name__
+            _say(
+                f"[bold red]internal error:[/] {name}: {escape(msg)} (set PRIVGATE_DEBUG=1 for a traceback)",
+                f"internal error: {name}: {msg}",
             )
-            sys.exit(EXIT_INTERNAL)
-        sys.exit(code or 0)
+            _exit(EXIT_INTERNAL)
+        VERDICT["given"] = True
+        _exit(code or 0)
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from privgate.report import available_formats, formats_for, get_format, render, title_of
+from privgate.report.safe import clean
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -87,7 +88,7 @@ def write_and_show(
     if not quiet:
         for fmt, path in outputs.items():
             if path:
-                out.print(f"{title_of(fmt)}: {path}", markup=False, highlight=False)
+                out.print(clean(f"{title_of(fmt)}: {path}"), markup=False, highlight=False)
     return report.exit_code
 
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from privgate.cli.guard import guard
+from privgate.report.safe import clean
+from privgate.report.safe import console as escape
 
 
 @click.group()
@@ -58,7 +59,7 @@ def policy_show(name: str) -> int:
 
     load_policy(name)  # validates, and gives the one-sentence error for unknown names
     path = builtin_policies().get(name) if not Path(name).suffix else Path(name)
-    click.echo(Path(path or name).read_text(encoding="utf-8"), nl=False)
+    click.echo(clean(Path(path or name).read_text(encoding="utf-8")), nl=False)  # no terminal control bytes
     return 0
 
 
@@ -76,8 +77,11 @@ def policy_validate(file: str) -> int:
 
     served = surface_of(p)
     click.echo(
-        f"{file}: valid policy '{p.name}' ({len(p.checks)} checks{extra}, {len(p.attacks_to_run())} attacks, "
-        f"every decision at {p.confidence:g} confidence)." + (f" The API serves {served.phrase()}." if served else "")
+        clean(
+            f"{file}: valid policy '{p.name}' ({len(p.checks)} checks{extra}, {len(p.attacks_to_run())} attacks, "
+            f"every decision at {p.confidence:g} confidence)."
+            + (f" The API serves {served.phrase()}." if served else "")
+        )
     )
     return 0
 

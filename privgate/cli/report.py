@@ -11,6 +11,7 @@ from privgate.cli.guard import guard
 from privgate.cli.outputs import output_options
 from privgate.errors import PrivgateError
 from privgate.report.loading import read_report
+from privgate.report.safe import clean
 
 
 @click.group()
@@ -37,18 +38,27 @@ def report_render(report_json: str, outputs: dict[str, str | None], step_summary
     for fmt, path in outputs.items():
         if path and rep.job not in get_format(fmt).jobs:
             raise PrivgateError(f"--{fmt}: a {rep.job} report has no {fmt} form (it decides no checks).")
+    # a report is data: the paths it names are never opened (its artefacts are listed as text in the HTML);
+    # they are only compared with the outputs, so that rendering never overwrites them
     inputs = [Named(Path(report_json), "the report being rendered")]
     if isinstance(rep, Report):
         inputs += [
             Named(Path(str(p)), f"an artefact of attack '{a.name}'")
             for a in rep.attacks
             for p in (a.extras.get("artefacts") if isinstance(a.extras.get("artefacts"), list) else [])
+            if isinstance(p, str) and 0 < len(p) < 4096 and "\0" not in p
         ]
     check_outputs(planned(outputs), inputs)
-    commit(rendered(rep, outputs))
+    try:
+        files = rendered(rep, outputs)
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError) as exc:  # a hand-made report
+        raise PrivgateError(
+            f"{report_json}: not a privgate JSON report (a value has the wrong type: {exc.__class__.__name__})."
+        ) from None
+    commit(files)
     for fmt, path in outputs.items():
         if path:
-            click.echo(f"{fmt} report: {path}")
+            click.echo(clean(f"{fmt} report: {path}"))
     if step_summary:
         append_step_summary(rep)
     return 0

@@ -107,6 +107,12 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
             )
         if key in ("threads", "models_per_task", "max_queries", "endpoint_batch", "endpoint_concurrency") and value < 1:
             raise ConfigError(f"{path}: '{prefix}{key}' must be at least 1, got {value}.")
+        if key == "threads":
+            from privgate.training.threads import threads_problem
+
+            problem = threads_problem(value)
+            if problem:
+                raise ConfigError(f"{path}: '{prefix}{key}': {problem}.")
         if key in CHOICES and value not in CHOICES[key]:
             raise ConfigError(
                 f"{path}: '{prefix}{key}' must be one of {', '.join(CHOICES[key])}, got {shown(value, 80)}"

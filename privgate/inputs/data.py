@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from privgate.errors import DataError, PrivgateError, clip, shown
+from privgate.errors import DataError, PrivgateError, clip, out_of_memory, shown
 from privgate.inputs.entrypoints import import_factory
 from privgate.inputs.suggest import did_you_mean
 
@@ -90,13 +91,16 @@ def _as_dataset(x: Any, y: Any, source: str, role: str) -> Dataset:
 
 
 def _load_npz(p: Path, role: str) -> Dataset:
+    from privgate.inputs.npzlimits import check_npz
+
+    check_npz(p)  # declared shapes and sizes, before numpy allocates anything
     try:
         with np.load(p, allow_pickle=False) as z:
             keys = set(z.files)
             if not {"x", "y"} <= keys:
                 raise DataError(f"{p}: expected arrays 'x' and 'y' in the .npz file, found {sorted(keys) or 'none'}.")
             return _as_dataset(z["x"], z["y"], str(p), role)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error) as exc:
         raise DataError(f"{p}: not a readable .npz file ({exc.__class__.__name__}).") from None
 
 
@@ -269,6 +273,8 @@ class AuditData:
         except PrivgateError:
             raise
         except Exception as exc:
+            if out_of_memory(exc):
+                raise
             msg = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else exc.__class__.__name__
             raise DataError(
                 f"{self.members.source}: the model cannot run on the audit data (rows of shape "

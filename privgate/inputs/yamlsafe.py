@@ -13,17 +13,22 @@ nodes reached when every alias is followed, each shared node counted once per
 reference (memoised, so counting costs one pass over the distinct nodes however
 large the expansion). A document that expands beyond :data:`MAX_NODES` nodes,
 or an alias that refers to itself, is refused with the line of the smallest
-value that crosses the limit. Ordinary anchors (a shared block of options,
+value that crosses the limit. A mapping key written twice (which PyYAML would
+silently resolve to the second value) is refused naming both lines, and so is
+a string holding a control character (``"\\e[31m"``): what a file names must
+print as text (:mod:`privgate.report.safe`), so ``policy validate`` accepts
+what ``check`` prints. Ordinary anchors (a shared block of options,
 ``<<: *defaults`` merges) stay allowed.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
 
-from privgate.errors import PrivgateError
+from privgate.errors import PrivgateError, shown
 
 #: Most YAML nodes (mapping keys and values, list items) a document may expand to.
 MAX_NODES = 100_000
@@ -66,6 +71,55 @@ def _too_big(root: yaml.Node, limit: int) -> tuple[int, yaml.Node] | None:
     return None
 
 
+def _duplicate_key(root: yaml.Node) -> tuple[str, int, int] | None:
+    """(key, first line, second line) of the first mapping key written twice, in document order; None if none is.
+
+    PyYAML keeps the last value of a repeated key silently, so a bad merge
+    that leaves two ``checks:`` blocks would quietly loosen the gate. Merge
+    keys (``<<``) are YAML's own and may repeat.
+    """
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for k, _ in node.value:
+                if not isinstance(k, yaml.ScalarNode) or k.tag == "tag:yaml.org,2002:merge":
+                    continue
+                line = k.start_mark.line + 1
+                if k.value in first:
+                    return k.value, first[k.value], line
+                first[k.value] = line
+        stack.extend(reversed(_children(node)))
+    return None
+
+
+#: Control characters a YAML string may spell with an escape (``"\\e"``, ``"\\x9b"``): C0 but tab and newline,
+#: DEL, C1. A terminal would act on them (ESC starts a control sequence), so no value may hold one.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _control_char(root: yaml.Node) -> tuple[str, int] | None:
+    """(the character, line) of the first scalar holding a control character, or None."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode) and isinstance(node.value, str):
+            m = _CONTROL.search(node.value)
+            if m:
+                return m.group(), node.start_mark.line + 1
+        stack.extend(reversed(_children(node)))
+    return None
+
+
 def load_yaml(
     text: str, source: str, error: type[PrivgateError] = PrivgateError, max_nodes: int = MAX_NODES
 ) -> tuple[Any, yaml.Node | None]:
@@ -82,6 +136,20 @@ def load_yaml(
         root = loader.get_single_node()
         if root is None:
             return None, None
+        twice = _duplicate_key(root)
+        if twice is not None:
+            key, line1, line2 = twice
+            raise error(
+                f"{source}: line {line2}: key {shown(key, 60)} is given twice (lines {line1} and {line2}); "
+                f"YAML would keep only the second silently, so remove or merge one."
+            )
+        bad = _control_char(root)
+        if bad is not None:
+            char, line = bad
+            raise error(
+                f"{source}: line {line}: a value holds the control character {char!r}, which a terminal would act "
+                f"on; remove it."
+            )
         found = _too_big(root, max_nodes)
         if found is not None:
             total, node = found

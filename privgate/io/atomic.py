@@ -120,6 +120,16 @@ def _named(exc: OSError, path: Path) -> OSError:
     return named
 
 
+def _regular_or_absent(path: Path) -> None:
+    """Refuse (OSError naming ``path``) a destination that exists and is not a regular file: a FIFO, a device,
+    a socket or a folder is never replaced (privgate.io.guards.special_kind)."""
+    from privgate.io.guards import special_kind
+
+    kind = special_kind(path)
+    if kind:
+        raise OSError(errno.EEXIST, f"it exists and is {kind}, not a regular file; left as it is", str(path))
+
+
 def _write_temp(path: Path, payload: bytes, mode: int) -> Path:
     """``payload`` in a new temporary file beside ``path``, flushed and fsynced; removed again on failure."""
     tmp = temp_name(path)
@@ -206,12 +216,14 @@ def write_together(files: Mapping[str | Path, str | bytes], mode: int = 0o644) -
         The destination paths, in the order given.
 
     Raises:
-        OSError: the first error, its ``filename`` the destination being written.
+        OSError: the first error, its ``filename`` the destination being written; a destination that exists
+            and is not a regular file (FIFO, device, socket, folder) is refused before anything is written.
         ValueError: one destination given twice.
     """
     items = [(Path(p), _as_bytes(data)) for p, data in files.items()]
     seen: set[str] = set()
     for p, _ in items:
+        _regular_or_absent(p)
         key = os.path.realpath(p)
         if key in seen:
             raise ValueError(f"{p}: given twice in one write")

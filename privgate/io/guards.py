@@ -12,6 +12,10 @@ that
 * is another output, or lies inside another output (a report inside the
   artefacts folder, where attack files are written),
 * is an existing folder, or lies below a file (it could never be created),
+* exists and is not a regular file — a FIFO, a device such as ``/dev/full``,
+  a socket (:func:`special_kind`): replacing it would break whatever uses it,
+  and writing into it could block or fill a disk,
+* has a name longer than the file system allows (``ENAMETOOLONG``),
 
 and an artefacts folder that holds an input. Nothing has been written then.
 
@@ -26,9 +30,11 @@ also catches a module a recipe function imports only when it runs.
 
 from __future__ import annotations
 
+import errno
 import importlib.machinery
 import importlib.util
 import os
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -157,9 +163,75 @@ def audit_inputs(
     return [n for n in found if n is not None]
 
 
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def special_kind(path: str | Path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (``"a FIFO (named pipe)"``, ``"a folder"`` …).
+
+    Symbolic links are followed: a link to a device is a device. None for a
+    regular file, a path that does not exist, or one that cannot be examined.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def name_too_long(path: str | Path) -> str | None:
+    """A sentence when a part of ``path`` is longer than its file system allows (``ENAMETOOLONG``), else None."""
+    p = Path(path)
+    anchor = _first_existing(p.parent) or Path(".")
+    try:
+        most = os.pathconf(anchor, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        most = 255
+    for part in p.parts:
+        size = len(os.fsencode(part))
+        if size > most:
+            return f"the name '{part[:40]}…' is {size} bytes long, more than the {most} the file system allows"
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return "the path is longer than the file system allows"
+    except ValueError:  # an embedded NUL byte
+        return "the path contains a NUL byte"
+    return None
+
+
+def refuse_special(path: str | Path, what: str) -> None:
+    """Raise the sentence of :func:`check_outputs` when ``path`` is a special file or an impossible name."""
+    p = Path(path)
+    long = name_too_long(p)
+    if long:
+        raise _refuse(p, f"{what} cannot be written: {long}")
+    kind = special_kind(p)
+    if kind == "a folder":
+        raise _refuse(p, f"{what} is a folder; give a file path")
+    if kind:
+        raise _refuse(p, f"{what} exists and is {kind}, not a regular file; privgate leaves it alone")
+
+
+def _exists(p: Path) -> bool:
+    try:
+        return p.exists()
+    except (OSError, ValueError):  # a name too long, a NUL byte: it does not exist
+        return False
+
+
 def _first_existing(p: Path) -> Path | None:
     for d in (p, *p.parents):
-        if d.exists():
+        if _exists(d):
             return d
     return None
 
@@ -175,7 +247,7 @@ def check_outputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
         PrivgateError: one sentence naming the path, what it is and what it collides with.
     """
     outs = list(outputs)
-    ins = [i for i in inputs if i.path.exists()]
+    ins = [i for i in inputs if _exists(i.path)]
     for o in outs:
         for i in ins:
             if same_file(o.path, i.path):
@@ -183,8 +255,12 @@ def check_outputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
                     o.path, f"{o.what} would overwrite an input, {i.what} ({i.path}); refusing to overwrite it"
                 )
         if o.folder:
-            if o.path.exists() and not o.path.is_dir():
-                raise _refuse(o.path, f"{o.what} must be a folder, but this is a file")
+            long = name_too_long(o.path)
+            if long:
+                raise _refuse(o.path, f"{o.what} cannot be created: {long}")
+            if _exists(o.path) and not o.path.is_dir():
+                kind = special_kind(o.path)
+                raise _refuse(o.path, f"{o.what} must be a folder, but this is {kind or 'a file'}")
             for i in ins:
                 if inside(i.path, o.path):
                     raise _refuse(
@@ -192,8 +268,8 @@ def check_outputs(outputs: Iterable[Named], inputs: Iterable[Named]) -> None:
                         f"{o.what} holds an input, {i.what} ({i.path}), and privgate writes files there; "
                         f"choose another folder",
                     )
-        elif o.path.is_dir():
-            raise _refuse(o.path, f"{o.what} is a folder; give a file path")
+        else:
+            refuse_special(o.path, o.what)
         anchor = _first_existing(o.path.parent)
         if anchor is not None and not anchor.is_dir():
             raise _refuse(o.path, f"{o.what} cannot be created, because {anchor} is a file, not a folder")
@@ -268,7 +344,10 @@ __all__ = [
     "inside",
     "is_factory",
     "module_file",
+    "name_too_long",
     "refuse_imported",
+    "refuse_special",
     "same_file",
     "spec_file",
+    "special_kind",
 ]

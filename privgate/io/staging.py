@@ -98,18 +98,16 @@ class Staging:
         return out
 
 
-def render_reports(
-    staged: Report, final: Report, paths: Mapping[str, str | Path | None]
-) -> dict[Path, tuple[str, str]]:
+def render_reports(report: Report, paths: Mapping[str, str | Path | None]) -> dict[Path, tuple[str, str]]:
     """``{path: (what, text)}`` for each format with a path.
 
-    The HTML report embeds image artefacts by reading them, so it is rendered
-    from ``staged`` (artefact paths in the staging folder, where the files are
-    now; its captions use file names only); every other format from ``final``.
+    The HTML report embeds the images attached to ``report``
+    (:func:`privgate.report.html.attach_images`: the bytes this run wrote); no
+    writer reads a file a report names.
     """
     from privgate.report import render, title_of
 
-    return {Path(p): (title_of(fmt), render(staged if fmt == "html" else final, fmt)) for fmt, p in paths.items() if p}
+    return {Path(p): (title_of(fmt), render(report, fmt)) for fmt, p in paths.items() if p}
 
 
 def commit(files: Mapping[Path, tuple[str, str | bytes]]) -> list[Path]:

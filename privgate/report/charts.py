@@ -12,13 +12,13 @@ import colorsys
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from html import escape
 from typing import Any
 
 import numpy as np
 
 from privgate.report.model import AttackSummary
 from privgate.report.remediation import RemediationView
+from privgate.report.safe import html_text as escape
 from privgate.report.text import num
 
 #: Line colours: Tableau's 10, then 10 more (navy, maroon, dark green, goldenrod, magenta, black, slate blue,

@@ -1,16 +1,22 @@
-"""Console report (rich): the checks table, the attacks table, the verdict line."""
+"""Console report (rich): the checks table, the attacks table, the verdict line.
+
+Every string from the report goes through :func:`privgate.report.safe.console`
+(rich markup escaped, terminal control characters removed): a policy named
+``team[/bogus]`` prints as typed, and an ESC byte in a YAML string never
+reaches the terminal.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from privgate.report.exposed import view as exposed_view
 from privgate.report.model import Report
 from privgate.report.remediation_section import CheckCell, RemediationSection, SearchRow
+from privgate.report.safe import console as e
 from privgate.report.text import check_fpr_label, interval, num, rate_label, sig, target_notes
 
 _STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
@@ -28,19 +34,19 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     """Print the checks, the per-attack summary and the verdict."""
     pol = report.policy
     console.print(
-        f"[bold]privgate[/] {report.privgate_version} · policy [bold]{pol['name']}[/] "
-        f"({pol['sensitivity']}, release: {pol['release']}, {pol['confidence']:.1%} confidence, decision: "
-        f"{pol['decision']})".replace(".0%", "%")
-        + (" · extends " + " → ".join(p["name"] for p in pol["extends"]) if pol.get("extends") else "")
+        f"[bold]privgate[/] {e(report.privgate_version)} · policy [bold]{e(pol.get('name'))}[/] "
+        f"({e(pol.get('sensitivity'))}, release: {e(pol.get('release'))}, {_pct(pol.get('confidence'))} confidence, "
+        f"decision: {e(pol.get('decision'))})"
+        + (" · extends " + " → ".join(e(p.get("name")) for p in pol["extends"]) if pol.get("extends") else "")
     )
     console.print(
-        f"target {report.target.get('path')} ({report.target.get('format')}) · "
-        f"{report.data['members']['n']} members, {report.data['nonmembers']['n']} non-members"
+        f"target {e(report.target.get('path'))} ({e(report.target.get('format'))}) · "
+        f"{e(report.data['members']['n'])} members, {e(report.data['nonmembers']['n'])} non-members"
     )
     for line in target_notes(report):  # accuracy on members / non-members, output kind (privgate.inputs.sanity)
-        console.print(line, markup=False)
+        console.print(e(line))
     for w in report.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {e(w)}")
     if report.checks:
         t = Table(title="Checks", show_lines=False)
         for col in ("check", "attack", "metric", "value [CI]", "max", "status"):
@@ -50,27 +56,28 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
             metric = c.metric + (f"@{c.fpr:g}" if c.fpr else "")
             fpr = check_fpr_label(c)
             t.add_row(
-                c.id,
-                attack,
-                metric,
-                _num(c.value) + _ci(c.ci) + (f" {fpr}" if fpr else ""),
+                e(c.id),
+                e(attack),
+                e(metric),
+                e(_num(c.value) + _ci(c.ci) + (f" {fpr}" if fpr else "")),
                 f"{c.threshold:g}",
                 f"[{_STYLE[c.status]}]{c.status}[/]",
             )
         console.print(t)
         for c in report.checks:
             if c.status != "pass" or verbose:
-                console.print(f"  [{_STYLE[c.status]}]{c.id}[/]: {c.reason}")
+                console.print(f"  [{_STYLE[c.status]}]{e(c.id)}[/]: {e(c.reason)}")
     if report.attacks:
         t = Table(title="Attacks (evaluation split)")
         for col in ("attack", "access", "AUC [CI]", "TPR@0.1% FPR", "TPR@1% FPR", "n in/out", "s"):
             t.add_column(col)
         for a in report.attacks:
             if a.status != "ran":
-                t.add_row(a.name, a.threat_model, f"[yellow]{a.status}[/]: {a.reason}", "", "", "", "")
+                t.add_row(e(a.name), e(a.threat_model), f"[yellow]{e(a.status)}[/]: {e(a.reason)}", "", "", "", "")
                 continue
             rates = [
-                rate_label(p) if p.resolvable and p.measurable else f"[dim]{rate_label(p)}[/]" for p in a.tpr_at_fpr
+                e(rate_label(p)) if p.resolvable and p.measurable else f"[dim]{e(rate_label(p))}[/]"
+                for p in a.tpr_at_fpr
             ]
             measured = a.extras.get("metrics") if a.auc is None else None  # a measurement (canary exposure …)
             first = (
@@ -79,9 +86,9 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
                 else _num(a.auc) + _ci(a.auc_ci)
             )
             t.add_row(
-                a.name,
-                a.threat_model,
-                first,
+                e(a.name),
+                e(a.threat_model),
+                e(first),
                 *(rates + ["", ""])[:2],
                 f"{a.n_members}/{a.n_nonmembers}",
                 f"{a.seconds:.2f}",
@@ -89,22 +96,26 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         console.print(t)
     exposed = exposed_view(report)
     if exposed is not None:
-        t = Table(title=f"Most exposed members (by {exposed.attack})")
+        t = Table(title=f"Most exposed members (by {e(exposed.attack)})")
         for col in exposed.header:
-            t.add_column(col)
+            t.add_column(e(col))
         for row in exposed.rows:
-            t.add_row(*(escape(v) for v in row))  # a language model's records are text: never rich markup
+            t.add_row(*(e(v) for v in row))  # a language model's records are text: never rich markup
         console.print(t)
-        console.print(exposed.intro, markup=False, style="dim")
+        console.print(e(exposed.intro), style="dim")
     if report.remediation is not None:
         from privgate.report.remediation import section_of
 
         print_remediation(section_of(report), console)
     style = _STYLE[report.verdict]
-    console.print(f"[{style}]{report.summary}[/]")
+    console.print(f"[{style}]{e(report.summary)}[/]")
 
 
 # --------------------------------------------------------------------------- remediation
+
+
+def _pct(v: Any) -> str:
+    return f"{v:.1%}".replace(".0%", "%") if isinstance(v, (int, float)) else e(v)
 
 
 def _g(v: Any) -> str:
@@ -112,14 +123,14 @@ def _g(v: Any) -> str:
 
 
 def _check_cell(c: CheckCell) -> str:
-    return f"{_num(c.value)} [{_STYLE.get(c.status, 'white')}]{c.status}[/]"
+    return f"{_num(c.value)} [{_STYLE.get(c.status, 'white')}]{e(c.status)}[/]"
 
 
 def remediation_row(row: SearchRow) -> str:
     """One line per trained candidate, printed as the search runs (``privgate harden``)."""
     tr = row.training
     util = f"utility {_num(row.utility)}" + ("" if row.utility_ok else " [bold red]< floor[/]")
-    checks = " · ".join(f"{c.id} {_check_cell(c)}" for c in row.checks)
+    checks = " · ".join(f"{e(c.id)} {_check_cell(c)}" for c in row.checks)
     outcome = "[green]accepted[/]" if row.accepted else f"[{_STYLE.get(row.verdict or '', 'white')}]{row.privacy}[/]"
     trial = f" (trial {row.trial})" if row.trial else ""
     released = f"  released ε so far {_g(row.released_epsilon)}" if row.released_epsilon is not None else ""
@@ -138,7 +149,7 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
         ids = [c.id for c in rem.rows[0].checks]
         t = Table(title=f"Remediation: DP-SGD ε search ({rem.strategy or '?'})")
         for col in ("ε", "ε spent", "σ", "utility", *ids, "verdict", "released ε"):
-            t.add_column(col)
+            t.add_column(e(col))
         first = ([_check_cell(c) for c in orig.checks] if orig else []) + [""] * len(ids)
         t.add_row(
             "original",
@@ -146,7 +157,7 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
             "—",
             _num(orig.utility if orig else None),
             *first[: len(ids)],
-            str(orig.verdict if orig else ""),
+            e(orig.verdict if orig else ""),
         )
         for r in rem.rows:
             tr = r.training
@@ -162,12 +173,12 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
                 _g(tr.noise_multiplier),
                 u,
                 *cells,
-                str(r.verdict or ""),
+                e(r.verdict or ""),
                 released,
             )
         console.print(t)
         if util is not None and util.floor is not None:
-            console.print(f"  utility = accuracy on {util.data}; floor {util.floor:.4f} ({util.rule})")
+            console.print(f"  utility = accuracy on {e(util.data)}; floor {util.floor:.4f} ({e(util.rule)})")
     settings = rem.settings
     if settings is not None:
         mode = f" ({settings.max_grad_norm_mode})" if settings.max_grad_norm_mode else ""
@@ -177,21 +188,21 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
             f"{mode}, δ = {_g(settings.delta)}, accountant {settings.accountant}{start}"
         )
     for change in rem.architecture_changes:
-        console.print(f"  [yellow]architecture change:[/] {change}")
+        console.print(f"  [yellow]architecture change:[/] {e(change)}")
     style = {"hardened": "green", "no_epsilon": "bold red", "audit_failed": "bold red", "budget_exceeded": "bold red"}
     if rem.status:
-        console.print(f"  [{style.get(rem.status, 'white')}]remediation {rem.status}[/]: {rem.reason or ''}")
+        console.print(f"  [{style.get(rem.status, 'white')}]remediation {e(rem.status)}[/]: {e(rem.reason or '')}")
     line = rem.epsilon_line()
     if line:  # which ε is which, in one line
-        console.print(f"  [bold]{line}[/]", highlight=False)
+        console.print(f"  [bold]{e(line)}[/]", highlight=False)
     audit = rem.audit or {}
     if audit.get("summary") and rem.status != "audit_failed":  # the claim next to the measured lower bound
-        console.print(f"  [{_STYLE.get(audit.get('verdict', ''), 'white')}]{audit['summary']}[/]")
+        console.print(f"  [{_STYLE.get(audit.get('verdict', ''), 'white')}]{e(audit['summary'])}[/]")
     if rem.output:
-        card = f", {rem.output['model_card']} (model card, DP statement)" if rem.output.get("model_card") else ""
+        card = f", {e(rem.output['model_card'])} (model card, DP statement)" if rem.output.get("model_card") else ""
         console.print(
-            f"  hardened model: {rem.output.get('torchscript')} (TorchScript), {rem.output.get('state_dict')} "
+            f"  hardened model: {e(rem.output.get('torchscript'))} (TorchScript), {e(rem.output.get('state_dict'))} "
             f"(state_dict){card}"
         )
     if rem.selection_leakage:
-        console.print(f"  [dim]{rem.selection_leakage}[/]")
+        console.print(f"  [dim]{e(rem.selection_leakage)}[/]")

@@ -13,7 +13,6 @@ import math
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from privgate.report.diff import (
@@ -28,8 +27,10 @@ from privgate.report.diff import (
     p_text,
     signed,
 )
-from privgate.report.markdown import cell
+from privgate.report.markdown import Md, cell, code
 from privgate.report.model import Report
+from privgate.report.safe import console as escape
+from privgate.report.safe import md_code, md_text
 from privgate.report.text import num, verdict_badge
 
 #: JSON output: ``format`` and ``version`` change only when a field is removed or changes meaning.
@@ -87,15 +88,15 @@ def budget_text(d: Diff) -> str:
 def _who(rep: Report, name: str) -> str:
     tgt = rep.target or {}
     sha = tgt.get("sha256")
-    digest = f", sha256 `{sha[:12]}…`" if sha else ""
-    return f"`{name}` (target `{tgt.get('path')}`{digest}, {verdict_badge(rep.verdict)})"
+    digest = f", sha256 {md_code(str(sha)[:12] + '…')}" if sha else ""
+    return f"{md_code(name)} (target {md_code(tgt.get('path'))}{digest}, {verdict_badge(rep.verdict)})"
 
 
 def _data_text(d: Diff) -> str:
     data = d.new.data or {}
     sha = data.get("sha256")
     n = f"{data.get('members', {}).get('n', '?')} members / {data.get('nonmembers', {}).get('n', '?')} non-members"
-    return f"same audit data ({n}{', sha256 `' + sha[:12] + '…`' if sha else ''})"
+    return f"same audit data ({md_text(n)}{', sha256 ' + md_code(str(sha)[:12] + '…') if sha else ''})"
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -107,9 +108,14 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 def render_diff_markdown(d: Diff) -> str:
     """The diff as GitHub-flavoured Markdown, for a pull-request comment and ``$GITHUB_STEP_SUMMARY``."""
     head = "❌ REGRESSION" if d.regressions else "✅ NO REGRESSION"
-    lines = [f"## privgate diff {head} · policy `{d.new.policy.get('name')}`", "", f"**{d.summary}**", ""]
+    lines = [
+        f"## privgate diff {head} · policy {md_code(d.new.policy.get('name'))}",
+        "",
+        f"**{md_text(d.summary)}**",
+        "",
+    ]
     lines += [f"base {_who(d.base, d.base_name)} → new {_who(d.new, d.new_name)} · {_data_text(d)}", ""]
-    lines += [budget_text(d) + ".", ""]
+    lines += [md_text(budget_text(d) + "."), ""]
     checks = [r for r in d.rows if r.kind == "check"]
     attacks = [r for r in d.rows if r.kind == "attack"]
     header = ["result", "metric", "base [CI]", "new [CI]", "change [interval]", "p", "tolerance"]
@@ -120,12 +126,12 @@ def render_diff_markdown(d: Diff) -> str:
             [
                 [
                     _ICON[r.status],
-                    f"`{r.id}`",
+                    code(r.id),
                     attack_text(r),
                     r.metric,
-                    side_text(r.base),
-                    side_text(r.new),
-                    change_text(r),
+                    Md(side_text(r.base)),
+                    Md(side_text(r.new)),
+                    Md(change_text(r)),
                     p_text(r.p_value),
                     f"{r.tolerance:g}" if r.tolerance is not None else "",
                 ]
@@ -142,9 +148,9 @@ def render_diff_markdown(d: Diff) -> str:
                     _ICON[r.status],
                     r.id,
                     r.metric,
-                    side_text(r.base),
-                    side_text(r.new),
-                    change_text(r),
+                    Md(side_text(r.base)),
+                    Md(side_text(r.new)),
+                    Md(change_text(r)),
                     p_text(r.p_value),
                     f"{r.tolerance:g}" if r.tolerance is not None else "",
                 ]
@@ -153,12 +159,14 @@ def render_diff_markdown(d: Diff) -> str:
         )
         lines.append("")
     lines += ["<details><summary>Reasons and methods</summary>", ""]
-    lines += [
-        f"- **{cell(r.id)}** ({r.metric}, {r.status}{', ' + r.method if r.method else ''}): {r.reason}" for r in d.rows
+    lines += [  # Markdown text only, never raw HTML, inside <details> (privgate.report.safe)
+        f"- **{md_text(r.id)}** ({md_text(r.metric)}, {r.status}{', ' + md_text(r.method) if r.method else ''}): "
+        f"{md_text(r.reason)}"
+        for r in d.rows
     ]
     lines += ["", "</details>", ""]
     if d.notes:
-        lines += ["### Notes", ""] + [f"- {n}" for n in d.notes] + [""]
+        lines += ["### Notes", ""] + [f"- {md_text(n)}" for n in d.notes] + [""]
     return "\n".join(lines) + "\n"
 
 
@@ -267,10 +275,10 @@ def print_diff(d: Diff, console: Console, verbose: bool = False) -> None:
             label = r.id + (f" ({attack_text(r)})" if kind == "check" and attack_text(r) else "")
             t.add_row(
                 escape(label),
-                r.metric,
-                side_text(r.base),
-                side_text(r.new),
-                change_text(r),
+                escape(r.metric),
+                escape(side_text(r.base)),
+                escape(side_text(r.new)),
+                escape(change_text(r)),
                 p_text(r.p_value),
                 f"{r.tolerance:g}" if r.tolerance is not None else "",
                 result,
@@ -279,7 +287,7 @@ def print_diff(d: Diff, console: Console, verbose: bool = False) -> None:
     for r in d.rows:
         if verbose or r.status in (REGRESSED, NOT_SIGNIFICANT, IMPROVED):
             style = _STYLE[r.status] or "bold"
-            console.print(f"  [{style}]{escape(r.id)}[/] {r.metric}: {escape(r.reason)}", highlight=False)
+            console.print(f"  [{style}]{escape(r.id)}[/] {escape(r.metric)}: {escape(r.reason)}", highlight=False)
     for n in d.notes:
         console.print(f"[dim]note:[/] {escape(n)}", highlight=False)
     console.print(f"[{'bold red' if d.regressions else 'bold green'}]{escape(d.summary)}[/]", highlight=False)

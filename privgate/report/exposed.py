@@ -47,7 +47,14 @@ def _pct(v: float) -> str:
 
 
 def view(report: BaseReport) -> ExposedView | None:
-    """The exposed-records table of ``report``, or None when it has none."""
+    """The exposed-records table of ``report``, or None when it has none (or a hand-made report's is malformed)."""
+    try:
+        return _view(report)
+    except (KeyError, TypeError, ValueError, AttributeError):  # a report read back is data: show no broken table
+        return None
+
+
+def _view(report: BaseReport) -> ExposedView | None:
     ex = getattr(report, "exposed", None)  # only check/harden reports list exposed records
     if not ex or not ex.get("records"):
         return None

@@ -1,5 +1,10 @@
 """HTML: one self-contained page (no scripts, no external files) for people reviewing a model.
 
+Safe to open whatever the report holds (docs/threat-model.md): every text and
+attribute goes through :mod:`privgate.report.safe`, a Content-Security-Policy
+allows no script and no load from anywhere, and images are only PNGs privgate
+encoded itself — rendering never opens a path the report names.
+
 Sections: the verdict; the checks table with reasons; ROC curves of every attack
 that ran, on log-log axes — the way membership-inference results are read, since
 what matters is the true-positive rate at low false-positive rates (Carlini et
@@ -11,10 +16,9 @@ environment. Charts are inline SVG, images inline PNG data URIs.
 
 from __future__ import annotations
 
-import base64
 import math
-from html import escape
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
@@ -22,8 +26,10 @@ import numpy as np
 from privgate.io.png import png_bytes
 from privgate.report.charts import remediation_chart, roc_chart
 from privgate.report.exposed import view as exposed_view
-from privgate.report.model import AttackSummary, Report
+from privgate.report.model import Report
 from privgate.report.remediation import view as remediation_view
+from privgate.report.safe import checked_png_uri, csp_meta, png_data_uri, valid_png
+from privgate.report.safe import html_text as escape
 from privgate.report.text import (
     attack_label,
     check_fpr_label,
@@ -109,69 +115,67 @@ def _as_images(value: Any, shape: Any = None) -> list[np.ndarray]:
 
 
 def _data_uri(item: Any, shape: Any = None) -> list[str]:
-    if isinstance(item, str):
-        if item.startswith("data:image/"):
-            return [item]
-        if item.startswith("iVBOR"):
-            return ["data:image/png;base64," + item]
-        return []
+    if isinstance(item, str):  # from the report: only a checked PNG, re-encoded here
+        uri = checked_png_uri(item)
+        return [uri] if uri else []
     out = []
     for img in _as_images(item, shape):
         if img.ndim == 3 and img.shape[2] not in (1, 3, 4):
             continue
-        out.append("data:image/png;base64," + base64.b64encode(png_bytes(_to_uint8(img))).decode())
+        uri = png_data_uri(png_bytes(_to_uint8(img)))
+        if uri:
+            out.append(uri)
     return out
 
 
-_IMAGE_SUFFIXES = {
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".gif": "image/gif",
-    ".svg": "image/svg+xml",
-}
+def attach_images(report: Report, files: Mapping[str | Path, bytes]) -> Report:
+    """``report`` with the PNG files privgate wrote in this run, ``{artefact path: bytes}``, for the HTML to embed.
+
+    The HTML writer never reads a path a report names (a report is data; one
+    read back by ``report render`` may name any file): it embeds an artefact
+    only when its bytes were attached here, by the run that wrote them, and
+    are a valid PNG (:func:`privgate.report.safe.valid_png`). The images are
+    a private attribute: never in the JSON, never read from it.
+    """
+    images = {str(p): bytes(b) for p, b in files.items() if str(p).lower().endswith(".png") and valid_png(b)}
+    report._images.update(images)
+    return report
 
 
-def _artefact_uri(name: str, value: Any) -> str | None:
-    """A data URI for an image artefact given as bytes, base64 text, a data URI or a file path."""
-    mime = _IMAGE_SUFFIXES.get(Path(name).suffix.lower())
-    if mime is None:
-        return None
+def _artefact_uri(report: Report, value: Any) -> str | None:
+    """A data URI for an image artefact: bytes privgate made, attached bytes for a path, or a checked PNG data URI.
+
+    A path is looked up among the images attached by :func:`attach_images`;
+    it is never opened.
+    """
     if isinstance(value, dict):
         value = value.get("path") or value.get("data") or value.get("base64")
-    if isinstance(value, (bytes, bytearray)):
-        return f"data:{mime};base64," + base64.b64encode(bytes(value)).decode()
+    if isinstance(value, (bytes, bytearray)):  # in memory, from an attack of this run (Python API)
+        return png_data_uri(value)
     if not isinstance(value, str) or not value:
         return None
-    if value.startswith("data:image/"):
-        return value
-    p = Path(value)
-    try:
-        if len(value) < 4096 and p.is_file():
-            return f"data:{mime};base64," + base64.b64encode(p.read_bytes()).decode()
-    except OSError:
-        return None
-    if value.startswith("iVBOR") or (mime != "image/png" and len(value) > 64):
-        return f"data:{mime};base64,{value}"
-    return None
+    if value in report._images:
+        return png_data_uri(report._images[value])
+    return checked_png_uri(value)
 
 
-def inversion_images(attacks: list[AttackSummary]) -> list[tuple[str, list[str], bool]]:
-    """(caption, data URIs, is a ready-made grid) for every image an attack left in its extras.
+def inversion_images(report: Report) -> tuple[list[tuple[str, list[str], bool]], list[str]]:
+    """(caption, data URIs, is a ready-made grid) for every image an attack left in its extras, and the
+    image artefacts that could not be embedded (shown as their paths, as text).
 
     Understood: image artefacts (``extras["artefacts"]["reconstructions.png"]``
-    as bytes, base64, a data URI or a file path, e.g. the grid written by the
-    inversion attack) and image-like arrays under keys such as
-    ``reconstructions`` (one image, a batch, or flat vectors reshaped by
+    as PNG bytes or a ``data:image/png;base64`` URI, or a path privgate wrote
+    in this run, see :func:`attach_images`) and image-like arrays under keys
+    such as ``reconstructions`` (one image, a batch, or flat vectors reshaped by
     ``extras["image_shape"]`` or to a square).
     """
-    groups = []
-    for a in attacks:
+    groups, missing = [], []
+    for a in report.attacks:
         extras = a.extras or {}
         shape = next((extras[k] for k in ("image_shape", "shape", "input_shape") if extras.get(k) is not None), None)
         for key, value in extras.items():
             if key in ("artefacts", "artifacts"):
-                # {name: bytes | base64 | path} in memory, or [path, ...] as saved by privgate.io.artefacts
+                # {name: bytes | data URI} in memory, or [path, ...] as saved by privgate.io.artefacts
                 items = (
                     value.items()
                     if isinstance(value, dict)
@@ -180,9 +184,13 @@ def inversion_images(attacks: list[AttackSummary]) -> list[tuple[str, list[str],
                     else ()
                 )
                 for name, item in items:
-                    uri = _artefact_uri(str(name), item)
+                    if not str(name).lower().endswith(".png"):
+                        continue
+                    uri = _artefact_uri(report, item)
                     if uri:
-                        groups.append((f"{a.name}: {Path(str(name)).name}", [uri], True))
+                        groups.append((f"{a.name}: {PurePath(str(name)).name}", [uri], True))
+                    elif isinstance(item, str):
+                        missing.append(f"{a.name}: {item}")
                 continue
             if not any(h in key.lower() for h in IMAGE_KEY_HINTS) or key == "image_shape":
                 continue
@@ -194,13 +202,13 @@ def inversion_images(attacks: list[AttackSummary]) -> list[tuple[str, list[str],
                 continue
             uris: list[str] = []
             if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                for v in value:
+                for v in value[:MAX_IMAGES]:
                     uris += _data_uri(v)
             else:
                 uris = _data_uri(value, shape_k)
             if uris:
                 groups.append((f"{a.name}: {key}", uris[:MAX_IMAGES], False))
-    return groups
+    return groups, missing
 
 
 # --------------------------------------------------------------------------- exposed records
@@ -212,7 +220,7 @@ def _exposed_html(report: Report) -> list[str]:
     if ex is None:
         return []
     names = sorted(ex.records[0]["attacks"], key=lambda n: (n != ex.attack, n))
-    images = [_artefact_uri(str(p), p) if p else None for p in ex.images]
+    images = [_artefact_uri(report, p) if p else None for p in ex.images]
     h = [
         f"<h2>Most exposed members (by {escape(ex.attack)})</h2>",
         f"<p class='muted'>{escape(ex.intro)}</p>",
@@ -224,7 +232,8 @@ def _exposed_html(report: Report) -> list[str]:
         cells = "".join(_td(v, "num") for v in row[:4])
         if any(images):
             cells += (
-                f"<td class='imgs'><img class='tile' alt='member {rec['member_index']}' src='{uri}'></td>"
+                f"<td class='imgs'><img class='tile' alt='member {escape(rec.get('member_index'))}' "
+                f"src='{escape(uri)}'></td>"
                 if uri
                 else "<td></td>"
             )
@@ -251,6 +260,7 @@ def render_html(report: Report) -> str:
     vclass = _STATUS_CLASS[report.verdict]
     h: list[str] = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        csp_meta(styles=(CSS,)),  # no script, nothing loaded: only this page's own style and data: images
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>privgate {escape(report.verdict.upper())}: {escape(str(pol.get('name')))} · "
         f"{escape(str(tgt.get('path')))}</title>",
@@ -334,20 +344,26 @@ def render_html(report: Report) -> str:
     else:
         h.append("<p class='muted'>No attacks were run.</p>")
 
-    images = inversion_images(report.attacks)
-    if images:
+    images, not_embedded = inversion_images(report)
+    if images or not_embedded:
         h.append("<h2>Model inversion</h2>")
         for caption, uris, grid in images:
             h.append(f"<p class='muted'>{escape(caption)}</p><div class='imgs inversion'>")
             if grid:
-                h += [f"<img class='grid' alt='{escape(caption)}' src='{u}'>" for u in uris]
+                h += [f"<img class='grid' alt='{escape(caption)}' src='{escape(u)}'>" for u in uris]
             else:
                 h += [
                     f"<figure><img class='tile' alt='{escape(caption)} #{i}' "
-                    f"src='{u}'><figcaption>#{i}</figcaption></figure>"
+                    f"src='{escape(u)}'><figcaption>#{i}</figcaption></figure>"
                     for i, u in enumerate(uris)
                 ]
             h.append("</div>")
+        if not_embedded:  # a report read back: its paths are names, never opened
+            h.append(
+                "<p class='muted' id='not-embedded'>Saved beside the report, not embedded: "
+                + ", ".join(f"<code>{escape(n)}</code>" for n in not_embedded[:MAX_IMAGES])
+                + "</p>"
+            )
 
     rem = remediation_view(report)
     if rem is not None:
@@ -406,4 +422,4 @@ def render_html(report: Report) -> str:
     return "\n".join(h) + "\n"
 
 
-__all__ = ["inversion_images", "render_html"]
+__all__ = ["attach_images", "inversion_images", "render_html"]

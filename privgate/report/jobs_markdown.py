@@ -3,7 +3,8 @@
 :func:`privgate.report.markdown.render_markdown` writes the part every report
 shares (verdict, facts, checks, warnings); this adds what only one job has —
 the LDP audit's claims, the one-run DP-SGD audit's guesses, a federation's
-topologies — from the report's typed sections.
+topologies — from the report's typed sections. Text from the report goes through
+:mod:`privgate.report.safe` (the table cells through the shared table writer).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from privgate.report.model import BaseReport
+from privgate.report.safe import md_code, md_text
 from privgate.report.text import num
 
 Table = Callable[[list[str], list[list[Any]]], list[str]]
@@ -26,7 +28,7 @@ def _ldp(report: Any, table: Table) -> list[str]:
         "### Claims (Matsumoto et al. 2022, arXiv 2206.09122)",
         "",
         f"K = {report.trials:,} trials per cell · {report.cells} cells at {report.confidence:.0%} jointly · "
-        f"clip L = {report.clip:g} · mechanism `{report.mechanism.get('name')}`",
+        f"clip L = {report.clip:g} · mechanism {md_code(report.mechanism.get('name'))}",
         "",
     ]
     rows = [
@@ -41,7 +43,7 @@ def _dpsgd(report: Any, table: Table) -> list[str]:
     return [
         "### One-run audit (Steinke, Nasr & Jagielski 2023, arXiv 2305.08846)",
         "",
-        f"{report.mode.replace('_', '-')} · {report.canaries} canaries ({report.included} included) · "
+        f"{md_text(report.mode.replace('_', '-'))} · {report.canaries} canaries ({report.included} included) · "
         f"ε ≥ {report.epsilon_lb:.3f} at δ = {report.delta:g} · most provable {report.max_provable_epsilon:.3f} · "
         f"training {report.training_seconds:.1f} s",
         "",
@@ -66,7 +68,7 @@ def _federation(report: Any, table: Table) -> list[str]:
             ]
         )
     header = ["topology", "nodes × rounds", "distribution", "self", "1 hop", "others", "accuracy"]
-    title = f"### Final round: AUC of the strongest attack ({', '.join(report.attacks)})"
+    title = f"### Final round: AUC of the strongest attack ({md_text(', '.join(report.attacks))})"
     return [title, "", *table(header, rows), ""]
 
 

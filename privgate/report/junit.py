@@ -9,20 +9,15 @@ check's full message (:func:`privgate.report.text.check_message`).
 
 from __future__ import annotations
 
-import re
 import socket
 import xml.etree.ElementTree as ET
 
 from privgate.report.exposed import view as exposed_view
 from privgate.report.model import Report
 from privgate.report.remediation import section_of
+from privgate.report.safe import xml as _clean
+from privgate.report.safe import xml_tree
 from privgate.report.text import attack_summary, check_message, target_accuracy
-
-_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-
-
-def _clean(text: str) -> str:
-    return _XML_ILLEGAL.sub("?", text)
 
 
 def _seconds(report: Report, attack: str | None) -> float:
@@ -103,6 +98,7 @@ def render_junit(report: Report) -> str:
         ET.SubElement(suite, "system-out").text = _clean("\n".join(text))
     if report.warnings:
         ET.SubElement(suite, "system-err").text = _clean("\n".join(report.warnings))
+    xml_tree(root)  # every name, message and property: only characters XML 1.0 allows (privgate.report.safe)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

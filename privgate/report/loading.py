@@ -52,10 +52,14 @@ def parse_report(text: str) -> BaseReport:
 
 
 def read_report(path: str | Path) -> BaseReport:
-    """A saved report of any job, typed; a file that is not one is a :class:`PrivgateError` naming it."""
+    """A saved report of any job, typed; a file that is not one is a :class:`PrivgateError` naming it.
+
+    A report is data: the paths it names (artefacts, the model, the policy) are never opened or looked up here;
+    the HTML shows them as text (docs/threat-model.md).
+    """
     from pydantic import ValidationError
 
-    from privgate.report.model import SCHEMA_VERSION, Report
+    from privgate.report.model import SCHEMA_VERSION
 
     p = Path(path)
     if not p.is_file():
@@ -78,25 +82,7 @@ def read_report(path: str | Path) -> BaseReport:
             f"{path}: report schema version {rep.schema_version} is newer than this privgate understands "
             f"({SCHEMA_VERSION}); upgrade privgate."
         )
-    if isinstance(rep, Report):
-        find_artefacts(rep, p.parent)
     return rep
 
 
-def find_artefacts(rep: Any, report_dir: Path) -> None:
-    """Artefact paths are relative to where ``check`` ran; rendering elsewhere, look next to the report too."""
-    for attack in rep.attacks:
-        paths = attack.extras.get("artefacts")
-        if not isinstance(paths, list):
-            continue
-        found = []
-        for item in paths:
-            p = Path(str(item))
-            candidates = [p, report_dir / p] + [
-                report_dir / Path(*p.parts[i:]) for i, part in enumerate(p.parts) if part.endswith(".artefacts")
-            ]
-            found.append(str(next((c for c in candidates if c.is_file()), p)))
-        attack.extras["artefacts"] = found
-
-
-__all__ = ["REPORT_CLASSES", "find_artefacts", "job_of", "parse_report", "read_report", "report_class"]
+__all__ = ["REPORT_CLASSES", "job_of", "parse_report", "read_report", "report_class"]

@@ -2,7 +2,9 @@
 
 Written for ``$GITHUB_STEP_SUMMARY`` and pull-request comments: tables only use
 GFM syntax, reasons go in a collapsed ``<details>`` block so the summary stays
-short, and cell text is escaped (``|``, newlines) so a reason cannot break a row.
+short. Every string from the report goes through :mod:`privgate.report.safe`
+(``md_text``, ``md_code``, ``md_cell``): a file name with a backtick, an HTML
+tag, an image or a ``|`` shows as typed and cannot break a row.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from privgate.report.exposed import view as exposed_view
 from privgate.report.jobs_markdown import job_section
 from privgate.report.model import BaseReport, Report
 from privgate.report.remediation import view as remediation_view
+from privgate.report.safe import md_cell, md_code, md_text
 from privgate.report.text import (
     attack_label,
     check_fpr_label,
@@ -29,10 +32,18 @@ from privgate.report.text import (
 _STATUS = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive"}
 
 
+class Md(str):
+    """Markdown privgate wrote itself (a code span made by :func:`md_code`, a number): put into a cell as it is."""
+
+
 def cell(value: Any) -> str:
-    """Text safe inside a GFM table cell."""
-    text = "" if value is None else str(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Text safe inside a GFM table cell: :func:`privgate.report.safe.md_cell`, unless it is already :class:`Md`."""
+    return value if isinstance(value, Md) else md_cell(value)
+
+
+def code(value: Any) -> Md:
+    """A table cell showing ``value`` as a code span."""
+    return Md(md_code(value, in_table=True))
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -55,14 +66,23 @@ def _facts(report: BaseReport) -> list[str]:
     tgt = report.target
     data = report.data or {}
     sha = tgt.get("sha256")
+    conf = pol.get("confidence", 0.95)
+    conf = f"{conf:.1%}".replace(".0%", "%") if isinstance(conf, (int, float)) else md_text(conf)
     return [
-        f"target `{tgt.get('path')}` ({tgt.get('format')}{', sha256 `' + sha[:12] + '…`' if sha else ''})",
-        f"{data.get('members', {}).get('n', '?')} members / {data.get('nonmembers', {}).get('n', '?')} non-members",
-        f"{pol.get('sensitivity')}, release: {pol.get('release')}, {pol.get('confidence', 0.95):.1%} "
-        f"confidence, decision: {pol.get('decision')}".replace(".0%", "%")
-        + (" (extends " + " → ".join(f"`{p['name']}`" for p in pol["extends"]) + ")" if pol.get("extends") else ""),
-        f"seed {report.environment.get('seed')}",
-        f"privgate {report.privgate_version}",
+        f"target {md_code(tgt.get('path'))} ({md_text(tgt.get('format'))}"
+        f"{', sha256 ' + md_code(str(sha)[:12] + '…') if sha else ''})",
+        md_text(
+            f"{data.get('members', {}).get('n', '?')} members / {data.get('nonmembers', {}).get('n', '?')} non-members"
+        ),
+        f"{md_text(pol.get('sensitivity'))}, release: {md_text(pol.get('release'))}, {conf} "
+        f"confidence, decision: {md_text(pol.get('decision'))}"
+        + (
+            " (extends " + " → ".join(md_code(p.get("name")) for p in pol["extends"]) + ")"
+            if pol.get("extends")
+            else ""
+        ),
+        f"seed {md_text(report.environment.get('seed'))}",
+        f"privgate {md_text(report.privgate_version)}",
         f"{report.duration_s:.1f} s",
     ]
 
@@ -71,13 +91,13 @@ def render_markdown(report: BaseReport) -> str:
     """The report as a GitHub-flavoured Markdown summary (any job: its own section after the checks)."""
     what = "policy" if isinstance(report, Report) else "claim" if report.job.startswith("audit-") else "policy"
     lines = [
-        f"## privgate {verdict_badge(report.verdict)} · {what} `{report.policy.get('name')}`",
+        f"## privgate {verdict_badge(report.verdict)} · {what} {md_code(report.policy.get('name'))}",
         "",
-        f"**{report.summary}**",
+        f"**{md_text(report.summary)}**",
         "",
     ]
     lines += [" · ".join(_facts(report)), ""]
-    lines += [line for note in target_notes(report) for line in (note, "")]
+    lines += [line for note in target_notes(report) for line in (md_text(note), "")]
 
     if report.checks:
         lines += ["### Checks", ""]
@@ -88,19 +108,20 @@ def render_markdown(report: BaseReport) -> str:
             rows.append(
                 [
                     _STATUS[c.status],
-                    f"`{c.id}`",
+                    code(c.id),
                     attack_label(c),
                     metric_label(c),
                     value,
-                    f"≤ {c.threshold:g}",
-                    f"{c.n_members}/{c.n_nonmembers}",
+                    Md(f"≤ {c.threshold:g}"),
+                    Md(f"{c.n_members}/{c.n_nonmembers}"),
                 ]
             )
         lines += _table(["status", "check", "attack", "metric", "value [CI]", "max", "n in/out"], rows)
         lines += ["", "<details><summary>Reasons</summary>", ""]
-        lines += [
-            f"- **{cell(c.id)}** "
-            f"({c.status}{', ' + origin_label(c, report) if origin_label(c, report) else ''}): {c.reason}"
+        lines += [  # Markdown text only, never raw HTML, inside <details> (privgate.report.safe)
+            f"- **{md_text(c.id)}** "
+            f"({c.status}{', ' + md_text(origin_label(c, report)) if origin_label(c, report) else ''}): "
+            f"{md_text(c.reason)}"
             for c in report.checks
         ]
         lines += ["", "</details>", ""]
@@ -136,7 +157,7 @@ def render_markdown(report: BaseReport) -> str:
 
     exposed = exposed_view(report)
     if exposed is not None:
-        lines += [f"### Most exposed members (by `{exposed.attack}`)", "", exposed.intro, ""]
+        lines += [f"### Most exposed members (by {md_code(exposed.attack)})", "", md_text(exposed.intro), ""]
         lines += _table(exposed.header, exposed.rows)
         lines.append("")
 
@@ -144,10 +165,10 @@ def render_markdown(report: BaseReport) -> str:
     if rem is not None:
         lines += ["### Remediation (DP-SGD)", ""]
         head = f"Chosen ε: **{rem.chosen_epsilon:g}**" if rem.chosen_epsilon is not None else "No ε was chosen."
-        extra = [f"{k}: {plain(v)}" for k, v in rem.facts.items()]
+        extra = [f"{md_text(k)}: {md_text(plain(v))}" for k, v in rem.facts.items()]
         lines += [" · ".join([head, *extra]), ""]
         lines += [f"**{rem.epsilon_line}**", ""] if rem.epsilon_line else []
-        lines += [f"*{k.replace('_', ' ')}*: {v}\n" for k, v in rem.notes.items()]
+        lines += [f"*{md_text(k.replace('_', ' '))}*: {md_text(v)}\n" for k, v in rem.notes.items()]
         if rem.rows:
             cols = rem.columns
             lines += _table(
@@ -160,8 +181,8 @@ def render_markdown(report: BaseReport) -> str:
             lines += [f"- {c}" for c in rem.caveats] + [""]
 
     if report.warnings:
-        lines += ["### Warnings", ""] + [f"- {w}" for w in report.warnings] + [""]
+        lines += ["### Warnings", ""] + [f"- {md_text(w)}" for w in report.warnings] + [""]
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["cell", "render_markdown"]
+__all__ = ["Md", "cell", "code", "render_markdown"]

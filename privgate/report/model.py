@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, field_validator
+from pydantic_core import PydanticSerializationError
 
 from privgate.report.remediation_section import RemediationSection
 
@@ -159,7 +160,13 @@ class BaseReport(BaseModel):
         return EXIT_CODES[self.verdict]
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=2)
+        try:
+            return self.model_dump_json(indent=2)
+        except PydanticSerializationError:  # a lone surrogate: a file name that is not UTF-8
+            from privgate.report.safe import deep, no_surrogates
+
+            fixed = type(self).model_validate(deep(self.model_dump(), no_surrogates))
+            return fixed.model_dump_json(indent=2)
 
     @classmethod
     def from_json(cls, text: str) -> Any:
@@ -182,6 +189,9 @@ class Report(BaseReport):
         "file, label, split, and per attack their score, rank and (fpr, tpr) point; `image` is an artefact path "
         "for image data.",
     )
+    #: PNG files this run wrote, {artefact path: bytes}, for the HTML to embed (privgate.report.html.attach_images);
+    #: never serialised, never read from JSON: rendering a report never opens a path it names.
+    _images: dict[str, bytes] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def from_json(cls, text: str) -> Report:

@@ -19,12 +19,14 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
 from privgate.report.exposed import view as exposed_view
 from privgate.report.model import CheckResult, Report
 from privgate.report.remediation import section_of
+from privgate.report.safe import clean, deep
 from privgate.report.text import check_message
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -108,12 +110,13 @@ def _uri(path: str) -> tuple[str, str | None]:
     p = Path(path)
     absolute = p if p.is_absolute() else Path.cwd() / p
     try:
-        rel = os.path.relpath(absolute.resolve(), Path.cwd().resolve())
-    except ValueError:  # another drive (Windows)
-        rel = None
-    if rel is not None and not rel.startswith(".."):
+        resolved = absolute.resolve()
+        rel = os.path.relpath(resolved, Path.cwd().resolve())
+    except (ValueError, OSError):  # another drive (Windows), a NUL byte, a name too long: a name, not a file
+        return quote(clean(path, newlines=False)), None
+    if not rel.startswith(".."):
         return Path(rel).as_posix(), "%SRCROOT%"
-    return absolute.resolve().as_uri(), None
+    return resolved.as_uri(), None
 
 
 def _check_lines(policy_path: Path) -> dict[str, int]:
@@ -140,7 +143,10 @@ def _policy_file(report: Report) -> Path | None:
     if not source:
         return None
     p = Path(str(source))
-    return p if p.suffix in (".yaml", ".yml") and p.is_file() else None
+    try:  # a policy file's size is limited (privgate.policy.loading); a bigger one is not what the run read
+        return p if p.suffix in (".yaml", ".yml") and p.is_file() and p.stat().st_size <= 1 << 20 else None
+    except (OSError, ValueError):
+        return None
 
 
 def _location(report: Report, c: CheckResult, lines: dict[str, int]) -> dict[str, Any]:
@@ -164,7 +170,7 @@ def _location(report: Report, c: CheckResult, lines: dict[str, int]) -> dict[str
 
 def _fingerprint(report: Report, c: CheckResult) -> str:
     key = "\0".join([str(report.policy.get("name")), c.id, str(report.target.get("path"))])
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 #: The rule of an exposed training record (privgate.stats.exposure).
@@ -205,7 +211,9 @@ def _exposed_results(report: Report) -> list[dict[str, Any]]:
                 "level": "note",
                 "message": {"text": text},
                 "locations": [{**where, "logicalLocations": [logical]}],
-                "partialFingerprints": {"privgateRecord/v1": hashlib.sha256(key.encode()).hexdigest()[:32]},
+                "partialFingerprints": {
+                    "privgateRecord/v1": hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+                },
                 "properties": {
                     "memberIndex": rec["member_index"],
                     "label": rec["label"],
@@ -288,7 +296,7 @@ def render_sarif(report: Report) -> str:
         uri, base = _uri(str(policy_file))
         run["artifacts"] = [{"location": {"uri": uri, **({"uriBaseId": base} if base else {})}, "roles": ["policy"]}]
     log = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(deep(log), indent=2, ensure_ascii=False) + "\n"  # control bytes gone (report.safe)
 
 
 __all__ = ["EXPOSED_RULE", "RULES", "render_sarif", "rule_id"]

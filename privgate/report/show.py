@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from privgate.report.model import BaseReport
+from privgate.report.safe import clean
 
 #: job -> "module:function" printing its report, ``fn(report, console[, verbose])``; imported on first use.
 PRINTERS: dict[str, str] = {
@@ -24,7 +25,7 @@ PRINTERS: dict[str, str] = {
 def show(report: BaseReport, console: Console, *, quiet: bool = False, verbose: bool = False, **_: Any) -> None:
     """Print ``report``: its job's printer, or with ``quiet`` its summary line alone."""
     if quiet:
-        console.print(report.summary, markup=False, highlight=False)
+        console.print(clean(report.summary), markup=False, highlight=False)
         return
     module, attr = PRINTERS[report.job].split(":")
     printer = getattr(importlib.import_module(module), attr)

@@ -69,7 +69,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.errors import RecipeError
+from privgate.errors import RecipeError, out_of_memory
 from privgate.executors import Executor
 from privgate.recipe import Recipe
 from privgate.training import grouped, mlp
@@ -343,6 +343,8 @@ def train_ensemble(
         with torch.no_grad():
             probe.eval()(torch.as_tensor(x[:2]))
     except Exception as exc:
+        if out_of_memory(exc):
+            raise
         msg = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else exc.__class__.__name__
         raise RecipeError(
             f"recipe '{recipe.name}': its model cannot run on the audit data (rows of shape {x.shape[1:]}): {msg}."

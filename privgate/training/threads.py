@@ -23,12 +23,39 @@ processes or threads of joblib) stays 1 in privgate's fits: jobs on top of
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 #: Threads used when none are asked for.
 DEFAULT_THREADS = 1
+
+#: The most threads ever accepted, whatever the machine.
+THREADS_CEILING = 256
+
+
+def max_threads() -> int:
+    """The most threads a run may ask for: four per CPU core, at most :data:`THREADS_CEILING`.
+
+    More threads than that only slow a run down, and each one reserves a
+    stack and per-thread buffers: ``--threads 10000`` exhausts memory before
+    any work starts.
+    """
+    return min(THREADS_CEILING, 4 * (os.cpu_count() or 1))
+
+
+def threads_problem(value: object) -> str | None:
+    """Why ``value`` is not a thread count (one sentence), or None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return f"threads must be a positive integer, got {value!r}"
+    if value > max_threads():
+        return (
+            f"{value} threads is more than the {max_threads()} this machine can use "
+            f"(4 per CPU core, {os.cpu_count() or 1} cores, at most {THREADS_CEILING})"
+        )
+    return None
+
 
 #: ``n_jobs`` for every scikit-learn call that takes one (see the module docstring).
 SKLEARN_JOBS = 1

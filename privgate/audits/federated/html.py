@@ -10,7 +10,6 @@ comparison table. Colours: white at AUC 0.5 (guessing), red above, blue below.
 from __future__ import annotations
 
 import math
-from html import escape
 from typing import Any
 
 import networkx as nx
@@ -20,6 +19,8 @@ from privgate.audits.federated.report import FederationReport, TopologyResult
 from privgate.audits.federated.topology import Topology
 from privgate.report.charts import Series, colour, line_chart
 from privgate.report.html import CSS
+from privgate.report.safe import csp_meta
+from privgate.report.safe import html_text as escape
 from privgate.report.text import interval, num
 
 _STATUS_CLASS = {"pass": "pass", "fail": "fail", "inconclusive": "inc"}
@@ -146,6 +147,7 @@ def render_fl_html(report: FederationReport, attacker: int = 0) -> str:
     title = "federated simulation" if report.kind == "simulation" else "federation audit"
     h = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        csp_meta(styles=(CSS + EXTRA_CSS,)),
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>privgate {escape(title)}</title><style>{CSS}{EXTRA_CSS}</style></head><body>",
         f"<h1>privgate {escape(title)}</h1>",

@@ -16,8 +16,11 @@ nodes:
 ```
 
 Paths are relative to the manifest's folder. ``checkpoints`` may instead be
-a pattern with ``{round}`` (1-based; format specs allowed, ``{round:02d}``)
-together with a top-level ``rounds: R``. Every node must have the same number
+a pattern with ``{round}`` (1-based) and optionally ``{node}`` (the node's
+index from 0), each with at most a zero-padded width (``{round:02d}``; no
+other format spec, no attribute access: :func:`check_pattern`), together with
+a top-level ``rounds: R`` (at most :data:`MAX_ROUNDS`; nodes × rounds at most
+:data:`MAX_CHECKPOINTS`). Repeated YAML keys are refused, naming both lines. Every node must have the same number
 of rounds. A checkpoint is TorchScript or a state_dict loaded with
 ``weights_only=True`` into the recipe's model (never a pickle).
 :func:`write_manifest` writes a simulation in this layout, so
@@ -27,6 +30,8 @@ of rounds. A checkpoint is TorchScript or a state_dict loaded with
 from __future__ import annotations
 
 import io
+import re
+import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,11 @@ from privgate.inputs.validation import FieldError, describe
 from privgate.inputs.yamlsafe import load_yaml, locate
 
 MANIFEST_VERSION = 1
+#: Most rounds a ``{round}`` pattern may expand to, and most checkpoints (nodes × rounds) one manifest may name:
+#: each is a model file to load, so far more than a federation keeps (and a 100-million-round pattern
+#: would fill memory with names before the first file is looked for).
+MAX_ROUNDS = 10_000
+MAX_CHECKPOINTS = 100_000
 
 
 class ManifestError(PrivgateError):
@@ -63,7 +73,7 @@ class ManifestSpec(_Strict):
     recipe: str | None = None
     topology: str | None = None
     edges: list[list[int]] | None = None
-    rounds: int | None = Field(default=None, ge=1)
+    rounds: int | None = Field(default=None, ge=1, le=MAX_ROUNDS)
     nonmembers: str
     population: str | None = None
     label_column: str = "label"
@@ -115,13 +125,44 @@ def _at(tree: yaml.Node | None, source: Path, loc: tuple[Any, ...], message: str
     return ManifestError(f"{source}: {where}{field}: {message}.")
 
 
-def _expand(pattern: str, rounds: int | None, tree: yaml.Node | None, source: Path, i: int) -> list[str]:
-    if rounds is None:
-        raise _at(tree, source, ("nodes", i, "checkpoints"), "a {round} pattern needs a top-level 'rounds: R'")
+#: A checkpoint pattern's fields: ``{round}`` or ``{node}`` with at most a zero-padded width (``{round:03d}``).
+_FIELDS = ("round", "node")
+_SPEC = re.compile(r"(0?(?:[1-9]|1[0-2]))?d?")
+
+
+def check_pattern(pattern: str) -> str | None:
+    """Why ``pattern`` is not a checkpoint pattern, or None.
+
+    Only ``{round}`` and ``{node}`` (the node's index from 0), each with at
+    most a zero-padded integer width of 12 (``{round:03d}``), and ``{{``/``}}``
+    for braces: no attribute or item access (``{round.real.__class__}``), no
+    conversion, no other format spec (``{round:0999999999d}``).
+    """
     try:
-        return [pattern.format(round=r) for r in range(1, rounds + 1)]
-    except (KeyError, IndexError, ValueError) as exc:
-        raise _at(tree, source, ("nodes", i, "checkpoints"), f"bad pattern {shown(pattern)} ({exc})") from None
+        parts = list(string.Formatter().parse(pattern))
+    except ValueError as exc:
+        return str(exc)
+    fields = [(name, conv, spec) for _, name, spec, conv in parts if name is not None]
+    for name, conv, spec in fields:
+        if name not in _FIELDS:
+            return f"{{{name}}} is not a field; only {{round}} and {{node}} are"
+        if conv is not None:
+            return f"conversion !{conv} is not allowed"
+        if not _SPEC.fullmatch(spec or ""):
+            return f"format '{spec}' is not allowed; only an integer width up to 12, such as {{round:03d}}"
+    if not any(name == "round" for name, _, _ in fields):
+        return "it has no {round}"
+    return None
+
+
+def _expand(pattern: str, rounds: int | None, tree: yaml.Node | None, source: Path, i: int) -> list[str]:
+    where = ("nodes", i, "checkpoints")
+    problem = check_pattern(pattern)
+    if problem is not None:
+        raise _at(tree, source, where, f"bad pattern {shown(pattern, 80)}: {problem}")
+    if rounds is None:
+        raise _at(tree, source, where, "a {round} pattern needs a top-level 'rounds: R'")
+    return [pattern.format(round=r, node=i) for r in range(1, rounds + 1)]
 
 
 def load_manifest(path: str | Path) -> Manifest:
@@ -151,6 +192,12 @@ def load_manifest(path: str | Path) -> Manifest:
         for j, (a, b) in enumerate(spec.edges):
             if not (0 <= a < n and 0 <= b < n) or a == b:
                 raise _at(tree, p, ("edges", j), f"[{a}, {b}] is not a pair of two node indices 0 … {n - 1}")
+    if spec.rounds is not None and n * spec.rounds > MAX_CHECKPOINTS:
+        raise _at(
+            tree, p, ("rounds",),
+            f"{n} nodes × {spec.rounds} rounds name {n * spec.rounds:,} checkpoints, more than the "
+            f"{MAX_CHECKPOINTS:,} privgate reads from one manifest",
+        )  # fmt: skip
     ckpts: list[list[Path]] = []
     for i, node in enumerate(spec.nodes):
         names = (

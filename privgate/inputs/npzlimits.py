@@ -1,0 +1,98 @@
+"""Size limits of ``.npz`` audit data, checked from the file's headers before any array is allocated.
+
+An ``.npz`` is a zip of ``.npy`` files. Two cheap lies make ``np.load`` exhaust
+memory: an ``.npy`` header that declares an absurd shape (``(10**12, 5)``:
+numpy allocates what the header says before reading), and a deflate bomb (a
+few MB of zeros that inflate to gigabytes). Both are visible without
+inflating anything: every zip entry declares its uncompressed size, and every
+``.npy`` header (NumPy's format NEP 1) its shape and dtype, in its first bytes.
+:func:`check_npz` reads only those and refuses, with one sentence, an array
+larger than :data:`MAX_ARRAY_BYTES`, an entry that inflates to more than that,
+or one that inflates more than :data:`MAX_RATIO` times beyond
+:data:`RATIO_FROM` bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from privgate.errors import DataError, clip
+
+#: The largest array (and zip entry, uncompressed) accepted: 2 GiB, far above any audit set privgate runs.
+MAX_ARRAY_BYTES = 2 << 30
+#: Compression beyond this ratio, for an entry above :data:`RATIO_FROM` bytes, is a deflate bomb.
+MAX_RATIO = 200
+RATIO_FROM = 64 << 20
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"  # pragma: no cover
+
+
+def _header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple[int, ...], np.dtype] | None:
+    """(shape, dtype) from an ``.npy`` entry's header, reading only the header; None when it is not one."""
+    with zf.open(info) as f:
+        try:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version in ((2, 0), (3, 0)):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                return None
+        except (ValueError, EOFError, OSError, zipfile.BadZipFile):
+            return None
+    return tuple(int(s) for s in shape), np.dtype(dtype)
+
+
+def check_npz(path: str | Path, most: int = MAX_ARRAY_BYTES) -> None:
+    """Refuse an ``.npz`` whose headers declare more than ``most`` bytes in one array or entry, or a deflate bomb.
+
+    Raises:
+        DataError: one sentence naming the file, the array and its declared size.
+    """
+    p = Path(path)
+    try:
+        zf = zipfile.ZipFile(p)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return  # np.load gives its own error (or reads a plain .npy)
+    with zf:
+        for info in zf.infolist():
+            name = clip(info.filename, 60)
+            if info.file_size > most:
+                raise DataError(
+                    f"{p}: array '{name}' inflates to {_size(info.file_size)}, more than the {_size(most)} "
+                    f"privgate loads from one array."
+                )
+            if info.file_size > RATIO_FROM and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+                raise DataError(
+                    f"{p}: array '{name}' inflates {info.file_size / max(info.compress_size, 1):,.0f} times (from "
+                    f"{_size(info.compress_size)} to {_size(info.file_size)}): a compression bomb, not audit data."
+                )
+            if not info.filename.endswith(".npy"):
+                continue
+            found = _header(zf, info)
+            if found is None:
+                continue
+            shape, dtype = found
+            declared = math.prod(shape) * dtype.itemsize
+            if declared > most or declared > max(info.file_size, 0) + 65536:
+                raise DataError(
+                    f"{p}: array '{name}' declares shape {shape} of {dtype} ({_size(declared)}), "
+                    + (
+                        f"more than the {_size(most)} privgate loads from one array."
+                        if declared > most
+                        else f"but its entry holds only {_size(info.file_size)}: the file is damaged or forged."
+                    )
+                )
+
+
+__all__ = ["MAX_ARRAY_BYTES", "MAX_RATIO", "RATIO_FROM", "check_npz"]
