@@ -58,7 +58,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from privgate.errors import PrivgateError
-from privgate.policy.schema import DEFAULT_METRIC_TOLERANCES, DEFAULT_TOLERANCE, Metric
+from privgate.policy.sections import DEFAULT_METRIC_TOLERANCES, DEFAULT_TOLERANCE, Metric
 from privgate.report.comparable import NotComparable, comparability
 from privgate.report.evidence import (
     Side,

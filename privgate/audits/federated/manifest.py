@@ -130,13 +130,14 @@ _FIELDS = ("round", "node")
 _SPEC = re.compile(r"(0?(?:[1-9]|1[0-2]))?d?")
 
 
-def check_pattern(pattern: str) -> str | None:
+def check_pattern(pattern: str, rounds: int | None = None) -> str | None:
     """Why ``pattern`` is not a checkpoint pattern, or None.
 
     Only ``{round}`` and ``{node}`` (the node's index from 0), each with at
     most a zero-padded integer width of 12 (``{round:03d}``), and ``{{``/``}}``
     for braces: no attribute or item access (``{round.real.__class__}``), no
-    conversion, no other format spec (``{round:0999999999d}``).
+    conversion, no other format spec (``{round:0999999999d}``). A federation of
+    one round may name its one checkpoint without ``{round}``.
     """
     try:
         parts = list(string.Formatter().parse(pattern))
@@ -150,14 +151,14 @@ def check_pattern(pattern: str) -> str | None:
             return f"conversion !{conv} is not allowed"
         if not _SPEC.fullmatch(spec or ""):
             return f"format '{spec}' is not allowed; only an integer width up to 12, such as {{round:03d}}"
-    if not any(name == "round" for name, _, _ in fields):
+    if rounds != 1 and not any(name == "round" for name, _, _ in fields):
         return "it has no {round}"
     return None
 
 
 def _expand(pattern: str, rounds: int | None, tree: yaml.Node | None, source: Path, i: int) -> list[str]:
     where = ("nodes", i, "checkpoints")
-    problem = check_pattern(pattern)
+    problem = check_pattern(pattern, rounds)
     if problem is not None:
         raise _at(tree, source, where, f"bad pattern {shown(pattern, 80)}: {problem}")
     if rounds is None:
