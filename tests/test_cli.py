@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 from cases import run_cli
+
+from privgate import decision, stats
+from privgate.policy import load_policy
+from privgate.report.model import CheckResult
 
 
 def _check(case, model, policy="internal", *extra, json_path=None):
@@ -96,8 +101,19 @@ def test_unmeasurable_check_is_inconclusive_exit_3(case, tmp_path):
     assert "1000 non-members" in chk["reason"]
 
 
-def test_decision_rules_on_one_interval(case, tmp_path):
-    """One measured interval, four thresholds: fail only above it, pass only below it, inconclusive across it."""
+def test_decision_rules_on_one_interval(tmp_path):
+    """One measured interval, four thresholds: fail only above it, pass only below it, inconclusive across it.
+
+    The rules are pure functions of the interval (:func:`privgate.decision.decide`), tested here on an interval
+    measured from a leaking attack's scores and on policies read from YAML as a user writes them; the exit codes
+    1 / 3 / 0 of fail / inconclusive / pass are tested through the CLI in a subprocess by the tests around this one.
+    """
+    rng = np.random.default_rng(0)
+    # a loss attack that separates 150 + 150 evaluation rows well, but not perfectly
+    sp = stats.SplitScores(
+        cal_in=rng.normal(1.0, 1, 150), cal_out=rng.normal(0, 1, 150), eval_in=rng.normal(1.0, 1, 150),
+        eval_out=rng.normal(0, 1, 150),
+    )  # fmt: skip
     pol = tmp_path / "edge.yaml"
 
     def decide(mx: float, extra: str = "") -> tuple[dict, int]:
@@ -105,9 +121,14 @@ def test_decision_rules_on_one_interval(case, tmp_path):
             f"name: edge\nsensitivity: internal\nrelease: api\n{extra}"
             f"checks:\n  - {{id: acc, attack: loss, metric: accuracy, max: {mx}}}\n"
         )
-        out = tmp_path / "r.json"
-        r = _check(case, case.leaky_ts, str(pol), json_path=out)
-        return json.loads(out.read_text())["checks"][0], r.returncode
+        policy = load_policy(str(pol))
+        (check,) = policy.checks
+        est = stats.balanced_accuracy(sp, policy.confidence)
+        status, reason = decision.decide(est, check, policy.decision)
+        verdict = decision.verdict_of(
+            [CheckResult(**_fields(check, policy), status=status, reason=reason, confidence=est.confidence)]
+        )
+        return {"status": status, "reason": reason, "value": est.value, "ci": [est.lo, est.hi]}, EXIT[verdict]
 
     chk, _ = decide(0.5)
     value, (lo, hi) = chk["value"], chk["ci"]
@@ -124,6 +145,14 @@ def test_decision_rules_on_one_interval(case, tmp_path):
     # decided on the point estimate (no error control): pass and fail around the value
     assert decide(mid_high, "decision: point\n")[0]["status"] == "pass"
     assert decide(mid_low, "decision: point\n")[0]["status"] == "fail"
+
+
+#: what the CLI exits with for a verdict (docs/ci.md); the subprocess tests above check it for each verdict
+EXIT = {"pass": 0, "fail": 1, "inconclusive": 3}
+
+
+def _fields(check, policy) -> dict:
+    return decision.check_fields(check, decision.Level.of(policy, policy)) | {"value": None, "ci": [None, None]}
 
 
 def test_same_seed_same_numbers_other_seed_other_split(case, tmp_path):
