@@ -3,7 +3,8 @@
 The truths tested here (see tests/verdict_world.py):
 
 * a model that never saw its members fails a built-in policy at most at the
-  rate 1 − confidence the policy promises, over 20 seeds;
+  rate 1 − confidence the policy promises, over 4 seeds here (the 20-seed sweep, with the same
+  assertions, is ``benchmarks/null_false_alarms.py``);
 * a model that memorises its members fails every built-in policy;
 * a well-generalising model audited on 5,000 + 5,000 rows passes `confidential`;
 * a stricter built-in policy is never softer than a weaker one on the same inputs.
@@ -24,7 +25,8 @@ from verdict_world import LADDER, SEVERITY, World, generalising_world, memorisin
 import privgate
 from privgate.decision import verdict_of
 
-NULL_SEEDS = range(20)
+#: the 20-seed sweep with the same assertions: benchmarks/null_false_alarms.py (`make bench`)
+NULL_SEEDS = range(4)
 
 
 def _check(world: World, policy: str, seed: int = 0, cache: Path | None = None) -> privgate.Report:
@@ -50,11 +52,9 @@ def _verdicts_from_strict(report: privgate.Report) -> dict[str, str]:
     return {p: verdict_of([c for c in report.checks if c.policy in names]) for p, names in origin.items()}
 
 
-@pytest.mark.parametrize("half", [0, 1])
-def test_null_models_fail_no_built_in_policy_more_often_than_promised(tmp_path, half):
-    """10 seeds (of 20, in two halves that xdist runs side by side) of a model trained on other rows than its
-    'members': count the fails per policy."""
-    seeds = [s for s in NULL_SEEDS if s % 2 == half]
+def test_null_models_fail_no_built_in_policy_more_often_than_promised(tmp_path):
+    """4 seeds of a model trained on other rows than its 'members': count the fails per policy."""
+    seeds = list(NULL_SEEDS)
     fails = {p: 0 for p in LADDER}
     verdicts = []
     for seed in seeds:
