@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from privgate.errors import DataError
-from privgate.gate import audit
 from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.inputs.entrypoints import load_recipe
 from privgate.inputs.target import Target
@@ -145,6 +144,8 @@ def check(
     pol = as_policy(policy)
     rec = as_recipe(recipe)
     target = as_target(model, rec, trust_checkpoint)
+    from privgate.gate import audit  # scipy, scikit-learn: after the inputs are validated
+
     return audit(target, _audit_data(members, nonmembers, population, run.seed), pol, recipe=rec, options=run)
 
 
@@ -246,6 +247,8 @@ def audit_paths(sources: Sources, options: RunOptions | None = None, **settings:
     """
     run = RunOptions.of(options, **settings).resolved()  # a device that does not exist: exit 2 before loading
     i = sources.load(run.seed)
+    from privgate.gate import audit  # scipy, scikit-learn: bad input exits 2 without them
+
     return audit(i.target, i.data, i.policy, recipe=i.recipe, options=run)
 
 
