@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from privgate.gate import audit  # noqa: E402
+from privgate.gate import check_model  # noqa: E402
 from privgate.inputs.data import AuditData, Dataset  # noqa: E402
 from privgate.inputs.target import Target  # noqa: E402
 from privgate.policy import parse_policy  # noqa: E402
@@ -107,7 +107,7 @@ def run(example: str, seed: int) -> None:
     )
     with tempfile.TemporaryDirectory(prefix="privgate-bench-") as cache:
         t0 = time.perf_counter()
-        rep = audit(
+        rep = check_model(
             target,
             AuditData(members, nonmembers, population, seed=seed),
             _policy(ATTACKS),
@@ -115,7 +115,7 @@ def run(example: str, seed: int) -> None:
             seed=seed,
             cache_dir=cache,
         )
-        off = audit(
+        off = check_model(
             target,
             AuditData(members, nonmembers, population, seed=seed),
             _policy(OFFLINE),
@@ -140,7 +140,7 @@ def run(example: str, seed: int) -> None:
             recipe.train(train.x, train.y, seed=seed + 1), source=f"<{example}: trained on {half} population rows>"
         )
         t0 = time.perf_counter()
-        sane = audit(
+        sane = check_model(
             independent,
             AuditData(members, nonmembers, rest, seed=seed),
             _policy(ATTACKS),
@@ -182,7 +182,7 @@ def run_large(seed: int, n: int = 10_000, n_population: int = 5_000) -> None:
     attacks = "loss: {}, lira: {models: 16}, rmia: {models: 4}"
     with tempfile.TemporaryDirectory(prefix="privgate-bench-") as cache:
         t0 = time.perf_counter()
-        rep = audit(
+        rep = check_model(
             target,
             AuditData(members, nonmembers, population, seed=seed),
             _policy(attacks),

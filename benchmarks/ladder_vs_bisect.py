@@ -34,7 +34,7 @@ from recipe import RECIPE  # noqa: E402  (examples/digits/recipe.py)
 from rich.console import Console  # noqa: E402
 
 from privgate.dp.remediate import remediate  # noqa: E402
-from privgate.gate import audit  # noqa: E402
+from privgate.gate import check_model  # noqa: E402
 from privgate.inputs.data import AuditData, Dataset  # noqa: E402
 from privgate.inputs.target import Target  # noqa: E402
 from privgate.policy import load_policy  # noqa: E402
@@ -61,7 +61,7 @@ def main() -> None:
         Dataset(*digits_data.population(), "data:population"),
         seed=args.seed,
     )
-    original = audit(target, audit_data, policy, recipe=RECIPE, seed=args.seed, cache_dir=args.cache_dir)
+    original = check_model(target, audit_data, policy, recipe=RECIPE, seed=args.seed, cache_dir=args.cache_dir)
     console.print(f"original model: {original.summary}")
 
     memo: dict = {}

@@ -1,18 +1,33 @@
-"""The one entry: turn what a user has (paths, arrays, modules) into a run, and run it.
+"""The one entry: one function per job, each taking a typed settings object and the run's options.
 
-* :func:`check` — audit a model against a policy (library users, the pytest plugin);
-* :func:`harden` — audit it and, if it fails, retrain it with DP-SGD until the policy passes;
-* :func:`audit_paths` / :func:`harden_paths` — the same from the CLI's
-  :class:`Sources` (paths and ``module:attr`` specs), loaded and validated at the door.
+==========================  ===============================  ======================================
+job                         settings (:mod:`privgate.settings`)  returns
+==========================  ===============================  ======================================
+:func:`check`               :class:`CheckSettings`           :class:`~privgate.report.model.Report`
+:func:`harden`              :class:`HardenSettings`          :class:`Hardening` (report, model, files)
+:func:`audit_ldp`           :class:`LdpAuditSettings`        ``LdpAuditReport``
+:func:`audit_dpsgd`         :class:`DpsgdAuditSettings`      ``DpsgdAuditReport``
+:func:`audit_federation`    :class:`FederationAuditSettings` ``FederationReport``
+:func:`simulate_federation` :class:`SimulationSettings`      :class:`Simulation` (report, files)
+==========================  ===============================  ======================================
 
-A run's settings travel as one :class:`~privgate.options.RunOptions`; the
-public functions also take the common ones by keyword (``seed=``,
-``threads=``, ``cache_dir=`` …). Nothing below this module calls back up into it.
+Every report is of one family (:class:`~privgate.report.model.BaseReport`), so
+every format writer serves every job. Inputs are loaded and validated here, at
+the door (paths, ``module:attr`` specs or objects in memory); nothing is
+written: files a job produces (a hardened model, a saved federation) come back
+for the caller to write with its reports (:mod:`privgate.io.staging`). The CLI,
+the pytest plugin and the action only adapt to these functions, and the same
+settings and options give the same report through any of them. How a run is
+carried out travels as one :class:`~privgate.options.RunOptions`; :func:`check`
+and :func:`harden` also take a model, policy and data positionally and the
+common settings by keyword (``seed=``, ``recipe=`` …), for library users.
+Nothing below this module calls back up into it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,12 +36,19 @@ from privgate.errors import DataError
 from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.inputs.entrypoints import load_recipe
 from privgate.inputs.target import Target
-from privgate.options import Progress, RunOptions
+from privgate.options import RunOptions
 from privgate.policy import Policy, load_policy
 from privgate.recipe import Recipe
 from privgate.report.model import Report
-
-DataLike = Any  # Dataset | (x, y) | path | "module:function"
+from privgate.settings import (
+    CheckSettings,
+    DataLike,
+    DpsgdAuditSettings,
+    FederationAuditSettings,
+    HardenSettings,
+    LdpAuditSettings,
+    SimulationSettings,
+)
 
 
 def as_dataset(value: DataLike, role: str, label_column: str = "label", base: Path | None = None) -> Dataset:
@@ -66,129 +88,27 @@ def as_recipe(recipe: Recipe | str | None, search_dirs: list[Path] | None = None
     return load_recipe(recipe, search_dirs)
 
 
-def _run(
-    options: RunOptions | None,
-    seed: int | None,
-    threads: int | None,
-    cache_dir: str | None,
-    progress: Progress | None,
-    artefacts_dir: str | None,
-    device: str | None = None,
-    engine: str | None = None,
-) -> RunOptions:
-    return RunOptions.of(
-        options,
-        seed=seed,
-        threads=threads,
-        cache_dir=cache_dir,
-        progress=progress,
-        artefacts_dir=artefacts_dir,
-        device=device,
-        engine=engine,
-    ).resolved()
-
-
-def _audit_data(members: DataLike, nonmembers: DataLike, population: DataLike | None, seed: int) -> AuditData:
-    return AuditData(
-        as_dataset(members, "members"),
-        as_dataset(nonmembers, "non-members"),
-        as_dataset(population, "population") if population is not None else None,
-        seed=seed,
-    )
-
-
-def check(
-    model: Any,
-    policy: Policy | str | Path,
-    members: DataLike,
-    nonmembers: DataLike,
-    *,
-    population: DataLike | None = None,
-    recipe: Recipe | str | None = None,
-    seed: int | None = None,
-    trust_checkpoint: bool = False,
-    cache_dir: str | None = None,
-    progress: Progress | None = None,
-    artefacts_dir: str | None = None,
-    threads: int | None = None,
-    device: str | None = None,
-    engine: str | None = None,
-    options: RunOptions | None = None,
-) -> Report:
-    """Audit ``model`` against ``policy`` on known ``members`` and ``nonmembers``.
-
-    Args:
-        model: a path, an ``nn.Module`` returning logits, a scikit-learn
-            classifier or a :class:`Target`.
-        policy: a :class:`Policy`, a built-in name or a policy file.
-        members: the training examples, as ``(x, y)``, a file or ``module:function``.
-        nonmembers: same-distribution examples the model never saw.
-        population: optional extra same-distribution data.
-        recipe: how the model was trained (``module:attr`` or a :class:`Recipe`).
-        seed: drives every random choice; same inputs and seed give the same numbers.
-        cache_dir: the reference-model cache (default ``.privgate-cache``; ``"off"``: none).
-        artefacts_dir: where attacks save files for people to look at (inversion
-            reconstructions); ``None`` saves nothing.
-        threads: the most threads the attacks may use (torch, BLAS, OpenMP);
-            default 1, see :mod:`privgate.training.threads`.
-        device: ``auto`` (default: a CUDA GPU when torch sees one), ``cpu`` or
-            ``cuda`` (:mod:`privgate.device`).
-        engine: how reference models train: ``auto``, ``vectorised`` or
-            ``sequential`` (:mod:`privgate.training.engine`).
-        options: all the run's settings at once; the keywords above override it.
-
-    Returns:
-        The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.
-    """
-    run = _run(options, seed, threads, cache_dir, progress, artefacts_dir, device, engine)
-    pol = as_policy(policy)
-    rec = as_recipe(recipe)
-    target = as_target(model, rec, trust_checkpoint)
-    from privgate.gate import audit  # scipy, scikit-learn: after the inputs are validated
-
-    return audit(target, _audit_data(members, nonmembers, population, run.seed), pol, recipe=rec, options=run)
-
-
-def harden(
-    model: Any,
-    policy: Policy | str | Path,
-    members: DataLike,
-    nonmembers: DataLike,
-    *,
-    recipe: Recipe | str,
-    population: DataLike | None = None,
-    seed: int | None = None,
-    trust_checkpoint: bool = False,
-    cache_dir: str | None = None,
-    progress: Progress | None = None,
-    artefacts_dir: str | None = None,
-    threads: int | None = None,
-    device: str | None = None,
-    engine: str | None = None,
-    options: RunOptions | None = None,
-) -> Any:
-    """Audit ``model``; if it fails, retrain it from scratch with DP-SGD at decreasing ε until the policy passes.
-
-    Same arguments as :func:`check`; the recipe is required (it is how the
-    model is retrained) and the policy must allow remediation. Returns a
-    :class:`privgate.dp.remediate.Outcome`: ``outcome.report`` (with its
-    ``remediation`` section), ``outcome.status`` (``not_needed``,
-    ``cannot_help``, ``hardened`` or ``no_epsilon``) and, when hardened,
-    ``outcome.model`` — nothing is written to disk.
-    """
-    from privgate.dp.remediate import check_can_remediate, remediate
-
-    run = _run(options, seed, threads, cache_dir, progress, artefacts_dir, device, engine)
-    pol = as_policy(policy)
-    rec = as_recipe(recipe)
-    check_can_remediate(pol, rec)
-    target = as_target(model, rec, trust_checkpoint)
-    return remediate(target, _audit_data(members, nonmembers, population, run.seed), pol, rec, options=run)
+def _split(
+    cls: type, first: Any, positional: tuple[Any, ...], options: RunOptions | None, kw: dict[str, Any]
+) -> tuple[Any, RunOptions]:
+    """Settings of ``cls`` and the run's options from ``check``/``harden``'s arguments (module docstring)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    mine = {k: kw.pop(k) for k in list(kw) if k in names}
+    if isinstance(first, cls):
+        if any(v is not None for v in positional):
+            raise TypeError(f"{cls.__name__} given: pass the policy and data inside it, not beside it")
+        settings = dataclasses.replace(first, **mine) if mine else first
+    else:
+        policy, members, nonmembers = positional
+        if policy is None or members is None or nonmembers is None:
+            raise TypeError("check/harden need a model, a policy, members and non-members")
+        settings = cls(model=first, policy=policy, members=members, nonmembers=nonmembers, **mine)
+    return settings, RunOptions.of(options, **kw).resolved()  # a device that does not exist: exit 2 before loading
 
 
 @dataclass
 class Inputs:
-    """Everything an audit needs, loaded and validated at the door."""
+    """Everything a model audit needs, loaded and validated at the door."""
 
     policy: Policy
     recipe: Recipe | None
@@ -197,100 +117,113 @@ class Inputs:
     members: Dataset  # the whole member set (AuditData may sub-sample it to balance the audit)
 
 
-@dataclass(frozen=True)
-class Sources:
-    """Where a run's inputs come from, as the CLI and the config file give them (paths and ``module:attr`` specs).
+def load_inputs(settings: CheckSettings, seed: int = 0) -> Inputs:
+    """Policy, recipe, model and audit data of ``settings``; bad input is one :class:`PrivgateError`."""
+    dirs = list(settings.search_dirs)
+    pol = as_policy(settings.policy)
+    rec = as_recipe(settings.recipe, dirs)
+    target = as_target(settings.model, rec, settings.trust_checkpoint)
+    base = (dirs or [Path.cwd()])[0]
 
-    Attributes:
-        model: the checkpoint file.
-        policy: a built-in policy name or a policy file.
-        members, nonmembers: the audit data (``.npz``, ``.pt``, ``.csv`` or ``module:function``).
-        population: optional extra same-distribution data.
-        recipe: ``module:attr`` of the training recipe (or a :class:`Recipe`).
-        label_column: the label column of CSV data.
-        trust_checkpoint: allow pickled checkpoints (loading them runs code).
-        search_dirs: folders ``module:attr`` specs and relative data paths are looked up in (first: the base).
+    def dataset(value: DataLike, role: str) -> Dataset:
+        return as_dataset(value, role, settings.label_column, base)
+
+    train = dataset(settings.members, "members")
+    population = dataset(settings.population, "population") if settings.population is not None else None
+    data = AuditData(train, dataset(settings.nonmembers, "non-members"), population, seed=seed)
+    return Inputs(pol, rec, target, data, train)
+
+
+def check(
+    settings: CheckSettings | Any,
+    policy: Policy | str | Path | None = None,
+    members: DataLike = None,
+    nonmembers: DataLike = None,
+    *,
+    options: RunOptions | None = None,
+    **kw: Any,
+) -> Report:
+    """Audit a model against a policy on known members and non-members.
+
+    Args:
+        settings: a :class:`~privgate.settings.CheckSettings`, or the model (a path, an
+            ``nn.Module`` returning logits, a scikit-learn classifier or a :class:`Target`)
+            followed by ``policy``, ``members`` and ``nonmembers``.
+        policy: a :class:`Policy`, a built-in name or a policy file.
+        members: the training examples, as ``(x, y)``, a file or ``module:function``.
+        nonmembers: same-distribution examples the model never saw.
+        options: how the run is carried out (:class:`~privgate.options.RunOptions`).
+        **kw: fields of :class:`CheckSettings` (``population=``, ``recipe=``, ``trust_checkpoint=`` …)
+            and of :class:`RunOptions` (``seed=``, ``threads=``, ``cache_dir=``, ``device=`` …).
+
+    Returns:
+        The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.
     """
+    s, run = _split(CheckSettings, settings, (policy, members, nonmembers), options, kw)
+    i = load_inputs(s, run.seed)
+    from privgate.gate import check_model  # scipy, scikit-learn: bad input exits 2 without them
 
-    model: str
-    policy: str | Policy
-    members: str
-    nonmembers: str
-    population: str | None = None
-    recipe: str | Recipe | None = None
-    label_column: str = "label"
-    trust_checkpoint: bool = False
-    search_dirs: tuple[Path, ...] = ()
-
-    def load(self, seed: int = 0) -> Inputs:
-        """Load policy, recipe, model and audit data; bad input is one :class:`~privgate.errors.PrivgateError`."""
-        dirs = list(self.search_dirs)
-        pol = as_policy(self.policy)
-        rec = as_recipe(self.recipe, dirs)
-        target = Target.load(self.model, recipe=rec, trust_checkpoint=self.trust_checkpoint)
-        base = (dirs or [Path.cwd()])[0]
-        train = load_dataset(self.members, "members", self.label_column, base)
-        data = AuditData(
-            train,
-            load_dataset(self.nonmembers, "non-members", self.label_column, base),
-            load_dataset(self.population, "population", self.label_column, base) if self.population else None,
-            seed=seed,
-        )
-        return Inputs(pol, rec, target, data, train)
-
-
-def audit_paths(sources: Sources, options: RunOptions | None = None, **settings: Any) -> Report:
-    """The CLI's path: inputs given as paths and specs, loaded and validated at the door, then audited.
-
-    ``options`` (and single settings by keyword, as :func:`privgate.gate.audit`)
-    say how the run is carried out.
-    """
-    run = RunOptions.of(options, **settings).resolved()  # a device that does not exist: exit 2 before loading
-    i = sources.load(run.seed)
-    from privgate.gate import audit  # scipy, scikit-learn: bad input exits 2 without them
-
-    return audit(i.target, i.data, i.policy, recipe=i.recipe, options=run)
+    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run)
 
 
 @dataclass
 class Hardening:
-    """What :func:`harden_paths` decided: the report, and the hardened model's files to write (none unless hardened)."""
+    """What :func:`harden` decided.
+
+    Attributes:
+        report: the report (``job: harden``): the original audit's checks, and its
+            ``remediation`` section; when hardened, ``target`` describes the hardened model.
+        status: ``not_needed``, ``cannot_help``, ``hardened``, ``no_epsilon`` or ``audit_failed``.
+        model: the hardened ``nn.Module`` (``None`` unless hardened).
+        files: the hardened model's files to write, ``{path: (what, bytes)}`` (empty unless hardened).
+    """
 
     report: Report
-    files: dict[Path, bytes] = field(default_factory=dict)
+    status: str
+    model: Any = None
+    files: dict[Path, tuple[str, bytes]] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return self.report.exit_code
 
 
-def harden_paths(
-    sources: Sources,
-    options: RunOptions | None = None,
+def harden(
+    settings: HardenSettings | Any,
+    policy: Policy | str | Path | None = None,
+    members: DataLike = None,
+    nonmembers: DataLike = None,
     *,
-    output_model: str | None = None,
-    on_row: Any = None,
-    **settings: Any,
+    options: RunOptions | None = None,
+    **kw: Any,
 ) -> Hardening:
-    """``privgate check --remediate`` / ``privgate harden``: :func:`audit_paths`, then DP-SGD when the model fails.
+    """Audit a model; if it fails, retrain it from scratch with DP-SGD at decreasing ε until the policy passes.
 
-    ``output_model`` is where the hardened model would go (default
-    ``<model>.hardened.pt`` next to the input; never the input itself);
-    ``on_row`` gets each ε's row as it is decided. The policy and the recipe
-    are checked before anything else is loaded. The input checkpoint is only
-    read, and nothing is written: the hardened model's files come back in
-    :attr:`Hardening.files` for the caller to write together with its reports
-    (:mod:`privgate.io.staging`), after checking their paths (:mod:`privgate.io.guards`).
+    Same arguments as :func:`check` (with :class:`HardenSettings`); the recipe is
+    required (it is how the model is retrained) and the policy must allow
+    remediation — both checked before the model and data are loaded. The input
+    checkpoint is only read and nothing is written: the hardened model's files
+    come back in :attr:`Hardening.files` for the caller to write together with
+    its reports, after checking their paths (:mod:`privgate.io.guards`).
     """
     from privgate.dp.hardened import default_output, hardened_files
     from privgate.dp.remediate import check_can_remediate, remediate
 
-    run = RunOptions.of(options, **settings).resolved()
-    pol, rec = as_policy(sources.policy), as_recipe(sources.recipe, list(sources.search_dirs))
+    s, run = _split(HardenSettings, settings, (policy, members, nonmembers), options, kw)
+    pol, rec = as_policy(s.policy), as_recipe(s.recipe, list(s.search_dirs))
     check_can_remediate(pol, rec)  # an unusable remediation setup fails before the model and data are loaded
-    out = Path(output_model) if output_model else default_output(sources.model)
-    i = dataclasses.replace(sources, policy=pol, recipe=rec).load(run.seed)
-    outcome = remediate(i.target, i.data, i.policy, i.recipe, train=i.members, on_row=on_row, options=run)
-    report = outcome.report
-    files: dict[Path, bytes] = {}
+    i = load_inputs(dataclasses.replace(s, policy=pol, recipe=rec), run.seed)
+    outcome = remediate(i.target, i.data, i.policy, i.recipe, train=i.members, on_row=s.on_row, options=run)
+    report = outcome.report.model_copy(update={"job": "harden"})
+    files: dict[Path, tuple[str, bytes]] = {}
     if outcome.status == "hardened" and outcome.model is not None:
-        files, written = hardened_files(outcome.model, out, i.members.x)
+        given = s.model if isinstance(s.model, (str, Path)) else "model.pt"  # an in-memory model: a name to offer
+        out = Path(s.output_model) if s.output_model else default_output(given)
+        written_files, written = hardened_files(outcome.model, out, i.members.x)
+        files = {
+            path: ("hardened model" if path == out else "hardened model's state_dict", data)
+            for path, data in written_files.items()
+        }
         section = dict(report.remediation or {})
         section["output"] = written
         section["input_sha256"] = i.target.sha256
@@ -301,24 +234,203 @@ def harden_paths(
             "white_box": True,
             "parameters": sum(p.numel() for p in outcome.model.parameters()),
             "state_dict": written["state_dict"],
-            "hardened_from": {"path": str(sources.model), "sha256": i.target.sha256},
+            "hardened_from": {"path": str(i.target.source), "sha256": i.target.sha256},
             "dp": outcome.candidate.training.to_dict() if outcome.candidate else {},
             **{k: report.target[k] for k in ("accuracy", "outputs") if k in report.target},  # the hardened model's own
         }
         report = report.model_copy(update={"remediation": section, "target": described})
-    return Hardening(report, files)
+    return Hardening(report, outcome.status, outcome.model, files)
+
+
+def _entry(value: Any, dirs: tuple[Path, ...], load: Callable[[str, list[Path]], Any]) -> tuple[Any, str | None]:
+    """A user function given as ``module:function`` (imported from the project) or as the function itself."""
+    if value is None or callable(value):
+        return value, None if value is None else getattr(value, "__name__", None)
+    return load(str(value), list(dirs) or [Path.cwd()]), str(value)
+
+
+def _data(value: DataLike | None, role: str, label_column: str, dirs: tuple[Path, ...]) -> Dataset | None:
+    return None if value is None else as_dataset(value, role, label_column, (list(dirs) or [Path.cwd()])[0])
+
+
+def audit_ldp(settings: LdpAuditSettings, options: RunOptions | None = None) -> Any:
+    """Play Matsumoto et al.'s (2022, arXiv 2206.09122) adversaries against an LDP randomiser; bound its ε from below.
+
+    Returns an :class:`~privgate.audits.report.LdpAuditReport` (``fail``: a lower bound, valid at the
+    stated confidence, exceeds a claimed ε).
+    """
+    from privgate.audits.entry import load_mechanism
+    from privgate.errors import PrivgateError
+    from privgate.executors import executor_for
+
+    run = RunOptions.of(options)
+    if (settings.recipe is None) != (settings.data is None):
+        raise PrivgateError(
+            "recipe and data go together: θ_t is the recipe trained on the data (without both, the bundled digits "
+            "model)."
+        )
+    mechanism, name = _entry(settings.mechanism, settings.search_dirs, load_mechanism)  # before torch loads
+    from privgate.audits.ldp import LdpSettings
+    from privgate.audits.ldp import audit_ldp as play
+    from privgate.audits.ldp_names import ADVERSARIES, DISTINGUISHERS
+
+    game = LdpSettings(
+        epsilons=tuple(settings.epsilons),
+        clip=settings.clip,
+        trials=settings.trials,
+        adversaries=tuple(settings.adversaries or ADVERSARIES),
+        distinguishers=tuple(settings.distinguishers or DISTINGUISHERS),
+        confidence=settings.confidence,
+        seed=run.seed,
+    )
+    recipe = as_recipe(settings.recipe, list(settings.search_dirs))
+    data = _data(settings.data, "data", settings.label_column, settings.search_dirs)
+    runner = executor_for(run)  # a missing extra or a wrong address: bad input before any work
+    return play(
+        game, recipe=recipe, data=data, mechanism=mechanism, mechanism_name=name, progress=settings.on_trials,
+        threads=run.threads, executor=runner,
+    )  # fmt: skip
+
+
+def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None) -> Any:
+    """Train once with m canaries and bound the run's ε from below (Steinke, Nasr & Jagielski 2023, arXiv 2305.08846).
+
+    White-box (gradient canaries inside privgate's DP-SGD) with ``recipe``, black-box (mislabelled
+    input canaries) with the user's ``train``. Returns a :class:`~privgate.audits.report.DpsgdAuditReport`.
+    """
+    from privgate.audits.entry import load_trainer
+    from privgate.errors import PrivgateError
+
+    run = RunOptions.of(options)
+    if settings.recipe is not None and settings.train is not None:
+        raise PrivgateError("give a recipe (privgate's DP-SGD, white-box) or a trainer (black-box), not both.")
+    if settings.recipe is not None and settings.data is None:
+        raise PrivgateError("a recipe needs data: the recipe's model must fit the data it trains on.")
+    trainer, name = _entry(settings.train, settings.search_dirs, load_trainer)  # before torch loads
+    from privgate.audits.dpsgd import DpsgdSettings
+    from privgate.audits.dpsgd import audit_dpsgd as one_run
+
+    claim = DpsgdSettings(
+        epsilon=settings.epsilon, delta=settings.delta, canaries=settings.canaries, confidence=settings.confidence,
+        seed=run.seed, clip=settings.clip,
+    )  # fmt: skip
+    return one_run(
+        claim,
+        recipe=as_recipe(settings.recipe, list(settings.search_dirs)),
+        data=_data(settings.data, "data", settings.label_column, settings.search_dirs),
+        train=trainer,
+        train_name=name,
+        threads=run.threads,
+        progress=run.progress,
+    )
+
+
+def _federated_attacks(attacks: tuple[str, ...] | None, policy: Policy | None) -> tuple[str, ...]:
+    from privgate.audits.federated.decide import attacks_named
+    from privgate.audits.federated.run import DEFAULT_ATTACKS
+
+    names = list(attacks or DEFAULT_ATTACKS)
+    if policy is not None:
+        names += [a for a in attacks_named(policy) if a not in names]
+    return tuple(names)
+
+
+def audit_federation(settings: FederationAuditSettings, options: RunOptions | None = None) -> Any:
+    """Attack a real federation's checkpoints (Gao 2024, University of Zurich) and, with a policy, decide it.
+
+    Returns a :class:`~privgate.audits.federated.report.FederationReport` (``job: fl-audit``); with a
+    policy, its federated checks are decided by :func:`privgate.audits.federated.decide.decide_report`.
+    """
+    from privgate.audits.federated.audit import audit_checkpoints
+    from privgate.audits.federated.decide import decide_report, has_federated_checks
+    from privgate.audits.federated.manifest import load_manifest
+    from privgate.audits.federated.run import Settings
+    from privgate.errors import PolicyError
+
+    run = RunOptions.of(options)
+    manifest = load_manifest(settings.manifest)
+    policy = as_policy(settings.policy) if settings.policy is not None else None
+    if policy is not None and not has_federated_checks(policy):
+        raise PolicyError(
+            f"{policy.source or policy.name}: policy '{policy.name}' has no federated check; `privgate fl audit` "
+            "decides checks with a 'federated:' block (docs/policies.md)."
+        )
+    measured = Settings(
+        attacks=_federated_attacks(settings.attacks, policy), fpr=settings.fpr, confidence=settings.confidence
+    )
+    result = audit_checkpoints(manifest, measured, run)
+    if policy is None:
+        return result.report
+    return decide_report(result.report, policy, result.federations[0])
+
+
+@dataclass
+class Simulation:
+    """What :func:`simulate_federation` produced: the report and, with ``save_dir``, the federation's files."""
+
+    report: Any
+    files: dict[Path, tuple[str, bytes]] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return self.report.exit_code
+
+
+def simulate_federation(settings: SimulationSettings, options: RunOptions | None = None) -> Simulation:
+    """Simulate a decentralised federation (Gao 2024, University of Zurich) and measure who infers whose data.
+
+    Returns the :class:`Simulation`: its ``FederationReport`` (``job: fl-simulate``, measured, no
+    verdict) and, when ``save_dir`` is set, every topology's rounds in the manifest layout as files to write.
+    """
+    from privgate.audits.federated.run import Settings, simulate
+    from privgate.audits.federated.save import saved_federations
+
+    run = RunOptions.of(options)
+    measured = Settings(
+        attacks=_federated_attacks(settings.attacks, None), fpr=settings.fpr, confidence=settings.confidence,
+        reference_models=settings.reference_models,
+    )  # fmt: skip
+    dirs = list(settings.search_dirs)
+    recipe = as_recipe(settings.recipe, dirs)
+    data = _data(settings.data, "training data", settings.label_column, settings.search_dirs)
+    source = {
+        "recipe": settings.recipe if isinstance(settings.recipe, str) else getattr(recipe, "name", None),
+        "data": settings.data if isinstance(settings.data, (str, Path)) else getattr(data, "source", None),
+        "nodes": settings.nodes,
+        "rounds": settings.rounds,
+    }
+    result = simulate(
+        recipe, data, list(settings.topologies) or ["fully"], nodes=settings.nodes, rounds=settings.rounds,
+        distribution=settings.distribution, local_epochs=settings.local_epochs, holdout_fraction=settings.holdout,
+        population_fraction=settings.population, settings=measured, run=run,
+        source={k: str(v) if isinstance(v, Path) else v for k, v in source.items()},
+    )  # fmt: skip
+    files: dict[Path, tuple[str, bytes]] = {}
+    if settings.save_dir is not None:
+        spec = settings.recipe if isinstance(settings.recipe, str) else str(source["recipe"])
+        files = saved_federations(result, Path(settings.save_dir), spec)
+    return Simulation(result.report, files)
 
 
 __all__ = [
+    "CheckSettings",
+    "DpsgdAuditSettings",
+    "FederationAuditSettings",
+    "HardenSettings",
     "Hardening",
     "Inputs",
+    "LdpAuditSettings",
+    "Simulation",
+    "SimulationSettings",
     "as_dataset",
     "as_policy",
     "as_recipe",
     "as_target",
-    "audit_paths",
+    "audit_dpsgd",
+    "audit_federation",
+    "audit_ldp",
     "check",
     "harden",
-    "harden_paths",
-    "Sources",
+    "load_inputs",
+    "simulate_federation",
 ]

@@ -363,7 +363,9 @@ def assert_policy(
         from privgate.api import as_policy, as_recipe, as_target
 
         rec = as_recipe(recipe)
-        report = privgate.audit(as_target(model, rec, trust_checkpoint), data, as_policy(policy), recipe=rec, seed=seed)
+        report = privgate.check_model(
+            as_target(model, rec, trust_checkpoint), data, as_policy(policy), recipe=rec, seed=seed
+        )
         _notify(report, "assert_policy")
         return enforce(report, on_inconclusive, "assert_policy")
     members, nonmembers, population = _split_data(data)

@@ -32,6 +32,7 @@ The rules (documented for users in ``docs/policies.md`` and the README):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -164,6 +165,28 @@ def decide(est: stats.Estimate, check: Check, decision: Decision) -> tuple[str, 
     )
 
 
+def strongest(decided: Sequence[tuple[str, stats.Estimate]]) -> int | None:
+    """Index of the candidate that decides a ``best`` check: the rule of the module docstring.
+
+    ``decided`` holds (status, estimate) per candidate (an attack, or an attack on one
+    pair and round of a federation). The deciding status is ``fail`` if any candidate
+    fails, else ``inconclusive`` if any is, else ``pass``; among the candidates with it,
+    the highest point estimate wins. Candidates marked :data:`EXCLUDED` never decide;
+    ``None`` when every candidate is excluded.
+    """
+    for status in ("fail", "inconclusive", "pass"):
+        hits = [i for i, (st, _) in enumerate(decided) if st == status]
+        if hits:
+            return max(hits, key=lambda i: _point(decided[i][1]))
+    return None
+
+
+def status_counts(statuses: Iterable[str]) -> dict[str, int]:
+    """How many of each status, ``{"fail": …, "inconclusive": …, "pass": …}``."""
+    listed = list(statuses)
+    return {s: listed.count(s) for s in ("fail", "inconclusive", "pass")}
+
+
 def _candidates(check: Check, level: Level, ran: dict[str, Scored], diagnostic: set[str]) -> list[str]:
     if check.attack != "best":
         return [check.attack] if check.attack in ran else []
@@ -233,11 +256,7 @@ def decide_check(
             confidence=conf,
             details={"excluded": excluded, "bonferroni": bonferroni},
         )
-    for status in ("fail", "inconclusive", "pass"):
-        hits = [n for n in deciding if decided[n][0] == status]
-        if hits:
-            chosen = max(hits, key=lambda n: _point(estimates[n]))
-            break
+    chosen = deciding[strongest([(decided[n][0], estimates[n]) for n in deciding])]  # type: ignore[index]
     est = estimates[chosen]
     status, reason = decided[chosen]
     if check.attack == "best" and m > 1:
@@ -302,5 +321,7 @@ __all__ = [
     "decide_check",
     "decide_policy",
     "estimate",
+    "status_counts",
+    "strongest",
     "verdict_of",
 ]

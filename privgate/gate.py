@@ -11,12 +11,9 @@ in :mod:`privgate.decision`.
 
 from __future__ import annotations
 
-import platform
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -34,8 +31,9 @@ from privgate.io.artefacts import save_artefacts
 from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.recipe import Recipe
-from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
-from privgate.training.threads import limit_threads, resolve_threads
+from privgate.report.model import AttackSummary, RatePoint, Report
+from privgate.report.provenance import environment, policy_facts, summary_line
+from privgate.training.threads import limit_threads
 
 #: FPRs at which every attack summary reports TPR.
 SUMMARY_FPRS = (0.001, 0.01)
@@ -104,38 +102,6 @@ def final_scores(result: AttackResult, calibration: np.ndarray, membership: np.n
 
 #: Keys of ``AttackResult.extras`` that are not copied into the JSON report.
 _PRIVATE_EXTRAS = ("estimates", "artefacts", "cache_warnings")  # cache_warnings: lifted into Report.warnings
-
-
-def _version(pkg: str) -> str | None:
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def environment(run: RunOptions) -> dict[str, Any]:
-    """What the report records of the run's settings and the software it ran on.
-
-    ``device`` is where the run's tensors lived (``auto`` resolved; with the
-    GPU's model for ``cuda``); ``engine`` is the engine setting — what each
-    attack's reference models actually ran on is in its ``extras.engine`` and
-    ``extras.kernel``.
-    """
-    from privgate.device import describe_device
-
-    return {
-        "seed": run.seed,
-        "threads": resolve_threads(run.threads),
-        "engine": run.engine,
-        "executor": run.executor,
-        "models_per_task": run.models_per_task,
-        **describe_device(run.resolved().device),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "versions": {
-            p: _version(p) for p in ("privgate", "torch", "numpy", "scipy", "scikit-learn", "opacus", "pydantic")
-        },
-    }
 
 
 def _downsample_roc(split: stats.SplitScores) -> dict[str, list[float]]:
@@ -211,26 +177,6 @@ def _summarise(name: str, ran: _Ran, confidence: float) -> AttackSummary:
     )
 
 
-def _policy_facts(policy: Policy) -> dict:
-    """What the report records about the policy, including the chain it extends."""
-    facts = {
-        "name": policy.name,
-        "sensitivity": policy.sensitivity.value,
-        "release": policy.release.value,
-        "confidence": policy.confidence,
-        "decision": policy.decision.value,
-        "source": policy.source,
-        "regression": policy.regression.resolved(),  # tolerances of privgate diff
-    }
-    if policy.parent is not None:
-        facts["extends"] = [
-            {"name": p.name, "source": p.source, "confidence": p.confidence} for p in policy.chain()[:-1]
-        ]
-    if policy.uses_default_attacks():
-        facts["default_attacks"] = True
-    return facts
-
-
 def _policy_warnings(policy: Policy) -> list[str]:
     if not policy.uses_default_attacks():
         return []
@@ -238,16 +184,6 @@ def _policy_warnings(policy: Policy) -> list[str]:
         f"the policy lists no attacks; its checks ran the default black-box family "
         f"({', '.join(policy.attacks_to_run())})"
     ]
-
-
-def _summary_line(verdict: str, checks: list[CheckResult]) -> str:
-    if not checks:
-        return "PASS: the policy requires no checks."
-    counts = {s: sum(c.status == s for c in checks) for s in ("pass", "fail", "inconclusive")}
-    parts = [f"{counts[s]} {s}" for s in ("fail", "inconclusive", "pass") if counts[s]]
-    first = next((c for c in checks if c.status == verdict), None) if verdict != "pass" else None
-    tail = f"; first: {first.id} — {first.reason}" if first else ""
-    return f"{verdict.upper()}: {len(checks)} checks ({', '.join(parts)}){tail}"
 
 
 def run_attacks(
@@ -364,7 +300,7 @@ def _exposed(
     return section
 
 
-def audit(
+def check_model(
     target: Target,
     data: AuditData,
     policy: Policy,
@@ -410,8 +346,8 @@ def audit(
     return Report(
         privgate_version=__version__,
         verdict=verdict,
-        summary=_summary_line(verdict, checks),
-        policy=_policy_facts(policy),
+        summary=summary_line(verdict, checks),
+        policy=policy_facts(policy),
         target={**target.describe(), **sanity.describe()},  # accuracy on members/non-members, output kind
         data=data.describe(),
         checks=checks,

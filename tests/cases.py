@@ -8,6 +8,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -78,6 +79,15 @@ def build_case(d: Path) -> Case:
     np.savez(d / "members.npz", x=xm, y=ym)
     np.savez(d / "nonmembers.npz", x=xn, y=yn)
     return Case(d, d / "leaky.ts.pt", d / "leaky_state.pt", d / "safe.ts.pt", d / "members.npz", d / "nonmembers.npz")
+
+
+def stable(value: Any, volatile: set[str]) -> Any:
+    """A parsed report without the keys in ``volatile`` at any depth (wall times, dates, hosts)."""
+    if isinstance(value, dict):
+        return {k: stable(v, volatile) for k, v in value.items() if k not in volatile}
+    if isinstance(value, list):
+        return [stable(v, volatile) for v in value]
+    return value
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -152,9 +152,9 @@ def test_guesses_take_the_top_and_the_bottom() -> None:
 
 
 def test_delta_too_large_for_m_proves_nothing() -> None:
-    assert B.epsilon_lower_bound(1000, 500, 500, 1e-3, 0.05) == 0.0  # 2mδ = 2 > 1
-    assert B.epsilon_lower_bound(1000, 500, 500, 1e-5, 0.05) > 4
-    assert B.max_provable_epsilon(1000, 1e-5, 0.95) == pytest.approx(5.27, abs=0.01)
+    assert B.epsilon_lb_from_guesses(1000, 500, 500, 1e-3, 0.05) == 0.0  # 2mδ = 2 > 1
+    assert B.epsilon_lb_from_guesses(1000, 500, 500, 1e-5, 0.05) > 4
+    assert B.max_provable_from_canaries(1000, 1e-5, 0.95) == pytest.approx(5.27, abs=0.01)
 
 
 # --------------------------------------------------------------------------- end to end

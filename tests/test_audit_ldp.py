@@ -21,7 +21,7 @@ import torch
 from cases import run_cli
 from scipy import stats as st
 
-from privgate.audits.ldp_estimate import epsilon_empirical, epsilon_lower_bound, max_provable_epsilon
+from privgate.audits.ldp_estimate import epsilon_empirical, epsilon_lb_from_errors, max_provable_from_trials
 from privgate.audits.ldp_game import white_box_guess
 from privgate.audits.ldp_mechanism import keep_probability, ldp_sgd_randomise, server_update
 
@@ -117,16 +117,18 @@ def test_lower_bound_exceeds_the_true_epsilon_at_most_at_rate_alpha(eps: float) 
     reps, n, alpha = 4000, 500, 0.05
     p = 1 - keep_probability(eps)
     fp, fn = rng.binomial(n, p, reps), rng.binomial(n, p, reps)
-    over = sum(epsilon_lower_bound(int(a), n, int(b), n, alpha) > eps for a, b in zip(fp, fn))
+    over = sum(epsilon_lb_from_errors(int(a), n, int(b), n, alpha) > eps for a, b in zip(fp, fn))
     assert over <= st.binom.ppf(1 - 1e-3, reps, alpha)
     # and the bound is not vacuous: the median audit proves more than half of ε
-    assert np.median([epsilon_lower_bound(int(a), n, int(b), n, alpha) for a, b in zip(fp[:200], fn[:200])]) > 0.5 * eps
+    assert (
+        np.median([epsilon_lb_from_errors(int(a), n, int(b), n, alpha) for a, b in zip(fp[:200], fn[:200])]) > 0.5 * eps
+    )
 
 
 def test_max_provable_grows_with_trials_and_bounds_every_result() -> None:
-    ceilings = [max_provable_epsilon(k, k, 0.05 / 12) for k in (50, 500, 5000)]
+    ceilings = [max_provable_from_trials(k, k, 0.05 / 12) for k in (50, 500, 5000)]
     assert ceilings == sorted(ceilings) and ceilings[0] < 3 < ceilings[-1]
-    assert epsilon_lower_bound(3, 500, 1, 500, 0.05 / 12) < ceilings[1]
+    assert epsilon_lb_from_errors(3, 500, 1, 500, 0.05 / 12) < ceilings[1]
 
 
 # --------------------------------------------------------------------------- the CLI

@@ -306,7 +306,7 @@ def test_internal_error_exit_4_without_traceback(case, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(privgate.api, "audit_paths", boom)
+    monkeypatch.setattr(privgate.api, "check", boom)
     res = CliRunner().invoke(
         cli,
         [

@@ -274,7 +274,7 @@ def test_a_federated_check_is_not_decided_on_one_model():
 
 def test_torchscript_checkpoints_need_no_recipe(tmp_path):
     """A manifest written by hand: TorchScript checkpoints, a star given by edges."""
-    from privgate.audits.federated.audit import audit
+    from privgate.audits.federated.audit import audit_checkpoints
     from privgate.audits.federated.manifest import load_manifest
 
     ds = _digits()
@@ -290,7 +290,7 @@ def test_torchscript_checkpoints_need_no_recipe(tmp_path):
     (tmp_path / "f.yaml").write_text(
         "version: 1\nrounds: 1\nedges: [[0, 1], [0, 2]]\nnonmembers: non.npz\nnodes:\n" + "\n".join(nodes) + "\n"
     )
-    out = audit(load_manifest(tmp_path / "f.yaml"), Settings(attacks=("loss",)), RunOptions())
+    out = audit_checkpoints(load_manifest(tmp_path / "f.yaml"), Settings(attacks=("loss",)), RunOptions())
     t = out.report.topologies[0]
     assert t.node_names == ["site0", "site1", "site2"] and t.edges == [[0, 1], [0, 2]]
     m = next(a for a in t.attacks if a.name == "loss").auc.final()

@@ -19,7 +19,7 @@ from privgate.attacks import AttackContext, get_attack
 from privgate.attacks.gradient import gradient_features
 from privgate.dp.clip import accuracy
 from privgate.dp.train import probe_private_training
-from privgate.gate import audit
+from privgate.gate import check_model
 from privgate.inputs import outputs
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
@@ -107,7 +107,7 @@ def test_a_sigmoid_output_is_flagged():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(20, 8), nn.Tanh(), nn.Linear(8, 1), nn.Sigmoid())
     (xm, ym), (xn, yn) = binary_data(100, 1), binary_data(100, 2)
-    rep = audit(Target(model), AuditData(Dataset(xm, ym), Dataset(xn, yn)), policy("loss: {}"))
+    rep = check_model(Target(model), AuditData(Dataset(xm, ym), Dataset(xn, yn)), policy("loss: {}"))
     assert rep.target["outputs"]["kind"] == "binary-logit"
     assert any("as a final nn.Sigmoid's would" in w and "all 200 probed rows" in w for w in rep.warnings)
 
@@ -270,7 +270,7 @@ def test_softmax_model_is_read_as_probabilities_with_the_same_ranking():
         return Recipe(lambda: _classifier(softmax), epochs=40, batch_size=100, lr=1e-2, name=f"softmax={softmax}")
 
     reports = {
-        s: audit(Target(m.eval()), data, policy(attacks), recipe=recipe(s), seed=0, cache_dir="off")
+        s: check_model(Target(m.eval()), data, policy(attacks), recipe=recipe(s), seed=0, cache_dir="off")
         for s, m in ((False, plain), (True, soft))
     }
     auc = {s: {a.name: a.auc for a in rep.attacks} for s, rep in reports.items()}
@@ -309,7 +309,7 @@ def test_sklearn_target_with_a_torch_recipe_warns():
 
     (xm, ym), (xn, yn), (xp, yp) = synthetic(150, 1, 0.3), synthetic(150, 2, 0.3), synthetic(150, 3, 0.3)
     target = Target(LogisticRegression(max_iter=500).fit(xm, ym), fmt="sklearn")
-    rep = audit(
+    rep = check_model(
         target,
         AuditData(Dataset(xm, ym), Dataset(xn, yn), Dataset(xp, yp)),
         policy("loss: {}, rmia: {models: 2}"),

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from cases import make_model, run_cli, synthetic
+from cases import make_model, run_cli, stable, synthetic
 
 from privgate.errors import PrivgateError
 from privgate.executors import ExecutorError, LocalExecutor, executor_for, task_groups
@@ -61,11 +61,7 @@ def cluster() -> Any:
 
 def _stable(value: Any) -> Any:
     """The report without wall times, dates, the environment and notes (which give seconds and the executor)."""
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
+    return stable(value, VOLATILE)
 
 
 def _where(i: int) -> tuple[int, int]:

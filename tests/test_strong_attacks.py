@@ -25,7 +25,7 @@ from privgate.attacks.lira import lira_scores
 from privgate.attacks.reference import logit_confidence
 from privgate.attacks.rmia import rmia_scores, tempered_true_class
 from privgate.errors import PolicyError, PrivgateError
-from privgate.gate import audit
+from privgate.gate import check_model
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
 from privgate.options import RunOptions
@@ -117,7 +117,7 @@ def test_lira_and_rmia_beat_the_loss_attack(scores):
 def test_audit_reports_strong_attacks_and_second_run_trains_nothing(task, tmp_path):
     target, members, nonmembers, population = task
     data = _audit_data(members, nonmembers, population)
-    first = audit(target, data, policy(STRONG), recipe=RECIPE, seed=0, cache_dir=str(tmp_path))
+    first = check_model(target, data, policy(STRONG), recipe=RECIPE, seed=0, cache_dir=str(tmp_path))
     by = {a.name: a for a in first.attacks}
     assert all(a.status == "ran" for a in first.attacks), [(a.name, a.reason) for a in first.attacks]
     assert sum(a.models_trained for a in first.attacks) == 8  # rmia and shadow reuse 4 of lira's 8
@@ -125,7 +125,7 @@ def test_audit_reports_strong_attacks_and_second_run_trains_nothing(task, tmp_pa
     assert by["shadow"].auc > 0.55 and by["label_only"].threat_model == "label-only"
     assert any("reference model" in n for n in by["rmia"].notes)
     assert first.checks[0].chosen_attack != "blind" and first.warnings == []
-    second = audit(target, data, policy(STRONG), recipe=RECIPE, seed=0, cache_dir=str(tmp_path))
+    second = check_model(target, data, policy(STRONG), recipe=RECIPE, seed=0, cache_dir=str(tmp_path))
     assert [a.models_trained for a in second.attacks] == [0] * len(second.attacks)
     assert [a.auc for a in second.attacks] == [a.auc for a in first.attacks]
 
@@ -134,7 +134,7 @@ def test_random_guess_sanity(task):
     """A model trained on data independent of the audit set: every attack's AUC interval holds 0.5."""
     _, members, nonmembers, population = task
     unrelated = Target(RECIPE.train(*synth(N, 7), seed=5), source="<independent>")
-    rep = audit(
+    rep = check_model(
         unrelated,
         _audit_data(members, nonmembers, population),
         policy(STRONG, confidence=0.99),
@@ -152,7 +152,7 @@ def test_too_little_population_skips_with_a_reason(task):
     target, members, nonmembers, population = task
     small = (population[0][:20], population[1][:20])
     checks = "  - {id: r, attack: rmia, metric: auc, max: 0.9}"
-    rep = audit(
+    rep = check_model(
         target,
         _audit_data(members, nonmembers, small),
         policy("rmia: {models: 4}", checks=checks),
@@ -175,7 +175,7 @@ def test_recipe_that_does_not_build_stops_the_audit(task):
         raise ImportError("missing layer package")
 
     with pytest.raises(PrivgateError, match="building the model failed"):
-        audit(
+        check_model(
             target,
             _audit_data(members, nonmembers, population),
             policy("rmia: {models: 2}"),
@@ -230,7 +230,7 @@ def test_blind_baseline_warns_when_the_data_alone_separates_members():
     """Members from a shifted distribution: the blind attack matches the real ones and the report warns."""
     members, nonmembers, population = synth(N, 1, shift=0.6), synth(N, 2), synth(N, 3)
     target = Target(RECIPE.train(*synth(N, 9), seed=1), source="<unrelated>")  # the model leaks nothing
-    rep = audit(
+    rep = check_model(
         target, _audit_data(members, nonmembers, population), policy("loss: {}, blind: {classifier: logistic}"), seed=0
     )
     blind = next(a for a in rep.attacks if a.name == "blind")
@@ -330,7 +330,7 @@ def test_bad_options_are_policy_errors(name, options, message):
 
 def test_reference_attacks_are_skipped_without_a_recipe(task):
     target, members, nonmembers, population = task
-    rep = audit(
+    rep = check_model(
         target, _audit_data(members, nonmembers, population), policy("loss: {}, lira: {models: 4}"), cache_dir="off"
     )
     lira = next(a for a in rep.attacks if a.name == "lira")

@@ -15,7 +15,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from privgate import stats
-from privgate.gate import audit
+from privgate.gate import check_model
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.sanity import WARNING_PREFIX, Accuracy, baseline_accuracy, members_fit
 from privgate.inputs.target import Target
@@ -192,7 +192,9 @@ def test_wrongly_preprocessed_members_warn_in_every_format(digits, tmp_path):
 
 
 def _audit(model, members, nonmembers):
-    return audit(Target(model), AuditData(Dataset(*members), Dataset(*nonmembers)), load_policy("internal"), seed=0)
+    return check_model(
+        Target(model), AuditData(Dataset(*members), Dataset(*nonmembers)), load_policy("internal"), seed=0
+    )
 
 
 def test_members_with_shuffled_labels_or_other_scaling_warn(digits):
@@ -239,5 +241,5 @@ def test_a_model_privgate_trained_on_the_members_itself_gets_no_doubt(digits):
     model, members, nonmembers = digits
     flipped = (_flip(members[0]), members[1]), (_flip(nonmembers[0]), nonmembers[1])
     data = AuditData(Dataset(*flipped[0]), Dataset(*flipped[1]))
-    rep = audit(Target(model, extra={"dp": {"epsilon": 1.0}}), data, load_policy("internal"), seed=0)
+    rep = check_model(Target(model, extra={"dp": {"epsilon": 1.0}}), data, load_policy("internal"), seed=0)
     assert _sanity(rep.warnings) == [] and rep.target["accuracy"]["members"]["value"] < 0.4

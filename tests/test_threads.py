@@ -10,7 +10,7 @@ import torch
 from cases import run_cli, synthetic
 
 from privgate.attacks import blind
-from privgate.gate import audit
+from privgate.gate import check_model
 from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.inputs.target import Target
 from privgate.policy import parse_policy
@@ -53,7 +53,7 @@ def test_sklearn_fits_are_held_to_threads(case, monkeypatch, threads, expected):
     x, y = synthetic(200, seed=3, label_noise=0.4)
     data = AuditData(load_dataset(case.members), load_dataset(case.nonmembers), Dataset(x, y, "population"))
     before = (torch.get_num_threads(), _pools())
-    report = audit(Target.load(case.safe_ts), data, parse_policy(POLICY), threads=threads)
+    report = check_model(Target.load(case.safe_ts), data, parse_policy(POLICY), threads=threads)
     assert [a.status for a in report.attacks] == ["ran", "ran"]
     assert seen == [(expected, [expected])] * 2  # one fit per fold, torch and every BLAS/OpenMP pool at the setting
     assert (torch.get_num_threads(), _pools()) == before  # restored after

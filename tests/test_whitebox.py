@@ -19,7 +19,7 @@ from sklearn.datasets import load_digits
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from privgate import Recipe, Target, audit
+from privgate import Recipe, Target, check_model
 from privgate.attacks import PLANNED, available_attacks, get_attack
 from privgate.attacks.base import AttackContext, AttackSkipped
 from privgate.attacks.gradient import gradient_features
@@ -360,7 +360,9 @@ checks:
 
 def test_gate_decides_similarity_and_saves_artefacts(models, digits, tmp_path):
     data = AuditData(Dataset(*digits["members"]), Dataset(*digits["nonmembers"]), Dataset(*digits["population"]))
-    report = audit(Target(models["memo"]), data, parse_policy(WHITEBOX_POLICY), artefacts_dir=str(tmp_path / "art"))
+    report = check_model(
+        Target(models["memo"]), data, parse_policy(WHITEBOX_POLICY), artefacts_dir=str(tmp_path / "art")
+    )
     checks = {c.id: c for c in report.checks}
     assert checks["grad"].status == "fail" and checks["grad"].value > 0.7
     inv = checks["inv"]
@@ -375,7 +377,7 @@ def test_gate_decides_similarity_and_saves_artefacts(models, digits, tmp_path):
     assert "estimates" not in text and "\\x89PNG" not in text
     json.loads(text)
     # no directory: nothing is written, and the report says so by an empty list
-    again = audit(Target(models["memo"]), data, parse_policy(WHITEBOX_POLICY))
+    again = check_model(Target(models["memo"]), data, parse_policy(WHITEBOX_POLICY))
     assert next(a for a in again.attacks if a.name == "inversion").extras["artefacts"] == []
 
 
@@ -385,7 +387,7 @@ def test_whitebox_check_on_an_api_only_target_is_inconclusive(table):
     xm, ym = table["members"]
     clf = LogisticRegression(max_iter=500).fit(xm, ym)
     data = AuditData(Dataset(*table["members"]), Dataset(*table["nonmembers"]))
-    report = audit(Target(clf, fmt="sklearn"), data, parse_policy(WHITEBOX_POLICY))
+    report = check_model(Target(clf, fmt="sklearn"), data, parse_policy(WHITEBOX_POLICY))
     checks = {c.id: c for c in report.checks}
     assert checks["bb"].status == "pass"
     for cid in ("grad", "inv"):
@@ -405,7 +407,7 @@ def test_attribute_check_through_the_gate(table):
         "  - {id: loss, attack: loss, metric: auc, max: 1.0}\n"
     )
     data = AuditData(Dataset(*table["members"]), Dataset(*table["nonmembers"]), Dataset(*table["population"]))
-    report = audit(Target(net), data, policy)
+    report = check_model(Target(net), data, policy)
     checks = {c.id: c for c in report.checks}
     assert checks["attr"].status == "fail" and checks["attr"].ci[0] > 0.02
     # 'best' compares only attacks that measure the metric: the loss attack does not dilute it

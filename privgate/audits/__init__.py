@@ -5,7 +5,7 @@ claims ε delivers it; the federated-learning audits ask who in a federation can
 infer whose data. They report through the same semantics as the model gate:
 bounds valid at a stated confidence, pass / fail / inconclusive, exit codes.
 
-* :mod:`privgate.audits.ldp` — ``privgate audit ldp``: seed 001's adversary
+* :mod:`privgate.audits.ldp` — ``privgate audit ldp``: Matsumoto et al.'s (2022) adversary
   instantiations against a local randomiser (LDP-SGD or the user's), a lower
   bound on its ε from K trials per adversary × distinguisher cell.
 * :mod:`privgate.audits.dpsgd` — ``privgate audit dpsgd``: one training run

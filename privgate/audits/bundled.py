@@ -32,7 +32,7 @@ def digits_mlp() -> nn.Module:
 
 #: θ_t of the LDP game: the MLP after one epoch, a global model early in federated training. How strong the
 #: gradient-flip adversary is depends on it: the norm projection flips a gradient of norm ‖x‖ < L with probability
-#: 1/2 − ‖x‖/(2L), so it gets weaker as the model converges and its gradients shrink (seed 001, Figure 3).
+#: 1/2 − ‖x‖/(2L), so it gets weaker as the model converges and its gradients shrink (Matsumoto et al. 2022, Figure 3).
 LDP_RECIPE = Recipe(model_factory=digits_mlp, epochs=1, batch_size=64, lr=1e-2, name="bundled digits MLP (1 epoch)")
 
 #: What the one-run DP-SGD audit trains by default (privgate's DP-SGD path, as `privgate harden` trains a recipe).

@@ -1,4 +1,5 @@
-"""Console output of the audits (rich): seed 001's Figure 2 as a table, the one-run audit's guesses, the verdict."""
+"""Console output of the audits (rich): Matsumoto et al. 2022, Figure 2, as a table;
+the one-run audit's guesses; the verdict."""
 
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ def print_ldp(report: LdpAuditReport, console: Console) -> None:
                 f"[{_STYLE[r.status]}]{r.status}[/]",
             )
     else:
-        t = Table(title="Lower bound (ε_emp) per adversary and claimed ε — seed 001, Figure 2")
+        t = Table(
+            title="Lower bound (ε_emp) per adversary and claimed ε — Matsumoto et al. 2022 (arXiv 2206.09122), Figure 2"
+        )
         t.add_column("adversary")
         t.add_column("distinguisher")
         for eps in claims:

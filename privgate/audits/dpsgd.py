@@ -42,8 +42,8 @@ from privgate import __version__
 from privgate.audits.bundled import DPSGD_RECIPE, digits
 from privgate.audits.dpsgd_blackbox import Trainer, call_trainer, loss_scores, mislabelled_canaries
 from privgate.audits.dpsgd_whitebox import train_with_canaries
-from privgate.audits.one_run_bound import GUESS_FRACTIONS, audit_bound, guess_counts, max_provable_epsilon
-from privgate.audits.report import DpsgdAuditReport, GuessAttempt
+from privgate.audits.one_run_bound import GUESS_FRACTIONS, audit_bound, guess_counts, max_provable_from_canaries
+from privgate.audits.report import DpsgdAuditReport, GuessAttempt, claim_check
 from privgate.dp.train import DPSettings, make_private_module
 from privgate.errors import PrivgateError
 from privgate.inputs.data import Dataset
@@ -137,8 +137,8 @@ def audit_dpsgd(
         threads: the most threads torch and BLAS may use (default 1).
         progress: one-line messages.
     """
-    from privgate.gate import environment
     from privgate.options import RunOptions
+    from privgate.report.provenance import environment
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -191,7 +191,7 @@ def audit_dpsgd(
             )
     say("bounding ε")
     best, attempts = audit_bound(scores, included, settings.delta, settings.confidence)
-    ceiling = max_provable_epsilon(m, settings.delta, settings.confidence)
+    ceiling = max_provable_from_canaries(m, settings.delta, settings.confidence)
     verdict, summary = _decide(settings, best.epsilon_lb, ceiling)
     grid = guess_counts(m)
     return DpsgdAuditReport(
@@ -220,6 +220,26 @@ def audit_dpsgd(
         },
         trainer=trainer,
         data={"source": data.source, "rows": len(data), "canary_design": design},
+        policy={
+            "name": f"claimed ε = {settings.epsilon:g}, δ = {settings.delta:g}",
+            "claim": "(ε, δ)-DP of one DP-SGD run",
+            "epsilon": settings.epsilon,
+            "delta": settings.delta,
+            "confidence": settings.confidence,
+        },
+        target={"path": trainer.get("train") or trainer.get("recipe"), "format": f"DP-SGD trainer ({mode})"},
+        checks=[
+            claim_check(
+                "dpsgd-epsilon",
+                mode,
+                best.epsilon_lb,
+                settings.epsilon,
+                verdict,  # type: ignore[arg-type]
+                summary,
+                settings.confidence,
+                (int(np.sum(included)), m - int(np.sum(included))),
+            )
+        ],
         training_seconds=round(training_seconds, 3),
         environment=environment(RunOptions(seed=settings.seed, threads=threads)),
         started=started,

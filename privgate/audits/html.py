@@ -1,6 +1,6 @@
 """HTML for the audits: one self-contained page each (inline SVG, no scripts, no external files).
 
-The LDP page is seed 001's Figure 2: for each distinguisher, the lower bound
+The LDP page is Matsumoto et al.'s (2022) Figure 2: for each distinguisher, the lower bound
 (solid) and the point value ε_emp (dashed) of every adversary against the
 claimed ε, with the claim itself as the diagonal — a correct mechanism keeps
 every solid line on or under it — and the same numbers as a table. The
@@ -116,7 +116,7 @@ def render_ldp_html(report: LdpAuditReport) -> str:
         ]
         h.append(_row(cells))
     h.append("</table></div>")
-    h.append("<h2>Measured ε per adversary (seed 001, Figure 2)</h2><div class='charts'>")
+    h.append("<h2>Measured ε per adversary (Matsumoto et al. 2022, Figure 2)</h2><div class='charts'>")
     for dist in report.distinguishers:
         chart = ldp_chart(report, dist)
         if chart:

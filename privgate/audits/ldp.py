@@ -1,8 +1,8 @@
-"""``privgate audit ldp``: does a local randomiser deliver the ε it claims? Seed 001's test harness.
+"""``privgate audit ldp``: does a local randomiser deliver the ε it claims? Matsumoto et al.'s (2022) test harness.
 
 Matsumoto, Takahashi, Liew & Oguchi, "Measuring Lower Bounds of Local
 Differential Privacy via Adversary Instantiations in Federated Learning"
-(seed 001). For every claimed ε, adversary (:mod:`privgate.audits.ldp_adversaries`)
+(Matsumoto et al. 2022 (arXiv 2206.09122)). For every claimed ε, adversary (:mod:`privgate.audits.ldp_adversaries`)
 and distinguisher (:mod:`privgate.audits.ldp_game`), K trials of the game give
 FP and FN counts; :mod:`privgate.audits.ldp_estimate` turns them into seed
 001's point value ε_emp (Eq. 3, reported, never deciding) and a lower bound
@@ -43,11 +43,16 @@ from privgate.audits.ldp_adversaries import (
     Source,
     craft,
 )
-from privgate.audits.ldp_estimate import epsilon_empirical, epsilon_lower_bound, max_provable_epsilon, upper_rates
+from privgate.audits.ldp_estimate import (
+    epsilon_empirical,
+    epsilon_lb_from_errors,
+    max_provable_from_trials,
+    upper_rates,
+)
 from privgate.audits.ldp_game import Counts, play
 from privgate.audits.ldp_gradients import FunctionalModel
 from privgate.audits.ldp_mechanism import ldp_sgd_randomise
-from privgate.audits.report import LdpAuditReport, LdpClaim, LdpResult
+from privgate.audits.report import LdpAuditReport, LdpClaim, LdpResult, claim_check
 from privgate.errors import PrivgateError, RecipeError
 from privgate.errors import clip as clip_text
 from privgate.executors import Executor, LocalExecutor
@@ -156,7 +161,7 @@ def cell_seed(seed: int, adversary: str, epsilon: float) -> int:
 def _result(eps: float, adversary: str, distinguisher: str, rule: str, c: Counts, alpha: float) -> LdpResult:
     fp_rate, fn_rate = c.fp / c.trials_g1, c.fn / c.trials_g2
     fp_hi, fn_hi = upper_rates(c.fp, c.trials_g1, c.fn, c.trials_g2, alpha)
-    lb = epsilon_lower_bound(c.fp, c.trials_g1, c.fn, c.trials_g2, alpha)
+    lb = epsilon_lb_from_errors(c.fp, c.trials_g1, c.fn, c.trials_g2, alpha)
     return LdpResult(
         claimed_epsilon=eps,
         adversary=adversary,
@@ -274,13 +279,13 @@ def audit_ldp(
             one after another): one task per (adversary, ε), each with its own
             seeded generator, so the counts are the same on any executor.
     """
-    from privgate.gate import environment
     from privgate.options import RunOptions
+    from privgate.report.provenance import environment
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     randomise = mechanism or ldp_sgd_randomise
-    name = mechanism_name or "LDP-SGD (seed 001, Algorithm 1)"
+    name = mechanism_name or "LDP-SGD (Matsumoto et al. 2022, Algorithm 1)"
     with limit_threads(threads):
         source = prepare_source(recipe, data, settings.seed, "collusion" in settings.adversaries)
         alpha = settings.cell_alpha
@@ -330,7 +335,7 @@ def audit_ldp(
                 rule = RULE_TEXT["eq5"] if dist == "white_box" else RULE_TEXT[rules[adversary]]
                 results.append(_result(eps, adversary, dist, rule, counts[dist], alpha))
     n_g1, n_g2 = (settings.trials + 1) // 2, settings.trials // 2
-    ceiling = max_provable_epsilon(n_g1, n_g2, alpha)
+    ceiling = max_provable_from_trials(n_g1, n_g2, alpha)
     claims = [
         _claim(eps, [r for r in results if r.claimed_epsilon == eps], ceiling, settings.trials, settings.confidence)
         for eps in settings.epsilons
@@ -369,6 +374,26 @@ def audit_ldp(
         distinguishers=list(settings.distinguishers),
         claims=claims,
         results=results,
+        policy={
+            "name": "claimed ε = " + ", ".join(f"{e:g}" for e in settings.epsilons),
+            "claim": "ε-LDP",
+            "epsilon": list(settings.epsilons),
+            "confidence": settings.confidence,
+        },
+        target={"path": name, "format": "LDP randomiser", "builtin": mechanism is None},
+        checks=[
+            claim_check(
+                f"ldp-epsilon-{c.claimed_epsilon:g}",
+                c.strongest,
+                c.max_epsilon_lb,
+                c.claimed_epsilon,
+                c.status,
+                c.reason,
+                settings.confidence,
+                (n_g2, n_g1),
+            )
+            for c in claims
+        ],
         environment=environment(RunOptions(seed=settings.seed, threads=threads, executor=runner.name)),
         started=started,
         duration_s=round(duration, 3),

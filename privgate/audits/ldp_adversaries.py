@@ -1,4 +1,5 @@
-"""The six crafters of seed 001 (Matsumoto et al., "Measuring Lower Bounds of Local Differential Privacy via
+"""The six crafters of Matsumoto et al. 2022 (arXiv 2206.09122;
+"Measuring Lower Bounds of Local Differential Privacy via
 Adversary Instantiations in Federated Learning", §3.4, Table 1), precomputed on a pool of real examples.
 
 Each adversary produces the two candidate gradients (g₁, g₂) of a trial, the
@@ -22,7 +23,7 @@ passes. With f the training loss and α the step of the crafter:
   norm projection never flips it), g₂ = −g₁; Eq. 7 (the sign of the
   parameters' movement). Dummy gradient and gradient flip with the white-box
   distinguisher are the worst case: its accuracy is e^ε/(1 + e^ε), the most
-  ε-LDP allows (seed 001, Proposition 1).
+  ε-LDP allows (Matsumoto et al. 2022, Proposition 1).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Crafted:
 
 @dataclass(frozen=True)
 class CraftSettings:
-    """The crafters' steps: FGSM's α (input perturbation) and the retrogression step α (both 1 in seed 001)."""
+    """The crafters' steps: FGSM's α (input perturbation) and the retrogression step α (both 1 in the paper)."""
 
     fgsm_step: float = 1.0
     retrogression_step: float = 1.0

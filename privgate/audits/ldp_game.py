@@ -1,4 +1,4 @@
-"""The distinguishing game of seed 001 (Algorithms 3 and 4), K trials at once.
+"""The distinguishing game of Matsumoto et al. 2022 (arXiv 2206.09122) (Algorithms 3 and 4), K trials at once.
 
 One trial: the crafter makes (g₁, g₂) and submits the randomised report of one
 of them; the distinguisher, which knows g₁ and g₂ (white-box, Algorithm 4) or
@@ -23,7 +23,7 @@ Distinguishers (the black-box rule per adversary is in
 * black-box, after the server step θ_{t+1} = Π_C(θ_t − η g_t) of Algorithm 2:
   Eq. 4, g₁ iff f(x₁; θ_{t+1}) ≤ f(x₁; θ_t); Eq. 6, g₁ iff
   |f(x₁; θ_{t+1}) − f(x₁; θ_t)| ≥ |f(x₂; θ_{t+1}) − f(x₂; θ_t)|; Eq. 7, g₁ iff
-  Σᵢ sgn(θ_{t+1} − θ_t)ᵢ ≤ 0. Seed 001 writes Eq. 7 with "≥ 0"; the server
+  Σᵢ sgn(θ_{t+1} − θ_t)ᵢ ≤ 0. Matsumoto et al. 2022 (arXiv 2206.09122) writes Eq. 7 with "≥ 0"; the server
   steps *against* the gradient, so a report aligned with g₁ = λ·1 moves most
   coordinates down, and the rule is oriented that way here (the other
   orientation is the same test with its answers swapped, whose Eq. 3 value is

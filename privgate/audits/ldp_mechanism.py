@@ -1,7 +1,7 @@
 """LDP-SGD: the client randomiser and the server step, batched over trials.
 
 Client side (Erlingsson et al. 2020, "Encode, Shuffle, Analyze Privacy
-Revisited", arXiv 2001.03618, after Duchi, Jordan & Wainwright 2018; seed 001
+Revisited", arXiv 2001.03618, after Duchi, Jordan & Wainwright 2018; Matsumoto et al. 2022 (arXiv 2206.09122)
 — Matsumoto et al., "Measuring Lower Bounds of Local Differential Privacy via
 Adversary Instantiations in Federated Learning" — Algorithm 1). For a gradient
 g ∈ R^d, clipping norm L and privacy parameter ε:
@@ -20,11 +20,11 @@ is at most e^ε (step 3 alone is randomised response on the sign of ⟨z, v⟩).
 The mean of a report is E[ẑ] = tanh(ε/2) · c_d · x / L with
 c_d = E|v₁| = Γ(d/2) / (√π Γ((d+1)/2)) (tested in ``tests/test_audit_ldp.py``).
 
-Server side (seed 001, Algorithm 2, with n clients per round):
+Server side (Matsumoto et al. 2022, Algorithm 2, with n clients per round):
 g_t = (L√π / 2) · Γ((d−1)/2 + 1) / Γ(d/2 + 1) · (e^ε + 1)/(e^ε − 1) · (1/n) Σᵢ ẑᵢ,
 step size η = ‖C‖₂ √n / (L √d) · (e^ε − 1)/(e^ε + 1), and
 θ_{t+1} = Π_C(θ_t − η g_t), the ℓ₂ projection onto the parameter set C, here the
-ball of radius ‖C‖₂ about 0. As printed in seed 001 the factor of g_t is 1/d of
+ball of radius ‖C‖₂ about 0. As printed in Matsumoto et al. 2022 (arXiv 2206.09122) the factor of g_t is 1/d of
 the one that makes g_t unbiased (L / (c_d · tanh(ε/2)), Duchi et al. 2018's
 norm B); it is kept as printed: it only sets the length of the server's step,
 η·g_t ≈ ‖C‖₂ √(π/2) / d per report, and the black-box distinguishers read the
@@ -62,7 +62,7 @@ def keep_probability(epsilon: float) -> float:
 
 
 def ldp_sgd_randomise(grads: torch.Tensor, epsilon: float, clip: float, generator: torch.Generator) -> torch.Tensor:
-    """Algorithm 1 of seed 001 (LDP-SGD client side) on every row of ``grads`` at once.
+    """Algorithm 1 of Matsumoto et al. 2022 (arXiv 2206.09122) (LDP-SGD client side) on every row of ``grads`` at once.
 
     Args:
         grads: ``[K, d]`` raw gradients, one per trial.

@@ -1,4 +1,5 @@
-"""The vocabulary of seed 001's game, without torch: adversary and distinguisher names and the black-box rules.
+"""The vocabulary of the game of Matsumoto et al. 2022 (arXiv 2206.09122), without torch:
+adversary and distinguisher names and the black-box rules.
 
 The CLI validates ``--adversary`` and ``--distinguisher`` against these names
 before anything heavy is imported; :mod:`privgate.audits.ldp_adversaries`
@@ -21,7 +22,7 @@ DISTINGUISHERS = ("black_box", "white_box")
 
 Rule = Literal["eq4", "eq6", "eq7"]
 
-#: The black-box rule of each adversary (seed 001, Table 1).
+#: The black-box rule of each adversary (Matsumoto et al. 2022, Table 1).
 BLACK_BOX_RULE: dict[str, Rule] = {
     "benign": "eq6",
     "input_perturbation": "eq4",

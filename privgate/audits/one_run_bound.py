@@ -65,7 +65,7 @@ def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     return min(1.0, tail + 2 * m * delta * float(windows.max()))
 
 
-def epsilon_lower_bound(m: int, r: int, v: int, delta: float, alpha: float) -> float:
+def epsilon_lb_from_guesses(m: int, r: int, v: int, delta: float, alpha: float) -> float:
     """The largest ε that ``v`` correct of ``r`` guesses refute at level α: sup{ε : f_ε(v) ≤ α}; 0 if none.
 
     Returns 0 when 2mδ > 1 (the bound is not monotone there; see the module docstring).
@@ -132,27 +132,27 @@ def audit_bound(
     attempts = []
     for k in ks:
         r, v = guess(scores, included, k)
-        attempts.append(Attempt(r, v, epsilon_lower_bound(m, r, v, delta, alpha)))
+        attempts.append(Attempt(r, v, epsilon_lb_from_guesses(m, r, v, delta, alpha)))
     best = max(attempts, key=lambda a: (a.epsilon_lb, a.correct))
     return best, attempts
 
 
-def max_provable_epsilon(
+def max_provable_from_canaries(
     m: int, delta: float, confidence: float, fractions: tuple[float, ...] = GUESS_FRACTIONS
 ) -> float:
     """The largest bound m canaries could show: every guess right at the best grid point."""
     ks = guess_counts(m, fractions)
     alpha = (1.0 - confidence) / len(ks)
-    return max(epsilon_lower_bound(m, min(2 * k, m), min(2 * k, m), delta, alpha) for k in ks)
+    return max(epsilon_lb_from_guesses(m, min(2 * k, m), min(2 * k, m), delta, alpha) for k in ks)
 
 
 __all__ = [
     "GUESS_FRACTIONS",
     "Attempt",
     "audit_bound",
-    "epsilon_lower_bound",
+    "epsilon_lb_from_guesses",
     "guess",
     "guess_counts",
-    "max_provable_epsilon",
+    "max_provable_from_canaries",
     "p_value",
 ]

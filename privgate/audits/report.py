@@ -20,11 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-SCHEMA_VERSION = 1
-
-Status = Literal["pass", "fail", "inconclusive"]
-
-EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "inconclusive": 3}
+from privgate.report.model import SCHEMA_VERSION, BaseReport, CheckResult, Status
 
 
 def _finite(v: Any) -> Any:
@@ -33,13 +29,34 @@ def _finite(v: Any) -> Any:
     return v
 
 
-class _Report(BaseModel):
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]  # type: ignore[attr-defined]
+def claim_check(
+    check_id: str,
+    attack: str | None,
+    epsilon_lb: float,
+    claimed: float,
+    status: Status,
+    reason: str,
+    confidence: float,
+    sizes: tuple[int, int] = (0, 0),
+) -> CheckResult:
+    """A claim decided as a check of the report family: metric ``epsilon_lb``, threshold the claimed ε.
 
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2)
+    The interval is one-sided, ``[lower bound, None]``: an audit bounds ε from below only. ``sizes``
+    are the two sample sizes behind it (trials from each hypothesis; canaries in and out).
+    """
+    return CheckResult(
+        id=check_id,
+        attack=attack or "all",
+        metric="epsilon_lb",
+        value=epsilon_lb,
+        ci=[epsilon_lb, None],
+        threshold=claimed,
+        status=status,
+        reason=reason,
+        confidence=confidence,
+        n_members=sizes[0],
+        n_nonmembers=sizes[1],
+    )
 
 
 class LdpResult(BaseModel):
@@ -48,7 +65,7 @@ class LdpResult(BaseModel):
     claimed_epsilon: float
     adversary: str
     distinguisher: Literal["black_box", "white_box"]
-    rule: str = Field(description="The distinguisher's decision rule (seed 001, Eq. 4-7).")
+    rule: str = Field(description="The distinguisher's decision rule (Matsumoto et al. 2022, Eq. 4-7).")
     trials: int
     trials_g1: int = Field(description="Trials whose report came from g₁ (H₀ true); FP is counted over these.")
     trials_g2: int = Field(description="Trials whose report came from g₂; FN is counted over these.")
@@ -59,7 +76,7 @@ class LdpResult(BaseModel):
     fp_upper: float = Field(description="Clopper-Pearson upper bound of FP at the cell's α/2.")
     fn_upper: float = Field(description="Clopper-Pearson upper bound of FN at the cell's α/2.")
     epsilon_empirical: float | None = Field(
-        description="Seed 001, Eq. 3, from the observed rates (null: ∞). Never decides."
+        description="Matsumoto et al. 2022, Eq. 3, from the observed rates (null: ∞). Never decides."
     )
     epsilon_lb: float = Field(
         description="Lower bound on ε, valid at the report's confidence jointly with every other cell."
@@ -82,14 +99,14 @@ class LdpClaim(BaseModel):
     reason: str
 
 
-class LdpAuditReport(_Report):
-    """``privgate audit ldp``: seed 001's adversary × distinguisher grid against a randomiser's claimed ε."""
+class LdpAuditReport(BaseReport):
+    """``privgate audit ldp``: the adversary × distinguisher grid of Matsumoto et al. (2022, "Measuring lower bounds
+    of local differential privacy via adversary instantiations in federated learning", arXiv 2206.09122) against
+    a randomiser's claimed ε; ``checks`` holds one check per claimed ε."""
 
-    schema_version: int = SCHEMA_VERSION
+    job: Literal["audit-ldp"] = "audit-ldp"
     kind: Literal["ldp"] = "ldp"
-    privgate_version: str
     verdict: Status
-    summary: str
     claimed_epsilon: float | list[float] = Field(description="The claimed ε; a list for a sweep (--epsilon 0.5,1,2,4).")
     confidence: float = Field(description="Probability that every lower bound in the report holds at once.")
     cells: int = Field(
@@ -106,9 +123,6 @@ class LdpAuditReport(_Report):
     distinguishers: list[str]
     claims: list[LdpClaim]
     results: list[LdpResult]
-    environment: dict[str, Any]
-    started: str
-    duration_s: float
     game_seconds: float = Field(description="Seconds spent playing the trials (after the gradients were prepared).")
     trials_per_second: float | None = Field(
         default=None,
@@ -129,14 +143,13 @@ class GuessAttempt(BaseModel):
     epsilon_lb: float
 
 
-class DpsgdAuditReport(_Report):
-    """``privgate audit dpsgd``: one training run with m canaries (Steinke, Nasr & Jagielski 2023, arXiv 2305.08846)."""
+class DpsgdAuditReport(BaseReport):
+    """``privgate audit dpsgd``: one training run with m canaries (Steinke, Nasr & Jagielski 2023, arXiv 2305.08846);
+    ``checks`` holds the claim as one check."""
 
-    schema_version: int = SCHEMA_VERSION
+    job: Literal["audit-dpsgd"] = "audit-dpsgd"
     kind: Literal["dpsgd"] = "dpsgd"
-    privgate_version: str
     verdict: Status
-    summary: str
     claimed_epsilon: float
     delta: float
     confidence: float
@@ -159,9 +172,6 @@ class DpsgdAuditReport(_Report):
     trainer: dict[str, Any]
     data: dict[str, Any]
     training_seconds: float
-    environment: dict[str, Any]
-    started: str
-    duration_s: float
 
     @classmethod
     def from_json(cls, text: str) -> DpsgdAuditReport:
@@ -169,8 +179,8 @@ class DpsgdAuditReport(_Report):
 
 
 __all__ = [
-    "EXIT_CODES",
     "SCHEMA_VERSION",
+    "claim_check",
     "DpsgdAuditReport",
     "GuessAttempt",
     "LdpAuditReport",

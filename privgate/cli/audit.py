@@ -3,8 +3,10 @@
 Exit codes: 0 no violation found, 1 a lower bound exceeds the claimed ε (the
 claim is false at the stated confidence), 2 bad input, 3 inconclusive (the
 audit could not have exceeded the claim: too few trials or canaries), 4
-internal error, 130 / 143 interrupted. Outputs (``--json``, ``--html``) are
-written together at the end, never over an input.
+internal error, 130 / 143 interrupted. Every report format (``--json``,
+``--junit``, ``--sarif``, ``--markdown``, ``--html``) is written together at
+the end, never over an input. The commands only turn flags into a settings
+object and call :mod:`privgate.api`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rich.markup import escape
 from privgate.audits.ldp_names import ADVERSARIES, DISTINGUISHERS
 from privgate.cli.executor import executor_options, executor_settings
 from privgate.cli.guard import guard, out_console, progress_wanted
+from privgate.cli.outputs import output_options, planned, write_and_show
 
 
 class _Positive(click.ParamType):
@@ -94,49 +97,8 @@ def _inputs(data: str | None, specs: dict[str, str | None]) -> list[Any]:
     return [n for n in found if n is not None]
 
 
-def _outputs(json_path: str | None, html_path: str | None, inputs: list[Any]) -> dict[str, str]:
-    from privgate.io.guards import Named, check_outputs
-
-    outputs = {fmt: p for fmt, p in (("json", json_path), ("html", html_path)) if p}
-    check_outputs(
-        [
-            Named(Path(p), f"the {'JSON' if fmt == 'json' else 'HTML'} audit report (--{fmt})")
-            for fmt, p in outputs.items()
-        ],
-        inputs,
-    )
-    return outputs
-
-
-def _write(outputs: dict[str, str], report: Any, html: Callable[[Any], str]) -> None:
-    from privgate.io.staging import commit
-
-    texts = {"json": ("JSON audit report", report.to_json() + "\n"), "html": ("HTML audit report", html(report))}
-    commit({Path(p): texts[fmt] for fmt, p in outputs.items()})
-
-
-def _load_data(data: str | None, label_column: str) -> Any:
-    from privgate.inputs.data import load_dataset
-
-    return load_dataset(data, "data", label_column) if data else None
-
-
-def _finish(
-    report: Any, outputs: dict[str, str], out: Any, quiet: bool, html: Callable[[Any], str], show: Callable[..., None]
-) -> int:
-    """Write the report's files, print it (or only its verdict line) and return its exit code."""
-    _write(outputs, report, html)
-    if quiet:
-        out.print(escape(report.summary), highlight=False)
-    else:
-        show(report, out)
-        for fmt, path in outputs.items():
-            out.print(f"{fmt} report: {path}", highlight=False)
-    return report.exit_code
-
-
 def _shared_options(confidence_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The options both audits take: --label-column, --confidence, --seed, --threads, --json."""
+    """The options both audits take: --label-column, --confidence, --seed, --threads."""
     options = [
         click.option("--label-column", default="label", show_default=True, help="Label column of CSV data."),
         click.option("--confidence", type=CONFIDENCE, default=0.95, show_default=True, help=confidence_help),
@@ -149,7 +111,7 @@ def _shared_options(confidence_help: str) -> Callable[[Callable[..., Any]], Call
             help="Most threads torch and BLAS may use (default 1; set it to the core count on a machine that does "
             "nothing else).",
         ),
-        click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON audit report here."),
+        click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line."),
     ]
 
     def apply(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -215,13 +177,7 @@ def audit() -> None:
 )
 @click.option("--data", help="The examples the crafters use (.npz, .pt, .csv or module:function); goes with --recipe.")
 @_shared_options("Probability that every lower bound in the report holds at once.")
-@click.option(
-    "--html",
-    "html_path",
-    type=click.Path(dir_okay=False),
-    help="Write a self-contained HTML report (seed 001's Figure 2).",
-)
-@click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
+@output_options("audit-ldp")
 @executor_options
 @guard
 def audit_ldp_cmd(
@@ -237,75 +193,46 @@ def audit_ldp_cmd(
     confidence: float,
     seed: int,
     threads: int | None,
-    json_path: str | None,
-    html_path: str | None,
     quiet: bool,
+    outputs: dict[str, str | None],
     executor: str | None = None,
     ray_address: str | None = None,
 ) -> int:
-    """Play seed 001's adversaries against an LDP randomiser and bound its ε from below."""
+    """Play the adversaries of Matsumoto et al. 2022 (arXiv 2206.09122) against an LDP randomiser; bound its ε."""
+    from dataclasses import replace
+
+    from privgate.io.guards import check_outputs
+
     if (recipe is None) != (data is None):
         raise click.UsageError(
             "--recipe and --data go together: θ_t is the recipe trained on the data (without both, the bundled "
             "digits model)."
         )
-    outputs = _outputs(json_path, html_path, _inputs(data, {"the recipe": recipe, "the mechanism": mechanism}))
-    from privgate.audits.entry import load_mechanism
-    from privgate.inputs.entrypoints import load_recipe
-
-    fn = load_mechanism(mechanism, [Path.cwd()]) if mechanism else None  # refused before torch loads
-    rec = load_recipe(recipe, [Path.cwd()]) if recipe else None
-    dataset = _load_data(data, label_column)
-    from privgate.audits.console import print_ldp
-    from privgate.audits.html import render_ldp_html
-    from privgate.audits.ldp import LdpSettings, audit_ldp
-
-    settings = LdpSettings(
-        epsilons=epsilons,
-        clip=clip,
-        trials=trials,
-        adversaries=adversaries,
-        distinguishers=distinguishers,
-        confidence=confidence,
-        seed=seed,
-    )
-    from privgate.executors import executor_for
+    check_outputs(planned(outputs), _inputs(data, {"the recipe": recipe, "the mechanism": mechanism}))
+    from privgate.api import audit_ldp
     from privgate.options import RunOptions
+    from privgate.settings import LdpAuditSettings
 
+    settings = LdpAuditSettings(
+        epsilons=epsilons, clip=clip, trials=trials, adversaries=adversaries, distinguishers=distinguishers,
+        confidence=confidence, mechanism=mechanism, recipe=recipe, data=data, label_column=label_column,
+        search_dirs=(Path.cwd(),),
+    )  # fmt: skip
     run = RunOptions(seed=seed, threads=threads, **executor_settings(executor, ray_address))
-    runner = executor_for(run)  # a missing extra or a wrong address: exit 2 before any work
     out = out_console()
-    if progress_wanted(quiet, out):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    if not progress_wanted(quiet, out):
+        return write_and_show(audit_ldp(settings, run), outputs, out, quiet=quiet)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=out,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("preparing gradients", total=None)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=out, transient=True) as bar:
+        task = bar.add_task("preparing gradients", total=None)
 
-            def tick(done: int, total: int, what: str) -> None:
-                bar.update(task, completed=done, total=total, description=escape(what))
+        def tick(done: int, total: int, what: str) -> None:
+            bar.update(task, completed=done, total=total, description=escape(what))
 
-            report = audit_ldp(
-                settings,
-                recipe=rec,
-                data=dataset,
-                mechanism=fn,
-                mechanism_name=mechanism,
-                progress=tick,
-                threads=threads,
-                executor=runner,
-            )
-    else:
-        report = audit_ldp(
-            settings, recipe=rec, data=dataset, mechanism=fn, mechanism_name=mechanism, threads=threads, executor=runner
-        )
-    return _finish(report, outputs, out, quiet, render_ldp_html, print_ldp)
+        report = audit_ldp(replace(settings, on_trials=tick), run)
+    return write_and_show(report, outputs, out, quiet=quiet)
 
 
 @audit.command("dpsgd")
@@ -338,8 +265,7 @@ def audit_ldp_cmd(
 )
 @click.option("--clip", type=POSITIVE, default=1.0, show_default=True, help="White-box: the DP-SGD clipping norm C.")
 @_shared_options("Probability that the reported lower bound holds.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML report.")
-@click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
+@output_options("audit-dpsgd")
 @guard
 def audit_dpsgd_cmd(
     epsilon: float,
@@ -353,49 +279,38 @@ def audit_dpsgd_cmd(
     confidence: float,
     seed: int,
     threads: int | None,
-    json_path: str | None,
-    html_path: str | None,
     quiet: bool,
+    outputs: dict[str, str | None],
 ) -> int:
     """Train once with m canaries and bound the run's ε from below (Steinke, Nasr & Jagielski 2023)."""
+    from privgate.io.guards import check_outputs
+
     if recipe and train_spec:
         raise click.UsageError(
             "give --recipe (privgate's DP-SGD, white-box) or --train (your trainer, black-box), not both."
         )
     if recipe and not data:
         raise click.UsageError("--recipe needs --data: the recipe's model must fit the data it trains on.")
-    outputs = _outputs(json_path, html_path, _inputs(data, {"the recipe": recipe, "the trainer": train_spec}))
-    from privgate.audits.entry import load_trainer
-    from privgate.inputs.entrypoints import load_recipe
+    check_outputs(planned(outputs), _inputs(data, {"the recipe": recipe, "the trainer": train_spec}))
+    from privgate.api import audit_dpsgd
+    from privgate.options import RunOptions
+    from privgate.settings import DpsgdAuditSettings
 
-    trainer = load_trainer(train_spec, [Path.cwd()]) if train_spec else None  # refused before torch loads
-    rec = load_recipe(recipe, [Path.cwd()]) if recipe else None
-    dataset = _load_data(data, label_column)
-    from privgate.audits.console import print_dpsgd
-    from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd
-    from privgate.audits.html import render_dpsgd_html
-
-    settings = DpsgdSettings(
-        epsilon=epsilon, delta=delta, canaries=canaries, confidence=confidence, seed=seed, clip=clip
-    )
+    settings = DpsgdAuditSettings(
+        epsilon=epsilon, delta=delta, canaries=canaries, confidence=confidence, clip=clip, data=data, recipe=recipe,
+        train=train_spec, label_column=label_column, search_dirs=(Path.cwd(),),
+    )  # fmt: skip
     out = out_console()
     status = out.status("auditing…") if progress_wanted(quiet, out) else None
+    run = RunOptions(seed=seed, threads=threads, progress=(lambda msg: status.update(escape(msg))) if status else None)
     if status:
         status.start()
     try:
-        report = audit_dpsgd(
-            settings,
-            recipe=rec,
-            data=dataset,
-            train=trainer,
-            train_name=train_spec,
-            threads=threads,
-            progress=(lambda msg: status.update(escape(msg))) if status else None,
-        )
+        report = audit_dpsgd(settings, run)
     finally:
         if status:
             status.stop()
-    return _finish(report, outputs, out, quiet, render_dpsgd_html, print_dpsgd)
+    return write_and_show(report, outputs, out, quiet=quiet)
 
 
 __all__ = ["audit"]

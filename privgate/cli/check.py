@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,8 +9,10 @@ import click
 from rich.markup import escape
 
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
-from privgate.cli.guard import environment, guard, out_console, progress_wanted
+from privgate.cli.guard import guard, out_console, process_environment, progress_wanted
+from privgate.cli.outputs import output_options
 from privgate.errors import PrivgateError
+from privgate.report import title_of
 
 if TYPE_CHECKING:
     from privgate.io.guards import Named
@@ -46,25 +47,6 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "config_path",
     type=click.Path(dir_okay=False),
     help="privgate.toml or pyproject.toml (default: searched from the working directory upward).",
-)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report here (atomically).")
-@click.option(
-    "--junit", "junit_path", type=click.Path(dir_okay=False), help="Write a JUnit XML report (one testcase per check)."
-)
-@click.option(
-    "--sarif",
-    "sarif_path",
-    type=click.Path(dir_okay=False),
-    help="Write a SARIF 2.1.0 log (a result per failed or inconclusive check).",
-)
-@click.option(
-    "--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write a GitHub-flavoured Markdown summary."
-)
-@click.option(
-    "--html",
-    "html_path",
-    type=click.Path(dir_okay=False),
-    help="Write a self-contained HTML report (ROC curves, remediation plot).",
 )
 @click.option(
     "--step-summary/--no-step-summary",
@@ -155,6 +137,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     metavar="NAME:VERSION",
     help="Also set the tag privgate.verdict on this registered model version, for a promotion rule (implies --mlflow).",
 )
+@output_options("check")
 @guard
 def check(
     model: str | None,
@@ -164,11 +147,7 @@ def check(
     population: str | None,
     recipe: str | None,
     config_path: str | None,
-    json_path: str | None,
-    junit_path: str | None,
-    sarif_path: str | None,
-    markdown_path: str | None,
-    html_path: str | None,
+    outputs: dict[str, str | None],
     step_summary: bool,
     seed: int | None,
     label_column: str | None,
@@ -194,7 +173,7 @@ def check(
     from privgate.io.artefacts import default_directory
     from privgate.io.guards import audit_inputs, check_outputs
     from privgate.io.staging import Staging, commit, render_reports
-    from privgate.report.console import print_report
+    from privgate.report.show import show
 
     cfg = load_config(config_path) if config_path else find_config()
     base = cfg.base
@@ -216,8 +195,8 @@ def check(
     members_spec, nonmembers_spec = pick("members", members), pick("nonmembers", nonmembers)
     if members_spec is None or nonmembers_spec is None:
         raise click.UsageError("audit data missing: pass --members and --nonmembers (or set them in the config).")
-    json_out = pick("json", json_path)
-    outputs = {"json": json_out, "junit": junit_path, "sarif": sarif_path, "markdown": markdown_path, "html": html_path}
+    json_typed = outputs.get("json")
+    json_out = outputs["json"] = pick("json", json_typed)
     artefacts_dir = artefacts_path or (str(default_directory(json_out)) if json_out else None)
     if output_model and not remediate:
         raise click.UsageError("--output-model only applies with --remediate (or privgate harden).")
@@ -235,13 +214,15 @@ def check(
         base=base,
         data={"members": members_spec, "non-members": nonmembers_spec, "population": population_spec},
     )
-    json_from = "--json" if json_path is not None else f"'json' in {cfg.path}"
+    json_from = "--json" if json_typed is not None else f"'json' in {cfg.path}"
     check_outputs(
         _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None), inputs
     )
     model_version = _mlflow_ready(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
-    from privgate.api import Sources, audit_paths  # torch: imported after the cheap checks above
+    from privgate.api import check as run_check  # torch: imported after the cheap checks above
+    from privgate.api import harden as run_harden
     from privgate.options import RunOptions
+    from privgate.settings import CheckSettings, HardenSettings
 
     # validated: click's IntRange for the flag and $PRIVGATE_THREADS, config._validate for the file
     n_threads = pick("threads", threads)
@@ -249,26 +230,24 @@ def check(
     out = out_console()
     status = out.status("auditing…") if progress_wanted(quiet, out) else None
     progress = (lambda msg: status.update(escape(msg))) if status else None
-    runner: Callable[..., Any] = audit_paths
+    inputs_given = {
+        "model": model_path,
+        "policy": policy_value,
+        "members": members_spec,
+        "nonmembers": nonmembers_spec,
+        "population": population_spec,
+        "recipe": recipe_spec,
+        "label_column": pick("label_column", label_column) or "label",
+        "trust_checkpoint": bool(pick("trust_checkpoint", trust_checkpoint)),
+        "search_dirs": (base,),
+    }
     if remediate:
-        from functools import partial
-
-        from privgate.api import harden_paths
         from privgate.report.console import remediation_row
 
         on_row = None if quiet else (lambda row: out.print(remediation_row(row)))
-        runner = partial(harden_paths, output_model=output_model, on_row=on_row)
-    sources = Sources(
-        model=model_path,
-        policy=policy_value,
-        members=members_spec,
-        nonmembers=nonmembers_spec,
-        population=population_spec,
-        recipe=recipe_spec,
-        label_column=pick("label_column", label_column) or "label",
-        trust_checkpoint=bool(pick("trust_checkpoint", trust_checkpoint)),
-        search_dirs=(base,),
-    )
+        settings: CheckSettings = HardenSettings(**inputs_given, output_model=output_model, on_row=on_row)
+    else:
+        settings = CheckSettings(**inputs_given)
     with Staging(artefacts_dir) as staging:  # nothing reaches its destination before commit()
         run = RunOptions(
             seed=pick("seed", seed) or 0,
@@ -285,15 +264,14 @@ def check(
         if status:
             status.start()
         try:
-            result = runner(sources, run)
+            result = run_harden(settings, options=run) if remediate else run_check(settings, options=run)
         finally:
             if status:
                 status.stop()
         staged, model_files = (result.report, result.files) if remediate else (result, {})
         report = staging.relocate(staged)
         files = render_reports(staged, report, outputs)
-        for path, data in model_files.items():
-            files[path] = ("hardened model" if path == model_out else "hardened model's state_dict", data)
+        files.update(model_files)
         files.update({path: ("attack artefact", data) for path, data in staging.files().items()})
         commit(files)
     if step_summary:
@@ -303,15 +281,13 @@ def check(
         from privgate.report.tracking import log_report
 
         logged = log_report(report, model_version=model_version)
-    if quiet:
-        out.print(report.summary)
-    else:
-        print_report(report, out, verbose=verbose)
+    show(report, out, quiet=quiet, verbose=verbose)
+    if not quiet:
         if json_out:
             out.print(f"JSON report: {json_out}")
         for fmt, path in outputs.items():
             if path and fmt != "json":
-                out.print(f"{fmt} report: {path}")
+                out.print(f"{title_of(fmt)}: {path}", markup=False)
         images = any(r.get("image") for r in (report.exposed or {}).get("records", []))
         if artefacts_dir and (images or any(a.extras.get("artefacts") for a in report.attacks)):
             out.print(f"artefacts: {artefacts_dir}")
@@ -349,14 +325,10 @@ def _planned(
     default_model: bool,
 ) -> list[Named]:
     """Every path ``check`` may write, with what it is and which flag (or config key) named it."""
+    from privgate.cli.outputs import planned as planned_reports
     from privgate.io.guards import Named
-    from privgate.io.staging import FORMAT_NAMES
 
-    planned = [
-        Named(Path(p), f"the {FORMAT_NAMES[fmt]} ({json_from if fmt == 'json' else '--' + fmt})")
-        for fmt, p in outputs.items()
-        if p
-    ]
+    planned = planned_reports(outputs, lambda fmt: json_from if fmt == "json" else f"--{fmt}")
     if artefacts_dir:
         planned.append(
             Named(
@@ -384,8 +356,8 @@ def append_step_summary(report: Any) -> None:
 
 
 def append_markdown_summary(markdown: str) -> None:
-    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when it is set (read by the group: :func:`environment`)."""
-    target = environment().step_summary
+    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when it is set (read once by the group)."""
+    target = process_environment().step_summary
     if not target:
         return
     try:

@@ -82,17 +82,20 @@ def diff(
     of its change interval is above the tolerance, one-sided at α/m: the policy's error budget shared by the
     m comparisons), 0 otherwise, 2 when they cannot be compared (different schema, policy or audit data).
     """
-    from privgate.cli.report import _load_report
     from privgate.io.guards import Named, check_outputs
     from privgate.io.staging import commit
     from privgate.report.diff import diff_reports
     from privgate.report.diffview import print_diff, render_diff_json, render_diff_markdown
+    from privgate.report.loading import read_report
 
     overrides = parse_tolerances(tolerances)
     outputs = {"json": json_path, "markdown": markdown_path}
     inputs = [Named(Path(base_json), "the base report (BASE.json)"), Named(Path(new_json), "the new report (NEW.json)")]
     check_outputs([Named(Path(p), f"the comparison's {fmt} (--{fmt})") for fmt, p in outputs.items() if p], inputs)
-    base, new = _load_report(base_json), _load_report(new_json)
+    base, new = read_report(base_json), read_report(new_json)
+    for name, rep in ((base_json, base), (new_json, new)):
+        if rep.job not in ("check", "harden"):
+            raise PrivgateError(f"{name}: a {rep.job} report; privgate diff compares reports of privgate check.")
     result = diff_reports(base, new, overrides, base_name=base_json, new_name=new_json)
     files = {}
     if json_path:

@@ -26,7 +26,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE, EXIT_INTERNAL = 0, 1, 2, 3,
 @dataclass(frozen=True)
 class Environment:
     """What the ``privgate`` group read from the process environment, once, through click's ``envvar``
-    declarations (:mod:`privgate.cli`); commands ask :func:`environment` instead of reading it themselves.
+    declarations (:mod:`privgate.cli`); commands ask :func:`process_environment` instead of reading it themselves.
 
     Attributes:
         ci: ``$CI`` is set: no progress spinners in the log.
@@ -41,7 +41,7 @@ class Environment:
     debug: bool = False
 
 
-def environment() -> Environment:
+def process_environment() -> Environment:
     """The :class:`Environment` of the running ``privgate`` command (defaults outside one)."""
     ctx = click.get_current_context(silent=True)
     found = ctx.find_root().obj if ctx is not None else None
@@ -51,14 +51,14 @@ def environment() -> Environment:
 def out_console() -> Console:
     """Stdout console; CI logs (no terminal) get a wide fixed width so tables do not wrap."""
     probe = Console()
-    if probe.is_terminal or environment().columns:
+    if probe.is_terminal or process_environment().columns:
         return Console(highlight=False, soft_wrap=True)
     return Console(highlight=False, soft_wrap=True, width=160)
 
 
 def progress_wanted(quiet: bool, console: Console) -> bool:
     """Whether a command shows a progress spinner: on a terminal, not in CI, not with ``--quiet``."""
-    return not quiet and console.is_terminal and not environment().ci
+    return not quiet and console.is_terminal and not process_environment().ci
 
 
 def err_console() -> Console:
@@ -87,7 +87,7 @@ def guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 — the last line of defence
-            if environment().debug:
+            if process_environment().debug:
                 traceback.print_exc()
             err_console().print(
                 f"[bold red]internal error:[/] {exc.__class__.__name__}: {escape(str(exc))} (set "

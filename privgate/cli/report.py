@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
 from privgate.cli.check import append_step_summary
 from privgate.cli.guard import guard
+from privgate.cli.outputs import output_options
 from privgate.errors import PrivgateError
+from privgate.report.loading import read_report
 
 
 @click.group()
@@ -17,92 +18,34 @@ def report() -> None:
     """Render saved JSON reports (privgate check --json) in other formats."""
 
 
-def _load_report(path: str) -> Any:
-    from pydantic import ValidationError
-
-    from privgate.report.model import SCHEMA_VERSION, Report
-
-    p = Path(path)
-    if not p.is_file():
-        raise PrivgateError(f"{path}: report file not found.")
-    try:
-        text = p.read_text(encoding="utf-8")
-        rep = Report.from_json(text)
-    except UnicodeDecodeError:
-        raise PrivgateError(f"{path}: not a privgate JSON report (not UTF-8 text).") from None
-    except OSError as exc:
-        raise PrivgateError(f"{path}: cannot read the report ({exc.strerror or exc.__class__.__name__}).") from None
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        raise PrivgateError(f"{path}: not a privgate JSON report ({where}: {err['msg']}).") from None
-    if rep.schema_version > SCHEMA_VERSION:
-        raise PrivgateError(
-            f"{path}: report schema version {rep.schema_version} is newer than this privgate understands "
-            f"({SCHEMA_VERSION}); upgrade privgate."
-        )
-    _find_artefacts(rep, p.parent)
-    return rep
-
-
-def _find_artefacts(rep: Any, report_dir: Path) -> None:
-    """Artefact paths are relative to where ``check`` ran; rendering elsewhere, look next to the report too."""
-    for attack in rep.attacks:
-        paths = attack.extras.get("artefacts")
-        if not isinstance(paths, list):
-            continue
-        found = []
-        for item in paths:
-            p = Path(str(item))
-            candidates = [p, report_dir / p] + [
-                report_dir / Path(*p.parts[i:]) for i, part in enumerate(p.parts) if part.endswith(".artefacts")
-            ]
-            found.append(str(next((c for c in candidates if c.is_file()), p)))
-        attack.extras["artefacts"] = found
-
-
 @report.command("render")
 @click.argument("report_json", metavar="REPORT.json")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML report.")
-@click.option(
-    "--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write a GitHub-flavoured Markdown summary."
-)
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write a JUnit XML report.")
-@click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False), help="Write a SARIF 2.1.0 log.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the JSON report again (normalised).")
+@output_options(None)
 @click.option("--step-summary", is_flag=True, help="Also append the Markdown summary to $GITHUB_STEP_SUMMARY.")
 @guard
-def report_render(
-    report_json: str,
-    html_path: str | None,
-    markdown_path: str | None,
-    junit_path: str | None,
-    sarif_path: str | None,
-    json_path: str | None,
-    step_summary: bool,
-) -> int:
-    """Turn a saved JSON report into HTML, Markdown, JUnit or SARIF (exit 0; the verdict is in the files)."""
+def report_render(report_json: str, outputs: dict[str, str | None], step_summary: bool) -> int:
+    """Turn a saved JSON report of any job into HTML, Markdown, JUnit or SARIF (exit 0; the verdict is in the files)."""
+    from privgate.cli.outputs import planned, rendered
     from privgate.io.guards import Named, check_outputs
-    from privgate.io.staging import FORMAT_NAMES, commit, render_reports
+    from privgate.io.staging import commit
+    from privgate.report import get_format
+    from privgate.report.model import Report
 
-    outputs = {
-        "html": html_path,
-        "markdown": markdown_path,
-        "junit": junit_path,
-        "sarif": sarif_path,
-        "json": json_path,
-    }
     if not any(outputs.values()) and not step_summary:
-        raise click.UsageError("nothing to render: give at least one of --html, --markdown, --junit, --sarif, --json.")
-    rep = _load_report(report_json)
+        raise click.UsageError("nothing to render: give at least one of " + ", ".join(f"--{f}" for f in outputs) + ".")
+    rep = read_report(report_json)
+    for fmt, path in outputs.items():
+        if path and rep.job not in get_format(fmt).jobs:
+            raise PrivgateError(f"--{fmt}: a {rep.job} report has no {fmt} form (it decides no checks).")
     inputs = [Named(Path(report_json), "the report being rendered")]
-    inputs += [
-        Named(Path(str(p)), f"an artefact of attack '{a.name}'")
-        for a in rep.attacks
-        for p in (a.extras.get("artefacts") if isinstance(a.extras.get("artefacts"), list) else [])
-    ]
-    check_outputs([Named(Path(p), f"the {FORMAT_NAMES[fmt]} (--{fmt})") for fmt, p in outputs.items() if p], inputs)
-    commit(render_reports(rep, rep, outputs))
+    if isinstance(rep, Report):
+        inputs += [
+            Named(Path(str(p)), f"an artefact of attack '{a.name}'")
+            for a in rep.attacks
+            for p in (a.extras.get("artefacts") if isinstance(a.extras.get("artefacts"), list) else [])
+        ]
+    check_outputs(planned(outputs), inputs)
+    commit(rendered(rep, outputs))
     for fmt, path in outputs.items():
         if path:
             click.echo(f"{fmt} report: {path}")
@@ -118,10 +61,10 @@ def report_outputs(report_json: str) -> int:
     """Print key=value lines for $GITHUB_OUTPUT: verdict, exit-code, counts, chosen epsilon."""
     from privgate.report.remediation import chosen_epsilon
 
-    rep = _load_report(report_json)
-    eps = chosen_epsilon(rep.remediation)
+    rep = read_report(report_json)
+    eps = chosen_epsilon(getattr(rep, "remediation", None))
     values = {
-        "verdict": rep.verdict,
+        "verdict": rep.verdict or "",
         "exit-code": rep.exit_code,
         "checks": len(rep.checks),
         "failed": sum(c.status == "fail" for c in rep.checks),

@@ -63,7 +63,7 @@ from privgate.dp.train import DPSettings, DPTraining, probe_private_training, tr
 from privgate.dp.utility import UtilityData, measure_utility, utility_data, utility_floor  # noqa: F401  (re-exported)
 from privgate.errors import PolicyError, RecipeError
 from privgate.executors import executor_for
-from privgate.gate import audit
+from privgate.gate import check_model
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
 from privgate.options import RunOptions
@@ -314,7 +314,7 @@ def remediate(
     probe_private_training(recipe, probe.x, probe.y, seed)  # a model Opacus cannot train is bad input, before any audit
     t0 = time.perf_counter()
     earlier = original.duration_s if original is not None else 0.0  # audited before this call
-    original = original or audit(target, data, policy, recipe=recipe, options=run)
+    original = original or check_model(target, data, policy, recipe=recipe, options=run)
     clock = _Clock(t0, time.perf_counter(), earlier)
     held_out = utility_data(data)
     orig_utility, orig_ci = measure_utility(target, held_out, policy.confidence)
@@ -394,7 +394,7 @@ def remediate(
             dp_recipe = DPRecipe.from_training(recipe, record, settings)
             dp_target = Target(model, source=f"<DP-SGD ε={eps:g}>", fmt="module", extra={"dp": record.to_dict()})
             artefacts = str(Path(run.artefacts_dir) / f"dp-eps-{eps:g}") if run.artefacts_dir else None
-            report = audit(
+            report = check_model(
                 dp_target,
                 data,
                 policy,

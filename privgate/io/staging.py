@@ -23,15 +23,6 @@ from privgate.io.atomic import make_parents, remove_empty, remove_stale, temp_na
 from privgate.io.guards import inside
 from privgate.report.model import Report
 
-#: How each report format is named in messages.
-FORMAT_NAMES = {
-    "json": "JSON report",
-    "junit": "JUnit report",
-    "sarif": "SARIF log",
-    "markdown": "Markdown summary",
-    "html": "HTML report",
-}
-
 
 class Staging:
     """A hidden folder where attacks save artefacts during the run, moved to ``final`` by :func:`commit`.
@@ -116,13 +107,9 @@ def render_reports(
     from ``staged`` (artefact paths in the staging folder, where the files are
     now; its captions use file names only); every other format from ``final``.
     """
-    from privgate.report import render
+    from privgate.report import render, title_of
 
-    return {
-        Path(p): (FORMAT_NAMES.get(fmt, f"{fmt} report"), render(staged if fmt == "html" else final, fmt))
-        for fmt, p in paths.items()
-        if p
-    }
+    return {Path(p): (title_of(fmt), render(staged if fmt == "html" else final, fmt)) for fmt, p in paths.items() if p}
 
 
 def commit(files: Mapping[Path, tuple[str, str | bytes]]) -> list[Path]:
@@ -143,4 +130,4 @@ def commit(files: Mapping[Path, tuple[str, str | bytes]]) -> list[Path]:
         ) from None
 
 
-__all__ = ["FORMAT_NAMES", "Staging", "commit", "render_reports"]
+__all__ = ["Staging", "commit", "render_reports"]

@@ -1,24 +1,73 @@
 """Report formats: a registry of writers, one file per format.
 
-A writer is ``fn(report: Report) -> str``; adding a format is adding a module
-and one ``register_format`` line, never editing the CLI.
+A format is registered once with :func:`register_format`: its name (which is
+also the CLI flag, ``--NAME PATH``), what its file is called in messages, the
+flag's help, and a writer ``fn(report, **options) -> str`` that reads the base
+of the report family (:class:`~privgate.report.model.BaseReport`), so it
+serves every job. A job whose report has more to show registers a writer of
+its own for a format (:func:`register_job_writer`: the HTML pages of the claim
+audits and federations); :func:`render` picks it. The CLI builds every
+command's output flags from this registry (:func:`formats_for`): adding a
+format is one module and one ``register_format`` line, never editing a command.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
-from privgate.report.model import AttackSummary, CheckResult, Report
+from privgate.report.model import AttackSummary, BaseReport, CheckResult, Report
 
-Writer = Callable[[Report], str]
-_FORMATS: dict[str, Writer] = {}
+Writer = Callable[..., str]
+
+#: Every job, as reports name it (:data:`privgate.report.model.Job`).
+ALL_JOBS = frozenset({"check", "harden", "audit-ldp", "audit-dpsgd", "fl-audit", "fl-simulate"})
+#: Jobs that decide a policy or a claim: the formats made of decided checks (JUnit, SARIF, Markdown) serve them.
+DECIDING_JOBS = ALL_JOBS - {"fl-simulate"}
 
 
-def register_format(name: str, writer: Writer) -> None:
-    _FORMATS[name] = writer
+@dataclass(frozen=True)
+class Format:
+    """One output format.
+
+    Attributes:
+        name: the format's name and CLI flag (``--junit``).
+        title: what its file is called in messages ("JUnit report").
+        help: the CLI flag's help text.
+        writer: ``fn(report, **options) -> str`` for any report of the family.
+        jobs: the jobs it serves.
+        by_job: writers of their own for some jobs (:func:`register_job_writer`).
+    """
+
+    name: str
+    title: str
+    help: str
+    writer: Writer
+    jobs: frozenset[str] = ALL_JOBS
+    by_job: dict[str, Writer | str] = field(default_factory=dict)
 
 
-def get_format(name: str) -> Writer:
+_FORMATS: dict[str, Format] = {}
+
+
+def register_format(name: str, writer: Writer, *, title: str, help: str, jobs: Iterable[str] = ALL_JOBS) -> None:  # noqa: A002
+    """Register ``writer`` as format ``name`` (and the CLI flag ``--name``) for ``jobs``."""
+    _FORMATS[name] = Format(name, title, help, writer, frozenset(jobs))
+
+
+def register_job_writer(name: str, job: str, writer: Writer | str) -> None:
+    """Let ``job``'s reports be written by ``writer`` in format ``name`` (instead of the format's own writer).
+
+    ``writer`` may be a ``"module:function"`` string, imported on first use (a job's
+    page may need libraries the other jobs never load).
+    """
+    _FORMATS[name].by_job[job] = writer
+
+
+def get_format(name: str) -> Format:
     return _FORMATS[name]
 
 
@@ -26,20 +75,87 @@ def available_formats() -> list[str]:
     return sorted(_FORMATS)
 
 
-def render(report: Report, fmt: str) -> str:
-    return _FORMATS[fmt](report)
+def formats_for(job: str) -> list[Format]:
+    """The formats that serve ``job``, in registration order (JSON first)."""
+    return [f for f in _FORMATS.values() if job in f.jobs]
 
 
-register_format("json", lambda r: r.to_json() + "\n")
+def title_of(name: str) -> str:
+    """How a format's file is called in messages: ``JSON report``, ``SARIF log`` …"""
+    f = _FORMATS.get(name)
+    return f.title if f is not None else f"{name} report"
+
+
+def render(report: BaseReport, fmt: str, **options: Any) -> str:
+    """``report`` in format ``fmt``; ``options`` go to writers that take them (the federation's ``attacker``)."""
+    f = _FORMATS[fmt]
+    writer = f.by_job.get(report.job, f.writer)
+    if isinstance(writer, str):
+        module, attr = writer.split(":")
+        writer = getattr(importlib.import_module(module), attr)
+    params = inspect.signature(writer).parameters
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    given = options if takes_all else {k: v for k, v in options.items() if k in params}
+    return writer(report, **given)
+
+
+register_format(
+    "json",
+    lambda r: r.to_json() + "\n",
+    title="JSON report",
+    help="Write the JSON report here (the versioned contract every other format can be rendered from).",
+)
 
 from privgate.report.html import render_html  # noqa: E402
 from privgate.report.junit import render_junit  # noqa: E402
 from privgate.report.markdown import render_markdown  # noqa: E402
 from privgate.report.sarif import render_sarif  # noqa: E402
 
-register_format("junit", render_junit)
-register_format("sarif", render_sarif)
-register_format("markdown", render_markdown)
-register_format("html", render_html)
+register_format(
+    "junit",
+    render_junit,
+    title="JUnit report",
+    help="Write a JUnit XML report (one testcase per check: failure = fail, error = inconclusive).",
+    jobs=DECIDING_JOBS,
+)
+register_format(
+    "sarif",
+    render_sarif,
+    title="SARIF log",
+    help="Write a SARIF 2.1.0 log (a result per failed or inconclusive check), for code scanning.",
+    jobs=DECIDING_JOBS,
+)
+register_format(
+    "markdown",
+    render_markdown,
+    title="Markdown summary",
+    help="Write a GitHub-flavoured Markdown summary (the job summary of the action).",
+    jobs=DECIDING_JOBS,
+)
+register_format(
+    "html", render_html, title="HTML report", help="Write a self-contained HTML report (charts, no network)."
+)
 
-__all__ = ["AttackSummary", "CheckResult", "Report", "available_formats", "get_format", "register_format", "render"]
+
+# the HTML pages of the claim audits and federations: their own figures
+register_job_writer("html", "audit-ldp", "privgate.audits.html:render_ldp_html")
+register_job_writer("html", "audit-dpsgd", "privgate.audits.html:render_dpsgd_html")
+register_job_writer("html", "fl-audit", "privgate.audits.federated.html:render_fl_html")
+register_job_writer("html", "fl-simulate", "privgate.audits.federated.html:render_fl_html")
+
+__all__ = [
+    "ALL_JOBS",
+    "AttackSummary",
+    "BaseReport",
+    "CheckResult",
+    "DECIDING_JOBS",
+    "Format",
+    "Report",
+    "available_formats",
+    "formats_for",
+    "get_format",
+    "register_format",
+    "register_job_writer",
+    "render",
+    "title_of",
+]

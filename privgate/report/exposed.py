@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from privgate.report.model import Report
+from privgate.report.model import BaseReport
 
 #: An attack "flags" a record when its score's FPR is at most this.
 FLAG_FPR = 0.01
@@ -39,9 +39,9 @@ def _pct(v: float) -> str:
     return f"{v:.2%}" if v < 0.1 else f"{v:.1%}"
 
 
-def view(report: Report) -> ExposedView | None:
+def view(report: BaseReport) -> ExposedView | None:
     """The exposed-records table of ``report``, or None when it has none."""
-    ex = report.exposed
+    ex = getattr(report, "exposed", None)  # only check/harden reports list exposed records
     if not ex or not ex.get("records"):
         return None
     lead = ex["attack"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from privgate.report.exposed import view as exposed_view
-from privgate.report.model import Report
+from privgate.report.jobs_markdown import job_section
+from privgate.report.model import BaseReport, Report
 from privgate.report.remediation import view as remediation_view
 from privgate.report.text import (
     attack_label,
@@ -40,19 +41,21 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
-def render_markdown(report: Report) -> str:
-    """The report as a GitHub-flavoured Markdown summary."""
+def _facts(report: BaseReport) -> list[str]:
+    """The line under the headline: what was audited, on what, and the run's provenance."""
+    if not isinstance(report, Report):
+        tgt = report.target
+        return [
+            f"{report.job}: `{tgt.get('path')}` ({tgt.get('format')})",
+            f"seed {report.environment.get('seed')}",
+            f"privgate {report.privgate_version}",
+            f"{report.duration_s:.1f} s",
+        ]
     pol = report.policy
     tgt = report.target
     data = report.data or {}
-    lines = [
-        f"## privgate {verdict_badge(report.verdict)} · policy `{pol.get('name')}`",
-        "",
-        f"**{report.summary}**",
-        "",
-    ]
     sha = tgt.get("sha256")
-    facts = [
+    return [
         f"target `{tgt.get('path')}` ({tgt.get('format')}{', sha256 `' + sha[:12] + '…`' if sha else ''})",
         f"{data.get('members', {}).get('n', '?')} members / {data.get('nonmembers', {}).get('n', '?')} non-members",
         f"{pol.get('sensitivity')}, release: {pol.get('release')}, {pol.get('confidence', 0.95):.1%} "
@@ -62,7 +65,18 @@ def render_markdown(report: Report) -> str:
         f"privgate {report.privgate_version}",
         f"{report.duration_s:.1f} s",
     ]
-    lines += [" · ".join(facts), ""]
+
+
+def render_markdown(report: BaseReport) -> str:
+    """The report as a GitHub-flavoured Markdown summary (any job: its own section after the checks)."""
+    what = "policy" if isinstance(report, Report) else "claim" if report.job.startswith("audit-") else "policy"
+    lines = [
+        f"## privgate {verdict_badge(report.verdict)} · {what} `{report.policy.get('name')}`",
+        "",
+        f"**{report.summary}**",
+        "",
+    ]
+    lines += [" · ".join(_facts(report)), ""]
     lines += [line for note in target_notes(report) for line in (note, "")]
 
     if report.checks:
@@ -93,7 +107,9 @@ def render_markdown(report: Report) -> str:
     else:
         lines += ["The policy requires no checks.", ""]
 
-    if report.attacks:
+    if not isinstance(report, Report):
+        lines += job_section(report, _table)
+    elif report.attacks:
         lines += ["### Attacks (evaluation split)", ""]
         rows = []
         for a in report.attacks:
@@ -124,7 +140,7 @@ def render_markdown(report: Report) -> str:
         lines += _table(exposed.header, exposed.rows)
         lines.append("")
 
-    rem = remediation_view(report)
+    rem = remediation_view(report) if isinstance(report, Report) else None
     if rem is not None:
         lines += ["### Remediation (DP-SGD)", ""]
         head = f"Chosen ε: **{rem.chosen_epsilon:g}**" if rem.chosen_epsilon is not None else "No ε was chosen."

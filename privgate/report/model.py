@@ -1,4 +1,14 @@
-"""The report: pydantic models whose JSON is privgate's versioned output contract.
+"""The report family: pydantic models whose JSON is privgate's versioned output contract.
+
+:class:`BaseReport` is what every job returns (check, harden, the LDP and
+DP-SGD claim audits, the federated audit and simulation): the job, the
+verdict and its summary line, the decided checks, what was audited (``target``)
+against what (``policy``: a policy, or the claim under audit), warnings, the
+run's provenance (``environment``) and its exit code. Each job's report
+extends it with typed sections (:class:`Report` for check/harden;
+:class:`privgate.audits.report.LdpAuditReport`, ``DpsgdAuditReport``;
+:class:`privgate.audits.federated.report.FederationReport`), so every format
+writer (:mod:`privgate.report`) that reads the base serves every job.
 
 ``schema_version`` changes only when a field is removed or changes meaning;
 new optional fields keep the version.
@@ -14,6 +24,13 @@ from pydantic import BaseModel, Field, field_validator
 SCHEMA_VERSION = 1
 
 Status = Literal["pass", "fail", "inconclusive"]
+
+#: The one verdict → exit-code map (README "exit codes"); ``None`` is a run that measured without deciding
+#: a policy (``privgate fl simulate``), which exits 0.
+EXIT_CODES: dict[str | None, int] = {"pass": 0, "fail": 1, "inconclusive": 3, None: 0}
+
+#: The jobs, as the ``job`` field of their reports names them.
+Job = Literal["check", "harden", "audit-ldp", "audit-dpsgd", "fl-audit", "fl-simulate"]
 
 
 def _finite(v: Any) -> Any:
@@ -102,17 +119,57 @@ class AttackSummary(BaseModel):
         return None if v is None else [_finite(x) for x in v]
 
 
-class Report(BaseModel):
-    """The whole outcome of ``privgate check``."""
+class BaseReport(BaseModel):
+    """What every job's report holds; the format writers read only this (and a job's own section when they know it).
+
+    Attributes:
+        job: which job produced it (:data:`Job`).
+        verdict: ``pass``, ``fail``, ``inconclusive``; ``None`` when no policy was decided (a simulation).
+        summary: the verdict line the console ends with.
+        policy: what the target was held to: the policy (name, source, sensitivity …) or, for a claim audit,
+            the claim (``{"name": "claimed ε = 4", "epsilon": 4, …}``).
+        target: what was audited: a model, a randomiser, a trainer, a federation (``path``, ``format``, …).
+        checks: the decided checks, one per policy check or claim.
+        environment: provenance (:func:`privgate.report.provenance.environment`): seed, threads, device, versions.
+    """
 
     schema_version: int = SCHEMA_VERSION
+    job: Job = "check"
     privgate_version: str
-    verdict: Status
+    verdict: Status | None
     summary: str
-    policy: dict[str, Any]
-    target: dict[str, Any]
+    policy: dict[str, Any] = Field(default_factory=dict)
+    target: dict[str, Any] = Field(default_factory=dict)
+    checks: list[CheckResult] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    started: str = ""
+    duration_s: float = 0.0
+
+    @field_validator("policy", "target", mode="before")
+    @classmethod
+    def _mapping(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+    @property
+    def exit_code(self) -> int:
+        """0 pass (or nothing decided), 1 fail, 3 inconclusive (:data:`EXIT_CODES`)."""
+        return EXIT_CODES[self.verdict]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> Any:
+        return cls.model_validate_json(text)
+
+
+class Report(BaseReport):
+    """The whole outcome of ``privgate check`` (and ``privgate harden``: the same report with ``remediation``)."""
+
+    job: Literal["check", "harden"] = "check"
+    verdict: Status
     data: dict[str, Any]
-    checks: list[CheckResult]
     attacks: list[AttackSummary]
     remediation: dict[str, Any] | None = None
     exposed: dict[str, Any] | None = Field(
@@ -121,17 +178,6 @@ class Report(BaseModel):
         "file, label, split, and per attack their score, rank and (fpr, tpr) point; `image` is an artefact path "
         "for image data.",
     )
-    warnings: list[str] = Field(default_factory=list)
-    environment: dict[str, Any]
-    started: str
-    duration_s: float
-
-    @property
-    def exit_code(self) -> int:
-        return {"pass": 0, "fail": 1, "inconclusive": 3}[self.verdict]
-
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2)
 
     @classmethod
     def from_json(cls, text: str) -> Report:

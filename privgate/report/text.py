@@ -12,7 +12,7 @@ import contextlib
 import math
 from typing import Any
 
-from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
+from privgate.report.model import AttackSummary, BaseReport, CheckResult, RatePoint, Report
 
 #: Attack statuses that mean "this attack never produced scores".
 NOT_RUN = ("unavailable", "skipped", "error")
@@ -106,25 +106,28 @@ def value_label(c: CheckResult) -> str:
     return f"{num(c.value)} {ci} ({c.confidence:.1%} {kind})".replace(".0%", "%") + (f" {fpr}" if fpr else "")
 
 
-def origin_label(c: CheckResult, report: Report | None) -> str:
+def origin_label(c: CheckResult, report: BaseReport | None) -> str:
     """``inherited from internal`` for a check of an extended policy; else empty."""
     if report is None or not c.policy or c.policy == report.policy.get("name"):
         return ""
     return f"inherited from {c.policy}"
 
 
-def attack_summary(report: Report | None, name: str) -> AttackSummary | None:
+def attack_summary(report: BaseReport | None, name: str) -> AttackSummary | None:
     if report is None:
+        return None
+    if not isinstance(report, Report):  # only check/harden reports have an attack table
         return None
     return next((a for a in report.attacks if a.name == name), None)
 
 
-def unavailable_reason(c: CheckResult, report: Report | None) -> str | None:
+def unavailable_reason(c: CheckResult, report: BaseReport | None) -> str | None:
     """Why the check's attack never ran (not implemented, not applicable, skipped), or None."""
     if c.attack == "best":
         if (
             report is not None
             and c.value is None
+            and isinstance(report, Report)
             and report.attacks
             and all(a.status in NOT_RUN for a in report.attacks)
         ):
@@ -136,19 +139,19 @@ def unavailable_reason(c: CheckResult, report: Report | None) -> str | None:
     return None
 
 
-def sizes_label(c: CheckResult, report: Report | None) -> str:
+def sizes_label(c: CheckResult, report: BaseReport | None) -> str:
     """Sample sizes behind the number: the evaluation split, and the whole audit set."""
     parts = []
     if c.n_members or c.n_nonmembers:
         parts.append(f"evaluation split {c.n_members} members / {c.n_nonmembers} non-members")
     if report is not None:
-        d = report.data
+        d = getattr(report, "data", None)
         with contextlib.suppress(KeyError, TypeError):
             parts.append(f"audit set {d['members']['n']} members / {d['nonmembers']['n']} non-members")
     return "; ".join(parts) if parts else "no samples"
 
 
-def check_message(c: CheckResult, report: Report | None = None) -> str:
+def check_message(c: CheckResult, report: BaseReport | None = None) -> str:
     """The full one-line message of a check, e.g. for a JUnit failure or a failed assertion.
 
     ``FAIL mia-accuracy: attack best → loss, metric accuracy = 0.912 [0.871, 0.945]
@@ -166,8 +169,8 @@ def check_message(c: CheckResult, report: Report | None = None) -> str:
     return f"{head} — check {body} — {missing or c.reason}"
 
 
-def verdict_badge(verdict: str) -> str:
-    return {"pass": "✅ PASS", "fail": "❌ FAIL", "inconclusive": "⚠️ INCONCLUSIVE"}[verdict]
+def verdict_badge(verdict: str | None) -> str:
+    return {"pass": "✅ PASS", "fail": "❌ FAIL", "inconclusive": "⚠️ INCONCLUSIVE"}.get(verdict or "", "ℹ️ MEASURED")
 
 
 def _rate(d: Any) -> str:
@@ -176,7 +179,7 @@ def _rate(d: Any) -> str:
     return f"{num(d.get('value'))} {interval(d.get('ci'))} (n = {d['n']})".replace("  ", " ")
 
 
-def target_accuracy(report: Report) -> str | None:
+def target_accuracy(report: BaseReport) -> str | None:
     """``target accuracy: members 0.993 [0.976, 0.999] (n = 300) · non-members …`` (privgate.inputs.sanity), or None."""
     acc = (report.target or {}).get("accuracy")
     if not isinstance(acc, dict):
@@ -186,7 +189,7 @@ def target_accuracy(report: Report) -> str | None:
     return f"target accuracy: members {_rate(acc.get('members'))} · non-members {_rate(acc.get('nonmembers'))}{level}"
 
 
-def target_notes(report: Report) -> list[str]:
+def target_notes(report: BaseReport) -> list[str]:
     """Facts about the target every format shows: its accuracy on both audit sets, how its outputs were read."""
     outputs = (report.target or {}).get("outputs")
     note = outputs.get("note") if isinstance(outputs, dict) else None

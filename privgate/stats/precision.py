@@ -1,11 +1,12 @@
-"""Attack precision, recall and F1 at a calibrated threshold, with intervals (the measures of seed 004's audit).
+"""Attack precision, recall and F1 at a calibrated threshold, with intervals (the measures of
+the federated audit of Gao 2024, University of Zurich).
 
 At the threshold that maximises TPR − FPR on the **calibration** split
 (:func:`privgate.stats.membership.balanced_accuracy`), the **evaluation**
 split gives TPR = TP/n₁ and FPR = FP/n₀. Precision depends on how many
 members there are among the candidates; it is reported at equal priors, the
 setting of balanced member/non-member sets (Shokri et al. 2017, arXiv
-1610.05820; seed 004's AP, where 0.5 is guessing), so it does not change with
+1610.05820; Gao's (2024, University of Zurich) AP, where 0.5 is guessing), so it does not change with
 the evaluation's own ratio:
 
     precision = TPR / (TPR + FPR),   recall = TPR,

@@ -1,7 +1,7 @@
 """How many threads privgate's numerical work may use, and holding every thread pool to it.
 
-The setting is a parameter (``--threads`` → :func:`privgate.api.audit_paths` →
-:func:`privgate.gate.audit` → :attr:`AttackContext.threads <privgate.attacks.base.AttackContext>`),
+The setting is a parameter (``--threads`` → :func:`privgate.api.check` →
+:func:`privgate.gate.check_model` → :attr:`AttackContext.threads <privgate.attacks.base.AttackContext>`),
 never read from the environment below the CLI.
 
 Why the default is one thread: training small models and fitting small

@@ -1,6 +1,6 @@
 """Federated-learning audits: who in a federation can infer whose training data, round by round.
 
-After seed 004 (a privacy audit component for decentralised federated
+After Gao 2024 (University of Zurich) (a privacy audit component for decentralised federated
 learning): every node's model is attacked, after every round, on every node's
 training data against held-out non-members, and the result is a matrix
 ``[round][attacker][victim]`` per attack and metric, compared across

@@ -1,6 +1,6 @@
 """Every node attacks every node: membership scores per round, attacker and row, and the metrics of each pair.
 
-Seed 004's audit launches its attacks from every participant against the
+Gao's (2024, University of Zurich) audit launches its attacks from every participant against the
 training data of every participant after every round. Here, after round r,
 the model of node a (the **attacker**'s model) scores every row; for a
 **victim** v the members are v's training rows and the non-members are
@@ -9,7 +9,7 @@ held-out rows no node trained on, drawn to match v's label mix
 members and non-members are split once (seeded, stratified) into a
 calibration and an evaluation half, the same for every round and attacker.
 
-The metric attacks of seed 004 reuse privgate's score functions
+The metric attacks of Gao 2024 (University of Zurich) reuse privgate's score functions
 (:mod:`privgate.attacks.threshold`): prediction correctness (Yeom et al.
 2018, arXiv 1709.01604), loss (Yeom et al. 2018), maximum confidence and
 prediction entropy (Salem et al. 2019, arXiv 1806.01246), modified entropy
@@ -42,7 +42,7 @@ from privgate.attacks.threshold import (
 )
 from privgate.audits.federated.split import matched_nonmembers
 
-#: Seed 004's metric attacks, in its order (PC, PL, PMC, PE, MCLE).
+#: Gao's (2024, University of Zurich) metric attacks, in its order (PC, PL, PMC, PE, MCLE).
 METRIC_ATTACKS: dict[str, type] = {
     "correctness": CorrectnessAttack,
     "loss": LossAttack,

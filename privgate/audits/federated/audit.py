@@ -22,7 +22,14 @@ from privgate.audits.federated.attacks import Victims
 from privgate.audits.federated.evaluate import evaluate, topology_result
 from privgate.audits.federated.manifest import Manifest, ManifestError
 from privgate.audits.federated.report import FederationReport
-from privgate.audits.federated.run import Audited, Outcome, Settings, Split, _environment, comparison_line
+from privgate.audits.federated.run import (
+    Audited,
+    FederationRun,
+    Settings,
+    Split,
+    comparison_line,
+    federation_environment,
+)
 from privgate.audits.federated.split import Distribution
 from privgate.audits.federated.topology import Topology, parse_topology
 from privgate.inputs.data import Dataset, load_dataset
@@ -83,7 +90,7 @@ def _rows(m: Manifest) -> tuple[np.ndarray, np.ndarray, Split]:
     return x, y, Split(shards, held, population, Distribution("given"))
 
 
-def audit(m: Manifest, settings: Settings | None = None, run: RunOptions | None = None) -> Outcome:
+def audit_checkpoints(m: Manifest, settings: Settings | None = None, run: RunOptions | None = None) -> FederationRun:
     """Attack every node's checkpoint of every round on every node's data (module docstring)."""
     from privgate.inputs.entrypoints import load_recipe
     from privgate.inputs.target import Target
@@ -122,18 +129,20 @@ def audit(m: Manifest, settings: Settings | None = None, run: RunOptions | None 
     )  # fmt: skip
     report = FederationReport(
         privgate_version=__version__,
+        job="fl-audit",
         kind="audit",
         source={"manifest": str(m.path), "name": m.spec.name, "rows": len(y), "holdout": len(split.holdout)},
+        target={"path": str(m.path), "format": "federation", "name": m.spec.name, "nodes": len(m.names)},
         attacks=list(settings.attacks),
         fpr=settings.fpr,
         confidence=settings.confidence,
         topologies=[result],
         summary=comparison_line([result]),
-        environment=_environment(run),
+        environment=federation_environment(run),
         started=started,
         duration_s=round(time.perf_counter() - t0, 3),
     )
-    return Outcome(report, [Audited(topo, ev, victims, result)], split, Dataset(x, y, str(m.path)))
+    return FederationRun(report, [Audited(topo, ev, victims, result)], split, Dataset(x, y, str(m.path)))
 
 
-__all__ = ["audit"]
+__all__ = ["audit_checkpoints"]

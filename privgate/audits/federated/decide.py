@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from privgate import stats
+from privgate.audits.federated.report import FederationReport
 from privgate.audits.federated.run import Audited
-from privgate.decision import EXCLUDED, Level, check_fields, decide, estimate
+from privgate.decision import EXCLUDED, Level, check_fields, decide, estimate, status_counts, strongest
 from privgate.policy import Check, Policy
 from privgate.report.model import CheckResult
 from privgate.report.text import sig
@@ -77,11 +78,12 @@ def decide_federated_check(check: Check, level: Level, fed: Audited) -> CheckRes
     if scope is None:
         return _inconclusive(check, level, k, "a check of one model: decided by `privgate check`, not on a federation")
     ev, names = fed.evaluation, list(fed.topology.labels)
-    ran = ev.attacks
-    cands = [a for a in ran if a in level.attacks or check.attack == "best"] if check.attack == "best" else []
-    if check.attack != "best":
-        if check.attack not in ran:
-            return _inconclusive(check, level, k, f"attack '{check.attack}' did not run on the federation")
+    ran = list(ev.attacks)
+    if check.attack == "best":  # every attack that ran on the federation competes (--attacks and those named)
+        cands = ran
+    elif check.attack not in ran:
+        return _inconclusive(check, level, k, f"attack '{check.attack}' did not run on the federation")
+    else:
         cands = [check.attack]
     if not cands:
         return _inconclusive(check, level, k, "no attack ran, so the strongest attack is unknown")
@@ -118,13 +120,8 @@ def decide_federated_check(check: Check, level: Level, fed: Audited) -> CheckRes
     bonferroni = {"alpha": level.alpha, "checks": k, "attacks": m, "pairs": len(chosen_pairs), "rounds": len(rounds)}
     if not deciding:
         return _inconclusive(check, level, k, f"no attack can be measured at FPR {check.fpr:g} on these pairs")
-    for status in ("fail", "inconclusive", "pass"):
-        hits = [d for d in deciding if d[0] == status]
-        if hits:
-            chosen = max(hits, key=lambda d: -math.inf if not math.isfinite(d[2].value) else d[2].value)
-            break
-    status, reason, est, (r, a, v, name) = chosen
-    counts = {s: sum(d[0] == s for d in deciding) for s in ("fail", "inconclusive", "pass")}
+    status, reason, est, (r, a, v, name) = deciding[strongest([(d[0], d[2]) for d in deciding])]  # type: ignore[index]
+    counts = status_counts(d[0] for d in deciding)
     worst = sorted(deciding, key=lambda d: -d[2].value if math.isfinite(d[2].value) else math.inf)[:5]
     where = f"{names[a]} → {names[v]}, round {r + 1}"
     text = (
@@ -172,6 +169,23 @@ def decide_federation(policy: Policy, fed: Audited) -> list[CheckResult]:
     return out
 
 
+def decide_report(report: FederationReport, policy: Policy, fed: Audited) -> FederationReport:
+    """The federated audit's report with the policy decided on ``fed``: checks, verdict, policy facts, summary."""
+    from privgate.decision import verdict_of
+    from privgate.report.provenance import policy_facts, summary_line
+
+    checks = decide_federation(policy, fed)
+    verdict = verdict_of(checks)
+    return report.model_copy(
+        update={
+            "checks": checks,
+            "verdict": verdict,
+            "policy": policy_facts(policy),
+            "summary": f"{summary_line(verdict, checks)} · {report.summary}",
+        }
+    )
+
+
 def has_federated_checks(policy: Policy) -> bool:
     return any(c.federated is not None for p in policy.chain() for c in p.checks)
 
@@ -183,4 +197,11 @@ def attacks_named(policy: Policy) -> list[str]:
     )
 
 
-__all__ = ["attacks_named", "decide_federated_check", "decide_federation", "has_federated_checks", "pairs"]
+__all__ = [
+    "attacks_named",
+    "decide_federated_check",
+    "decide_federation",
+    "decide_report",
+    "has_federated_checks",
+    "pairs",
+]

@@ -6,7 +6,7 @@ differential-privacy wrapper …) and delegates every method to it. In each
 round's ``aggregate_train`` it records
 
 * the global model the round produced (the wrapped strategy's aggregate — the
-  model every client holds after the round, the setting of seed 004 and of
+  model every client holds after the round, the setting of Gao 2024 (University of Zurich) and of
   ``privgate fl simulate``), and
 * each client's fitted parameters, exactly as the server received them in the
   client's reply (before aggregation),

@@ -1,6 +1,6 @@
 """HTML for the federated audit: one self-contained page (inline SVG, no scripts), in the style of the model report.
 
-Per topology, the figures of seed 004: a heatmap attacker × victim of the
+Per topology, the figures of Gao 2024 (University of Zurich): a heatmap attacker × victim of the
 headline metric in the final round; a heatmap victim × round for a chosen
 attacker; the topology drawn from a networkx layout; held-out accuracy per
 round. Above them the verdict (with a policy), the checks, and the topology

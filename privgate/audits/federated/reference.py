@@ -19,7 +19,7 @@ outside every reference model, so both attacks run **offline**:
 
 These reference models mimic a node's *local* training, not the federation's
 averaging, so against federated models they are an attacker's best guess, not
-a replication (seed 004, §6.3: shadow models lose their edge in FL).
+a replication (Gao 2024, §6.3: shadow models lose their edge in FL).
 """
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from privgate.report.model import CheckResult, Status
+from privgate.report.model import SCHEMA_VERSION, BaseReport, Status
 
-FL_SCHEMA_VERSION = 1
+FL_SCHEMA_VERSION = SCHEMA_VERSION
 
 Cube = list[list[list[float | None]]]
 
@@ -107,11 +107,13 @@ class TopologyResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class FederationReport(BaseModel):
-    """The outcome of ``privgate fl simulate`` or ``privgate fl audit``."""
+class FederationReport(BaseReport):
+    """The outcome of ``privgate fl simulate`` (``job: fl-simulate``) or ``privgate fl audit`` (``job: fl-audit``).
 
-    schema_version: int = FL_SCHEMA_VERSION
-    privgate_version: str
+    ``verdict`` is the policy's with ``--policy`` (its checks in ``checks``), else ``None``: measured, not decided.
+    """
+
+    job: Literal["fl-simulate", "fl-audit"] = "fl-simulate"
     kind: Literal["simulation", "audit"]
     source: dict[str, Any] = Field(description="Recipe and data (simulation) or the manifest (audit).")
     attacks: list[str]
@@ -120,19 +122,6 @@ class FederationReport(BaseModel):
     topologies: list[TopologyResult]
     verdict: Status | None = Field(default=None, description="With --policy: the policy's verdict.")
     summary: str = ""
-    policy: dict[str, Any] | None = None
-    checks: list[CheckResult] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)
-    environment: dict[str, Any] = Field(default_factory=dict)
-    started: str = ""
-    duration_s: float = 0.0
-
-    @property
-    def exit_code(self) -> int:
-        return {"pass": 0, "fail": 1, "inconclusive": 3, None: 0}[self.verdict]
-
-    def to_json(self) -> str:
-        return self.model_dump_json(indent=2)
 
     @classmethod
     def from_json(cls, text: str) -> FederationReport:

@@ -32,7 +32,7 @@ from privgate.inputs.data import Dataset
 from privgate.options import RunOptions
 from privgate.recipe import Recipe
 
-#: Seed 004's metric attacks run by default.
+#: Gao's (2024, University of Zurich) metric attacks run by default.
 DEFAULT_ATTACKS: tuple[str, ...] = tuple(METRIC_ATTACKS)
 
 
@@ -87,7 +87,7 @@ class Audited:
 
 
 @dataclass
-class Outcome:
+class FederationRun:
     """A whole run: the report and, per topology, what produced it."""
 
     report: FederationReport
@@ -114,21 +114,10 @@ def split_data(
     return Split(node_rows, held, population, dist)
 
 
-def _environment(run: RunOptions) -> dict[str, Any]:
-    from privgate.gate import environment
+def federation_environment(run: RunOptions) -> dict[str, Any]:
+    from privgate.report.provenance import environment
 
-    env = environment(run)
-    env["versions"]["networkx"] = _version("networkx")
-    return env
-
-
-def _version(pkg: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(pkg)
-    except metadata.PackageNotFoundError:
-        return None
+    return environment(run, libraries=("networkx",))
 
 
 def _scorer(
@@ -157,7 +146,7 @@ def simulate(
     settings: Settings | None = None,
     run: RunOptions | None = None,
     source: dict[str, Any] | None = None,
-) -> Outcome:
+) -> FederationRun:
     """Simulate the federation under each topology on one seeded split and attack every round (module docstring)."""
     settings = settings or Settings()
     run = run or RunOptions()
@@ -204,7 +193,15 @@ def simulate(
         fed.append(Audited(topo, ev, victims, result, traj))
     report = FederationReport(
         privgate_version=__version__,
+        job="fl-simulate",
         kind="simulation",
+        target={
+            "format": "simulated federation",
+            "recipe": recipe.name,
+            "data": data.source,
+            "nodes": nodes,
+            "rounds": rounds,
+        },  # fmt: skip
         source={
             **(source or {}),
             "rows": len(y),
@@ -217,11 +214,11 @@ def simulate(
         confidence=settings.confidence,
         topologies=[f.result for f in fed],
         summary=comparison_line([f.result for f in fed]),
-        environment=_environment(run),
+        environment=federation_environment(run),
         started=started,
         duration_s=round(time.perf_counter() - t0, 3),
     )
-    return Outcome(report, fed, split, data)
+    return FederationRun(report, fed, split, data)
 
 
 def _train_topology(
@@ -258,4 +255,13 @@ def _n(v: Any) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
 
-__all__ = ["DEFAULT_ATTACKS", "Audited", "Outcome", "Settings", "Split", "comparison_line", "simulate", "split_data"]
+__all__ = [
+    "DEFAULT_ATTACKS",
+    "Audited",
+    "FederationRun",
+    "Settings",
+    "Split",
+    "comparison_line",
+    "simulate",
+    "split_data",
+]

@@ -5,7 +5,7 @@ equal size, so every shard has about the same label mix.
 
 ``dirichlet:α``: the label-skewed non-IID split of Hsu, Qi & Brown (2019,
 "Measuring the effects of non-identical data distribution for federated
-visual classification", arXiv 1909.06335), used by seed 004 with α = 0.1: for
+visual classification", arXiv 1909.06335), used by Gao 2024 (University of Zurich) with α = 0.1: for
 every class c a vector q_c ~ Dir(α·1_N) gives the share of class c's rows that
 each node gets. Small α gives each node a few dominant classes and very
 different shard sizes; α → ∞ approaches ``iid``. A node left with fewer than

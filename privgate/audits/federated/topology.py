@@ -2,7 +2,7 @@
 
 Topologies of a decentralised federation (Beltrán et al. 2023, "Decentralized
 federated learning: fundamentals, state of the art, frameworks, trends, and
-challenges", arXiv 2211.08413), the ones seed 004's audit compares:
+challenges", arXiv 2211.08413), the ones Gao's (2024, University of Zurich) audit compares:
 
 * ``fully`` — every node aggregates with every other (the complete graph);
 * ``star`` — node 0 is the hub, every other node (a leaf) aggregates with it only;

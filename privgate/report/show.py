@@ -1,0 +1,37 @@
+"""The console view of any report of the family: the job's own printer, or only the verdict line with ``quiet``."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from rich.console import Console
+
+from privgate.report.model import BaseReport
+
+#: job -> "module:function" printing its report, ``fn(report, console[, verbose])``; imported on first use.
+PRINTERS: dict[str, str] = {
+    "check": "privgate.report.console:print_report",
+    "harden": "privgate.report.console:print_report",
+    "audit-ldp": "privgate.audits.console:print_ldp",
+    "audit-dpsgd": "privgate.audits.console:print_dpsgd",
+    "fl-audit": "privgate.audits.federated.console:print_federation",
+    "fl-simulate": "privgate.audits.federated.console:print_federation",
+}
+
+
+def show(report: BaseReport, console: Console, *, quiet: bool = False, verbose: bool = False, **_: Any) -> None:
+    """Print ``report``: its job's printer, or with ``quiet`` its summary line alone."""
+    if quiet:
+        console.print(report.summary, markup=False, highlight=False)
+        return
+    module, attr = PRINTERS[report.job].split(":")
+    printer = getattr(importlib.import_module(module), attr)
+    if "verbose" in inspect.signature(printer).parameters:
+        printer(report, console, verbose=verbose)
+    else:
+        printer(report, console)
+
+
+__all__ = ["PRINTERS", "show"]
