@@ -11,7 +11,7 @@ from cases import run_cli
 
 from privgate import decision, stats
 from privgate.policy import load_policy
-from privgate.report.model import CheckResult
+from privgate.report.model import EXIT_CODES, CheckResult
 
 
 def _check(case, model, policy="internal", *extra, json_path=None):
@@ -128,7 +128,7 @@ def test_decision_rules_on_one_interval(tmp_path):
         verdict = decision.verdict_of(
             [CheckResult(**_fields(check, policy), status=status, reason=reason, confidence=est.confidence)]
         )
-        return {"status": status, "reason": reason, "value": est.value, "ci": [est.lo, est.hi]}, EXIT[verdict]
+        return {"status": status, "reason": reason, "value": est.value, "ci": [est.lo, est.hi]}, EXIT_CODES[verdict]
 
     chk, _ = decide(0.5)
     value, (lo, hi) = chk["value"], chk["ci"]
@@ -145,10 +145,6 @@ def test_decision_rules_on_one_interval(tmp_path):
     # decided on the point estimate (no error control): pass and fail around the value
     assert decide(mid_high, "decision: point\n")[0]["status"] == "pass"
     assert decide(mid_low, "decision: point\n")[0]["status"] == "fail"
-
-
-#: what the CLI exits with for a verdict (docs/ci.md); the subprocess tests above check it for each verdict
-EXIT = {"pass": 0, "fail": 1, "inconclusive": 3}
 
 
 def _fields(check, policy) -> dict:
