@@ -8,6 +8,12 @@ model within its thresholds fails with probability at most 1 − confidence.
 
     python benchmarks/null_false_alarms.py --seeds 40 --n 200
 
+It asserts what tests/test_verdicts.py asserts on its few seeds, over all of
+them (the 20-seed sweep moved here from the test suite to keep ``make test``
+short): each policy's fail count is consistent with "fail rate ≤ 1 − confidence"
+(one-sided binomial test at level 0.01), `internal` passes all null models but
+at most 2, and `confidential` fails none.
+
 Also prints the same count for a well-generalising model audited on 5,000 +
 5,000 rows (``--generalising``), the case where `confidential` used to be
 impossible to pass.
@@ -23,6 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 import torch
+from scipy import stats as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -66,6 +73,7 @@ def main() -> None:
         print(
             f"{policy:<14}{conf:>11g}{c['fail']:>6}{c['inconclusive']:>14}{c['pass']:>6}{c['fail'] / args.seeds:>11.3f}"
         )
+    check_null_counts(counts, args.seeds)
     if args.generalising:
         w = generalising_world(work)
         for policy in LADDER:
@@ -79,6 +87,17 @@ def main() -> None:
                 cache_dir=str(work / "cache"),
             )
             print(f"generalising model, 5000 + 5000 rows, {policy}: {r.verdict} — {r.summary[:160]}")
+
+
+def check_null_counts(counts: dict[str, Counter], seeds: int) -> None:
+    """The false-alarm promise of every built-in policy, and that null models are not lumped as inconclusive."""
+    for policy in LADDER:
+        alpha = 1 - privgate.load_policy(policy).confidence
+        # one-sided binomial test of "fail rate ≤ α" at level 0.01: the count must be consistent with it
+        assert st.binom.sf(counts[policy]["fail"] - 1, seeds, alpha) > 0.01, (policy, dict(counts[policy]))
+    assert counts["internal"]["pass"] >= seeds - 2, dict(counts["internal"])
+    assert counts["confidential"]["fail"] == 0, dict(counts["confidential"])
+    print(f"asserted: fail counts consistent with 1 − confidence over {seeds} seeds; internal passes; confidential")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from privgate.errors import DataError
-from privgate.gate import check_model
 from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.inputs.entrypoints import load_recipe
 from privgate.inputs.target import Target
@@ -177,6 +176,8 @@ def check(
 
         return audit_text_paths(s, run)
     i = load_inputs(s, run.seed)
+    from privgate.gate import check_model  # scipy, scikit-learn: bad input exits 2 without them
+
     return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run)
 
 

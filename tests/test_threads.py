@@ -60,7 +60,13 @@ def test_sklearn_fits_are_held_to_threads(case, monkeypatch, threads, expected):
     assert report.environment["threads"] == expected
 
 
-def test_threads_flag_env_and_config_reach_the_report(case, tmp_path):
+def test_threads_flag_env_and_config_reach_the_report(case, tmp_path, monkeypatch):
+    """Flag over $PRIVGATE_THREADS over privgate.toml: the precedence through the click group in-process
+    (CliRunner, in tmp_path), the flag-over-environment case and the refused value as a user runs them."""
+    from click.testing import CliRunner
+
+    from privgate.cli import cli
+
     args = [
         "check",
         str(case.safe_ts),
@@ -73,10 +79,16 @@ def test_threads_flag_env_and_config_reach_the_report(case, tmp_path):
         "--json",
         "r.json",
     ]
+    monkeypatch.chdir(tmp_path)  # privgate.toml is found from the working directory
+    monkeypatch.delenv("PRIVGATE_THREADS", raising=False)
 
-    def threads(*extra, env=None) -> int:
-        r = run_cli(*args, *extra, cwd=tmp_path, env=env)
-        assert r.returncode == 0, r.stderr
+    def threads(*extra, env=None, subprocess=False) -> int:
+        if subprocess:
+            r = run_cli(*args, *extra, cwd=tmp_path, env=env)
+            assert r.returncode == 0, r.stderr
+        else:
+            res = CliRunner().invoke(cli, [*args, *extra], env=env, prog_name="privgate")
+            assert res.exit_code == 0, res.output
         return json.loads((tmp_path / "r.json").read_text())["environment"]["threads"]
 
     assert threads() == 1
@@ -84,6 +96,6 @@ def test_threads_flag_env_and_config_reach_the_report(case, tmp_path):
     (tmp_path / "privgate.toml").write_text("threads = 3\n")
     assert threads() == 3
     assert threads(env={"PRIVGATE_THREADS": "2"}) == 2  # the environment variable is the flag's default
-    assert threads("--threads", "1", env={"PRIVGATE_THREADS": "2"}) == 1
+    assert threads("--threads", "1", env={"PRIVGATE_THREADS": "2"}, subprocess=True) == 1
     bad = run_cli(*args, cwd=tmp_path, env={"PRIVGATE_THREADS": "0"})
     assert bad.returncode == 2 and "PRIVGATE_THREADS" in bad.stderr and "Traceback" not in bad.stderr
