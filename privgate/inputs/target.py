@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import pickle
 import warnings
 import zipfile
@@ -38,19 +37,12 @@ from privgate.errors import RecipeError, TargetError
 from privgate.inputs import outputs as _outputs
 from privgate.inputs.surface import QueryLog, Surface
 from privgate.inputs.targets.blackbox import BlackBox
+from privgate.io.digest import file_sha256
 from privgate.recipe import Recipe
 
 BATCH = 1024
 #: Rows a scikit-learn target scores at a time (a torch target's chunks are its BATCH-row forward batches).
 CHUNK = 65536
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _is_torchscript(path: Path) -> bool:
@@ -355,7 +347,7 @@ class Target:
             )
         if p.stat().st_size == 0:
             raise TargetError(f"{p}: the model file is empty.")
-        digest = _sha256(p)
+        digest = file_sha256(p)
         suffix = p.suffix.lower()
         if suffix == ".safetensors":
             return cls._from_state(p, cls._read_safetensors(p), recipe, "safetensors", digest)

@@ -21,7 +21,6 @@ shared runner gets by default (:mod:`privgate.training.threads`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +30,7 @@ import numpy as np
 from privgate.errors import TargetError
 from privgate.inputs import outputs as _outputs
 from privgate.inputs.targets.blackbox import BlackBox
+from privgate.io.digest import file_sha256
 
 Library = Literal["xgboost", "lightgbm"]
 
@@ -54,14 +54,6 @@ def sniff(path: Path) -> Library | None:
     if head.startswith(b"tree\nversion=") or head.startswith(b"tree\r\nversion="):
         return "lightgbm"
     return None
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def objective_kind(library: Library, objective: str, source: str) -> _outputs.Kind:
@@ -148,7 +140,7 @@ def load(path: Path, library: Library) -> BoostedModel:
     except Exception as exc:  # both libraries raise their own error types for damaged files
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
         raise TargetError(f"{path}: not a readable {library} model ({first}); the file may be truncated.") from None
-    return BoostedModel(library, booster, str(path), _sha256(path))
+    return BoostedModel(library, booster, str(path), file_sha256(path))
 
 
 __all__ = ["BINARY", "MULTI", "BoostedModel", "Library", "load", "margins", "objective_kind", "sniff"]

@@ -24,7 +24,6 @@ a torch model exported to ONNX gives the same numbers as its TorchScript.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -33,18 +32,11 @@ import numpy as np
 
 from privgate.errors import TargetError
 from privgate.inputs.targets.blackbox import BlackBox
+from privgate.io.digest import file_sha256
 
 #: onnxruntime's element types privgate feeds, as numpy dtypes.
 DTYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
 SCORES = re.compile(r"prob|logit|score|output_probability", re.IGNORECASE)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _is_float(type_: str) -> bool:
@@ -109,7 +101,7 @@ class OnnxModel(BlackBox):
         except Exception as exc:  # onnxruntime raises its own exception types for unreadable graphs
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
             raise TargetError(f"{path}: not a readable ONNX model ({first}).") from None
-        return cls(session, str(path), _sha256(path))
+        return cls(session, str(path), file_sha256(path))
 
     @property
     def row_shape(self) -> tuple[int | str | None, ...]:
