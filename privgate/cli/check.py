@@ -193,10 +193,11 @@ def check(
     MODEL is a checkpoint file, or a Hugging Face model directory (``save_pretrained``; a PEFT adapter on its
     base) audited on text records (.jsonl, .txt, .csv).
     """
+    from privgate.cli.outputs import rendered
     from privgate.inputs.config import find_config, load_config
     from privgate.io.artefacts import default_directory
     from privgate.io.guards import audit_inputs, check_outputs
-    from privgate.io.staging import Staging, commit, render_reports
+    from privgate.io.staging import Staging, commit
     from privgate.report.html import attach_images
     from privgate.report.show import show
 
@@ -314,7 +315,7 @@ def check(
         report = staging.relocate(staged)
         artefacts = staging.files()
         report = attach_images(report, artefacts)  # the HTML embeds what this run wrote; it never reads a path
-        files = render_reports(report, outputs)
+        files = rendered(report, outputs)
         files.update(model_files)
         files.update({path: ("attack artefact", data) for path, data in artefacts.items()})
         commit(files)

@@ -59,7 +59,11 @@ def planned(outputs: Mapping[str, str | None], flag: Callable[[str], str] | None
 
 
 def rendered(report: BaseReport, outputs: Mapping[str, str | None], **options: Any) -> dict[Path, tuple[str, str]]:
-    """``{path: (what, text)}`` for each format with a path."""
+    """``{path: (what, text)}`` for each format with a path.
+
+    The HTML report embeds only the images attached to ``report`` (:func:`privgate.report.html.attach_images`:
+    the bytes this run wrote); no writer reads a file a report names.
+    """
     return {Path(p): (title_of(fmt), render(report, fmt, **options)) for fmt, p in outputs.items() if p}
 
 

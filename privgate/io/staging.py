@@ -98,18 +98,6 @@ class Staging:
         return out
 
 
-def render_reports(report: Report, paths: Mapping[str, str | Path | None]) -> dict[Path, tuple[str, str]]:
-    """``{path: (what, text)}`` for each format with a path.
-
-    The HTML report embeds the images attached to ``report``
-    (:func:`privgate.report.html.attach_images`: the bytes this run wrote); no
-    writer reads a file a report names.
-    """
-    from privgate.report import render, title_of
-
-    return {Path(p): (title_of(fmt), render(report, fmt)) for fmt, p in paths.items() if p}
-
-
 def commit(files: Mapping[Path, tuple[str, str | bytes]]) -> list[Path]:
     """Write ``{path: (what, data)}`` all together, or nothing.
 
@@ -134,4 +122,4 @@ def commit(files: Mapping[Path, tuple[str, str | bytes]]) -> list[Path]:
         ) from None
 
 
-__all__ = ["Staging", "commit", "render_reports"]
+__all__ = ["Staging", "commit"]
