@@ -31,3 +31,27 @@ def case(tmp_path_factory):
     from cases import build_case
 
     return build_case(tmp_path_factory.mktemp("case"))
+
+
+def clinical_builder():
+    """The clinical-notes example's builder module (``examples/clinical_notes/build.py``)."""
+    import importlib.util
+
+    name = "clinical_build"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / "clinical_notes" / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def clinical(tmp_path_factory) -> Path:
+    """The clinical-notes example built with its test profile, once per session (per xdist worker).
+
+    ``base/`` (the public base model), ``memorised/`` and ``other/`` (fine-tuned on the members or on other
+    records), ``members.jsonl``/``nonmembers.jsonl`` and the canaries: every language-model test uses these.
+    """
+    return clinical_builder().build(tmp_path_factory.mktemp("clinical"), "test", seed=0)

@@ -7,31 +7,16 @@ Llama-style model trained from a seed on the CPU, no download.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from cases import run_cli
+from conftest import clinical_builder as _builder
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _builder():
-    spec = importlib.util.spec_from_file_location("clinical_build", ROOT / "examples" / "clinical_notes" / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.fixture(scope="session")
-def clinical(tmp_path_factory) -> Path:
-    """The example built with the test profile: base/, memorised/, other/, members/non-members, canaries."""
-    return _builder().build(tmp_path_factory.mktemp("clinical"), "test", seed=0)
 
 
 def _check(d: Path, model: str, tmp: Path, policy: str, *extra: str):
