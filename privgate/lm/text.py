@@ -176,11 +176,24 @@ class TextAudit:
                     f"{seen[t]}); an overlapping record makes every membership number wrong."
                 )
 
+    def _sets(self) -> list[tuple[str, TextSet | None]]:
+        return [("members", self.members), ("nonmembers", self.nonmembers), ("population", self.population)]
+
+    def fingerprint(self) -> str:
+        """SHA-256 over the members, non-members and population, as :meth:`privgate.inputs.data.AuditData.fingerprint`.
+
+        Two reports with the same fingerprint audited the same records, so ``privgate diff`` can compare their
+        numbers (:mod:`privgate.report.comparable`).
+        """
+        parts = [f"{role}:{s.sha256() if s is not None else '-'}" for role, s in self._sets()]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": "text"}
-        for name, s in (("members", self.members), ("nonmembers", self.nonmembers), ("population", self.population)):
+        for name, s in self._sets():
             if s is not None:
                 out[name] = {"n": len(s), "source": s.source, "sha256": s.sha256()}
+        out["sha256"] = self.fingerprint()
         return out
 
 
