@@ -175,6 +175,16 @@ class TextAudit:
                     f"{self.nonmembers.source}, line {n}: the record is also a member ({self.members.source}, line "
                     f"{seen[t]}); an overlapping record makes every membership number wrong."
                 )
+        if self.population is not None:
+            audit = {**{t: (self.nonmembers, n) for t, n in zip(self.nonmembers.texts, self.nonmembers.lines)}}
+            audit.update({t: (self.members, n) for t, n in zip(self.members.texts, self.members.lines)})
+            for t, n in zip(self.population.texts, self.population.lines):
+                if t in audit:
+                    other, m = audit[t]
+                    raise DataError(
+                        f"{self.population.source}, line {n}: the record is also in the audit data ({other.source}, "
+                        f"line {m}); population text must be neither a member nor a non-member."
+                    )
 
     def _sets(self) -> list[tuple[str, TextSet | None]]:
         return [("members", self.members), ("nonmembers", self.nonmembers), ("population", self.population)]
