@@ -337,7 +337,7 @@ def build(out: Path, profile: str = "demo", seed: int = 0) -> Path:
 
 
 #: How privgate fine-tunes the reference models of LiRA/RMIA (privgate.lm.recipe): LoRA on the public base.
-REFERENCE_RECIPE = """# the public base model, fine-tuned with LoRA adapters on population text (privgate check --recipe)
+REFERENCE_RECIPE = """# the public base model, fine-tuned with LoRA on population text (privgate check --recipe)
 base: base
 mode: lora
 lora: {{r: 4, alpha: 8, target_modules: [q_proj, v_proj]}}
