@@ -21,6 +21,8 @@ import unittest
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from privgate.lm.loading import is_model_dir  # a Hugging Face directory: audited by privgate.lm on text files
+
 if TYPE_CHECKING:
     from privgate.policy import Check, Policy
     from privgate.recipe import Recipe
@@ -167,15 +169,6 @@ def _plan(
     return name, attacks
 
 
-def _is_model_dir(model: Any) -> bool:
-    """Whether ``model`` names a Hugging Face model directory (a language model or text classifier)."""
-    from pathlib import Path
-
-    from privgate.lm.loading import is_model_dir
-
-    return isinstance(model, (str, Path)) and is_model_dir(model)
-
-
 def _target(model: Any, recipe: Any, trust_checkpoint: bool) -> Any:
     """The model as a :class:`privgate.Target` (loaded once, so the attack plan can see its capabilities)."""
     from privgate.api import as_recipe, as_target
@@ -227,11 +220,8 @@ def assert_mia_below(
     """Assert that membership inference against ``model`` stays under every bound given.
 
     Args:
-        model: an ``nn.Module`` returning logits, a checkpoint path, a fitted
-            scikit-learn classifier or a :class:`privgate.Target`; or a Hugging Face
-            model directory, audited on text files by the language-model attacks.
-        members, nonmembers: ``(x, y)`` arrays or tensors, files, or ``module:function``
-            (for a model directory: ``.jsonl``, ``.txt`` or ``.csv`` files of records).
+        model: an ``nn.Module``, a checkpoint, a scikit-learn classifier, a Target or a Hugging Face directory.
+        members, nonmembers: ``(x, y)`` arrays or tensors, files, or ``module:function``.
         accuracy: bound on the balanced attack accuracy (0.5 = guessing).
         auc: bound on the attack's ROC AUC.
         tpr_at_fpr: bound on the true-positive rate at false-positive rate ``fpr``.
@@ -251,13 +241,10 @@ def assert_mia_below(
     bounds = {"accuracy": accuracy, "auc": auc, "tpr_at_fpr": tpr_at_fpr, "advantage": advantage}
     if all(v is None for v in bounds.values()):
         raise TypeError("assert_mia_below: give at least one bound: accuracy=, auc=, tpr_at_fpr= or advantage=")
-    text_model = _is_model_dir(model)  # a Hugging Face directory audited on text files (privgate.lm)
-    target = model if text_model else _target(model, recipe, trust_checkpoint)
-    name, attacks = _plan(attack, recipe, attack_options, not text_model and target.white_box, population is not None)
-    if text_model and attack == "best":  # a language model's measurements are bounded by their own checks
-        from privgate.lm.family import MEASUREMENTS
-
-        attacks = {a: o for a, o in attacks.items() if a not in MEASUREMENTS}
+    text = (isinstance(model, str) or hasattr(model, "__fspath__")) and is_model_dir(model)
+    target = model if text else _target(model, recipe, trust_checkpoint)
+    name, attacks = _plan(attack, recipe, attack_options, not text and target.white_box, population is not None)
+    attacks = {a: o for a, o in attacks.items() if not text or a not in ("canary_exposure", "extraction")}
     checks = [
         Check(
             id=f"mia-{metric.replace('_', '-')}",
