@@ -72,6 +72,29 @@ def test_diff_refuses_lm_reports_of_different_audit_data(releases, tmp_path):
     assert "the reports audit different data (nonmembers sha256" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_diff_compares_exact_canary_exposure(clinical, tmp_path):
+    """An exposure computed by ranking every candidate has no sampling error: its change is exact."""
+    from privgate.api import check
+    from privgate.lm.options import TextOptions
+
+    policy = str(Path(__file__).resolve().parent.parent / "examples" / "clinical_notes" / "policy.yaml")
+    for name in ("memorised", "other"):
+        rep = check(
+            str(clinical / name),
+            policy,
+            str(clinical / "members.jsonl"),
+            str(clinical / "nonmembers.jsonl"),
+            text=TextOptions(canaries=str(clinical / "canaries.jsonl")),
+        )
+        (tmp_path / f"{name}.json").write_text(rep.to_json())
+    r, d = _diff(tmp_path / "other.json", tmp_path / "memorised.json", tmp_path)
+    assert r.returncode == 1, r.stderr
+    row = next(row for row in d["rows"] if row["id"] == "canary-exposure")
+    assert row["status"] == "regressed" and row["tolerance"] == 1.0 and row["method"].startswith("exact exposure")
+    assert row["base"]["value"] < 2 and row["new"]["value"] > 13 and row["change_ci"][0] == row["change_ci"][1]
+    assert row["change"] == pytest.approx(row["new"]["value"] - row["base"]["value"])
+
+
 USER_TESTS = """
 from pytest_privgate import assert_mia_below
 
