@@ -527,7 +527,11 @@ def test_action_on_a_language_model_fails_and_diffs_against_the_released_one(cli
     policy.write_text(LM_POLICY)
     data = {"members": str(clinical / "members.jsonl"), "nonmembers": str(clinical / "nonmembers.jsonl")}
     released = check(
-        str(clinical / "other"), str(policy), **data, text=TextOptions(reference_model=str(clinical / "base"))
+        str(clinical / "other"),
+        str(policy),
+        **data,
+        text=TextOptions(reference_model=str(clinical / "base")),
+        cache_dir=str(tmp_path / ".privgate-cache"),  # the action's run reads the base's scores from it
     )
     assert released.verdict == "pass"
     (tmp_path / "baseline.json").write_text(released.to_json())  # in process: the action's own run is the subject
@@ -548,6 +552,7 @@ def test_action_on_a_language_model_fails_and_diffs_against_the_released_one(cli
     assert run.outputs["verdict"] == "fail" and run.outputs["exit-code"] == "1"
     report = json.loads((tmp_path / run.outputs["report"]).read_text())
     assert report["target"]["kind"] == "causal_lm" and report["target"]["reference_model"] == str(clinical / "base")
+    assert report["target"]["reference_scores_from_cache"] is True  # the default cache folder, in the workspace
     ref = next(a for a in report["attacks"] if a["name"] == "reference_ratio")
     assert ref["status"] == "ran" and ref["auc_ci"][0] > 0.8
     assert report["checks"][0]["status"] == "fail" and report["checks"][0]["ci"][0] > 0.8
