@@ -21,6 +21,8 @@ import unittest
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from privgate.lm.loading import is_model_dir  # a Hugging Face directory: audited by privgate.lm on text files
+
 if TYPE_CHECKING:
     from privgate.policy import Check, Policy
     from privgate.recipe import Recipe
@@ -218,8 +220,7 @@ def assert_mia_below(
     """Assert that membership inference against ``model`` stays under every bound given.
 
     Args:
-        model: an ``nn.Module`` returning logits, a checkpoint path, a fitted
-            scikit-learn classifier or a :class:`privgate.Target`.
+        model: an ``nn.Module``, a checkpoint, a scikit-learn classifier, a Target or a Hugging Face directory.
         members, nonmembers: ``(x, y)`` arrays or tensors, files, or ``module:function``.
         accuracy: bound on the balanced attack accuracy (0.5 = guessing).
         auc: bound on the attack's ROC AUC.
@@ -240,8 +241,10 @@ def assert_mia_below(
     bounds = {"accuracy": accuracy, "auc": auc, "tpr_at_fpr": tpr_at_fpr, "advantage": advantage}
     if all(v is None for v in bounds.values()):
         raise TypeError("assert_mia_below: give at least one bound: accuracy=, auc=, tpr_at_fpr= or advantage=")
-    target = _target(model, recipe, trust_checkpoint)
-    name, attacks = _plan(attack, recipe, attack_options, target.white_box, population is not None)
+    text = (isinstance(model, str) or hasattr(model, "__fspath__")) and is_model_dir(model)
+    target = model if text else _target(model, recipe, trust_checkpoint)
+    name, attacks = _plan(attack, recipe, attack_options, not text and target.white_box, population is not None)
+    attacks = {a: o for a, o in attacks.items() if not text or a not in ("canary_exposure", "extraction")}
     checks = [
         Check(
             id=f"mia-{metric.replace('_', '-')}",

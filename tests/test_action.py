@@ -504,3 +504,67 @@ def test_regression_example_workflow_keeps_main_and_compares_pull_requests():
     assert "baseline/privgate-report.json" in gate["with"]["baseline"] and download["with"]["path"] == "baseline"
     referenced = set(re.findall(r"steps\.gate\.outputs\.([A-Za-z0-9_-]+)", REGRESSION_EXAMPLE.read_text()))
     assert referenced and referenced <= set(load_action()["outputs"])
+
+
+# --------------------------------------------------------------------------- a language model
+
+LM_POLICY = """name: lm-release
+sensitivity: internal
+release: api
+confidence: 0.95
+attacks: {lm_loss: {}, reference_ratio: {form: difference}}
+checks:
+  - {id: mia-auc, attack: best, metric: auc, max: 0.8}
+"""
+
+
+def test_action_on_a_language_model_fails_and_diffs_against_the_released_one(clinical, tmp_path):
+    """A Hugging Face directory and text files through the action; the baseline is the model in production."""
+    from privgate.api import check
+    from privgate.lm.options import TextOptions
+
+    policy = tmp_path / "lm-release.yaml"
+    policy.write_text(LM_POLICY)
+    data = {"members": str(clinical / "members.jsonl"), "nonmembers": str(clinical / "nonmembers.jsonl")}
+    released = check(
+        str(clinical / "other"),
+        str(policy),
+        **data,
+        text=TextOptions(reference_model=str(clinical / "base")),
+        cache_dir=str(tmp_path / ".privgate-cache"),  # the action's run reads the base's scores from it
+    )
+    assert released.verdict == "pass"
+    (tmp_path / "baseline.json").write_text(released.to_json())  # in process: the action's own run is the subject
+    run = run_action(
+        {
+            "model": str(clinical / "memorised"),
+            "policy": str(policy),
+            **data,
+            "threads": "1",
+            "args": f"--reference-model {clinical / 'base'}",
+            "reports-dir": "reports",
+            "baseline": "baseline.json",
+        },
+        tmp_path,
+    )
+    gate = run.step("Run the privacy gate")
+    assert gate.returncode == 0, gate.log
+    assert run.outputs["verdict"] == "fail" and run.outputs["exit-code"] == "1"
+    report = json.loads((tmp_path / run.outputs["report"]).read_text())
+    assert report["target"]["kind"] == "causal_lm" and report["target"]["reference_model"] == str(clinical / "base")
+    assert report["target"]["reference_scores_from_cache"] is True  # the default cache folder, in the workspace
+    ref = next(a for a in report["attacks"] if a["name"] == "reference_ratio")
+    assert ref["status"] == "ran" and ref["auc_ci"][0] > 0.8
+    assert report["checks"][0]["status"] == "fail" and report["checks"][0]["ci"][0] > 0.8
+    # exposed records are shown as text in every report a reviewer reads
+    assert '<testcase classname="privgate.lm-release" name="mia-auc"' in (tmp_path / run.outputs["junit"]).read_text()
+    assert (
+        json.loads((tmp_path / run.outputs["sarif"]).read_text())["runs"][0]["results"][0]["ruleId"] == "privgate/auc"
+    )
+    assert "Patient " in (tmp_path / run.outputs["markdown"]).read_text()
+    # the comparison with the released model: a regression proven beyond both reports' noise
+    assert run.outputs["regression"] == "true" and run.outputs["diff-exit-code"] == "1"
+    diff = json.loads((tmp_path / run.outputs["diff-report"]).read_text())
+    row = next(r for r in diff["rows"] if r["id"] == "reference_ratio")
+    assert row["status"] == "regressed" and row["change_ci"][0] > 0.2
+    assert run.step("Enforce the verdict").returncode == 1 and run.failed  # the verdict fails the job first

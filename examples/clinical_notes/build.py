@@ -18,7 +18,9 @@ Everything is made here, from a seed, on the CPU, with no download:
 
 ``python build.py OUT [--profile demo|test]`` writes OUT/{tokenizer is inside each model}
 ``base/``, ``memorised/``, ``other/``, ``members.jsonl``, ``nonmembers.jsonl``,
-``canaries.jsonl`` (inserted), ``fresh_canaries.jsonl`` (never inserted).
+``canaries.jsonl`` (inserted), ``fresh_canaries.jsonl`` (never inserted), ``population.jsonl`` (more records
+of the distribution, for the reference models of LiRA/RMIA) and ``reference_recipe.yaml`` (how privgate
+fine-tunes those: LoRA on ``base/``).
 The same profile and seed give the same files (one thread, seeded torch).
 """
 
@@ -49,13 +51,15 @@ class Profile:
     canary_repeats: int
     lr: float
     duplicated: int = 0  # members that appear `canary_repeats` times in the fine-tuning text (copy-pasted notes)
+    population: int = 200  # population records (reference models of LiRA/RMIA)
+    reference_epochs: int = 3  # epochs of a reference fine-tune (reference_recipe.yaml)
 
 
 PROFILES = {
     # ≈0.5M parameters; about a minute and a half of one CPU core
     "demo": Profile(128, 2, 4, 512, 200, 200, 150, 30, 10, 4, 10, 5e-3, 16),
     # the test suite's: a few seconds
-    "test": Profile(128, 1, 4, 384, 120, 120, 40, 30, 6, 2, 10, 5e-3, 12),
+    "test": Profile(128, 1, 4, 384, 120, 120, 40, 30, 6, 2, 10, 5e-3, 12, population=80, reference_epochs=2),
 }
 
 FIRST = [
@@ -323,7 +327,25 @@ def build(out: Path, profile: str = "demo", seed: int = 0) -> Path:
     _jsonl(out / "nonmembers.jsonl", [{"text": t} for t in nonmembers])
     _jsonl(out / "canaries.jsonl", inserted)
     _jsonl(out / "fresh_canaries.jsonl", fresh)
+    # population text for the reference models of LiRA/RMIA: more records of the same distribution, from their
+    # own generator (the files above stay as they were), none of them a member or a non-member
+    taken = set(records)
+    population = [r for r in make_records(p.population, random.Random(seed + 0x909)) if r not in taken]
+    _jsonl(out / "population.jsonl", [{"text": t} for t in population])
+    (out / "reference_recipe.yaml").write_text(REFERENCE_RECIPE.format(epochs=p.reference_epochs), encoding="utf-8")
     return out
+
+
+#: How privgate fine-tunes the reference models of LiRA/RMIA (privgate.lm.recipe): LoRA on the public base.
+REFERENCE_RECIPE = """# the public base model, fine-tuned with LoRA on population text (privgate check --recipe)
+base: base
+mode: lora
+lora: {{r: 4, alpha: 8, target_modules: [q_proj, v_proj]}}
+epochs: {epochs}
+learning_rate: 0.005
+batch_size: 16
+max_length: 128
+"""
 
 
 def build_classifier(out: Path, seed: int = 0, n: int = 120, epochs: int = 40) -> Path:

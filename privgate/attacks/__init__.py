@@ -30,6 +30,7 @@ from privgate.attacks import (
 )
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped, ThreatModel
 from privgate.lm.attacks import learned as lm_learned
+from privgate.lm.attacks import lira as lm_lira
 from privgate.lm.attacks import loss as lm_loss
 from privgate.lm.attacks import measures as lm_measures
 from privgate.lm.attacks import mink as lm_mink
@@ -54,6 +55,7 @@ MODULES = (
     lm_reference,
     lm_mink,
     lm_learned,
+    lm_lira,
     lm_measures,
 )
 

@@ -354,7 +354,8 @@ def _imported_project(planned: list[Named], recipe: str | None, data: list[str |
     from privgate.inputs.entrypoints import import_modules
     from privgate.io.guards import is_factory, refuse_imported
 
-    import_modules(recipe, [s for s in data if s and is_factory(s, base)], [base])
+    lm_recipe = recipe is not None and Path(recipe).suffix in (".yaml", ".yml")  # a file, no module to import
+    import_modules(None if lm_recipe else recipe, [s for s in data if s and is_factory(s, base)], [base])
     refuse_imported(planned)
 
 

@@ -133,7 +133,7 @@ def audit_inputs(
         data: ``{"members": spec, ...}``: files (relative to the working
             directory or to ``base``, as :func:`privgate.inputs.data.load_dataset`
             resolves them) or ``module:function`` factories.
-        recipe: ``module:attr``.
+        recipe: ``module:attr``, or a language model's recipe file (``.yaml``).
         config: the config file in use, if any.
         base: the config's folder (the working directory without one); module
             specs are searched there first, then in the working directory.
@@ -156,7 +156,9 @@ def audit_inputs(
             found.append(spec_file(spec, f"the {role} data factory", dirs))
         else:
             found += [Named(c, f"the {role} data") for c in candidates]
-    if recipe:
+    if recipe and Path(recipe).suffix in (".yaml", ".yml"):  # a language-model recipe file (privgate.lm.recipe)
+        found.append(Named(Path(recipe), "the recipe"))
+    elif recipe:
         found.append(spec_file(recipe, "the recipe", dirs))
     if config:
         found.append(Named(Path(config), "the config file"))

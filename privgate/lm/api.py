@@ -35,8 +35,15 @@ def check_lm(
     trust_checkpoint: bool = False,
     options: RunOptions | None = None,
     base: Path | None = None,
+    population: str | Path | None = None,
+    recipe: Any = None,
 ) -> Report:
-    """Audit the model directory ``model`` against ``policy`` on text files of members and non-members."""
+    """Audit the model directory ``model`` against ``policy`` on text files of members and non-members.
+
+    ``recipe`` (a language-model recipe file or :class:`~privgate.lm.recipe.LMRecipe`) and ``population`` (a
+    text file of records of the same distribution, neither members nor non-members) let privgate fine-tune the
+    reference models of LiRA and RMIA (:mod:`privgate.lm.references`).
+    """
     from privgate.api import as_policy
     from privgate.lm.gate import audit_lm
     from privgate.lm.loading import CAUSAL, load_model_dir
@@ -55,9 +62,14 @@ def check_lm(
         load_canaries(canaries)  # a bad canaries file: one sentence before the model is loaded
     lm = load_model_dir(model, base_model=_resolve(text.base_model, where), trust_checkpoint=trust_checkpoint)
     read = {"text_field": text.text_field, "text_column": text.text_column, "labelled": lm.kind != CAUSAL}
+    lm_recipe = _recipe(recipe, where) if lm.kind == CAUSAL else None
+    pop = None
+    if population is not None and lm.kind == CAUSAL:
+        pop = load_texts(_resolve(str(population), where), "population", **read)
     data = TextAudit(
         load_texts(_resolve(str(members), where), "members", **read),
         load_texts(_resolve(str(nonmembers), where), "non-members", **read),
+        pop,
     )
     if lm.kind != CAUSAL:
         from privgate.lm.classifier import audit_classifier
@@ -73,7 +85,33 @@ def check_lm(
                 f"{text.reference_model}: the reference model's tokenizer differs from the target's, so their "
                 "log-probabilities of a record are not comparable."
             )
-    return audit_lm(lm, data, pol, reference=reference, canaries=canaries, options=run, batch_size=text.batch_size)
+    return audit_lm(
+        lm,
+        data,
+        pol,
+        reference=reference,
+        canaries=canaries,
+        options=run,
+        batch_size=text.batch_size,
+        recipe=lm_recipe,
+    )
+
+
+def _recipe(recipe: Any, where: Path) -> Any:
+    """The language-model recipe given (a file or an :class:`LMRecipe`), or ``None``; anything else is bad input."""
+    if recipe is None:
+        return None
+    from privgate.errors import RecipeError
+    from privgate.lm.recipe import LMRecipe, is_lm_recipe, load_lm_recipe
+
+    if isinstance(recipe, LMRecipe):
+        return recipe
+    if not is_lm_recipe(recipe):
+        raise RecipeError(
+            f"{recipe}: a language model's recipe is a YAML file (base model and fine-tuning settings, "
+            "privgate.lm.recipe), not a Python recipe."
+        )
+    return load_lm_recipe(_resolve(str(recipe), where))
 
 
 def audit_text_paths(sources: Any, run: RunOptions) -> Report:
@@ -88,6 +126,8 @@ def audit_text_paths(sources: Any, run: RunOptions) -> Report:
         trust_checkpoint=sources.trust_checkpoint,
         options=run,
         base=base,
+        population=sources.population,
+        recipe=sources.recipe,
     )
 
 

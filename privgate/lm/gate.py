@@ -42,6 +42,8 @@ from privgate.lm.attacks.context import LMContext
 from privgate.lm.attacks.measures import MeasureInputs, Measurement
 from privgate.lm.family import lm_policy, skipped_attacks
 from privgate.lm.loading import LoadedLM
+from privgate.lm.references import ReferenceFactory
+from privgate.lm.score_cache import cached_score_texts, open_cache
 from privgate.lm.scoring import BATCH, score_texts
 from privgate.lm.text import TextAudit
 from privgate.options import RunOptions
@@ -162,26 +164,39 @@ def audit_lm(
     canaries: str | None = None,
     options: RunOptions | None = None,
     batch_size: int = BATCH,
+    recipe: Any = None,
 ) -> Report:
-    """Audit a causal language model against ``policy`` on records of text (module docstring)."""
+    """Audit a causal language model against ``policy`` on records of text (module docstring).
+
+    ``recipe`` (a :class:`privgate.lm.recipe.LMRecipe`) and ``data.population`` give LiRA and RMIA the
+    reference models privgate fine-tunes (:mod:`privgate.lm.references`).
+    """
     run = (options or RunOptions()).resolved()
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     device = run.device
     pooled = pool(data, run.seed)
-    translated = lm_policy(policy)
+    translated = lm_policy(policy, recipe is not None)
     with limit_threads(run.threads):
         lm.model.to(device)
         run.say(f"scoring {len(pooled.texts)} records")
         scores = score_texts(
             lm.model, lm.tokenizer, pooled.texts, context=lm.context, device=device, batch_size=batch_size
         )
-        ref_scores = None
+        ref_scores, cache = None, open_cache(run.cache)
         if reference is not None:
             reference.model.to(device)
             run.say("scoring the records with the reference model")
-            ref_scores = score_texts(
-                reference.model, lm.tokenizer, pooled.texts, context=lm.context, device=device, batch_size=batch_size
+            ref_scores, ref_cached = cached_score_texts(
+                reference.model,
+                lm.tokenizer,
+                pooled.texts,
+                digest=reference.sha256,
+                context=lm.context,
+                cache=cache,
+                device=device,
+                batch_size=batch_size,
+                moments=False,  # the attacks read the reference's log-probabilities only
             )
     short = np.flatnonzero(scores.n_tokens == 0)
     if len(short):
@@ -196,12 +211,23 @@ def audit_lm(
         scores=scores,
         reference=ref_scores,
         lm=lm,
+        fine_tuned=ReferenceFactory(
+            recipe,
+            data.population.texts if data.population is not None else None,
+            lm,
+            pooled.texts,
+            seed=run.seed,
+            device=device,
+            cache_dir=run.cache,
+            batch_size=batch_size,
+            progress=run.progress,
+        ),
     )
     measure_inputs = MeasureInputs(
         lm, data.members.texts, data.nonmembers.texts, canaries, device, run.seed, policy.confidence, batch_size
     )
     ran: dict[str, Ran] = {}
-    missing = skipped_attacks(policy)
+    missing = skipped_attacks(policy, recipe is not None)
     summaries = [
         AttackSummary(name=n, threat_model=threat_model_of(n), status="skipped", reason=why)
         for n, why in missing.items()
@@ -256,11 +282,18 @@ def audit_lm(
         "context": lm.context,
         **lm.extra,
         **({"reference_model": reference.source, "reference_sha256": reference.sha256} if reference else {}),
+        **({"reference_scores_from_cache": ref_cached} if reference else {}),
+        **({"recipe": recipe.describe()} if recipe is not None else {}),
     }
     described = data.describe()
     described["truncated"] = scores.truncated
     described["tokens"] = scores.tokens
-    warnings = [w for w in (shift_warning,) if w]
+    warnings = [w for w in (shift_warning,) if w] + list(
+        dict.fromkeys(
+            [*(cache.warnings if cache is not None else [])]
+            + [w for r in ran.values() for w in r.result.extras.get("cache_warnings", [])]
+        )
+    )
     if scores.truncated:
         warnings.append(
             f"{scores.truncated} of {len(pooled.texts)} records are longer than the model's context of "

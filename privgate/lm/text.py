@@ -175,12 +175,35 @@ class TextAudit:
                     f"{self.nonmembers.source}, line {n}: the record is also a member ({self.members.source}, line "
                     f"{seen[t]}); an overlapping record makes every membership number wrong."
                 )
+        if self.population is not None:
+            audit = {**{t: (self.nonmembers, n) for t, n in zip(self.nonmembers.texts, self.nonmembers.lines)}}
+            audit.update({t: (self.members, n) for t, n in zip(self.members.texts, self.members.lines)})
+            for t, n in zip(self.population.texts, self.population.lines):
+                if t in audit:
+                    other, m = audit[t]
+                    raise DataError(
+                        f"{self.population.source}, line {n}: the record is also in the audit data ({other.source}, "
+                        f"line {m}); population text must be neither a member nor a non-member."
+                    )
+
+    def _sets(self) -> list[tuple[str, TextSet | None]]:
+        return [("members", self.members), ("nonmembers", self.nonmembers), ("population", self.population)]
+
+    def fingerprint(self) -> str:
+        """SHA-256 over the members, non-members and population, as :meth:`privgate.inputs.data.AuditData.fingerprint`.
+
+        Two reports with the same fingerprint audited the same records, so ``privgate diff`` can compare their
+        numbers (:mod:`privgate.report.comparable`).
+        """
+        parts = [f"{role}:{s.sha256() if s is not None else '-'}" for role, s in self._sets()]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": "text"}
-        for name, s in (("members", self.members), ("nonmembers", self.nonmembers), ("population", self.population)):
+        for name, s in self._sets():
             if s is not None:
                 out[name] = {"n": len(s), "source": s.source, "sha256": s.sha256()}
+        out["sha256"] = self.fingerprint()
         return out
 
 

@@ -70,6 +70,8 @@ def check_estimate(c: CheckResult) -> tuple[dstats.Bounded | None, str, str | No
         tp, n1, fp, n0 = counts
         coef, const = (0.5, 0.5) if c.metric == "accuracy" else (1.0, 0.0)
         return dstats.Rates(tp, n1, fp, n0, coef, const), "MOVER with Clopper-Pearson TPR/FPR bounds", None
+    if c.metric == "exposure" and d.get("exact") is True and c.ci and c.ci[0] == c.ci[1] == c.value:
+        return dstats.Normal(float(c.value), 0.0), "exact exposure (every candidate ranked: no sampling error)", None
     if c.metric == "epsilon_lb" and counts:
         tp, n1, fp, n0 = counts
         delta = d.get("delta", c.delta if c.delta is not None else 1e-5)

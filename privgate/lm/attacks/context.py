@@ -24,12 +24,14 @@ class LMContext(AttackContext):
         scores: the target's :class:`TokenScores` of ``texts``.
         reference: the reference model's :class:`TokenScores` of ``texts`` (``--reference-model``), or ``None``.
         lm: the loaded target (:class:`privgate.lm.loading.LoadedLM`).
+        fine_tuned: the :class:`privgate.lm.references.ReferenceFactory` of LiRA and RMIA (``None``: none).
     """
 
     texts: list[str] = field(default_factory=list)
     scores: TokenScores | None = None
     reference: TokenScores | None = None
     lm: Any = None
+    fine_tuned: Any = None
 
 
 def lm_context(ctx: AttackContext, attack: str) -> LMContext:

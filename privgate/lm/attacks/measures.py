@@ -114,7 +114,8 @@ class CanaryExposure(Measurement):
             rep.confidence,
             len(rows),
             0,
-            details={"worst": rep.worst, "canaries": len(rows)},
+            # exact: every canary ranked among all its candidates, so the value has no sampling error (privgate diff)
+            details={"worst": rep.worst, "canaries": len(rows), "exact": all(r["method"] == "exact" for r in rows)},
         )
         notes = [
             f"{len(rows)} canaries from {inputs.canaries}; the largest exposure is canary {rep.worst}'s "

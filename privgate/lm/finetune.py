@@ -1,0 +1,379 @@
+"""Fine-tune a causal language model from its public base: plainly, or with DP-SGD (Opacus).
+
+:func:`finetune` is the one entry point. Without ``dp`` it is the ordinary
+fine-tune a team runs (AdamW, shuffled batches) — what the reference models of
+LiRA/RMIA need. With ``dp`` (:class:`DPFineTune`) it is DP-SGD (Abadi et al.
+2016, arXiv 1607.00133) on the LoRA adapters or on all weights, following Yu et
+al. 2022 ("Differentially private fine-tuning of language models", arXiv
+2110.06500) and Li et al. 2022 ("Large language models can be strong
+differentially private learners", arXiv 2110.05679):
+
+* the unit of privacy is one record (one line of the training text); each
+  record's loss is the mean of its tokens' next-token losses, so its gradient
+  is one per-example gradient, clipped to C;
+* records join each step by **Poisson sampling** with rate q = 1/⌈N/B⌉
+  (Opacus' ``DPDataLoader``), so the run is (σ, q, T) for the accountants of
+  :mod:`privgate.dp.accounting` — the same as a tabular DP-SGD run, and
+  composed the same way by the ε search;
+* per-example gradients: Opacus' hooks for LoRA (an adapter's gradient is
+  r·(d_in + d_out) numbers per record, small), ghost clipping for all weights
+  (Li et al. 2022: the norms without materialising the gradients) unless the
+  embeddings are tied to the output layer; modules without an Opacus grad
+  sampler (Llama's RMSNorm) get theirs from functorch.
+
+Training always starts from the recipe's public base model, never from a
+checkpoint under audit. The same seed gives the same model on the same kind of
+device (seeded LoRA initialisation, batch order or Poisson draws, noise and
+dropout); the global RNG state is restored afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from privgate.dp.train import DPSettings, DPTraining
+from privgate.errors import RecipeError
+from privgate.lm.recipe import LMRecipe
+
+
+@dataclass(frozen=True)
+class DPFineTune:
+    """DP-SGD settings of a fine-tune: Opacus' clipping, Poisson sampling and noise σ.
+
+    Attributes:
+        settings: epochs, expected batch size B (q = 1/⌈N/B⌉), clip norm C, δ,
+            accountant (:class:`privgate.dp.train.DPSettings`); its
+            ``grad_sample_mode`` is replaced by the recipe's.
+        noise_multiplier: σ, e.g. calibrated by :func:`privgate.dp.accounting.calibrate`
+            for a target ε (σ = 0: clipping only, ε = ∞).
+        target_epsilon: the ε σ was calibrated for (recorded only).
+        instrument: called with Opacus' DP optimiser and q before the first step
+            (the one-run audit hooks in here); ``None`` for a plain run.
+    """
+
+    settings: DPSettings
+    noise_multiplier: float
+    target_epsilon: float | None = None
+    instrument: Callable[[Any, float], None] | None = None
+
+
+@dataclass
+class FineTuneStats:
+    """What one fine-tune did.
+
+    Attributes:
+        mode: ``lora`` or ``full``; ``dp``: the DP-SGD record (``None`` for a plain fine-tune).
+        trainable_parameters: parameters trained (the adapters' with LoRA).
+        steps: optimiser steps; ``seconds``: training time (model loading excluded).
+        mean_loss: mean per-record loss of the last epoch's steps.
+    """
+
+    mode: str
+    n_train: int
+    epochs: int
+    steps: int
+    trainable_parameters: int
+    seconds: float
+    mean_loss: float
+    grad_sample_mode: str | None = None
+    dp: DPTraining | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "dp"}
+        out["seconds"] = round(self.seconds, 3)
+        out["mean_loss"] = round(self.mean_loss, 6)
+        out["dp"] = None if self.dp is None else self.dp.to_dict()
+        return out
+
+
+class SequenceLoss(nn.Module):
+    """Per-record next-token loss: the mean over a record's tokens; ``reduction`` over records (Opacus' slot).
+
+    ``labels`` are the input ids with padding set to −100; the loss at position
+    t predicts token t + 1.
+    """
+
+    def __init__(self, reduction: str = "mean") -> None:
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        pred, gold = logits[:, :-1].float(), labels[:, 1:]
+        tok = nn.functional.cross_entropy(pred.transpose(1, 2), gold.clamp_min(0), reduction="none")
+        keep = (gold != -100).to(tok.dtype)
+        per_record = (tok * keep).sum(1) / keep.sum(1).clamp_min(1.0)
+        if self.reduction == "none":
+            return per_record
+        return per_record.sum() if self.reduction == "sum" else per_record.mean()
+
+
+def load_base(recipe: LMRecipe) -> tuple[Any, Any]:
+    """(model, tokenizer) of the recipe's public base model, read locally (a pad token set if missing)."""
+    from privgate.lm.loading import load_model_dir
+
+    lm = load_model_dir(recipe.base)
+    return lm.model, lm.tokenizer
+
+
+def encode(tokenizer: Any, texts: Sequence[str], max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input ids, attention mask) of ``texts``, each truncated to ``max_length`` tokens, padded to the longest."""
+    ids = tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
+    width = max(len(i) for i in ids)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    x = torch.full((len(ids), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for r, row in enumerate(ids):
+        x[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[r, : len(row)] = 1
+    return x, mask
+
+
+def _trainable(recipe: LMRecipe, model: Any) -> Any:
+    """The model to train: LoRA adapters on the frozen base (seeded by the caller), or all weights."""
+    if recipe.mode == "full":
+        for p in model.parameters():
+            p.requires_grad_(True)
+        return model
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(
+        r=recipe.lora.r,
+        lora_alpha=recipe.lora.alpha,
+        lora_dropout=recipe.lora.dropout,
+        target_modules=list(recipe.lora.target_modules),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    try:
+        return get_peft_model(model, cfg)
+    except ValueError as exc:  # no module matches target_modules
+        raise RecipeError(f"{recipe.source}: field 'lora.target_modules': {str(exc).splitlines()[0][:200]}") from None
+
+
+def grad_sample_mode(recipe: LMRecipe, model: Any) -> str:
+    """The recipe's per-example gradient mode, ``auto`` resolved (module docstring)."""
+    if recipe.grad_sample_mode != "auto":
+        return recipe.grad_sample_mode
+    if recipe.mode == "lora":
+        return "hooks"
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    return "hooks" if tied else "ghost"
+
+
+def _trim(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch cut to its longest record (padding columns every record has cost time, change nothing)."""
+    width = int(mask.sum(1).max().item()) if len(mask) else 1
+    return x[:, : max(width, 2)], mask[:, : max(width, 2)]
+
+
+def _finish(recipe: LMRecipe, model: Any, merge: bool) -> Any:
+    """A plain, eval-mode model without Opacus' hooks: adapters merged when ``merge``."""
+    model.eval()
+    if recipe.mode == "lora" and merge:
+        model = model.merge_and_unload()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.eval()
+
+
+def finetune(
+    recipe: LMRecipe,
+    texts: Sequence[str],
+    *,
+    seed: int = 0,
+    device: str = "cpu",
+    dp: DPFineTune | None = None,
+    merge: bool = True,
+    base: tuple[Any, Any] | None = None,
+) -> tuple[Any, Any, FineTuneStats]:
+    """Fine-tune the recipe's public base model on ``texts``; deterministic for ``seed`` on one kind of device.
+
+    Args:
+        recipe: base model, LoRA or full, epochs, learning rate, batch size, max length.
+        texts: the training records (one record = one unit of privacy under DP).
+        seed: drives the LoRA initialisation, batch order (Poisson draws under DP), noise and dropout.
+        device: ``cpu`` or ``cuda[:i]``; the returned model is on the CPU.
+        dp: DP-SGD settings (:class:`DPFineTune`); ``None``: a plain fine-tune.
+        merge: return the adapters merged into the base (a plain ``transformers`` model); ``False``:
+            the PEFT model (for ``save_pretrained`` of the adapter alone).
+        base: an already-loaded ``(model, tokenizer)`` of ``recipe.base``, copied, never modified
+            (saves reloading it for K fine-tunes).
+
+    Returns:
+        ``(model, tokenizer, stats)``: the fine-tuned model in eval mode on the CPU, its tokenizer
+        (the base's), and :class:`FineTuneStats` (with the DP record under ``dp``).
+
+    Raises:
+        RecipeError: the recipe's LoRA targets match no module of the base, or no text to train on.
+    """
+    if not texts:
+        raise RecipeError(f"{recipe.source}: there is no text to fine-tune on.")
+    model, tokenizer = (copy.deepcopy(base[0]), base[1]) if base is not None else load_base(recipe)
+    dev = torch.device(device)
+    x, mask = encode(tokenizer, texts, recipe.max_length)
+    with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == "cuda" else []):
+        torch.manual_seed(int(seed))
+        model = _trainable(recipe, model)
+        model.to(dev)
+        params = [p for p in model.parameters() if p.requires_grad]
+        n_params = sum(p.numel() for p in params)
+        optimizer = torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
+        if dp is None:
+            steps, loss, seconds = _plain(recipe, model, optimizer, x, mask, seed, dev)
+            stats = FineTuneStats(recipe.mode, len(texts), recipe.epochs, steps, n_params, seconds, loss)
+        else:
+            stats = _private(recipe, model, optimizer, x, mask, seed, dev, dp, n_params)
+    model.to("cpu")
+    return _finish(recipe, model, merge), tokenizer, stats
+
+
+def _plain(
+    recipe: LMRecipe, model: Any, optimizer: Any, x: torch.Tensor, mask: torch.Tensor, seed: int, dev: torch.device
+) -> tuple[int, float, float]:
+    """Shuffled batches of ``recipe.batch_size``, AdamW on the mean per-record loss: (steps, last loss, seconds)."""
+    loss_fn = SequenceLoss()
+    g = torch.Generator().manual_seed(int(seed))
+    n, b = len(x), min(recipe.batch_size, len(x))
+    steps, losses, t0 = 0, [], time.perf_counter()
+    model.train()
+    for _ in range(recipe.epochs):
+        losses = []
+        order = torch.randperm(n, generator=g)
+        for start in range(0, n, b):
+            idx = order[start : start + b]
+            xb, mb = _trim(x[idx], mask[idx])
+            xb, mb = xb.to(dev), mb.to(dev)
+            loss = loss_fn(model(input_ids=xb, attention_mask=mb).logits, xb.masked_fill(mb == 0, -100))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+            steps += 1
+    model.eval()
+    return steps, float(sum(losses) / max(len(losses), 1)), time.perf_counter() - t0
+
+
+def _private(
+    recipe: LMRecipe,
+    model: Any,
+    optimizer: Any,
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    seed: int,
+    dev: torch.device,
+    dp: DPFineTune,
+    n_params: int,
+) -> FineTuneStats:
+    """DP-SGD with Opacus: Poisson batches, per-record clipping, Gaussian noise σ·C (module docstring)."""
+    from opacus import PrivacyEngine
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    from privgate.dp.accounting import Run, compose
+
+    s = dp.settings
+    mode = grad_sample_mode(recipe, model)
+    n = len(x)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(x, mask),
+        batch_size=min(s.batch_size, n),
+        generator=torch.Generator().manual_seed(int(seed)),
+    )
+    noise_gen = torch.Generator(device=dev).manual_seed(int(seed) + 0x5EED)
+    model.train()  # Opacus validates a module in training mode
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "secure RNG turned off": stated in the DP statement's caveats
+        engine = PrivacyEngine(accountant="rdp" if s.accountant == "rdp" else "prv")
+        wrapped = engine.make_private(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            criterion=SequenceLoss(),
+            noise_multiplier=float(dp.noise_multiplier),
+            max_grad_norm=s.max_grad_norm,
+            poisson_sampling=True,
+            noise_generator=noise_gen,
+            grad_sample_mode=mode,
+        )
+    if len(wrapped) == 4:  # ghost clipping wraps the loss too
+        module, dp_opt, criterion, dp_loader = wrapped
+    else:
+        (module, dp_opt, dp_loader), criterion = wrapped, SequenceLoss()
+    q = float(dp_loader.sample_rate)
+    if dp.instrument is not None:
+        dp.instrument(dp_opt, q)
+    t0 = time.perf_counter()
+    losses: list[float] = []
+    module.train()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        warnings.filterwarnings("ignore", message=".*Using a non-full backward hook.*")
+        for _ in range(s.epochs):
+            losses = []
+            with BatchMemoryManager(
+                data_loader=dp_loader,
+                max_physical_batch_size=recipe.max_physical_batch_size,
+                optimizer=dp_opt,
+            ) as batches:
+                for xb, mb in batches:
+                    if len(xb):
+                        xb, mb = _trim(xb, mb)
+                    xb, mb = xb.to(dev), mb.to(dev)
+                    dp_opt.zero_grad(set_to_none=True)
+                    loss = criterion(module(input_ids=xb, attention_mask=mb).logits, xb.masked_fill(mb == 0, -100))
+                    loss.backward()
+                    dp_opt.step()
+                    losses.append(float(loss.detach()) if len(xb) else math.nan)
+    seconds = time.perf_counter() - t0
+    module.eval()
+    history = list(engine.accountant.history)
+    steps = int(sum(h[2] for h in history))
+    sigma = float(dp_opt.noise_multiplier)
+    eps, used, note = math.inf, "none (σ = 0)", None
+    if sigma > 0:
+        comp = compose([Run(sigma, q, steps)], s.delta, s.accountant)
+        eps, used, note = comp.epsilon, comp.accountant, comp.note
+    record = DPTraining(
+        target_epsilon=dp.target_epsilon,
+        epsilon=eps,
+        delta=s.delta,
+        noise_multiplier=sigma,
+        max_grad_norm=s.max_grad_norm,
+        sample_rate=q,
+        steps=steps,
+        epochs=s.epochs,
+        batch_size=min(s.batch_size, n),
+        accountant=used,
+        n_train=n,
+        seconds=seconds,
+        accountant_note=note,
+        grad_sample_mode=mode,
+    )
+    module._close() if hasattr(module, "_close") else None  # remove Opacus' hooks from the wrapped model
+    finite = [v for v in losses if math.isfinite(v)]
+    return FineTuneStats(
+        recipe.mode, n, s.epochs, steps, n_params, seconds, sum(finite) / max(len(finite), 1), mode, record
+    )
+
+
+def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int, device: str = "cpu") -> float:
+    """Held-out perplexity: exp of the mean next-token loss over every token of ``texts`` (pooled over records)."""
+    import numpy as np
+
+    from privgate.lm.scoring import score_texts
+
+    s = score_texts(model, tokenizer, list(texts), context=max_length, device=device, moments=False)
+    total = float(np.sum([v.sum() for v in s.logprob]))
+    return float(math.exp(-total / max(s.tokens, 1)))
+
+
+__all__ = ["DPFineTune", "FineTuneStats", "SequenceLoss", "encode", "finetune", "load_base", "perplexity"]
