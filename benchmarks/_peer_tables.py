@@ -152,7 +152,7 @@ def _encode(spec: Spec) -> tuple[np.ndarray, np.ndarray, list[bool]]:
     return x, y, is_num + [False] * onehot.shape[1]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def parts(name: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``{"members": (x, y), "nonmembers": …, "population": …}`` of one table: x float32, y int64."""
     spec = TABLES[name]
