@@ -171,6 +171,8 @@ def run_art(a: Audit, kinds: tuple[str, ...], threads: int) -> list[Row]:
                 kind: str = kind,
             ) -> np.ndarray:
                 att = MembershipInferenceBlackBox(clf, input_type=input_type, attack_model_type=kind)
+                np.random.seed(a.seed + len(train))  # ART's rf has no random_state: seeded through numpy's global RNG
+                torch.manual_seed(a.seed + len(train))
                 tin, tout = train[train_members], train[~train_members]
                 att.fit(a.x[tin], a.y[tin], a.x[tout], a.y[tout])
                 p = np.asarray(att.infer(a.x[score], a.y[score], probabilities=True), dtype=np.float64)
