@@ -1,7 +1,8 @@
 """Attack strength at equal budget on three real tables: privgate vs IBM ART and Privacy Meter's RMIA configuration.
 
     pip install -e '.[bench]'                                     # adversarial-robustness-toolbox
-    OMP_NUM_THREADS=2 python benchmarks/attack_peers_tables.py --threads 2   # 212 s at 1 thread on the loaded 2-core machine
+    OMP_NUM_THREADS=1 python benchmarks/attack_peers_tables.py --threads 1   # 212 s on the loaded 2-core machine
+    OMP_NUM_THREADS=2 python benchmarks/attack_peers_tables.py --threads 2   # same numbers; on an idle machine only
     python benchmarks/attack_peers_tables.py --tables loans       # one table
     python benchmarks/attack_peers_tables.py --variants           # and the scoring variants tried (not adopted)
     python benchmarks/attack_peers_tables.py --art-nn             # add ART's neural-network attack model (slow)
