@@ -154,7 +154,7 @@ def prepare(work: Path, models: int) -> None:
 
 
 def check(work: Path, cache: Path, threads: int, report: str, profile: Path | None) -> tuple[float, dict, dict]:
-    """One ``privgate check`` in a fresh process: (wall seconds, the JSON report, the wrapper's timings)."""
+    """One ``privgate check`` in a fresh process: (wall seconds, the JSON report, the wrapper's timings + CPU)."""
     cli = [
         "check", "model.pt", "--policy", "policy.yaml", "--recipe", "recipe:RECIPE",
         "--members", "members.npz", "--nonmembers", "nonmembers.npz", "--population", "population.npz",
@@ -168,12 +168,20 @@ def check(work: Path, cache: Path, threads: int, report: str, profile: Path | No
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLD_START_PHASES": str(phases)}
     env.pop("PRIVGATE_CACHE_DIR", None)
     env.pop("PRIVGATE_THREADS", None)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _child_cpu()
     out = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _child_cpu() - c0
     if out.returncode not in (0, 1, 3):
         raise RuntimeError(f"privgate check failed (exit {out.returncode}):\n{out.stdout}\n{out.stderr[-3000:]}")
-    return wall, json.loads((work / report).read_text()), json.loads(phases.read_text())
+    return wall, json.loads((work / report).read_text()), {**json.loads(phases.read_text()), "cpu": cpu}
+
+
+def _child_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def breakdown(wall: float, report: dict, spent: dict) -> list[tuple[str, float]]:
@@ -211,7 +219,11 @@ def main() -> int:
         for r in range(args.repeat):
             before = load()
             runs.append((*check(work, work / f"cache{r}", args.threads, f"cold{r}.json", None), before, load()))
-            print(f"cold run {r + 1}: {runs[-1][0]:.1f} s (load average before {before}, after {runs[-1][4]})")
+            print(
+                f"cold run {r + 1}: {runs[-1][0]:.1f} s, {runs[-1][2]['cpu']:.1f} CPU s (load average before "
+                f"{before}, after {runs[-1][4]})",
+                flush=True,
+            )
         cold, report, spent, before, after = min(runs, key=lambda r: r[0])
         warm, warm_report, _ = check(work, work / "cache0", args.threads, "warm.json", None)
         x_shape = report["data"]["features"]
@@ -223,9 +235,15 @@ def main() -> int:
         )
         for a in report["attacks"]:
             if a.get("status") == "ran":
-                tpr = a.get("tpr_at_fpr", {})
-                print(f"  {a['name']}: AUC {a['auc']:.4f}, {a['models_trained']} models trained {tpr if tpr else ''}")
-        print(f"cold (empty cache): {cold:.1f} s (load average {before} before, {after} after)")
+                tpr = {p["fpr"]: p["tpr"] for p in a.get("tpr_at_fpr", [])}
+                print(
+                    f"  {a['name']}: AUC {a['auc']:.4f}, TPR at 1 % FPR {tpr.get(0.01, float('nan')):.4f}; "
+                    f"{a['models_trained']} models trained; {a['seconds']:.1f} s"
+                )
+        print(
+            f"cold (empty cache): {cold:.1f} s wall, {spent['cpu']:.1f} s CPU (load average {before} before, "
+            f"{after} after; {sum(a.get('models_trained', 0) for a in report['attacks'])} models trained)"
+        )
         for name, s in breakdown(cold, report, spent):
             print(f"  {name:<46} {s:7.1f} s")
         print(f"warm (cached models): {warm:.1f} s (verdict {warm_report['verdict']}; load average {load()})")
