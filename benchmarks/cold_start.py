@@ -123,6 +123,13 @@ WRAPPER = textwrap.dedent(
 
         engine.train_groups, Ensemble.output_batches = train_groups, output_batches
 
+    if "--threads" in sys.argv and int(sys.argv[sys.argv.index("--threads") + 1]) > 1:
+        try:
+            from privgate.cli.guard import passive_openmp
+        except ImportError:  # a privgate from before issue 24 (--before)
+            pass
+        else:
+            passive_openmp()  # what the CLI's --threads does before torch loads; importing the engine loads it now
     import privgate.training.engine  # noqa: the CLI imports it (and torch) for any reference-model attack
     patch()
     sys.argv = ["privgate", *sys.argv[1:]]
@@ -153,7 +160,9 @@ def prepare(work: Path, models: int) -> None:
     torch.save(net.state_dict(), work / "model.pt")
 
 
-def check(work: Path, cache: Path, threads: int, report: str, profile: Path | None) -> tuple[float, dict, dict]:
+def check(
+    work: Path, cache: Path, threads: int, report: str, profile: Path | None, root: Path = ROOT
+) -> tuple[float, dict, dict]:
     """One ``privgate check`` in a fresh process: (wall seconds, the JSON report, the wrapper's timings + CPU)."""
     cli = [
         "check", "model.pt", "--policy", "policy.yaml", "--recipe", "recipe:RECIPE",
@@ -165,7 +174,7 @@ def check(work: Path, cache: Path, threads: int, report: str, profile: Path | No
     if profile is not None:
         cmd = [sys.executable, "-m", "cProfile", "-o", str(profile), "wrapper.py", *cli]
     phases = work / f"{report}.phases"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLD_START_PHASES": str(phases)}
+    env = {**os.environ, "PYTHONPATH": str(root), "COLD_START_PHASES": str(phases)}
     env.pop("PRIVGATE_CACHE_DIR", None)
     env.pop("PRIVGATE_THREADS", None)
     t0, c0 = time.perf_counter(), _child_cpu()
@@ -209,6 +218,13 @@ def main() -> int:
     ap.add_argument("--models", type=int, default=16, help="LiRA's reference models (default 16)")
     ap.add_argument("--repeat", type=int, default=1, help="cold runs, each with a fresh cache (the fastest counts)")
     ap.add_argument("--profile", action="store_true", help="run one cold check under cProfile and print the top 30")
+    ap.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="another checkout of privgate (e.g. the commit before issue 24's changes): its cold check runs too, "
+        "alternating with this one, and the ratio is printed",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="privgate-cold-") as tmp:
         work = Path(tmp)
@@ -224,6 +240,17 @@ def main() -> int:
                 f"{before}, after {runs[-1][4]})",
                 flush=True,
             )
+            if args.before is not None:
+                b = check(work, work / f"before{r}", args.threads, f"before{r}.json", None, args.before.resolve())
+                same = [(a.get("auc"), a.get("tpr_at_fpr")) for a in b[1]["attacks"]] == [
+                    (a.get("auc"), a.get("tpr_at_fpr")) for a in runs[-1][1]["attacks"]
+                ]
+                print(
+                    f"  before ({args.before}): {b[0]:.1f} s, {b[2]['cpu']:.1f} CPU s: this checkout is "
+                    f"{b[0] / runs[-1][0]:.2f}x faster (wall), {b[2]['cpu'] / runs[-1][2]['cpu']:.2f}x (CPU); "
+                    f"attack AUCs and TPRs {'identical' if same else 'DIFFER'} (load average {load()})",
+                    flush=True,
+                )
         cold, report, spent, before, after = min(runs, key=lambda r: r[0])
         warm, warm_report, _ = check(work, work / "cache0", args.threads, "warm.json", None)
         x_shape = report["data"]["features"]
