@@ -199,7 +199,7 @@ def compare(recipe, x, y, masks, seeds, threads: int, device: str, repeat: int, 
         print(
             f"[{device}] {name:<10} ({kernel}): best {w:6.2f} s = {w / k * 1000:5.0f} ms per model; "
             f"{flops / w / 1e9:5.1f} GFLOP/s of wall time, {flops / c / 1e9:5.1f} GFLOP/s of CPU time"
-            + (f" ({flops / w / 1e9 / peak:.0%} of the GEMM peak)" if device == "cpu" else ""),
+            + (f" ({flops / c / 1e9 / peak:.0%} of the GEMM peak)" if device == "cpu" else ""),
             flush=True,
         )
     if device == "cpu":
@@ -213,10 +213,11 @@ def compare(recipe, x, y, masks, seeds, threads: int, device: str, repeat: int, 
         print(f"[{device}] for comparison, the vmap kernel: {w:6.2f} s (CPU {c:6.2f} s), {ratio:.2f}x sequential")
     target = GPU_TARGET if device == "cuda" else CPU_TARGET
     ratio, cpu_ratio = statistics.median(ratios), statistics.median(cpu_ratios)
+    judged = min(ratio, cpu_ratio)  # under load wall times swing either way; CPU time is this process's own work
     print(
-        f"goal [{device}]: vectorised >= {target:g}x sequential at {threads} thread(s): {ratio:.2f}x (median of "
-        f"{len(ratios)} rounds, wall time; {cpu_ratio:.2f}x in CPU time) — {'met' if ratio >= target else 'MISSED'} "
-        f"(load average {load()})",
+        f"goal [{device}]: vectorised >= {target:g}x sequential at {threads} thread(s): {judged:.2f}x (the lower of "
+        f"the medians over {len(ratios)} rounds: {ratio:.2f}x wall time, {cpu_ratio:.2f}x CPU time) — "
+        f"{'met' if judged >= target else 'MISSED'} (load average {load()})",
         flush=True,
     )
     net = recipe.build()
