@@ -78,3 +78,11 @@ def clinical(tmp_path_factory) -> Path:
     records), ``members.jsonl``/``nonmembers.jsonl`` and the canaries: every language-model test uses these.
     """
     return built_once(tmp_path_factory, "clinical", lambda d: clinical_builder().build(d, "test", seed=0))
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_dir(tmp_path_factory) -> Path:
+    """The character-level tiny LM of tests/tiny_lm.py, trained once per test session and saved."""
+    from tiny_lm import build_tiny_lm
+
+    return built_once(tmp_path_factory, "tiny-lm", build_tiny_lm)
