@@ -206,6 +206,16 @@ def run_attacks(
     summaries: list[AttackSummary] = []
     todo = policy.attacks_to_run()
     registry = available_attacks()
+    if recipe is not None:
+        from privgate.attacks.sharing import planned_models
+
+        served = {  # the attacks the loop below will not skip for the API's surface
+            name: o
+            for name, o in todo.items()
+            if name in registry
+            and (surface is None or registry[name].diagnostic or not surface.not_applicable(threat_model_of(name)))
+        }
+        ctx.planned_models = planned_models(served, registry, 0 if data.population is None else len(data.population))
     for i, (name, options) in enumerate(todo.items(), 1):
         threat = threat_model_of(name)
         why = None

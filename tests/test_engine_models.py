@@ -299,3 +299,37 @@ def test_grouped_kernel_declines_what_it_cannot_run(model, row, reason):
 
     layout, why = grouped.plan(model(), row)
     assert layout is None and reason in why
+
+
+def _conv_relu_maxpool() -> nn.Module:
+    """Issue 24's pattern, small: conv + BatchNorm + ReLU right before a max-pooling, then a linear layer.
+
+    No bias before BatchNorm: its gradient is rounding noise, which Adam would turn into lr-sized steps.
+    """
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(16 * 8 * 8, 3),
+    )  # fmt: skip
+
+
+def test_grouped_kernel_in_calls_of_fewer_models_trains_the_same_models(monkeypatch):
+    """ReLU moved after the max-pooling, channels-last gradients, 4 of 8 models per call: recipe.train's models.
+
+    One model's largest activation of a batch is 64 rows × 16·16·16 floats = 1 MiB, so the CPU default runs
+    4 models per call; with the limit raised, all 8 at once — the same numbers either way.
+    """
+    from privgate.training import grouped
+
+    x = np.random.default_rng(3).normal(size=(90, 1, 16, 16)).astype(np.float32)
+    recipe = Recipe(_conv_relu_maxpool, epochs=2, batch_size=64, lr=1e-2, optimizer="adam", name="conv-relu-pool")
+    masks, seeds = paired_masks(90, 8, seed=2), model_seeds(2, 8)
+    masks[7, :30] = False  # one model on fewer rows: a group of its own in the last step
+    assert grouped.models_per_call(recipe.build(), torch.as_tensor(x[:1]), 64, 8, "cpu") == 4
+    split = train_models(recipe, x, Y, masks, seeds, kernel="grouped")
+    monkeypatch.setattr(grouped, "CALL_BYTES", 1 << 30)
+    assert grouped.models_per_call(recipe.build(), torch.as_tensor(x[:1]), 64, 8, "cpu") == 8
+    whole = train_models(recipe, x, Y, masks, seeds, kernel="grouped")
+    assert (split.kernel, whole.kernel) == ("grouped", "grouped")
+    assert all(torch.equal(a[n], b[n]) for a, b in zip(split.states, whole.states) for n in a)
+    ref = [recipe.train(x[m], Y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
+    assert _max_diff(split.states, ref) < 1e-5

@@ -395,3 +395,18 @@ def test_threads_option_reaches_the_engine_and_the_report(tmp_path):
         and "Traceback" not in bad.stderr
     )
     assert run_cli(*args, "--threads", "0", cwd=tmp_path).returncode == 2
+
+
+def test_attacks_of_one_run_share_one_set_of_reference_models_with_or_without_a_cache(task, tmp_path):
+    """Shadow-4 first, then LiRA-8: the first trains the 8 the run needs and reads models 0-3 of them, LiRA
+    reads all 8 (before: 4 and then 8 more without a cache). The same numbers with a cache as without."""
+    target, members, nonmembers, population = task
+    data = _audit_data(members, nonmembers, population)
+    attacks = "loss: {}, shadow: {models: 4}, lira: {models: 8}"
+    off = check_model(target, data, policy(attacks), recipe=RECIPE, seed=0, cache_dir="off")
+    on = check_model(target, data, policy(attacks), recipe=RECIPE, seed=0, cache_dir=str(tmp_path))
+    for report in (off, on):
+        by = {a.name: a for a in report.attacks}
+        assert (by["shadow"].models_trained, by["lira"].models_trained) == (8, 0)
+        assert "this attack reads the first 4" in by["shadow"].notes[0]
+    assert [(a.auc, a.tpr_at_fpr) for a in off.attacks] == [(a.auc, a.tpr_at_fpr) for a in on.attacks]

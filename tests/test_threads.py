@@ -99,3 +99,29 @@ def test_threads_flag_env_and_config_reach_the_report(case, tmp_path, monkeypatc
     assert threads("--threads", "1", env={"PRIVGATE_THREADS": "2"}, subprocess=True) == 1
     bad = run_cli(*args, cwd=tmp_path, env={"PRIVGATE_THREADS": "0"})
     assert bad.returncode == 2 and "PRIVGATE_THREADS" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_more_than_one_thread_lets_openmp_sleep_unless_the_user_chose():
+    """--threads > 1 sets OMP_WAIT_POLICY=PASSIVE before torch loads OpenMP (spinning threads stall a busy
+    machine: benchmarks/cold_start.py); a user's own setting and a torch already loaded are left alone."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import os, sys\n"
+        "from privgate.cli.guard import passive_openmp\n"
+        "if sys.argv[1] == 'torch': import torch\n"
+        "passive_openmp()\n"
+        "print(os.environ.get('OMP_WAIT_POLICY'))\n"
+    )
+
+    def policy(when: str, **env: str) -> str:
+        base = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+        out = subprocess.run([sys.executable, "-c", probe, when], env={**base, **env}, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert policy("first") == "PASSIVE"
+    assert policy("first", OMP_WAIT_POLICY="ACTIVE") == "ACTIVE"
+    assert policy("torch") == "None"

@@ -59,6 +59,9 @@ class AttackContext:
     #: reference models trained earlier in this run, by their number: attacks asking for as many share them
     #: (:func:`privgate.attacks.reference.build_references`)
     ensembles: dict[int, Any] = field(default_factory=dict, repr=False)
+    #: the most reference models any attack of this run will ask for: the first to ask trains that many, and
+    #: every attack reads the first of them it needs (:mod:`privgate.attacks.sharing`); 0: each trains its own
+    planned_models: int = 0
 
     @property
     def seed(self) -> int:

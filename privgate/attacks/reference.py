@@ -282,28 +282,30 @@ def build_references(
         _check_recipe_matches(ctx)
     n = len(ctx.y)
     masks = paired_masks(n, k, ctx.seed)
-    seeds = model_seeds(ctx.seed, k)
-    ens = ctx.ensembles.get(k)
-    if ens is None and trees:
-        ens = train_trees(ctx.recipe, ctx.x, ctx.y, masks, seeds, threads=ctx.threads or 1)
-        ctx.ensembles[k] = ens
-    elif ens is None:
-        ens = train_ensemble(
-            ctx.recipe,
-            ctx.x,
-            ctx.y,
-            masks,
-            seeds,
-            cache_dir=ctx.run.cache,
-            threads=ctx.threads,
-            engine=ctx.run.engine,
-            device=ctx.device,
-            executor=executor_for(ctx.run),
-            models_per_task=ctx.run.models_per_task,
-        )
-        ctx.ensembles[k] = ens
-    else:  # the same models (same recipe, rows, masks and seeds) an earlier attack of this run has
-        ens = reused(ens, cached=ctx.run.cache is not None)
+    earlier = min((m for m in ctx.ensembles if m >= k), default=None)
+    if earlier is not None:  # the same models (same recipe, rows, masks and seeds) an earlier attack of this run has
+        ens = reused(ctx.ensembles[earlier].first(k), cached=ctx.run.cache is not None)
+    else:  # train as many as the run's attacks will ask for (privgate.attacks.sharing); this one reads the first k
+        most = max(k, ctx.planned_models)
+        every, seeds = paired_masks(n, most, ctx.seed), model_seeds(ctx.seed, most)
+        if trees:
+            ens = train_trees(ctx.recipe, ctx.x, ctx.y, every, seeds, threads=ctx.threads or 1)
+        else:
+            ens = train_ensemble(
+                ctx.recipe,
+                ctx.x,
+                ctx.y,
+                every,
+                seeds,
+                cache_dir=ctx.run.cache,
+                threads=ctx.threads,
+                engine=ctx.run.engine,
+                device=ctx.device,
+                executor=executor_for(ctx.run),
+                models_per_task=ctx.run.models_per_task,
+            )
+        ctx.ensembles[most] = ens
+        ens = ens.first(k)
     refs = References(
         inside=masks,
         ensemble=ens,
@@ -412,4 +414,6 @@ def cost_notes(refs: References) -> list[str]:
             f"thread{'s' if ens.threads != 1 else ''}"
             f", {ens.seconds:.1f} s)" + (f", {ens.cached} from the cache" if ens.cached else "")
         )
+        if ens.trained + ens.cached > len(ens):  # privgate.attacks.sharing
+            how += f" for this run's attacks, which share them; this attack reads the first {len(ens)}"
     return [how] + refs.notes

@@ -9,6 +9,7 @@ to see one for internal errors).
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -70,7 +71,22 @@ def cap_threads(ctx: click.Context, param: click.Parameter, value: int | None) -
         problem = threads_problem(value)
         if problem:
             raise click.BadParameter(problem + ".", ctx=ctx, param=param)
+        if value > 1:
+            passive_openmp()
     return value
+
+
+def passive_openmp() -> None:
+    """Let OpenMP's idle threads sleep instead of spinning, unless the user chose (``OMP_WAIT_POLICY``).
+
+    With more than one thread, torch's OpenMP threads spin between the many short parallel regions of
+    training; on cores that other processes also use, a spinning thread holds a core its partner needs,
+    and training a reference-model ensemble with 2 threads on a busy 2-core machine took 10-50x longer
+    than with 1 (``benchmarks/cold_start.py``). Sleeping threads cost a wake-up per region instead.
+    Read by OpenMP when it loads, so only before torch is imported (the CLI imports it after parsing).
+    """
+    if "OMP_WAIT_POLICY" not in os.environ and "torch" not in sys.modules:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 
 def err_console() -> Console:

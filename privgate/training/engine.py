@@ -162,7 +162,9 @@ def _train_vectorised(
         layout, why = grouped.plan(nets[0], tuple(x.shape[1:]))
         if layout is not None:
             why = grouped.mismatch(layout, nets[0], torch.as_tensor(x[: min(8, len(x))]))
-            forward = None if why else grouped.GroupedForward(layout)
+            if not why:
+                per_call = grouped.models_per_call(nets[0], xt[:1], int(recipe.batch_size), k, dev)
+                forward = grouped.GroupedForward(layout, per_call)
         if forward is None and kernel == "grouped":
             raise NotVectorisable(f"the grouped kernel cannot train this model: {why}")
     try:

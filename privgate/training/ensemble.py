@@ -68,6 +68,23 @@ class Ensemble:
     def __len__(self) -> int:
         return len(self.states)
 
+    def first(self, k: int) -> Ensemble:
+        """The first ``k`` models (all of them: ``self``), with what training them all cost.
+
+        Reference-model plans are prefix-stable (:mod:`privgate.attacks.sharing`),
+        so an attack asking for ``k`` models reads the first ``k`` of a larger
+        set. Kept outputs of those models come along.
+        """
+        if k >= len(self.states):
+            return self
+        import dataclasses
+
+        memo = self._outputs.get("x")
+        kept = {} if memo is None else {"x": (memo[0], memo[1], [m for m in memo[2] if m[0] < k])}
+        return dataclasses.replace(
+            self, states=self.states[:k], masks=self.masks[:k], seeds=self.seeds[:k], _outputs=kept
+        )
+
     def logits(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
         """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad, on :attr:`device`).
 

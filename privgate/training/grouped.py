@@ -12,7 +12,11 @@ running statistics (Ioffe & Szegedy 2015, arXiv 1502.03167); GroupNorm with
 as ``[K, B, F]``: a linear layer is one batched product ``x_k W_kᵀ + b_k``
 (``baddbmm``), LayerNorm normalises the last axis with model k's affine
 (Ba et al. 2016, arXiv 1607.06450). Dropout masks come from
-:class:`~privgate.training.dropout.DropoutPlan`, as for every kernel.
+:class:`~privgate.training.dropout.DropoutPlan`, as for every kernel. A ReLU
+right before a max-pooling runs after it instead: ``max`` commutes with a
+non-decreasing function, so the outputs are the same numbers, and so are the
+gradients (the same window element is selected, and ReLU's derivative at the
+maximum is the one at that element) — on a quarter of the values for 2×2 pooling.
 
 This is what ``vmap``'s batching rules do for these layers, written once in
 the layout the layers take natively, without the functional transforms'
@@ -46,6 +50,7 @@ POOLS = (
     nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d, nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d,
     nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d, nn.LPPool1d, nn.LPPool2d,
 )  # fmt: skip
+MAX_POOLS = (nn.MaxPool1d, nn.MaxPool2d)
 CONVS = (nn.Conv1d, nn.Conv2d)
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.GroupNorm, nn.LayerNorm)
 LAST_AXIS = (nn.Softmax, nn.LogSoftmax)  # outputs read as probabilities (privgate.inputs.outputs)
@@ -139,6 +144,42 @@ def plan(net: nn.Module, row_shape: tuple[int, ...]) -> tuple[Plan | None, str]:
     return Plan(tuple(layers), first), ""
 
 
+#: On the CPU, how many bytes one layer's activations of the models run in one call may take: about a core's
+#: L2 cache. K models' activations of a batch soon outgrow the caches, and then every per-channel layer
+#: (BatchNorm, ReLU, pooling, their backward passes) waits on memory. Measured on the 12×12 two-conv
+#: network of ``benchmarks/cnn_engine.py`` (4.7 MB per 4 models): 4 models per call took 0.85-0.9 of the
+#: CPU time of all 16 at once, 2 per call about the same as 4, 1 per call 1.3x.
+CALL_BYTES = 6 << 20
+#: The fewest models one call runs (when there are as many): one model per call loses the grouped layers' gain.
+MIN_PER_CALL = 4
+
+
+def models_per_call(net: nn.Module, rows: torch.Tensor, batch: int, k: int, device: str | torch.device) -> int:
+    """How many of the ``k`` models one forward pass of the kernel runs (:data:`CALL_BYTES`; all on a GPU).
+
+    The largest activation of ``net`` (a plain ``nn.Sequential``, as :func:`plan` requires) on one of
+    ``rows``, times ``batch`` rows, times 4 bytes, is one model's share. The result does not change a
+    model: every layer of the kernel keeps the models apart, and the loss is their sum.
+    """
+    import copy
+
+    from privgate.training.mlp import _leaves
+
+    if torch.device(device).type != "cpu" or k <= MIN_PER_CALL:
+        return k
+    largest = 0
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        h = rows[:1].cpu()
+        for _, m in _leaves(copy.deepcopy(net).eval()) or []:
+            h = m(h)
+            largest = max(largest, h.numel())
+    share = max(1, largest * batch * 4)
+    per_call = MIN_PER_CALL
+    while per_call < k and per_call * 2 * share <= CALL_BYTES:
+        per_call *= 2
+    return min(per_call, k)
+
+
 class GroupedForward:
     """The forward pass of G stacked models of one :class:`Plan` (see the module docstring).
 
@@ -147,8 +188,9 @@ class GroupedForward:
     [G, rows, …]}``) and the rows ``[G, rows, *row_shape]``; returns ``[G, rows, outputs]``.
     """
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, per_call: int = 0) -> None:
         self.plan = plan
+        self.per_call = per_call  # models per call (0: all; :func:`models_per_call`)
         self._ops: dict[type, Callable] = {
             nn.Conv1d: self._conv,
             nn.Conv2d: self._conv,
@@ -178,9 +220,14 @@ class GroupedForward:
         else:
             h = x
         state = {**params, **buffers}
-        for layer in self.plan.layers:
+        layers = self.plan.layers
+        for i, layer in enumerate(layers):
             kind = type(layer.module)
-            if kind in DROPOUTS:
+            if kind is nn.ReLU and i + 1 < len(layers) and isinstance(layers[i + 1].module, MAX_POOLS):
+                continue  # applied after the max-pooling, on fewer values (module docstring)
+            if isinstance(layer.module, MAX_POOLS) and i and type(layers[i - 1].module) is nn.ReLU:
+                h = F.relu(layer.module(h))
+            elif kind in DROPOUTS:
                 h = self._dropout(layer, h, masks.get(f"{layer.name}.mask"), g)
             elif kind in self._ops:
                 h = self._ops[kind](layer, h, state, g)
@@ -265,6 +312,12 @@ class GroupedForward:
     def _flatten(self, layer: Layer, h: torch.Tensor, state: dict[str, torch.Tensor], g: int) -> torch.Tensor:
         if layer.layout == FLAT:
             return h
+        if h.dim() == 4 and h.is_contiguous(memory_format=torch.channels_last) and not h.is_contiguous():
+            # [B, H, W, G·C] in memory → [G, B, C·H·W]: one copy, whose backward hands the layers before a
+            # channels-last gradient (a plain reshape's gives them NCHW, and each converts it back: two copies
+            # of the largest activation per step, and slower pooling, ReLU and BatchNorm backward passes)
+            b, gc, hh, ww = h.shape
+            return h.permute(0, 2, 3, 1).reshape(b, hh * ww, g, gc // g).permute(2, 0, 3, 1).reshape(g, b, -1)
         return h.reshape(h.shape[0], g, -1).transpose(0, 1)
 
     def _unflatten(self, layer: Layer, h: torch.Tensor, state: dict[str, torch.Tensor], g: int) -> torch.Tensor:

@@ -156,19 +156,30 @@ class StackedModel:
         ``idx``/``w`` are one step of :func:`privgate.training.plan.epoch_schedule`
         (CPU): model k's batch is its first ``L_k`` rows with ``w > 0`` (``L_k = 0``:
         it sits the step out). Models are run in groups of equal ``L_k`` on those
-        rows only, and their buffers (BatchNorm statistics) are updated in place.
+        rows only (the grouped kernel: at most its ``per_call`` models per call,
+        :func:`privgate.training.grouped.models_per_call`), and their buffers
+        (BatchNorm statistics) are updated in place.
         """
         lengths = batch_lengths(w)
         groups: dict[int, list[int]] = {}
         for k, n in enumerate(lengths):
             if n:
                 groups.setdefault(int(n), []).append(k)
+        per_call = (self._grouped.per_call if self._grouped is not None else 0) or self.k
+        calls = [(n, ms[i : i + per_call]) for n, ms in groups.items() for i in range(0, len(ms), per_call)]
+        pieces = self._pieces(p, [models for _, models in calls]) if len(calls) > 1 else {}
         loss = torch.zeros((), device=self.device)
         written: list[tuple[list[int], dict[str, torch.Tensor]]] = []
-        for n, models in groups.items():
+        for n, models in calls:
             every = len(models) == self.k
-            params = dict(zip(self.names, p if every else [t[models] for t in p]))
-            buffers = self.buffers if every else {name: b[models] for name, b in self.buffers.items()}
+            # the grouped kernel on consecutive models: views of the stacks (its BatchNorm updates them in place)
+            run = self._grouped is not None and models[-1] - models[0] + 1 == len(models)
+            sel = slice(models[0], models[-1] + 1) if run else models
+            if models[0] in pieces:
+                params = dict(zip(self.names, pieces[models[0]]))
+            else:
+                params = dict(zip(self.names, p if every else [t[sel] for t in p]))
+            buffers = self.buffers if every else {name: b[sel] for name, b in self.buffers.items()}
             rows = idx[models, :n].to(self.device, non_blocking=True)
             masks = self.dropout.masks(models, n, self.device)
             try:
@@ -186,7 +197,7 @@ class StackedModel:
             weights = w[models, :n].to(self.device, non_blocking=True).reshape(-1)
             flat = out.reshape(len(models) * n, *out.shape[2:])
             loss = loss + (outputs.nll(flat, self.y[rows].reshape(-1), self.kind, reduction="none") * weights).sum()
-            if not every:
+            if not every and not run:
                 written.append((models, buffers))
         grads = torch.autograd.grad(loss, p, allow_unused=True)
         with torch.no_grad():
@@ -194,6 +205,24 @@ class StackedModel:
                 for name, b in buffers.items():
                     self.buffers[name][sel] = b
         return [torch.zeros_like(t) if g is None else g for t, g in zip(p, grads)]
+
+    def _pieces(self, p: list[torch.Tensor], calls: list[list[int]]) -> dict[int, list[torch.Tensor]]:
+        """``{first model of a call: its parameters}`` from one ``split`` of each stack, when every call's models
+        are consecutive (else empty). One split's backward writes the gradient once; a slice per call would
+        allocate a zero gradient of the whole stack per call and add them up."""
+        if self._grouped is None or any(m[-1] - m[0] + 1 != len(m) for m in calls):
+            return {}
+        bounds, sizes, at = sorted((m[0], len(m)) for m in calls), [], 0
+        for first, size in bounds:
+            if first < at:
+                return {}
+            sizes += [first - at, size] if first > at else [size]
+            at = first + size
+        if at < self.k:
+            sizes.append(self.k - at)
+        split = [t.split(sizes) for t in p]
+        starts = np.cumsum([0, *sizes[:-1]]).tolist()
+        return {first: [s[starts.index(first)] for s in split] for first, _ in bounds}
 
     def states(self, p: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
         """One CPU ``state_dict`` per model: trained parameters ``p`` and the updated buffers."""
