@@ -16,6 +16,7 @@ in well under a second each on audit-sized tables.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,12 @@ class TreeEnsemble:
 
     def __len__(self) -> int:
         return len(self.boosters)
+
+    def first(self, k: int) -> TreeEnsemble:
+        """The first ``k`` boosters (all: ``self``); the plan is prefix-stable (:mod:`privgate.attacks.sharing`)."""
+        if k >= len(self.boosters):
+            return self
+        return dataclasses.replace(self, boosters=self.boosters[:k], masks=self.masks[:k], seeds=self.seeds[:k])
 
     def output_batches(self, x: np.ndarray, batch: int = 4096) -> Iterator[tuple[int, int, np.ndarray]]:
         """``(model k, first row, margins)`` of every booster on ``x``, ``batch`` rows at a time."""
