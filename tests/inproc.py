@@ -45,5 +45,19 @@ def render(report: Any, *formats: str) -> dict[str, str]:
     return {fmt: write(report, fmt) for fmt in formats or FORMATS}
 
 
+def console(report: Any, **kw: Any) -> str:
+    """The console view ``privgate check`` prints to stdout (:func:`privgate.report.show.show`), at ``COLUMNS=200``
+    as :func:`cases.run_cli` runs it; ``kw``: ``quiet=``, ``verbose=``."""
+    import io
+
+    from rich.console import Console
+
+    from privgate.report.show import show
+
+    buf = io.StringIO()
+    show(report, Console(file=buf, highlight=False, soft_wrap=True, width=200, emoji=False), **kw)
+    return buf.getvalue()
+
+
 def _spec(value: Any) -> Any:
     return str(value) if isinstance(value, Path) else value
