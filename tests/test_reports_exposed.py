@@ -6,8 +6,8 @@ import json
 import shutil
 import xml.etree.ElementTree as ET
 
-import numpy as np
 import inproc
+import numpy as np
 import pytest
 from cases import run_cli
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import textwrap
 
+import inproc
 import numpy as np
 import pytest
-import inproc
 import torch
 from cases import run_cli
 from torch import nn

@@ -7,9 +7,9 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import inproc
 import numpy as np
 import pytest
-import inproc
 import torch
 from cases import run_cli
 from sklearn.datasets import load_digits
