@@ -205,11 +205,11 @@ def _check(project, tmp_path, *flags: str, recipe: str = "recipes:CNN"):  # noqa
     return r, (json.loads(out.read_text()) if out.exists() else None)
 
 
-def _report(project, **run):  # noqa: ANN202
+def _report(project, model: str = "model.pt", recipe: str = "recipes:CNN", **run):  # noqa: ANN202
     """``_check``'s report built in process (inproc: the CLI's report, test_front_door.py), parsed back."""
     report = inproc.check(
-        project / "model.pt", str(project / "policy.yaml"), project / "members.npz", project / "nonmembers.npz",
-        recipe="recipes:CNN", search_dirs=(project,), **run,
+        project / model, str(project / "policy.yaml"), project / "members.npz", project / "nonmembers.npz",
+        recipe=recipe, search_dirs=(project,), **run,
     )  # fmt: skip
     return report, json.loads(inproc.render(report, "json")["json"])
 
@@ -236,8 +236,8 @@ def test_vectorised_engine_refuses_a_model_it_cannot_stack(project, tmp_path):
     line = r.stderr.strip()
     assert "\n" not in line and "Traceback" not in r.stderr
     assert "engine 'vectorised' cannot train this model: the model draws random numbers in training" in line
-    r_auto, rep = _check(project, tmp_path, recipe="recipes:NOISY")  # auto: one model after another, and says so
-    assert r_auto.returncode in (0, 1, 3), r_auto.stderr
+    r_auto, rep = _report(project, "noisy.pt", "recipes:NOISY")  # auto: one model after another, and says so
+    assert r_auto.exit_code in (0, 1, 3), r_auto.summary
     lira = next(a for a in rep["attacks"] if a["name"] == "lira")
     assert lira["extras"]["engine"] == "sequential"
     assert any("outside nn.Dropout layers" in n for n in lira["notes"])
