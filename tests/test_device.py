@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+import inproc
 import numpy as np
 import pytest
 import torch
@@ -204,10 +205,19 @@ def _check(project, tmp_path, *flags: str, recipe: str = "recipes:CNN"):  # noqa
     return r, (json.loads(out.read_text()) if out.exists() else None)
 
 
-def test_engines_give_the_same_report_and_say_which_ran(project, tmp_path):
-    r_vec, vec = _check(project, tmp_path, "--engine", "vectorised", "--device", "cpu")
-    r_seq, seq = _check(project, tmp_path, "--engine", "sequential")
-    assert r_vec.returncode == r_seq.returncode == 0, r_vec.stderr + r_seq.stderr
+def _report(project, model: str = "model.pt", recipe: str = "recipes:CNN", **run):  # noqa: ANN202
+    """``_check``'s report built in process (inproc: the CLI's report, test_front_door.py), parsed back."""
+    report = inproc.check(
+        project / model, str(project / "policy.yaml"), project / "members.npz", project / "nonmembers.npz",
+        recipe=recipe, search_dirs=(project,), **run,
+    )  # fmt: skip
+    return report, json.loads(inproc.render(report, "json")["json"])
+
+
+def test_engines_give_the_same_report_and_say_which_ran(project):
+    r_vec, vec = _report(project, engine="vectorised", device="cpu")
+    r_seq, seq = _report(project, engine="sequential")
+    assert r_vec.exit_code == r_seq.exit_code == 0, r_vec.summary + r_seq.summary
     lira = {rep["environment"]["engine"]: next(a for a in rep["attacks"] if a["name"] == "lira") for rep in (vec, seq)}
     assert (lira["vectorised"]["extras"]["engine"], lira["vectorised"]["extras"]["kernel"]) == ("vectorised", "grouped")
     assert (lira["sequential"]["extras"]["engine"], lira["sequential"]["extras"]["kernel"]) == ("sequential", "loop")
@@ -226,8 +236,8 @@ def test_vectorised_engine_refuses_a_model_it_cannot_stack(project, tmp_path):
     line = r.stderr.strip()
     assert "\n" not in line and "Traceback" not in r.stderr
     assert "engine 'vectorised' cannot train this model: the model draws random numbers in training" in line
-    r_auto, rep = _check(project, tmp_path, recipe="recipes:NOISY")  # auto: one model after another, and says so
-    assert r_auto.returncode in (0, 1, 3), r_auto.stderr
+    r_auto, rep = _report(project, "noisy.pt", "recipes:NOISY")  # auto: one model after another, and says so
+    assert r_auto.exit_code in (0, 1, 3), r_auto.summary
     lira = next(a for a in rep["attacks"] if a["name"] == "lira")
     assert lira["extras"]["engine"] == "sequential"
     assert any("outside nn.Dropout layers" in n for n in lira["notes"])

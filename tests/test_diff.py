@@ -1,7 +1,7 @@
 """``privgate diff BASE.json NEW.json`` on real report pairs, run as a user runs it.
 
 One generalising and one memorising MLP on the same 300 + 300 audit rows
-(``tests/cases.py``), each audited by ``privgate check`` in a subprocess:
+(the session ``case`` of ``tests/cases.py``), each audited as ``privgate check`` audits it (in process):
 the same model twice is no regression (exit 0), memorising after generalising
 is one (exit 1, naming the metric, the change, its interval and the p-value),
 and reports of different policies, data or schema cannot be compared (exit 2,
@@ -14,21 +14,16 @@ import json
 from pathlib import Path
 
 import pytest
-from cases import build_case, run_cli
+from cases import run_cli
 
 import privgate
 from privgate.report.diff import NotComparable, diff_reports
 from privgate.report.model import Report
 
 
-@pytest.fixture(scope="module")
-def case(tmp_path_factory):
-    return build_case(tmp_path_factory.mktemp("diff"))
-
-
 def _check(case, model: Path, out: Path, policy: str = "internal", nonmembers: Path | None = None) -> Path:
     """A report as ``privgate check MODEL --policy POLICY ... --json OUT`` writes it (in process: faster)."""
-    report = privgate.check(str(model), policy, str(case.members), str(nonmembers or case.nonmembers))
+    report = privgate.check(str(model), policy, str(case.members), str(nonmembers or case.nonmembers), cache_dir="off")
     out.write_text(report.to_json())
     return out
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+import inproc
 import numpy as np
 import pytest
 import torch
@@ -115,33 +116,21 @@ def test_a_sigmoid_output_is_flagged():
 # --------------------------------------------------------------------------- one logit
 
 
-def test_single_logit_model_fails_confidential_through_the_cli(tmp_path):
+def test_single_logit_model_fails_confidential_in_every_view(tmp_path):
     """A BCE-trained one-logit MLP that memorises flipped labels, audited with RMIA's reference models from a recipe."""
     (xm, ym), (xn, yn), (xp, yp) = binary_data(300, 1), binary_data(300, 2), binary_data(200, 3)
     torch.jit.save(torch.jit.script(bce_model(xm, ym)), str(tmp_path / "model.pt"))
     for name, (x, y) in (("members", (xm, ym)), ("nonmembers", (xn, yn)), ("population", (xp, yp))):
         np.savez(tmp_path / f"{name}.npz", x=x, y=y)
     (tmp_path / "bin_recipe.py").write_text(BINARY_RECIPE)
-    r = run_cli(
-        "check",
-        "model.pt",
-        "--policy",
-        "confidential",
-        "--members",
-        "members.npz",
-        "--nonmembers",
-        "nonmembers.npz",
-        "--population",
-        "population.npz",
-        "--recipe",
-        "bin_recipe:RECIPE",
-        "--json",
-        "r.json",
-        "--cache-dir",
-        "off",
-        cwd=tmp_path,
-    )
-    assert r.returncode == 1, r.stdout + r.stderr
+    # in process (inproc: the CLI's report and console view, test_front_door.py); the exit-2 test below runs the CLI
+    report = inproc.check(
+        tmp_path / "model.pt", "confidential", tmp_path / "members.npz", tmp_path / "nonmembers.npz",
+        population=str(tmp_path / "population.npz"), recipe="bin_recipe:RECIPE", search_dirs=(tmp_path,),
+    )  # fmt: skip
+    assert report.exit_code == 1, report.summary
+    (tmp_path / "r.json").write_text(inproc.render(report, "json")["json"], encoding="utf-8")
+    stdout = inproc.console(report)
     rep = json.loads((tmp_path / "r.json").read_text())
     status = {c["id"]: c["status"] for c in rep["checks"]}
     assert (
@@ -158,7 +147,7 @@ def test_single_logit_model_fails_confidential_through_the_cli(tmp_path):
     assert rmia["status"] == "ran" and rmia["models_trained"] == 4 and rmia["extras"]["kernel"] == "mlp"
     assert rmia["auc"] > 0.75 and rmia["auc_ci"][0] > 0.65
     assert not [w for w in rep["warnings"] if w.startswith("target sanity")]
-    assert "one logit per row" in r.stdout
+    assert "one logit per row" in stdout
 
 
 class SqueezedLogit(nn.Module):

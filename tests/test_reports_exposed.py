@@ -6,6 +6,7 @@ import json
 import shutil
 import xml.etree.ElementTree as ET
 
+import inproc
 import numpy as np
 import pytest
 from cases import run_cli
@@ -79,18 +80,19 @@ def test_every_format_shows_the_exposed_records(leaky_run):
     assert {x["level"] for x in notes} == {"note"}
 
 
-def test_exposed_zero_lists_none_and_a_passing_model_adds_no_sarif_notes(case, tmp_path):
-    r = _check(case, tmp_path, "--exposed", "0")
-    assert r.returncode == 1, r.stderr
-    rep = json.loads((tmp_path / "r.json").read_text())
-    assert rep["exposed"] is None and "Most exposed" not in (tmp_path / "r.markdown").read_text()
-    safe = tmp_path / "safe"
-    safe.mkdir()
-    r = _check(case, safe, model=case.safe_ts)
-    rep = json.loads((safe / "r.json").read_text())
-    assert rep["verdict"] == "pass", r.stdout
+def test_exposed_zero_lists_none_and_a_passing_model_adds_no_sarif_notes(case):
+    """The report's content, built in process (``inproc``: the CLI's report, see ``test_front_door.py``)."""
+    report = inproc.check(case.leaky_ts, "internal", case.members, case.nonmembers, exposed=0)
+    assert report.exit_code == 1
+    text = inproc.render(report, "json", "markdown")
+    rep = json.loads(text["json"])
+    assert rep["exposed"] is None and "Most exposed" not in text["markdown"]
+    report = inproc.check(case.safe_ts, "internal", case.members, case.nonmembers)
+    text = inproc.render(report, "json", "sarif")
+    rep = json.loads(text["json"])
+    assert rep["verdict"] == "pass", report.summary
     assert len(rep["exposed"]["records"]) == 10  # the default N
-    log = json.loads((safe / "r.sarif").read_text())
+    log = json.loads(text["sarif"])
     assert not [x for x in log["runs"][0]["results"] if x["ruleId"] == "privgate/exposed_record"]
 
 

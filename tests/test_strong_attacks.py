@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+import inproc
 import numpy as np
 import pytest
 import torch
@@ -338,7 +339,7 @@ def test_reference_attacks_are_skipped_without_a_recipe(task):
 
 
 def test_threads_option_reaches_the_engine_and_the_report(tmp_path):
-    """CLI: --threads N trains reference models with N threads and says so; a bad value in the config is exit 2."""
+    """--threads N trains reference models with N threads and says so; a bad value in the config is exit 2 (CLI)."""
     (tmp_path / "small_recipe.py").write_text(
         textwrap.dedent(
             """
@@ -381,9 +382,14 @@ def test_threads_option_reaches_the_engine_and_the_report(tmp_path):
         "--cache-dir",
         "cache",
     )
-    r = run_cli(*args, "--threads", "2", "--json", "report.json", cwd=tmp_path)
-    assert r.returncode in (0, 3), r.stdout + r.stderr
-    (rmia,) = json.loads((tmp_path / "report.json").read_text())["attacks"]
+    # the report's content in process (inproc: the CLI's report, test_front_door.py); the exits below are the CLI's
+    report = inproc.check(
+        tmp_path / "model.ts.pt", str(tmp_path / "p.yaml"), tmp_path / "members.npz", tmp_path / "nonmembers.npz",
+        population=str(tmp_path / "population.npz"), recipe="small_recipe:RECIPE", search_dirs=(tmp_path,),
+        cache_dir=str(tmp_path / "cache"), threads=2,
+    )  # fmt: skip
+    assert report.exit_code in (0, 3), report.summary
+    (rmia,) = json.loads(inproc.render(report, "json")["json"])["attacks"]
     assert (rmia["extras"]["threads"], rmia["extras"]["kernel"], rmia["extras"]["engine"]) == (2, "mlp", "vectorised")
     assert any("MLP kernel, 2 threads" in n for n in rmia["notes"])
     (tmp_path / "privgate.toml").write_text("threads = 0\n")

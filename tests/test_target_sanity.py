@@ -7,6 +7,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import inproc
 import numpy as np
 import pytest
 import torch
@@ -177,14 +178,19 @@ def test_wrongly_preprocessed_members_warn_in_every_format(digits, tmp_path):
     """Both sets mirrored: 34 % and 36 % on a 10-class model that is 100 % on its real training data."""
     model, members, nonmembers = digits
     _write(tmp_path, model, (_flip(members[0]), members[1]), (_flip(nonmembers[0]), nonmembers[1]))
-    r, rep = _check_all_formats(tmp_path)
+    # in process (inproc: the CLI's report, test_front_door.py); the test above runs the CLI itself
+    report = inproc.check(tmp_path / "model.pt", "internal", tmp_path / "members.npz", tmp_path / "nonmembers.npz")
+    text = inproc.render(report)
+    for fmt, name in (("markdown", "r.md"), ("html", "r.html"), ("junit", "r.xml"), ("sarif", "r.sarif")):
+        (tmp_path / name).write_text(text[fmt], encoding="utf-8")
+    stdout, rep = inproc.console(report), json.loads(text["json"])
     acc = rep["target"]["accuracy"]
     assert 0.30 < acc["members"]["value"] < 0.40 and 0.30 < acc["nonmembers"]["value"] < 0.40
     assert acc["members"]["ci"][1] < acc["trained_level"] and acc["p_members_above"] > 0.025
     assert rep["verdict"] == "pass"  # what the gate would have said without the warning
     (w,) = _sanity(rep["warnings"])
     assert "no more accurate on its members" in w and "preprocessed differently" in w
-    assert " ".join(w.split()) in " ".join(r.stdout.split())  # the console wraps long lines
+    assert " ".join(w.split()) in " ".join(stdout.split())  # the console wraps long lines
     assert md_text(w) in (tmp_path / "r.md").read_text()  # escaped for GitHub's Markdown
     assert "no more accurate on its members" in (tmp_path / "r.html").read_text()
     assert w in ET.parse(tmp_path / "r.xml").getroot().find("testsuite").find("system-err").text
