@@ -225,6 +225,10 @@ def harden(
     from privgate.dp.remediate import check_can_remediate, remediate
 
     s, run = _split(HardenSettings, settings, (policy, members, nonmembers), options, kw)
+    if isinstance(s.model, (str, Path)) and is_model_dir(s.model):  # a language model: DP fine-tuning (privgate.lm)
+        from privgate.lm.harden import harden_lm
+
+        return harden_lm(s, run)
     pol, rec = as_policy(s.policy), as_recipe(s.recipe, list(s.search_dirs))
     check_can_remediate(pol, rec)  # an unusable remediation setup fails before the model and data are loaded
     i = load_inputs(dataclasses.replace(s, policy=pol, recipe=rec), run.seed)

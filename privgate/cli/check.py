@@ -231,24 +231,36 @@ def check(
         raise click.UsageError(
             "the model is an endpoint: with --remediate, say where the hardened model goes (--output-model)."
         )
+    from privgate.lm.loading import is_model_dir
+
+    lm_out = remediate and is_model_dir(model_path)  # a language model: hardened into a new folder (privgate.lm)
     if remediate:
         from privgate.dp.hardened import default_output
+        from privgate.lm.hardened import default_output as lm_default
 
-        model_out = Path(output_model) if output_model else default_output(model_path)
+        model_out = Path(output_model) if output_model else (lm_default if lm_out else default_output)(model_path)
     population_spec, recipe_spec = pick("population", population), pick("recipe", recipe)
+    module_recipe = None if lm_out else recipe_spec  # a language model's recipe is a YAML file, no module
     inputs = audit_inputs(
         model=model_path,
         policy=policy_value,
-        recipe=recipe_spec,
+        recipe=module_recipe,
         config=cfg.path,
         base=base,
         data={"members": members_spec, "non-members": nonmembers_spec, "population": population_spec},
     )
     json_from = "--json" if json_typed is not None else f"'json' in {cfg.path}"
-    planned = _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None)
+    planned = _planned(
+        outputs, artefacts_dir, None if lm_out else model_out, json_from, artefacts_path is None, output_model is None
+    )
+    if lm_out and model_out is not None:
+        from privgate.lm.hardened import planned_output, recipe_inputs
+
+        planned.append(planned_output(model_out, output_model is None))
+        inputs += recipe_inputs(recipe_spec)
     check_outputs(planned, inputs)
     mlflow_plan = _mlflow_plan(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
-    _imported_project(planned, recipe_spec, [members_spec, nonmembers_spec, population_spec], base)
+    _imported_project(planned, module_recipe, [members_spec, nonmembers_spec, population_spec], base)
     from privgate.api import check as run_check  # torch: imported after the cheap checks above
     from privgate.api import harden as run_harden
     from privgate.options import RunOptions
