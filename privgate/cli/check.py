@@ -126,10 +126,11 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option(
     "--output-model",
     "output_model",
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="With --remediate: where the hardened model goes (TorchScript; the state_dict beside it as "
     "NAME.state_dict.pt, its model card with the DP statement as NAME.card.md). "
-    "Default: MODEL.hardened.pt next to the input.",
+    "Default: MODEL.hardened.pt next to the input. A language model (a model directory) is written as a new "
+    "save_pretrained folder, default MODEL_DIR.hardened; an existing one is never overwritten.",
 )
 @click.option(
     "--mlflow",
