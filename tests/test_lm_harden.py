@@ -95,7 +95,7 @@ def _secret_logprob(model_dir: Path, clinical: Path) -> float:
 
 
 def test_harden_memorised_lm_writes_dp_model_with_statement(clinical, tmp_path):
-    policy, recipe = _files(tmp_path, clinical)
+    policy, recipe = _files(tmp_path, clinical, extra="  max_perplexity: 100\n  audit: true\n  audit_canaries: 100")
     out = tmp_path / "hardened"
     r, rep = _harden(clinical, tmp_path, policy, recipe, out)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -117,6 +117,9 @@ def test_harden_memorised_lm_writes_dp_model_with_statement(clinical, tmp_path):
     assert rem["utility"]["metric"] == "perplexity" and rem["utility"]["rule"].startswith("remediation.max_perplexity")
     assert rem["chosen"]["utility"] <= 100  # held-out perplexity under the ceiling
     assert "training ε" in r.stdout and "released ε" in r.stdout
+    audit = rem["audit"]  # the one-run audit with text canaries: the claim is not refuted
+    assert audit["claimed_epsilon"] == rem["chosen_epsilon"] and audit["canaries"] == 100
+    assert audit["verdict"] in ("pass", "inconclusive") and audit["epsilon_lb"] <= rem["chosen_epsilon"]
     # the folder: save_pretrained + tokenizer + card (statement parsed back) + report; loads with transformers
     assert {"config.json", "model.safetensors", "tokenizer.json", "README.md", "privgate-report.json"} <= {
         p.name for p in out.iterdir()
@@ -164,3 +167,24 @@ def test_existing_output_is_never_overwritten(clinical, tmp_path, existing):
     assert r.returncode == 2 and rep is None, r.stdout + r.stderr
     assert "already exists" in r.stderr and "Traceback" not in r.stderr
     assert (out / "config.json").read_text() == "{}" if existing == "folder" else out.read_text() == "mine"
+
+
+def test_one_run_text_canary_bound_against_known_truths(clinical):
+    """Steinke et al. 2023's bound: the untrained base proves nothing; a non-private fine-tune is refuted."""
+    import numpy as np
+
+    from privgate.lm.finetune import finetune, load_base
+    from privgate.lm.oneaudit import canary_bound, text_canaries
+    from privgate.lm.recipe import parse_lm_recipe
+
+    recipe = parse_lm_recipe("base: base\nmode: full\nepochs: 20\nlearning_rate: 0.01\n", "r.yaml", clinical)
+    base = load_base(recipe)
+    texts, included = text_canaries(100, seed=0)
+    assert 30 < included.sum() < 70 and len(set(texts)) == 100
+    delta = 1e-4
+    lb0, _ = canary_bound(base[0], base, base[1], texts, included, delta, 0.95, 64)
+    assert lb0 == 0.0  # no training: every score is 0, the guesses are a coin flip
+    memorised, tok, _ = finetune(recipe, [t for t, i in zip(texts, included) if i], seed=0, base=base)
+    lb, best = canary_bound(memorised, base, tok, texts, included, delta, 0.95, 64)
+    assert lb > 1.5 and best.correct > 0.9 * best.guesses  # no DP: the canaries in are told from those out
+    assert np.isfinite(lb)
