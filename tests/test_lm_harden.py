@@ -188,3 +188,30 @@ def test_one_run_text_canary_bound_against_known_truths(clinical):
     lb, best = canary_bound(memorised, base, tok, texts, included, delta, 0.95, 64)
     assert lb > 1.5 and best.correct > 0.9 * best.guesses  # no DP: the canaries in are told from those out
     assert np.isfinite(lb)
+
+
+def test_finetune_is_deterministic_and_dp_record_matches_the_accountant(clinical):
+    """The function other code calls for K fine-tunes: same seed → same weights; DP → (σ, q, T) that compose."""
+    import torch
+
+    from privgate.dp.accounting import Run, compose, sampling
+    from privgate.dp.train import DPSettings
+    from privgate.lm.finetune import DPFineTune, finetune, load_base, perplexity
+    from privgate.lm.recipe import parse_lm_recipe
+
+    recipe = parse_lm_recipe("base: base\nepochs: 1\n", "r.yaml", clinical)  # LoRA, the default
+    texts = [json.loads(line)["text"] for line in (clinical / "members.jsonl").read_text().splitlines()][:48]
+    base = load_base(recipe)
+    a, tok, st = finetune(recipe, texts, seed=3, base=base)
+    b, _, _ = finetune(recipe, texts, seed=3, base=base)
+    c, _, _ = finetune(recipe, texts, seed=4, base=base)
+    sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa) and not all(torch.equal(sa[k], sc[k]) for k in sa)
+    assert st.dp is None and st.steps == 3 and 0 < st.trainable_parameters < sum(p.numel() for p in a.parameters())
+    assert all(torch.equal(p, q) for p, q in zip(base[0].parameters(), load_base(recipe)[0].parameters()))  # untouched
+    assert perplexity(a, tok, texts, max_length=64) < perplexity(base[0], tok, texts, max_length=64)
+    s = DPSettings(epochs=2, batch_size=16, max_grad_norm=1.0, delta=1e-3)
+    _, _, dp = finetune(recipe, texts, seed=3, base=base, dp=DPFineTune(s, 1.0, None))
+    q, steps = sampling(len(texts), 16, 2)
+    assert (dp.dp.sample_rate, dp.dp.steps, dp.dp.noise_multiplier) == (q, steps, 1.0)
+    assert abs(dp.dp.epsilon - compose([Run(1.0, q, steps)], 1e-3).epsilon) < 1e-9

@@ -155,7 +155,9 @@ def _trainable(recipe: LMRecipe, model: Any) -> Any:
         task_type="CAUSAL_LM",
     )
     try:
-        return get_peft_model(model, cfg)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # peft reads a transformers attribute deprecated in v5
+            return get_peft_model(model, cfg)
     except ValueError as exc:  # no module matches target_modules
         raise RecipeError(f"{recipe.source}: field 'lora.target_modules': {str(exc).splitlines()[0][:200]}") from None
 
