@@ -30,26 +30,22 @@ import copy
 import dataclasses
 import hashlib
 import json
-import math
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from privgate.dp.candidates import Candidate, best_of, privacy_status, unresolvable
 from privgate.dp.search import accounting_of, compose_search, random_stopping_search
 from privgate.dp.selection import Trials
 from privgate.dp.statement import hyperparameters, statement
 from privgate.dp.train import DPSettings
-from privgate.errors import PolicyError, RecipeError, TargetError
+from privgate.errors import PolicyError, RecipeError
 from privgate.lm.finetune import DPFineTune, finetune, load_base
 from privgate.lm.hardened import default_output, refuse_existing
+from privgate.lm.hardtask import ClassifierTask, HardenTask, LMCandidate, perplexity_ceiling, perplexity_ci
 from privgate.lm.recipe import LMRecipe, is_lm_recipe, load_lm_recipe
 from privgate.options import RunOptions
-from privgate.policy import Policy
 from privgate.report.model import Report
 from privgate.report.remediation_section import (
     CheckCell,
@@ -65,54 +61,6 @@ UNIT_NOTE = (
     "one record (one line of the training text); a patient or writer with k records is protected as a group of k "
     "(roughly k·ε)"
 )
-
-
-@dataclass
-class LMCandidate(Candidate):
-    """A DP fine-tune: ``utility`` is its held-out perplexity, ``floor`` the ceiling (lower is better)."""
-
-    @property
-    def utility_ok(self) -> bool:
-        return self.floor is None or self.utility <= self.floor
-
-    @property
-    def score(self) -> float:
-        return -self.utility
-
-
-def perplexity_ci(
-    model: Any, tokenizer: Any, texts: list[str], *, context: int, device: str, confidence: float, seed: int
-) -> tuple[float, list[float]]:
-    """Held-out perplexity (all tokens pooled) and its percentile-bootstrap interval over records (2000 resamples)."""
-    from privgate.lm.scoring import score_texts
-
-    s = score_texts(model, tokenizer, texts, context=context, device=device, moments=False)
-    tot = np.array([float(v.sum()) for v in s.logprob])
-    n_tok = s.n_tokens.astype(float)
-    ppl = float(math.exp(-tot.sum() / max(n_tok.sum(), 1.0)))
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x9E7]))
-    idx = rng.integers(0, len(tot), size=(2000, len(tot)))
-    boot = np.exp(-tot[idx].sum(1) / np.maximum(n_tok[idx].sum(1), 1.0))
-    a = (1 - confidence) / 2
-    return ppl, [float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))]
-
-
-def perplexity_ceiling(policy: Policy, original: float) -> tuple[float | None, str]:
-    """The ceiling on held-out perplexity and the rule that set it (the stricter of absolute and relative)."""
-    rem = policy.remediation
-    rules: list[tuple[float, str]] = []
-    if rem.max_perplexity is not None:
-        rules.append((float(rem.max_perplexity), f"remediation.max_perplexity = {rem.max_perplexity:g}"))
-    if rem.max_perplexity_ratio is not None:
-        rules.append(
-            (
-                original * rem.max_perplexity_ratio,
-                f"remediation.max_perplexity_ratio = {rem.max_perplexity_ratio:g} × the audited model's {original:.4g}",
-            )
-        )
-    if not rules:
-        return None, "none (set remediation.max_perplexity or max_perplexity_ratio for a utility floor)"
-    return min(rules)
 
 
 def _recipe(spec: Any, dirs: tuple[Path, ...]) -> LMRecipe:
@@ -164,9 +112,8 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         base=where,
     )
     target = load_model_dir(s.model, base_model=_resolve(text.base_model, where), trust_checkpoint=s.trust_checkpoint)
-    if target.kind != CAUSAL:
-        raise TargetError(f"{s.model}: privgate hardens causal language models; this is a text classifier.")
-    read = {"text_field": text.text_field, "text_column": text.text_column, "labelled": False}
+    classifier = target.kind != CAUSAL
+    read = {"text_field": text.text_field, "text_column": text.text_column, "labelled": classifier}
     data = TextAudit(
         load_texts(_resolve(str(s.members), where), "members", **read),
         load_texts(_resolve(str(s.nonmembers), where), "non-members", **read),
@@ -174,18 +121,16 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
     reference = None
     if text.reference_model is not None:
         reference = load_model_dir(_resolve(text.reference_model, where), trust_checkpoint=s.trust_checkpoint)
-    heldout_texts, heldout_from = (
-        (load_texts(str(recipe.heldout), "held-out", **read).texts, f"held-out text {recipe.heldout}")
+    heldout, heldout_from = (
+        (load_texts(str(recipe.heldout), "held-out", **read), f"held-out text {recipe.heldout}")
         if recipe.heldout is not None
-        else (data.nonmembers.texts, f"the non-members ({len(data.nonmembers)} records, never trained on)")
+        else (data.nonmembers, f"the non-members ({len(data.nonmembers)} records, never trained on)")
     )
     conf = policy.confidence
+    task = (ClassifierTask if classifier else HardenTask)(heldout, target.context, conf, run.seed)
     with limit_threads(run.threads):
-        orig_ppl, orig_ci = perplexity_ci(
-            target.model, target.tokenizer, heldout_texts, context=target.context, device="cpu", confidence=conf,
-            seed=run.seed,
-        )  # fmt: skip
-    ceiling, rule = perplexity_ceiling(policy, orig_ppl)
+        orig_ppl, orig_ci = task.utility(target.model, target.tokenizer)
+    ceiling, rule = task.floor(policy, orig_ppl)
     rem = policy.remediation
     section = RemediationSection(
         strategy=rem.strategy if rem.search == "compose" else "random_stopping",
@@ -198,7 +143,7 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
             checks=[CheckCell(id=c.id, value=c.value, status=c.status) for c in original.checks],
         ),
         utility=UtilitySpec(
-            metric="perplexity", data=heldout_from, floor=None if ceiling is None else round(ceiling, 6), rule=rule
+            metric=task.metric, data=heldout_from, floor=None if ceiling is None else round(ceiling, 6), rule=rule
         ),
     )
     clock = (t0, time.perf_counter())
@@ -265,7 +210,12 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         search=rem.search,
     )
     base = load_base(recipe)
-    memo: dict[Any, LMCandidate] = {}
+    if base[0].config.architectures and kind_of_base(base[0]) != target.kind:
+        raise RecipeError(
+            f"{recipe.source}: field 'base': {recipe.base} is a {kind_of_base(base[0]).replace('_', ' ')}, but the "
+            f"model to harden is a {target.kind.replace('_', ' ')}; the base must be the same kind of model."
+        )
+    memo: dict[Any, Candidate] = {}
 
     def train_candidate(eps: float, sigma: float, trial: int | None) -> Candidate:
         key = (eps, trial)
@@ -277,7 +227,7 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         with limit_threads(run.threads):
             model, tok, stats = finetune(
                 recipe, members, seed=seed, device=run.device, dp=DPFineTune(settings, sigma, eps), base=base,
-                merge=recipe.merge,
+                merge=recipe.merge, labels=task.labels(data.members),
             )  # fmt: skip
         audited = model if recipe.merge else copy.deepcopy(model).merge_and_unload()
         record = stats.dp
@@ -288,10 +238,8 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
                 f"after training, above the target {eps:g}"
             )
         folder = f"dp-eps-{eps:g}" + (f"-trial{trial}" if trial else "")
-        lm = LoadedLM(audited, tok, CAUSAL, f"<{label}>", "", target.context, {"dp": record.to_dict()})
-        from privgate.lm.gate import audit_lm
-
-        report = audit_lm(
+        lm = LoadedLM(audited, tok, target.kind, f"<{label}>", "", target.context, {"dp": record.to_dict()})
+        report = task.audit(
             lm, data, policy, reference=reference, canaries=canaries, batch_size=text.batch_size,
             options=run.replace(
                 artefacts_dir=str(Path(run.artefacts_dir) / folder) if run.artefacts_dir else None,
@@ -299,10 +247,8 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
             ),
         )  # fmt: skip
         with limit_threads(run.threads):
-            ppl, ci = perplexity_ci(
-                audited, tok, heldout_texts, context=target.context, device="cpu", confidence=conf, seed=run.seed
-            )
-        memo[key] = LMCandidate(eps, model, None, record, report, ppl, ci, ceiling, trial)  # type: ignore[arg-type]
+            ppl, ci = task.utility(audited, tok)
+        memo[key] = task.candidate(eps, model, None, record, report, ppl, ci, ceiling, trial)  # type: ignore[arg-type]
         return memo[key]
 
     def on_candidate(cand: Candidate, released_eps: float | None) -> None:
@@ -334,7 +280,7 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         best = best_of(found.candidates)
         section.status, section.first_broken = "budget_exceeded", "budget"
         section.reason = f"the search stopped: {found.stopped.why}" + (
-            f"; the best candidate trained (ε = {best.epsilon:g}, held-out perplexity {best.utility:.4g}, checks "
+            f"; the best candidate trained (ε = {best.epsilon:g}, held-out {task.metric} {best.utility:.4g}, checks "
             f"{best.privacy}) is not handed out"
             if best is not None
             else ""
@@ -349,7 +295,7 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
     chosen = found.chosen
     if chosen is None:
         section.status, section.first_broken = "no_epsilon", found.broke
-        section.reason = _lm_reason(found.reason or "", ceiling)
+        section.reason = task.reason(found.reason or "", ceiling)
         return finish(original, "no_epsilon", f"{original.summary} — remediation: {section.reason}")
     tr = chosen.training
     public = [
@@ -364,7 +310,7 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         section.accounting,
         hyper=hyper,
         public=public,
-        model_kind="causal language model (DP fine-tuning, "
+        model_kind=f"{task.model_kind} (DP fine-tuning, "
         + ("LoRA adapters)" if recipe.mode == "lora" else "all weights)"),
         unit="record",
         unit_note=UNIT_NOTE,
@@ -378,14 +324,18 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
     section.reason = (
         f"DP fine-tuning at ε = {chosen.epsilon:g} (δ = {settings.delta:.3g}) "
         + ("passes every check" if chosen.report.verdict == "pass" else "passes every check the data can resolve")
-        + f" with held-out perplexity {chosen.utility:.4g} (audited model {orig_ppl:.4g}"
-        + (f", ceiling {ceiling:.4g})" if ceiling is not None else ")")
+        + f" with held-out {task.metric} {chosen.utility:.4g} (audited model {orig_ppl:.4g}"
+        + (f", {'floor' if classifier else 'ceiling'} {ceiling:.4g})" if ceiling is not None else ")")
     )
     summary = (
         f"{chosen.report.summary} — hardened: {section.reason}; {len(found.candidates)} fine-tune(s); released ε = "
         f"{section.accounting.epsilon:.3g} including the search (training ε {tr.epsilon:.3g})"
     )
-    if rem.audit:
+    if rem.audit and classifier:
+        section.audit_summary = (
+            "one-run audit not run: its text canaries are scored by a causal language model's likelihood"
+        )
+    elif rem.audit:
         from privgate.lm.oneaudit import audit_lm_finetune
 
         run.say(f"auditing DP fine-tuning at ε = {chosen.epsilon:g} with text canaries (one more fine-tune)")
@@ -401,13 +351,10 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
     return _with_files(hardened, chosen, recipe, out, target, s.model)
 
 
-def _lm_reason(reason: str, ceiling: float | None) -> str:
-    """The search's reason in a language model's words: the floor is a perplexity ceiling."""
-    return (
-        reason.replace("utility is", "held-out perplexity is").replace("below the floor", "above the ceiling")
-        if ceiling is not None
-        else reason
-    )
+def kind_of_base(model: Any) -> str:
+    """``causal_lm`` or ``sequence_classifier`` for a loaded base model (its architecture's name)."""
+    arch = (model.config.architectures or [""])[0]
+    return "sequence_classifier" if arch.endswith("ForSequenceClassification") else "causal_lm"
 
 
 def _with_files(h: Any, chosen: Candidate, recipe: LMRecipe, out: Path, target: Any, model_dir: Any) -> Any:
@@ -432,7 +379,7 @@ def _with_files(h: Any, chosen: Candidate, recipe: LMRecipe, out: Path, target: 
     described = {
         "path": str(out),
         "format": "hf_dir",
-        "kind": "causal_lm",
+        "kind": target.kind,
         "white_box": True,
         "parameters": sum(p.numel() for p in model.parameters()),
         "hardened_from": {"path": str(model_dir), "sha256": target.sha256},
