@@ -204,7 +204,9 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
     audit = rem.audit or {}
     if audit.get("summary") and rem.status != "audit_failed":  # the claim next to the measured lower bound
         console.print(f"  [{_STYLE.get(audit.get('verdict', ''), 'white')}]{e(audit['summary'])}[/]")
-    if rem.output:
+    if rem.output and rem.output.get("folder"):  # a language model's save_pretrained folder
+        console.print(f"  hardened model: {e(rem.output['folder'])} ({e(rem.output.get('format', ''))}, with its card)")
+    elif rem.output:
         card = f", {e(rem.output['model_card'])} (model card, DP statement)" if rem.output.get("model_card") else ""
         console.print(
             f"  hardened model: {e(rem.output.get('torchscript'))} (TorchScript), {e(rem.output.get('state_dict'))} "

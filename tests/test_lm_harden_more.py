@@ -1,0 +1,84 @@
+"""Hardening a text classifier, and ``privgate audit dpsgd`` on a language-model recipe, through the CLI.
+
+The sequence classifier of the clinical-notes example (``build_classifier``) memorised noisy labels; its
+public base (``clf_base/``) was trained on other, correctly labelled records. ``privgate harden`` fine-tunes
+that base with DP-SGD (the classification head included) until the black-box family passes, with held-out
+accuracy (Clopper-Pearson interval) as the floor, exactly as for a tabular model. Ladders are one or two rungs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cases import run_cli
+from conftest import clinical_builder
+
+CLF_POLICY = """\
+name: clf-harden-test
+sensitivity: internal
+release: api
+confidence: 0.9
+decision: upper_bound
+attacks:
+  loss: {}
+checks:
+  - {id: mia-auc, attack: loss, metric: auc, max: 0.65}
+utility: {min: 0.55}
+remediation:
+  enabled: true
+  epsilons: [8]
+"""
+
+CLF_RECIPE = "base: {base}\nmode: full\nepochs: 3\nlearning_rate: 0.003\n"
+
+
+@pytest.fixture(scope="module")
+def clf(tmp_path_factory) -> Path:
+    """The example's memorising classifier, its members/non-members and its public base (a few seconds)."""
+    return clinical_builder().build_classifier(tmp_path_factory.mktemp("clf"), seed=0)
+
+
+def test_harden_sequence_classifier_from_its_public_base(clf, tmp_path):
+    (tmp_path / "policy.yaml").write_text(CLF_POLICY)
+    (tmp_path / "recipe.yaml").write_text(CLF_RECIPE.format(base=clf / "clf_base"))
+    out, rep_path = tmp_path / "hardened", tmp_path / "report.json"
+    r = run_cli(
+        "harden", str(clf / "classifier"), "--policy", str(tmp_path / "policy.yaml"),
+        "--recipe", str(tmp_path / "recipe.yaml"), "--members", str(clf / "clf_members.jsonl"),
+        "--nonmembers", str(clf / "clf_nonmembers.jsonl"), "--json", str(rep_path), "--output-model", str(out),
+        "--threads", "1",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(rep_path.read_text())
+    rem = rep["remediation"]
+    assert rem["status"] == "hardened" and rep["verdict"] == "pass" and rem["original"]["verdict"] == "fail"
+    orig = {c["id"]: c for c in rem["original"]["checks"]}
+    now = {c["id"]: c for c in rep["checks"]}
+    assert orig["mia-auc"]["value"] > 0.7 and now["mia-auc"]["value"] < 0.65  # memorised labels → DP fine-tune
+    # utility: held-out accuracy with its Clopper-Pearson interval and the policy's floor, as for tabular models
+    u = rem["utility"]
+    assert u["metric"] == "accuracy" and u["floor"] == 0.55 and "non-members (120 records" in u["data"]
+    lo, hi = rem["original"]["utility_ci"]
+    assert lo < rem["original"]["utility"] < hi and hi - lo < 0.25
+    row = rem["rows"][0]
+    assert row["utility_ok"] and row["utility"] >= 0.55 and row["utility_ci"][0] < row["utility"] < row["utility_ci"][1]
+    # every count behind the accuracy is a whole number of the 120 held-out records
+    assert abs(row["utility"] * 120 - round(row["utility"] * 120)) < 1e-6
+    st = rem["statement"]
+    assert st["model_kind"].startswith("sequence classifier (DP fine-tuning") and st["unit"] == "record"
+    assert any(str(clf / "clf_base") in p for p in st["public"]) and st["noise_multiplier"] > 0
+    assert rep["target"]["kind"] == "sequence_classifier" and rem["output"]["format"] == "save_pretrained"
+    assert f"hardened model: {out}" in r.stdout.replace("\n", "")
+    # the folder loads as a classifier and gives the reported held-out accuracy
+    import numpy as np
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(str(out), local_files_only=True).eval()
+    tok = AutoTokenizer.from_pretrained(str(out), local_files_only=True)
+    rows = [json.loads(line) for line in (clf / "clf_nonmembers.jsonl").read_text().splitlines()]
+    with torch.inference_mode():
+        pred = model(**tok([x["text"] for x in rows], return_tensors="pt", padding=True)).logits.argmax(-1).numpy()
+    assert abs(float(np.mean(pred == np.array([x["label"] for x in rows]))) - row["utility"]) < 1e-9
