@@ -325,6 +325,10 @@ def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None)
         raise PrivgateError("give a recipe (privgate's DP-SGD, white-box) or a trainer (black-box), not both.")
     if settings.recipe is not None and settings.data is None:
         raise PrivgateError("a recipe needs data: the recipe's model must fit the data it trains on.")
+    from privgate.lm.recipe import is_lm_recipe
+
+    if is_lm_recipe(settings.recipe):  # a language model's DP fine-tune: text canaries (privgate.lm.oneaudit)
+        return _audit_lm_dpsgd(settings, run)
     trainer, name = _entry(settings.train, settings.search_dirs, load_trainer)  # before torch loads
     from privgate.audits.dpsgd import DpsgdSettings
     from privgate.audits.dpsgd import audit_dpsgd as one_run
@@ -342,6 +346,21 @@ def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None)
         threads=run.threads,
         progress=run.progress,
     )
+
+
+def _audit_lm_dpsgd(settings: DpsgdAuditSettings, run: RunOptions) -> Any:
+    from privgate.audits.dpsgd import DpsgdSettings
+    from privgate.lm.api import _resolve
+    from privgate.lm.harden import _recipe
+    from privgate.lm.oneaudit import audit_lm_recipe
+
+    dirs = tuple(settings.search_dirs) or (Path.cwd(),)
+    claim = DpsgdSettings(
+        epsilon=settings.epsilon, delta=settings.delta, canaries=settings.canaries, confidence=settings.confidence,
+        seed=run.seed, clip=settings.clip,
+    )  # fmt: skip
+    recipe = _recipe(settings.recipe, dirs)
+    return audit_lm_recipe(recipe, str(_resolve(str(settings.data), dirs[0])), claim, run.resolved())
 
 
 def _federated_attacks(attacks: tuple[str, ...] | None, policy: Policy | None) -> tuple[str, ...]:

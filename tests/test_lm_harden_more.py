@@ -9,6 +9,7 @@ accuracy (Clopper-Pearson interval) as the floor, exactly as for a tabular model
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,44 @@ def test_harden_sequence_classifier_from_its_public_base(clf, tmp_path):
     with torch.inference_mode():
         pred = model(**tok([x["text"] for x in rows], return_tensors="pt", padding=True)).logits.argmax(-1).numpy()
     assert abs(float(np.mean(pred == np.array([x["label"] for x in rows]))) - row["utility"]) < 1e-9
+
+
+def test_audit_dpsgd_on_a_language_model_recipe_with_text_canaries(clinical, tmp_path):
+    """``privgate audit dpsgd --recipe lm_recipe.yaml``: one DP fine-tune with text canaries; JSON, JUnit, SARIF."""
+    import xml.etree.ElementTree as ET
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"base: {clinical / 'base'}\nmode: full\nepochs: 3\nlearning_rate: 0.01\n")
+    js, xml, sarif = tmp_path / "a.json", tmp_path / "a.xml", tmp_path / "a.sarif"
+    r = run_cli(
+        "audit", "dpsgd", "--recipe", str(recipe), "--data", str(clinical / "members.jsonl"), "--epsilon", "2",
+        "--delta", "1e-3", "--canaries", "100", "--confidence", "0.9", "--json", str(js), "--junit", str(xml),
+        "--sarif", str(sarif), "--threads", "1",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(js.read_text())
+    assert rep["job"] == "audit-dpsgd" and rep["mode"] == "black_box" and rep["verdict"] == "pass"
+    assert rep["claimed_epsilon"] == 2 and rep["canaries"] == 100 and 30 < rep["included"] < 70
+    assert 0 <= rep["epsilon_lb"] <= 2 < rep["max_provable_epsilon"]  # DP at ε = 2: the claim is not refuted
+    dp = rep["trainer"]["dp_sgd"]
+    n = 120 + rep["included"]  # the members and the included canaries, Poisson-sampled at q = 1/⌈N/B⌉
+    assert dp["n_train"] == n and dp["sample_rate"] == 1 / math.ceil(n / 16) and dp["epsilon"] <= 2 + 1e-9
+    assert dp["noise_multiplier"] > 0.5 and "text canaries" in rep["data"]["canary_design"]
+    assert rep["checks"][0]["id"] == "dpsgd-epsilon" and rep["checks"][0]["value"] == rep["epsilon_lb"]
+    suite = ET.parse(xml).getroot()
+    assert suite.get("tests") == "1" and suite.get("failures") == "0"
+    runs = json.loads(sarif.read_text())["runs"]
+    assert runs[0]["tool"]["driver"]["name"] == "privgate" and not [
+        x for x in runs[0]["results"] if x.get("level") == "error"
+    ]
+    assert "measured ε ≥" in r.stdout and "text canaries" in r.stdout
+
+
+def test_audit_dpsgd_language_model_bad_text_is_one_sentence(clinical, tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"base: {clinical / 'base'}\n")
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text('{"text": "fine"}\n{"body": "no text field"}\n')
+    r = run_cli("audit", "dpsgd", "--recipe", str(recipe), "--data", str(bad), "--epsilon", "2", "--delta", "1e-3")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert str(bad) in r.stderr and "line 2" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -68,6 +68,92 @@ def canary_bound(
     return float(best.epsilon_lb), best
 
 
+def _canary_finetune(
+    recipe: LMRecipe,
+    members: Sequence[str],
+    texts: list[str],
+    included: np.ndarray,
+    settings: DPSettings,
+    epsilon: float,
+    run: RunOptions,
+    base: tuple[Any, Any],
+) -> tuple[Any, Any, Any, float]:
+    """One DP fine-tune on the members and the included canaries, σ calibrated for ε at the enlarged set's q."""
+    from privgate.dp.accounting import calibrate, sampling
+
+    train = list(members) + [t for t, i in zip(texts, included) if i]
+    q, _ = sampling(len(train), settings.batch_size, settings.epochs)
+    sigma, _ = calibrate(float(epsilon), settings.delta, q, settings.epochs, settings.accountant)
+    model, tok, stats = finetune(
+        recipe, train, seed=run.seed + 0xA0D, device=run.device, dp=DPFineTune(settings, sigma, epsilon), base=base
+    )
+    return model, tok, stats, sigma
+
+
+def audit_lm_recipe(recipe: LMRecipe, texts_file: str, claim: Any, run: RunOptions, *, text_field: str = "text") -> Any:
+    """``privgate audit dpsgd --recipe lm_recipe.yaml --data text.jsonl``: is the recipe's DP fine-tune (ε, δ)-DP?
+
+    The recipe's DP fine-tune (its epochs and batch size, clip ``claim.clip``,
+    δ ``claim.delta``, σ calibrated for ``claim.epsilon``) runs once on the
+    text and the included canaries (module docstring); the report is the
+    tabular audit's (:class:`~privgate.audits.report.DpsgdAuditReport`, black
+    box: input canaries scored from the model's outputs).
+    """
+    from datetime import datetime, timezone
+
+    from privgate.audits.dpsgd import DpsgdSettings, one_run_report
+    from privgate.errors import PrivgateError
+    from privgate.lm.finetune import load_base
+    from privgate.lm.text import load_texts
+
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    most = int(math.floor(1 / (2 * claim.delta)))
+    if most < 2:
+        raise PrivgateError(f"--delta: {claim.delta:g} leaves no room for canaries (the bound needs 2·m·δ ≤ 1).")
+    requested, m = claim.canaries, min(claim.canaries, most)
+    claim = DpsgdSettings(
+        epsilon=claim.epsilon, delta=claim.delta, canaries=m, confidence=claim.confidence, seed=claim.seed,
+        clip=claim.clip, accountant=claim.accountant,
+    )  # fmt: skip
+    data = load_texts(texts_file, "training text", text_field=text_field)
+    settings = DPSettings(
+        epochs=recipe.epochs, batch_size=recipe.batch_size, max_grad_norm=claim.clip, delta=claim.delta,
+        accountant=claim.accountant, max_physical_batch_size=recipe.max_physical_batch_size,
+    )  # type: ignore[arg-type]  # fmt: skip
+    texts, included = text_canaries(m, claim.seed)
+    run.say(f"DP fine-tuning at ε = {claim.epsilon:g} with {m} text canaries")
+    with limit_threads(run.threads):
+        base = load_base(recipe)
+        t1 = time.perf_counter()
+        model, tok, stats, _ = _canary_finetune(
+            recipe, data.texts, texts, included, settings, claim.epsilon, run.replace(seed=claim.seed), base
+        )
+        seconds = time.perf_counter() - t1
+        gain = _mean_logprob(model, tok, texts, recipe.max_length) - _mean_logprob(
+            base[0], base[1], texts, recipe.max_length
+        )
+    trainer = {
+        "kind": "privgate DP fine-tuning of a language model (Opacus)",
+        "recipe": recipe.source,
+        "base": str(recipe.base),
+        "mode": recipe.mode,
+        "dp_sgd": None if stats.dp is None else stats.dp.to_dict(),
+        "canaries_requested": requested,
+    }
+    design = (
+        f"{m} text canaries ('Audit record i: the access code is <random secret>.'), each added to the "
+        f"{len(data)} records with probability 1/2, scored by the fine-tune's gain in mean log-likelihood over the "
+        "public base model"
+    )
+    return one_run_report(
+        claim, gain, included, mode="black_box", trainer=trainer,
+        data={"source": data.source, "rows": len(data), "canary_design": design},
+        target={"path": recipe.source, "format": "DP fine-tuning recipe (language model)"},
+        training_seconds=seconds, threads=run.threads, started=started, t0=t0,
+    )  # fmt: skip
+
+
 def audit_lm_finetune(
     recipe: LMRecipe,
     members: Sequence[str],
@@ -84,19 +170,12 @@ def audit_lm_finetune(
     ``noise_multiplier`` is the chosen run's σ (recorded); the audit run
     calibrates its own σ for ``epsilon`` at the enlarged set's sampling rate.
     """
-    from privgate.dp.accounting import calibrate, sampling
-
     t0 = time.perf_counter()
     delta = settings.delta
     m = max(2, min(int(canaries), int(math.floor(1 / (2 * delta)))))
     texts, included = text_canaries(m, run.seed)
-    train = list(members) + [t for t, i in zip(texts, included) if i]
-    q, _ = sampling(len(train), settings.batch_size, settings.epochs)
-    sigma, _ = calibrate(float(epsilon), delta, q, settings.epochs, settings.accountant)
     with limit_threads(run.threads):
-        model, tok, stats = finetune(
-            recipe, train, seed=run.seed + 0xA0D, device=run.device, dp=DPFineTune(settings, sigma, epsilon), base=base
-        )
+        model, tok, stats, sigma = _canary_finetune(recipe, members, texts, included, settings, epsilon, run, base)
         lb, best_guess = canary_bound(model, base, tok, texts, included, delta, confidence, recipe.max_length)
     ceiling = max_provable_from_canaries(m, delta, confidence)
     if lb > epsilon:
@@ -128,4 +207,4 @@ def audit_lm_finetune(
     }
 
 
-__all__ = ["BOUND_NAME", "audit_lm_finetune", "canary_bound", "text_canaries"]
+__all__ = ["BOUND_NAME", "audit_lm_finetune", "audit_lm_recipe", "canary_bound", "text_canaries"]
