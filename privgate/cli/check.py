@@ -188,6 +188,7 @@ def check(
     reference_model: str | None = None,
     base_model: str | None = None,
     canaries: str | None = None,
+    user_field: str | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict.
 
@@ -293,6 +294,7 @@ def check(
                 "reference_model": reference_model,
                 "base_model": base_model,
                 "canaries": canaries,
+                "user_field": user_field,
             },
             pick,
         ),

@@ -201,6 +201,7 @@ def finetune(
     merge: bool = True,
     base: tuple[Any, Any] | None = None,
     labels: Sequence[int] | None = None,
+    users: Sequence[str] | None = None,
 ) -> tuple[Any, Any, FineTuneStats]:
     """Fine-tune the recipe's public base model on ``texts``; deterministic for ``seed`` on one kind of device.
 
@@ -216,6 +217,8 @@ def finetune(
             (saves reloading it for K fine-tunes).
         labels: one class per record for a sequence classifier (``recipe.base`` is then a
             ``…ForSequenceClassification`` directory); the loss is the record's cross-entropy.
+        users: each record's user: under ``dp`` the unit of privacy becomes the user (Poisson over users,
+            a user's records' gradients summed then clipped: :mod:`privgate.lm.userlevel`).
 
     Returns:
         ``(model, tokenizer, stats)``: the fine-tuned model in eval mode on the CPU, its tokenizer
@@ -240,6 +243,12 @@ def finetune(
         if dp is None:
             steps, loss, seconds = _plain(recipe, model, optimizer, x, mask, y, seed, dev)
             stats = FineTuneStats(recipe.mode, len(texts), recipe.epochs, steps, n_params, seconds, loss)
+        elif users is not None:
+            from privgate.lm.userlevel import private_by_user
+
+            if len(users) != len(texts):
+                raise RecipeError(f"{recipe.source}: {len(users)} users for {len(texts)} records.")
+            stats = private_by_user(recipe, model, optimizer, x, mask, y, users, seed, dev, dp, n_params)
         else:
             stats = _private(recipe, model, optimizer, x, mask, y, seed, dev, dp, n_params)
     model.to("cpu")

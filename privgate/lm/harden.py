@@ -172,7 +172,9 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         return finish(original, "cannot_help")
 
     members = data.members.texts
-    n = len(members)
+    users, n_records = _users(text, recipe, _resolve(str(s.members), where), len(members)), len(members)
+    n = len(set(users)) if users is not None else n_records  # the units of privacy: users, else records
+    unit = "users" if users is not None else "training records"
     clip_auto = rem.max_grad_norm == "auto"
     settings = DPSettings(
         epochs=rem.epochs or recipe.epochs,
@@ -205,7 +207,7 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         epochs_from="the policy (remediation.epochs)" if rem.epochs else f"the recipe {recipe.source}",
         batch_from="the policy (remediation.batch_size)" if rem.batch_size else f"the recipe {recipe.source}",
         clip_from=clip_from,
-        delta_from="the policy (remediation.delta)" if rem.delta != "auto" else "1/(10·N) for N training records",
+        delta_from="the policy (remediation.delta)" if rem.delta != "auto" else f"1/(10·N) for N {unit}",
         recipe_name=recipe.source,
         search=rem.search,
     )
@@ -227,7 +229,7 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         with limit_threads(run.threads):
             model, tok, stats = finetune(
                 recipe, members, seed=seed, device=run.device, dp=DPFineTune(settings, sigma, eps), base=base,
-                merge=recipe.merge, labels=task.labels(data.members),
+                merge=recipe.merge, labels=task.labels(data.members), users=users,
             )  # fmt: skip
         audited = model if recipe.merge else copy.deepcopy(model).merge_and_unload()
         record = stats.dp
@@ -303,7 +305,8 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         "audited checkpoint)",
         f"the recipe {recipe.source} ({recipe.mode}, optimiser AdamW, learning rate {recipe.learning_rate:g})",
         "the ε schedule, the search's rules and the policy",
-        f"the number of training records N = {n} (it sets q and δ)",
+        f"the number of {unit} N = {n} (it sets q and δ)"
+        + ("" if users is None else f" and of records ({n_records}); which record belongs to which user"),
     ]
     section.statement = statement(
         tr,
@@ -312,9 +315,11 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         public=public,
         model_kind=f"{task.model_kind} (DP fine-tuning, "
         + ("LoRA adapters)" if recipe.mode == "lora" else "all weights)"),
-        unit="record",
-        unit_note=UNIT_NOTE,
+        unit="record" if users is None else "user",
+        unit_note=UNIT_NOTE if users is None else user_note(text, recipe, n, n_records),
     )
+    if users is not None:
+        section.statement.sampling = "Poisson over users (each user joins each step independently with probability q)"
     section.status, section.chosen_epsilon = "hardened", chosen.epsilon
     section.chosen = Chosen(
         epsilon=chosen.epsilon, epsilon_spent=tr.to_dict()["epsilon"], utility=round(chosen.utility, 6),
@@ -340,7 +345,16 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
 
         run.say(f"auditing DP fine-tuning at ε = {chosen.epsilon:g} with text canaries (one more fine-tune)")
         section.audit = audit_lm_finetune(
-            recipe, members, settings, chosen.epsilon, tr.noise_multiplier, rem.audit_canaries, conf, run, base
+            recipe,
+            members,
+            settings,
+            chosen.epsilon,
+            tr.noise_multiplier,
+            rem.audit_canaries,
+            conf,
+            run,
+            base,
+            users=users,
         )
         section.audit_summary = section.audit["summary"]
         summary += f"; {section.audit_summary}"
@@ -349,6 +363,30 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
             return finish(chosen.report.model_copy(update={"verdict": "fail"}), "audit_failed", summary)
     hardened = finish(chosen.report, "hardened", summary)
     return _with_files(hardened, chosen, recipe, out, target, s.model)
+
+
+def _users(text: Any, recipe: LMRecipe, members: Any, n: int) -> list[str] | None:
+    """Each member's user when the text options or the recipe name a user field (:mod:`privgate.lm.userlevel`)."""
+    field = getattr(text, "user_field", None) or recipe.user_field
+    if field is None:
+        return None
+    from privgate.errors import DataError
+    from privgate.lm.userlevel import load_users
+
+    users = load_users(str(members), field)
+    if len(users) != n:
+        raise DataError(f"{members}: {len(users)} users read from field '{field}' for {n} records.")
+    return users
+
+
+def user_note(text: Any, recipe: LMRecipe, n_users: int, n_records: int) -> str:
+    """The statement's unit of privacy at user level (Ponomareva et al. 2023, arXiv 2303.00654)."""
+    field = getattr(text, "user_field", None) or recipe.user_field
+    return (
+        f"one user (field '{field}'): all of a user's records together — {n_users} users, {n_records} records; each "
+        "step samples users (Poisson, q over users) and clips the sum of a user's record gradients as one "
+        "contribution; the membership evaluation stays per record"
+    )
 
 
 def kind_of_base(model: Any) -> str:

@@ -77,16 +77,22 @@ def _canary_finetune(
     epsilon: float,
     run: RunOptions,
     base: tuple[Any, Any],
+    users: Sequence[str] | None = None,
 ) -> tuple[Any, Any, Any, float]:
-    """One DP fine-tune on the members and the included canaries, σ calibrated for ε at the enlarged set's q."""
+    """One DP fine-tune on the members and the included canaries, σ calibrated for ε at the enlarged set's q.
+
+    With ``users`` (user-level DP) every canary is a user of its own, so q is over the users.
+    """
     from privgate.dp.accounting import calibrate, sampling
 
     train = list(members) + [t for t, i in zip(texts, included) if i]
-    q, _ = sampling(len(train), settings.batch_size, settings.epochs)
+    every = None if users is None else list(users) + [f"\0canary{k}" for k, i in enumerate(included) if i]
+    q, _ = sampling(len(train) if every is None else len(set(every)), settings.batch_size, settings.epochs)
     sigma, _ = calibrate(float(epsilon), settings.delta, q, settings.epochs, settings.accountant)
     model, tok, stats = finetune(
-        recipe, train, seed=run.seed + 0xA0D, device=run.device, dp=DPFineTune(settings, sigma, epsilon), base=base
-    )
+        recipe, train, seed=run.seed + 0xA0D, device=run.device, dp=DPFineTune(settings, sigma, epsilon), base=base,
+        users=every,
+    )  # fmt: skip
     return model, tok, stats, sigma
 
 
@@ -164,6 +170,7 @@ def audit_lm_finetune(
     confidence: float,
     run: RunOptions,
     base: tuple[Any, Any],
+    users: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The one-run audit of the chosen DP fine-tune's settings, as the remediation section records it.
 
@@ -175,7 +182,9 @@ def audit_lm_finetune(
     m = max(2, min(int(canaries), int(math.floor(1 / (2 * delta)))))
     texts, included = text_canaries(m, run.seed)
     with limit_threads(run.threads):
-        model, tok, stats, sigma = _canary_finetune(recipe, members, texts, included, settings, epsilon, run, base)
+        model, tok, stats, sigma = _canary_finetune(
+            recipe, members, texts, included, settings, epsilon, run, base, users
+        )
         lb, best_guess = canary_bound(model, base, tok, texts, included, delta, confidence, recipe.max_length)
     ceiling = max_provable_from_canaries(m, delta, confidence)
     if lb > epsilon:
