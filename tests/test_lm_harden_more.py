@@ -124,3 +124,50 @@ def test_audit_dpsgd_language_model_bad_text_is_one_sentence(clinical, tmp_path)
     r = run_cli("audit", "dpsgd", "--recipe", str(recipe), "--data", str(bad), "--epsilon", "2", "--delta", "1e-3")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
     assert str(bad) in r.stderr and "line 2" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def _with_users(clinical: Path, tmp: Path, per_user: int = 3) -> Path:
+    """The members with a 'patient' field: record i belongs to patient i // per_user (40 patients of 3 notes)."""
+    rows = [json.loads(line) for line in (clinical / "members.jsonl").read_text().splitlines()]
+    out = tmp / "members_by_patient.jsonl"
+    out.write_text("".join(json.dumps({**r, "patient": f"P{i // per_user:03d}"}) + "\n" for i, r in enumerate(rows)))
+    return out
+
+
+def test_user_level_dp_fine_tuning_states_users_as_the_unit(clinical, tmp_path):
+    """--user-field: Poisson over the 40 patients, q = 1/⌈40/16⌉, δ = 1/(10·40); the MIA stays per record."""
+    from test_lm_harden import POLICY, RECIPE
+
+    (tmp_path / "policy.yaml").write_text(POLICY.format(extra="  max_perplexity: 100").replace("[8, 2]", "[8]"))
+    (tmp_path / "recipe.yaml").write_text(RECIPE.format(base=clinical / "base"))
+    members, rep_path, out = _with_users(clinical, tmp_path), tmp_path / "report.json", tmp_path / "hardened"
+    args = [
+        "harden", str(clinical / "memorised"), "--policy", str(tmp_path / "policy.yaml"),
+        "--recipe", str(tmp_path / "recipe.yaml"), "--members", str(members),
+        "--nonmembers", str(clinical / "nonmembers.jsonl"), "--json", str(rep_path), "--output-model", str(out),
+        "--canaries", str(clinical / "canaries.jsonl"), "--threads", "1", "--user-field", "patient",
+    ]  # fmt: skip
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(rep_path.read_text())
+    rem = rep["remediation"]
+    row = rem["rows"][0]["training"]
+    assert row["n_train"] == 40 and row["sample_rate"] == 1 / 3 and row["steps"] == 3 * 3  # 3 epochs of 3 steps
+    assert rem["settings"]["n_train"] == 40 and rem["settings"]["delta"] == 1 / (10 * 40)
+    checks = {c["id"]: c for c in rep["checks"]}  # the evaluation stays per record: 60 + 60 of the 120 records
+    assert rep["data"]["members"]["n"] == 120 and checks["mia-auc"]["n_members"] == 60
+    st = rem["statement"]  # unit = user, N users, q over users
+    assert st["unit"] == "user" and st["n_train"] == 40 and st["sample_rate"] == 1 / 3
+    assert "40 users, 120 records" in st["unit_note"] and st["sampling"].startswith("Poisson over users")
+    assert any("number of users N = 40" in p for p in st["public"])
+    from privgate.dp.card import read_statement
+
+    assert read_statement((out / "README.md").read_text()).unit == "user"
+    # a record without its user: one sentence naming the file and the line, exit 2, nothing written
+    lines = members.read_text().splitlines()
+    lines[4] = json.dumps({"text": json.loads(lines[4])["text"]})
+    members.write_text("\n".join(lines) + "\n")
+    args[args.index(str(out))] = str(tmp_path / "other")
+    r = run_cli(*args)
+    assert r.returncode == 2 and f"{members}, line 5: no user in field 'patient'" in r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "other").exists()

@@ -40,11 +40,12 @@ from privgate.dp.search import accounting_of, compose_search, random_stopping_se
 from privgate.dp.selection import Trials
 from privgate.dp.statement import hyperparameters, statement
 from privgate.dp.train import DPSettings
-from privgate.errors import PolicyError, RecipeError
+from privgate.errors import DataError, PolicyError, RecipeError
 from privgate.lm.finetune import DPFineTune, finetune, load_base
 from privgate.lm.hardened import default_output, refuse_existing
 from privgate.lm.hardtask import ClassifierTask, HardenTask, LMCandidate, perplexity_ceiling, perplexity_ci
 from privgate.lm.recipe import LMRecipe, is_lm_recipe, load_lm_recipe
+from privgate.lm.userlevel import load_users
 from privgate.options import RunOptions
 from privgate.report.model import Report
 from privgate.report.remediation_section import (
@@ -100,6 +101,8 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
     canaries = _resolve(text.canaries, where)
     if canaries is not None:
         load_canaries(canaries)
+    user_field = getattr(text, "user_field", None) or recipe.user_field  # user-level DP: bad input before any work
+    users = None if user_field is None else load_users(str(_resolve(str(s.members), where)), user_field)
     t0 = time.perf_counter()
     original = check_lm(
         s.model,
@@ -172,7 +175,9 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         return finish(original, "cannot_help")
 
     members = data.members.texts
-    users, n_records = _users(text, recipe, _resolve(str(s.members), where), len(members)), len(members)
+    n_records = len(members)
+    if users is not None and len(users) != n_records:
+        raise DataError(f"{s.members}: {len(users)} users read from field '{user_field}' for {n_records} records.")
     n = len(set(users)) if users is not None else n_records  # the units of privacy: users, else records
     unit = "users" if users is not None else "training records"
     clip_auto = rem.max_grad_norm == "auto"
@@ -363,20 +368,6 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
             return finish(chosen.report.model_copy(update={"verdict": "fail"}), "audit_failed", summary)
     hardened = finish(chosen.report, "hardened", summary)
     return _with_files(hardened, chosen, recipe, out, target, s.model)
-
-
-def _users(text: Any, recipe: LMRecipe, members: Any, n: int) -> list[str] | None:
-    """Each member's user when the text options or the recipe name a user field (:mod:`privgate.lm.userlevel`)."""
-    field = getattr(text, "user_field", None) or recipe.user_field
-    if field is None:
-        return None
-    from privgate.errors import DataError
-    from privgate.lm.userlevel import load_users
-
-    users = load_users(str(members), field)
-    if len(users) != n:
-        raise DataError(f"{members}: {len(users)} users read from field '{field}' for {n} records.")
-    return users
 
 
 def user_note(text: Any, recipe: LMRecipe, n_users: int, n_records: int) -> str:
