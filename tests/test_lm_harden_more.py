@@ -171,3 +171,34 @@ def test_user_level_dp_fine_tuning_states_users_as_the_unit(clinical, tmp_path):
     r = run_cli(*args)
     assert r.returncode == 2 and f"{members}, line 5: no user in field 'patient'" in r.stderr, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "other").exists()
+
+
+def test_user_level_clips_one_contribution_per_user(clinical):
+    """Known truths: with q = 1 every step clips exactly U = 40 sums (not 120 records); one record per user is
+    record-level DP-SGD's (q, T)."""
+    from privgate.dp.accounting import sampling
+    from privgate.dp.train import DPSettings
+    from privgate.lm.finetune import DPFineTune, finetune, load_base
+    from privgate.lm.recipe import parse_lm_recipe
+
+    recipe = parse_lm_recipe("base: base\nepochs: 1\n", "r.yaml", clinical)  # LoRA
+    texts = [json.loads(line)["text"] for line in (clinical / "members.jsonl").read_text().splitlines()]
+    base = load_base(recipe)
+    seen: list[int] = []
+
+    def instrument(opt, q):
+        real = opt.clip_and_accumulate
+
+        def spy():
+            seen.append(len(opt.grad_samples[0]))
+            return real()
+
+        opt.clip_and_accumulate = spy
+
+    s = DPSettings(epochs=2, batch_size=64, max_grad_norm=1.0, delta=1e-3)
+    users = [f"P{i // 3}" for i in range(len(texts))]
+    _, _, st = finetune(recipe, texts, base=base, dp=DPFineTune(s, 1.0, None, instrument), users=users)
+    assert st.dp.sample_rate == 1.0 and st.dp.n_train == 40 and seen == [40, 40]  # Poisson at q = 1: everyone
+    s = DPSettings(epochs=1, batch_size=16, max_grad_norm=1.0, delta=1e-3)
+    _, _, one = finetune(recipe, texts[:48], base=base, dp=DPFineTune(s, 1.0, None), users=[str(i) for i in range(48)])
+    assert (one.dp.sample_rate, one.dp.steps) == sampling(48, 16, 1) and one.dp.n_train == 48
