@@ -315,7 +315,9 @@ def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None)
     """Train once with m canaries and bound the run's ε from below (Steinke, Nasr & Jagielski 2023, arXiv 2305.08846).
 
     White-box (gradient canaries inside privgate's DP-SGD) with ``recipe``, black-box (mislabelled
-    input canaries) with the user's ``train``. Returns a :class:`~privgate.audits.report.DpsgdAuditReport`.
+    input canaries) with the user's ``train``; with a language-model recipe (``.yaml``) and text ``data``,
+    one DP fine-tune with text canaries (:func:`privgate.lm.oneaudit.audit_lm_recipe`).
+    Returns a :class:`~privgate.audits.report.DpsgdAuditReport`.
     """
     from privgate.audits.entry import load_trainer
     from privgate.errors import PrivgateError
