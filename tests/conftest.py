@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -47,11 +48,41 @@ def clinical_builder():
     return mod
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """``build(folder)`` run once per test session, even across xdist workers, and its folder shared.
+
+    The first worker to ask builds under a file lock in the directory all workers' temporary folders share;
+    the others wait and reuse the folder (a ``.built`` marker says it is complete). Tests only read it.
+    """
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return build(tmp_path_factory.mktemp(name))
+    folder = base.parent / f"shared-{name}"
+    with FileLock(str(folder) + ".lock"):
+        if not (folder / ".built").exists():
+            if folder.exists():
+                shutil.rmtree(folder)  # a build that was interrupted
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def clinical(tmp_path_factory) -> Path:
-    """The clinical-notes example built with its test profile, once per session (per xdist worker).
+    """The clinical-notes example built with its test profile, once per test session (shared by the workers).
 
     ``base/`` (the public base model), ``memorised/`` and ``other/`` (fine-tuned on the members or on other
     records), ``members.jsonl``/``nonmembers.jsonl`` and the canaries: every language-model test uses these.
     """
-    return clinical_builder().build(tmp_path_factory.mktemp("clinical"), "test", seed=0)
+    return built_once(tmp_path_factory, "clinical", lambda d: clinical_builder().build(d, "test", seed=0))
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_dir(tmp_path_factory) -> Path:
+    """The character-level tiny LM of tests/tiny_lm.py, trained once per test session and saved."""
+    from tiny_lm import build_tiny_lm
+
+    return built_once(tmp_path_factory, "tiny-lm", build_tiny_lm)

@@ -419,13 +419,13 @@ checks:
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    """A generalising and a memorising MLP on the same audit data, and a policy both pass."""
-    from cases import build_case
+def pair(case, tmp_path_factory):
+    """The session's generalising and memorising MLPs on the same audit data, and a policy both pass."""
+    from dataclasses import replace
 
-    case = build_case(tmp_path_factory.mktemp("pair"))
-    (case.dir / "lenient.yaml").write_text(LENIENT)
-    return case
+    folder = tmp_path_factory.mktemp("pair")
+    (folder / "lenient.yaml").write_text(LENIENT)
+    return replace(case, dir=folder)  # the models and data stay where the session built them
 
 
 def _inputs(case, model: Path, reports: str, **extra: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from tiny_lm import INSERTED, NEVER, tiny_lm
+from tiny_lm import INSERTED, NEVER, load_tiny_lm
 
 from privgate.lm.canaries import Canary
 from privgate.lm.exposure import measure_exposure, score_continuations
@@ -22,8 +22,8 @@ CANARIES = [Canary(**INSERTED), Canary(**NEVER)]
 
 
 @pytest.fixture(scope="module")
-def lm():
-    return tiny_lm()
+def lm(tiny_lm_dir):
+    return load_tiny_lm(tiny_lm_dir)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from tiny_lm import INSERTED, NEVER, tiny_lm
+from tiny_lm import INSERTED, NEVER
 
 pytestmark = pytest.mark.slow
 pytest_plugins = ["pytester"]
@@ -34,15 +34,12 @@ def test_sampled_estimate_that_cannot_decide_skips():
 
 
 @pytest.fixture(scope="module")
-def saved_lm(tmp_path_factory):
-    lm = tiny_lm()
-    d = tmp_path_factory.mktemp("tiny-lm")
-    lm.model.save_pretrained(d)
-    lm.tokenizer.save_pretrained(d)
+def saved_lm(tiny_lm_dir, tmp_path_factory):
+    d = tmp_path_factory.mktemp("canaries")
     both, never = d / "both.jsonl", d / "never.jsonl"
     both.write_text(json.dumps(INSERTED) + "\n" + json.dumps(NEVER) + "\n")
     never.write_text(json.dumps(NEVER) + "\n")
-    return d, both, never
+    return tiny_lm_dir, both, never
 
 
 def test_assert_exposure_below_in_a_user_suite(pytester: pytest.Pytester, saved_lm):

@@ -1,14 +1,14 @@
 """A tiny Llama-style causal LM with a character-level tokenizer, trained here from a seed (no downloads).
 
-It memorises its training records and one inserted canary: :func:`tiny_lm` trains
-it once per process (a few seconds on one CPU thread) and caches it.
+It memorises its training records and one inserted canary: the session fixture
+``tiny_lm_dir`` (tests/conftest.py) trains it once per test session (a few seconds on one CPU thread).
 """
 
 from __future__ import annotations
 
-import functools
 import string
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -81,12 +81,27 @@ def train(texts: list[str], steps: int, lr: float, seed: int = SEED):
     return model.eval(), tokenizer
 
 
-@functools.lru_cache(maxsize=1)
-def tiny_lm(steps: int = 120, lr: float = 5e-3) -> TinyLM:
-    """Train the tiny LM on 24 member records and the inserted canary (repeated); cached per process."""
+def tiny_lm_records() -> tuple[list[str], list[str]]:
+    """The 24 member and 24 non-member records (drawn from the seed; no training)."""
     rng = np.random.default_rng(SEED)
     members = records(24, rng)
-    nonmembers = records(24, rng, start=24)
+    return members, records(24, rng, start=24)
+
+
+def build_tiny_lm(folder: Path, steps: int = 120, lr: float = 5e-3) -> Path:
+    """Train the tiny LM on the 24 member records and the inserted canary (repeated); ``save_pretrained`` it."""
+    members, _ = tiny_lm_records()
     texts = members + [INSERTED["prefix"] + INSERTED["secret"] + "."] * REPEATS
     model, tokenizer = train(texts, steps, lr)
-    return TinyLM(model, tokenizer, members, nonmembers)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def load_tiny_lm(folder: Path) -> TinyLM:
+    """The tiny LM saved by :func:`build_tiny_lm` (safetensors: the weights round-trip exactly)."""
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    model = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True).eval()
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(folder), local_files_only=True)
+    return TinyLM(model, tokenizer, *tiny_lm_records())
