@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from cases import run_cli
-from conftest import clinical_builder
+from conftest import built_once, clinical_builder
 
 CLF_POLICY = """\
 name: clf-harden-test
@@ -35,10 +35,10 @@ remediation:
 CLF_RECIPE = "base: {base}\nmode: full\nepochs: 3\nlearning_rate: 0.003\n"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def clf(tmp_path_factory) -> Path:
-    """The example's memorising classifier, its members/non-members and its public base (a few seconds)."""
-    return clinical_builder().build_classifier(tmp_path_factory.mktemp("clf"), seed=0)
+    """The example's memorising classifier, its members/non-members and its public base (a few seconds, once)."""
+    return built_once(tmp_path_factory, "clf", lambda d: clinical_builder().build_classifier(d, seed=0))
 
 
 def test_harden_sequence_classifier_from_its_public_base(clf, tmp_path):
