@@ -225,6 +225,10 @@ def harden(
     from privgate.dp.remediate import check_can_remediate, remediate
 
     s, run = _split(HardenSettings, settings, (policy, members, nonmembers), options, kw)
+    if isinstance(s.model, (str, Path)) and is_model_dir(s.model):  # a language model: DP fine-tuning (privgate.lm)
+        from privgate.lm.harden import harden_lm
+
+        return harden_lm(s, run)
     pol, rec = as_policy(s.policy), as_recipe(s.recipe, list(s.search_dirs))
     check_can_remediate(pol, rec)  # an unusable remediation setup fails before the model and data are loaded
     i = load_inputs(dataclasses.replace(s, policy=pol, recipe=rec), run.seed)
@@ -311,7 +315,9 @@ def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None)
     """Train once with m canaries and bound the run's ε from below (Steinke, Nasr & Jagielski 2023, arXiv 2305.08846).
 
     White-box (gradient canaries inside privgate's DP-SGD) with ``recipe``, black-box (mislabelled
-    input canaries) with the user's ``train``. Returns a :class:`~privgate.audits.report.DpsgdAuditReport`.
+    input canaries) with the user's ``train``; with a language-model recipe (``.yaml``) and text ``data``,
+    one DP fine-tune with text canaries (:func:`privgate.lm.oneaudit.audit_lm_recipe`).
+    Returns a :class:`~privgate.audits.report.DpsgdAuditReport`.
     """
     from privgate.audits.entry import load_trainer
     from privgate.errors import PrivgateError
@@ -321,6 +327,10 @@ def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None)
         raise PrivgateError("give a recipe (privgate's DP-SGD, white-box) or a trainer (black-box), not both.")
     if settings.recipe is not None and settings.data is None:
         raise PrivgateError("a recipe needs data: the recipe's model must fit the data it trains on.")
+    from privgate.lm.recipe import is_lm_recipe
+
+    if is_lm_recipe(settings.recipe):  # a language model's DP fine-tune: text canaries (privgate.lm.oneaudit)
+        return _audit_lm_dpsgd(settings, run)
     trainer, name = _entry(settings.train, settings.search_dirs, load_trainer)  # before torch loads
     from privgate.audits.dpsgd import DpsgdSettings
     from privgate.audits.dpsgd import audit_dpsgd as one_run
@@ -338,6 +348,21 @@ def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None)
         threads=run.threads,
         progress=run.progress,
     )
+
+
+def _audit_lm_dpsgd(settings: DpsgdAuditSettings, run: RunOptions) -> Any:
+    from privgate.audits.dpsgd import DpsgdSettings
+    from privgate.lm.api import _resolve
+    from privgate.lm.harden import _recipe
+    from privgate.lm.oneaudit import audit_lm_recipe
+
+    dirs = tuple(settings.search_dirs) or (Path.cwd(),)
+    claim = DpsgdSettings(
+        epsilon=settings.epsilon, delta=settings.delta, canaries=settings.canaries, confidence=settings.confidence,
+        seed=run.seed, clip=settings.clip,
+    )  # fmt: skip
+    recipe = _recipe(settings.recipe, dirs)
+    return audit_lm_recipe(recipe, str(_resolve(str(settings.data), dirs[0])), claim, run.resolved())
 
 
 def _federated_attacks(attacks: tuple[str, ...] | None, policy: Policy | None) -> tuple[str, ...]:

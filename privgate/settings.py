@@ -107,7 +107,8 @@ class DpsgdAuditSettings:
         confidence: probability that the reported lower bound holds.
         clip: white-box: the DP-SGD clipping norm C.
         data: the training data (default digits).
-        recipe: privgate's DP-SGD on this recipe (white-box gradient canaries), or
+        recipe: privgate's DP-SGD on this recipe (white-box gradient canaries), or a language-model
+            recipe ``.yaml`` (DP fine-tuning, text canaries; ``data`` is then the training text), or
         train: the user's trainer ``train(x, y, epsilon, delta, seed) -> nn.Module`` (black-box input canaries).
     """
 

@@ -353,7 +353,8 @@ def build_classifier(out: Path, seed: int = 0, n: int = 120, epochs: int = 40) -
 
     The label says whether a record's diagnosis is one of the first four, flipped for 30 % of the records
     (seeded): a classifier can only get the flipped ones right by memorising them. Writes ``out/classifier/``,
-    ``out/clf_members.jsonl`` and ``out/clf_nonmembers.jsonl`` (fields ``text`` and ``label``).
+    ``out/clf_members.jsonl`` and ``out/clf_nonmembers.jsonl`` (fields ``text`` and ``label``), and ``out/clf_base/``,
+    the public base model a DP fine-tune starts from (trained briefly on other, correctly labelled records).
     """
     import torch
     from transformers import LlamaConfig, LlamaForSequenceClassification
@@ -378,26 +379,42 @@ def build_classifier(out: Path, seed: int = 0, n: int = 120, epochs: int = 40) -
         pad_token_id=tokenizer.pad_token_id,
     )
     model = LlamaForSequenceClassification(config)
+    _fit_classifier(model, tokenizer, records[:n], labels[:n], epochs, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out / "classifier")
+    tokenizer.save_pretrained(out / "classifier")
+    # the public base DP fine-tuning starts from: the same architecture trained briefly on *public* records
+    # (drawn apart, correctly labelled, never members or non-members) — it stands for a pre-trained public model
+    prng = random.Random(seed + 11)
+    public = make_records(n, prng)
+    torch.manual_seed(seed + 1)
+    base = LlamaForSequenceClassification(config)
+    _fit_classifier(base, tokenizer, public, [int(any(d in r for d in DIAGNOSES[:4])) for r in public], 3, seed + 1)
+    base.save_pretrained(out / "clf_base")
+    tokenizer.save_pretrained(out / "clf_base")
+    rows = [{"text": t, "label": y} for t, y in zip(records, labels)]
+    _jsonl(out / "clf_members.jsonl", rows[:n])
+    _jsonl(out / "clf_nonmembers.jsonl", rows[n:])
+    return out
+
+
+def _fit_classifier(model, tokenizer, texts: list[str], labels: list[int], epochs: int, seed: int) -> None:
+    """AdamW on shuffled batches of 16 (the plain training a team runs)."""
+    import torch
+
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(seed)
     model.train()
     for _ in range(epochs):
-        order = torch.randperm(n, generator=g).tolist()
-        for start in range(0, n, 16):
+        order = torch.randperm(len(texts), generator=g).tolist()
+        for start in range(0, len(texts), 16):
             idx = order[start : start + 16]
-            enc = tokenizer([records[i] for i in idx], return_tensors="pt", padding=True)
+            enc = tokenizer([texts[i] for i in idx], return_tensors="pt", padding=True)
             loss = model(**enc, labels=torch.tensor([labels[i] for i in idx])).loss
             opt.zero_grad()
             loss.backward()
             opt.step()
     model.eval()
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out / "classifier")
-    tokenizer.save_pretrained(out / "classifier")
-    rows = [{"text": t, "label": y} for t, y in zip(records, labels)]
-    _jsonl(out / "clf_members.jsonl", rows[:n])
-    _jsonl(out / "clf_nonmembers.jsonl", rows[n:])
-    return out
 
 
 def main() -> None:

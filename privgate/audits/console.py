@@ -89,7 +89,7 @@ def print_ldp(report: LdpAuditReport, console: Console) -> None:
 def print_dpsgd(report: DpsgdAuditReport, console: Console) -> None:
     """Header, the guess grid with each attempt's bound, the verdict."""
     tr = report.trainer
-    what = f"{tr['kind']}, recipe {tr['recipe']}" if report.mode == "white_box" else f"trainer {tr['train']}"
+    what = f"{tr['kind']}, recipe {tr['recipe']}" if "recipe" in tr else f"trainer {tr['train']}"
     console.print(
         f"[bold]privgate audit dpsgd[/] {report.privgate_version} · {report.mode.replace('_', '-')} · {escape(what)}",
         highlight=False,

@@ -140,9 +140,6 @@ def audit_dpsgd(
         threads: the most threads torch and BLAS may use (default 1).
         progress: one-line messages.
     """
-    from privgate.options import RunOptions
-    from privgate.report.provenance import environment
-
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     say = progress or (lambda _msg: None)
@@ -193,6 +190,33 @@ def audit_dpsgd(
                 "scored by −loss on the wrong label"
             )
     say("bounding ε")
+    return one_run_report(
+        settings, scores, included, mode=mode, trainer=trainer,
+        data={"source": data.source, "rows": len(data), "canary_design": design},
+        target={"path": trainer.get("train") or trainer.get("recipe"), "format": f"DP-SGD trainer ({mode})"},
+        training_seconds=training_seconds, threads=threads, started=started, t0=t0,
+    )  # fmt: skip
+
+
+def one_run_report(
+    settings: DpsgdSettings,
+    scores: np.ndarray,
+    included: np.ndarray,
+    *,
+    mode: str,
+    trainer: dict[str, Any],
+    data: dict[str, Any],
+    target: dict[str, Any],
+    training_seconds: float,
+    threads: int | None,
+    started: str,
+    t0: float,
+) -> DpsgdAuditReport:
+    """The report of one run's canary scores: the bound over the guess grid, the verdict, the claim as a check."""
+    from privgate.options import RunOptions
+    from privgate.report.provenance import environment
+
+    m = len(scores)
     best, attempts = audit_bound(scores, included, settings.delta, settings.confidence)
     ceiling = max_provable_from_canaries(m, settings.delta, settings.confidence)
     verdict, summary = _decide(settings, best.epsilon_lb, ceiling)
@@ -222,7 +246,7 @@ def audit_dpsgd(
             "attempt_confidence": 1.0 - (1.0 - settings.confidence) / len(grid),
         },
         trainer=trainer,
-        data={"source": data.source, "rows": len(data), "canary_design": design},
+        data=data,
         policy={
             "name": f"claimed ε = {settings.epsilon:g}, δ = {settings.delta:g}",
             "claim": "(ε, δ)-DP of one DP-SGD run",
@@ -230,7 +254,7 @@ def audit_dpsgd(
             "delta": settings.delta,
             "confidence": settings.confidence,
         },
-        target={"path": trainer.get("train") or trainer.get("recipe"), "format": f"DP-SGD trainer ({mode})"},
+        target=target,
         checks=[
             claim_check(
                 "dpsgd-epsilon",
@@ -297,4 +321,4 @@ def audit_remediation(
     }
 
 
-__all__ = ["BOUND_NAME", "DpsgdSettings", "audit_dpsgd", "audit_remediation"]
+__all__ = ["BOUND_NAME", "DpsgdSettings", "audit_dpsgd", "one_run_report", "audit_remediation"]

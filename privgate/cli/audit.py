@@ -288,8 +288,8 @@ def audit_ldp_cmd(
 @click.option("--data", help="Training data (.npz, .pt, .csv or module:function); default: digits.")
 @click.option(
     "--recipe",
-    help="module:attr of a privgate.Recipe trained with privgate's DP-SGD (white-box gradient canaries); goes with "
-    "--data.",
+    help="module:attr of a privgate.Recipe trained with privgate's DP-SGD (white-box gradient canaries), or a "
+    "language-model recipe .yaml (DP fine-tuning, text canaries; --data is then the training text); goes with --data.",
 )
 @click.option(
     "--train",
@@ -332,8 +332,15 @@ def audit_dpsgd_cmd(
         )
     if recipe and not data:
         raise click.UsageError("--recipe needs --data: the recipe's model must fit the data it trains on.")
-    check_outputs(planned(outputs), _inputs(data, {"the recipe": recipe, "the trainer": train_spec}))
-    _imported(outputs, data, recipe, {"trainer": train_spec})
+    from privgate.lm.recipe import is_lm_recipe
+
+    if recipe and is_lm_recipe(recipe):  # a language model's DP fine-tune (YAML recipe, text data): no module to import
+        from privgate.io.guards import Named
+
+        check_outputs(planned(outputs), [Named(Path(recipe), "the recipe"), *_inputs(data, {})])
+    else:
+        check_outputs(planned(outputs), _inputs(data, {"the recipe": recipe, "the trainer": train_spec}))
+        _imported(outputs, data, recipe, {"trainer": train_spec})
     from privgate.api import audit_dpsgd
     from privgate.options import RunOptions
     from privgate.settings import DpsgdAuditSettings

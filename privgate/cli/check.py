@@ -126,10 +126,11 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option(
     "--output-model",
     "output_model",
-    type=click.Path(dir_okay=False),
+    type=click.Path(),
     help="With --remediate: where the hardened model goes (TorchScript; the state_dict beside it as "
     "NAME.state_dict.pt, its model card with the DP statement as NAME.card.md). "
-    "Default: MODEL.hardened.pt next to the input.",
+    "Default: MODEL.hardened.pt next to the input. A language model (a model directory) is written as a new "
+    "save_pretrained folder, default MODEL_DIR.hardened; an existing one is never overwritten.",
 )
 @click.option(
     "--mlflow",
@@ -187,6 +188,7 @@ def check(
     reference_model: str | None = None,
     base_model: str | None = None,
     canaries: str | None = None,
+    user_field: str | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict.
 
@@ -231,24 +233,36 @@ def check(
         raise click.UsageError(
             "the model is an endpoint: with --remediate, say where the hardened model goes (--output-model)."
         )
+    from privgate.lm.loading import is_model_dir
+
+    lm_out = remediate and is_model_dir(model_path)  # a language model: hardened into a new folder (privgate.lm)
     if remediate:
         from privgate.dp.hardened import default_output
+        from privgate.lm.hardened import default_output as lm_default
 
-        model_out = Path(output_model) if output_model else default_output(model_path)
+        model_out = Path(output_model) if output_model else (lm_default if lm_out else default_output)(model_path)
     population_spec, recipe_spec = pick("population", population), pick("recipe", recipe)
+    module_recipe = None if lm_out else recipe_spec  # a language model's recipe is a YAML file, no module
     inputs = audit_inputs(
         model=model_path,
         policy=policy_value,
-        recipe=recipe_spec,
+        recipe=module_recipe,
         config=cfg.path,
         base=base,
         data={"members": members_spec, "non-members": nonmembers_spec, "population": population_spec},
     )
     json_from = "--json" if json_typed is not None else f"'json' in {cfg.path}"
-    planned = _planned(outputs, artefacts_dir, model_out, json_from, artefacts_path is None, output_model is None)
+    planned = _planned(
+        outputs, artefacts_dir, None if lm_out else model_out, json_from, artefacts_path is None, output_model is None
+    )
+    if lm_out and model_out is not None:
+        from privgate.lm.hardened import planned_output, recipe_inputs
+
+        planned.append(planned_output(model_out, output_model is None))
+        inputs += recipe_inputs(recipe_spec)
     check_outputs(planned, inputs)
     mlflow_plan = _mlflow_plan(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
-    _imported_project(planned, recipe_spec, [members_spec, nonmembers_spec, population_spec], base)
+    _imported_project(planned, module_recipe, [members_spec, nonmembers_spec, population_spec], base)
     from privgate.api import check as run_check  # torch: imported after the cheap checks above
     from privgate.api import harden as run_harden
     from privgate.options import RunOptions
@@ -280,6 +294,7 @@ def check(
                 "reference_model": reference_model,
                 "base_model": base_model,
                 "canaries": canaries,
+                "user_field": user_field,
             },
             pick,
         ),

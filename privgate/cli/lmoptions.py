@@ -34,6 +34,12 @@ OPTIONS = (
         "canaries",
         "Canaries JSONL ({prefix, secret, alphabet} rows) inserted before training: measures their exposure in bits.",
     ),
+    (
+        "--user-field",
+        "user_field",
+        "user_field",
+        "JSONL field / CSV column naming each record's user: harden's DP fine-tuning protects users, not records.",
+    ),
 )
 
 
@@ -53,6 +59,7 @@ def text_settings(values: dict[str, str | None], pick: Callable[[str, Any], Any]
     return TextOptions(
         text_field=got["text_field"] or "text",
         text_column=got["text_column"],
+        user_field=got["user_field"],
         **{k: got[k] for k in paths},
     )
 

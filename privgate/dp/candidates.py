@@ -71,6 +71,11 @@ class Candidate:
     def accepted(self) -> bool:
         return self.privacy == "pass" and self.utility_ok
 
+    @property
+    def score(self) -> float:
+        """Utility as "higher is better" (a language model's perplexity is lower-is-better: it overrides this)."""
+        return self.utility
+
     def row(self, in_search: bool = True, released_epsilon: float | None = None) -> SearchRow:
         return SearchRow(
             epsilon=self.epsilon,
@@ -93,7 +98,7 @@ def best_of(candidates: list[Candidate]) -> Candidate | None:
     """The best candidate: accepted first, then passing checks, then the highest utility, then the largest ε."""
     if not candidates:
         return None
-    return max(candidates, key=lambda c: (c.accepted, c.privacy == "pass", c.utility, c.epsilon))
+    return max(candidates, key=lambda c: (c.accepted, c.privacy == "pass", c.score, c.epsilon))
 
 
 def _first_problem(c: Candidate) -> CheckResult | None:

@@ -169,7 +169,7 @@ def random_stopping_search(
             on_candidate(cand, bound.epsilon)
     accepted = [c for c in found.candidates if c.accepted]
     if accepted:
-        found.chosen = max(accepted, key=lambda c: (c.utility, c.epsilon))
+        found.chosen = max(accepted, key=lambda c: (c.score, c.epsilon))
         return found
     found.broke = "privacy" if not any(c.privacy == "pass" for c in found.candidates) else "utility"
     tried = ", ".join(f"{c.epsilon:g}" for c in found.candidates) or "none"

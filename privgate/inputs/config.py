@@ -53,6 +53,7 @@ KEYS = {
     "reference_model": str,
     "base_model": str,
     "canaries": str,
+    "user_field": str,
 }
 
 #: Keys whose value must be one of a few words (the CLI's --device and --engine choices).

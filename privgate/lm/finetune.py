@@ -138,8 +138,11 @@ def encode(tokenizer: Any, texts: Sequence[str], max_length: int) -> tuple[torch
     return x, mask
 
 
-def _trainable(recipe: LMRecipe, model: Any) -> Any:
-    """The model to train: LoRA adapters on the frozen base (seeded by the caller), or all weights."""
+def _trainable(recipe: LMRecipe, model: Any, classifier: bool = False) -> Any:
+    """The model to train: LoRA adapters on the frozen base (seeded by the caller), or all weights.
+
+    A sequence classifier's head (``score``) is trained in full next to the adapters (PEFT's ``SEQ_CLS``).
+    """
     if recipe.mode == "full":
         for p in model.parameters():
             p.requires_grad_(True)
@@ -152,10 +155,12 @@ def _trainable(recipe: LMRecipe, model: Any) -> Any:
         lora_dropout=recipe.lora.dropout,
         target_modules=list(recipe.lora.target_modules),
         bias="none",
-        task_type="CAUSAL_LM",
+        task_type="SEQ_CLS" if classifier else "CAUSAL_LM",
     )
     try:
-        return get_peft_model(model, cfg)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # peft reads a transformers attribute deprecated in v5
+            return get_peft_model(model, cfg)
     except ValueError as exc:  # no module matches target_modules
         raise RecipeError(f"{recipe.source}: field 'lora.target_modules': {str(exc).splitlines()[0][:200]}") from None
 
@@ -173,7 +178,7 @@ def grad_sample_mode(recipe: LMRecipe, model: Any) -> str:
 def _trim(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A batch cut to its longest record (padding columns every record has cost time, change nothing)."""
     width = int(mask.sum(1).max().item()) if len(mask) else 1
-    return x[:, : max(width, 2)], mask[:, : max(width, 2)]
+    return x[:, : max(width, 2)].contiguous(), mask[:, : max(width, 2)].contiguous()  # ghost clipping views ids
 
 
 def _finish(recipe: LMRecipe, model: Any, merge: bool) -> Any:
@@ -195,6 +200,8 @@ def finetune(
     dp: DPFineTune | None = None,
     merge: bool = True,
     base: tuple[Any, Any] | None = None,
+    labels: Sequence[int] | None = None,
+    users: Sequence[str] | None = None,
 ) -> tuple[Any, Any, FineTuneStats]:
     """Fine-tune the recipe's public base model on ``texts``; deterministic for ``seed`` on one kind of device.
 
@@ -208,6 +215,10 @@ def finetune(
             the PEFT model (for ``save_pretrained`` of the adapter alone).
         base: an already-loaded ``(model, tokenizer)`` of ``recipe.base``, copied, never modified
             (saves reloading it for K fine-tunes).
+        labels: one class per record for a sequence classifier (``recipe.base`` is then a
+            ``…ForSequenceClassification`` directory); the loss is the record's cross-entropy.
+        users: each record's user: under ``dp`` the unit of privacy becomes the user (Poisson over users,
+            a user's records' gradients summed then clipped: :mod:`privgate.lm.userlevel`).
 
     Returns:
         ``(model, tokenizer, stats)``: the fine-tuned model in eval mode on the CPU, its tokenizer
@@ -221,27 +232,46 @@ def finetune(
     model, tokenizer = (copy.deepcopy(base[0]), base[1]) if base is not None else load_base(recipe)
     dev = torch.device(device)
     x, mask = encode(tokenizer, texts, recipe.max_length)
+    y = None if labels is None else torch.as_tensor(list(labels), dtype=torch.long)
     with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == "cuda" else []):
         torch.manual_seed(int(seed))
-        model = _trainable(recipe, model)
+        model = _trainable(recipe, model, classifier=y is not None)
         model.to(dev)
         params = [p for p in model.parameters() if p.requires_grad]
         n_params = sum(p.numel() for p in params)
         optimizer = torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
         if dp is None:
-            steps, loss, seconds = _plain(recipe, model, optimizer, x, mask, seed, dev)
+            steps, loss, seconds = _plain(recipe, model, optimizer, x, mask, y, seed, dev)
             stats = FineTuneStats(recipe.mode, len(texts), recipe.epochs, steps, n_params, seconds, loss)
+        elif users is not None:
+            from privgate.lm.userlevel import private_by_user
+
+            if len(users) != len(texts):
+                raise RecipeError(f"{recipe.source}: {len(users)} users for {len(texts)} records.")
+            stats = private_by_user(recipe, model, optimizer, x, mask, y, users, seed, dev, dp, n_params)
         else:
-            stats = _private(recipe, model, optimizer, x, mask, seed, dev, dp, n_params)
+            stats = _private(recipe, model, optimizer, x, mask, y, seed, dev, dp, n_params)
     model.to("cpu")
     return _finish(recipe, model, merge), tokenizer, stats
 
 
+def _target(xb: torch.Tensor, mb: torch.Tensor, yb: torch.Tensor | None) -> torch.Tensor:
+    """What the loss compares the logits with: the class (classifier) or the next tokens, padding −100."""
+    return yb if yb is not None else xb.masked_fill(mb == 0, -100)
+
+
 def _plain(
-    recipe: LMRecipe, model: Any, optimizer: Any, x: torch.Tensor, mask: torch.Tensor, seed: int, dev: torch.device
+    recipe: LMRecipe,
+    model: Any,
+    optimizer: Any,
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    y: torch.Tensor | None,
+    seed: int,
+    dev: torch.device,
 ) -> tuple[int, float, float]:
     """Shuffled batches of ``recipe.batch_size``, AdamW on the mean per-record loss: (steps, last loss, seconds)."""
-    loss_fn = SequenceLoss()
+    loss_fn = SequenceLoss() if y is None else nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(int(seed))
     n, b = len(x), min(recipe.batch_size, len(x))
     steps, losses, t0 = 0, [], time.perf_counter()
@@ -253,7 +283,8 @@ def _plain(
             idx = order[start : start + b]
             xb, mb = _trim(x[idx], mask[idx])
             xb, mb = xb.to(dev), mb.to(dev)
-            loss = loss_fn(model(input_ids=xb, attention_mask=mb).logits, xb.masked_fill(mb == 0, -100))
+            yb = None if y is None else y[idx].to(dev)
+            loss = loss_fn(model(input_ids=xb, attention_mask=mb).logits, _target(xb, mb, yb))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -269,6 +300,7 @@ def _private(
     optimizer: Any,
     x: torch.Tensor,
     mask: torch.Tensor,
+    y: torch.Tensor | None,
     seed: int,
     dev: torch.device,
     dp: DPFineTune,
@@ -282,9 +314,10 @@ def _private(
 
     s = dp.settings
     mode = grad_sample_mode(recipe, model)
+    loss_fn: nn.Module = SequenceLoss() if y is None else nn.CrossEntropyLoss()
     n = len(x)
     loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(x, mask),
+        torch.utils.data.TensorDataset(x, mask, y if y is not None else torch.zeros(len(x), dtype=torch.long)),
         batch_size=min(s.batch_size, n),
         generator=torch.Generator().manual_seed(int(seed)),
     )
@@ -297,7 +330,7 @@ def _private(
             module=model,
             optimizer=optimizer,
             data_loader=loader,
-            criterion=SequenceLoss(),
+            criterion=loss_fn,
             noise_multiplier=float(dp.noise_multiplier),
             max_grad_norm=s.max_grad_norm,
             poisson_sampling=True,
@@ -307,7 +340,7 @@ def _private(
     if len(wrapped) == 4:  # ghost clipping wraps the loss too
         module, dp_opt, criterion, dp_loader = wrapped
     else:
-        (module, dp_opt, dp_loader), criterion = wrapped, SequenceLoss()
+        (module, dp_opt, dp_loader), criterion = wrapped, loss_fn
     q = float(dp_loader.sample_rate)
     if dp.instrument is not None:
         dp.instrument(dp_opt, q)
@@ -324,12 +357,13 @@ def _private(
                 max_physical_batch_size=recipe.max_physical_batch_size,
                 optimizer=dp_opt,
             ) as batches:
-                for xb, mb in batches:
+                for xb, mb, yb in batches:
                     if len(xb):
                         xb, mb = _trim(xb, mb)
                     xb, mb = xb.to(dev), mb.to(dev)
                     dp_opt.zero_grad(set_to_none=True)
-                    loss = criterion(module(input_ids=xb, attention_mask=mb).logits, xb.masked_fill(mb == 0, -100))
+                    logits = module(input_ids=xb, attention_mask=mb).logits
+                    loss = criterion(logits, _target(xb, mb, None if y is None else yb.to(dev)))
                     loss.backward()
                     dp_opt.step()
                     losses.append(float(loss.detach()) if len(xb) else math.nan)

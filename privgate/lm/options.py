@@ -16,6 +16,8 @@ class TextOptions:
         base_model: the base model directory of a PEFT adapter (default: the adapter config's).
         canaries: a canaries JSONL file (``{prefix, secret, alphabet}`` rows) for ``canary_exposure``.
         batch_size: records per forward pass.
+        user_field: the JSONL field / CSV column naming each record's user: DP fine-tuning (harden) is then
+            user-level (:mod:`privgate.lm.userlevel`); the membership evaluation stays per record.
     """
 
     text_field: str = "text"
@@ -24,6 +26,7 @@ class TextOptions:
     base_model: str | None = None
     canaries: str | None = None
     batch_size: int = 32
+    user_field: str | None = None
 
 
 __all__ = ["TextOptions"]

@@ -73,6 +73,8 @@ class LMRecipe(BaseModel):
             clipping cannot split).
         merge: write the hardened model with the adapters merged into the base (default), or the adapter
             directory that names the base.
+        user_field: the field (``.jsonl``) or column (``.csv``) naming each training record's user: DP
+            fine-tuning is then user-level (:mod:`privgate.lm.userlevel`); ``--user-field`` overrides it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -89,6 +91,7 @@ class LMRecipe(BaseModel):
     heldout: Path | None = None
     grad_sample_mode: Literal["auto", "hooks", "ghost"] = "auto"
     merge: bool = True
+    user_field: str | None = Field(None, min_length=1, max_length=200)
     source: str = Field("<recipe>", exclude=True)
 
     @property

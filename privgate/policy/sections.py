@@ -154,6 +154,19 @@ class Remediation(Strict):
         description="Largest released ε (the search included); a search that would exceed it stops, hands out no "
         "model and exits 1.",
     )
+    max_perplexity: float | None = Field(
+        default=None,
+        gt=1,
+        allow_inf_nan=False,
+        description="Language models: the utility floor as a ceiling on held-out perplexity (absolute).",
+    )
+    max_perplexity_ratio: float | None = Field(
+        default=None,
+        ge=1,
+        allow_inf_nan=False,
+        description="Language models: the ceiling as a multiple of the audited model's held-out perplexity "
+        "(with max_perplexity too, the stricter applies).",
+    )
 
     @field_validator("delta")
     @classmethod

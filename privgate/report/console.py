@@ -126,10 +126,15 @@ def _check_cell(c: CheckCell) -> str:
     return f"{_num(c.value)} [{_STYLE.get(c.status, 'white')}]{e(c.status)}[/]"
 
 
+def _past(util: Any) -> str:
+    """How a row marks utility on the wrong side of the floor (a perplexity ceiling is crossed upwards)."""
+    return ">ceiling" if util is not None and util.metric == "perplexity" else "<floor"
+
+
 def remediation_row(row: SearchRow) -> str:
     """One line per trained candidate, printed as the search runs (``privgate harden``)."""
     tr = row.training
-    util = f"utility {_num(row.utility)}" + ("" if row.utility_ok else " [bold red]< floor[/]")
+    util = f"utility {_num(row.utility)}" + ("" if row.utility_ok else " [bold red]past the floor[/]")
     checks = " · ".join(f"{e(c.id)} {_check_cell(c)}" for c in row.checks)
     outcome = "[green]accepted[/]" if row.accepted else f"[{_STYLE.get(row.verdict or '', 'white')}]{row.privacy}[/]"
     trial = f" (trial {row.trial})" if row.trial else ""
@@ -162,7 +167,7 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
         for r in rem.rows:
             tr = r.training
             mark = " ✓" if r.accepted else ""
-            u = _num(r.utility) + ("" if r.utility_ok else " [red]<floor[/]")
+            u = _num(r.utility) + ("" if r.utility_ok else " [red]" + _past(util) + "[/]")
             spent = "—" if tr.epsilon is None else f"{_g(tr.epsilon)} ({tr.accountant or ''})"
             cells = ([_check_cell(c) for c in r.checks] + [""] * len(ids))[: len(ids)]
             trial = f" #{r.trial}" if r.trial else ""
@@ -178,7 +183,8 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
             )
         console.print(t)
         if util is not None and util.floor is not None:
-            console.print(f"  utility = accuracy on {e(util.data)}; floor {util.floor:.4f} ({e(util.rule)})")
+            bound = "ceiling" if util.metric == "perplexity" else "floor"  # lower perplexity is better
+            console.print(f"  utility = {e(util.metric)} on {e(util.data)}; {bound} {util.floor:.4f} ({e(util.rule)})")
     settings = rem.settings
     if settings is not None:
         mode = f" ({settings.max_grad_norm_mode})" if settings.max_grad_norm_mode else ""
@@ -198,7 +204,9 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
     audit = rem.audit or {}
     if audit.get("summary") and rem.status != "audit_failed":  # the claim next to the measured lower bound
         console.print(f"  [{_STYLE.get(audit.get('verdict', ''), 'white')}]{e(audit['summary'])}[/]")
-    if rem.output:
+    if rem.output and rem.output.get("folder"):  # a language model's save_pretrained folder
+        console.print(f"  hardened model: {e(rem.output['folder'])} ({e(rem.output.get('format', ''))}, with its card)")
+    elif rem.output:
         card = f", {e(rem.output['model_card'])} (model card, DP statement)" if rem.output.get("model_card") else ""
         console.print(
             f"  hardened model: {e(rem.output.get('torchscript'))} (TorchScript), {e(rem.output.get('state_dict'))} "

@@ -1,0 +1,159 @@
+"""What differs between hardening a causal language model and a sequence classifier: utility, audit, data.
+
+:func:`privgate.lm.harden.harden_lm` runs one ε search for both kinds of
+Hugging Face model; a :class:`HardenTask` supplies what depends on the kind:
+
+* **causal LM** — utility is held-out perplexity (lower is better), the floor a
+  perplexity ceiling (``remediation.max_perplexity`` / ``max_perplexity_ratio``),
+  its interval a percentile bootstrap over records (Efron & Tibshirani 1993);
+  each candidate is audited by the language-model gate (membership inference,
+  canary exposure, extraction: :func:`privgate.lm.gate.audit_lm`);
+* **sequence classifier** — utility is held-out accuracy with its
+  Clopper-Pearson interval (Clopper & Pearson 1934) and the policy's ``utility``
+  floor, exactly as for a tabular model (:func:`privgate.dp.utility.utility_floor`);
+  each candidate is audited by the black-box family
+  (:func:`privgate.lm.classifier.audit_classifier`); the fine-tune's loss is
+  the record's cross-entropy on its label.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privgate.dp.candidates import Candidate
+from privgate.policy import Policy
+
+
+@dataclass
+class LMCandidate(Candidate):
+    """A DP fine-tune: ``utility`` is its held-out perplexity, ``floor`` the ceiling (lower is better)."""
+
+    @property
+    def utility_ok(self) -> bool:
+        return self.floor is None or self.utility <= self.floor
+
+    @property
+    def score(self) -> float:
+        return -self.utility
+
+
+def perplexity_ci(
+    model: Any, tokenizer: Any, texts: list[str], *, context: int, device: str, confidence: float, seed: int
+) -> tuple[float, list[float]]:
+    """Held-out perplexity (all tokens pooled) and its percentile-bootstrap interval over records (2000 resamples)."""
+    from privgate.lm.scoring import score_texts
+
+    s = score_texts(model, tokenizer, texts, context=context, device=device, moments=False)
+    tot = np.array([float(v.sum()) for v in s.logprob])
+    n_tok = s.n_tokens.astype(float)
+    ppl = float(math.exp(-tot.sum() / max(n_tok.sum(), 1.0)))
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x9E7]))
+    idx = rng.integers(0, len(tot), size=(2000, len(tot)))
+    boot = np.exp(-tot[idx].sum(1) / np.maximum(n_tok[idx].sum(1), 1.0))
+    a = (1 - confidence) / 2
+    return ppl, [float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))]
+
+
+def perplexity_ceiling(policy: Policy, original: float) -> tuple[float | None, str]:
+    """The ceiling on held-out perplexity and the rule that set it (the stricter of absolute and relative)."""
+    rem = policy.remediation
+    rules: list[tuple[float, str]] = []
+    if rem.max_perplexity is not None:
+        rules.append((float(rem.max_perplexity), f"remediation.max_perplexity = {rem.max_perplexity:g}"))
+    if rem.max_perplexity_ratio is not None:
+        rules.append(
+            (
+                original * rem.max_perplexity_ratio,
+                f"remediation.max_perplexity_ratio = {rem.max_perplexity_ratio:g} × the audited model's {original:.4g}",
+            )
+        )
+    if not rules:
+        return None, "none (set remediation.max_perplexity or max_perplexity_ratio for a utility floor)"
+    return min(rules)
+
+
+def accuracy_ci(model: Any, tokenizer: Any, texts: list[str], labels: np.ndarray, *, context: int, confidence: float):
+    """Held-out accuracy of a sequence classifier and its Clopper-Pearson interval (Clopper & Pearson 1934)."""
+    from privgate import stats
+    from privgate.lm.classifier import TextClassifier
+    from privgate.lm.loading import CLASSIFIER, LoadedLM
+
+    clf = TextClassifier(LoadedLM(model, tokenizer, CLASSIFIER, "", "", context, {}))
+    pred = clf.predict_log_proba(np.asarray(texts, dtype=object).reshape(-1, 1)).argmax(1)
+    correct, n = int(np.sum(pred == np.asarray(labels))), len(labels)
+    lo, hi = stats.clopper_pearson(correct, n, confidence)
+    return correct / n, [lo, hi]
+
+
+class HardenTask:
+    """The kind-specific parts of hardening (module docstring); ``heldout`` is a :class:`~privgate.lm.text.TextSet`."""
+
+    metric = "perplexity"
+    kind = "causal_lm"
+    model_kind = "causal language model"
+    candidate = LMCandidate
+
+    def __init__(self, heldout: Any, context: int, confidence: float, seed: int) -> None:
+        self.heldout, self.context, self.confidence, self.seed = heldout, context, confidence, seed
+
+    def utility(self, model: Any, tokenizer: Any) -> tuple[float, list[float]]:
+        return perplexity_ci(
+            model, tokenizer, self.heldout.texts, context=self.context, device="cpu", confidence=self.confidence,
+            seed=self.seed,
+        )  # fmt: skip
+
+    def floor(self, policy: Policy, original: float) -> tuple[float | None, str]:
+        return perplexity_ceiling(policy, original)
+
+    def labels(self, data: Any) -> Any:
+        return None
+
+    def audit(self, lm: Any, data: Any, policy: Policy, *, reference: Any, canaries: Any, batch_size: int, options):
+        from privgate.lm.gate import audit_lm
+
+        return audit_lm(
+            lm, data, policy, reference=reference, canaries=canaries, batch_size=batch_size, options=options
+        )
+
+    def reason(self, reason: str, floor: float | None) -> str:
+        """The search's reason in a language model's words: the floor is a perplexity ceiling."""
+        if floor is None:
+            return reason
+        return reason.replace("utility is", "held-out perplexity is").replace("below the floor", "above the ceiling")
+
+
+class ClassifierTask(HardenTask):
+    """A sequence classifier: held-out accuracy against the policy's ``utility`` floor, the black-box audit."""
+
+    metric = "accuracy"
+    kind = "sequence_classifier"
+    model_kind = "sequence classifier"
+    candidate = Candidate
+
+    def utility(self, model: Any, tokenizer: Any) -> tuple[float, list[float]]:
+        return accuracy_ci(
+            model, tokenizer, self.heldout.texts, self.heldout.labels, context=self.context, confidence=self.confidence
+        )
+
+    def floor(self, policy: Policy, original: float) -> tuple[float | None, str]:
+        from privgate.dp.utility import utility_floor
+
+        return utility_floor(policy.utility, original)
+
+    def labels(self, data: Any) -> Any:
+        return [int(v) for v in data.labels]
+
+    def audit(self, lm: Any, data: Any, policy: Policy, *, reference: Any, canaries: Any, batch_size: int, options):
+        from privgate.lm.classifier import audit_classifier
+
+        return audit_classifier(lm, data, policy, options=options, batch_size=batch_size)
+
+    def reason(self, reason: str, floor: float | None) -> str:
+        return reason.replace("utility is", "held-out accuracy is")
+
+
+__all__ = ["ClassifierTask", "HardenTask", "LMCandidate", "accuracy_ci", "perplexity_ceiling", "perplexity_ci"]
