@@ -79,10 +79,8 @@ from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.report.model import Report
 from privgate.report.remediation_section import (
-    CheckCell,
     Chosen,
     ClipRun,
-    Original,
     RemediationSection,
     SearchRow,
     SearchSettings,
@@ -186,17 +184,12 @@ def remediate(
     floor, floor_rule = utility_floor(policy.utility, orig_utility)
     train = train or data.members
     rem = policy.remediation
-    section = RemediationSection(
-        strategy=rem.strategy if rem.search == "compose" else "random_stopping",
-        search=rem.search,
-        schedule=list(rem.epsilons),
-        original=Original(
-            verdict=original.verdict,
-            utility=round(orig_utility, 6),
-            utility_ci=[round(v, 6) for v in orig_ci],
-            checks=[CheckCell(id=c.id, value=c.value, status=c.status) for c in original.checks],
-        ),
-        utility=UtilitySpec(data=held_out.source, floor=None if floor is None else round(floor, 6), rule=floor_rule),
+    section = RemediationSection.opening(
+        rem,
+        original,
+        orig_utility,
+        orig_ci,
+        UtilitySpec(data=held_out.source, floor=None if floor is None else round(floor, 6), rule=floor_rule),
     )
     if original.verdict == "pass":
         section.status, section.reason = "not_needed", "the original model passes the policy; nothing was retrained"

@@ -49,9 +49,7 @@ from privgate.lm.userlevel import load_users
 from privgate.options import RunOptions
 from privgate.report.model import Report
 from privgate.report.remediation_section import (
-    CheckCell,
     Chosen,
-    Original,
     RemediationSection,
     SearchSettings,
     UtilitySpec,
@@ -135,17 +133,12 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         orig_ppl, orig_ci = task.utility(target.model, target.tokenizer)
     ceiling, rule = task.floor(policy, orig_ppl)
     rem = policy.remediation
-    section = RemediationSection(
-        strategy=rem.strategy if rem.search == "compose" else "random_stopping",
-        search=rem.search,
-        schedule=list(rem.epsilons),
-        original=Original(
-            verdict=original.verdict,
-            utility=round(orig_ppl, 6),
-            utility_ci=[round(v, 6) for v in orig_ci],
-            checks=[CheckCell(id=c.id, value=c.value, status=c.status) for c in original.checks],
-        ),
-        utility=UtilitySpec(
+    section = RemediationSection.opening(
+        rem,
+        original,
+        orig_ppl,
+        orig_ci,
+        UtilitySpec(
             metric=task.metric, data=heldout_from, floor=None if ceiling is None else round(ceiling, 6), rule=rule
         ),
     )

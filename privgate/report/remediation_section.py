@@ -254,6 +254,24 @@ class RemediationSection(_Section):
     audit_summary: str | None = None
     seconds: float | None = None
 
+    @classmethod
+    def opening(
+        cls, remediation: Any, original: Any, utility: float, utility_ci: tuple[float, float], spec: UtilitySpec
+    ) -> RemediationSection:
+        """The section as a search starts: the policy's schedule, the original model's audit and utility."""
+        return cls(
+            strategy=remediation.strategy if remediation.search == "compose" else "random_stopping",
+            search=remediation.search,
+            schedule=list(remediation.epsilons),
+            original=Original(
+                verdict=original.verdict,
+                utility=round(utility, 6),
+                utility_ci=[round(v, 6) for v in utility_ci],
+                checks=[CheckCell(id=c.id, value=c.value, status=c.status) for c in original.checks],
+            ),
+            utility=spec,
+        )
+
     def epsilon_line(self) -> str | None:
         """The one line naming the training ε and the released ε; without a hardened model, what the runs spent."""
         if self.statement is not None:
