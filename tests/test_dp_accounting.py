@@ -145,6 +145,10 @@ class _Cand:
     trial: int | None = None
     report: object = field(default_factory=lambda: type("R", (), {"checks": []})())
 
+    @property
+    def score(self) -> float:  # as privgate.dp.candidates.Candidate: utility, higher is better
+        return self.utility
+
 
 def _trainer(accept_at: float | None, trained: list[float]):
     q, steps = sampling(300, 100, 8)
