@@ -227,6 +227,8 @@ class GroupedForward:
                 continue  # applied after the max-pooling, on fewer values (module docstring)
             if isinstance(layer.module, MAX_POOLS) and i and type(layers[i - 1].module) is nn.ReLU:
                 h = F.relu(layer.module(h))
+            elif kind is nn.ReLU and i and isinstance(layers[i - 1].module, (nn.BatchNorm1d, nn.BatchNorm2d)):
+                h = torch.relu_(h)  # in place: BatchNorm's backward pass needs its input, not its output
             elif kind in DROPOUTS:
                 h = self._dropout(layer, h, masks.get(f"{layer.name}.mask"), g)
             elif kind in self._ops:
