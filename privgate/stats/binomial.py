@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from scipy import stats as _st
+from scipy.special import betaincinv
+
+# Beta(a, b)'s q-quantile is betaincinv(a, b, q): the function scipy.stats.beta.ppf evaluates (the same
+# values, bit for bit), without loading scipy.stats, which a refused run or `privgate diff` never needs.
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -14,8 +17,8 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     if n <= 0:
         return 0.0, 1.0
     alpha = 1.0 - confidence
-    lo = 0.0 if k <= 0 else float(_st.beta.ppf(alpha / 2, k, n - k + 1))
-    hi = 1.0 if k >= n else float(_st.beta.ppf(1 - alpha / 2, k + 1, n - k))
+    lo = 0.0 if k <= 0 else float(betaincinv(k, n - k + 1, alpha / 2))
+    hi = 1.0 if k >= n else float(betaincinv(k + 1, n - k, 1 - alpha / 2))
     return lo, hi
 
 
@@ -23,14 +26,14 @@ def cp_lower(k: int, n: int, alpha: float) -> float:
     """One-sided exact lower 1−α confidence bound for a proportion k/n."""
     if n <= 0 or k <= 0:
         return 0.0
-    return float(_st.beta.ppf(alpha, k, n - k + 1))
+    return float(betaincinv(k, n - k + 1, alpha))
 
 
 def cp_upper(k: int, n: int, alpha: float) -> float:
     """One-sided exact upper 1−α confidence bound for a proportion k/n."""
     if n <= 0 or k >= n:
         return 1.0
-    return float(_st.beta.ppf(1 - alpha, k + 1, n - k))
+    return float(betaincinv(k + 1, n - k, 1 - alpha))
 
 
 def bonferroni(confidence: float, m: int) -> float:

@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats as _st
-from sklearn.metrics import roc_curve
 
 from privgate.stats.binomial import bonferroni, clopper_pearson, cp_lower, cp_upper
 
@@ -126,6 +124,8 @@ def roc(in_scores: np.ndarray, out_scores: np.ndarray) -> tuple[np.ndarray, np.n
     """ROC curve (fpr, tpr, thresholds) of "member iff score >= threshold"."""
     y = np.r_[np.ones(len(in_scores)), np.zeros(len(out_scores))]
     s = np.r_[in_scores, out_scores]
+    from sklearn.metrics import roc_curve  # imported when used: `privgate diff` and refusals never load sklearn
+
     fpr, tpr, thr = roc_curve(y, s, drop_intermediate=False)
     return fpr, tpr, thr
 
@@ -152,6 +152,8 @@ def auc(in_scores: np.ndarray, out_scores: np.ndarray, confidence: float = 0.95)
             n1,
             n0,
         )
+    from scipy import stats as _st  # imported when used, like sklearn above
+
     pooled = _st.rankdata(np.r_[x, y])
     rx, ry = pooled[:n1], pooled[n1:]
     v10 = (rx - _st.rankdata(x)) / n0  # per member: fraction of non-members below it
@@ -272,6 +274,8 @@ def _order_stat_thresholds(out_scores: np.ndarray, fpr: float, a: float) -> tupl
     P(Bin(n, f) < k) ≤ a and a threshold strictly above s_k (ties only lower it).
     ``None`` when n is too small for that side.
     """
+    from scipy import stats as _st
+
     s = np.sort(np.asarray(out_scores, dtype=float))[::-1]
     n = len(s)
     ks = np.arange(1, n + 1)
