@@ -41,10 +41,14 @@ cache-resident ``[64, 32, 12, 12]``; two copies of that activation per step came
 from the flatten's backward handing back an NCHW gradient to channels-last
 layers, and ReLU ran on the full activation before the pooling. The kernel now
 keeps the gradient channels-last, applies the ReLU after the max-pooling (the
-same numbers, a quarter of the work) and runs the models 4 at a time where
+same numbers, a quarter of the work), runs the models 2 at a time where
 their activations would outgrow the cache
-(:func:`privgate.training.grouped.models_per_call`); the trained models are
-bit-for-bit those of before.
+(:func:`privgate.training.grouped.models_per_call`), and runs each call's
+backward pass right after its forward pass, while that call's activations are
+still in the cache (one backward pass over the summed loss of all calls read
+them back from memory; the gradients are the same, bit for bit). 2 models per
+call round differently from 4 (oneDNN's convolutions of 2 and 4 groups), hence
+``ENGINE_VERSION`` 7.
 
 Goals (issue 24): ≥ 1.5× sequential at 1 thread on the issue's network; ≥ 10×
 on a GPU (measured only where torch sees one).

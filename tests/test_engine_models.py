@@ -313,10 +313,11 @@ def _conv_relu_maxpool() -> nn.Module:
 
 
 def test_grouped_kernel_in_calls_of_fewer_models_trains_the_same_models(monkeypatch):
-    """ReLU moved after the max-pooling, channels-last gradients, 4 of 8 models per call: recipe.train's models.
+    """ReLU moved after the max-pooling, channels-last gradients, 2 of 8 models per call: recipe.train's models.
 
     One model's largest activation of a batch is 64 rows × 16·16·16 floats = 1 MiB, so the CPU default runs
-    4 models per call; with the limit raised, all 8 at once — the same numbers either way.
+    2 models per call (each call's backward pass right after its forward pass); with the limit raised, all 8
+    at once — the same models either way, up to float rounding.
     """
     from privgate.training import grouped
 
@@ -324,12 +325,13 @@ def test_grouped_kernel_in_calls_of_fewer_models_trains_the_same_models(monkeypa
     recipe = Recipe(_conv_relu_maxpool, epochs=2, batch_size=64, lr=1e-2, optimizer="adam", name="conv-relu-pool")
     masks, seeds = paired_masks(90, 8, seed=2), model_seeds(2, 8)
     masks[7, :30] = False  # one model on fewer rows: a group of its own in the last step
-    assert grouped.models_per_call(recipe.build(), torch.as_tensor(x[:1]), 64, 8, "cpu") == 4
+    assert grouped.models_per_call(recipe.build(), torch.as_tensor(x[:1]), 64, 8, "cpu") == 2
     split = train_models(recipe, x, Y, masks, seeds, kernel="grouped")
     monkeypatch.setattr(grouped, "CALL_BYTES", 1 << 30)
     assert grouped.models_per_call(recipe.build(), torch.as_tensor(x[:1]), 64, 8, "cpu") == 8
     whole = train_models(recipe, x, Y, masks, seeds, kernel="grouped")
     assert (split.kernel, whole.kernel) == ("grouped", "grouped")
-    assert all(torch.equal(a[n], b[n]) for a, b in zip(split.states, whole.states) for n in a)
+    # oneDNN's convolutions of 2 and of 8 groups round differently: the same models up to float rounding
+    assert _max_diff(split.states, whole.states) < 1e-6
     ref = [recipe.train(x[m], Y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
-    assert _max_diff(split.states, ref) < 1e-5
+    assert max(_max_diff(split.states, ref), _max_diff(whole.states, ref)) < 1e-5

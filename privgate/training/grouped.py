@@ -147,11 +147,13 @@ def plan(net: nn.Module, row_shape: tuple[int, ...]) -> tuple[Plan | None, str]:
 #: On the CPU, how many bytes one layer's activations of the models run in one call may take: about a core's
 #: L2 cache. K models' activations of a batch soon outgrow the caches, and then every per-channel layer
 #: (BatchNorm, ReLU, pooling, their backward passes) waits on memory. Measured on the 12×12 two-conv
-#: network of ``benchmarks/cnn_engine.py`` (4.7 MB per 4 models): 4 models per call took 0.85-0.9 of the
-#: CPU time of all 16 at once, 2 per call about the same as 4, 1 per call 1.3x.
-CALL_BYTES = 6 << 20
+#: network of ``benchmarks/cnn_engine.py`` (1.2 MB per model): with one backward pass over all calls, 4
+#: models per call took 0.85-0.9 of the CPU time of all 16 at once, 2 per call about the same as 4, 1 per
+#: call 1.3x; since each call's backward pass follows its forward pass (:mod:`privgate.training.stacked`),
+#: 2 per call took 0.94 of the CPU time of 4 (median of 6 alternating runs, faster in all 6), 8 per call 1.2x.
+CALL_BYTES = 3 << 20
 #: The fewest models one call runs (when there are as many): one model per call loses the grouped layers' gain.
-MIN_PER_CALL = 4
+MIN_PER_CALL = 2
 
 
 def models_per_call(net: nn.Module, rows: torch.Tensor, batch: int, k: int, device: str | torch.device) -> int:
@@ -227,6 +229,8 @@ class GroupedForward:
                 continue  # applied after the max-pooling, on fewer values (module docstring)
             if isinstance(layer.module, MAX_POOLS) and i and type(layers[i - 1].module) is nn.ReLU:
                 h = F.relu(layer.module(h))
+            elif kind is nn.ReLU and i and isinstance(layers[i - 1].module, (nn.BatchNorm1d, nn.BatchNorm2d)):
+                h = torch.relu_(h)  # in place: BatchNorm's backward pass needs its input, not its output
             elif kind in DROPOUTS:
                 h = self._dropout(layer, h, masks.get(f"{layer.name}.mask"), g)
             elif kind in self._ops:

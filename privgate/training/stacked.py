@@ -170,6 +170,11 @@ class StackedModel:
         pieces = self._pieces(p, [models for _, models in calls]) if len(calls) > 1 else {}
         loss = torch.zeros((), device=self.device)
         written: list[tuple[list[int], dict[str, torch.Tensor]]] = []
+        # calls on pieces of the stacks: each call's backward pass right after its forward pass, while its
+        # activations are still in the cache (one backward pass over the summed loss reads every call's back from
+        # memory); the same gradients, bit for bit: each call's loss enters the sum with derivative 1
+        each = bool(pieces)
+        piece_grads: dict[int, tuple[torch.Tensor | None, ...]] = {}
         for n, models in calls:
             every = len(models) == self.k
             # the grouped kernel on consecutive models: views of the stacks (its BatchNorm updates them in place)
@@ -196,15 +201,41 @@ class StackedModel:
                 raise
             weights = w[models, :n].to(self.device, non_blocking=True).reshape(-1)
             flat = out.reshape(len(models) * n, *out.shape[2:])
-            loss = loss + (outputs.nll(flat, self.y[rows].reshape(-1), self.kind, reduction="none") * weights).sum()
+            part = (outputs.nll(flat, self.y[rows].reshape(-1), self.kind, reduction="none") * weights).sum()
+            if each:
+                piece_grads[models[0]] = torch.autograd.grad(part, pieces[models[0]], allow_unused=True)
+            else:
+                loss = loss + part
             if not every and not run:
                 written.append((models, buffers))
-        grads = torch.autograd.grad(loss, p, allow_unused=True)
+        if each:
+            grads = self._join(p, piece_grads, {models[0]: len(models) for _, models in calls})
+        else:
+            grads = torch.autograd.grad(loss, p, allow_unused=True)
         with torch.no_grad():
             for sel, buffers in written:
                 for name, b in buffers.items():
                     self.buffers[name][sel] = b
         return [torch.zeros_like(t) if g is None else g for t, g in zip(p, grads)]
+
+    @staticmethod
+    def _join(
+        p: list[torch.Tensor], piece_grads: dict[int, tuple[torch.Tensor | None, ...]], sizes: dict[int, int]
+    ) -> list[torch.Tensor]:
+        """The stacks' gradients from the calls' (``{first model: gradients of its piece}``); zero elsewhere."""
+        out = []
+        for i, t in enumerate(p):
+            parts, at = [], 0
+            for first in sorted(piece_grads):
+                if first > at:
+                    parts.append(t.new_zeros(first - at, *t.shape[1:]))
+                g = piece_grads[first][i]
+                parts.append(t.new_zeros(sizes[first], *t.shape[1:]) if g is None else g)
+                at = first + sizes[first]
+            if at < t.shape[0]:
+                parts.append(t.new_zeros(t.shape[0] - at, *t.shape[1:]))
+            out.append(torch.cat(parts))
+        return out
 
     def _pieces(self, p: list[torch.Tensor], calls: list[list[int]]) -> dict[int, list[torch.Tensor]]:
         """``{first model of a call: its parameters}`` from one ``split`` of each stack, when every call's models
