@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import inproc
 import numpy as np
 import pytest
 from cases import run_cli
@@ -25,22 +26,10 @@ def _write(tmp_path, name: str, body: str):
     return p
 
 
-def _audit(case, policy, tmp_path, model=None):
-    out = tmp_path / "r.json"
-    r = run_cli(
-        "check",
-        str(model or case.safe_ts),
-        "--policy",
-        str(policy),
-        "--members",
-        str(case.members),
-        "--nonmembers",
-        str(case.nonmembers),
-        "--json",
-        str(out),
-    )
-    assert r.returncode in (0, 1, 3), r.stdout + r.stderr
-    return r, json.loads(out.read_text())
+def _audit(case, policy, model=None):
+    """The check's report built in process (tests/inproc.py): the point here is what the policy makes of it."""
+    report = inproc.check(model or case.safe_ts, str(policy), case.members, case.nonmembers)
+    return report, json.loads(inproc.render(report, "json")["json"])
 
 
 # --------------------------------------------------------------------------- extends
@@ -65,7 +54,7 @@ def test_a_file_policy_extends_a_built_in_and_another_file(case, tmp_path):
     )
     r = run_cli("policy", "validate", str(top))
     assert r.returncode == 0, r.stderr
-    _, rep = _audit(case, top, tmp_path, case.leaky_ts)
+    report, rep = _audit(case, top, case.leaky_ts)
     ids = [c["id"] for c in rep["checks"]]
     assert ids == ["acc", "team:auc", "internal:mia-accuracy"]
     assert [c["policy"] for c in rep["checks"]] == ["top", "team", "internal"]
@@ -81,24 +70,11 @@ def test_a_file_policy_extends_a_built_in_and_another_file(case, tmp_path):
     assert by["acc"]["details"]["bonferroni"] == {"alpha": pytest.approx(0.03), "checks": 1, "attacks": 8}
     assert by["acc"]["confidence"] == pytest.approx(1 - 0.03 / 8)
     # the inherited internal check is the one `internal` gives alone
-    _, alone = _audit(case, "internal", tmp_path, case.leaky_ts)
+    _, alone = _audit(case, "internal", case.leaky_ts)
     own = alone["checks"][0]
     inherited = by["internal:mia-accuracy"]
     assert (inherited["value"], inherited["ci"], inherited["status"]) == (own["value"], own["ci"], own["status"])
-    md = tmp_path / "r.md"
-    run_cli(
-        "check",
-        str(case.leaky_ts),
-        "--policy",
-        str(top),
-        "--members",
-        str(case.members),
-        "--nonmembers",
-        str(case.nonmembers),
-        "--markdown",
-        str(md),
-    )
-    text = md.read_text()
+    text = inproc.render(report, "markdown")["markdown"]  # the same check as above, written as Markdown
     assert (
         "(extends `internal` → `team`)" in text and "inherited from internal" in text and "inherited from team" in text
     )
@@ -173,7 +149,7 @@ def test_a_policy_without_attacks_runs_the_default_black_box_family(case, tmp_pa
     pol = _write(
         tmp_path, "p.yaml", "name: bare\n" + HEAD + "checks:\n  - {id: acc, attack: best, metric: accuracy, max: 0.8}\n"
     )
-    _, rep = _audit(case, pol, tmp_path, case.leaky_ts)
+    _, rep = _audit(case, pol, case.leaky_ts)
     ran = {a["name"] for a in rep["attacks"] if a["status"] == "ran"}
     assert ran == {
         "loss",
