@@ -107,7 +107,11 @@ def main() -> None:
         server_app=server_app(data, out, args.clients, args.rounds),
         client_app=client_app(data),
         num_supernodes=args.clients,
-        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}},
+        backend_config={
+            "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+            # a simulation has no use for Ray's dashboard: not starting it saves its processes (≈ 2 s of start-up)
+            "init_args": {"num_cpus": 2, "include_dashboard": False},
+        },
     )
     print(f"Flower simulation: {args.clients} clients x {args.rounds} rounds in {time.perf_counter() - t0:.1f} s")
     print(f"saved: {args.out}/federation.yaml (global model), {args.out}/updates.yaml (client updates)")
