@@ -32,8 +32,16 @@ from privgate.cli.report import report
 @click.option("--columns-env", "columns", envvar="COLUMNS", hidden=True, default=None)
 @click.option("--step-summary-env", "step_summary", envvar="GITHUB_STEP_SUMMARY", hidden=True, default=None)
 @click.option("--debug-env", "debug", envvar="PRIVGATE_DEBUG", hidden=True, default=None)
+@click.option("--omp-wait-policy-env", "omp_wait_policy", envvar="OMP_WAIT_POLICY", hidden=True, default=None)
 @click.pass_context
-def cli(ctx: click.Context, ci: str | None, columns: str | None, step_summary: str | None, debug: str | None) -> None:
+def cli(
+    ctx: click.Context,
+    ci: str | None,
+    columns: str | None,
+    step_summary: str | None,
+    debug: str | None,
+    omp_wait_policy: str | None,
+) -> None:
     """privgate: a privacy gate for trained models.
 
     Runs membership-inference attacks against a model on known members and
@@ -41,7 +49,13 @@ def cli(ctx: click.Context, ci: str | None, columns: str | None, step_summary: s
     policy: pass (0), fail (1), bad input (2), inconclusive (3), internal error (4);
     130 / 143 when stopped by Ctrl-C / SIGTERM (nothing half-written is left).
     """
-    ctx.obj = Environment(ci=bool(ci), columns=bool(columns), step_summary=step_summary or None, debug=bool(debug))
+    ctx.obj = Environment(
+        ci=bool(ci),
+        columns=bool(columns),
+        step_summary=step_summary or None,
+        debug=bool(debug),
+        omp_wait_policy=omp_wait_policy or None,
+    )
 
 
 cli.add_command(check)

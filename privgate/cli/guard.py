@@ -35,12 +35,14 @@ class Environment:
         columns: ``$COLUMNS`` is set: rich sizes the console from it (else a log gets 160 columns).
         step_summary: ``$GITHUB_STEP_SUMMARY``, the file GitHub Actions shows as the job summary.
         debug: ``$PRIVGATE_DEBUG`` is set: an internal error prints its traceback.
+        omp_wait_policy: ``$OMP_WAIT_POLICY`` as the user set it (``None``: not set; see :func:`passive_openmp`).
     """
 
     ci: bool = False
     columns: bool = False
     step_summary: str | None = None
     debug: bool = False
+    omp_wait_policy: str | None = None
 
 
 def process_environment() -> Environment:
@@ -72,21 +74,24 @@ def cap_threads(ctx: click.Context, param: click.Parameter, value: int | None) -
         if problem:
             raise click.BadParameter(problem + ".", ctx=ctx, param=param)
         if value > 1:
-            passive_openmp()
+            passive_openmp(process_environment().omp_wait_policy)
     return value
 
 
-def passive_openmp() -> None:
-    """Let OpenMP's idle threads sleep instead of spinning, unless the user chose (``OMP_WAIT_POLICY``).
+def passive_openmp(chosen: str | None) -> None:
+    """Let OpenMP's idle threads sleep instead of spinning, unless the user chose (``chosen``: their
+    ``$OMP_WAIT_POLICY``, read by the ``privgate`` group like every variable it honours).
 
     With more than one thread, torch's OpenMP threads spin between the many short parallel regions of
     training; on cores that other processes also use, a spinning thread holds a core its partner needs,
     and training a reference-model ensemble with 2 threads on a busy 2-core machine took 10-50x longer
     than with 1 (``benchmarks/cold_start.py``). Sleeping threads cost a wake-up per region instead.
-    Read by OpenMP when it loads, so only before torch is imported (the CLI imports it after parsing).
+    OpenMP reads the process's C environment when it loads, so this only acts before torch is imported
+    (the CLI imports it after parsing); it sets the variable for OpenMP (and child processes), not a setting
+    any privgate code reads.
     """
-    if "OMP_WAIT_POLICY" not in os.environ and "torch" not in sys.modules:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    if chosen is None and "torch" not in sys.modules:
+        os.putenv("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def err_console() -> Console:
