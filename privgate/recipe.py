@@ -9,7 +9,6 @@ one training loop, used everywhere.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,9 +19,7 @@ from torch import nn
 
 from privgate.errors import RecipeError
 from privgate.inputs.outputs import nll
-
-#: Building seeds torch's global generator: one model at a time.
-_BUILD_LOCK = threading.RLock()
+from privgate.training.rng import seed_global, seeded
 
 
 @dataclass(frozen=True)
@@ -86,14 +83,12 @@ class Recipe:
 
         With ``seed``, the factory runs under ``torch.manual_seed(seed)`` in a
         forked generator, so the same seed gives the same initial weights and
-        the caller's random state is untouched; a lock keeps two threads from
-        interleaving on torch's global generator. Any failure of the user's
+        the caller's random state is untouched; no other thread seeds torch's
+        global generator meanwhile (:mod:`privgate.training.rng`). Any failure of the user's
         factory is a :class:`RecipeError`.
         """
         try:
-            with _BUILD_LOCK, torch.random.fork_rng(devices=[]):
-                if seed is not None:
-                    torch.manual_seed(int(seed))
+            with seeded(seed):
                 model = self.model_factory()
         except RecipeError:
             raise
@@ -177,7 +172,7 @@ class Recipe:
         masks = torch.Generator().manual_seed(dropout_seed(seed))
         forked = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
         with torch.random.fork_rng(devices=forked), seeded_dropout(net, masks):
-            torch.manual_seed(dropout_seed(seed))
+            seed_global(dropout_seed(seed))
             for _ in range(self.epochs):
                 order = torch.randperm(n, generator=gen).to(dev)
                 for start in range(0, n, self.batch_size):

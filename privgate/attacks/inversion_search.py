@@ -22,6 +22,7 @@ from torch import nn
 
 from privgate.device import module_device
 from privgate.inputs.outputs import Kind, as_logits_torch
+from privgate.training.rng import seeded
 
 
 class _DenoisingAutoencoder(nn.Module):
@@ -36,8 +37,7 @@ class _DenoisingAutoencoder(nn.Module):
 def train_prior(u: np.ndarray, seed: int, steps: int = 400, noise: float = 0.15, hidden: int = 64) -> nn.Module:
     """A small denoising autoencoder on population rows ``u`` (scaled to [0, 1]) (Vincent et al. 2008)."""
     gen = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         dae = _DenoisingAutoencoder(u.shape[1], hidden)
     data = torch.as_tensor(u, dtype=torch.float32)
     opt = torch.optim.Adam(dae.parameters(), lr=3e-3)

@@ -58,6 +58,7 @@ from torch import nn
 from privgate.errors import PrivgateError, RecipeError
 from privgate.inputs.outputs import nll
 from privgate.recipe import Recipe
+from privgate.training.rng import seed_global
 
 AccountantName = Literal["prv", "rdp"]
 
@@ -434,7 +435,7 @@ def train_dp(
     forked = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
     masks = torch.Generator().manual_seed(dropout_seed(seed))
     with torch.random.fork_rng(devices=forked), seeded_dropout(model, masks):
-        torch.manual_seed(dropout_seed(seed))  # any other random draw of the forward pass: fixed by the seed
+        seed_global(dropout_seed(seed))  # any other random draw of the forward pass: fixed by the seed
         _run_epochs(module, dp_opt, criterion, dp_loader, settings.epochs, settings.max_physical_batch_size, dev)
     seconds = time.perf_counter() - t1
 

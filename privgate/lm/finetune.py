@@ -43,6 +43,7 @@ from torch import nn
 from privgate.dp.train import DPSettings, DPTraining
 from privgate.errors import RecipeError
 from privgate.lm.recipe import LMRecipe
+from privgate.training.rng import seed_global
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ def finetune(
     x, mask = encode(tokenizer, texts, recipe.max_length)
     y = None if labels is None else torch.as_tensor(list(labels), dtype=torch.long)
     with torch.random.fork_rng(devices=[dev.index or 0] if dev.type == "cuda" else []):
-        torch.manual_seed(int(seed))
+        seed_global(seed)
         model = _trainable(recipe, model, classifier=y is not None)
         model.to(dev)
         params = [p for p in model.parameters() if p.requires_grad]

@@ -46,6 +46,7 @@ from privgate.inputs import outputs
 from privgate.training.dropout import DropoutPlan
 from privgate.training.dropout import NotStackable as _DropoutNotStackable
 from privgate.training.grouped import GroupedForward
+from privgate.training.rng import seeded
 
 
 class NotStackable(Exception):
@@ -274,10 +275,8 @@ def random_forward(net: nn.Module, rows: torch.Tensor) -> bool:
     try:
         for seed in (1, 2):
             probe = copy.deepcopy(net).train()
-            with torch.no_grad(), torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                with seeded_dropout(probe, torch.Generator().manual_seed(0)):
-                    out = probe(rows)
+            with torch.no_grad(), seeded(seed), seeded_dropout(probe, torch.Generator().manual_seed(0)):
+                out = probe(rows)
             outs.append(out[0] if isinstance(out, (tuple, list)) else out)
     except Exception:  # noqa: BLE001 - training reports the real error
         return False

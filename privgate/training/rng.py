@@ -1,0 +1,49 @@
+"""torch's global random generator, one per process and shared by every thread: seeded under one lock.
+
+A user's model factory draws its initial weights from the global generator,
+and so may a forward pass (noise layers, anything but dropout, which
+:mod:`privgate.training.dropout` routes to per-model generators). Seeding it
+in one thread while another is half-way through a seeded build changes the
+other's weights: two concurrent runs on one cache then fingerprint the same
+recipe differently (:func:`privgate.training.fingerprint.recipe_fingerprint`)
+and both train every model. Every place privgate seeds the global generator
+goes through here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+
+#: Held while the global generator is seeded and drawn from in a short block (and while it is seeded).
+LOCK = threading.RLock()
+
+
+@contextmanager
+def seeded(seed: int | None, devices: Sequence[int] = ()) -> Iterator[None]:
+    """A short block (a model build, a probe forward pass) with the global generator at ``seed``.
+
+    The generator is forked (the caller's state comes back afterwards) and the
+    lock is held throughout, so no other thread re-seeds it in between;
+    ``seed=None`` keeps the state as it is but still forks and holds the lock.
+    """
+    with LOCK, torch.random.fork_rng(devices=list(devices)):
+        if seed is not None:
+            torch.manual_seed(int(seed))
+        yield
+
+
+def seed_global(seed: int) -> None:
+    """Seed the global generator for a long run (a training loop inside its own ``fork_rng``).
+
+    Only the seeding holds the lock: it never lands inside another thread's
+    :func:`seeded` block. Draws of the long run itself are not serialised.
+    """
+    with LOCK:
+        torch.manual_seed(int(seed))
+
+
+__all__ = ["LOCK", "seed_global", "seeded"]
