@@ -60,7 +60,7 @@ _MD_PUNCT = re.compile(r"([\\`*~<>&|!$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|(?<=\
 _MD_BLOCK_START = re.compile(r"(?P<num>\d{1,9})[.)](?=[ \t]|$)|(?:#{1,6}|[+-])(?=[ \t]|$)|=+[ \t]*$|(?:-[ \t]*){3,}$")
 #: What rich reads as a tag (rich.markup.RE_TAGS), with the backslashes before it; backslashes ending a text.
 _RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
-_TRAILING_BACKSLASHES = re.compile(r"\\+$")
+_TRAILING_BACKSLASHES = re.compile(r"\\+\Z")  # \Z: "$" would also match before a final newline
 #: A backslash run before a "[" that is no tag (rich turns every "\\[" into "[").
 _RICH_BACKSLASH_BRACKET = re.compile(r"(\\+)(\[)(?![a-z#/@][^[]*?])")
 #: The longest text kept from one value; more is cut with an ellipsis (a 1 GB message must not reach a log).
