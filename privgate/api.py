@@ -30,16 +30,14 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privgate.errors import DataError
 from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.inputs.entrypoints import load_recipe
-from privgate.inputs.target import Target
 from privgate.lm.loading import is_model_dir
 from privgate.options import RunOptions
 from privgate.policy import Policy, load_policy
-from privgate.recipe import Recipe
 from privgate.report.model import Report
 from privgate.settings import (
     CheckSettings,
@@ -50,6 +48,10 @@ from privgate.settings import (
     LdpAuditSettings,
     SimulationSettings,
 )
+
+if TYPE_CHECKING:  # torch comes with these: a run refused on its policy or data never imports it
+    from privgate.inputs.target import Target
+    from privgate.recipe import Recipe
 
 
 def as_dataset(value: DataLike, role: str, label_column: str = "label", base: Path | None = None) -> Dataset:
@@ -73,6 +75,8 @@ def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool =
     import torch
     from torch import nn
 
+    from privgate.inputs.target import Target
+
     if isinstance(model, Target):
         return model
     if isinstance(model, (str, Path)):
@@ -92,6 +96,7 @@ def as_policy(policy: Policy | str | Path) -> Policy:
 
 
 def as_recipe(recipe: Recipe | str | None, search_dirs: list[Path] | None = None) -> Recipe | None:
+    from privgate.recipe import Recipe
     from privgate.tree_recipe import TreeRecipe
 
     if recipe is None or isinstance(recipe, (Recipe, TreeRecipe)):
@@ -114,7 +119,10 @@ def _split(
         if policy is None or members is None or nonmembers is None:
             raise TypeError("check/harden need a model, a policy, members and non-members")
         settings = cls(model=first, policy=policy, members=members, nonmembers=nonmembers, **mine)
-    return settings, RunOptions.of(options, **kw).resolved()  # a device that does not exist: exit 2 before loading
+    run = RunOptions.of(options, **kw)
+    # 'cuda' on a machine without one: exit 2 before loading; 'auto' is resolved once the inputs are
+    # loaded (resolving imports torch, and a run refused on its policy or data need not)
+    return settings, run.resolved() if run.device == "cuda" else run
 
 
 @dataclass
@@ -131,9 +139,9 @@ class Inputs:
 def load_inputs(settings: CheckSettings, seed: int = 0) -> Inputs:
     """Policy, recipe, model and audit data of ``settings``; bad input is one :class:`PrivgateError`."""
     dirs = list(settings.search_dirs)
-    pol = as_policy(settings.policy)
+    pol = as_policy(settings.policy)  # first: a run refused on its policy never imports torch
     rec = as_recipe(settings.recipe, dirs)
-    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access)
+    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access)  # it says how data are read
     base = (dirs or [Path.cwd()])[0]
 
     def dataset(value: DataLike, role: str) -> Dataset:
@@ -178,7 +186,7 @@ def check(
     i = load_inputs(s, run.seed)
     from privgate.gate import check_model  # scipy, scikit-learn: bad input exits 2 without them
 
-    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run)
+    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run.resolved())
 
 
 @dataclass
@@ -221,17 +229,18 @@ def harden(
     come back in :attr:`Hardening.files` for the caller to write together with
     its reports, after checking their paths (:mod:`privgate.io.guards`).
     """
-    from privgate.dp.hardened import default_output, hardened_files
-    from privgate.dp.remediate import check_can_remediate, remediate
-
     s, run = _split(HardenSettings, settings, (policy, members, nonmembers), options, kw)
     if isinstance(s.model, (str, Path)) and is_model_dir(s.model):  # a language model: DP fine-tuning (privgate.lm)
         from privgate.lm.harden import harden_lm
 
         return harden_lm(s, run)
     pol, rec = as_policy(s.policy), as_recipe(s.recipe, list(s.search_dirs))
+    from privgate.dp.hardened import default_output, hardened_files  # torch: after the policy is known good
+    from privgate.dp.remediate import check_can_remediate, remediate
+
     check_can_remediate(pol, rec)  # an unusable remediation setup fails before the model and data are loaded
     i = load_inputs(dataclasses.replace(s, policy=pol, recipe=rec), run.seed)
+    run = run.resolved()
     outcome = remediate(i.target, i.data, i.policy, i.recipe, train=i.members, on_row=s.on_row, options=run)
     report = outcome.report.model_copy(update={"job": "harden"})
     files: dict[Path, tuple[str, bytes]] = {}

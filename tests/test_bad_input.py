@@ -54,7 +54,7 @@ def test_missing_model(case, tmp_path, files_unchanged):
 def test_truncated_checkpoint(case, tmp_path, files_unchanged):
     bad = tmp_path / "trunc.pt"
     bad.write_bytes(case.leaky_state.read_bytes()[: case.leaky_state.stat().st_size // 2])
-    _assert_bad(_run(case, bad, "--recipe", case.recipe_spec, cwd=case.dir), "trunc.pt")
+    _assert_bad(_run(case, bad, None, None, "internal", "--recipe", case.recipe_spec, cwd=case.dir), "trunc.pt")
     bad_ts = tmp_path / "trunc_ts.pt"
     bad_ts.write_bytes(case.leaky_ts.read_bytes()[:3000])
     _assert_bad(_run(case, bad_ts), "trunc_ts.pt")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import sys
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from privgate.errors import DataError, PrivgateError, clip, out_of_memory, shown
 from privgate.inputs.entrypoints import import_factory
@@ -56,10 +56,17 @@ class Dataset:
         return h.hexdigest()
 
 
+def _as_array(v: Any) -> np.ndarray:
+    """``v`` as a NumPy array; a torch tensor (only possible once torch is imported) is detached first."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(v, torch.Tensor):
+        return v.detach().cpu().numpy()
+    return np.asarray(v)
+
+
 def _as_dataset(x: Any, y: Any, source: str, role: str) -> Dataset:
     try:
-        xa = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-        ya = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+        xa, ya = _as_array(x), _as_array(y)
     except Exception as exc:
         raise DataError(f"{source}: {role} could not be read as arrays ({exc.__class__.__name__}).") from None
     if xa.dtype.kind not in "biuf":
@@ -105,6 +112,8 @@ def _load_npz(p: Path, role: str) -> Dataset:
 
 
 def _load_pt(p: Path, role: str) -> Dataset:
+    import torch  # only a .pt data file needs it: refused runs stay free of the torch import
+
     try:
         obj = torch.load(str(p), map_location="cpu", weights_only=True)
     except Exception as exc:
