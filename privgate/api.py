@@ -138,10 +138,13 @@ class Inputs:
 
 def load_inputs(settings: CheckSettings, seed: int = 0) -> Inputs:
     """Policy, recipe, model and audit data of ``settings``; bad input is one :class:`PrivgateError`."""
+    from privgate.inputs.targets import check_model_path
+
     dirs = list(settings.search_dirs)
-    pol = as_policy(settings.policy)  # first: a run refused on its policy never imports torch
-    rec = as_recipe(settings.recipe, dirs)
-    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access)  # it says how data are read
+    # the policy, the model's path and the data first: a run refused on them never imports torch
+    pol = as_policy(settings.policy)
+    if isinstance(settings.model, (str, Path)):
+        check_model_path(settings.model)
     base = (dirs or [Path.cwd()])[0]
 
     def dataset(value: DataLike, role: str) -> Dataset:
@@ -150,6 +153,8 @@ def load_inputs(settings: CheckSettings, seed: int = 0) -> Inputs:
     train = dataset(settings.members, "members")
     population = dataset(settings.population, "population") if settings.population is not None else None
     data = AuditData(train, dataset(settings.nonmembers, "non-members"), population, seed=seed)
+    rec = as_recipe(settings.recipe, dirs)
+    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access)
     return Inputs(pol, rec, target, data, train)
 
 

@@ -379,10 +379,10 @@ def test_cli_run_prints_no_library_warnings(case):
 @pytest.mark.parametrize(
     "model, policy, heavy, needle",
     [
-        # a missing model: refused before scipy and scikit-learn are imported (1.7 s of CPU)
-        ("nope.pt", "internal", ("scipy.stats", "sklearn", "opacus", "privgate.gate"), "nope.pt: model file not found"),
-        # a bad policy: refused before torch too (most refused runs in a pipeline cost 0.4 s, not 1.5 s)
+        # a bad policy, a missing model or missing data: refused before torch too (0.4 s of CPU, not 1.5 s)
         ("model.pt", "gone.yaml", ("torch", "scipy.stats", "sklearn", "opacus", "privgate.gate"), "gone.yaml"),
+        ("gone.pt", "internal", ("torch", "scipy.stats", "sklearn"), "gone.pt: model file not found"),
+        ("model.pt", "internal", ("torch", "scipy.stats", "sklearn"), "m.npz: members file not found"),
     ],
 )
 def test_a_refused_check_does_not_import_the_statistics(tmp_path, model, policy, heavy, needle):
@@ -391,6 +391,7 @@ def test_a_refused_check_does_not_import_the_statistics(tmp_path, model, policy,
     import subprocess
     import sys
 
+    (tmp_path / "model.pt").write_bytes(b"a model file, never loaded: the run is refused before")
     script = (
         "import sys\n"
         "from privgate.cli import cli\n"

@@ -326,27 +326,13 @@ class Target:
         endpoints load as black boxes (:func:`privgate.inputs.targets.load_served`);
         ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint is queried.
         """
-        from privgate.inputs.targets import load_served
+        from privgate.inputs.targets import check_model_path, load_served
 
         served = load_served(path, access)
         if served is not None:
             return cls(served, served.source, served.fmt, getattr(served, "sha256", None))
         p = Path(path)
-        if not p.exists():
-            raise TargetError(f"{p}: model file not found.")
-        if p.is_dir():
-            from privgate.lm.loading import is_model_dir
-
-            if is_model_dir(p):
-                raise TargetError(
-                    f"{p}: is a Hugging Face model directory; audit it on text data with privgate check "
-                    "(privgate.api.check), which reads it with transformers."
-                )
-            raise TargetError(
-                f"{p}: is a directory without config.json, neither a model file nor a Hugging Face model directory."
-            )
-        if p.stat().st_size == 0:
-            raise TargetError(f"{p}: the model file is empty.")
+        check_model_path(p)
         digest = file_sha256(p)
         suffix = p.suffix.lower()
         if suffix == ".safetensors":

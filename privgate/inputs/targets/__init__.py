@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from privgate.errors import TargetError
 from privgate.inputs.targets.blackbox import BlackBox
 
 URL_SCHEMES = ("http://", "https://")
@@ -28,6 +29,33 @@ URL_SCHEMES = ("http://", "https://")
 def is_endpoint(spec: Any) -> bool:
     """Whether ``spec`` names an inference endpoint (an ``http(s)://`` URL) rather than a file."""
     return isinstance(spec, str) and spec.strip().lower().startswith(URL_SCHEMES)
+
+
+def check_model_path(spec: str | Path) -> None:
+    """What is wrong with a model path, as one :class:`~privgate.errors.TargetError`, before anything is loaded.
+
+    Nothing for an endpoint URL (its server answers for it) or a non-empty
+    file; torch is not imported, so a run with a missing model file is
+    refused as cheaply as one with a bad policy.
+    """
+    if is_endpoint(spec):
+        return
+    p = Path(spec)
+    if not p.exists():
+        raise TargetError(f"{p}: model file not found.")
+    if p.is_dir():
+        from privgate.lm.loading import is_model_dir
+
+        if is_model_dir(p):
+            raise TargetError(
+                f"{p}: is a Hugging Face model directory; audit it on text data with privgate check "
+                "(privgate.api.check), which reads it with transformers."
+            )
+        raise TargetError(
+            f"{p}: is a directory without config.json, neither a model file nor a Hugging Face model directory."
+        )
+    if p.stat().st_size == 0:
+        raise TargetError(f"{p}: the model file is empty.")
 
 
 def load_served(spec: str | Path, access: Any = None) -> BlackBox | None:
@@ -65,4 +93,4 @@ def wrap_booster(obj: Any) -> BlackBox | None:
     return BoostedModel(module, obj, f"<{module}.Booster>")  # type: ignore[arg-type]
 
 
-__all__ = ["URL_SCHEMES", "BlackBox", "is_endpoint", "load_served", "wrap_booster"]
+__all__ = ["URL_SCHEMES", "BlackBox", "check_model_path", "is_endpoint", "load_served", "wrap_booster"]
