@@ -8,14 +8,30 @@ retrains a failing model with DP-SGD through Opacus (Yousefpour et al. 2021,
 arXiv 2109.12298) at decreasing ε and re-attacks each candidate until the policy
 passes within its utility floor.
 
-Opacus is imported lazily (inside the functions that train), so importing
-privgate stays fast for audits that never remediate.
+Opacus is imported lazily (inside the functions that train), and so are this
+package's names (torch comes with them): ``privgate harden`` refused on its
+input, or naming its output (:mod:`.hardened`), never imports torch.
 """
 
 from __future__ import annotations
 
-from privgate.dp.clip import search_clip_norm
-from privgate.dp.recipe import DPRecipe
-from privgate.dp.train import DPSettings, DPTraining, make_private_module, train_dp
+import importlib
+from typing import Any
+
+_WHERE = {
+    "search_clip_norm": "privgate.dp.clip",
+    "DPRecipe": "privgate.dp.recipe",
+    "DPSettings": "privgate.dp.train",
+    "DPTraining": "privgate.dp.train",
+    "make_private_module": "privgate.dp.train",
+    "train_dp": "privgate.dp.train",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'privgate.dp' has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)
+
 
 __all__ = ["DPRecipe", "DPSettings", "DPTraining", "make_private_module", "search_clip_norm", "train_dp"]

@@ -11,15 +11,16 @@ import hashlib
 import io
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from privgate.errors import PrivgateError
 from privgate.io.atomic import write_together
 from privgate.io.guards import same_file
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def default_output(model_path: str | Path) -> Path:
@@ -60,6 +61,8 @@ def hardened_files(
         ``({path: bytes}, description)``, the description with both paths, their
         SHA-256 and how the TorchScript was made, as the report records it.
     """
+    import torch
+
     ts_path, sd_path = Path(output), state_dict_path(output)
     model = model.eval()
     with warnings.catch_warnings():
