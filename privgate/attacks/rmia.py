@@ -126,6 +126,14 @@ def rmia_scores(log_ratio_x: np.ndarray, log_ratio_z: np.ndarray, gamma: float) 
     return frac + tie / (len(lz) + 1)
 
 
+def check_rmia_options(a: Any, gamma: Any) -> None:
+    """Validate RMIA's two parameters: the offline approximation ``a`` in [0, 1] (or ``auto``) and γ ≥ 1."""
+    if a != "auto" and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= float(a) <= 1.0):
+        raise ValueError(f"option a must be a number in [0, 1] or auto, got {shown(a)}")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma >= 1.0:
+        raise ValueError(f"option gamma must be a number ≥ 1, got {shown(gamma)}")
+
+
 class RMIAAttack(Attack):
     """Relative membership-inference attack (Zarifzadeh et al. 2024, arXiv 2312.03262).
 
@@ -156,10 +164,7 @@ class RMIAAttack(Attack):
     ) -> None:
         super().__init__(**options)
         check_models(models, 2)
-        if a != "auto" and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= float(a) <= 1.0):
-            raise ValueError(f"option a must be a number in [0, 1] or auto, got {shown(a)}")
-        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma >= 1.0:
-            raise ValueError(f"option gamma must be a number ≥ 1, got {shown(gamma)}")
+        check_rmia_options(a, gamma)
         for opt, v, lo in (("z_samples", z_samples, 10), ("min_population", min_population, 10)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"option {opt} must be an integer ≥ {lo}, got {shown(v)}")

@@ -32,6 +32,7 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.attacks.reference import check_models
+from privgate.attacks.rmia import calibrate_a, check_rmia_options, offline_px, rmia_scores
 from privgate.errors import shown
 from privgate.lm.attacks.context import lm_context
 
@@ -132,10 +133,7 @@ class LMRMIAAttack(Attack):
     ) -> None:
         super().__init__(**options)
         check_models(models, 2)
-        if a != "auto" and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= float(a) <= 1.0):
-            raise ValueError(f"option a must be a number in [0, 1] or auto, got {shown(a)}")
-        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma >= 1.0:
-            raise ValueError(f"option gamma must be a number ≥ 1, got {shown(gamma)}")
+        check_rmia_options(a, gamma)
         self.options = {
             "models": models,
             "a": a if a == "auto" else float(a),
@@ -144,7 +142,6 @@ class LMRMIAAttack(Attack):
         }
 
     def run(self, ctx: AttackContext) -> AttackResult:
-        from privgate.attacks.rmia import calibrate_a, offline_px, rmia_scores
         from privgate.lm.references import fine_tuned
 
         start = time.perf_counter()
