@@ -202,9 +202,10 @@ def _scored(
     import torch
 
     ctx = torch.as_tensor([list(context)], dtype=torch.long, device=device)
+    name = cache_argument(model)
     out = model(input_ids=ctx, use_cache=True)
     first = torch.log_softmax(out.logits[0, -1].float(), dim=-1).double().cpu().numpy()
-    prefix_cache = out.past_key_values
+    prefix_cache = getattr(out, name)
     scores = np.empty(len(continuations), dtype=np.float64)
     by_length: dict[int, list[int]] = {}
     for i, c in enumerate(continuations):
@@ -224,7 +225,7 @@ def _scored(
                 x = torch.as_tensor(heads[a:b], device=device)
                 mask = torch.ones((b - a, ctx.shape[1] + length - 1), dtype=torch.long, device=device)
                 cache = _repeated(prefix_cache, b - a)
-                logits = model(input_ids=x, past_key_values=cache, attention_mask=mask, use_cache=True).logits
+                logits = model(input_ids=x, attention_mask=mask, use_cache=True, **{name: cache}).logits
                 logp = torch.log_softmax(logits.float(), dim=-1)
                 inner = logp[:, :-1].gather(-1, x[:, 1:, None])[..., 0].double().sum(-1)
                 these = order[starts[a] : starts[b]]
@@ -233,6 +234,15 @@ def _scored(
                 total[these] += (inner[local] + last.double()).cpu().numpy()
         scores[rows] = -total / _LN2
     return scores
+
+
+def cache_argument(model: Any) -> str:
+    """The name under which ``model`` takes and returns its key/value cache: ``cache`` from transformers 5.24
+    (where ``past_key_values`` is deprecated, to be removed in 5.40), ``past_key_values`` before."""
+    import inspect
+
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper: its model
+    return "cache" if "cache" in inspect.signature(type(inner).forward).parameters else "past_key_values"
 
 
 def _repeated(cache: Any, b: int) -> Any:
