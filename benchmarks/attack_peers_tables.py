@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     import _peer_tables
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tables", default=",".join(_peer_tables.TABLES), help="comma-separated table names")
+    ap.add_argument("--tables", default=",".join(_peer_tables.STRENGTH_TABLES), help="comma-separated table names")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="threads (2 only on an idle machine)")
     ap.add_argument("--art-nn", action="store_true", help="add ART's nn attack model (minutes per table)")

