@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from attack_strength import _ci, _load  # noqa: E402
 
-from privgate.gate import audit  # noqa: E402
+from privgate.gate import check_model  # noqa: E402
 from privgate.inputs.data import AuditData, Dataset  # noqa: E402
 from privgate.inputs.target import Target  # noqa: E402
 from privgate.policy import parse_policy  # noqa: E402
@@ -84,7 +84,7 @@ def run(example: str, seed: int) -> None:
         for name, serves in SURFACES.items():
             target = Target.load(folder / "model.pt", recipe=recipe)
             t0 = time.perf_counter()
-            rep = audit(
+            rep = check_model(
                 target,
                 AuditData(members, nonmembers, population, seed=seed),
                 _policy(serves),
@@ -119,7 +119,7 @@ def null(example: str, seed: int) -> None:
     train, rest = population.subset(np.sort(order[:half])), population.subset(np.sort(order[half:]))
     torch.manual_seed(seed)
     independent = Target(recipe.train(train.x, train.y, seed=seed + 1), source=f"<{example}: {half} population rows>")
-    rep = audit(
+    rep = check_model(
         independent,
         AuditData(members, nonmembers, rest, seed=seed),
         parse_policy(
