@@ -108,12 +108,18 @@ def run(example: str, seed: int) -> None:
 
 
 def null(example: str, seed: int) -> None:
-    """Random-guess sanity: a model trained on half of the population (never on the audit rows), labels served."""
+    """Random-guess sanity: a model trained on half of the population, labels served, attacked on two random
+    halves of the non-members as "members" and "non-members" — rows drawn alike that it never saw. (The example's
+    own members would not do: an example may mislabel its members on purpose, as digits does, which no model of
+    other rows fits, so they differ from non-members for any model.)"""
     import numpy as np
     import torch
 
     folder, data, recipe = _load(example)
-    members, nonmembers, population = (Dataset(*f()) for f in (data.members, data.nonmembers, data.population))
+    heldout, population = Dataset(*data.nonmembers()), Dataset(*data.population())
+    split = np.random.default_rng(seed + 1).permutation(len(heldout))
+    members = heldout.subset(np.sort(split[: len(split) // 2]))
+    nonmembers = heldout.subset(np.sort(split[len(split) // 2 :]))
     order = np.random.default_rng(seed).permutation(len(population))
     half = len(population) // 2
     train, rest = population.subset(np.sort(order[:half])), population.subset(np.sort(order[half:]))
@@ -129,7 +135,10 @@ def null(example: str, seed: int) -> None:
         seed=seed,
         threads=1,
     )
-    print(f"  random-guess sanity ({example}: a model trained on {half} population rows, labels served):")
+    print(
+        f"  random-guess sanity ({example}: a model trained on {half} population rows, labels served; "
+        f"{len(members)} + {len(nonmembers)} non-members it never saw as the audit set):"
+    )
     for a in rep.attacks:
         inside = a.auc_ci[0] <= 0.5 <= a.auc_ci[1]
         print(f"    {a.name:<12} AUC {_ci(a.auc, a.auc_ci):<22} interval contains 0.5: {'yes' if inside else 'NO'}")
