@@ -50,22 +50,13 @@ def _phi_all(lp: np.ndarray) -> np.ndarray:
 
 def variants(a, ensembles: dict, cache: str, threads: int) -> dict[str, np.ndarray]:  # noqa: ANN001
     """name -> scores of every audit row, on the benchmark's shared 16 reference models."""
-    from privgate.attacks import AttackContext, get_attack
+    from privgate.attacks import get_attack
     from privgate.attacks.reference import build_references
     from privgate.attacks.rmia import _mean_over, calibrate_a, offline_px, rmia_scores, tempered_true_class
     from privgate.gate import final_scores
-    from privgate.options import RunOptions
     from privgate.training.threads import limit_threads
 
-    ctx = AttackContext(
-        target=a.target,
-        x=a.x,
-        y=a.y,
-        population=a.population,
-        recipe=a.recipe,
-        run=RunOptions(seed=a.seed, cache_dir=cache, threads=threads),
-        ensembles=ensembles,
-    )
+    ctx = a.context(cache, threads, ensembles=ensembles)
     out: dict[str, np.ndarray] = {}
     with limit_threads(threads):
         refs = build_references(ctx, 16, z_samples=2000, min_population=10)

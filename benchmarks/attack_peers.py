@@ -89,6 +89,23 @@ class Audit:
     recipe: object
     seed: int
 
+    def context(
+        self, cache: str, threads: int, options: dict | None = None, ensembles: dict | None = None
+    ) -> AttackContext:
+        """An attack's context on these rows, as the gate builds it (``ensembles``: reference models shared
+        by the attacks of one run)."""
+        run = RunOptions(seed=self.seed, cache_dir=cache, threads=threads)
+        return AttackContext(
+            target=self.target,
+            x=self.x,
+            y=self.y,
+            population=self.population,
+            recipe=self.recipe,
+            options=dict(options or {}),
+            run=run,
+            ensembles={} if ensembles is None else ensembles,
+        )
+
 
 def _load(example: str):  # noqa: ANN202
     folder = ROOT / "examples" / example
@@ -127,10 +144,7 @@ def run_privgate(a: Audit, cache: str, threads: int) -> list[Row]:
 
     rows = []
     for label, name, options in PRIVGATE:
-        run = RunOptions(seed=a.seed, cache_dir=cache, threads=threads)
-        ctx = AttackContext(
-            target=a.target, x=a.x, y=a.y, population=a.population, recipe=a.recipe, options=dict(options), run=run
-        )
+        ctx = a.context(cache, threads, options)
         t0 = time.perf_counter()
         with limit_threads(threads):
             result = get_attack(name)(**options).run(ctx)

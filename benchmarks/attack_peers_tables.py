@@ -126,24 +126,13 @@ def prepare(name: str, seed: int, threads: int):  # noqa: ANN201
 def run_privgate(a, ctx_ensembles: dict, cache: str, threads: int, attacks=PRIVGATE) -> list:  # noqa: ANN001
     from attack_peers import Row
 
-    from privgate.attacks import AttackContext, get_attack
+    from privgate.attacks import get_attack
     from privgate.gate import final_scores
-    from privgate.options import RunOptions
     from privgate.training.threads import limit_threads
 
     rows = []
     for label, name, options in attacks:
-        run = RunOptions(seed=a.seed, cache_dir=cache, threads=threads)
-        ctx = AttackContext(
-            target=a.target,
-            x=a.x,
-            y=a.y,
-            population=a.population,
-            recipe=a.recipe,
-            options=dict(options),
-            run=run,
-            ensembles=ctx_ensembles,
-        )
+        ctx = a.context(cache, threads, options, ctx_ensembles)
         t0 = time.perf_counter()
         with limit_threads(threads):
             result = get_attack(name)(**options).run(ctx)
@@ -158,25 +147,15 @@ def run_privacy_meter(a, ctx_ensembles: dict, cache: str, threads: int):  # noqa
     from _privacy_meter_rmia import privacy_meter_rmia
     from attack_peers import Row
 
-    from privgate.attacks import AttackContext
     from privgate.attacks.reference import build_references
     from privgate.attacks.rmia import tempered_true_class
-    from privgate.options import RunOptions
     from privgate.training.threads import limit_threads
 
     def p1(lp: np.ndarray, y: np.ndarray) -> np.ndarray:
         return tempered_true_class(lp, y, 1.0)
 
     t0 = time.perf_counter()
-    ctx = AttackContext(
-        target=a.target,
-        x=a.x,
-        y=a.y,
-        population=a.population,
-        recipe=a.recipe,
-        run=RunOptions(seed=a.seed, cache_dir=cache, threads=threads),
-        ensembles=ctx_ensembles,
-    )
+    ctx = a.context(cache, threads, ensembles=ctx_ensembles)
     with limit_threads(threads):
         refs = build_references(ctx, 16, z_samples=len(a.population), min_population=10, attack="privacy-meter")
         scores, off_a = privacy_meter_rmia(
