@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from privgate.errors import DataError
 from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.inputs.entrypoints import load_recipe
+from privgate.inputs.targets import check_model_path
 from privgate.lm.loading import is_model_dir
 from privgate.options import RunOptions
 from privgate.policy import Policy, load_policy
@@ -138,8 +139,6 @@ class Inputs:
 
 def load_inputs(settings: CheckSettings, seed: int = 0) -> Inputs:
     """Policy, recipe, model and audit data of ``settings``; bad input is one :class:`PrivgateError`."""
-    from privgate.inputs.targets import check_model_path
-
     dirs = list(settings.search_dirs)
     # the policy, the model's path and the data first: a run refused on them never imports torch
     pol = as_policy(settings.policy)
