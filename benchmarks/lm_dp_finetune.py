@@ -26,25 +26,16 @@ printed as a ratio next to the goal (≤ 2×).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from _clinical import builder
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 2.0
-
-
-def _builder():
-    spec = importlib.util.spec_from_file_location("clinical_build", ROOT / "examples" / "clinical_notes" / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["clinical_build"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _policy(path: Path, ceiling: float):
@@ -185,7 +176,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = args.out or Path(tmp) / "clinical"
         if not (d / "memorised" / "config.json").is_file():
-            _builder().build(d, args.profile, seed=0)
+            builder().build(d, args.profile, seed=0)
         print(f"built the example in {time.perf_counter() - t0:.0f}s")
         ladder(d, args)
         epoch_cost(d, args)

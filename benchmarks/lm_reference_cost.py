@@ -18,27 +18,18 @@ printed, numbers identical). Run: ``nice .venv/bin/python benchmarks/lm_referenc
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _clinical import builder
+
 MEMBERS, NONMEMBERS, POPULATION = 200, 200, 300
 EPOCHS, LR = 8, 5e-3
 KS = (2, 4, 8)
 ATTACKS = ("lm_loss", "zlib", "min_k", "min_k_pp", "reference_ratio", "lm_lira", "lm_rmia")
-
-
-def _builder():
-    spec = importlib.util.spec_from_file_location("clinical_build", ROOT / "examples" / "clinical_notes" / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def build(out: Path) -> None:
@@ -47,7 +38,7 @@ def build(out: Path) -> None:
     import torch
     from transformers.utils import logging as hf_logging
 
-    b = _builder()
+    b = builder()
     torch.set_num_threads(1)
     hf_logging.disable_progress_bar()
     rng = random.Random(0)

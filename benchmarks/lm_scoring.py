@@ -15,26 +15,15 @@ Every way scores every real token of every record (padding excluded from the cou
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
+from _clinical import builder
 
-ROOT = Path(__file__).resolve().parent.parent
 N_RECORDS = 512
 BATCH = 32
-
-
-def _builder():
-    spec = importlib.util.spec_from_file_location("clinical_build", ROOT / "examples" / "clinical_notes" / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def plain_one_by_one(model, tok, texts) -> int:
@@ -66,7 +55,7 @@ def main() -> None:
     from privgate.lm.scoring import score_texts
 
     torch.set_num_threads(1)
-    b = _builder()
+    b = builder()
     rng = random.Random(0)
     public = b.public_text(4000)
     records = b.make_records(N_RECORDS // 2, rng) + rng.sample(public, N_RECORDS // 2)  # mixed lengths
