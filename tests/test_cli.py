@@ -78,10 +78,16 @@ def test_leaky_model_fails_internal_with_numbers(case, tmp_path):
     assert "mia-accuracy" in r.stdout and "FAIL" in r.stdout
 
 
-def test_regularised_model_passes_internal(case, tmp_path):
+def test_regularised_model_passes_internal_and_no_library_warns(case, tmp_path):
+    """The regularised model passes; loading a TorchScript model (torch.jit.load is deprecated in torch 2.x) and
+    the whole run warn nothing, even with Python's warnings on."""
     out = tmp_path / "r.json"
-    r = _check(case, case.safe_ts, json_path=out)
+    r = run_cli(
+        "check", str(case.safe_ts), "--policy", "internal", "--members", str(case.members), "--nonmembers",
+        str(case.nonmembers), "--json", str(out), env={"PYTHONWARNINGS": "default"},
+    )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "Warning" not in r.stderr and "warn" not in r.stderr, r.stderr
     rep = json.loads(out.read_text())
     assert rep["verdict"] == "pass"
     assert rep["checks"][0]["ci"][1] <= 0.8
@@ -220,12 +226,6 @@ def test_unavailable_attack_is_reported_not_dropped(case, monkeypatch):
     assert rep.verdict == "inconclusive" and rep.exit_code == 3
 
 
-def test_public_policy_passes_without_attacks(case):
-    r = _check(case, case.leaky_ts, "public")
-    assert r.returncode == 0
-    assert "requires no checks" in r.stdout
-
-
 def test_quiet_prints_only_the_verdict(case):
     r = _check(case, case.leaky_ts, "internal", "--quiet")
     assert r.returncode == 1
@@ -268,6 +268,7 @@ def test_config_found_upward_and_flags_override(case, tmp_path):
     assert json.loads((proj / "out" / "report.json").read_text())["policy"]["name"] == "internal"
     r = run_cli("check", "--policy", "public", cwd=sub)  # a flag overrides the config
     assert r.returncode == 0, r.stderr
+    assert "requires no checks" in r.stdout  # the public policy passes the leaky model without an attack
 
 
 def test_policy_subcommands():
@@ -359,21 +360,37 @@ def test_policy_list_does_not_import_torch():
     ]
 
 
-def test_cli_run_prints_no_library_warnings(case):
-    """Loading a TorchScript model (torch.jit.load is deprecated in torch 2.x) warns nothing, even with warnings on."""
-    r = run_cli(
-        "check",
-        str(case.safe_ts),
-        "--policy",
-        "internal",
-        "--members",
-        str(case.members),
-        "--nonmembers",
-        str(case.nonmembers),
-        env={"PYTHONWARNINGS": "default"},
+@pytest.mark.parametrize("args", [["--version"], ["check", "--help"], ["audit", "dpsgd", "--help"]])
+def test_the_format_flags_cost_no_report_import(args):
+    """Every command's output flags come from the format registry, which names its writers: starting the CLI (its
+    help, its version, a refused run's first step) imports neither the report model nor a writer, nor numpy."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from privgate.cli import cli\n"
+        "try:\n"
+        f"    cli({args!r}, prog_name='privgate')\n"
+        "except SystemExit as e:\n"
+        "    code = e.code\n"
+        "names = ('numpy', 'pydantic', 'privgate.report.model', 'privgate.report.html', 'privgate.report.junit',\n"
+        "         'privgate.report.sarif', 'privgate.report.markdown')\n"
+        "print('EXIT', code, 'LOADED', ','.join(m for m in names if m in sys.modules) or '-')\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
     )
     assert r.returncode == 0, r.stderr
-    assert "Warning" not in r.stderr and "warn" not in r.stderr, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "EXIT 0 LOADED -"
+    if "--help" in args:
+        for flag in ("--json", "--junit", "--sarif", "--markdown", "--html"):
+            assert flag in r.stdout
 
 
 @pytest.mark.parametrize(

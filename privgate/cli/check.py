@@ -200,8 +200,6 @@ def check(
     from privgate.io.artefacts import default_directory
     from privgate.io.guards import audit_inputs, check_outputs
     from privgate.io.staging import Staging, commit
-    from privgate.report.html import attach_images
-    from privgate.report.show import show
 
     cfg = load_config(config_path) if config_path else find_config()
     base = cfg.base
@@ -266,6 +264,8 @@ def check(
     from privgate.api import check as run_check  # torch: imported after the cheap checks above
     from privgate.api import harden as run_harden
     from privgate.options import RunOptions
+    from privgate.report.html import attach_images
+    from privgate.report.show import show
     from privgate.settings import CheckSettings, HardenSettings
 
     # validated: click's IntRange for the flag and $PRIVGATE_THREADS, config._validate for the file

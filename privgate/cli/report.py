@@ -10,7 +10,6 @@ from privgate.cli.check import append_step_summary
 from privgate.cli.guard import guard
 from privgate.cli.outputs import output_options
 from privgate.errors import PrivgateError
-from privgate.report.loading import read_report
 from privgate.report.safe import clean
 
 
@@ -30,6 +29,7 @@ def report_render(report_json: str, outputs: dict[str, str | None], step_summary
     from privgate.io.guards import Named, check_outputs
     from privgate.io.staging import commit
     from privgate.report import get_format
+    from privgate.report.loading import read_report
     from privgate.report.model import Report
 
     if not any(outputs.values()) and not step_summary:
@@ -69,6 +69,7 @@ def report_render(report_json: str, outputs: dict[str, str | None], step_summary
 @guard
 def report_outputs(report_json: str) -> int:
     """Print key=value lines for $GITHUB_OUTPUT: verdict, exit-code, counts, chosen epsilon."""
+    from privgate.report.loading import read_report
     from privgate.report.remediation import chosen_epsilon
 
     rep = read_report(report_json)

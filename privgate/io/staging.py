@@ -17,11 +17,14 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from privgate.errors import PrivgateError
 from privgate.io.atomic import make_parents, remove_empty, remove_stale, temp_name, write_together
 from privgate.io.guards import Named, inside, refuse_imported
-from privgate.report.model import Report
+
+if TYPE_CHECKING:
+    from privgate.report.model import Report
 
 
 class Staging:

@@ -9,6 +9,11 @@ its own for a format (:func:`register_job_writer`: the HTML pages of the claim
 audits and federations); :func:`render` picks it. The CLI builds every
 command's output flags from this registry (:func:`formats_for`): adding a
 format is one module and one ``register_format`` line, never editing a command.
+
+Writers may be named ``"module:function"``: the registry (what the CLI reads to
+build its flags) then costs no import of the report model or the writers, so a
+run refused on its inputs never loads them; :func:`render` imports a writer on
+first use. The report types re-exported here load on first access.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ import importlib
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from privgate.report.model import AttackSummary, BaseReport, CheckResult, Report
+if TYPE_CHECKING:
+    from privgate.report.model import AttackSummary, BaseReport, CheckResult, Report
 
 Writer = Callable[..., str]
 
@@ -37,7 +43,7 @@ class Format:
         name: the format's name and CLI flag (``--junit``).
         title: what its file is called in messages ("JUnit report").
         help: the CLI flag's help text.
-        writer: ``fn(report, **options) -> str`` for any report of the family.
+        writer: ``fn(report, **options) -> str`` for any report of the family, or ``"module:function"`` naming it.
         jobs: the jobs it serves.
         by_job: writers of their own for some jobs (:func:`register_job_writer`).
     """
@@ -45,7 +51,7 @@ class Format:
     name: str
     title: str
     help: str
-    writer: Writer
+    writer: Writer | str
     jobs: frozenset[str] = ALL_JOBS
     by_job: dict[str, Writer | str] = field(default_factory=dict)
 
@@ -53,8 +59,9 @@ class Format:
 _FORMATS: dict[str, Format] = {}
 
 
-def register_format(name: str, writer: Writer, *, title: str, help: str, jobs: Iterable[str] = ALL_JOBS) -> None:  # noqa: A002
-    """Register ``writer`` as format ``name`` (and the CLI flag ``--name``) for ``jobs``."""
+def register_format(name: str, writer: Writer | str, *, title: str, help: str, jobs: Iterable[str] = ALL_JOBS) -> None:  # noqa: A002
+    """Register ``writer`` (a function or ``"module:function"``) as format ``name`` (and the CLI flag ``--name``)
+    for ``jobs``."""
     _FORMATS[name] = Format(name, title, help, writer, frozenset(jobs))
 
 
@@ -99,41 +106,43 @@ def render(report: BaseReport, fmt: str, **options: Any) -> str:
     return writer(report, **given)
 
 
+def _json(report: BaseReport) -> str:
+    return report.to_json() + "\n"
+
+
 register_format(
     "json",
-    lambda r: r.to_json() + "\n",
+    _json,
     title="JSON report",
     help="Write the JSON report here (the versioned contract every other format can be rendered from).",
 )
 
-from privgate.report.html import render_html  # noqa: E402
-from privgate.report.junit import render_junit  # noqa: E402
-from privgate.report.markdown import render_markdown  # noqa: E402
-from privgate.report.sarif import render_sarif  # noqa: E402
-
 register_format(
     "junit",
-    render_junit,
+    "privgate.report.junit:render_junit",
     title="JUnit report",
     help="Write a JUnit XML report (one testcase per check: failure = fail, error = inconclusive).",
     jobs=DECIDING_JOBS,
 )
 register_format(
     "sarif",
-    render_sarif,
+    "privgate.report.sarif:render_sarif",
     title="SARIF log",
     help="Write a SARIF 2.1.0 log (a result per failed or inconclusive check), for code scanning.",
     jobs=DECIDING_JOBS,
 )
 register_format(
     "markdown",
-    render_markdown,
+    "privgate.report.markdown:render_markdown",
     title="Markdown summary",
     help="Write a GitHub-flavoured Markdown summary (the job summary of the action).",
     jobs=DECIDING_JOBS,
 )
 register_format(
-    "html", render_html, title="HTML report", help="Write a self-contained HTML report (charts, no network)."
+    "html",
+    "privgate.report.html:render_html",
+    title="HTML report",
+    help="Write a self-contained HTML report (charts, no network).",
 )
 
 
@@ -142,6 +151,18 @@ register_job_writer("html", "audit-ldp", "privgate.audits.html:render_ldp_html")
 register_job_writer("html", "audit-dpsgd", "privgate.audits.html:render_dpsgd_html")
 register_job_writer("html", "fl-audit", "privgate.audits.federated.html:render_fl_html")
 register_job_writer("html", "fl-simulate", "privgate.audits.federated.html:render_fl_html")
+
+_LAZY = {"AttackSummary", "BaseReport", "CheckResult", "Report"}
+
+
+def __getattr__(name: str) -> Any:
+    """The report types, imported from :mod:`privgate.report.model` on first access."""
+    if name in _LAZY:
+        from privgate.report import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ALL_JOBS",
