@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import inproc
 import pytest
 import yaml
 from pipeline_cases import torch_files
@@ -467,18 +468,22 @@ def test_action_with_a_baseline_fails_the_job_on_a_regression(pair, tmp_path):
 
 
 def test_compare_step_without_a_usable_baseline_warns(pair, tmp_path):
-    """A missing baseline, or one of another policy (exit 2), is a warning: the policy alone gates the run."""
+    """A missing baseline, or one of another policy (exit 2), is a warning: the policy alone gates the run.
+
+    Only the comparison steps run; the two reports they compare are built in process (tests/inproc.py)."""
     reports = tmp_path / "r"
     reports.mkdir()
-    other = run_action(_inputs(pair, pair.safe_ts, "other", policy="internal"), tmp_path)
-    gate = {"report": other.outputs["report"], "reports-dir": "r"}
-    lenient = run_action(_inputs(pair, pair.safe_ts, "lenient"), tmp_path)
+    for name, policy in (("other", "internal"), ("lenient", str(pair.dir / "lenient.yaml"))):
+        report = inproc.check(pair.safe_ts, policy, pair.members, pair.nonmembers)
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "privgate-report.json").write_text(inproc.render(report, "json")["json"], encoding="utf-8")
+    gate = {"report": "other/privgate-report.json", "reports-dir": "r"}
     steps = ["Compare with the baseline", "Enforce the comparison"]
     missing = run_action({"baseline": "nowhere.json"}, tmp_path, only=steps, preset={"gate": gate})
     assert missing.outputs["regression"] == "" and missing.outputs["diff-exit-code"] == ""
     assert "::warning title=privgate diff::no baseline report at nowhere.json" in missing.step(steps[0]).log
     assert not missing.failed
-    incomparable = run_action({"baseline": lenient.outputs["report"]}, tmp_path, only=steps, preset={"gate": gate})
+    incomparable = run_action({"baseline": "lenient/privgate-report.json"}, tmp_path, only=steps, preset={"gate": gate})
     assert incomparable.outputs["diff-exit-code"] == "2" and incomparable.outputs["regression"] == ""
     assert "different policies" in incomparable.step(steps[0]).log
     assert "::warning title=privgate diff::the baseline cannot be compared" in incomparable.step(steps[1]).log
