@@ -6,6 +6,10 @@ exactly ε-DP, and must exceed ε at most at the stated rate. End to end: a
 trainer that claims ε = 1 but adds no noise is caught (exit 1); Opacus at
 ε = 1, in the user's trainer (black-box) and in privgate's own DP-SGD
 (white-box), is not; privgate's DP-SGD with its noise switched off is caught.
+The CLI runs in a subprocess for the trainer that is caught (exit 1) and for bad
+input (exit 2); the white-box audits, whose point is the report's numbers, run in
+process through ``privgate.api.audit_dpsgd`` (the CLI's report, see
+``test_front_door.py``), their console view and HTML rendered as the CLI writes them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import math
 import textwrap
 from pathlib import Path
 
+import inproc
 import numpy as np
 import pytest
 import torch
@@ -86,6 +91,16 @@ SMALL_RECIPE = textwrap.dedent(
 
 def _json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _in_process(**settings: object) -> tuple[dict, str, object]:
+    """``privgate audit dpsgd`` in process: its JSON report (parsed), its console view and the report itself."""
+    from privgate import api
+    from privgate.options import RunOptions
+    from privgate.settings import DpsgdAuditSettings
+
+    report = api.audit_dpsgd(DpsgdAuditSettings(**settings), RunOptions(seed=0))
+    return json.loads(inproc.render(report, "json")["json"]), inproc.console(report), report
 
 
 @pytest.fixture
@@ -202,30 +217,31 @@ def test_too_few_canaries_is_inconclusive(project: Path) -> None:
     assert "more canaries (--canaries) could test it" in rep.summary
 
 
-def test_privgate_dp_sgd_white_box_is_not_caught(tmp_path: Path) -> None:
-    """The bundled digits MLP through privgate's DP-SGD (Opacus) at ε = 1, with 1,000 gradient canaries."""
-    out, html = tmp_path / "wb.json", tmp_path / "wb.html"
-    r = run_cli("audit", "dpsgd", "--epsilon", "1", "--json", str(out), "--html", str(html), cwd=tmp_path)
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = _json(out)
+def test_privgate_dp_sgd_white_box_is_not_caught() -> None:
+    """The bundled digits MLP through privgate's DP-SGD (Opacus) at ε = 1, with 1,000 gradient canaries.
+
+    In process (``audit dpsgd --epsilon 1 --json … --html …``), the HTML and the console as the CLI writes them."""
+    rep, stdout, report = _in_process(epsilon=1.0)
+    assert report.exit_code == 0, stdout
     dp = rep["trainer"]["dp_sgd"]
     assert rep["mode"] == "white_box" and rep["verdict"] == "pass" and rep["epsilon_lb"] <= 1
     assert dp["noise_multiplier"] > 1 and dp["epsilon"] <= 1 and rep["trainer"]["steps_observed"] == dp["steps"]
     assert rep["trainer"]["recipe"] == "bundled digits MLP" and rep["canaries"] == 1000
-    assert "<svg" in html.read_text(encoding="utf-8") and "PASS: claimed ε = 1" in r.stdout
+    assert "<svg" in inproc.render(report, "html")["html"] and "PASS: claimed ε = 1" in stdout
 
 
 def test_users_recipe_through_privgate_dp_sgd(tmp_path: Path) -> None:
-    """--recipe and --data: the user's model (259 parameters) trained by privgate's DP-SGD, 200 gradient canaries."""
+    """--recipe and --data: the user's model (259 parameters) trained by privgate's DP-SGD, 200 gradient canaries.
+
+    In process (``audit dpsgd --epsilon 2 --recipe small:RECIPE --data data.npz --canaries 200``, from the folder)."""
     (tmp_path / "small.py").write_text(SMALL_RECIPE)
     rng = np.random.default_rng(0)
     y = rng.integers(0, 3, 400)
     np.savez(tmp_path / "data.npz", x=(rng.normal(size=(400, 12)) + y[:, None]).astype(np.float32), y=y)
-    out = tmp_path / "recipe.json"
-    r = run_cli("audit", "dpsgd", "--epsilon", "2", "--recipe", "small:RECIPE", "--data", "data.npz",
-                "--canaries", "200", "--json", str(out), cwd=tmp_path)  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = _json(out)
+    rep, stdout, report = _in_process(
+        epsilon=2.0, recipe="small:RECIPE", data="data.npz", canaries=200, search_dirs=(tmp_path,)
+    )
+    assert report.exit_code == 0, stdout
     assert rep["trainer"]["recipe"] == "small-mlp" and rep["data"]["rows"] == 400 and rep["canaries"] == 200
     assert rep["trainer"]["dp_sgd"]["epsilon"] <= 2 and rep["epsilon_lb"] <= 2
 

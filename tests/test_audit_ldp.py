@@ -5,7 +5,11 @@ white-box, seed 001 Proposition 1) errs with probability exactly 1/(1 + e^ε);
 a randomiser that keeps the sign with e^{3ε}/(1 + e^{3ε}) is 3ε-LDP, not ε-LDP.
 The lower bound is sound when it stays at or below the true ε at the stated
 rate, and tight when the worst case comes close to ε. The CLI runs in a
-subprocess, as a user runs it, and its JSON report is read back.
+subprocess, as a user runs it, and its JSON report is read back: for each exit
+code (0, 1, 3, 2) and the user's recipe and data. The worst case and the sweep,
+whose point is the report's numbers, run in process through
+``privgate.api.audit_ldp`` (the CLI's report, see ``test_front_door.py``); their
+console view and HTML page are rendered as the CLI writes them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import math
 import textwrap
 from pathlib import Path
 
+import inproc
 import numpy as np
 import pytest
 import torch
@@ -49,6 +54,16 @@ CHEAT = textwrap.dedent(
 
 def _json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _in_process(**settings: object) -> tuple[dict, str, object]:
+    """``privgate audit ldp`` in process: its JSON report (parsed), its console view and the report itself."""
+    from privgate import api
+    from privgate.options import RunOptions
+    from privgate.settings import LdpAuditSettings
+
+    report = api.audit_ldp(LdpAuditSettings(**settings), RunOptions(seed=0))
+    return json.loads(inproc.render(report, "json")["json"]), inproc.console(report), report
 
 
 def _cell(report: dict, adversary: str, distinguisher: str, eps: float | None = None) -> dict:
@@ -134,24 +149,14 @@ def test_max_provable_grows_with_trials_and_bounds_every_result() -> None:
 # --------------------------------------------------------------------------- the CLI
 
 
-def test_worst_case_reaches_nine_tenths_of_epsilon_4(tmp_path: Path) -> None:
-    """K = 10,000 (the default): dummy gradient or gradient flip, white-box, proves ≥ 0.9·4 and never more than 4."""
-    out = tmp_path / "ldp.json"
-    r = run_cli(
-        "audit",
-        "ldp",
-        "--epsilon",
-        "4",
-        "--adversary",
-        "dummy_gradient,gradient_flip",
-        "--distinguisher",
-        "white_box",
-        "--json",
-        str(out),
-        cwd=tmp_path,
+def test_worst_case_reaches_nine_tenths_of_epsilon_4() -> None:
+    """K = 10,000 (the default): dummy gradient or gradient flip, white-box, proves ≥ 0.9·4 and never more than 4.
+
+    In process (``audit ldp --epsilon 4 --adversary dummy_gradient,gradient_flip --distinguisher white_box``)."""
+    rep, stdout, report = _in_process(
+        epsilons=(4.0,), adversaries=("dummy_gradient", "gradient_flip"), distinguishers=("white_box",)
     )
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = _json(out)
+    assert report.exit_code == 0, stdout
     assert rep["schema_version"] == 1 and rep["kind"] == "ldp" and rep["verdict"] == "pass"
     assert rep["claimed_epsilon"] == 4 and rep["cells"] == 2 and rep["trials"] == 10_000
     dummy, flip = _cell(rep, "dummy_gradient", "white_box"), _cell(rep, "gradient_flip", "white_box")
@@ -160,27 +165,15 @@ def test_worst_case_reaches_nine_tenths_of_epsilon_4(tmp_path: Path) -> None:
     assert dummy["epsilon_lb"] <= 4 and flip["epsilon_lb"] <= 4
     assert dummy["epsilon_lb"] < dummy["epsilon_empirical"]  # the point value is reported, the bound is below it
     assert rep["max_epsilon_lb"] == max(dummy["epsilon_lb"], flip["epsilon_lb"])
-    assert "PASS: claimed ε = 4" in r.stdout and "does not prove" in r.stdout
+    assert "PASS: claimed ε = 4" in stdout and "does not prove" in stdout
 
 
-def test_sweep_every_bound_below_its_epsilon(tmp_path: Path) -> None:
-    """The built-in mechanism at ε ∈ {0.5, 1, 2, 4}, all 6 × 2 cells: no bound above its ε; Figure 2 in the HTML."""
-    out, html = tmp_path / "sweep.json", tmp_path / "sweep.html"
-    r = run_cli(
-        "audit",
-        "ldp",
-        "--epsilon",
-        "0.5,1,2,4",
-        "--trials",
-        "1500",
-        "--json",
-        str(out),
-        "--html",
-        str(html),
-        cwd=tmp_path,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = _json(out)
+def test_sweep_every_bound_below_its_epsilon() -> None:
+    """The built-in mechanism at ε ∈ {0.5, 1, 2, 4}, all 6 × 2 cells: no bound above its ε; Figure 2 in the HTML.
+
+    In process (``audit ldp --epsilon 0.5,1,2,4 --trials 1500 --json … --html …``), the HTML as the CLI writes it."""
+    rep, stdout, report = _in_process(epsilons=(0.5, 1.0, 2.0, 4.0), trials=1500)
+    assert report.exit_code == 0, stdout
     assert rep["claimed_epsilon"] == [0.5, 1, 2, 4] and rep["cells"] == 48 and len(rep["results"]) == 48
     assert rep["cell_confidence"] == pytest.approx(1 - 0.05 / 48)
     for cell in rep["results"]:
@@ -190,12 +183,12 @@ def test_sweep_every_bound_below_its_epsilon(tmp_path: Path) -> None:
     assert (
         _cell(rep, "dummy_gradient", "white_box", 4)["epsilon_lb"] > _cell(rep, "benign", "white_box", 4)["epsilon_lb"]
     )
-    page = html.read_text(encoding="utf-8")
+    page = inproc.render(report, "html")["html"]
     assert "id='figure-white_box'" in page and "id='figure-black_box'" in page and page.count("<svg") == 2
     assert "<script" not in page and "http" not in page.replace("http://www.w3.org/2000/svg", "").replace(
         "http-equiv", ""
     )
-    assert "Figure 2" in r.stdout
+    assert "Figure 2" in stdout
 
 
 def test_a_randomiser_weaker_than_its_claim_is_caught(tmp_path: Path) -> None:

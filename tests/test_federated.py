@@ -1,4 +1,9 @@
-"""Federated audits (issue 14): seed 004's findings with numbers, the engine, the manifest audit and its gate."""
+"""Federated audits (issue 14): seed 004's findings with numbers, the engine, the manifest audit and its gate.
+
+``privgate fl simulate`` and ``privgate fl audit`` run in a subprocess where their exit codes, files and output are
+the point; the passing gate on the saved federation is decided in process (``privgate.api.audit_federation``, the
+CLI's report, see ``test_front_door.py``), its console view rendered as the CLI prints it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import inproc
 import numpy as np
 import pytest
 import torch
@@ -187,7 +193,7 @@ def _write_case(d: Path) -> None:
     (d / "feddata.py").write_text(DATA_SOURCE)
 
 
-def test_cli_simulate_save_then_audit_and_gate(tmp_path):
+def test_cli_simulate_save_then_audit_and_gate(tmp_path, monkeypatch):
     _write_case(tmp_path)
     sim = run_cli(
         "fl", "simulate", "--recipe", "fedrecipe:RECIPE", "--data", "feddata:digits", "--nodes", "8", "--rounds", "2",
@@ -228,10 +234,16 @@ def test_cli_simulate_save_then_audit_and_gate(tmp_path):
     sarif = json.loads((tmp_path / "s.sarif").read_text())
     assert sarif["runs"][0]["results"][0]["level"] == "error"
 
+    # a looser bound passes: in process (`fl audit MANIFEST --policy pol.yaml --attacks loss`, from the same folder)
+    from privgate import api
+    from privgate.settings import FederationAuditSettings
+
     policy.write_text(policy.read_text().replace("max: 0.5", "max: 0.95"))
-    passed = run_cli("fl", "audit", str(manifest), "--policy", str(policy), "--attacks", "loss", cwd=tmp_path)
-    assert passed.returncode == 0, passed.stdout + passed.stderr
-    assert "PASS" in passed.stdout
+    monkeypatch.chdir(tmp_path)  # where the CLI ran: the manifest's recipe is found from there
+    passed = api.audit_federation(FederationAuditSettings(manifest=manifest, policy=str(policy), attacks=("loss",)))
+    stdout = inproc.console(passed)
+    assert passed.exit_code == 0, stdout
+    assert "PASS" in stdout
     no_fed = run_cli("fl", "audit", str(manifest), "--policy", "strict", cwd=tmp_path)
     assert no_fed.returncode == 2 and "has no federated check" in no_fed.stderr
 

@@ -2,7 +2,11 @@
 
 Every test runs the CLI as a user does (a subprocess) and looks at what is on
 disk afterwards; the few in-process tests inject a failure no user could time
-(a full disk at the last rename).
+(a full disk at the last rename). Runs whose point is only a report's numbers
+(the reference run of the interrupt tests, the run after an interrupt, the
+cache runs whose output is not read from the console, the report that
+``report render`` is given) are built in process (``tests/inproc.py``: the
+CLI's report, see ``test_front_door.py``), against the same folders and caches.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import inproc
 import pytest
 import torch
 from cases import run_cli
@@ -112,6 +117,17 @@ def _check(work: Path, *args: str, env: dict[str, str] | None = None) -> subproc
     return run_cli(
         "check", "leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args, cwd=work, env=env
     )
+
+
+def _check_in_process(work: Path, policy: str, recipe: str | None = None, **kw: object):  # noqa: ANN202
+    """``_check(work, "--policy", policy, "--recipe", recipe, …)`` in process (inproc: the CLI's report): the report
+    and its JSON, parsed; ``kw``: ``cache_dir=`` (a relative one is the working directory's) …"""
+    named = work / policy  # a policy file of the work folder, else a built-in policy's name
+    report = inproc.check(
+        work / "leaky.ts.pt", named if named.is_file() else policy, work / "members.npz", work / "nonmembers.npz",
+        recipe=recipe, search_dirs=(work,), **kw,
+    )  # fmt: skip
+    return report, json.loads(inproc.render(report, "json")["json"])
 
 
 # --------------------------------------------------------------------------- outputs never overwrite inputs
@@ -283,9 +299,9 @@ def test_harden_outputs_are_checked_before_any_work(work):
 
 
 def test_report_render_never_overwrites_its_report_or_its_artefacts(work):
-    r = _check(work, "--policy", "internal", "--json", "r.json")
-    assert r.returncode == 1, r.stderr
-    rep = json.loads((work / "r.json").read_text())
+    # the report to render, built in process (the CLI's r.json of `check --json r.json`)
+    report, rep = _check_in_process(work, "internal", cache_dir="off")
+    assert report.exit_code == 1, report.summary
     rep["attacks"][0]["extras"]["artefacts"] = ["r.artefacts/inversion/reconstructions.png"]
     (work / "r.json").write_text(json.dumps(rep))
     (work / "r.artefacts" / "inversion").mkdir(parents=True)
@@ -424,15 +440,17 @@ INTERRUPTED = [
 
 @pytest.fixture(scope="module")
 def uninterrupted(case, tmp_path_factory) -> list:
-    """The numbers of the run the interrupt tests interrupt, run to the end with a cache of its own."""
+    """The numbers of the run the interrupt tests interrupt, run to the end with a cache of its own (in process:
+    only its numbers are compared)."""
     d = _project(case, tmp_path_factory.mktemp("uninterrupted") / "work")
-    r = _check(d, *INTERRUPTED)
-    assert r.returncode == 1, r.stdout + r.stderr
-    return _numbers(json.loads((d / "r.json").read_text()))
+    report, rep = _check_in_process(d, "lira.yaml", "slow_recipe:RECIPE", cache_dir=d / ".privgate-cache")
+    assert report.exit_code == 1, report.summary
+    return _numbers(rep)
 
 
 @pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_an_interrupted_run_exits_130_or_143_and_leaves_nothing(work, uninterrupted, sig, code, name):
+    """The interrupted run is the CLI in a subprocess; the run after it, on the cache it left, is in process."""
     args = INTERRUPTED
     cmd = _privgate(
         "signal.signal(signal.SIGINT, signal.SIG_DFL)",  # a test runner may start us with SIGINT ignored
@@ -466,9 +484,9 @@ def test_an_interrupted_run_exits_130_or_143_and_leaves_nothing(work, uninterrup
     assert _temps(work) == []  # the work folder and the cache in it
     assert not list((work / ".privgate-cache").rglob("*.pt"))  # interrupted before any model was stored
 
-    again = _check(work, *args)  # the cache the interrupted run used is valid
-    assert again.returncode == 1, again.stdout + again.stderr
-    report = json.loads((work / "r.json").read_text())
+    # the cache the interrupted run used (the default one, in the work folder) is valid
+    again, report = _check_in_process(work, "lira.yaml", "slow_recipe:RECIPE", cache_dir=work / ".privgate-cache")
+    assert again.exit_code == 1, again.summary
     assert _numbers(report) == uninterrupted and report["warnings"] == []
 
 
@@ -491,11 +509,14 @@ def _tamper(cache: Path) -> None:
     files[3].write_bytes(bytes(raw))
 
 
-def test_a_tampered_or_unusable_cache_does_not_change_the_report(work):
+def test_a_tampered_or_unusable_cache_does_not_change_the_report(work, monkeypatch):
+    """The run on the tampered cache is the CLI (its console warning is read); the runs that fill the cache, reuse
+    the retrained entries and meet an unusable cache folder are in process (their reports are the point), in the
+    work folder as the CLI runs there."""
+    monkeypatch.chdir(work)  # relative cache folders are the work folder's, as for the CLI
     args = ["--policy", "lira.yaml", "--recipe", "tiny_recipe:RECIPE", "--json", "r.json"]
-    first = _check(work, *args, "--cache-dir", "cache")
-    assert first.returncode == 1, first.stdout + first.stderr
-    clean = json.loads((work / "r.json").read_text())
+    first, clean = _check_in_process(work, "lira.yaml", "tiny_recipe:RECIPE", cache_dir="cache")
+    assert first.exit_code == 1, first.summary
     assert clean["verdict"] == "fail" and clean["warnings"] == []
     lira = next(a for a in clean["attacks"] if a["name"] == "lira")
     assert lira["models_trained"] == 4
@@ -515,13 +536,13 @@ def test_a_tampered_or_unusable_cache_does_not_change_the_report(work):
     assert "extras" in lira and "cache_warnings" not in lira["extras"]
     assert "warning: cache entry" in " ".join(second.stdout.split())
 
-    third = _check(work, *args, "--cache-dir", "cache")  # the entries were overwritten with the retrained models
-    assert json.loads((work / "r.json").read_text())["warnings"] == [] and third.returncode == 1
+    # the entries were overwritten with the retrained models
+    third, report = _check_in_process(work, "lira.yaml", "tiny_recipe:RECIPE", cache_dir="cache")
+    assert report["warnings"] == [] and third.exit_code == 1
 
     (work / "blocker").write_text("a file where the cache folder would go")
-    unusable = _check(work, *args, "--cache-dir", "blocker/cache")
-    assert unusable.returncode == 1, unusable.stdout + unusable.stderr
-    report = json.loads((work / "r.json").read_text())
+    unusable, report = _check_in_process(work, "lira.yaml", "tiny_recipe:RECIPE", cache_dir="blocker/cache")
+    assert unusable.exit_code == 1, unusable.summary
     assert _numbers(report) == _numbers(clean)
     assert report["warnings"] == [
         "the reference-model cache blocker/cache cannot be used (Not a directory); models were trained without it"

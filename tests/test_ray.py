@@ -3,6 +3,9 @@
 One local Ray (2 CPUs) is started for the module and shut down after; the CLI
 runs in a subprocess join it through ``--ray-address``. Every comparison is
 exact (``==`` on the parsed JSON, ``torch.equal`` on states), never approximate.
+The local executor's report that a Ray run of the CLI is compared with is built
+in process (``tests/inproc.py``: the CLI's report, see ``test_front_door.py``),
+except on the user's path of starting Ray without an address, run twice by the CLI.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import inproc
 import numpy as np
 import pytest
 import torch
@@ -101,17 +105,24 @@ def test_ensemble_groups_are_identical_on_both_executors(cluster: str) -> None:
 
 
 def test_check_report_numbers_are_identical_local_and_ray(cluster: str, case: Any, tmp_path: Path) -> None:
+    """The Ray run is the CLI joining the module's Ray; the local one, in process, the same settings."""
     (tmp_path / "refs.yaml").write_text(POLICY)
-    reports = {}
-    for name in ("local", "ray"):
-        extra = ["--executor", "ray", "--ray-address", cluster] if name == "ray" else ["--executor", "local"]
-        r = run_cli(
-            "check", str(case.leaky_ts), "--policy", str(tmp_path / "refs.yaml"), "--members", str(case.members),
-            "--nonmembers", str(case.nonmembers), "--recipe", case.recipe_spec, "--cache-dir", "off",
-            "--models-per-task", "2", "--json", str(tmp_path / f"{name}.json"), "--quiet", *extra, cwd=case.dir,
-        )  # fmt: skip
-        assert r.returncode == 1, r.stdout + r.stderr  # the leaky model fails LiRA
-        reports[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    r = run_cli(
+        "check", str(case.leaky_ts), "--policy", str(tmp_path / "refs.yaml"), "--members", str(case.members),
+        "--nonmembers", str(case.nonmembers), "--recipe", case.recipe_spec, "--cache-dir", "off",
+        "--models-per-task", "2", "--json", str(tmp_path / "ray.json"), "--quiet", "--executor", "ray",
+        "--ray-address", cluster, cwd=case.dir,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr  # the leaky model fails LiRA
+    here = inproc.check(
+        case.leaky_ts, tmp_path / "refs.yaml", case.members, case.nonmembers, recipe=case.recipe_spec,
+        search_dirs=(case.dir,), models_per_task=2, executor="local",
+    )  # fmt: skip
+    assert here.exit_code == 1, here.summary
+    reports = {
+        "local": json.loads(inproc.render(here, "json")["json"]),
+        "ray": json.loads((tmp_path / "ray.json").read_text()),
+    }
     local, remote = reports["local"], reports["ray"]
     assert _stable(local) == _stable(remote)
     assert [(c["value"], c["ci"], c["status"]) for c in local["checks"]] == [

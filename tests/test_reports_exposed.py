@@ -1,4 +1,9 @@
-"""Which records leak, as a user sees it: ``privgate check --exposed N`` and the exposed records in every format."""
+"""Which records leak, as a user sees it: ``privgate check --exposed N`` and the exposed records in every format.
+
+The leaky model's report (``--exposed 4``, every format, the console view) is built in process (``tests/inproc.py``:
+the CLI's report, files and stdout, see ``test_front_door.py``); the CLI runs in a subprocess for the digits example
+(its images written as artefacts and embedded in the HTML) and for bad ``--exposed`` values (exit 2).
+"""
 
 from __future__ import annotations
 
@@ -23,10 +28,14 @@ def _check(case, out, *extra, policy="internal", model=None, cwd=None):
 
 @pytest.fixture(scope="module")
 def leaky_run(case, tmp_path_factory):
+    """``_check(case, out, "--exposed", "4")`` in process: the folder of the written formats, the console view (the
+    CLI's stdout) and the parsed JSON report."""
     out = tmp_path_factory.mktemp("exposed")
-    r = _check(case, out, "--exposed", "4")
-    assert r.returncode == 1, r.stderr
-    return out, r, json.loads((out / "r.json").read_text())
+    report = inproc.check(case.leaky_ts, "internal", case.members, case.nonmembers, exposed=4)
+    assert report.exit_code == 1, report.summary
+    for fmt, text in inproc.render(report, *FORMATS).items():
+        (out / f"r.{fmt}").write_text(text, encoding="utf-8")
+    return out, inproc.console(report), json.loads((out / "r.json").read_text())
 
 
 def test_json_lists_the_most_exposed_members_with_every_attacks_view(case, leaky_run):
@@ -54,11 +63,11 @@ def test_json_lists_the_most_exposed_members_with_every_attacks_view(case, leaky
 
 
 def test_every_format_shows_the_exposed_records(leaky_run):
-    out, r, rep = leaky_run
+    out, stdout, rep = leaky_run
     ex = rep["exposed"]
     first = str(ex["records"][0]["member_index"])
     # console
-    assert f"Most exposed members (by {ex['attack']})" in r.stdout
+    assert f"Most exposed members (by {ex['attack']})" in stdout
     # Markdown: a table with one row per record, the member index in the second column
     md = (out / "r.markdown").read_text()
     assert f"### Most exposed members (by `{ex['attack']}`)" in md

@@ -1,6 +1,7 @@
 """ONNX graphs and boosted-tree files as targets, through the CLI in a subprocess.
 
-* the ONNX export of a torch model gives the report numbers of its TorchScript;
+* the ONNX export of a torch model gives the report numbers of its TorchScript (both files audited in process,
+  ``tests/inproc.py``: the CLI's report, see ``test_front_door.py``; the point is that the numbers are equal);
 * a memorising XGBoost model saved as JSON fails a LiRA check whose reference models are trained by a
   TreeRecipe (same library and parameters), without --trust-checkpoint; UBJSON and LightGBM text load too;
 * a wrong row shape or a regression objective is one sentence and exit 2.
@@ -13,6 +14,7 @@ import textwrap
 import warnings
 from pathlib import Path
 
+import inproc
 import numpy as np
 import pytest
 from cases import run_cli
@@ -96,6 +98,12 @@ def _check(d: Path, model: str, policy: str, out: str, *extra: str):
     return res, (json.loads((d / out).read_text()) if (d / out).exists() else None)
 
 
+def _check_in_process(d: Path, model: str, policy: str):  # noqa: ANN202
+    """``_check(d, model, policy, …)`` in process (no cache, as there): the report and its JSON, parsed."""
+    report = inproc.check(d / model, d / policy, d / "members.npz", d / "nonmembers.npz")
+    return report, json.loads(inproc.render(report, "json")["json"])
+
+
 def test_onnx_export_gives_the_numbers_of_the_torchscript(digits):
     import torch
 
@@ -117,9 +125,9 @@ def test_onnx_export_gives_the_numbers_of_the_torchscript(digits):
             output_names=["logits"], dynamic_axes={"pixels": {0: "n"}, "logits": {0: "n"}},
         )  # fmt: skip
 
-    ts_res, ts = _check(digits, "net.pt", "thresholds.yaml", "ts.json")
-    ox_res, ox = _check(digits, "net.onnx", "thresholds.yaml", "onnx.json")
-    assert ts_res.returncode == ox_res.returncode == 1, ox_res.stderr  # the memorising MLP fails AUC <= 0.5
+    ts_res, ts = _check_in_process(digits, "net.pt", "thresholds.yaml")
+    ox_res, ox = _check_in_process(digits, "net.onnx", "thresholds.yaml")
+    assert ts_res.exit_code == ox_res.exit_code == 1, ox_res.summary  # the memorising MLP fails AUC <= 0.5
     assert ox["target"]["format"] == "onnx" and ox["target"]["white_box"] is False
     assert ox["target"]["onnx"] == {"input": "pixels", "input_type": "tensor(float)", "output": "logits"}
     assert ox["target"]["outputs_read_as"] == "logits"

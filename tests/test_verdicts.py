@@ -8,14 +8,21 @@ The truths tested here (see tests/verdict_world.py):
 * a model that memorises its members fails every built-in policy;
 * a well-generalising model audited on 5,000 + 5,000 rows passes `confidential`;
 * a stricter built-in policy is never softer than a weaker one on the same inputs.
+
+The memorising model's audit is the CLI in a subprocess (exit 1); every other audit runs in process through
+``privgate.check`` (the CLI's report, see ``test_front_door.py``). The four null models' `strict` audits are
+run once for the module and shared by the tests that read them.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from cases import run_cli
 from scipy import stats as st
@@ -51,14 +58,27 @@ def _verdicts_from_strict(report: privgate.Report) -> dict[str, str]:
     return {p: verdict_of([c for c in report.checks if c.policy in names]) for p, names in origin.items()}
 
 
-def test_null_models_fail_no_built_in_policy_more_often_than_promised(tmp_path):
+@pytest.fixture(scope="module")
+def null_strict(tmp_path_factory) -> Callable[[int], tuple[World, privgate.Report, Path]]:
+    """``null_strict(seed)``: the null world of ``seed``, its `strict` report (audited with that seed) and the
+    reference-model cache that audit filled; each seed's is built when first asked for, once per module."""
+    d = tmp_path_factory.mktemp("null-worlds")
+
+    @functools.cache
+    def build(seed: int) -> tuple[World, privgate.Report, Path]:
+        world = null_world(d / f"seed-{seed}", seed)
+        return world, _check(world, "strict", seed, d / "cache"), d / "cache"
+
+    return build
+
+
+def test_null_models_fail_no_built_in_policy_more_often_than_promised(null_strict):
     """4 seeds of a model trained on other rows than its 'members': count the fails per policy."""
     seeds = list(NULL_SEEDS)
     fails = {p: 0 for p in LADDER}
     verdicts = []
     for seed in seeds:
-        world = null_world(tmp_path, seed)
-        report = _check(world, "strict", seed, tmp_path / "cache")
+        _, report, _ = null_strict(seed)
         v = {"public": "pass", **_verdicts_from_strict(report)}
         verdicts.append(v)
         for p in LADDER:
@@ -72,12 +92,12 @@ def test_null_models_fail_no_built_in_policy_more_often_than_promised(tmp_path):
     assert sum(v["confidential"] != "fail" for v in verdicts) == len(seeds)
 
 
-def test_inherited_checks_are_the_extended_policys_own_decisions(tmp_path):
-    """`strict` contains `confidential`'s and `internal`'s checks with the numbers they give alone."""
-    world = null_world(tmp_path, 3)
-    strict = _check(world, "strict", 3, tmp_path / "cache")
+def test_inherited_checks_are_the_extended_policys_own_decisions(null_strict):
+    """`strict` contains `confidential`'s and `internal`'s checks with the numbers they give alone (null seed 3: its
+    `strict` report is the one the test above counts)."""
+    world, strict, cache = null_strict(3)
     for name in ("internal", "confidential"):
-        alone = _check(world, name, 3, tmp_path / "cache")
+        alone = _check(world, name, 3, cache)
         own = {c.id: c for c in alone.checks if c.policy == name}
         inherited = {c.id.removeprefix(f"{name}:"): c for c in strict.checks if c.policy == name}
         assert set(own) == set(inherited) and own
@@ -91,6 +111,16 @@ def test_inherited_checks_are_the_extended_policys_own_decisions(tmp_path):
                 c.chosen_attack,
             )
     assert strict.policy["extends"][0]["name"] == "internal" and strict.policy["extends"][1]["name"] == "confidential"
+
+
+def test_stricter_built_in_policies_are_never_softer(null_strict):
+    """On a null model (seed 1: each policy audited alone, `strict`'s audit shared with the tests above); the
+    memorising model fails every policy and the partly leaky one shows the ladder exactly (the tests below), which
+    implies the same order for them."""
+    world, strict, cache = null_strict(1)
+    reports = {p: strict if p == "strict" else _check(world, p, 1, cache) for p in LADDER}
+    severity = [SEVERITY[reports[p].verdict] for p in LADDER]
+    assert severity == sorted(severity), dict(zip(LADDER, severity))
 
 
 def _write(world: World, dir: Path) -> list[str]:
@@ -138,12 +168,12 @@ def test_memorising_model_fails_every_built_in_policy(tmp_path):
 
 
 def test_well_generalising_model_passes_confidential_with_5000_rows(tmp_path):
+    """In process (the model, data and recipe in memory; the CLI's report, see test_front_door.py): the test above
+    runs the CLI on files."""
     world = generalising_world(tmp_path / "recipes")
-    args = _write(world, tmp_path / "gen")
-    out = tmp_path / "r.json"
-    r = run_cli("check", "model.pt", "--policy", "confidential", *args, "--json", str(out), cwd=tmp_path / "gen")
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = json.loads(out.read_text())
+    report = _check(world, "confidential", 0, tmp_path / "cache")
+    assert report.exit_code == 0, report.summary
+    rep = json.loads(report.to_json())
     assert rep["verdict"] == "pass"
     assert [c["id"] for c in rep["checks"]] == ["mia-accuracy", "mia-auc", "mia-tpr-1pct", "internal:mia-accuracy"]
     assert all(c["ci"][1] <= c["threshold"] for c in rep["checks"])
@@ -152,14 +182,6 @@ def test_well_generalising_model_passes_confidential_with_5000_rows(tmp_path):
     assert tpr["n_members"] == 2500 and tpr["n_nonmembers"] == 2500
     # the TPR is reported with the FPR it was measured at, and attacks that cannot be placed at 1 % FPR are named
     assert tpr["details"]["fpr_achieved"] < 0.02 and "correctness" in tpr["details"]["excluded"]
-
-
-def test_stricter_built_in_policies_are_never_softer(tmp_path):
-    """On a null model; the memorising model fails every policy and the partly leaky one shows the ladder exactly
-    (the two tests around this one), which implies the same order for them."""
-    world = null_world(tmp_path, 1)
-    severity = [SEVERITY[_check(world, p, 0, tmp_path / "cache").verdict] for p in LADDER]
-    assert severity == sorted(severity), dict(zip(LADDER, severity))
 
 
 def test_partly_leaky_model_shows_the_ladder(tmp_path):
