@@ -15,7 +15,13 @@ and RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262):
 * ``LiRA, 4 noise queries``: the mean LiRA statistic over x and 4 copies
   with N(0, 0.05²) added to every feature (MERLIN-like queries, Jayaraman et
   al. 2021, arXiv 2005.10881), reference models queried alike;
-* ``learned_reference, logistic``: the learned attack's logistic classifier.
+* ``learned_reference, logistic``: the learned attack's logistic classifier;
+* ``white-box gradient norm (LiRA)``: information the black-box peers do not
+  have — each row's per-example gradient norm of the loss over all weights
+  (Nasr et al. 2019, arXiv 1812.00910), on the target and on the same 16
+  reference models, scored by online LiRA (small norm = member);
+* ``LiRA + RMIA + gradient``: that statistic added to LiRA and RMIA, each
+  standardised by the calibration non-members.
 """
 
 from __future__ import annotations
@@ -46,6 +52,25 @@ def _lira(phi_t: np.ndarray, phi_r: np.ndarray, inside: np.ndarray) -> np.ndarra
 def _phi_all(lp: np.ndarray) -> np.ndarray:
     lp = np.maximum(lp, -60.0)
     return lp - np.log(np.maximum(-np.expm1(lp), 1e-30))
+
+
+def _gradient_norms(model, x: np.ndarray, y: np.ndarray, batch: int = 1000) -> np.ndarray:  # noqa: ANN001
+    """log ‖∇_θ ℓ(x_i, y_i)‖ per row (``torch.func``: one vmapped gradient per row, a batch at a time)."""
+    import torch
+    from torch.func import functional_call, grad, vmap
+
+    params = {k: v.detach() for k, v in model.named_parameters()}
+
+    def loss(p: dict, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(functional_call(model, p, (xi[None],)), yi[None])
+
+    per_row = vmap(grad(loss), in_dims=(None, 0, 0))
+    xs, ys = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long)
+    out = []
+    for i in range(0, len(x), batch):
+        g = per_row(params, xs[i : i + batch], ys[i : i + batch])
+        out.append(torch.sqrt(sum((g[k].flatten(1) ** 2).sum(1) for k in g)).numpy())
+    return np.log(np.concatenate(out) + 1e-12)
 
 
 def variants(a, ensembles: dict, cache: str, threads: int) -> dict[str, np.ndarray]:  # noqa: ANN001
@@ -95,4 +120,14 @@ def variants(a, ensembles: dict, cache: str, threads: int) -> dict[str, np.ndarr
         ctx.options = {"models": 16, "classifier": "logistic"}
         result = get_attack("learned_reference")(models=16, classifier="logistic").run(ctx)
         out["learned_reference, logistic"] = final_scores(result, a.calibration, a.membership)
+        g_t = _gradient_norms(a.target.module, a.x, y)
+        g_r = []
+        for state in refs.ensemble.states[: refs.k]:
+            m = a.recipe.model_factory()
+            m.load_state_dict(state)
+            g_r.append(_gradient_norms(m.eval(), a.x, y))
+        grad_lira = _lira(-g_t, -np.stack(g_r), inside)
+        out["white-box gradient norm (LiRA)"] = grad_lira
+        rmia2 = np.log(p2) - np.log(p2r.mean(0))
+        out["LiRA + RMIA + gradient"] = std(_lira(phi_t, phi_r, inside)) + std(rmia2) + std(grad_lira)
     return out
