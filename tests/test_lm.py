@@ -2,7 +2,10 @@
 
 The models are built once per session by the clinical-notes example's own
 builder (``examples/clinical_notes/build.py``, profile ``test``): a tiny
-Llama-style model trained from a seed on the CPU, no download.
+Llama-style model trained from a seed on the CPU, no download. The memorising
+model is checked by ``privgate check`` in a subprocess (exit code, JSON report);
+the other audits, whose point is the report's content, run in process through
+``privgate.api`` (``tests/test_front_door.py`` proves both doors give the same report).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy as np
 import pytest
 from cases import run_cli
 from conftest import clinical_builder as _builder
+from test_lm_harden_more import clf  # noqa: F401 — the example's sequence classifier (a session fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +47,19 @@ def _check(d: Path, model: str, tmp: Path, policy: str, *extra: str):
     return r, (json.loads(out.read_text()) if out.exists() else None)
 
 
+def _check_in_process(d: Path, model: str, policy: str):
+    """:func:`_check`'s audit in process through ``privgate.api``: (exit code, the report as the CLI's JSON)."""
+    from inproc import check
+
+    from privgate.settings import TextOptions
+
+    text = TextOptions(reference_model=str(d / "base"), canaries=str(d / "canaries.jsonl"))
+    report = check(d / model, policy, d / "members.jsonl", d / "nonmembers.jsonl", text=text, threads=1)
+    return report.exit_code, json.loads(report.to_json())
+
+
 def test_memorising_lm_fails_and_other_records_lm_passes(clinical, tmp_path):
+    """``privgate check`` fails the memorising model (exit 1); the model of other records passes (in process)."""
     policy = str(ROOT / "examples" / "clinical_notes" / "policy.yaml")  # internal + canary exposure + extraction
     r, rep = _check(clinical, "memorised", tmp_path, policy)
     assert r.returncode == 1, r.stdout + r.stderr
@@ -74,9 +90,8 @@ def test_memorising_lm_fails_and_other_records_lm_passes(clinical, tmp_path):
     shift = attacks["distribution_shift"]  # one seeded generator: no shift between members and non-members
     assert shift["status"] == "ran" and shift["auc_ci"][0] < 0.5 < shift["auc_ci"][1] and not rep["warnings"]
 
-    r, rep = _check(clinical, "other", tmp_path, "internal")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert rep["verdict"] == "pass"
+    code, rep = _check_in_process(clinical, "other", "internal")
+    assert code == 0 and rep["verdict"] == "pass", rep["summary"]
     attacks = {a["name"]: a for a in rep["attacks"]}
     assert attacks["lm_loss"]["auc_ci"][0] < 0.5 < attacks["lm_loss"]["auc_ci"][1]  # never saw the members
     # the same canaries, never inserted into this model's training text: about 0 bits (measured, not a check here)
@@ -224,29 +239,19 @@ def test_builtin_policies_map_to_the_language_model_family():
     assert "does not apply to a causal language model" in strict["gradient"]
 
 
-def test_sequence_classifier_is_attacked_by_the_black_box_family(tmp_path):
-    d = _builder().build_classifier(tmp_path, seed=0)
-    out = tmp_path / "clf.json"
-    r = run_cli(
-        "check",
-        str(d / "classifier"),
-        "--policy",
-        "internal",
-        "--members",
-        str(d / "clf_members.jsonl"),
-        "--nonmembers",
-        str(d / "clf_nonmembers.jsonl"),
-        "--json",
-        str(out),
-    )
-    assert r.returncode in (1, 3), r.stdout + r.stderr  # it memorised noisy labels: never a pass
-    rep = json.loads(out.read_text())
+def test_sequence_classifier_is_attacked_by_the_black_box_family(clf):  # noqa: F811
+    """The example's classifier (the ``clf`` session fixture), checked in process through ``privgate.api``."""
+    from inproc import check
+
+    report = check(clf / "classifier", "internal", clf / "clf_members.jsonl", clf / "clf_nonmembers.jsonl")
+    assert report.exit_code in (1, 3), report.summary  # it memorised noisy labels: never a pass
+    rep = json.loads(report.to_json())
     assert rep["target"]["kind"] == "sequence_classifier" and rep["target"]["format"] == "huggingface"
     attacks = {a["name"]: a for a in rep["attacks"]}
     assert {"loss", "entropy", "modified_entropy", "correctness", "learned"} <= set(attacks)
     assert attacks["loss"]["auc_ci"][0] > 0.6  # leakage proven on its logits
     assert rep["target"]["accuracy"]["members"]["value"] > rep["target"]["accuracy"]["nonmembers"]["value"]
-    texts = [json.loads(line)["text"] for line in (d / "clf_members.jsonl").read_text().splitlines()]
+    texts = [json.loads(line)["text"] for line in (clf / "clf_members.jsonl").read_text().splitlines()]
     assert rep["exposed"]["records"] and all(r["text"] == texts[r["member_index"]] for r in rep["exposed"]["records"])
 
 

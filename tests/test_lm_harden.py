@@ -3,7 +3,7 @@
 The memorised tiny Llama of the clinical-notes example (session fixture
 ``clinical``) leaks its canaries and members; ``privgate harden`` with a
 language-model recipe fine-tunes the public base with DP-SGD (Opacus) and
-writes a ``save_pretrained`` folder. Ladders are short (2 rungs) and the
+writes a ``save_pretrained`` folder. Ladders are short (1 or 2 rungs) and the
 fine-tunes tiny, so the file stays within a few seconds of CPU per test.
 """
 
@@ -50,8 +50,9 @@ def _files(tmp: Path, clinical: Path, extra: str = "  max_perplexity: 100", reci
     return tmp / "policy.yaml", tmp / "recipe.yaml"
 
 
-def _harden(clinical: Path, tmp: Path, policy: Path, recipe: Path, out: Path, *extra: str):
+def _harden(clinical: Path, tmp: Path, policy: Path, recipe: Path, out: Path, *extra: str, canaries: bool = True):
     rep = tmp / "report.json"
+    with_canaries = ["--canaries", str(clinical / "canaries.jsonl")] if canaries else []
     r = run_cli(
         "harden",
         str(clinical / "memorised"),
@@ -63,8 +64,7 @@ def _harden(clinical: Path, tmp: Path, policy: Path, recipe: Path, out: Path, *e
         str(clinical / "members.jsonl"),
         "--nonmembers",
         str(clinical / "nonmembers.jsonl"),
-        "--canaries",
-        str(clinical / "canaries.jsonl"),
+        *with_canaries,
         "--json",
         str(rep),
         "--output-model",
@@ -131,17 +131,38 @@ def test_harden_memorised_lm_writes_dp_model_with_statement(clinical, tmp_path):
     assert math.isfinite(hardened) and hardened < leaking - 5  # the secrets are no longer memorised
 
 
+#: One check the memorised model fails, and a budget below the one rung: the original audit is all the work.
+BUDGET_POLICY = """\
+name: lm-budget-test
+sensitivity: internal
+release: api
+confidence: 0.9
+decision: upper_bound
+attacks:
+  lm_loss: {}
+checks:
+  - {id: mia-auc, attack: lm_loss, metric: auc, max: 0.85}
+remediation:
+  enabled: true
+  epsilons: [1]
+  max_total_epsilon: 0.5
+"""
+
+
 def test_budget_stops_before_training_and_writes_nothing(clinical, tmp_path):
-    policy, recipe = _files(tmp_path, clinical, extra="  max_total_epsilon: 4")
+    """The candidate at ε = 1 would spend more than max_total_epsilon 0.5: exit 1 before any fine-tune, no folder."""
+    policy, recipe = _files(tmp_path, clinical)
+    policy.write_text(BUDGET_POLICY)
     out = tmp_path / "hardened"
-    r, rep = _harden(clinical, tmp_path, policy, recipe, out)
+    r, rep = _harden(clinical, tmp_path, policy, recipe, out, canaries=False)
     assert r.returncode == 1, r.stdout + r.stderr
     rem = rep["remediation"]
-    assert rem["status"] == "budget_exceeded" and rem["trainings"] == 0
-    assert "max_total_epsilon 4" in rem["reason"] and not out.exists()
+    assert rem["status"] == "budget_exceeded" and rem["trainings"] == 0 and rem["original"]["verdict"] == "fail"
+    assert "max_total_epsilon 0.5" in rem["reason"] and not out.exists()
 
 
 def test_bad_recipe_is_one_sentence_exit_2(clinical, tmp_path):
+    """A misspelt mode: ``privgate harden`` exits 2 with one sentence; a missing base: the same kind of sentence."""
     policy, recipe = _files(tmp_path, clinical, recipe=f"base: {clinical / 'base'}\nmode: lorra\n")
     out = tmp_path / "hardened"
     r, rep = _harden(clinical, tmp_path, policy, recipe, out)
@@ -149,9 +170,16 @@ def test_bad_recipe_is_one_sentence_exit_2(clinical, tmp_path):
     err = r.stderr.strip()
     assert "recipe.yaml: line 2: field 'mode'" in err and "lora" in err and "Traceback" not in err
     assert len(err.splitlines()) == 1
-    recipe.write_text("base: nowhere\n")
-    r, _ = _harden(clinical, tmp_path, policy, recipe, out)
-    assert r.returncode == 2 and "field 'base'" in r.stderr and "Traceback" not in r.stderr
+    recipe.write_text("base: nowhere\n")  # in process through privgate.api: the sentence the CLI prints
+    from privgate import api
+    from privgate.errors import RecipeError
+
+    with pytest.raises(RecipeError, match=r"field 'base'") as err:
+        api.harden(
+            str(clinical / "memorised"), str(policy), str(clinical / "members.jsonl"),
+            str(clinical / "nonmembers.jsonl"), recipe=str(recipe), output_model=str(out),
+        )  # fmt: skip
+    assert "\n" not in str(err.value) and str(err.value).endswith(".") and not out.exists()
 
 
 @pytest.mark.parametrize("existing", ["folder", "file"])

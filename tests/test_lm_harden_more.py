@@ -4,6 +4,8 @@ The sequence classifier of the clinical-notes example (``build_classifier``) mem
 public base (``clf_base/``) was trained on other, correctly labelled records. ``privgate harden`` fine-tunes
 that base with DP-SGD (the classification head included) until the black-box family passes, with held-out
 accuracy (Clopper-Pearson interval) as the floor, exactly as for a tabular model. Ladders are one or two rungs.
+User-level DP fine-tuning of the language model runs in process through ``privgate.api`` (its report is the
+point); its bad input is refused by the CLI.
 """
 
 from __future__ import annotations
@@ -35,10 +37,19 @@ remediation:
 CLF_RECIPE = "base: {base}\nmode: full\nepochs: 3\nlearning_rate: 0.003\n"
 
 
+_BUILT: dict[str, Path] = {}
+
+
 @pytest.fixture(scope="session")
 def clf(tmp_path_factory) -> Path:
-    """The example's memorising classifier, its members/non-members and its public base (a few seconds, once)."""
-    return built_once(tmp_path_factory, "clf", lambda d: clinical_builder().build_classifier(d, seed=0))
+    """The example's memorising classifier, its members/non-members and its public base (a few seconds, once).
+
+    ``tests/test_lm.py`` imports this fixture too: the folder is built once per process (and, through
+    :func:`conftest.built_once`, once per session across xdist workers).
+    """
+    if "clf" not in _BUILT:
+        _BUILT["clf"] = built_once(tmp_path_factory, "clf", lambda d: clinical_builder().build_classifier(d, seed=0))
+    return _BUILT["clf"]
 
 
 def test_harden_sequence_classifier_from_its_public_base(clf, tmp_path):
@@ -90,7 +101,7 @@ def test_audit_dpsgd_on_a_language_model_recipe_with_text_canaries(clinical, tmp
     import xml.etree.ElementTree as ET
 
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(f"base: {clinical / 'base'}\nmode: full\nepochs: 3\nlearning_rate: 0.01\n")
+    recipe.write_text(f"base: {clinical / 'base'}\nmode: full\nepochs: 1\nlearning_rate: 0.01\n")  # one epoch: 11 steps
     js, xml, sarif = tmp_path / "a.json", tmp_path / "a.xml", tmp_path / "a.sarif"
     r = run_cli(
         "audit", "dpsgd", "--recipe", str(recipe), "--data", str(clinical / "members.jsonl"), "--epsilon", "2",
@@ -135,42 +146,56 @@ def _with_users(clinical: Path, tmp: Path, per_user: int = 3) -> Path:
 
 
 def test_user_level_dp_fine_tuning_states_users_as_the_unit(clinical, tmp_path):
-    """--user-field: Poisson over the 40 patients, q = 1/⌈40/16⌉, δ = 1/(10·40); the MIA stays per record."""
+    """--user-field: Poisson over the 40 patients, q = 1/⌈40/8⌉, δ = 1/(10·40); the MIA stays per record.
+
+    The hardening runs in process through ``privgate.api`` (the report and the card are its content); a record
+    without its user is refused by ``privgate harden`` in a subprocess (exit 2, nothing written).
+    """
     from test_lm_harden import POLICY, RECIPE
 
+    from privgate import api
+    from privgate.settings import HardenSettings, TextOptions
+
     (tmp_path / "policy.yaml").write_text(POLICY.format(extra="  max_perplexity: 100").replace("[8, 2]", "[8]"))
-    (tmp_path / "recipe.yaml").write_text(RECIPE.format(base=clinical / "base"))
-    members, rep_path, out = _with_users(clinical, tmp_path), tmp_path / "report.json", tmp_path / "hardened"
-    args = [
-        "harden", str(clinical / "memorised"), "--policy", str(tmp_path / "policy.yaml"),
-        "--recipe", str(tmp_path / "recipe.yaml"), "--members", str(members),
-        "--nonmembers", str(clinical / "nonmembers.jsonl"), "--json", str(rep_path), "--output-model", str(out),
-        "--canaries", str(clinical / "canaries.jsonl"), "--threads", "1", "--user-field", "patient",
-    ]  # fmt: skip
-    r = run_cli(*args)
-    assert r.returncode == 0, r.stdout + r.stderr
-    rep = json.loads(rep_path.read_text())
+    # batch 8 of the 40 users: q = 1/5 (the accountant calibrates σ for it in about half the time q = 1/3 takes)
+    (tmp_path / "recipe.yaml").write_text(RECIPE.format(base=clinical / "base") + "batch_size: 8\n")
+    members, out = _with_users(clinical, tmp_path), tmp_path / "hardened"
+    settings = HardenSettings(
+        str(clinical / "memorised"), str(tmp_path / "policy.yaml"), str(members), str(clinical / "nonmembers.jsonl"),
+        recipe=str(tmp_path / "recipe.yaml"), output_model=str(out),
+        text=TextOptions(canaries=str(clinical / "canaries.jsonl"), user_field="patient"),
+    )  # fmt: skip
+    result = api.harden(settings, threads=1)
+    assert result.exit_code == 0 and result.status == "hardened", result.report.summary
+    rep = json.loads(result.report.to_json())
     rem = rep["remediation"]
     row = rem["rows"][0]["training"]
-    assert row["n_train"] == 40 and row["sample_rate"] == 1 / 3 and row["steps"] == 3 * 3  # 3 epochs of 3 steps
+    assert row["n_train"] == 40 and row["sample_rate"] == 1 / 5 and row["steps"] == 3 * 5  # 3 epochs of 5 steps
     assert rem["settings"]["n_train"] == 40 and rem["settings"]["delta"] == 1 / (10 * 40)
     checks = {c["id"]: c for c in rep["checks"]}  # the evaluation stays per record: 60 + 60 of the 120 records
     assert rep["data"]["members"]["n"] == 120 and checks["mia-auc"]["n_members"] == 60
     st = rem["statement"]  # unit = user, N users, q over users
-    assert st["unit"] == "user" and st["n_train"] == 40 and st["sample_rate"] == 1 / 3
+    assert st["unit"] == "user" and st["n_train"] == 40 and st["sample_rate"] == 1 / 5
     assert "40 users, 120 records" in st["unit_note"] and st["sampling"].startswith("Poisson over users")
     assert any("number of users N = 40" in p for p in st["public"])
     from privgate.dp.card import read_statement
 
-    assert read_statement((out / "README.md").read_text()).unit == "user"
+    _, card = result.files[out / "README.md"]
+    assert read_statement(card.decode("utf-8")).unit == "user"
     # a record without its user: one sentence naming the file and the line, exit 2, nothing written
     lines = members.read_text().splitlines()
     lines[4] = json.dumps({"text": json.loads(lines[4])["text"]})
     members.write_text("\n".join(lines) + "\n")
-    args[args.index(str(out))] = str(tmp_path / "other")
-    r = run_cli(*args)
+    other = tmp_path / "other"
+    r = run_cli(
+        "harden", str(clinical / "memorised"), "--policy", str(tmp_path / "policy.yaml"),
+        "--recipe", str(tmp_path / "recipe.yaml"), "--members", str(members),
+        "--nonmembers", str(clinical / "nonmembers.jsonl"), "--json", str(tmp_path / "report.json"),
+        "--output-model", str(other), "--canaries", str(clinical / "canaries.jsonl"), "--threads", "1",
+        "--user-field", "patient",
+    )  # fmt: skip
     assert r.returncode == 2 and f"{members}, line 5: no user in field 'patient'" in r.stderr, r.stdout + r.stderr
-    assert "Traceback" not in r.stderr and not (tmp_path / "other").exists()
+    assert "Traceback" not in r.stderr and not other.exists() and not (tmp_path / "report.json").exists()
 
 
 def test_user_level_clips_one_contribution_per_user(clinical):
