@@ -107,6 +107,7 @@ def tiny(tmp_path_factory):
     for name, idx in parts.items():
         np.savez(d / f"{name}.npz", x=x[idx], y=y[idx])
     sys.path.insert(0, str(d))
+    sys.modules.pop("tiny_recipe", None)  # an in-process run of another test may have imported its own tiny_recipe
     try:
         import tiny_recipe  # noqa: PLC0415
     finally:

@@ -76,6 +76,16 @@ def _module_file(module: Any) -> Path | None:
     return Path(f).resolve() if f else None
 
 
+def _installed_origin(top: str) -> Path | None:
+    """Where ``top`` would be imported from on ``sys.path`` (found, not imported), whether or not this process has
+    imported it yet: a refused run must say "installed package" before anything loaded numpy or pandas."""
+    try:
+        found = importlib.machinery.PathFinder.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    return Path(found.origin).resolve() if found is not None and found.origin else None
+
+
 def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[PrivgateError]) -> Any:
     """Import ``module:attr`` from the user's project; see the module docstring for what is refused.
 
@@ -111,7 +121,7 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
     found = importlib.machinery.PathFinder.find_spec(top, [str(d) for d in dirs])
     origin = Path(found.origin).resolve() if found is not None and found.origin else None
     if found is None or (origin is not None and _inside(origin, installed)):
-        cached = _module_file(sys.modules.get(top))
+        cached = _module_file(sys.modules.get(top)) or _installed_origin(top)
         if cached is not None and _inside(cached, installed):
             raise error(
                 f"{head}: '{top}' is an installed package, not a module of your project ({where}); privgate "
