@@ -325,8 +325,9 @@ def test_internal_error_exit_4_without_traceback(case, monkeypatch):
     assert debug.exit_code == 4 and "Traceback" in debug.output and "simulated bug" in debug.output
 
 
-def test_policy_list_does_not_import_torch():
-    """`privgate policy list` validates the built-ins without loading torch, scipy or scikit-learn (5.6 s with them)."""
+def _cli_imports(args: list[str], modules: tuple[str, ...], cwd=None):  # noqa: ANN001, ANN202
+    """Run ``privgate ARGS`` in a fresh interpreter; its output, and as the last stdout line ``EXIT <code> LOADED
+    <the names of ``modules`` it imported, or ->``."""
     import os
     import subprocess
     import sys
@@ -335,21 +336,21 @@ def test_policy_list_does_not_import_torch():
         "import sys\n"
         "from privgate.cli import cli\n"
         "try:\n"
-        "    cli(['policy', 'list'], prog_name='privgate')\n"
+        f"    cli({args!r}, prog_name='privgate')\n"
         "except SystemExit as e:\n"
         "    code = e.code\n"
-        "heavy = sorted(m for m in ('torch', 'scipy', 'sklearn', 'opacus') if m in sys.modules)\n"
-        "print('EXIT', code, 'HEAVY', ','.join(heavy) or '-')\n"
+        f"print('EXIT', code, 'LOADED', ','.join(m for m in {modules!r} if m in sys.modules) or '-')\n"
     )
-    r = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("PRIVGATE_DEBUG", None)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=cwd, env=env)
+
+
+def test_policy_list_does_not_import_torch():
+    """`privgate policy list` validates the built-ins without loading torch, scipy or scikit-learn (5.6 s with them)."""
+    r = _cli_imports(["policy", "list"], ("torch", "scipy", "sklearn", "opacus"))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "EXIT 0 HEAVY -"
+    assert r.stdout.strip().splitlines()[-1] == "EXIT 0 LOADED -"
     rows = [line.split() for line in r.stdout.splitlines()[1:-1]]
     # in the order of the ladder, each with what it extends, its checks (inherited included) and its confidence
     assert [row[:6] for row in rows] == [
@@ -364,28 +365,9 @@ def test_policy_list_does_not_import_torch():
 def test_the_format_flags_cost_no_report_import(args):
     """Every command's output flags come from the format registry, which names its writers: starting the CLI (its
     help, its version, a refused run's first step) imports neither the report model nor a writer, nor numpy."""
-    import os
-    import subprocess
-    import sys
-
-    script = (
-        "import sys\n"
-        "from privgate.cli import cli\n"
-        "try:\n"
-        f"    cli({args!r}, prog_name='privgate')\n"
-        "except SystemExit as e:\n"
-        "    code = e.code\n"
-        "names = ('numpy', 'pydantic', 'privgate.report.model', 'privgate.report.html', 'privgate.report.junit',\n"
-        "         'privgate.report.sarif', 'privgate.report.markdown')\n"
-        "print('EXIT', code, 'LOADED', ','.join(m for m in names if m in sys.modules) or '-')\n"
-    )
-    r = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    names = ("numpy", "pydantic", "privgate.report.model", "privgate.report.html", "privgate.report.junit",
+             "privgate.report.sarif", "privgate.report.markdown")  # fmt: skip
+    r = _cli_imports(args, names)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "EXIT 0 LOADED -"
     if "--help" in args:
@@ -404,26 +386,8 @@ def test_the_format_flags_cost_no_report_import(args):
 )
 def test_a_refused_check_does_not_import_the_statistics(tmp_path, model, policy, heavy, needle):
     """Bad input exits 2 before the heavy libraries a run that goes on needs are imported."""
-    import os
-    import subprocess
-    import sys
-
     (tmp_path / "model.pt").write_bytes(b"a model file, never loaded: the run is refused before")
-    script = (
-        "import sys\n"
-        "from privgate.cli import cli\n"
-        "try:\n"
-        f"    cli(['check', {model!r}, '--policy', {policy!r}, '--members', 'm.npz', '--nonmembers', 'n.npz'],"
-        " prog_name='privgate')\n"
-        "except SystemExit as e:\n"
-        "    code = e.code\n"
-        f"heavy = sorted(m for m in {heavy!r} if m in sys.modules)\n"
-        "print('EXIT', code, 'HEAVY', ','.join(heavy) or '-')\n"
-    )
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("PRIVGATE_DEBUG", None)
-    r = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
-    )
-    assert r.stdout.strip().splitlines()[-1] == "EXIT 2 HEAVY -", r.stdout + r.stderr
+    args = ["check", model, "--policy", policy, "--members", "m.npz", "--nonmembers", "n.npz"]
+    r = _cli_imports(args, heavy, cwd=tmp_path)
+    assert r.stdout.strip().splitlines()[-1] == "EXIT 2 LOADED -", r.stdout + r.stderr
     assert needle in r.stderr and "not found" in r.stderr
