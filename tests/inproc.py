@@ -38,6 +38,21 @@ def check(model: Any, policy: Any, members: Any, nonmembers: Any, *, artefacts: 
     return attach_images(report, files)
 
 
+def audit(job: str, **settings: Any) -> tuple[dict[str, Any], str, Any]:
+    """``privgate audit JOB`` (``ldp`` or ``dpsgd``) in process at seed 0: its JSON report (parsed), its console
+    view and the report itself; ``settings`` are fields of the job's settings
+    (:class:`~privgate.settings.LdpAuditSettings`, :class:`~privgate.settings.DpsgdAuditSettings`)."""
+    import json
+
+    from privgate import api
+    from privgate.options import RunOptions
+    from privgate.settings import DpsgdAuditSettings, LdpAuditSettings
+
+    run, kind = {"ldp": (api.audit_ldp, LdpAuditSettings), "dpsgd": (api.audit_dpsgd, DpsgdAuditSettings)}[job]
+    report = run(kind(**settings), RunOptions(seed=0))
+    return json.loads(render(report, "json")["json"]), console(report), report
+
+
 def render(report: Any, *formats: str) -> dict[str, str]:
     """``{format: text}``: the report in each format (all of :data:`FORMATS` when none is named), as written."""
     from privgate.report import render as write

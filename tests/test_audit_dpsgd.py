@@ -93,16 +93,6 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _in_process(**settings: object) -> tuple[dict, str, object]:
-    """``privgate audit dpsgd`` in process: its JSON report (parsed), its console view and the report itself."""
-    from privgate import api
-    from privgate.options import RunOptions
-    from privgate.settings import DpsgdAuditSettings
-
-    report = api.audit_dpsgd(DpsgdAuditSettings(**settings), RunOptions(seed=0))
-    return json.loads(inproc.render(report, "json")["json"]), inproc.console(report), report
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "trainers.py").write_text(TRAINERS)
@@ -221,7 +211,7 @@ def test_privgate_dp_sgd_white_box_is_not_caught() -> None:
     """The bundled digits MLP through privgate's DP-SGD (Opacus) at ε = 1, with 1,000 gradient canaries.
 
     In process (``audit dpsgd --epsilon 1 --json … --html …``), the HTML and the console as the CLI writes them."""
-    rep, stdout, report = _in_process(epsilon=1.0)
+    rep, stdout, report = inproc.audit("dpsgd", epsilon=1.0)
     assert report.exit_code == 0, stdout
     dp = rep["trainer"]["dp_sgd"]
     assert rep["mode"] == "white_box" and rep["verdict"] == "pass" and rep["epsilon_lb"] <= 1
@@ -238,8 +228,8 @@ def test_users_recipe_through_privgate_dp_sgd(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     y = rng.integers(0, 3, 400)
     np.savez(tmp_path / "data.npz", x=(rng.normal(size=(400, 12)) + y[:, None]).astype(np.float32), y=y)
-    rep, stdout, report = _in_process(
-        epsilon=2.0, recipe="small:RECIPE", data="data.npz", canaries=200, search_dirs=(tmp_path,)
+    rep, stdout, report = inproc.audit(
+        "dpsgd", epsilon=2.0, recipe="small:RECIPE", data="data.npz", canaries=200, search_dirs=(tmp_path,)
     )
     assert report.exit_code == 0, stdout
     assert rep["trainer"]["recipe"] == "small-mlp" and rep["data"]["rows"] == 400 and rep["canaries"] == 200

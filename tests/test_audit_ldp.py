@@ -56,16 +56,6 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _in_process(**settings: object) -> tuple[dict, str, object]:
-    """``privgate audit ldp`` in process: its JSON report (parsed), its console view and the report itself."""
-    from privgate import api
-    from privgate.options import RunOptions
-    from privgate.settings import LdpAuditSettings
-
-    report = api.audit_ldp(LdpAuditSettings(**settings), RunOptions(seed=0))
-    return json.loads(inproc.render(report, "json")["json"]), inproc.console(report), report
-
-
 def _cell(report: dict, adversary: str, distinguisher: str, eps: float | None = None) -> dict:
     return next(
         r
@@ -153,8 +143,8 @@ def test_worst_case_reaches_nine_tenths_of_epsilon_4() -> None:
     """K = 10,000 (the default): dummy gradient or gradient flip, white-box, proves ≥ 0.9·4 and never more than 4.
 
     In process (``audit ldp --epsilon 4 --adversary dummy_gradient,gradient_flip --distinguisher white_box``)."""
-    rep, stdout, report = _in_process(
-        epsilons=(4.0,), adversaries=("dummy_gradient", "gradient_flip"), distinguishers=("white_box",)
+    rep, stdout, report = inproc.audit(
+        "ldp", epsilons=(4.0,), adversaries=("dummy_gradient", "gradient_flip"), distinguishers=("white_box",)
     )
     assert report.exit_code == 0, stdout
     assert rep["schema_version"] == 1 and rep["kind"] == "ldp" and rep["verdict"] == "pass"
@@ -172,7 +162,7 @@ def test_sweep_every_bound_below_its_epsilon() -> None:
     """The built-in mechanism at ε ∈ {0.5, 1, 2, 4}, all 6 × 2 cells: no bound above its ε; Figure 2 in the HTML.
 
     In process (``audit ldp --epsilon 0.5,1,2,4 --trials 1500 --json … --html …``), the HTML as the CLI writes it."""
-    rep, stdout, report = _in_process(epsilons=(0.5, 1.0, 2.0, 4.0), trials=1500)
+    rep, stdout, report = inproc.audit("ldp", epsilons=(0.5, 1.0, 2.0, 4.0), trials=1500)
     assert report.exit_code == 0, stdout
     assert rep["claimed_epsilon"] == [0.5, 1, 2, 4] and rep["cells"] == 48 and len(rep["results"]) == 48
     assert rep["cell_confidence"] == pytest.approx(1 - 0.05 / 48)
