@@ -106,11 +106,12 @@ def variants(a, ensembles: dict, cache: str, threads: int) -> dict[str, np.ndarr
             return (s - s[ref_out].mean()) / s[ref_out].std()
 
         p2, p2r = tempered_true_class(t_lp, y, 2.0), tempered_true_class(r_lp, y, 2.0)
-        out["LiRA + RMIA"] = std(_lira(phi_t, phi_r, inside)) + std(np.log(p2) - np.log(p2r.mean(0)))
+        lira, rmia2 = _lira(phi_t, phi_r, inside), np.log(p2) - np.log(p2r.mean(0))  # LiRA online, RMIA at T = 2
+        out["LiRA + RMIA"] = std(lira) + std(rmia2)
         pa, pra = _phi_all(t_lp), _phi_all(r_lp)
         out["LiRA, all classes"] = sum(_lira(pa[:, c], pra[:, :, c], inside) for c in range(pa.shape[1]))
         rng = np.random.default_rng(a.seed)
-        noisy = [_lira(phi_t, phi_r, inside)]
+        noisy = [lira]
         for _ in range(4):
             xq = (a.x + 0.05 * rng.standard_normal(a.x.shape)).astype(a.x.dtype)
             noisy.append(
@@ -128,6 +129,5 @@ def variants(a, ensembles: dict, cache: str, threads: int) -> dict[str, np.ndarr
             g_r.append(_gradient_norms(m.eval(), a.x, y))
         grad_lira = _lira(-g_t, -np.stack(g_r), inside)
         out["white-box gradient norm (LiRA)"] = grad_lira
-        rmia2 = np.log(p2) - np.log(p2r.mean(0))
-        out["LiRA + RMIA + gradient"] = std(_lira(phi_t, phi_r, inside)) + std(rmia2) + std(grad_lira)
+        out["LiRA + RMIA + gradient"] = std(lira) + std(rmia2) + std(grad_lira)
     return out
