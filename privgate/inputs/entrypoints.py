@@ -64,8 +64,8 @@ def _evict_if_elsewhere(top: str, search_dirs: list[Path]) -> None:
         for candidate in (d / f"{top}.py", d / top / "__init__.py"):
             if candidate.is_file():
                 cached = sys.modules.get(top)
-                cached_file = getattr(cached, "__file__", None)
-                if cached is not None and (cached_file is None or Path(cached_file).resolve() != candidate.resolve()):
+                cached_file = _module_file(cached)
+                if cached is not None and cached_file != candidate.resolve():
                     for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
                         del sys.modules[name]
                 return
@@ -76,14 +76,18 @@ def _module_file(module: Any) -> Path | None:
     return Path(f).resolve() if f else None
 
 
-def _installed_origin(top: str) -> Path | None:
+def _origin(found: Any) -> Path | None:
+    """The resolved file a module spec would load (``None`` for no spec or a namespace package)."""
+    return Path(found.origin).resolve() if found is not None and found.origin else None
+
+
+def _importable_from(top: str) -> Path | None:
     """Where ``top`` would be imported from on ``sys.path`` (found, not imported), whether or not this process has
     imported it yet: a refused run must say "installed package" before anything loaded numpy or pandas."""
     try:
-        found = importlib.machinery.PathFinder.find_spec(top)
+        return _origin(importlib.machinery.PathFinder.find_spec(top))
     except (ImportError, ValueError):
         return None
-    return Path(found.origin).resolve() if found is not None and found.origin else None
 
 
 def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[PrivgateError]) -> Any:
@@ -119,10 +123,10 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
         raise error(f"{head}: '{top}' is privgate itself; a {kind} must be defined in your project ({where}).")
     installed = _installed_roots()
     found = importlib.machinery.PathFinder.find_spec(top, [str(d) for d in dirs])
-    origin = Path(found.origin).resolve() if found is not None and found.origin else None
+    origin = _origin(found)
     if found is None or (origin is not None and _inside(origin, installed)):
-        cached = _module_file(sys.modules.get(top)) or _installed_origin(top)
-        if cached is not None and _inside(cached, installed):
+        elsewhere = _module_file(sys.modules.get(top)) or _importable_from(top)
+        if elsewhere is not None and _inside(elsewhere, installed):
             raise error(
                 f"{head}: '{top}' is an installed package, not a module of your project ({where}); privgate "
                 f"imports a {kind} only from your project."
