@@ -318,3 +318,18 @@ def test_csv_label_column_suggestion(case, tmp_path):
     m = tmp_path / "m.csv"
     _csv(m, [list(x) + [int(y)] for x, y in zip(d["x"], d["y"])], [f"f{i}" for i in range(20)] + ["labels"])
     _bad(_check(case, members=m), "m.csv: no label column 'label' in the CSV header", "(did you mean 'labels'?)")
+
+
+def test_two_projects_with_a_recipe_py_in_one_process_each_get_their_own(tmp_path):
+    """The Python API audits several projects in one process (as the in-process tests do): a ``recipe.py`` already
+    imported from one folder is never handed to another folder's run."""
+    from privgate.inputs.entrypoints import load_recipe
+
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "recipe.py").write_text(
+            "from torch import nn\nfrom privgate.recipe import Recipe\n"
+            f"RECIPE = Recipe(model_factory=lambda: nn.Linear(2, 2), epochs=1, name={name!r})\n"
+        )
+    names = [load_recipe("recipe:RECIPE", [tmp_path / n]).name for n in ("first", "second", "first")]
+    assert names == ["first", "second", "first"]
