@@ -32,6 +32,7 @@ from privgate.dp.recipe import DPRecipe
 from privgate.dp.train import DPSettings, make_private_module, probe_private_training, train_dp
 from privgate.errors import PolicyError, RecipeError
 from privgate.inputs.data import AuditData, Dataset
+from privgate.inputs.entrypoints import load_recipe
 from privgate.inputs.target import Target
 from privgate.policy import Utility, parse_policy
 from privgate.recipe import Recipe
@@ -106,19 +107,15 @@ def tiny(tmp_path_factory):
     parts = {"members": order[:300], "nonmembers": order[1000:1300], "population": order[1300:1600]}
     for name, idx in parts.items():
         np.savez(d / f"{name}.npz", x=x[idx], y=y[idx])
-    sys.path.insert(0, str(d))
-    sys.modules.pop("tiny_recipe", None)  # an in-process run of another test may have imported its own tiny_recipe
-    try:
-        import tiny_recipe  # noqa: PLC0415
-    finally:
-        sys.path.remove(str(d))
-    model = tiny_recipe.RECIPE.train(x[parts["members"]], y[parts["members"]], seed=0)
+    # privgate's loader: this folder's tiny_recipe, even after another test's in-process run imported its own
+    recipe, bad = (load_recipe(f"tiny_recipe:{name}", [d]) for name in ("RECIPE", "BAD"))
+    model = recipe.train(x[parts["members"]], y[parts["members"]], seed=0)
     torch.save(model.state_dict(), d / "model.pt")
     (d / "passable.yaml").write_text(POLICY_PASSABLE)
     (d / "impossible.yaml").write_text(POLICY_IMPOSSIBLE)
     (d / "disabled.yaml").write_text(POLICY_PASSABLE.replace("enabled: true", "enabled: false"))
     ds = {k: Dataset(x[v], y[v], k) for k, v in parts.items()}
-    return {"dir": d, "recipe": tiny_recipe.RECIPE, "bad": tiny_recipe.BAD, "model": model, **ds}
+    return {"dir": d, "recipe": recipe, "bad": bad, "model": model, **ds}
 
 
 def _data(tiny) -> AuditData:
