@@ -183,6 +183,7 @@ def check(
     endpoint_timeout: float | None = None,
     endpoint_batch: int | None = None,
     endpoint_concurrency: int | None = None,
+    endpoint_max_bytes: int | None = None,
     text_field: str | None = None,
     text_column: str | None = None,
     reference_model: str | None = None,
@@ -285,7 +286,14 @@ def check(
         "trust_checkpoint": bool(pick("trust_checkpoint", trust_checkpoint)),
         "search_dirs": (base,),
         "access": endpoint_access(
-            headers, max_queries, endpoint_output, endpoint_timeout, endpoint_batch, endpoint_concurrency, cfg
+            headers,
+            max_queries,
+            endpoint_output,
+            endpoint_timeout,
+            endpoint_batch,
+            endpoint_concurrency,
+            cfg,
+            endpoint_max_bytes,
         ),
         "text": text_settings(
             {

@@ -41,7 +41,16 @@ def endpoint_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--endpoint-timeout",
             type=click.FloatRange(min=0.1),
-            help="With an endpoint URL: seconds one request may take before it is retried (default 30).",
+            help="With an endpoint URL: seconds one whole request may take, its answer read to the end, before it "
+            "is retried (default 30). This flag, else the config's 'endpoint_timeout'.",
+        ),
+        click.option(
+            "--endpoint-max-bytes",
+            type=click.IntRange(min=1024),
+            metavar="BYTES",
+            help="With an endpoint URL: the largest answer read, in bytes once decompressed (default 33554432, 32 "
+            "MiB); a larger one stops the run with exit 2 before it is read. This flag, else the config's "
+            "'endpoint_max_bytes'.",
         ),
         click.option(
             "--endpoint-batch",
@@ -67,9 +76,11 @@ def endpoint_access(
     endpoint_batch: int | None = None,
     endpoint_concurrency: int | None = None,
     config: Any = None,
+    endpoint_max_bytes: int | None = None,
 ) -> Any:
     """The :class:`~privgate.inputs.targets.endpoint.Access` the flags (and config keys) describe."""
     from privgate.inputs.targets.endpoint import Access, parse_header
+    from privgate.inputs.targets.oip import MAX_BYTES
 
     def pick(value: Any, key: str, default: Any) -> Any:
         if value is not None:
@@ -84,6 +95,7 @@ def endpoint_access(
         timeout=float(pick(endpoint_timeout, "endpoint_timeout", 30.0)),
         batch=pick(endpoint_batch, "endpoint_batch", 256),
         concurrency=pick(endpoint_concurrency, "endpoint_concurrency", 4),
+        max_bytes=pick(endpoint_max_bytes, "endpoint_max_bytes", MAX_BYTES),
     )
 
 

@@ -47,6 +47,7 @@ KEYS = {
     "endpoint_timeout": float,
     "endpoint_batch": int,
     "endpoint_concurrency": int,
+    "endpoint_max_bytes": int,
     # language models (privgate.lm): a Hugging Face model directory as `model`, text data
     "text_field": str,
     "text_column": str,
@@ -119,6 +120,8 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
                 f"{path}: '{prefix}{key}' must be one of {', '.join(CHOICES[key])}, got {shown(value, 80)}"
                 f"{did_you_mean(value, CHOICES[key])}."
             )
+        if key == "endpoint_max_bytes" and value < 1024:
+            raise ConfigError(f"{path}: '{prefix}endpoint_max_bytes' must be at least 1024, got {value}.")
         if key == "endpoint_timeout" and not value > 0:
             raise ConfigError(f"{path}: '{prefix}endpoint_timeout' must be positive, got {value}.")
         if key == "exposed" and value < 0:

@@ -21,25 +21,39 @@ selecting the method). The outputs are then read like any model's
 
 The report's target section records the endpoint (URL without credentials or
 query string), the tensors used, the queries, requests, retries and seconds
-spent — and the *names* of the headers sent, never their values.
+spent — and the *names* of the headers sent, never their values. Whatever the
+server says is quoted with every credential sent masked (:mod:`.redact`), in
+messages and in the report's tensor names alike; each exchange is bounded in
+time and size (:mod:`.wire`), and an answer that does not hold finite numbers
+of its datatype is one sentence (:func:`.oip.read_tensor`).
 """
 
 from __future__ import annotations
 
+import re
 import time
+import weakref
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from privgate.errors import TargetError
+from privgate.errors import TargetError, shown
 from privgate.inputs.targets import oip
 from privgate.inputs.targets.blackbox import BlackBox
 from privgate.inputs.targets.onnxfile import SCORES
 
 #: The output MLServer's scikit-learn runtime answers with the estimator's predict_proba.
 MLSERVER_PROBA = "predict_proba"
+#: A header's name: an HTTP token (RFC 9110 §5.1).
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+#: A header's value: visible ASCII, spaces and tabs (no line break that would start another header).
+_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
+#: The smallest answer limit accepted (any metadata is larger).
+MIN_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -52,7 +66,8 @@ class Access:
         output: the output tensor to read, when the server has several (or answers labels by default).
         batch: rows per request.
         concurrency: requests in flight at once.
-        timeout: seconds a request may take (connect: at most 5).
+        timeout: seconds a whole request may take, answer included (connect: at most 5).
+        max_bytes: the largest answer read (its body, decompressed).
         retries: further tries of a request after a 429, a 5xx or a dropped connection.
         backoff: seconds before the first retry, doubled after each.
     """
@@ -63,12 +78,13 @@ class Access:
     batch: int = 256
     concurrency: int = 4
     timeout: float = 30.0
+    max_bytes: int = oip.MAX_BYTES
     retries: int = 3
     backoff: float = 0.5
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for key, low in (("batch", 1), ("concurrency", 1), ("retries", 0)):
+        for key, low in (("batch", 1), ("concurrency", 1), ("retries", 0), ("max_bytes", MIN_BYTES)):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise TargetError(f"endpoint setting '{key}' must be an integer of at least {low}, got {value!r}.")
@@ -76,16 +92,30 @@ class Access:
             raise TargetError(f"endpoint setting 'max_queries' must be a positive integer, got {self.max_queries!r}.")
         if not self.timeout > 0:
             raise TargetError(f"endpoint setting 'timeout' must be positive, got {self.timeout!r}.")
+        for name, value in self.headers:
+            _check_header(name, value)
+
+
+def _check_header(name: Any, value: Any) -> None:
+    """A header privgate can send as given; the message names the header, never its value."""
+    if not isinstance(name, str) or not _TOKEN.match(name):
+        raise TargetError(f"--header: {shown(name, 80)} is not a header name (letters, digits and -_.!#$%&'*+^`|~).")
+    if not isinstance(value, str) or not _VALUE.match(value):
+        raise TargetError(
+            f"--header {name}: its value holds a line break, another control character or a character beyond ASCII "
+            "(the value is not shown)."
+        )
 
 
 def parse_header(text: str) -> tuple[str, str]:
     """``'Name: value'`` as ``(name, value)``; the message names the header, never its value."""
     name, sep, value = text.partition(":")
     name = name.strip()
-    if not sep or not name or any(c.isspace() for c in name):  # it may be a bare secret: none of it is shown
+    if not sep or not name or not _TOKEN.match(name):  # it may be a bare secret: none of it is shown
         raise TargetError(
             "--header: expected 'Name: value', e.g. 'Authorization: Bearer TOKEN' (the value given is not shown)."
         )
+    _check_header(name, value.strip())
     return name, value.strip()
 
 
@@ -101,16 +131,11 @@ class Endpoint(BlackBox):
         self.client = client
         self.access = access
         self.metadata = metadata
-        inputs = metadata.get("inputs") or []
-        first = inputs[0] if inputs and isinstance(inputs[0], dict) else {}
-        self.input_name = str(first.get("name") or "input-0")
-        datatype = str(first.get("datatype") or "FP64")
-        self.datatype = datatype if datatype in oip.DATATYPES else "FP64"
-        shape = first.get("shape")
-        self.row_shape = tuple(int(s) for s in shape[1:]) if isinstance(shape, list) and len(shape) >= 1 else None
-        listed = [str(o.get("name")) for o in metadata.get("outputs") or [] if isinstance(o, dict) and o.get("name")]
-        self.listed = listed
-        self.output = access.output or self._from_metadata(listed)
+        read = oip.read_metadata(metadata, self.source)
+        self.input_name, self.datatype, self.row_shape = read.input_name, read.datatype, read.row_shape
+        self.listed = list(read.outputs)
+        self.output = access.output or self._from_metadata(self.listed)
+        weakref.finalize(self, client.close)  # its connections close with it (a target has no close of its own)
         self.asked_for_proba = False
         self.memo: dict[bytes, np.ndarray] = {}
         self.queries = 0
@@ -123,15 +148,22 @@ class Endpoint(BlackBox):
         access = access or Access()
         parsed = oip.parse_url(url)
         client = oip.Client(
-            parsed, dict(access.headers), access.timeout, access.retries, access.backoff, access.concurrency
+            parsed,
+            dict(access.headers),
+            access.timeout,
+            access.retries,
+            access.backoff,
+            access.concurrency,
+            access.max_bytes,
         )
         t0 = time.perf_counter()
         try:
-            metadata = client.call("GET", parsed.model_path)
+            with _masked(client):
+                metadata = client.call("GET", parsed.model_path)
+                endpoint = cls(parsed, client, access, metadata)
         except BaseException:
             client.close()
             raise
-        endpoint = cls(parsed, client, access, metadata)
         endpoint.seconds += time.perf_counter() - t0
         return endpoint
 
@@ -142,7 +174,8 @@ class Endpoint(BlackBox):
         if named:
             return named[0]
         raise TargetError(
-            f"{self.source}: the model has {len(listed)} outputs ({', '.join(listed)}) and none is recognisably the "
+            f"{self.source}: the model has {len(listed)} outputs ({', '.join(shown(n, 80) for n in listed[:10])}) "
+            "and none is recognisably the "
             "class probabilities or logits; name one with --endpoint-output."
         )
 
@@ -150,17 +183,20 @@ class Endpoint(BlackBox):
 
     def _infer(self, x: np.ndarray, output: str | None) -> tuple[str, np.ndarray, str]:
         """One request: ``(output name, its tensor, its datatype)`` for the rows ``x``."""
-        payload: dict[str, Any] = {"inputs": [oip.tensor(self.input_name, x, self.datatype)]}
+        payload: dict[str, Any] = {"inputs": [oip.tensor(self.input_name, x, self.datatype, self.source)]}
         if output:
             payload["outputs"] = [{"name": output}]
         try:
             body = self.client.call("POST", self.url.infer_path, payload)
         except TargetError as exc:  # a server's 500 often means rows it cannot take: say what was sent
             raise TargetError(f"{str(exc).rstrip('.')}, sent {len(x)} row(s) of shape {tuple(x.shape[1:])}.") from None
-        outs = [o for o in body.get("outputs") or [] if isinstance(o, dict)]
+        listed = body.get("outputs")
+        if not isinstance(listed, list):
+            raise TargetError(f"{self.source}: the answer has outputs {shown(listed, 80)}, expected a list of tensors.")
+        outs = [o for o in listed if isinstance(o, dict)]
         chosen = [o for o in outs if o.get("name") == output] if output else outs
         if len(chosen) != 1:
-            names = ", ".join(str(o.get("name")) for o in outs) or "none"
+            names = ", ".join(shown(o.get("name"), 80) for o in outs[:10]) or "none"
             want = f"the output '{output}'" if output else "one output"
             raise TargetError(f"{self.source}: the answer holds outputs {names}, expected {want}.")
         arr = oip.read_tensor(chosen[0], self.source)
@@ -169,7 +205,8 @@ class Endpoint(BlackBox):
                 f"{self.source}: the server answered {arr.shape[0] if arr.ndim else 0} rows of output for "
                 f"{len(x)} input rows (shape {list(arr.shape)})."
             )
-        return str(chosen[0].get("name")), arr, str(chosen[0].get("datatype", ""))
+        name = oip.tensor_name(chosen[0], self.source, "its output") or ""
+        return name, arr, str(chosen[0].get("datatype", ""))
 
     def _settle_output(self, x: np.ndarray) -> None:
         """Decide which output to read when neither the user nor the metadata said (see the module docstring)."""
@@ -183,8 +220,8 @@ class Endpoint(BlackBox):
             self.queries += 1
         except TargetError:
             raise TargetError(
-                f"{self.source}: the endpoint answers {datatype or 'non-float'} '{name}' (labels, not scores) and has "
-                "no 'predict_proba' output; name its probability output with --endpoint-output."
+                f"{self.source}: the endpoint answers {shown(datatype or 'non-float', 40)} {shown(name, 80)} (labels, "
+                "not scores) and has no 'predict_proba' output; name its probability output with --endpoint-output."
             ) from None
         self.output = MLSERVER_PROBA
         self.asked_for_proba = True
@@ -201,6 +238,10 @@ class Endpoint(BlackBox):
         )
 
     def raw(self, x: np.ndarray) -> np.ndarray:
+        with _masked(self.client):
+            return self._raw(x)
+
+    def _raw(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x)
         self._check_rows(x)
         keys = [row.tobytes() for row in x]
@@ -243,8 +284,8 @@ class Endpoint(BlackBox):
             "url": self.url.shown,
             "protocol": "open-inference-v2",
             "model": self.url.name,
-            "input": {"name": self.input_name, "datatype": self.datatype},
-            "output": self.output,
+            "input": {"name": self.client.redact(self.input_name), "datatype": self.datatype},
+            "output": self.client.redact(self.output) if self.output is not None else None,
             "queries": self.queries,
             "requests": self.client.requests,
             "retries": self.client.retried,
@@ -260,6 +301,15 @@ class Endpoint(BlackBox):
                 "(MLServer's scikit-learn runtime)"
             )
         return {**super().describe(), "endpoint": section}
+
+
+@contextmanager
+def _masked(client: oip.Client) -> Iterator[None]:
+    """Every sentence raised inside with the credentials masked: the server chose the names it quotes."""
+    try:
+        yield
+    except TargetError as exc:
+        raise TargetError(client.mask(str(exc))) from None
 
 
 __all__ = ["Access", "Endpoint", "MLSERVER_PROBA", "parse_header"]
