@@ -17,6 +17,9 @@ import pytest
 from cases import run_cli
 from test_hostile_input import _bad
 
+from privgate.cli.report import DEFAULT_REPORT_MIB
+from privgate.errors import PrivgateError
+from privgate.report.loading import MAX_REPORT_BYTES, read_report
 
 POLICY = (
     "name: team\nsensitivity: internal\nrelease: api\n\n# the checks\nchecks:\n"
@@ -51,6 +54,24 @@ def _state(path: Path) -> tuple:
 # --------------------------------------------------------------------------- item 7: nesting, raw control bytes
 
 
+def test_deeply_nested_saved_reports_are_one_sentence(saved, tmp_path):
+    """Before: 10^5 brackets were exit 4 (RecursionError) in report render and diff; 900 levels, which json
+    parses, broke the writers later (exit 4 after the files were planned)."""
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    want = "deep.json: not a privgate JSON report (nested more than 64 levels deep)"
+    _bad(run_cli("report", "render", "deep.json", "--markdown", "x.md", cwd=tmp_path), want)
+    _bad(run_cli("diff", str(saved / "r.json"), "deep.json", "--json", "x.json", cwd=tmp_path), want)
+    d = _report(saved)
+    d["attacks"][0]["extras"]["nested"] = json.loads("[" * 900 + "]" * 900)
+    (tmp_path / "deep900.json").write_text(json.dumps(d))
+    with pytest.raises(PrivgateError, match=r"deep900\.json: not a privgate JSON report \(nested more than 64"):
+        read_report(tmp_path / "deep900.json")
+    d["attacks"][0]["extras"]["nested"] = json.loads("[" * 50 + "]" * 50)  # deep, but not hostile: read
+    (tmp_path / "deep50.json").write_text(json.dumps(d))
+    assert read_report(tmp_path / "deep50.json").verdict == "fail"
+    assert not (tmp_path / "x.md").exists() and not (tmp_path / "x.json").exists()
+
+
 @pytest.mark.parametrize("char, name", [("\x1b", "ESC"), ("\x00", "NUL"), ("\x07", "BEL")])
 def test_a_raw_control_byte_in_a_policy_or_a_manifest_is_one_sentence(tmp_path, char, name):
     """Before: a raw ESC, NUL or BEL anywhere in a policy or a federation manifest, even in a comment, was exit 4
@@ -66,3 +87,46 @@ def test_a_raw_control_byte_in_a_policy_or_a_manifest_is_one_sentence(tmp_path, 
         "  - {name: a, data: a.npz, checkpoints: 'm{round}.pt'}\n"
     )
     _bad(run_cli("fl", "audit", "federation.yaml", cwd=tmp_path), "federation.yaml: line 3: the file holds the control")
+
+
+def test_the_other_json_readers_refuse_deep_nesting_in_one_sentence(tmp_path):
+    """Siblings: text data, canaries and a language model's config.json parse JSON the same way (exit 4 before)."""
+    from privgate.errors import DataError, TargetError
+    from privgate.lm.canaries import load_canaries
+    from privgate.lm.loading import _read_json
+    from privgate.lm.text import load_texts
+    from privgate.lm.userlevel import load_users
+
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(DataError, match=r"deep\.jsonl, line 1: not a JSON object"):
+        load_texts(deep, "members")
+    with pytest.raises(DataError, match=r"deep\.jsonl, line 1: not a JSON object"):
+        load_users(deep, "user")
+    with pytest.raises(DataError, match=r"deep\.jsonl, line 1: not valid JSON \(nested too deeply\)"):
+        load_canaries(deep)
+    (tmp_path / "config.json").write_text(deep.read_text())
+    with pytest.raises(TargetError, match=r"config\.json: config is not valid JSON \(nested too deeply\)"):
+        _read_json(tmp_path / "config.json", "config")
+
+
+# --------------------------------------------------------------------------- item 11: size of saved reports
+
+
+def test_a_huge_saved_report_is_refused_before_it_is_read(saved, tmp_path):
+    """Before: a 333 MB saved report was read and parsed whole (over 120 s with a real structure). Now its size is
+    checked first against 64 MiB; the sentence names the limit and how to raise it (the action's baseline goes
+    through privgate diff, where $PRIVGATE_MAX_REPORT_MIB reaches it)."""
+    with open(tmp_path / "huge.json", "wb") as f:
+        f.truncate(333 << 20)  # sparse: costs no disk, and nothing is read
+    r = run_cli("report", "render", "huge.json", "--html", "x.html", cwd=tmp_path)
+    _bad(r, "huge.json: the saved report is 333 MiB, larger than the 64 MiB privgate reads", "--max-report-mib")
+    d = _report(saved)
+    d["attacks"][0]["extras"]["pad"] = "x" * (2 << 20)
+    (tmp_path / "big.json").write_text(json.dumps(d))
+    r = run_cli("diff", str(saved / "r.json"), "big.json", cwd=tmp_path, env={"PRIVGATE_MAX_REPORT_MIB": "1"})
+    _bad(r, "big.json: the saved report is 2.", "larger than the 1 MiB privgate reads", "$PRIVGATE_MAX_REPORT_MIB")
+    r = run_cli("report", "outputs", "big.json", "--max-report-mib", "3", cwd=tmp_path)
+    assert r.returncode == 0 and "verdict=fail" in r.stdout, r.stderr
+    assert not (tmp_path / "x.html").exists()
+    assert DEFAULT_REPORT_MIB << 20 == MAX_REPORT_BYTES  # the flag's default is the reader's limit
