@@ -19,7 +19,8 @@ from test_hostile_input import _bad
 
 from privgate.cli.report import DEFAULT_REPORT_MIB
 from privgate.errors import PrivgateError
-from privgate.report.loading import MAX_REPORT_BYTES, read_report
+from privgate.report import render
+from privgate.report.loading import MAX_REPORT_BYTES, parse_report, read_report
 
 POLICY = (
     "name: team\nsensitivity: internal\nrelease: api\n\n# the checks\nchecks:\n"
@@ -49,6 +50,55 @@ def _state(path: Path) -> tuple:
     if path.is_symlink():
         return True, os.readlink(path), None
     return False, None, path.read_bytes() if path.is_file() else None
+
+
+# --------------------------------------------------------------------------- item 9: rendering opens nothing
+
+
+def test_rendering_opens_no_path_a_saved_report_names(saved, tmp_path):
+    """Before: report render --sarif opened the policy.source a report named, so a crafted report learnt whether
+    /…/creds.yaml existed and on which line an 'id:' sat in it; the members' source was looked up too. Now the
+    lines come from the report (recorded when check parsed the policy) and paths are text: a report naming files
+    that exist renders exactly as one naming files that do not."""
+    rep = _report(saved)
+    assert rep["policy"]["check_lines"] == {"auc-bound": 7, "advantage-bound": 8}  # recorded at check time
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "creds.yaml").write_text("user: x\ncheck:\n  - id: auc-bound\n  - id: advantage-bound\n")
+    (secret / "rows.npz").write_bytes(b"x")
+    rep["policy"]["source"] = str(secret / "creds.yaml")
+    rep["data"]["members"]["source"] = str(secret / "rows.npz")
+    (tmp_path / "crafted.json").write_text(json.dumps(rep))
+    r = run_cli("report", "render", "crafted.json", "--sarif", "there.sarif", "--markdown", "there.md", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    for f in secret.iterdir():
+        f.unlink()
+    r = run_cli("report", "render", "crafted.json", "--sarif", "gone.sarif", "--markdown", "gone.md", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "there.sarif").read_bytes() == (tmp_path / "gone.sarif").read_bytes()
+    assert (tmp_path / "there.md").read_bytes() == (tmp_path / "gone.md").read_bytes()
+    sarif = json.loads((tmp_path / "gone.sarif").read_text())
+    where = {
+        res["properties"]["check"]: res["locations"][0]["physicalLocation"]
+        for res in sarif["runs"][0]["results"]
+        if res["ruleId"] != "privgate/exposed_record"
+    }
+    assert where["auc-bound"]["region"] == {"startLine": 7} and where["advantage-bound"]["region"] == {"startLine": 8}
+    assert where["auc-bound"]["artifactLocation"]["uri"] == "secret/creds.yaml"
+
+
+def test_the_sarif_of_check_and_of_report_render_are_the_same(saved):
+    """The check-time SARIF (rendered from the report in memory) equals the one rendered from the saved report
+    later: nothing depends on the file system at render time."""
+    in_memory = inproc.render(read_report(saved / "r.json"), "sarif")["sarif"]
+    os.rename(saved / "p.yaml", saved / "p.yaml.moved")
+    try:
+        again = render(parse_report((saved / "r.json").read_text()), "sarif")
+    finally:
+        os.rename(saved / "p.yaml.moved", saved / "p.yaml")
+    assert again == in_memory
+    regions = [res["locations"][0]["physicalLocation"].get("region") for res in json.loads(again)["runs"][0]["results"]]
+    assert {"startLine": 7} in regions
 
 
 # --------------------------------------------------------------------------- item 7: nesting, raw control bytes
