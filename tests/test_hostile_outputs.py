@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
+import cmarkgfm
 import inproc
 import pytest
 from cases import run_cli
+from cmarkgfm.cmark import Options
 from test_hostile_input import _bad
 
 from privgate.cli.report import DEFAULT_REPORT_MIB
@@ -99,6 +102,68 @@ def test_the_sarif_of_check_and_of_report_render_are_the_same(saved):
     assert again == in_memory
     regions = [res["locations"][0]["physicalLocation"].get("region") for res in json.loads(again)["runs"][0]["results"]]
     assert {"startLine": 7} in regions
+
+
+# --------------------------------------------------------------------------- item 10: Markdown autolinks, mentions
+
+#: What GitHub would turn into links or mentions: e-mail autolinks (bare, mailto:, xmpp:), URLs, @users and teams.
+LINKY = "foo@evil.example mailto:x@evil.example xmpp:y@evil.example/r @octocat @org/team www.evil.example http://e.x"
+#: GitHub's @mention (html-pipeline's MentionFilter): "@" after a non-word character or the start, then a name.
+MENTION = re.compile(r"(?:^|\W)@[a-z0-9][a-z0-9-]*", re.IGNORECASE)
+
+
+def _github(markdown: str) -> str:
+    """The HTML GitHub's Markdown library (cmark-gfm with its extensions, autolink included) makes of ``markdown``."""
+    return cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+
+
+def _no_link_no_mention(markdown: str) -> None:
+    html = _github(markdown)
+    assert "<a " not in html and "<img" not in html, re.findall(r"<a [^>]*>[^<]*</a>", html)
+    text = re.sub(r"<code>.*?</code>", "", html)  # GitHub makes no mention inside code
+    assert not MENTION.search(re.sub(r"<[^>]+>", " ", text)), MENTION.findall(text)
+
+
+def test_check_and_diff_markdown_link_no_address_and_mention_no_one(saved):
+    """Before: foo@evil.example, mailto:/xmpp: addresses and @user passed into the Markdown GitHub renders in
+    pull-request comments: cmark-gfm made them mailto:/xmpp: links, GitHub notified @octocat and @org/team."""
+    from privgate.report.diff import diff_reports
+    from privgate.report.diffview import render_diff_markdown
+
+    d = _report(saved)
+    d["summary"] = d["policy"]["name"] = LINKY
+    d["warnings"] = [LINKY]
+    for i, c in enumerate(d["checks"]):
+        c["reason"], c["id"] = LINKY, f"{LINKY} {i}"
+    d["policy"]["check_lines"] = {c["id"]: 7 for c in d["checks"]}
+    rep = parse_report(json.dumps(d))
+    md = render(rep, "markdown")
+    assert md.count("foo@\u2060evil.example") >= 3  # shown, with an invisible word joiner after the "@"
+    _no_link_no_mention(md)
+    d["privgate_version"], d["environment"]["seed"] = "@octocat", 7  # differences the diff's notes name
+    new = parse_report(json.dumps(d))
+    diff = render_diff_markdown(diff_reports(rep, new, {}, base_name=LINKY, new_name="@octocat"))
+    assert "@\u2060evil.example" in diff  # the check ids, in the reasons
+    _no_link_no_mention(diff)
+
+
+def test_markdown_of_every_report_string_stays_text(saved, tmp_path):
+    """Before: a crafted harden report's DP search name and caveats, and a claim audit's target path, went into
+    the Markdown raw (the path inside single backticks): a link and an image came through."""
+    from privgate import api
+    from privgate.options import RunOptions
+    from privgate.settings import LdpAuditSettings
+
+    evil = "` [click](http://evil.example) ![i](http://evil.example/i.png) " + LINKY
+    d = _report(saved)
+    d["remediation"] = {"status": "hardened", "statement": {"search": evil, "caveats": [evil]}}
+    _no_link_no_mention(render(parse_report(json.dumps(d)), "markdown"))
+    settings = LdpAuditSettings(epsilons=(2.0,), trials=50, adversaries=("input_perturbation",))
+    ldp = api.audit_ldp(settings, RunOptions(seed=0))
+    d = json.loads(render(ldp, "json"))
+    d["target"] = {"path": evil, "format": evil}
+    d["environment"]["seed"] = evil
+    _no_link_no_mention(render(parse_report(json.dumps(d)), "markdown"))
 
 
 # --------------------------------------------------------------------------- item 7: nesting, raw control bytes
