@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import cmarkgfm
@@ -53,6 +55,96 @@ def _state(path: Path) -> tuple:
     if path.is_symlink():
         return True, os.readlink(path), None
     return False, None, path.read_bytes() if path.is_file() else None
+
+
+# --------------------------------------------------------------------------- item 4: outputs through links
+
+
+def test_an_output_that_is_a_link_is_refused_and_the_link_and_its_target_kept(saved, tmp_path):
+    """Before: report render --html out.html, with out.html a link to another file, exited 0 and out.html became
+    a regular file (the guard looked at the link's target, the atomic rename replaced the link); a working tree
+    can commit such a link, so writing through it would send a report anywhere the runner may write."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's own file\n")
+    (tmp_path / "out.html").symlink_to(outside)
+    (tmp_path / "dangling.md").symlink_to(tmp_path / "nowhere" / "x.md")
+    before = {p: _state(p) for p in (outside, tmp_path / "out.html", tmp_path / "dangling.md")}
+    r = run_cli("report", "render", str(saved / "r.json"), "--html", "out.html", cwd=tmp_path)
+    _bad(r, "out.html: the HTML report (--html) is a symbolic link (to ", "never replaces a link", "nothing was")
+    r = run_cli("diff", str(saved / "r.json"), str(saved / "r.json"), "--markdown", "dangling.md", cwd=tmp_path)
+    _bad(r, "dangling.md: the comparison's markdown (--markdown) is a symbolic link (to ")
+    r = run_cli("audit", "ldp", "--epsilon", "1", "--json", "out.html", cwd=tmp_path)
+    _bad(r, "out.html: the JSON report (--json) is a symbolic link (to ")
+    assert {p: _state(p) for p in before} == before
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_link_to_stdout_is_written_to_stdout_and_stays_a_link(saved, tmp_path):
+    """/dev/stdout is how a user asks for the report on standard output. Before: with stdout a pipe it was
+    refused (a FIFO), and with stdout a file, any link to /proc/self/fd/1 was replaced by a regular file. Now the
+    report goes to the stream (pipe or file) after every file is written, and the link is left as it is."""
+    want = render(read_report(saved / "r.json"), "markdown")
+    args = ["--markdown", "/dev/stdout", "--json", "r2.json"]
+    r = run_cli("report", "render", str(saved / "r.json"), *args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == want  # the report and nothing else: no "markdown report: /dev/stdout" line after it
+    assert json.loads((tmp_path / "r2.json").read_text())["verdict"] == "fail"
+    # stdout a regular file, the output a link in the working tree to /proc/self/fd/1
+    (tmp_path / "fd1.md").symlink_to("/proc/self/fd/1")
+    exe = Path(sys.executable).with_name("privgate")
+    with open(tmp_path / "captured.txt", "wb") as out:
+        done = subprocess.run(
+            [str(exe), "report", "render", str(saved / "r.json"), "--markdown", "fd1.md"],
+            cwd=tmp_path, stdout=out, stderr=subprocess.PIPE, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert os.readlink(tmp_path / "fd1.md") == "/proc/self/fd/1"
+    assert (tmp_path / "captured.txt").read_text() == want
+
+
+@pytest.mark.parametrize(
+    "key, value, flag",
+    [
+        ("json", "{outside}/stolen.json", "--json"),
+        ("json", "../outside/stolen.json", "--json"),
+        ("json", "linked/stolen.json", "--json"),
+        ("cache_dir", "../outside", "--cache-dir or $PRIVGATE_CACHE_DIR"),
+    ],
+    ids=["absolute", "dot-dot", "through-a-link", "cache"],
+)
+def test_a_config_may_not_name_outputs_outside_its_folder(case, tmp_path, key, value, flag):
+    """Before: a privgate.toml from a pull request saying json = "/any/outside/file" had that file overwritten with
+    the report. Outputs a config names stay inside its folder once '..' and links are resolved; flags on the
+    command line are the user's own."""
+    outside, project = tmp_path / "outside", tmp_path / "project"
+    outside.mkdir()
+    project.mkdir()
+    (outside / "stolen.json").write_text("the user's own file\n")
+    (project / "linked").symlink_to(outside)
+    (project / "privgate.toml").write_text(
+        f"model = '{case.leaky_ts}'\npolicy = 'internal'\nmembers = '{case.members}'\n"
+        f"nonmembers = '{case.nonmembers}'\n{key} = '{value.format(outside=outside)}'\n"
+    )
+    r = run_cli("check", cwd=project)
+    _bad(
+        r,
+        f"privgate.toml: '{key}' names ",
+        "outside the config's folder",
+        "after resolving '..' and links",
+        f"on the command line ({flag})",
+    )
+    assert (outside / "stolen.json").read_text() == "the user's own file\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["stolen.json"]
+
+
+def test_a_pyproject_table_is_confined_alike_and_names_its_key(tmp_path):
+    from privgate.inputs.config import load_config
+
+    (tmp_path / "pyproject.toml").write_text("[tool.privgate]\njson = '/tmp/x.json'\n")
+    with pytest.raises(PrivgateError, match=r"'tool\.privgate\.json' names '/tmp/x\.json', outside the config's"):
+        load_config(tmp_path / "pyproject.toml")
+    (tmp_path / "pyproject.toml").write_text("[tool.privgate]\njson = 'reports/r.json'\ncache_dir = '.'\n")
+    assert load_config(tmp_path / "pyproject.toml").get("json") == "reports/r.json"
 
 
 # --------------------------------------------------------------------------- item 9: rendering opens nothing

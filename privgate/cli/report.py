@@ -41,7 +41,7 @@ def report() -> None:
 def report_render(report_json: str, outputs: dict[str, str | None], step_summary: bool, max_report_mib: int) -> int:
     """Turn a saved JSON report of any job into HTML, Markdown, JUnit or SARIF (exit 0; the verdict is in the files)."""
     from privgate.cli.outputs import planned, rendered
-    from privgate.io.guards import Named, check_outputs
+    from privgate.io.guards import Named, check_outputs, stream_of
     from privgate.io.staging import commit
     from privgate.report import get_format
     from privgate.report.loading import read_report
@@ -71,9 +71,10 @@ def report_render(report_json: str, outputs: dict[str, str | None], step_summary
             f"{report_json}: not a privgate JSON report (a value has the wrong type: {exc.__class__.__name__})."
         ) from None
     commit(files)
-    for fmt, path in outputs.items():
-        if path:
-            click.echo(clean(f"{fmt} report: {path}"))
+    streams = {fmt: stream_of(path) for fmt, path in outputs.items() if path}
+    for fmt, fd in streams.items():  # with a report on stdout (/dev/stdout), the other lines go to stderr
+        if fd is None:
+            click.echo(clean(f"{fmt} report: {outputs[fmt]}"), err=1 in streams.values())
     if step_summary:
         append_step_summary(rep)
     return 0
