@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -145,6 +146,59 @@ def test_a_pyproject_table_is_confined_alike_and_names_its_key(tmp_path):
         load_config(tmp_path / "pyproject.toml")
     (tmp_path / "pyproject.toml").write_text("[tool.privgate]\njson = 'reports/r.json'\ncache_dir = '.'\n")
     assert load_config(tmp_path / "pyproject.toml").get("json") == "reports/r.json"
+
+
+# --------------------------------------------------------------------------- item 8: privgate init
+
+
+def _init(directory: Path, *args: str) -> subprocess.CompletedProcess:
+    """``privgate init DIRECTORY`` with a short timeout: a run that waits on a FIFO fails here instead of hanging."""
+    exe = Path(sys.executable).with_name("privgate")
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [str(exe), "init", str(directory), *args], capture_output=True, text=True, timeout=60, env=env
+    )
+
+
+def test_init_leaves_a_gitignore_that_is_no_regular_file_alone(tmp_path):
+    """Before: a .gitignore that was a FIFO hung init; a link to /dev/zero read until memory ran out; a link to a
+    file outside the project rewrote that file. Now each is exit 2 before anything is read or written."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's own file\n")
+    cases = {"fifo": None, "outside": outside, "zero": Path("/dev/zero")}
+    for name, target in cases.items():
+        project = tmp_path / name
+        project.mkdir()
+        if target is None:
+            os.mkfifo(project / ".gitignore")
+        else:
+            (project / ".gitignore").symlink_to(target)
+        before = _state(project / ".gitignore")
+        r = _init(project)
+        kind = "a FIFO (named pipe)" if target is None else f"a symbolic link (to {target})"
+        _bad(r, f"{project / '.gitignore'}: is {kind}, not a regular file", "nothing was written", "--no-gitignore")
+        assert _state(project / ".gitignore") == before and sorted(p.name for p in project.iterdir()) == [".gitignore"]
+        if target is None:
+            assert stat.S_ISFIFO(os.lstat(project / ".gitignore").st_mode)
+    assert outside.read_text() == "the user's own file\n"
+    # --no-gitignore: the policy and the workflow, the link untouched
+    r = _init(tmp_path / "outside", "--no-gitignore")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "outside" / "privacy-policy.yaml").is_file() and ".gitignore" not in r.stdout
+    assert outside.read_text() == "the user's own file\n" and (tmp_path / "outside" / ".gitignore").is_symlink()
+
+
+def test_init_refuses_a_dangling_link_where_it_would_write_and_a_huge_gitignore(tmp_path):
+    (tmp_path / "privacy-policy.yaml").symlink_to(tmp_path / "elsewhere.yaml")
+    r = _init(tmp_path, "--no-gitignore")
+    _bad(r, "privacy-policy.yaml: already exists; privgate init never overwrites files")
+    assert not (tmp_path / "elsewhere.yaml").exists()
+    big = tmp_path / "big"
+    big.mkdir()
+    with open(big / ".gitignore", "wb") as f:
+        f.truncate(3 << 20)  # sparse: 3 MiB that cost no disk
+    _bad(_init(big), ".gitignore: is larger than 1 MiB")
+    assert sorted(p.name for p in big.iterdir()) == [".gitignore"]
 
 
 # --------------------------------------------------------------------------- item 9: rendering opens nothing

@@ -209,8 +209,12 @@ def signals_held() -> Iterator[None]:
             signal.raise_signal(pending[0])
 
 
-def write_together(files: Mapping[str | Path, str | bytes], mode: int = 0o644) -> list[Path]:
+def write_together(
+    files: Mapping[str | Path, str | bytes], mode: int = 0o644, modes: Mapping[Path, int] | None = None
+) -> list[Path]:
     """Write every ``{path: data}`` (text as UTF-8, or bytes) so that all appear, or none does.
+
+    Each file gets ``mode``, or its own from ``modes`` (``{path: mode}``, e.g. the mode of the file it replaces).
 
     An existing file at a destination is replaced only by the final rename; on
     any failure it is put back as it was.
@@ -240,7 +244,7 @@ def write_together(files: Mapping[str | Path, str | bytes], mode: int = 0o644) -
             try:
                 created += make_parents(p.parent)
                 remove_stale(p)
-                temps.append((p, _write_temp(p, payload, mode)))
+                temps.append((p, _write_temp(p, payload, (modes or {}).get(p, mode))))
             except OSError as exc:
                 raise _named(exc, p) from None
         with signals_held():
