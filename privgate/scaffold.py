@@ -8,17 +8,26 @@ Either every file is written or none is: if one already exists, nothing is
 touched and the error names it. The one file ``init`` may change is the
 project's ``.gitignore``: the reference-model cache (``.privgate-cache/``) is
 appended to it, keeping every existing line, or a ``.gitignore`` is created;
-a line that already ignores the cache is never added twice.
+a line that already ignores the cache is never added twice. A ``.gitignore``
+that is not a regular file — a symbolic link (which could point anywhere, and
+a rename would replace it), a FIFO (reading it would wait forever), a device
+such as ``/dev/zero`` (it never ends) — or one over 1 MiB is refused before
+anything is read or written; ``--no-gitignore`` leaves it alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from privgate.errors import PrivgateError
-from privgate.io.atomic import write_atomic
+from privgate.inputs.textfile import MAX_BYTES
+from privgate.io.atomic import write_together
+from privgate.io.guards import link_target, special_kind
 from privgate.policy import builtin_policies, parse_policy
 
 #: The action a generated workflow uses; override with ``privgate init --action-ref``.
@@ -105,20 +114,75 @@ def _ignores_cache(text: str) -> bool:
     return any(line.strip().strip("/") == CACHE_IGNORE.strip("/") for line in text.splitlines())
 
 
+def _describe(path: Path, mode: int) -> str | None:
+    """What a ``.gitignore`` that ``init`` may not read or replace is, from its ``lstat`` mode; None if it may."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    return special_kind(path) or "not a regular file"
+
+
 def gitignore_update(path: Path) -> str | None:
-    """The new text of the ``.gitignore`` at ``path`` with the cache line added; None when it already has it."""
-    if path.is_dir():
-        raise PrivgateError(f"{path}: is a directory, so the cache folder cannot be added to it.")
+    """The new text of the ``.gitignore`` at ``path`` with the cache line added; None when it already has it.
+
+    Raises:
+        PrivgateError: it is not a regular file (a link, a FIFO, a device, a folder), larger than
+            :data:`~privgate.inputs.textfile.MAX_BYTES`, or unreadable; nothing has been read from it then.
+    """
     try:
-        old = path.read_text(encoding="utf-8") if path.exists() else ""
-    except (OSError, UnicodeDecodeError) as exc:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
         raise PrivgateError(
-            f"{path}: cannot read it to add {CACHE_IGNORE} ({exc.__class__.__name__}); nothing was written."
+            f"{path}: cannot read it to add {CACHE_IGNORE} ({exc.strerror}); nothing was written."
         ) from None
+    kind = _describe(path, mode) if mode is not None else None
+    if kind is not None:
+        target = link_target(path)
+        fix = (
+            f"add {CACHE_IGNORE} to the file it points to yourself, or rerun with --no-gitignore"
+            if target is not None
+            else "rerun with --no-gitignore"
+        )
+        raise PrivgateError(
+            f"{path}: is {kind}{f' (to {target})' if target is not None else ''}, not a regular file, so privgate "
+            f"init neither reads nor replaces it and nothing was written; {fix}."
+        )
+    old = "" if mode is None else _read_regular(path)
     if _ignores_cache(old):
         return None
     sep = "" if not old or old.endswith("\n") else "\n"
     return f"{old}{sep}# privgate's reference-model cache (privgate init)\n{CACHE_IGNORE}\n"
+
+
+def _read_regular(path: Path) -> str:
+    """The text of the regular file ``path``, opened without following a link nor waiting on a FIFO put there
+    since it was examined, at most :data:`~privgate.inputs.textfile.MAX_BYTES`."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise PrivgateError(f"{path}: is not a regular file, so privgate init leaves it alone.")
+            data = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise PrivgateError(
+            f"{path}: cannot read it to add {CACHE_IGNORE} ({exc.strerror or exc.__class__.__name__}); nothing "
+            f"was written."
+        ) from None
+    if len(data) > MAX_BYTES:
+        raise PrivgateError(
+            f"{path}: is larger than {MAX_BYTES >> 20} MiB, which no .gitignore is; nothing was written (check it, "
+            f"or rerun with --no-gitignore)."
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PrivgateError(
+            f"{path}: cannot read it to add {CACHE_IGNORE} (not UTF-8 text); nothing was written."
+        ) from None
 
 
 def plan(
@@ -132,8 +196,10 @@ def plan(
     model: str = "model.pt",
     members: str = "data/members.npz",
     nonmembers: str = "data/nonmembers.npz",
+    gitignore: bool = True,
 ) -> InitPlan:
-    """The files ``init`` would write into ``directory``, validated but not written."""
+    """The files ``init`` would write into ``directory``, validated but not written (``gitignore=False``: the
+    ``.gitignore`` is left as it is)."""
     root = Path(directory)
     builtins = builtin_policies()
     if base not in builtins:
@@ -150,24 +216,35 @@ def plan(
         files[root / WORKFLOW_FILE] = WORKFLOW.format(
             policy=policy_file, action=action_ref, model=model, members=members, nonmembers=nonmembers
         )
+    if not gitignore:
+        return InitPlan(files)
     ignore = root / ".gitignore"
     return InitPlan(files, ignore, gitignore_update(ignore))
 
 
 def write(p: InitPlan) -> list[Path]:
-    """Write every file of ``p``, or none if any of them exists already; then update ``.gitignore`` (atomically).
+    """Write every file of ``p`` and the updated ``.gitignore`` together, or none of them if any new file's name
+    is taken already (a file, a folder or a link, even a dangling one).
 
     Returns the paths written, the ``.gitignore`` last when it changed.
     """
-    existing = [path for path in p.files if path.exists()]
+    existing = [path for path in p.files if os.path.lexists(path)]
     if existing:
         names = ", ".join(str(e) for e in existing)
         raise PrivgateError(f"{names}: already exists; privgate init never overwrites files, so nothing was written.")
-    written = [write_atomic(path, text) for path, text in p.files.items()]
+    files: dict[Path, str] = dict(p.files)
+    modes: dict[Path, int] = {}
     if p.gitignore is not None and p.gitignore_text is not None:
-        target = p.gitignore.resolve() if p.gitignore.is_symlink() else p.gitignore  # keep a linked .gitignore a link
-        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
-        written.append(write_atomic(target, p.gitignore_text, mode=mode))
+        files[p.gitignore] = p.gitignore_text
+        with contextlib.suppress(FileNotFoundError):  # an existing .gitignore keeps its mode
+            modes[p.gitignore] = os.lstat(p.gitignore).st_mode & 0o7777
+    try:
+        written = write_together(files, modes=modes)
+    except OSError as exc:
+        raise PrivgateError(
+            f"{exc.filename or p.gitignore}: cannot be written ({exc.strerror or exc.__class__.__name__}); "
+            f"nothing was written."
+        ) from None
     return written
 
 

@@ -5,7 +5,9 @@ markup, terminal escape sequences, HTML and Markdown injection, XML-forbidden
 characters, lone surrogates) go into every string field of a real report, and
 every writer's output is parsed back — JSON with ``json``, JUnit with
 ``xml.etree``, SARIF with ``json``, Markdown with markdown-it-py (CommonMark
-plus GFM tables and strikethrough, raw HTML on as on GitHub), HTML with
+plus GFM tables and strikethrough, raw HTML on as on GitHub) and with cmark-gfm
+(GitHub's own renderer, whose autolinks turn URLs and e-mail addresses into
+links; issue 36 added addresses and @mentions to the pieces), HTML with
 ``html.parser``, the console through rich — and checked for what it must not
 contain: a script, an event handler, a link, an image, a raw HTML tag, a
 terminal control sequence, a broken table row. Then the functions of
@@ -21,7 +23,9 @@ import xml.etree.ElementTree as ET
 from html import unescape
 from html.parser import HTMLParser
 
+import cmarkgfm
 import pytest
+from cmarkgfm.cmark import Options
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -91,6 +95,12 @@ PIECES = [
     "]]>",
     "data:image/png;base64,iVBOR' onerror='x",
     "/etc/passwd",
+    "foo@evil.example",
+    "mailto:x@evil.example",
+    "xmpp:y@evil.example/r",
+    "@octocat",
+    "@org/team",
+    "ftp://evil.example",
 ]
 HOSTILE = st.lists(st.sampled_from(PIECES) | st.text(max_size=6), max_size=8).map("".join)
 EXAMPLES = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -131,6 +141,8 @@ def _hostile(base: Report, s: str) -> Report:
 
 
 def _markdown_ok(text: str, report: Report) -> None:
+    github = cmarkgfm.github_flavored_markdown_to_html(text, options=Options.CMARK_OPT_UNSAFE)
+    assert "<a " not in github, "an autolink (URL, www., e-mail, mailto:, xmpp:) from a report string"
     md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
     tokens = md.parse(text)
     flat = [t for tok in tokens for t in ([tok] + list(tok.children or []))]
@@ -254,7 +266,11 @@ def test_each_dialect_shows_the_text_as_typed(s):
             continue
         assert html.startswith("<ul>\n<li>" if tag == "li" else "<p>"), html
         inner = re.sub(r"^(<ul>\n<li>|<p>)|(</li>\n</ul>|</p>)$", "", html)
-        assert "<" not in inner.replace("&lt;", "") and unescape(inner).strip() == want.strip(), (s, html)
+        shown = unescape(inner).replace("\u2060", "")  # md_text's word joiner after "@": invisible
+        assert "<" not in inner.replace("&lt;", "") and shown.strip() == want.replace("\u2060", "").strip(), (s, html)
+        # GitHub's renderer (cmark-gfm, autolinks on) makes no link, and GitHub no @mention, of the text
+        github = cmarkgfm.github_flavored_markdown_to_html(prefix + md_text(s), options=Options.CMARK_OPT_UNSAFE)
+        assert "<a " not in github and not re.search(r"(?:^|\W)@[A-Za-z0-9]", unescape(re.sub("<[^>]+>", " ", github)))
     # a code span holds the text whatever its backticks
     span = md_code(s)
     if one_line(s).strip():

@@ -199,7 +199,7 @@ def check(
     from privgate.cli.outputs import rendered
     from privgate.inputs.config import find_config, load_config
     from privgate.io.artefacts import default_directory
-    from privgate.io.guards import audit_inputs, check_outputs
+    from privgate.io.guards import audit_inputs, check_outputs, stream_of
     from privgate.io.staging import Staging, commit
 
     cfg = load_config(config_path) if config_path else find_config()
@@ -224,7 +224,9 @@ def check(
         raise click.UsageError("audit data missing: pass --members and --nonmembers (or set them in the config).")
     json_typed = outputs.get("json")
     json_out = outputs["json"] = pick("json", json_typed)
-    artefacts_dir = artefacts_path or (str(default_directory(json_out)) if json_out else None)
+    # no artefacts folder beside a JSON report sent to stdout (/dev/stdout: privgate.io.guards.stream_of)
+    beside = json_out if json_out and stream_of(json_out) is None else None
+    artefacts_dir = artefacts_path or (str(default_directory(beside)) if beside else None)
     if output_model and not remediate:
         raise click.UsageError("--output-model only applies with --remediate (or privgate harden).")
     model_out = None

@@ -15,6 +15,7 @@ import click
 
 from privgate.cli.check import append_markdown_summary
 from privgate.cli.guard import guard, out_console
+from privgate.cli.report import DEFAULT_REPORT_MIB, max_report_option
 from privgate.errors import PrivgateError
 from privgate.report.safe import clean
 
@@ -66,6 +67,7 @@ def parse_tolerances(values: tuple[str, ...]) -> dict[str, float]:
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print only the result line.")
 @click.option("--verbose", "-v", is_flag=True, help="Print the reason of every comparison.")
+@max_report_option
 @guard
 def diff(
     base_json: str,
@@ -76,6 +78,7 @@ def diff(
     step_summary: bool,
     quiet: bool,
     verbose: bool,
+    max_report_mib: int = DEFAULT_REPORT_MIB,
 ) -> int:
     """Compare NEW.json with BASE.json (privgate check --json) check by check and attack by attack.
 
@@ -93,7 +96,7 @@ def diff(
     outputs = {"json": json_path, "markdown": markdown_path}
     inputs = [Named(Path(base_json), "the base report (BASE.json)"), Named(Path(new_json), "the new report (NEW.json)")]
     check_outputs([Named(Path(p), f"the comparison's {fmt} (--{fmt})") for fmt, p in outputs.items() if p], inputs)
-    base, new = read_report(base_json), read_report(new_json)
+    base, new = read_report(base_json, max_report_mib << 20), read_report(new_json, max_report_mib << 20)
     for name, rep in ((base_json, base), (new_json, new)):
         if rep.job not in ("check", "harden"):
             raise PrivgateError(f"{name}: a {rep.job} report; privgate diff compares reports of privgate check.")

@@ -30,6 +30,12 @@ from privgate.cli.guard import guard
 @click.option(
     "--nonmembers", default="data/nonmembers.npz", show_default=True, help="Non-members file the workflow uses."
 )
+@click.option(
+    "--gitignore/--no-gitignore",
+    default=True,
+    show_default=True,
+    help="Add .privgate-cache/ to DIRECTORY/.gitignore (a regular file; a link, FIFO or device is refused).",
+)
 @guard
 def init_cmd(
     directory: str,
@@ -40,10 +46,11 @@ def init_cmd(
     model: str,
     members: str,
     nonmembers: str,
+    gitignore: bool = True,
 ) -> int:
     """Write a starter policy and a GitHub workflow into DIRECTORY (never overwriting a file).
 
-    Also ignores .privgate-cache/ in its .gitignore."""
+    Also ignores .privgate-cache/ in its .gitignore (unless --no-gitignore)."""
     from privgate import scaffold as init_mod
 
     planned = init_mod.plan(
@@ -55,10 +62,10 @@ def init_cmd(
         model=model,
         members=members,
         nonmembers=nonmembers,
+        gitignore=gitignore,
     )
-    ignore = {planned.gitignore, planned.gitignore.resolve()} if planned.gitignore is not None else set()
     for path in init_mod.write(planned):
-        click.echo(f"added {init_mod.CACHE_IGNORE} to {path}" if path in ignore else f"wrote {path}")
+        click.echo(f"added {init_mod.CACHE_IGNORE} to {path}" if path == planned.gitignore else f"wrote {path}")
     click.echo(
         f"next: edit {Path(directory) / policy_file}, then run: privgate policy validate "
         f"{Path(directory) / policy_file}"

@@ -12,6 +12,20 @@ from privgate.cli.outputs import output_options
 from privgate.errors import PrivgateError
 from privgate.report.safe import clean
 
+#: privgate.report.loading.MAX_REPORT_BYTES in MiB (not imported: starting the CLI loads no report model).
+DEFAULT_REPORT_MIB = 64
+#: ``--max-report-mib``: the largest saved report read, by ``report render``, ``report outputs`` and ``diff``.
+max_report_option = click.option(
+    "--max-report-mib",
+    "max_report_mib",
+    type=click.IntRange(min=1),
+    default=DEFAULT_REPORT_MIB,
+    show_default=True,
+    envvar="PRIVGATE_MAX_REPORT_MIB",
+    show_envvar=True,
+    help="Largest saved report read, in MiB; a bigger file is refused before it is read.",
+)
+
 
 @click.group()
 def report() -> None:
@@ -22,11 +36,12 @@ def report() -> None:
 @click.argument("report_json", metavar="REPORT.json")
 @output_options(None)
 @click.option("--step-summary", is_flag=True, help="Also append the Markdown summary to $GITHUB_STEP_SUMMARY.")
+@max_report_option
 @guard
-def report_render(report_json: str, outputs: dict[str, str | None], step_summary: bool) -> int:
+def report_render(report_json: str, outputs: dict[str, str | None], step_summary: bool, max_report_mib: int) -> int:
     """Turn a saved JSON report of any job into HTML, Markdown, JUnit or SARIF (exit 0; the verdict is in the files)."""
     from privgate.cli.outputs import planned, rendered
-    from privgate.io.guards import Named, check_outputs
+    from privgate.io.guards import Named, check_outputs, stream_of
     from privgate.io.staging import commit
     from privgate.report import get_format
     from privgate.report.loading import read_report
@@ -34,7 +49,7 @@ def report_render(report_json: str, outputs: dict[str, str | None], step_summary
 
     if not any(outputs.values()) and not step_summary:
         raise click.UsageError("nothing to render: give at least one of " + ", ".join(f"--{f}" for f in outputs) + ".")
-    rep = read_report(report_json)
+    rep = read_report(report_json, max_report_mib << 20)
     for fmt, path in outputs.items():
         if path and rep.job not in get_format(fmt).jobs:
             raise PrivgateError(f"--{fmt}: a {rep.job} report has no {fmt} form (it decides no checks).")
@@ -56,9 +71,10 @@ def report_render(report_json: str, outputs: dict[str, str | None], step_summary
             f"{report_json}: not a privgate JSON report (a value has the wrong type: {exc.__class__.__name__})."
         ) from None
     commit(files)
-    for fmt, path in outputs.items():
-        if path:
-            click.echo(clean(f"{fmt} report: {path}"))
+    streams = {fmt: stream_of(path) for fmt, path in outputs.items() if path}
+    for fmt, fd in streams.items():  # with a report on stdout (/dev/stdout), the other lines go to stderr
+        if fd is None:
+            click.echo(clean(f"{fmt} report: {outputs[fmt]}"), err=1 in streams.values())
     if step_summary:
         append_step_summary(rep)
     return 0
@@ -66,13 +82,14 @@ def report_render(report_json: str, outputs: dict[str, str | None], step_summary
 
 @report.command("outputs")
 @click.argument("report_json", metavar="REPORT.json")
+@max_report_option
 @guard
-def report_outputs(report_json: str) -> int:
+def report_outputs(report_json: str, max_report_mib: int) -> int:
     """Print key=value lines for $GITHUB_OUTPUT: verdict, exit-code, counts, chosen epsilon."""
     from privgate.report.loading import read_report
     from privgate.report.remediation import chosen_epsilon
 
-    rep = read_report(report_json)
+    rep = read_report(report_json, max_report_mib << 20)
     eps = chosen_epsilon(getattr(rep, "remediation", None))
     values = {
         "verdict": rep.verdict or "",

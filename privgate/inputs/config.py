@@ -4,10 +4,18 @@ Found by walking up from the working directory; the first folder holding either
 file wins (``privgate.toml`` before ``pyproject.toml`` in the same folder, and a
 ``pyproject.toml`` counts only if it has a ``[tool.privgate]`` table). Relative
 paths in it are relative to that folder. CLI flags override every key.
+
+A config file is as untrusted as the pull request that changes it, so what it
+names for privgate to *write* (:data:`OUTPUTS`: the JSON report, beside which
+the artefacts folder goes, and the reference-model cache) must lie inside the
+config's own folder once ``..`` and symbolic links are resolved; anything else
+is refused naming the key (exit 2). A path outside it is given on the command
+line (``--json``, ``--cache-dir``), which is the user's own.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +64,11 @@ KEYS = {
     "canaries": str,
     "user_field": str,
 }
+
+#: Keys naming something privgate writes, with the flags that may name the same outside the config's folder.
+OUTPUTS: dict[str, str] = {"json": "--json", "cache_dir": "--cache-dir or $PRIVGATE_CACHE_DIR"}
+#: Values of ``cache_dir`` that turn the cache off (privgate.options.CACHE_OFF): no folder.
+_NO_FOLDER = ("off", "none", "0", "false", "")
 
 #: Keys whose value must be one of a few words (the CLI's --device and --engine choices).
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -126,7 +139,29 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
             raise ConfigError(f"{path}: '{prefix}endpoint_timeout' must be positive, got {value}.")
         if key == "exposed" and value < 0:
             raise ConfigError(f"{path}: '{prefix}exposed' must be 0 or more, got {value}.")
+        if key in OUTPUTS:
+            _confined(key, value, path, prefix)
     return dict(table)
+
+
+def _confined(key: str, value: str, path: Path, prefix: str) -> None:
+    """Refuse an output the config names outside the config's folder (after resolving ``..`` and links)."""
+    if key == "cache_dir" and value.strip().lower() in _NO_FOLDER:
+        return
+    folder = os.path.realpath(path.parent)
+    try:
+        target = os.path.realpath(path.parent / value)  # an absolute value replaces the folder
+    except (OSError, ValueError):  # a NUL byte, a loop of links: nothing privgate could write
+        target = None
+    inside = target is not None and (
+        target.startswith(folder.rstrip(os.sep) + os.sep) or (key == "cache_dir" and target == folder)
+    )
+    if not inside:
+        raise ConfigError(
+            f"{path}: '{prefix}{key}' names {shown(value, 200)}, outside the config's folder {folder} (after "
+            f"resolving '..' and links); a config file may only have privgate write inside its own folder, so "
+            f"name a path elsewhere on the command line ({OUTPUTS[key]})."
+        )
 
 
 def load_config(path: str | Path) -> Config:

@@ -17,8 +17,10 @@ value that crosses the limit. A mapping key written twice (which PyYAML would
 silently resolve to the second value) is refused naming both lines, and so is
 a string holding a control character (``"\\e[31m"``): what a file names must
 print as text (:mod:`privgate.report.safe`), so ``policy validate`` accepts
-what ``check`` prints. Ordinary anchors (a shared block of options,
-``<<: *defaults`` merges) stay allowed.
+what ``check`` prints. A raw control byte anywhere in the file (ESC, NUL, BEL,
+even in a comment), which YAML itself forbids, is refused naming its line.
+Ordinary anchors (a shared block of options, ``<<: *defaults`` merges) stay
+allowed.
 """
 
 from __future__ import annotations
@@ -120,6 +122,20 @@ def _control_char(root: yaml.Node) -> tuple[str, int] | None:
     return None
 
 
+def _unprintable(exc: yaml.reader.ReaderError, text: str, source: str) -> str:
+    """The sentence for a character YAML does not allow anywhere in a file (a raw ESC, NUL or BEL, even in a
+    comment), naming its line; PyYAML's reader refuses the whole document before parsing it."""
+    at = exc.position if isinstance(exc.position, int) and 0 <= exc.position <= len(text) else 0
+    line = text.count("\n", 0, at) + 1
+    char = text[at] if at < len(text) else ""
+    control = bool(_CONTROL.fullmatch(char))
+    return (
+        f"{source}: line {line}: the file holds the {'control ' if control else ''}character {char!r} "
+        f"(U+{ord(char or chr(0)):04X}), which YAML allows nowhere in a file, comments included"
+        f"{', and a terminal would act on' if control else ''}; remove it."
+    )
+
+
 def load_yaml(
     text: str, source: str, error: type[PrivgateError] = PrivgateError, max_nodes: int = MAX_NODES
 ) -> tuple[Any, yaml.Node | None]:
@@ -131,7 +147,10 @@ def load_yaml(
         error: the :class:`PrivgateError` subclass to raise.
         max_nodes: the largest expanded size accepted (see the module docstring).
     """
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # the reader refuses a raw control byte anywhere, comments included
+    except yaml.reader.ReaderError as exc:
+        raise error(_unprintable(exc, text, source)) from None
     try:
         root = loader.get_single_node()
         if root is None:

@@ -122,12 +122,15 @@ def _named(exc: OSError, path: Path) -> OSError:
 
 def _regular_or_absent(path: Path) -> None:
     """Refuse (OSError naming ``path``) a destination that exists and is not a regular file: a FIFO, a device,
-    a socket or a folder is never replaced (privgate.io.guards.special_kind)."""
+    a socket or a folder is never replaced (privgate.io.guards.special_kind), and neither is a symbolic link —
+    the rename would put a file where the link was (the CLI refuses links earlier, privgate.io.guards)."""
     from privgate.io.guards import special_kind
 
     kind = special_kind(path)
     if kind:
         raise OSError(errno.EEXIST, f"it exists and is {kind}, not a regular file; left as it is", str(path))
+    if os.path.islink(path):
+        raise OSError(errno.EEXIST, "it is a symbolic link, which privgate never replaces; left as it is", str(path))
 
 
 def _write_temp(path: Path, payload: bytes, mode: int) -> Path:
@@ -149,7 +152,7 @@ def _write_temp(path: Path, payload: bytes, mode: int) -> Path:
 def _keep_old(path: Path) -> Path | None:
     """A second name for the file at ``path`` (a hard link, else a copy) so a rollback can put it back."""
     keep = temp_name(path)
-    if path.is_symlink():
+    if path.is_symlink():  # refused before (_regular_or_absent); one made since is put back on a rollback
         os.symlink(os.readlink(path), keep)
     elif path.is_file():
         try:
@@ -206,8 +209,12 @@ def signals_held() -> Iterator[None]:
             signal.raise_signal(pending[0])
 
 
-def write_together(files: Mapping[str | Path, str | bytes], mode: int = 0o644) -> list[Path]:
+def write_together(
+    files: Mapping[str | Path, str | bytes], mode: int = 0o644, modes: Mapping[Path, int] | None = None
+) -> list[Path]:
     """Write every ``{path: data}`` (text as UTF-8, or bytes) so that all appear, or none does.
+
+    Each file gets ``mode``, or its own from ``modes`` (``{path: mode}``, e.g. the mode of the file it replaces).
 
     An existing file at a destination is replaced only by the final rename; on
     any failure it is put back as it was.
@@ -217,7 +224,8 @@ def write_together(files: Mapping[str | Path, str | bytes], mode: int = 0o644) -
 
     Raises:
         OSError: the first error, its ``filename`` the destination being written; a destination that exists
-            and is not a regular file (FIFO, device, socket, folder) is refused before anything is written.
+            and is not a regular file (FIFO, device, socket, folder, symbolic link) is refused before anything
+            is written.
         ValueError: one destination given twice.
     """
     items = [(Path(p), _as_bytes(data)) for p, data in files.items()]
@@ -236,7 +244,7 @@ def write_together(files: Mapping[str | Path, str | bytes], mode: int = 0o644) -
             try:
                 created += make_parents(p.parent)
                 remove_stale(p)
-                temps.append((p, _write_temp(p, payload, mode)))
+                temps.append((p, _write_temp(p, payload, (modes or {}).get(p, mode))))
             except OSError as exc:
                 raise _named(exc, p) from None
         with signals_held():

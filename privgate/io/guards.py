@@ -15,6 +15,14 @@ that
 * exists and is not a regular file — a FIFO, a device such as ``/dev/full``,
   a socket (:func:`special_kind`): replacing it would break whatever uses it,
   and writing into it could block or fill a disk,
+* is a symbolic link (:func:`link_target`): the rename of an atomic write
+  would replace the link with a file, and writing through it would send the
+  report wherever the link points — a pull request controls the working tree
+  and may commit ``reports/r.json -> ~/.bashrc``. The one exception is a link
+  to the very file this process writes its standard output or error to
+  (``/dev/stdout``, ``/proc/self/fd/1``, whether that is a pipe, a terminal or
+  a file, :func:`stream_of`): the report is written to that stream after every
+  file is in place (:func:`privgate.io.staging.commit`), nothing is replaced,
 * has a name longer than the file system allows (``ENAMETOOLONG``),
 
 and an artefacts folder that holds an input. Nothing has been written then.
@@ -211,17 +219,65 @@ def name_too_long(path: str | Path) -> str | None:
     return None
 
 
+def link_target(path: str | Path) -> str | None:
+    """What the symbolic link ``path`` points to (its text, cleaned for a message), or None when it is no link."""
+    try:
+        if not os.path.islink(path):
+            return None
+        target = os.readlink(path)
+    except (OSError, ValueError):
+        return None
+    from privgate.report.safe import clean
+
+    return clean(target, newlines=False, most=200)
+
+
+def stream_of(path: str | Path) -> int | None:
+    """1 or 2 when ``path`` is a symbolic link to the file this process writes its standard output (or error) to.
+
+    ``/dev/stdout``, ``/dev/fd/1`` and ``/proc/self/fd/1`` are such links, and so is any link whose target is
+    the same open file (same device and inode) as file descriptor 1 or 2: a pipe, a terminal or a regular file.
+    A path that is no link is never a stream, even when stdout is redirected onto it.
+    """
+    try:
+        if not os.path.islink(path):
+            return None
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    for fd in (1, 2):
+        try:
+            own = os.fstat(fd)
+        except OSError:
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+            return fd
+    return None
+
+
 def refuse_special(path: str | Path, what: str) -> None:
-    """Raise the sentence of :func:`check_outputs` when ``path`` is a special file or an impossible name."""
+    """Raise the sentence of :func:`check_outputs` when ``path`` is a special file, a link or an impossible name.
+
+    A link to this process's standard output or error (:func:`stream_of`) is allowed: it is written as a stream.
+    """
     p = Path(path)
     long = name_too_long(p)
     if long:
         raise _refuse(p, f"{what} cannot be written: {long}")
+    if stream_of(p) is not None:
+        return
     kind = special_kind(p)
     if kind == "a folder":
         raise _refuse(p, f"{what} is a folder; give a file path")
     if kind:
         raise _refuse(p, f"{what} exists and is {kind}, not a regular file; privgate leaves it alone")
+    target = link_target(p)
+    if target is not None:
+        raise _refuse(
+            p,
+            f"{what} is a symbolic link (to {target}); privgate never replaces a link with a file nor writes "
+            f"through one, so name the file itself (or /dev/stdout for standard output)",
+        )
 
 
 def _exists(p: Path) -> bool:
@@ -345,6 +401,7 @@ __all__ = [
     "check_outputs",
     "inside",
     "is_factory",
+    "link_target",
     "module_file",
     "name_too_long",
     "refuse_imported",
@@ -352,4 +409,5 @@ __all__ = [
     "same_file",
     "spec_file",
     "special_kind",
+    "stream_of",
 ]

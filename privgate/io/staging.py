@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from privgate.errors import PrivgateError
 from privgate.io.atomic import make_parents, remove_empty, remove_stale, temp_name, write_together
-from privgate.io.guards import Named, inside, refuse_imported
+from privgate.io.guards import Named, inside, refuse_imported, stream_of
 
 if TYPE_CHECKING:
     from privgate.report.model import Report
@@ -107,21 +108,46 @@ def commit(files: Mapping[Path, tuple[str, str | bytes]]) -> list[Path]:
     A path that is the file of a Python module the run imported (the user's
     recipe, what it imports) is refused first (:func:`privgate.io.guards.refuse_imported`):
     a recipe function may import a module only when it is called, after the
-    CLI's own early check.
+    CLI's own early check. A path that is a link to this process's standard
+    output or error (``/dev/stdout``, :func:`privgate.io.guards.stream_of`) is
+    written to that stream once every file is in place.
 
     Raises:
         PrivgateError: a path is an imported module's file, or a file cannot be
             written (disk full, no permission): one sentence naming it; nothing was written.
     """
     refuse_imported(Named(p, f"the {what}") for p, (what, _) in files.items())
+    streams = {p: stream_of(p) for p in files}
     try:
-        return write_together({p: data for p, (_, data) in files.items()})
+        written = write_together({p: data for p, (_, data) in files.items() if streams[p] is None})
     except OSError as exc:
         failed = Path(exc.filename) if exc.filename else None
         what = files[failed][0] if failed in files else "the outputs"
         where = failed if failed is not None else ", ".join(str(p) for p in files)
         raise PrivgateError(
             f"{where}: cannot write the {what} ({exc.strerror or exc.__class__.__name__}); nothing was written."
+        ) from None
+    for p, fd in streams.items():
+        if fd is not None:
+            _to_stream(fd, p, *files[p])
+            written.append(p)
+    return written
+
+
+def _to_stream(fd: int, path: Path, what: str, data: str | bytes) -> None:
+    """Write ``data`` to file descriptor ``fd`` (stdout or stderr) after what Python has buffered for it."""
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        name = "standard output" if fd == 1 else "standard error"
+        raise PrivgateError(
+            f"{path}: cannot write the {what} to {name} ({exc.strerror or exc.__class__.__name__})."
         ) from None
 
 

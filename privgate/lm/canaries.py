@@ -111,6 +111,8 @@ def load_canaries(path: str | Path) -> list[Canary]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}).") from None
+        except RecursionError:
+            raise DataError(f"{where}: not valid JSON (nested too deeply).") from None
         canaries.append(validate_canary(row, where))
     if not canaries:
         raise DataError(f"{p}: the canary file has no canaries (one JSON object a line).")

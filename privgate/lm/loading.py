@@ -46,6 +46,8 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
         data = json.loads(read_limited(path, what, TargetError))
     except json.JSONDecodeError as exc:
         raise TargetError(f"{path}: {what} is not valid JSON (line {exc.lineno}).") from None
+    except RecursionError:
+        raise TargetError(f"{path}: {what} is not valid JSON (nested too deeply).") from None
     if not isinstance(data, dict):
         raise TargetError(f"{path}: {what} must be a JSON object.")
     return data

@@ -91,7 +91,7 @@ def _jsonl(p: Path, text: str, role: str, text_field: str, labelled: bool) -> tu
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: brackets nested thousands deep
             raise DataError(f"{p}, line {n}: not a JSON object.") from None
         if not isinstance(row, dict):
             raise DataError(f"{p}, line {n}: expected a JSON object with field '{text_field}'.")

@@ -54,7 +54,10 @@ def load_users(path: str | Path, field: str, role: str = "members") -> list[str]
         for n, line in enumerate(raw.splitlines(), 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
+            try:
+                row = json.loads(line)
+            except (ValueError, RecursionError):
+                raise DataError(f"{p}, line {n}: not a JSON object.") from None
             if not isinstance(row, dict) or row.get(field) is None or isinstance(row.get(field), (dict, list)):
                 raise DataError(f"{p}, line {n}: no user in field '{field}' (--user-field names each record's user).")
             users.append(str(row[field]))

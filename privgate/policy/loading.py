@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from privgate.errors import PolicyError, shown
 from privgate.inputs.textfile import read_limited
 from privgate.inputs.validation import FieldError, describe
-from privgate.inputs.yamlsafe import load_yaml
+from privgate.inputs.yamlsafe import load_yaml, locate
 from privgate.policy.schema import Policy
 
 POLICY_SUFFIXES = (".yaml", ".yml")
@@ -73,9 +73,13 @@ def parse_policy(
             f"{source}: a policy must be a YAML mapping with 'name', 'sensitivity', 'release' and 'checks'."
         )
     try:
-        return Policy.model_validate(data, context={"base": base, "chain": chain or (source,)})
+        policy = Policy.model_validate(data, context={"base": base, "chain": chain or (source,)})
     except ValidationError as exc:
         raise PolicyError(describe(exc, tree, source, Policy)) from None
+    # where each check sits in the file privgate read, recorded now: a report's SARIF points there without
+    # ever opening the path a (saved) report names
+    policy._check_lines = {c.id: line for i, c in enumerate(policy.checks) if (line := locate(tree, ("checks", i))[0])}
+    return policy
 
 
 def load_policy(spec: str | Path) -> Policy:

@@ -178,11 +178,17 @@ class Policy(_Strict):
     regression: Regression = Field(default_factory=Regression, description="Tolerances of privgate diff.")
     _source: str | None = PrivateAttr(default=None)
     _parent: Policy | None = PrivateAttr(default=None)
+    _check_lines: dict[str, int] = PrivateAttr(default_factory=dict)
 
     @property
     def source(self) -> str | None:
         """The file (or built-in name) the policy was loaded from."""
         return self._source
+
+    @property
+    def check_lines(self) -> dict[str, int]:
+        """The line (1-based) of each of this policy's own checks in the YAML it was parsed from (for SARIF)."""
+        return dict(self._check_lines)
 
     @property
     def parent(self) -> Policy | None:

@@ -57,9 +57,9 @@ def _facts(report: BaseReport) -> list[str]:
     if not isinstance(report, Report):
         tgt = report.target
         return [
-            f"{report.job}: `{tgt.get('path')}` ({tgt.get('format')})",
-            f"seed {report.environment.get('seed')}",
-            f"privgate {report.privgate_version}",
+            f"{md_text(report.job)}: {md_code(tgt.get('path'))} ({md_text(tgt.get('format'))})",
+            f"seed {md_text(report.environment.get('seed'))}",
+            f"privgate {md_text(report.privgate_version)}",
             f"{report.duration_s:.1f} s",
         ]
     pol = report.policy
@@ -167,7 +167,7 @@ def render_markdown(report: BaseReport) -> str:
         head = f"Chosen ε: **{rem.chosen_epsilon:g}**" if rem.chosen_epsilon is not None else "No ε was chosen."
         extra = [f"{md_text(k)}: {md_text(plain(v))}" for k, v in rem.facts.items()]
         lines += [" · ".join([head, *extra]), ""]
-        lines += [f"**{rem.epsilon_line}**", ""] if rem.epsilon_line else []
+        lines += [f"**{md_text(rem.epsilon_line)}**", ""] if rem.epsilon_line else []
         lines += [f"*{md_text(k.replace('_', ' '))}*: {md_text(v)}\n" for k, v in rem.notes.items()]
         if rem.rows:
             cols = rem.columns
@@ -178,7 +178,7 @@ def render_markdown(report: BaseReport) -> str:
         if rem.statement:  # Ponomareva et al. 2023, arXiv 2303.00654, §5.5
             lines += ["#### DP statement", ""] + _table(["", ""], [list(r) for r in rem.statement]) + [""]
             lines += _table(["hyper-parameter", "value", "source"], [list(h) for h in rem.hyperparameters]) + [""]
-            lines += [f"- {c}" for c in rem.caveats] + [""]
+            lines += [f"- {md_text(c)}" for c in rem.caveats] + [""]
 
     if report.warnings:
         lines += ["### Warnings", ""] + [f"- {md_text(w)}" for w in report.warnings] + [""]

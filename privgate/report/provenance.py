@@ -67,6 +67,8 @@ def policy_facts(policy: Policy) -> dict[str, Any]:
         "source": policy.source,
         "regression": policy.regression.resolved(),  # tolerances of privgate diff
     }
+    if str(policy.source or "").endswith((".yaml", ".yml")) and policy.check_lines:
+        facts["check_lines"] = policy.check_lines  # for SARIF: read back from the report, the file never opened
     if policy.parent is not None:
         facts["extends"] = [
             {"name": p.name, "source": p.source, "confidence": p.confidence} for p in policy.chain()[:-1]

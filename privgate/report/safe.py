@@ -17,6 +17,7 @@ XML 1.0 (JUnit, SVG)        :func:`xml`, :func:`xml_tree` (characters XML 1.0
 JSON / SARIF                :func:`deep` with :func:`clean` (json.dumps escapes;
                             this keeps control bytes and lone surrogates out)
 GitHub Markdown             :func:`md_text`, :func:`md_code`, :func:`md_cell`
+                            (no autolink, e-mail link or @mention either)
 HTML text and attributes    :func:`html_text`, :func:`html_attr`
 HTML images                 :func:`png_data_uri` (bytes privgate made) and
                             :func:`checked_png_uri` (a ``data:`` URI read back)
@@ -55,6 +56,11 @@ _NOT_XML = re.compile("[\ufffe\uffff]")
 #: link's destination "](" and a link reference definition "]:", GFM's bare-URL autolinks ("://", "www.").
 #: "[" and "]" alone make no link, so numbers and intervals stay readable.
 _MD_PUNCT = re.compile(r"([\\`*~<>&|!$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|(?<=\])[(:]|:(?=//)|(?<=[Ww]{3})\.)")
+#: Put after every "@": GFM autolinks an e-mail address ("foo@evil.example", also after "mailto:" or "xmpp:") while
+#: it renders, and GitHub turns "@name" and "@org/team" into mentions that notify those people; neither a backslash
+#: nor "&#64;" stops either (both are undone before the address is looked for), an invisible WORD JOINER (U+2060)
+#: between "@" and the name does, and shows nothing.
+_MD_AT = "@\u2060"
 #: What makes a line a heading, block quote, list item, thematic break or setext underline: escaped when the text
 #: starts with it, so the text stays a paragraph even where it starts a line (a list item's content).
 _MD_BLOCK_START = re.compile(r"(?P<num>\d{1,9})[.)](?=[ \t]|$)|(?:#{1,6}|[+-])(?=[ \t]|$)|=+[ \t]*$|(?:-[ \t]*){3,}$")
@@ -172,12 +178,13 @@ def deep(value: Any, fn: Any = None) -> Any:
 def md_text(value: Any) -> str:
     """Text for GitHub-flavoured Markdown, shown literally wherever it goes: a paragraph, a list item, a cell.
 
-    No link, image, autolink, code span, HTML tag, entity, emphasis, math or
+    No link, image, autolink (a URL, ``www.``, an e-mail address, ``mailto:``
+    or ``xmpp:``), @mention, code span, HTML tag, entity, emphasis, math or
     table pipe can start inside it, and it cannot start a heading, quote or
     list; newlines become spaces, so it stays in its block. Spaces at either
     end are dropped (Markdown drops them too).
     """
-    out = _MD_PUNCT.sub(r"\\\1", one_line(value).strip(" "))
+    out = _MD_PUNCT.sub(r"\\\1", one_line(value).strip(" ")).replace("@", _MD_AT)
     block = _MD_BLOCK_START.match(out)  # a heading, list item, rule or setext line if it started a line
     if block:
         at = block.end("num") if block.group("num") else 0  # "1\. x"; "\# x", "\- x", "\==="

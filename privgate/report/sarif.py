@@ -8,6 +8,12 @@ a threshold); for a built-in policy, which has no file in the repository, it
 points at the model file instead. Paths under the working directory are written
 relative to ``%SRCROOT%``, which is what GitHub code scanning expects.
 
+A report is data (docs/threat-model.md): rendering opens, stats or resolves no
+path the report names, so a crafted report cannot learn whether a file exists
+or what it holds. The line of each check was recorded when ``check`` parsed the
+policy (``policy.check_lines`` in the report); paths are made relative to the
+working directory by their text alone.
+
 Specification: OASIS SARIF 2.1.0 (errata 01),
 https://docs.oasis-open.org/sarif/sarif/v2.1.0/
 """
@@ -20,8 +26,6 @@ import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
-
-import yaml
 
 from privgate.report.exposed import view as exposed_view
 from privgate.report.model import CheckResult, Report
@@ -106,54 +110,41 @@ def _rule(metric: str) -> dict[str, Any]:
 
 
 def _uri(path: str) -> tuple[str, str | None]:
-    """(uri, uriBaseId): relative to %SRCROOT% (the working directory) when inside it."""
-    p = Path(path)
-    absolute = p if p.is_absolute() else Path.cwd() / p
+    """(uri, uriBaseId): relative to %SRCROOT% (the working directory) when inside it, by the path's text alone."""
+    text = clean(path, newlines=False)
     try:
-        resolved = absolute.resolve()
-        rel = os.path.relpath(resolved, Path.cwd().resolve())
-    except (ValueError, OSError):  # another drive (Windows), a NUL byte, a name too long: a name, not a file
-        return quote(clean(path, newlines=False)), None
-    if not rel.startswith(".."):
+        cwd = os.getcwd()
+        absolute = os.path.normpath(os.path.join(cwd, text))  # '..' resolved as text: no file system access
+        rel = os.path.relpath(absolute, cwd)
+    except (ValueError, OSError):  # another drive (Windows), no working directory: a name, not a file
+        return quote(text), None
+    if rel != ".." and not rel.startswith(".." + os.sep):
         return Path(rel).as_posix(), "%SRCROOT%"
-    return resolved.as_uri(), None
+    return Path(absolute).as_uri(), None
 
 
-def _check_lines(policy_path: Path) -> dict[str, int]:
-    """Line (1-based) of each check's ``id`` in a policy YAML file; empty when unreadable."""
-    try:
-        tree = yaml.compose(policy_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+def _check_lines(report: Report) -> dict[str, int]:
+    """The line of each check in the policy file, as ``check`` recorded it (``policy.check_lines``); only
+    well-formed entries (a check id and a positive line), since a saved report may say anything."""
+    lines = report.policy.get("check_lines")
+    if not isinstance(lines, dict):
         return {}
-    if not isinstance(tree, yaml.MappingNode):
-        return {}
-    checks = next((v for k, v in tree.value if getattr(k, "value", None) == "checks"), None)
-    out: dict[str, int] = {}
-    if isinstance(checks, yaml.SequenceNode):
-        for item in checks.value:
-            if isinstance(item, yaml.MappingNode):
-                for k, v in item.value:
-                    if getattr(k, "value", None) == "id" and isinstance(v, yaml.ScalarNode):
-                        out[str(v.value)] = item.start_mark.line + 1
-    return out
+    return {str(k): v for k, v in lines.items() if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 31}
 
 
-def _policy_file(report: Report) -> Path | None:
+def _policy_file(report: Report) -> str | None:
+    """The policy's file as the report names it (never opened); None for a built-in policy (no file here)."""
     source = report.policy.get("source")
-    if not source:
+    if not isinstance(source, str) or not source or "\0" in source:
         return None
-    p = Path(str(source))
-    try:  # a policy file's size is limited (privgate.policy.loading); a bigger one is not what the run read
-        return p if p.suffix in (".yaml", ".yml") and p.is_file() and p.stat().st_size <= 1 << 20 else None
-    except (OSError, ValueError):
-        return None
+    return source if source.endswith((".yaml", ".yml")) else None
 
 
 def _location(report: Report, c: CheckResult, lines: dict[str, int]) -> dict[str, Any]:
     policy_file = _policy_file(report)
     logical = [{"name": c.id, "fullyQualifiedName": f"{report.policy.get('name')}/{c.id}", "kind": "member"}]
     if policy_file is not None:
-        uri, base = _uri(str(policy_file))
+        uri, base = _uri(policy_file)
         phys: dict[str, Any] = {"artifactLocation": {"uri": uri, **({"uriBaseId": base} if base else {})}}
         if c.id in lines:
             phys["region"] = {"startLine": lines[c.id]}
@@ -184,6 +175,15 @@ RULES[EXPOSED_RULE] = (
 )
 
 
+#: Suffixes of the audit data files privgate reads (privgate.inputs.data, privgate.lm.text).
+_DATA_SUFFIXES = (".npz", ".pt", ".csv", ".jsonl", ".txt", ".json")
+
+
+def _data_file(source: str) -> bool:
+    """Whether a data source names a file, by its text (a ``module:function`` factory or ``<in memory>`` does not)."""
+    return bool(source) and not source.startswith("<") and Path(source).suffix.lower() in _DATA_SUFFIXES
+
+
 def _exposed_results(report: Report) -> list[dict[str, Any]]:
     """One ``note`` per exposed record, when the model did not pass (a passing model's top records are no finding)."""
     exposed = exposed_view(report)
@@ -191,7 +191,7 @@ def _exposed_results(report: Report) -> list[dict[str, Any]]:
         return []
     source = str((report.data.get("members") or {}).get("source") or "")
     where: dict[str, Any] = {}
-    if source and Path(source).is_file():
+    if _data_file(source):
         uri, base = _uri(source)
         where = {"physicalLocation": {"artifactLocation": {"uri": uri, **({"uriBaseId": base} if base else {})}}}
     out = []
@@ -232,7 +232,7 @@ def render_sarif(report: Report) -> str:
     metrics = sorted({c.metric for c in report.checks}) + ([EXPOSED_RULE] if exposed else [])
     index = {m: i for i, m in enumerate(metrics)}
     policy_file = _policy_file(report)
-    lines = _check_lines(policy_file) if policy_file else {}
+    lines = _check_lines(report) if policy_file else {}
     results = []
     for c in report.checks:
         if c.status == "pass":
@@ -293,7 +293,7 @@ def render_sarif(report: Report) -> str:
         run["properties"]["dpEpsilons"] = rem.statement.line()
         run["properties"]["dpStatement"] = rem.statement.model_dump(mode="json")
     if policy_file is not None:
-        uri, base = _uri(str(policy_file))
+        uri, base = _uri(policy_file)
         run["artifacts"] = [{"location": {"uri": uri, **({"uriBaseId": base} if base else {})}, "roles": ["policy"]}]
     log = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
     return json.dumps(deep(log), indent=2, ensure_ascii=False) + "\n"  # control bytes gone (report.safe)
