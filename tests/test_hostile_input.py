@@ -333,3 +333,17 @@ def test_two_projects_with_a_recipe_py_in_one_process_each_get_their_own(tmp_pat
         )
     names = [load_recipe("recipe:RECIPE", [tmp_path / n]).name for n in ("first", "second", "first")]
     assert names == ["first", "second", "first"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_policy_that_is_a_fifo_or_a_device_is_refused_without_reading(tmp_path, kind):
+    """A FIFO (no writer: opening it would wait forever) or /dev/zero given as the policy: one sentence, exit 2."""
+    import os
+
+    if kind == "fifo":
+        target = tmp_path / "p.yaml"
+        os.mkfifo(target)
+    else:
+        target = "/dev/zero"
+    r = run_cli("policy", "validate", str(target), cwd=tmp_path)  # run_cli's timeout: a hang fails the test
+    _bad(r, str(target), "not a regular file")

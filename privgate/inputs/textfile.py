@@ -2,12 +2,16 @@
 
 A settings file is a few kilobytes; one of many megabytes is a mistake (the
 wrong path) or hostile, and parsing it would take the time and memory of its
-size. At most :data:`MAX_BYTES` + 1 bytes are read, so a FIFO or ``/dev/zero``
-given as a policy cannot make privgate read forever either.
+size. At most :data:`MAX_BYTES` + 1 bytes are read, and only from a regular
+file: the file is opened without blocking and checked on its open descriptor,
+so a FIFO, a device such as ``/dev/zero`` or a socket given as a policy is one
+sentence, never a hang or an endless read.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from privgate.errors import PrivgateError
@@ -35,7 +39,13 @@ def read_limited(
     """
     p = Path(path)
     try:
-        with p.open("rb") as f:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                kind = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
+                raise error(f"{p}: {what} is {kind}, not a regular file.")
             data = f.read(limit + 1)
     except OSError as exc:
         raise error(f"{p}: cannot read {what} ({exc.strerror or exc.__class__.__name__}).") from None
