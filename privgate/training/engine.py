@@ -181,7 +181,8 @@ def _train_vectorised(
         if layout is not None:
             why = grouped.mismatch(layout, nets[0], torch.as_tensor(x[: min(8, len(x))]))
             if not why:
-                per_call = grouped.models_per_call(nets[0], xt[:1], int(recipe.batch_size), k, dev)
+                size = 2 if training.bf16 else 4
+                per_call = grouped.models_per_call(nets[0], xt[:1], int(recipe.batch_size), k, dev, size)
                 forward = grouped.GroupedForward(layout, per_call)
         if forward is None and kernel == "grouped":
             raise NotVectorisable(f"the grouped kernel cannot train this model: {why}")

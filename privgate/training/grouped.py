@@ -158,14 +158,16 @@ MIN_PER_CALL = 2
 GPU_SHARE = 0.5
 
 
-def models_per_call(net: nn.Module, rows: torch.Tensor, batch: int, k: int, device: str | torch.device) -> int:
+def models_per_call(
+    net: nn.Module, rows: torch.Tensor, batch: int, k: int, device: str | torch.device, value_bytes: int = 4
+) -> int:
     """How many of the ``k`` models one forward pass of the kernel runs (:data:`CALL_BYTES` on the CPU).
 
     The largest activation of ``net`` (a plain ``nn.Sequential``, as :func:`plan` requires) on one of
     ``rows``, times ``batch`` rows, times 4 bytes, is one model's share. On a GPU all ``k`` at once, unless
     their activations (every layer's output, kept for the backward pass: :data:`GPU_SHARE` of the free
-    memory at most) would not fit. The result does not change a model: every layer of the kernel keeps
-    the models apart, and the loss is their sum.
+    memory at most; ``value_bytes`` 2 for a bf16 forward pass) would not fit. The result does not change a
+    model: every layer of the kernel keeps the models apart, and the loss is their sum.
     """
     import copy
 
@@ -183,7 +185,7 @@ def models_per_call(net: nn.Module, rows: torch.Tensor, batch: int, k: int, devi
             total += h.numel()
     if dev.type == "cuda":
         free, _ = torch.cuda.mem_get_info(dev)
-        per_model = max(1, 2 * total * batch * 4)  # outputs and what their backward passes keep, float32
+        per_model = max(1, 2 * total * batch * value_bytes)  # outputs and what their backward passes keep
         return max(1, min(k, int(GPU_SHARE * free) // per_model))
     share = max(1, largest * batch * 4)
     per_call = MIN_PER_CALL
