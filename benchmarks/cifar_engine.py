@@ -1,6 +1,7 @@
 """CIFAR-shaped LiRA end to end: where the time goes, vectorised reference models vs one after another.
 
-    python benchmarks/cifar_engine.py --small                              # CPU, about a minute on 2 cores
+    python benchmarks/cifar_engine.py --small                              # CPU, under a minute on 2 cores
+    python benchmarks/cifar_engine.py                                      # the same where torch sees no GPU
     python benchmarks/cifar_engine.py --device cuda                        # the issue's goal: 50,000 rows, LiRA-64
     python benchmarks/cifar_engine.py --device cuda --engine vectorised    # only the engine (no sequential run)
     python benchmarks/cifar_engine.py --device cpu --rows 4000 --references 8 --width 16
@@ -233,18 +234,25 @@ def run_check(engine: str, target: nn.Module, data: dict, recipe: Recipe, args: 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--rows", type=int, default=50_000, help="audit rows: half members, half non-members")
-    ap.add_argument("--references", type=int, default=64, help="LiRA's reference models (RMIA uses 4 of them)")
+    ap.add_argument("--rows", type=int, default=None, help="audit rows: half members, half non-members (50,000)")
+    ap.add_argument("--references", type=int, default=None, help="LiRA's reference models, RMIA uses 4 of them (64)")
     ap.add_argument("--engine", choices=("vectorised", "sequential", "both"), default="both")
-    ap.add_argument("--width", type=int, default=32, help="the network's first width (channels)")
-    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--width", type=int, default=None, help="the network's first width in channels (32)")
+    ap.add_argument("--epochs", type=int, default=None, help="(8)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: privgate's default, 1)")
     ap.add_argument("--models-per-task", type=int, default=None, help="default: all references in one task")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--small", action="store_true", help="CPU, 1,000 rows, 4 references, width 8, 2 epochs")
+    ap.add_argument(
+        "--small", action="store_true", help="CPU, 1,000 rows, 4 references, width 8, 2 epochs (the CPU's default)"
+    )
     args = ap.parse_args()
+    sizes = ("rows", "references", "width", "epochs")
+    if args.device == "cpu" and all(getattr(args, k) is None for k in sizes):
+        args.small = True  # the goal's size would take hours on a CPU (and `make bench` runs this with no arguments)
     if args.small:
         args.device, args.rows, args.references, args.width, args.epochs = "cpu", 1000, 4, 8, 2
+    for k, default in zip(sizes, (50_000, 64, 32, 8)):
+        setattr(args, k, default if getattr(args, k) is None else getattr(args, k))
     if args.device == "cuda" and not torch.cuda.is_available():
         print("--device cuda: torch sees no GPU here (torch.cuda.is_available() is False)")
         return 2
