@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,7 +19,7 @@ import torch
 from torch import nn
 
 from privgate.errors import RecipeError
-from privgate.inputs.outputs import nll
+from privgate.inputs import outputs
 from privgate.training.rng import seed_global, seeded
 
 
@@ -49,9 +50,59 @@ class DPSGD:
         return int(n * (1.0 / self.steps(n)))
 
 
+@dataclass(frozen=True)
+class Augment:
+    """Data augmentation of image rows ``[C, H, W]``, as the target was trained (:mod:`privgate.training.augment`).
+
+    Args:
+        crop_padding: pad each image by this many pixels on every side and crop a
+            random window of the original size back (0: no crop). torchvision's
+            ``RandomCrop(size, padding=p)``.
+        flip: mirror each image left-right with probability ½
+            (``RandomHorizontalFlip()``).
+        padding_mode: ``"zeros"`` or ``"reflect"``, how the crop pads.
+        transform: your own tensor transform ``transform(batch, generator) -> batch``,
+            applied to every mini-batch (after crop and flip) on the training
+            device; it must draw its random numbers from ``generator`` (a seeded
+            CPU ``torch.Generator``) so each model's augmentation is fixed by its
+            seed, and return a batch of the same shape.
+    """
+
+    crop_padding: int = 0
+    flip: bool = False
+    padding_mode: Literal["zeros", "reflect"] = "zeros"
+    transform: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None
+
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+PRECISIONS = ("fp32", "bf16")
+#: Settings that describe training beyond "optimiser, learning rate, epochs, batch", with the value that turns them
+#: off: recipes written before they existed have these values and train exactly as before.
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "schedule": "constant",
+    "warmup_steps": 0,
+    "warmup_fraction": 0.0,
+    "lr_step_epochs": 30,
+    "lr_gamma": 0.1,
+    "min_lr": 0.0,
+    "betas": (0.9, 0.999),
+    "nesterov": False,
+    "label_smoothing": 0.0,
+    "clip_grad_norm": None,
+    "precision": "fp32",
+    "augment": None,
+}
+
+
 @dataclass
 class Recipe:
     """Everything needed to train a model like the target.
+
+    The first fields say what every recipe says; the rest describe how teams
+    really train (learning-rate schedules, AdamW, label smoothing, gradient
+    clipping, bf16, augmentation) and default to what turns them off. Both
+    :meth:`train` and the vectorised engine (:mod:`privgate.training.engine`)
+    apply every one of them, the same way.
 
     Args:
         model_factory: builds a fresh, untrained ``nn.Module`` that outputs logits
@@ -59,24 +110,64 @@ class Recipe:
             BCE-with-logits; rows of probabilities are trained on their log).
         epochs: passes over the training set.
         batch_size: mini-batch size.
-        lr: learning rate.
-        optimizer: ``"adam"`` or ``"sgd"``.
+        lr: learning rate (the peak rate of a schedule).
+        optimizer: ``"adam"``, ``"adamw"`` (decoupled weight decay, Loshchilov &
+            Hutter 2017, arXiv 1711.05101) or ``"sgd"``, with ``torch.optim``'s update rules.
         momentum: SGD momentum.
-        weight_decay: L2 penalty.
+        weight_decay: L2 penalty added to the gradient (Adam, SGD), or AdamW's
+            decoupled decay ``p ← p·(1 − lr·weight_decay)``.
         pretrained: optional path of a *public* state_dict to start from.
         name: shown in reports.
+        extra: free-form facts for the report.
+        schedule: ``"constant"``, ``"step"``, ``"cosine"`` or ``"one-cycle"``: the
+            learning rate of every step (:mod:`privgate.training.schedules`).
+        warmup_steps: a linear warm-up of this many optimiser steps first.
+        warmup_fraction: or of this fraction of all steps (give one of the two).
+        lr_step_epochs: ``"step"``: multiply the rate by ``lr_gamma`` every this many epochs.
+        lr_gamma: ``"step"``: the factor.
+        min_lr: ``"cosine"``: the rate it anneals to.
+        betas: Adam's and AdamW's (β1, β2).
+        nesterov: Nesterov momentum for SGD (needs ``momentum > 0``).
+        label_smoothing: cross-entropy against ``(1 − ε)·one-hot + ε/K`` (Szegedy
+            et al. 2015, arXiv 1512.00567), as ``CrossEntropyLoss(label_smoothing=ε)``.
+        clip_grad_norm: rescale each step's whole gradient to at most this
+            L2 norm (``torch.nn.utils.clip_grad_norm_``); None: no clipping.
+        precision: ``"fp32"``, or ``"bf16"`` for the forward pass under
+            ``torch.autocast(dtype=torch.bfloat16)`` (GPU, and CPU where torch supports it).
+        augment: an :class:`Augment` (random crops, flips, your own transform), or None.
     """
 
     model_factory: Callable[[], nn.Module]
     epochs: int = 30
     batch_size: int = 64
     lr: float = 1e-3
-    optimizer: Literal["adam", "sgd"] = "adam"
+    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     momentum: float = 0.0
     weight_decay: float = 0.0
     pretrained: str | None = None
     name: str = "recipe"
     extra: dict[str, Any] = field(default_factory=dict)
+    schedule: Literal["constant", "step", "cosine", "one-cycle"] = "constant"
+    warmup_steps: int = 0
+    warmup_fraction: float = 0.0
+    lr_step_epochs: int = 30
+    lr_gamma: float = 0.1
+    min_lr: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    nesterov: bool = False
+    label_smoothing: float = 0.0
+    clip_grad_norm: float | None = None
+    precision: Literal["fp32", "bf16"] = "fp32"
+    augment: Augment | None = None
+
+    def __post_init__(self) -> None:
+        from privgate.training.recipe_check import check_recipe
+
+        check_recipe(self)
+
+    def settings_in_use(self) -> list[str]:
+        """The training settings this recipe sets beyond the plain loop (:data:`TRAINING_DEFAULTS`), by name."""
+        return [k for k, v in TRAINING_DEFAULTS.items() if getattr(self, k) != v]
 
     def build(self, seed: int | None = None) -> nn.Module:
         """A fresh model (from the public pre-trained start when the recipe names one).
@@ -126,11 +217,18 @@ class Recipe:
         return None
 
     def make_optimizer(self, params: Any) -> torch.optim.Optimizer:
+        """The recipe's ``torch.optim`` optimiser over ``params``, at the recipe's (peak) learning rate."""
         if self.optimizer == "adam":
-            return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay)
+            return torch.optim.Adam(params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay)
+        if self.optimizer == "adamw":
+            return torch.optim.AdamW(params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay)
         if self.optimizer == "sgd":
-            return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
-        raise RecipeError(f"recipe '{self.name}': unknown optimizer '{self.optimizer}' (use 'adam' or 'sgd').")
+            return torch.optim.SGD(
+                params, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay, nesterov=self.nesterov
+            )
+        raise RecipeError(
+            f"recipe '{self.name}': unknown optimizer '{self.optimizer}' (use {', '.join(map(repr, OPTIMIZERS))})."
+        )
 
     def train(
         self,
@@ -146,18 +244,25 @@ class Recipe:
         trained exactly like this: initialised by ``build(seed)``, batches in
         ``randperm`` order from a generator seeded with ``seed``, dropout masks
         from a generator seeded with :func:`~privgate.training.plan.dropout_seed`
-        (:mod:`privgate.training.dropout`), any other random draw of the
-        forward pass from torch's generator seeded the same way (and restored after).
+        (:mod:`privgate.training.dropout`), crops, flips and the augmentation
+        transform's draws from generators seeded from ``seed``
+        (:mod:`privgate.training.augment`), any other random draw of the
+        forward pass from torch's generator seeded the same way (and restored
+        after). Each step: augment the batch, forward pass (under bf16 autocast
+        when ``precision="bf16"``), cross-entropy (label-smoothed), backward pass,
+        gradient clipping, the optimiser's step, then the learning-rate
+        scheduler's step (:mod:`privgate.training.schedules`).
 
         Args:
             x: inputs, float array with the model's input shape per row.
             y: integer class labels.
-            seed: drives initialisation, batch order and dropout masks.
+            seed: drives initialisation, batch order, dropout masks and augmentation.
             model: train this module instead of a fresh one (DP training passes
                 an Opacus-wrapped module through its own loop instead).
             device: where to train (``"cpu"``, ``"cuda"``); default the CPU. The
                 model is returned on that device.
         """
+        from privgate.training import augment, schedules
         from privgate.training.dropout import seeded_dropout
         from privgate.training.plan import dropout_seed
 
@@ -167,8 +272,21 @@ class Recipe:
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32).to(dev)
         yt = torch.as_tensor(np.asarray(y), dtype=torch.long).to(dev)
         opt = self.make_optimizer(net.parameters())
-        net.train()
         n = len(xt)
+        spe = schedules.steps_per_epoch(n, self.batch_size)
+        scheduler = schedules.torch_scheduler(self, opt, int(self.epochs) * spe, spe)
+        augmenter = None
+        if self.augment is not None:
+            augment.check_rows(self.augment, xt.shape[1:], self.name)
+            augment.check_transform(self.augment, xt[: min(4, n)], self.name)
+            augmenter = augment.Augmenter(self.augment, int(seed), self.name)
+        # channels-last convolutions on a GPU: the layout its convolution kernels are fastest in (rounding only)
+        layout = torch.channels_last if dev.type == "cuda" and xt.dim() == 4 else None
+        if layout is not None:
+            net = net.to(memory_format=layout)
+        bf16, smoothing = self.precision == "bf16", float(self.label_smoothing)
+        kind: outputs.Kind | None = None
+        net.train()
         masks = torch.Generator().manual_seed(dropout_seed(seed))
         forked = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
         with torch.random.fork_rng(devices=forked), seeded_dropout(net, masks):
@@ -177,12 +295,25 @@ class Recipe:
                 order = torch.randperm(n, generator=gen).to(dev)
                 for start in range(0, n, self.batch_size):
                     idx = order[start : start + self.batch_size]
+                    xb = xt[idx] if augmenter is None else augmenter(xt[idx])
+                    if layout is not None:
+                        xb = xb.contiguous(memory_format=layout)
                     opt.zero_grad(set_to_none=True)
+                    with torch.autocast(dev.type, dtype=torch.bfloat16) if bf16 else nullcontext():
+                        out = net(xb)
+                    if kind is None:  # decided on the first batch (each batch's check would wait on a GPU)
+                        kind = outputs.kind_of(out.detach().float()) or outputs.LOGITS
                     # cross-entropy; BCE-with-logits for one logit (privgate.inputs.outputs)
-                    nll(net(xt[idx]), yt[idx]).backward()
+                    outputs.nll(out.float(), yt[idx], kind, label_smoothing=smoothing).backward()
+                    if self.clip_grad_norm is not None:
+                        torch.nn.utils.clip_grad_norm_(net.parameters(), float(self.clip_grad_norm))
                     opt.step()
+                    if scheduler is not None:
+                        scheduler.step()
+        if layout is not None:
+            net = net.to(memory_format=torch.contiguous_format)
         net.eval()
         return net
 
 
-__all__ = ["DPSGD", "Recipe"]
+__all__ = ["OPTIMIZERS", "PRECISIONS", "TRAINING_DEFAULTS", "Augment", "DPSGD", "Recipe"]

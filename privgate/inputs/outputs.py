@@ -117,18 +117,23 @@ def as_logits_torch(out: torch.Tensor, kind: Kind) -> torch.Tensor:
     return out
 
 
-def nll(out: torch.Tensor, y: torch.Tensor, kind: Kind | None = None, reduction: str = "mean") -> torch.Tensor:
+def nll(
+    out: torch.Tensor, y: torch.Tensor, kind: Kind | None = None, reduction: str = "mean", label_smoothing: float = 0.0
+) -> torch.Tensor:
     """Negative log-likelihood of the labels under the outputs: the training loss for every kind.
 
     Cross-entropy for logits, BCE-with-logits for one logit (as cross-entropy
     on ``[0, z]``, the same function), NLL of ``log p`` for probabilities.
     ``kind=None`` decides from this batch's values (:func:`kind_of`), which is
-    what :meth:`privgate.recipe.Recipe.train` does.
+    what :meth:`privgate.recipe.Recipe.train` does. ``label_smoothing`` ε: against ``(1 − ε)·one-hot + ε/K``
+    (``F.cross_entropy``'s; a single logit is two classes, so its target is ``y(1 − ε) + ε/2``).
     """
     from torch.nn import functional as F
 
     if kind is None:
         kind = kind_of(out) or LOGITS
+    if label_smoothing:
+        return F.cross_entropy(as_logits_torch(out, kind), y, reduction=reduction, label_smoothing=label_smoothing)
     return F.cross_entropy(as_logits_torch(out, kind), y, reduction=reduction)
 
 

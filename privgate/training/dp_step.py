@@ -3,17 +3,23 @@
 The mechanism of Abadi et al. 2016 (arXiv 1607.00133) as Opacus runs it
 (Yousefpour et al. 2021, arXiv 2109.12298), for K stacked MLPs at once: the
 reference models of a DP-SGD target are trained the way the target was.
+DP-SGD training applies the recipe's optimiser, learning rate, epochs and batch
+size, not its schedule, label smoothing, clipping, precision or augmentation
+(:data:`DP_IGNORED`, :func:`dp_view`), on the kernel as in ``train_dp``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from privgate.training.plan import poisson_schedule
+
+if TYPE_CHECKING:
+    from privgate.recipe import Recipe
 
 
 def dp_step(
@@ -62,4 +68,36 @@ def dp_step(
     return grad_fn, schedule
 
 
-__all__ = ["dp_step"]
+#: The recipe settings DP-SGD training (:func:`privgate.dp.train.train_dp`, and the engine's DP-SGD kernel with it)
+#: does not apply: it trains with the recipe's optimiser, learning rate, epochs and batch size only; its gradient
+#: clipping is DP-SGD's own, per example.
+DP_IGNORED = (
+    "schedule", "warmup_steps", "warmup_fraction", "lr_step_epochs", "lr_gamma", "min_lr", "label_smoothing",
+    "clip_grad_norm", "precision", "augment",
+)  # fmt: skip
+
+
+def dp_view(recipe: Recipe) -> Recipe:
+    """A DP-SGD recipe as DP-SGD trains it: the settings of :data:`DP_IGNORED` at their defaults (same class)."""
+    import dataclasses
+
+    from privgate.recipe import TRAINING_DEFAULTS
+
+    changed = {k: TRAINING_DEFAULTS[k] for k in DP_IGNORED if getattr(recipe, k) != TRAINING_DEFAULTS[k]}
+    return dataclasses.replace(recipe, **changed) if changed else recipe
+
+
+def dp_note(recipe: Recipe) -> str | None:
+    """The sentence a report carries when a DP-SGD recipe sets what DP-SGD training does not apply."""
+    if recipe.dp_sgd is None:
+        return None
+    ignored = [k for k in DP_IGNORED if k in recipe.settings_in_use()]
+    if not ignored:
+        return None
+    return (
+        f"recipe '{recipe.name}' trains with DP-SGD, which applies its optimiser, learning rate, epochs and batch "
+        f"size but not its {', '.join(ignored)} (gradients are clipped per example by DP-SGD itself)"
+    )
+
+
+__all__ = ["DP_IGNORED", "dp_note", "dp_step", "dp_view"]

@@ -92,7 +92,7 @@ class StackedDropout(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0:
             return x
-        return x * self.mask
+        return x * self.mask.to(x.dtype)  # a bf16 forward pass multiplies in bf16, as seeded_dropout does
 
 
 @dataclass(frozen=True)

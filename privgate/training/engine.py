@@ -18,9 +18,14 @@ another pays every step's fixed costs K times; this engine trains all K at once:
     ``vmap(functional_call)`` over the stacked parameters and buffers, one
     autograd backward pass for all K;
 
-* the recipe's optimiser (Adam or SGD with momentum and L2 weight decay) is
-  applied functionally to the stacked parameters, with exactly the update rule
-  of ``torch.optim.Adam`` / ``torch.optim.SGD``.
+* the recipe's optimiser (Adam, AdamW, or SGD with momentum, Nesterov's or not,
+  and L2 weight decay) is applied functionally to the stacked parameters, with
+  exactly the update rule of ``torch.optim``, each model at the learning rate of
+  its own step of the recipe's schedule and its gradient clipped by its own norm
+  (:mod:`privgate.training.optimisers`, :mod:`privgate.training.schedules`);
+  label smoothing, bf16 autocast and augmentation drawn from each model's own
+  generators (:mod:`privgate.training.augment`) are the kernels' (a recipe with
+  none of these trains bit for bit as before they existed).
 
 Model ``k`` is initialised, shuffled and masked exactly as ``recipe.train(x[mask_k],
 y[mask_k], seed=seeds[k])`` would do it (same ``torch.manual_seed`` before
@@ -32,14 +37,18 @@ extra steps unchanged. The results agree with the sequential loop up to float
 rounding (tested for both kernels, with BatchNorm statistics and dropout).
 
 Recipes the engine cannot replicate (a ``train`` override without DP-SGD, BatchNorm with
-``momentum=None``, random draws outside dropout, a forward patched on the instance) train with
+``momentum=None``, random draws outside dropout, a forward patched on the instance, bf16 on the
+vmap kernel) train with
 ``recipe.train`` per model (engine ``auto``, :attr:`Ensemble.notes` says why) or are refused
 (engine ``vectorised``). A kernel's forward pass is first compared with the model's own.
 
 Device: the models train where ``device`` says (:mod:`privgate.device`); the
-random draws that decide a model (batch order, dropout masks, DP-SGD batches
-and noise) come from CPU generators, so a model does not depend on the device
-beyond float rounding. States come back, and are cached, on the CPU.
+random draws that decide a model (batch order, dropout masks, crops and flips,
+DP-SGD batches and noise) come from CPU generators, so a model does not depend
+on the device beyond float rounding. States come back, and are cached, on the
+CPU. On a GPU the training rows stay on the device for the whole training, each
+epoch's batch plan crosses once (:meth:`StackedModel.begin_epoch`), images are
+convolved channels-last, and no step reads a value back to the host.
 
 Cache (:mod:`privgate.training.cache`): every model is stored under ``cache_dir``, keyed by a
 SHA-256 of the recipe, the training data, the model's mask, its seed and its training stream
@@ -51,8 +60,10 @@ Threads: training runs with the caller's ``threads`` torch threads (1 by
 default) and restores the caller's setting after;
 see :mod:`privgate.training.threads` for why.
 
-``benchmarks/ensemble_speed.py`` (MLPs) and ``benchmarks/cnn_engine.py`` (a CNN
-with BatchNorm) measure the kernels against the sequential loop.
+``benchmarks/ensemble_speed.py`` (MLPs), ``benchmarks/cnn_engine.py`` (a CNN
+with BatchNorm) and ``benchmarks/cifar_engine.py`` (LiRA end to end on CIFAR-shaped
+images with a schedule, label smoothing, augmentation and bf16) measure the
+kernels against the sequential loop.
 """
 
 from __future__ import annotations
@@ -71,16 +82,16 @@ from torch import nn
 
 from privgate.errors import RecipeError, out_of_memory
 from privgate.executors import Executor
-from privgate.recipe import Recipe
-from privgate.training import grouped, mlp
+from privgate.recipe import OPTIMIZERS, Recipe
+from privgate.training import augment, grouped, mlp
 from privgate.training.cache import ModelCache
-from privgate.training.dp_step import dp_step
+from privgate.training.dp_step import dp_note, dp_step, dp_view
 from privgate.training.ensemble import Ensemble
 from privgate.training.fingerprint import data_fingerprint, model_key, recipe_fingerprint
 from privgate.training.kernels import NotVectorisable, mlp_kernel_mismatch
 from privgate.training.optimisers import optimise
 from privgate.training.plan import dropout_seed, epoch_schedule
-from privgate.training.stacked import NotStackable, StackedModel, random_forward, unstack
+from privgate.training.stacked import NotStackable, StackedModel, Training, random_forward, unstack
 from privgate.training.tasks import train_groups
 from privgate.training.threads import resolve_threads, torch_threads
 
@@ -90,8 +101,10 @@ from privgate.training.threads import resolve_threads, torch_threads
 def _check_vectorisable(recipe: Recipe) -> None:
     if not recipe.vectorisable and recipe.dp_sgd is None:
         raise NotVectorisable(f"recipe '{recipe.name}' ({type(recipe).__name__}) trains with its own loop")
-    if recipe.optimizer not in ("adam", "sgd"):
-        raise RecipeError(f"recipe '{recipe.name}': unknown optimizer '{recipe.optimizer}' (use 'adam' or 'sgd').")
+    if recipe.optimizer not in OPTIMIZERS:
+        raise RecipeError(
+            f"recipe '{recipe.name}': unknown optimizer '{recipe.optimizer}' (use {', '.join(map(repr, OPTIMIZERS))})."
+        )
 
 
 KERNELS = ("auto", "mlp", "grouped", "vmap")
@@ -121,6 +134,8 @@ def _train_vectorised(
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
     _check_vectorisable(recipe)
+    if recipe.dp_sgd is not None:
+        recipe = dp_view(recipe)
     nets = [recipe.build(seed=s) for s in seeds]
     k = len(nets)
     dev = torch.device(device)
@@ -135,13 +150,16 @@ def _train_vectorised(
 
     if recipe.dp_sgd is not None and kernel == "vmap":
         raise NotVectorisable("DP-SGD is vectorised for MLPs only (the vmap kernel was asked for)")
+    training = _training(recipe, xt, seeds)
     mlp_plan, why = mlp.plan(nets[0]) if kernel in ("auto", "mlp") else (None, "")
+    if mlp_plan is not None and (training.bf16 or training.augmenters):
+        mlp_plan, why = None, "the MLP kernel trains in float32 without augmentation"
     if mlp_plan is not None:
         params, _ = stack_module_state(nets)
         names = list(params)
         p = [params[n].detach().to(dev) for n in names]
         batch = 1 if recipe.dp_sgd is not None else int(recipe.batch_size)
-        engine = mlp.StackedMLP(mlp_plan, names, k, batch, xt, yt)
+        engine = mlp.StackedMLP(mlp_plan, names, k, batch, xt, yt, training.label_smoothing)
         why = mlp_kernel_mismatch(engine, nets[0], engine.pack(p), xt)
         if not why:
             p = engine.pack(p)
@@ -163,20 +181,33 @@ def _train_vectorised(
         if layout is not None:
             why = grouped.mismatch(layout, nets[0], torch.as_tensor(x[: min(8, len(x))]))
             if not why:
-                per_call = grouped.models_per_call(nets[0], xt[:1], int(recipe.batch_size), k, dev)
+                size = 2 if training.bf16 else 4
+                per_call = grouped.models_per_call(nets[0], xt[:1], int(recipe.batch_size), k, dev, size)
                 forward = grouped.GroupedForward(layout, per_call)
         if forward is None and kernel == "grouped":
             raise NotVectorisable(f"the grouped kernel cannot train this model: {why}")
+    if training.bf16 and forward is None:  # vmap's batching rules run convolutions outside torch.autocast
+        raise NotVectorisable("the general (vmap) kernel cannot run a bf16 forward pass as torch.autocast does")
     try:
-        model = StackedModel(nets, xt, yt, [dropout_seed(s) for s in seeds], grouped=forward)
+        model = StackedModel(nets, xt, yt, [dropout_seed(s) for s in seeds], grouped=forward, training=training)
     except NotStackable as exc:
         raise NotVectorisable(str(exc)) from None
     del nets
     try:
-        optimise(recipe, model.params, model.grads, schedule)
+        optimise(recipe, model.params, model.grads, schedule, epoch_hook=model.begin_epoch)
     except NotStackable as exc:
         raise NotVectorisable(str(exc)) from None
     return model.states([t.detach() for t in model.params]), "grouped" if forward else "vmap", notes
+
+
+def _training(recipe: Recipe, xt: torch.Tensor, seeds: Sequence[int]) -> Training:
+    """The recipe's label smoothing, precision and augmentation for the kernels (checked on the data first)."""
+    augmenters: tuple[augment.Augmenter, ...] = ()
+    if recipe.augment is not None:
+        augment.check_rows(recipe.augment, xt.shape[1:], recipe.name)
+        augment.check_transform(recipe.augment, xt[: min(4, len(xt))], recipe.name)
+        augmenters = tuple(augment.Augmenter(recipe.augment, int(s), recipe.name) for s in seeds)
+    return Training(float(recipe.label_smoothing), recipe.precision == "bf16", augmenters)
 
 
 def _takes_device(recipe: Recipe) -> bool:
@@ -264,10 +295,11 @@ def _train_models(
     device: str = "cpu",
 ) -> Trained:
     notes: list[str] = []
+    ignored = dp_note(recipe)
     if vectorise:
         try:
             states, used, notes = _train_vectorised(recipe, x, y, masks, seeds, kernel, device)
-            return Trained(states, "vectorised", notes, used)
+            return Trained(states, "vectorised", notes + ([ignored] if ignored else []), used)
         except NotVectorisable as exc:
             why = str(exc)
         except RecipeError:
@@ -284,7 +316,7 @@ def _train_models(
             )
         notes.append(f"trained {len(seeds)} reference model(s) one after another with recipe.train: {why}")
     states, more = _train_sequential(recipe, x, y, masks, seeds, device)
-    return Trained(states, "sequential", notes + more, "loop")
+    return Trained(states, "sequential", notes + more + ([ignored] if ignored else []), "loop")
 
 
 def train_ensemble(
@@ -425,12 +457,16 @@ def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, de
       (``dp:recipe.train:<device>``);
     * a model whose forward pass draws other random numbers (trained by
       ``recipe.train`` only, from torch's generator on the training device):
-      ``rng:<device>``.
+      ``rng:<device>``;
+    * a recipe that trains in bf16: ``bf16:<device type>`` (the same model both
+      ways up to bf16's rounding, which differs between CPUs and GPUs).
     """
     if recipe.dp_sgd is not None:
         return "dp:engine" if mode == "vectorised" else f"dp:recipe.train:{device}"
     if random_forward(net, torch.as_tensor(x[: min(4, len(x))])):
         return f"rng:{device}"
+    if recipe.precision == "bf16":  # bf16 rounds differently on each kind of device, by more than float32 does
+        return f"bf16:{torch.device(device).type}"
     return ""
 
 

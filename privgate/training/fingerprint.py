@@ -30,7 +30,10 @@ _ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def _stable(v: Any) -> str:
-    """A repr that is the same across processes (no memory addresses)."""
+    """A repr that is the same across processes (no memory addresses); dataclasses field by field."""
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        inner = ",".join(f"{f.name}={_stable(getattr(v, f.name))}" for f in dataclasses.fields(v))
+        return f"{type(v).__qualname__}({inner})"
     if callable(v) and hasattr(v, "__qualname__"):
         return f"{getattr(v, '__module__', '?')}.{v.__qualname__}"
     if isinstance(v, dict):
@@ -48,13 +51,23 @@ def recipe_fingerprint(recipe: Recipe) -> str:
     """SHA-256 of what makes a recipe train different models.
 
     Covers the recipe's class, every dataclass field (callables by qualified
-    name), the bytes of a public ``pretrained`` start, the architecture
-    (``str(model)``) and every tensor of a fresh build under seed 0.
+    name; an :class:`~privgate.recipe.Augment` field by field, its transform by
+    qualified name), the bytes of a public ``pretrained`` start, the
+    architecture (``str(model)``) and every tensor of a fresh build under seed 0.
+    The training settings of :data:`~privgate.recipe.TRAINING_DEFAULTS` enter
+    only when set: a recipe written before they existed keeps its key (and its
+    cached models, which they do not change), and one with a schedule,
+    augmentation or any other of them never shares a key with one without.
     """
+    from privgate.recipe import TRAINING_DEFAULTS
+
     h = hashlib.sha256()
     h.update(f"engine{ENGINE_VERSION}|{type(recipe).__module__}.{type(recipe).__qualname__}|".encode())
     for f in dataclasses.fields(recipe):
-        h.update(f"{f.name}={_stable(getattr(recipe, f.name))}|".encode())
+        value = getattr(recipe, f.name)
+        if f.name in TRAINING_DEFAULTS and value == TRAINING_DEFAULTS[f.name]:
+            continue
+        h.update(f"{f.name}={_stable(value)}|".encode())
     if recipe.pretrained and Path(recipe.pretrained).is_file():
         h.update(Path(recipe.pretrained).read_bytes())
     net = recipe.build(seed=0)

@@ -154,27 +154,39 @@ def plan(net: nn.Module, row_shape: tuple[int, ...]) -> tuple[Plan | None, str]:
 CALL_BYTES = 3 << 20
 #: The fewest models one call runs (when there are as many): one model per call loses the grouped layers' gain.
 MIN_PER_CALL = 2
+#: On a GPU, the share of its free memory the activations of the models run in one call may take.
+GPU_SHARE = 0.5
 
 
-def models_per_call(net: nn.Module, rows: torch.Tensor, batch: int, k: int, device: str | torch.device) -> int:
-    """How many of the ``k`` models one forward pass of the kernel runs (:data:`CALL_BYTES`; all on a GPU).
+def models_per_call(
+    net: nn.Module, rows: torch.Tensor, batch: int, k: int, device: str | torch.device, value_bytes: int = 4
+) -> int:
+    """How many of the ``k`` models one forward pass of the kernel runs (:data:`CALL_BYTES` on the CPU).
 
     The largest activation of ``net`` (a plain ``nn.Sequential``, as :func:`plan` requires) on one of
-    ``rows``, times ``batch`` rows, times 4 bytes, is one model's share. The result does not change a
+    ``rows``, times ``batch`` rows, times 4 bytes, is one model's share. On a GPU all ``k`` at once, unless
+    their activations (every layer's output, kept for the backward pass: :data:`GPU_SHARE` of the free
+    memory at most; ``value_bytes`` 2 for a bf16 forward pass) would not fit. The result does not change a
     model: every layer of the kernel keeps the models apart, and the loss is their sum.
     """
     import copy
 
     from privgate.training.mlp import _leaves
 
-    if torch.device(device).type != "cpu" or k <= MIN_PER_CALL:
+    dev = torch.device(device)
+    if k <= MIN_PER_CALL or dev.type not in ("cpu", "cuda"):
         return k
-    largest = 0
+    largest = total = 0
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         h = rows[:1].cpu()
         for _, m in _leaves(copy.deepcopy(net).eval()) or []:
             h = m(h)
             largest = max(largest, h.numel())
+            total += h.numel()
+    if dev.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(dev)
+        per_model = max(1, 2 * total * batch * value_bytes)  # outputs and what their backward passes keep
+        return max(1, min(k, int(GPU_SHARE * free) // per_model))
     share = max(1, largest * batch * 4)
     per_call = MIN_PER_CALL
     while per_call < k and per_call * 2 * share <= CALL_BYTES:
@@ -216,9 +228,12 @@ class GroupedForward:
     ) -> torch.Tensor:
         g, rows = x.shape[0], x.shape[1]
         if self.plan.input_layout == SPATIAL:
-            h = x.transpose(0, 1).reshape(rows, g * x.shape[2], *x.shape[3:])
-            if h.dim() == 4:  # oneDNN's grouped 2-d convolutions are about 1.5-3x faster on NHWC (channels-last)
-                h = h.contiguous(memory_format=torch.channels_last)
+            if x.dim() == 5:  # oneDNN's and cuDNN's grouped 2-d convolutions are faster on NHWC (channels-last)
+                # [G, B, C, H, W] → [B, G·C, H, W] laid out channels-last: one copy
+                hh, ww = x.shape[3], x.shape[4]
+                h = x.permute(1, 3, 4, 0, 2).contiguous().view(rows, hh, ww, g * x.shape[2]).permute(0, 3, 1, 2)
+            else:
+                h = x.transpose(0, 1).reshape(rows, g * x.shape[2], *x.shape[3:])
         else:
             h = x
         state = {**params, **buffers}
@@ -336,6 +351,7 @@ class GroupedForward:
     def _dropout(layer: Layer, h: torch.Tensor, mask: torch.Tensor | None, g: int) -> torch.Tensor:
         if mask is None:  # p = 0
             return h
+        mask = mask.to(h.dtype)  # a bf16 forward pass multiplies in bf16, as seeded_dropout does
         if layer.layout == FLAT:
             return h * mask
         # [G, B, C, …] → [B, G·C, …]

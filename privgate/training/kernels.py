@@ -55,6 +55,7 @@ def gradient_kernel(
     yt: torch.Tensor,
     batch: int,
     kernel: str = "auto",
+    label_smoothing: float = 0.0,
 ) -> Kernel:
     """The kernel that computes the gradients of K stacked models, each on its own mini-batch.
 
@@ -65,7 +66,8 @@ def gradient_kernel(
     Linear/activation stacks only); ``"vmap"`` — ``torch.func`` on any model
     without buffers; ``"auto"`` — the MLP kernel when the model qualifies and
     reproduces the model's own forward pass, else vmap. Raises
-    :class:`NotVectorisable` when neither can train the model.
+    :class:`NotVectorisable` when neither can train the model. ``label_smoothing``:
+    the recipe's ε (both kernels train on the label-smoothed cross-entropy).
     """
     from torch.func import functional_call, grad, vmap
 
@@ -73,7 +75,7 @@ def gradient_kernel(
     if kernel in ("auto", "mlp"):
         mlp_plan, why = mlp.plan(first)
         if mlp_plan is not None:
-            engine = mlp.StackedMLP(mlp_plan, names, k, batch, xt, yt)
+            engine = mlp.StackedMLP(mlp_plan, names, k, batch, xt, yt, label_smoothing)
             why = mlp_kernel_mismatch(engine, first, engine.pack(p), xt)
             if not why:
                 return Kernel(engine.pack(p), engine.grads, "mlp", engine.unpack)
@@ -93,7 +95,7 @@ def gradient_kernel(
 
     def loss_of(theta: list[torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
         out = functional_call(base, dict(zip(names, theta)), (xb,))
-        return (outputs.nll(out, yb, kind, reduction="none") * wb).sum()
+        return (outputs.nll(out, yb, kind, "none", label_smoothing) * wb).sum()
 
     step_grads = vmap(grad(loss_of), randomness="different")
 
@@ -101,6 +103,23 @@ def gradient_kernel(
         return list(step_grads(theta, xt[b], yt[b], wb))
 
     return Kernel(p, grad_fn, "vmap", lambda q: q)
+
+
+def check_stackable(recipe: Any) -> None:
+    """For :func:`gradient_kernel`'s callers: a known optimiser, and nothing its kernels do not replicate.
+
+    Raises :class:`~privgate.errors.RecipeError` for an unknown optimiser and :class:`NotVectorisable`
+    for a recipe that trains in bf16 or with augmentation (trained by ``recipe.train`` instead).
+    """
+    from privgate.errors import RecipeError
+    from privgate.recipe import OPTIMIZERS
+
+    if recipe.optimizer not in OPTIMIZERS:
+        raise RecipeError(
+            f"recipe '{recipe.name}': unknown optimizer '{recipe.optimizer}' (use {', '.join(map(repr, OPTIMIZERS))})."
+        )
+    if recipe.precision != "fp32" or recipe.augment is not None:
+        raise NotVectorisable("the recipe trains in bf16 or with augmentation, which these kernels do not replicate")
 
 
 def mlp_kernel_mismatch(engine: Any, net: nn.Module, p: list[torch.Tensor], xt: torch.Tensor) -> str:
@@ -137,4 +156,4 @@ def _functional_call_matches(
     return bool(mine.shape == theirs.shape and torch.allclose(mine, theirs, rtol=1e-4, atol=1e-5))
 
 
-__all__ = ["Kernel", "NotVectorisable", "gradient_kernel", "mlp_kernel_mismatch"]
+__all__ = ["Kernel", "NotVectorisable", "check_stackable", "gradient_kernel", "mlp_kernel_mismatch"]

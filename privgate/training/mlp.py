@@ -142,10 +142,21 @@ class StackedMLP:
         batch: mini-batch size (rows per model per step).
         x: all training rows, float32 ``[n, ...]``, on the device the kernel runs on.
         y: their labels, int64 ``[n]``, on the same device.
+        label_smoothing: ε of the recipe's label-smoothed cross-entropy (0: none).
     """
 
-    def __init__(self, plan: Plan, names: list[str], k: int, batch: int, x: torch.Tensor, y: torch.Tensor) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        names: list[str],
+        k: int,
+        batch: int,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        label_smoothing: float = 0.0,
+    ) -> None:
         self.plan = plan
+        self.smoothing = float(label_smoothing)
         self.x = x.reshape(len(x), -1) if plan.flatten else x
         if self.x.dim() != 2 or self.x.shape[1] != plan.in_features:
             raise ValueError(f"rows of shape {tuple(x.shape[1:])} do not fit an MLP with {plan.in_features} inputs")
@@ -262,21 +273,31 @@ class StackedMLP:
         """Forward pass, then ``δ = (softmax(z) − onehot(y)) · w`` into the last layer's δ buffer.
 
         A single output is one logit (:mod:`privgate.inputs.outputs`): cross-entropy on
-        ``[0, z]`` is BCE-with-logits, whose gradient is ``δ = (σ(z) − y) · w``.
+        ``[0, z]`` is BCE-with-logits, whose gradient is ``δ = (σ(z) − y) · w``. With
+        label smoothing ε the one-hot target is ``(1 − ε)·one-hot + ε/K`` (K = 2 for one
+        logit: ``y(1 − ε) + ε/2``), as ``F.cross_entropy(label_smoothing=ε)``'s.
         """
         z = self.logits(p, idx)
         idx, w = idx.to(self.device, non_blocking=True), w.to(self.device, non_blocking=True)
         d, red = self.delta[len(self.plan.layers) - 1], self.red
         wk = w.unsqueeze(-1)
+        eps = self.smoothing
         if z.shape[-1] == 1:
             torch.sigmoid(z, out=d)
-            return d.sub_(self.y[idx].unsqueeze(-1).to(d.dtype)).mul_(wk)
+            target = self.y[idx].unsqueeze(-1).to(d.dtype)
+            if eps:
+                target = target * (1 - eps) + eps / 2
+            return d.sub_(target).mul_(wk)
         torch.amax(z, -1, keepdim=True, out=red)
         torch.sub(z, red, out=d)
         d.exp_()
         torch.sum(d, -1, keepdim=True, out=red)
         red.reciprocal_().mul_(wk)
         d.mul_(red)
+        if eps:
+            d.sub_(wk * (eps / z.shape[-1]))
+            d.scatter_add_(-1, self.y[idx].unsqueeze(-1), wk * -(1 - eps))
+            return d
         d.scatter_add_(-1, self.y[idx].unsqueeze(-1), wk.neg())
         return d
 

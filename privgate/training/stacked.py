@@ -27,6 +27,11 @@ What it trains like :meth:`privgate.recipe.Recipe.train` does, up to float round
   (:mod:`privgate.training.dropout`), so with dropout too the models equal the
   sequential ones up to float rounding.
 
+* the recipe's **label smoothing**, **bf16 autocast** (the grouped kernel only:
+  vmap's batching rules run convolutions outside ``torch.autocast``) and
+  **augmentation**, each model's crops, flips and transform drawn from its own
+  generators (:mod:`privgate.training.augment`), as :class:`Training` says.
+
 Any other random draw in the forward pass (``F.dropout`` called in a custom
 ``forward``, noise layers) would come from one generator shared by the K
 models; ``vmap(randomness="error")`` refuses it and the engine trains that
@@ -37,12 +42,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
 from privgate.inputs import outputs
+from privgate.training import augment
 from privgate.training.dropout import DropoutPlan
 from privgate.training.dropout import NotStackable as _DropoutNotStackable
 from privgate.training.grouped import GroupedForward
@@ -51,6 +59,18 @@ from privgate.training.rng import seeded
 
 class NotStackable(Exception):
     """This kernel cannot train the model K at a time; the message says why."""
+
+
+@dataclass(frozen=True)
+class Training:
+    """What a step does beyond the plain loss of the batch: the recipe's label smoothing, precision, augmentation.
+
+    ``augmenters``: one :class:`~privgate.training.augment.Augmenter` per model (its own generators), or empty.
+    """
+
+    label_smoothing: float = 0.0
+    bf16: bool = False
+    augmenters: tuple[augment.Augmenter, ...] = ()
 
 
 def _aliases(net: nn.Module) -> dict[str, str]:
@@ -98,6 +118,7 @@ class StackedModel:
         dropout_seeds: one dropout seed per model (:func:`privgate.training.plan.dropout_seed`).
         grouped: run the K models with this forward pass of the grouped kernel
             (:mod:`privgate.training.grouped`) instead of ``vmap``.
+        training: the recipe's label smoothing, precision and augmentation (default: none of them).
 
     Raises:
         NotStackable: running the model with another model's parameters does
@@ -112,6 +133,7 @@ class StackedModel:
         y: torch.Tensor,
         dropout_seeds: Sequence[int],
         grouped: GroupedForward | None = None,
+        training: Training | None = None,
     ):
         from torch.func import stack_module_state, vmap
 
@@ -142,6 +164,23 @@ class StackedModel:
         self._template = template
         self._vmapped = vmap(self._call, randomness="error")
         self._grouped = grouped
+        self.training = training or Training()
+        self._epoch: tuple[torch.Tensor, torch.Tensor] | None = None  # this epoch's schedule on the device
+        self._step = 0
+
+    def begin_epoch(self, idx: torch.Tensor, w: torch.Tensor) -> None:
+        """Move one epoch's schedule (:func:`privgate.training.plan.epoch_schedule`) to the device at once.
+
+        On a GPU the steps then read their rows and weights from the device (one transfer per epoch instead
+        of two per step); :meth:`grads` must then be called once per step, in order.
+        """
+        if self.device.type == "cpu":
+            return
+        pin = torch.cuda.is_available() and self.device.type == "cuda"
+        self._epoch = tuple(  # type: ignore[assignment]
+            (t.pin_memory() if pin else t).to(self.device, non_blocking=True) for t in (idx, w)
+        )
+        self._step = 0
 
     def _call(
         self, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], xb: torch.Tensor
@@ -162,6 +201,9 @@ class StackedModel:
         (BatchNorm statistics) are updated in place.
         """
         lengths = batch_lengths(w)
+        epoch, step = self._epoch, self._step
+        self._step += 1
+        tr = self.training
         groups: dict[int, list[int]] = {}
         for k, n in enumerate(lengths):
             if n:
@@ -186,13 +228,22 @@ class StackedModel:
             else:
                 params = dict(zip(self.names, p if every else [t[sel] for t in p]))
             buffers = self.buffers if every else {name: b[sel] for name, b in self.buffers.items()}
-            rows = idx[models, :n].to(self.device, non_blocking=True)
+            on_device = epoch is not None and (every or run)
+            span = slice(None) if every else sel
+            if on_device:
+                rows = epoch[0][step, span, :n]  # type: ignore[index]
+            else:
+                rows = idx[models, :n].to(self.device, non_blocking=True)
             masks = self.dropout.masks(models, n, self.device)
+            xb = self.x[rows]
+            if tr.augmenters:
+                xb = augment.stacked(tr.augmenters, models, xb)
             try:
-                if self._grouped is not None:
-                    out = self._grouped(params, buffers, masks, self.x[rows])
-                else:
-                    out = self._vmapped(params, {**buffers, **masks}, self.x[rows])
+                with torch.autocast(self.device.type, dtype=torch.bfloat16) if tr.bf16 else nullcontext():
+                    if self._grouped is not None:
+                        out = self._grouped(params, buffers, masks, xb)
+                    else:
+                        out = self._vmapped(params, {**buffers, **masks}, xb)
             except RuntimeError as exc:
                 if "randomness" in str(exc):
                     raise NotStackable(
@@ -200,9 +251,13 @@ class StackedModel:
                         "forward), which would be shared by the models trained at once"
                     ) from None
                 raise
-            weights = w[models, :n].to(self.device, non_blocking=True).reshape(-1)
-            flat = out.reshape(len(models) * n, *out.shape[2:])
-            part = (outputs.nll(flat, self.y[rows].reshape(-1), self.kind, reduction="none") * weights).sum()
+            if on_device:
+                weights = epoch[1][step, span, :n].reshape(-1)  # type: ignore[index]
+            else:
+                weights = w[models, :n].to(self.device, non_blocking=True).reshape(-1)
+            flat = out.float().reshape(len(models) * n, *out.shape[2:])
+            losses = outputs.nll(flat, self.y[rows].reshape(-1), self.kind, "none", tr.label_smoothing)
+            part = (losses * weights).sum()
             if each:
                 piece_grads[models[0]] = torch.autograd.grad(part, pieces[models[0]], allow_unused=True)
             else:
@@ -283,4 +338,4 @@ def random_forward(net: nn.Module, rows: torch.Tensor) -> bool:
     return not torch.equal(outs[0], outs[1])
 
 
-__all__ = ["NotStackable", "StackedModel", "batch_lengths", "random_forward", "unstack"]
+__all__ = ["NotStackable", "StackedModel", "Training", "batch_lengths", "random_forward", "unstack"]

@@ -40,7 +40,7 @@ from privgate.audits.federated.topology import Topology, mixing_matrix
 from privgate.errors import RecipeError
 from privgate.inputs import outputs
 from privgate.recipe import Recipe
-from privgate.training.kernels import NotVectorisable, gradient_kernel
+from privgate.training.kernels import NotVectorisable, check_stackable, gradient_kernel
 from privgate.training.optimisers import optimise
 from privgate.training.plan import epoch_schedule
 from privgate.training.threads import resolve_threads, torch_threads
@@ -109,8 +109,7 @@ def _stacked(
     """Train all nodes as one stack (module docstring); ``(states, kernel used)``."""
     if not recipe.vectorisable or recipe.dp_sgd is not None:
         raise NotVectorisable(f"recipe '{recipe.name}' ({type(recipe).__name__}) trains with its own loop")
-    if recipe.optimizer not in ("adam", "sgd"):
-        raise RecipeError(f"recipe '{recipe.name}': unknown optimizer '{recipe.optimizer}' (use 'adam' or 'sgd').")
+    check_stackable(recipe)
     net = recipe.build(seed=init_seed(seed))
     buffers = [n for n, _ in net.named_buffers()]
     if buffers:
@@ -118,7 +117,7 @@ def _stacked(
     k = len(shards)
     names = [n for n, _ in net.named_parameters()]
     p = [t.detach().unsqueeze(0).repeat((k,) + (1,) * t.dim()).contiguous() for _, t in net.named_parameters()]
-    kern = gradient_kernel(net, net, p, names, x, y, int(recipe.batch_size), kernel)
+    kern = gradient_kernel(net, net, p, names, x, y, int(recipe.batch_size), kernel, recipe.label_smoothing)
     params = kern.params
     rows = [torch.as_tensor(s, dtype=torch.long) for s in shards]
     mix = torch.as_tensor(w, dtype=params[0].dtype)

@@ -1,0 +1,168 @@
+"""Data augmentation of a recipe, drawn per model from the model's own generators: the same both ways.
+
+Image models are usually trained on randomly shifted and mirrored copies of
+their images (Krizhevsky et al. 2012; He et al. 2016, arXiv 1512.03385: pad
+by 4, crop back to 32×32, flip horizontally with probability ½); reference
+models trained without it memorise differently from the target, and LiRA's
+and RMIA's statistics then understate its leak (Carlini et al. 2022, arXiv
+2112.03570, §VI). :class:`privgate.recipe.Augment` describes it:
+
+* ``crop_padding = p``: each image ``[C, H, W]`` is padded by ``p`` on every
+  side (zeros, or ``reflect``) and an ``H×W`` window at a uniformly random
+  offset ``(dy, dx) ∈ {0..2p}²`` is kept;
+* ``flip``: each image is mirrored left-right with probability ½;
+* ``transform(batch, generator)``: the user's own tensor transform, called
+  once per mini-batch with the batch (on the training device, after the
+  crop and flip) and a seeded CPU ``torch.Generator`` to draw from; it returns
+  a batch of the same shape.
+
+The draws that decide a model come from that model's CPU generators, seeded
+from its training seed (:func:`crop_seed`, :func:`transform_seed`): at every
+step, ``randint(0, 2p+1, (rows, 2))`` then ``rand(rows) < ½`` for the batch's
+rows in batch order, then the transform's own draws. ``Recipe.train`` and the
+vectorised engine (:mod:`privgate.training.stacked`) draw exactly so, which
+is why a model trained K at a time equals the one trained alone up to float
+rounding, whatever else was trained beside it and on whatever device. Crop
+and flip are one gather on the device (no per-row Python loop, no host
+synchronisation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from privgate.errors import RecipeError
+
+
+def crop_seed(seed: int) -> int:
+    """The seed of a model's crop-and-flip generator, derived from its training seed (its own stream)."""
+    return int(np.random.SeedSequence([int(seed), 0xA06]).generate_state(1)[0])
+
+
+def transform_seed(seed: int) -> int:
+    """The seed of the generator a model's ``augment.transform`` draws from."""
+    return int(np.random.SeedSequence([int(seed), 0x7F0]).generate_state(1)[0])
+
+
+def check_rows(augment: Any, row_shape: Sequence[int], name: str) -> None:
+    """Refuse crop or flip on rows that are not images ``[C, H, W]`` (one sentence)."""
+    if not (augment.crop_padding or augment.flip):
+        return
+    if len(row_shape) != 3:
+        raise RecipeError(
+            f"recipe '{name}': augment's crop and flip need image rows [channels, height, width]; the training "
+            f"rows have shape {tuple(int(s) for s in row_shape)}."
+        )
+    p = int(augment.crop_padding)
+    if augment.padding_mode == "reflect" and p >= min(int(row_shape[1]), int(row_shape[2])):
+        raise RecipeError(
+            f"recipe '{name}': augment.crop_padding {p} with reflect padding must be smaller than the images' "
+            f"height and width {tuple(int(s) for s in row_shape[1:])}."
+        )
+
+
+def draw(augment: Any, gen: torch.Generator, rows: int) -> torch.Tensor | None:
+    """One batch's crop offsets and flips ``[rows, 3]`` (dy, dx, flip) from ``gen``, or None when neither is on."""
+    if not (augment.crop_padding or augment.flip):
+        return None
+    out = torch.zeros((rows, 3), dtype=torch.long)
+    if augment.crop_padding:
+        out[:, :2] = torch.randint(0, 2 * int(augment.crop_padding) + 1, (rows, 2), generator=gen)
+    if augment.flip:
+        out[:, 2] = (torch.rand(rows, generator=gen) < 0.5).long()
+    return out
+
+
+def crop_flip(augment: Any, x: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
+    """Images ``x [N, C, H, W]`` cropped and flipped as ``params [N, 3]`` (on ``x``'s device) say: one gather."""
+    n, c, h, w = x.shape
+    p = int(augment.crop_padding)
+    if p:
+        x = F.pad(x, (p, p, p, p), mode="reflect" if augment.padding_mode == "reflect" else "constant")
+    dy, dx, flip = params[:, 0:1], params[:, 1:2], params[:, 2:3].bool()
+    cols = torch.arange(w, device=x.device).unsqueeze(0)
+    xi = dx + torch.where(flip, (w - 1) - cols, cols)  # [N, W]: a flipped crop reads its window right to left
+    yi = dy + torch.arange(h, device=x.device).unsqueeze(0)  # [N, H]
+    rows = torch.arange(n, device=x.device).view(n, 1, 1, 1)
+    chans = torch.arange(c, device=x.device).view(1, c, 1, 1)
+    return x[rows, chans, yi.view(n, 1, h, 1), xi.view(n, 1, 1, w)]
+
+
+def transform(augment: Any, batch: torch.Tensor, gen: torch.Generator, name: str) -> torch.Tensor:
+    """``augment.transform(batch, gen)``, checked: same shape back, failures as one :class:`RecipeError`."""
+    try:
+        out = augment.transform(batch, gen)
+    except RecipeError:
+        raise
+    except Exception as exc:
+        raise RecipeError(
+            f"recipe '{name}': augment.transform failed ({exc.__class__.__name__}: {str(exc)[:200]})."
+        ) from None
+    if not isinstance(out, torch.Tensor) or out.shape != batch.shape:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise RecipeError(
+            f"recipe '{name}': augment.transform must return a tensor of the batch's shape {tuple(batch.shape)}, "
+            f"got {got}."
+        )
+    return out.to(batch.dtype)
+
+
+def check_transform(augment: Any, probe: torch.Tensor, name: str) -> None:
+    """Refuse a transform that draws from anything but the generator it is given (two seeded calls must agree).
+
+    Its draws would otherwise come from torch's global generator, which K models trained at once share:
+    model k would depend on the models trained beside it.
+    """
+    if augment.transform is None:
+        return
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        outs = []
+        for other in (11, 12):
+            torch.manual_seed(other)
+            outs.append(transform(augment, probe.clone(), torch.Generator().manual_seed(0), name))
+    if not torch.equal(outs[0], outs[1]):
+        raise RecipeError(
+            f"recipe '{name}': augment.transform gives different results for the same generator; it must draw "
+            "its random numbers from the torch.Generator it is given (e.g. torch.rand(..., generator=generator))."
+        )
+
+
+class Augmenter:
+    """A model's augmentation while it trains: its two generators and one call per mini-batch."""
+
+    def __init__(self, augment: Any, seed: int, name: str) -> None:
+        self.augment = augment
+        self.name = name
+        self.crop_gen = torch.Generator().manual_seed(crop_seed(seed))
+        self.transform_gen = torch.Generator().manual_seed(transform_seed(seed))
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        params = draw(self.augment, self.crop_gen, len(x))
+        if params is not None:
+            x = crop_flip(self.augment, x, params.to(x.device, non_blocking=True))
+        if self.augment.transform is not None:
+            x = transform(self.augment, x, self.transform_gen, self.name)
+        return x
+
+
+def stacked(augmenters: Sequence[Augmenter], models: Sequence[int], x: torch.Tensor) -> torch.Tensor:
+    """Augment the batches ``x [G, L, …]`` of ``models``, each from its own generators (see the module docstring)."""
+    first = augmenters[models[0]]
+    g, rows = x.shape[0], x.shape[1]
+    draws = [draw(first.augment, augmenters[m].crop_gen, rows) for m in models]
+    if draws[0] is not None:
+        params = torch.cat(draws).to(x.device, non_blocking=True)  # type: ignore[arg-type]
+        x = crop_flip(first.augment, x.reshape(g * rows, *x.shape[2:]), params).view(x.shape)
+    if first.augment.transform is not None:
+        x = torch.stack(
+            [transform(first.augment, x[i], augmenters[m].transform_gen, first.name) for i, m in enumerate(models)]
+        )
+    return x
+
+
+__all__ = ["Augmenter", "check_rows", "check_transform", "crop_flip", "crop_seed", "draw", "stacked", "transform_seed"]

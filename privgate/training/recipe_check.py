@@ -1,0 +1,84 @@
+"""A recipe's training settings checked when it is made: a bad one is one sentence (:class:`RecipeError`, exit 2).
+
+:class:`privgate.recipe.Recipe` calls :func:`check_recipe` from ``__post_init__``,
+so a recipe module with ``schedule="cosin"`` or ``label_smoothing=-0.1`` fails
+where it is written (the CLI reports it as bad input) instead of training
+reference models unlike the target, and ``dataclasses.replace`` is checked too.
+Settings that depend on the data (a warm-up longer than the training, crops of
+rows that are not images) are checked when training starts
+(:mod:`privgate.training.schedules`, :mod:`privgate.training.augment`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from privgate.errors import RecipeError
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_recipe(recipe: Any) -> None:
+    """Raise :class:`RecipeError` naming the first bad training setting of ``recipe`` (see the module docstring)."""
+    from privgate.recipe import OPTIMIZERS, PRECISIONS, Augment
+    from privgate.training.schedules import SCHEDULES
+
+    head = f"recipe '{recipe.name}'"
+
+    def bad(field: str, value: Any, want: str) -> RecipeError:
+        return RecipeError(f"{head}: {field} must be {want}, got {value!r}.")
+
+    if recipe.optimizer not in OPTIMIZERS:
+        raise bad("optimizer", recipe.optimizer, f"one of {', '.join(OPTIMIZERS)}")
+    if recipe.schedule not in SCHEDULES:
+        raise bad("schedule", recipe.schedule, f"one of {', '.join(SCHEDULES)}")
+    if not _int(recipe.warmup_steps) or recipe.warmup_steps < 0:
+        raise bad("warmup_steps", recipe.warmup_steps, "a whole number of steps >= 0")
+    if not _number(recipe.warmup_fraction) or not 0.0 <= recipe.warmup_fraction < 1.0:
+        raise bad("warmup_fraction", recipe.warmup_fraction, "a fraction in [0, 1)")
+    if recipe.warmup_steps and recipe.warmup_fraction:
+        raise RecipeError(f"{head}: give warmup_steps or warmup_fraction, not both.")
+    if not _int(recipe.lr_step_epochs) or recipe.lr_step_epochs < 1:
+        raise bad("lr_step_epochs", recipe.lr_step_epochs, "a whole number of epochs >= 1")
+    if not _number(recipe.lr_gamma) or recipe.lr_gamma <= 0:
+        raise bad("lr_gamma", recipe.lr_gamma, "a positive number")
+    if not _number(recipe.min_lr) or recipe.min_lr < 0:
+        raise bad("min_lr", recipe.min_lr, "a number >= 0")
+    betas = recipe.betas
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2 or not all(_number(b) and 0.0 <= b < 1.0 for b in betas):
+        raise bad("betas", betas, "two numbers in [0, 1)")
+    recipe.betas = (float(betas[0]), float(betas[1]))
+    if not isinstance(recipe.nesterov, bool):
+        raise bad("nesterov", recipe.nesterov, "True or False")
+    if recipe.nesterov and (recipe.optimizer != "sgd" or not recipe.momentum):
+        raise RecipeError(f"{head}: nesterov needs optimizer 'sgd' with momentum > 0.")
+    if not _number(recipe.label_smoothing) or not 0.0 <= recipe.label_smoothing < 1.0:
+        raise bad("label_smoothing", recipe.label_smoothing, "a number in [0, 1)")
+    clip = recipe.clip_grad_norm
+    if clip is not None and (not _number(clip) or clip <= 0):
+        raise bad("clip_grad_norm", clip, "a positive number or None")
+    if recipe.precision not in PRECISIONS:
+        raise bad("precision", recipe.precision, f"one of {', '.join(PRECISIONS)}")
+    aug = recipe.augment
+    if aug is None:
+        return
+    if not isinstance(aug, Augment):
+        raise bad("augment", aug, "a privgate.recipe.Augment or None")
+    if not _int(aug.crop_padding) or aug.crop_padding < 0:
+        raise bad("augment.crop_padding", aug.crop_padding, "a whole number of pixels >= 0")
+    if not isinstance(aug.flip, bool):
+        raise bad("augment.flip", aug.flip, "True or False")
+    if aug.padding_mode not in ("zeros", "reflect"):
+        raise bad("augment.padding_mode", aug.padding_mode, "'zeros' or 'reflect'")
+    if aug.transform is not None and not callable(aug.transform):
+        raise bad("augment.transform", aug.transform, "a function (batch, generator) -> batch, or None")
+
+
+__all__ = ["check_recipe"]
