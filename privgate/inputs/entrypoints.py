@@ -142,6 +142,8 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
     sys.path[:0] = added
     try:
         module = importlib.import_module(mod_name)
+    except PrivgateError as exc:  # privgate's own sentence (a Recipe refused its settings): passed on as said
+        raise type(exc)(f"{head}: {exc}") from None
     except (Exception, SystemExit) as exc:  # an import runs user code: report any failure in one sentence
         raise error(
             f"{head}: cannot import module '{mod_name}' ({exc.__class__.__name__}: {clip(str(exc), 200)})."
