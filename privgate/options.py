@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-#: The reference-model cache folder when none is given (relative to the working directory).
-DEFAULT_CACHE_DIR = ".privgate-cache"
+#: The fewest bytes a secret cache key may have (128 bits).
+MIN_CACHE_KEY_BYTES = 16
 #: Values of ``cache_dir`` that turn the cache off.
 CACHE_OFF = ("off", "none", "0", "false", "")
 
@@ -43,8 +43,14 @@ class RunOptions:
             same inputs and seed give the same numbers.
         threads: the most threads the run may use at once (torch, BLAS,
             OpenMP); ``None`` means one (:mod:`privgate.training.threads`).
-        cache_dir: folder of the reference-model cache; ``None`` means
-            :data:`DEFAULT_CACHE_DIR`, ``"off"`` no cache.
+        cache_dir: folder of the reference-model cache (:mod:`privgate.training.cache`);
+            ``None`` or ``"off"``: no cache. (The CLI's default, the user's cache
+            folder, is resolved by the CLI: :mod:`privgate.cli.cache`.)
+        cache_key: the secret key (at least :data:`MIN_CACHE_KEY_BYTES` bytes) that tags the cache's entries, so
+            that an entry someone else wrote (a pull request committing a cache
+            folder, a restored CI cache) is refused unless they had the key; ``None``:
+            a random key of this process, whose entries serve this process only.
+            Never shown (``repr``) nor recorded in a report.
         engine: how reference models are trained: ``auto`` (vectorised when
             the engine can stack the model, else one after another),
             ``vectorised`` (fail when it cannot) or ``sequential``
@@ -72,6 +78,7 @@ class RunOptions:
     seed: int = 0
     threads: int | None = None
     cache_dir: str | Path | None = None
+    cache_key: bytes | None = field(default=None, repr=False)
     engine: str = "auto"
     device: str = "auto"
     executor: str = "local"
@@ -90,6 +97,11 @@ class RunOptions:
             problem = threads_problem(self.threads)
             if problem:
                 raise ValueError(problem)
+        key = self.cache_key
+        if key is not None and (not isinstance(key, bytes) or len(key) < MIN_CACHE_KEY_BYTES):
+            raise ValueError(
+                f"cache_key must be bytes, at least {MIN_CACHE_KEY_BYTES} of them (e.g. secrets.token_bytes(32))"
+            )
         if isinstance(self.exposed, bool) or not isinstance(self.exposed, int) or self.exposed < 0:
             raise ValueError(f"exposed must be a non-negative integer, got {self.exposed!r}")
         if (
@@ -105,7 +117,9 @@ class RunOptions:
     @property
     def cache(self) -> Path | None:
         """The cache folder to use, or None when caching is off."""
-        value = DEFAULT_CACHE_DIR if self.cache_dir is None else str(self.cache_dir)
+        if self.cache_dir is None:
+            return None
+        value = str(self.cache_dir)
         return None if value.strip().lower() in CACHE_OFF else Path(value)
 
     def resolved(self) -> RunOptions:
@@ -146,7 +160,7 @@ class RunOptions:
 
 __all__ = [
     "CACHE_OFF",
-    "DEFAULT_CACHE_DIR",
+    "MIN_CACHE_KEY_BYTES",
     "DEFAULT_MODELS_PER_TASK",
     "DEVICES",
     "ENGINES",

@@ -6,9 +6,14 @@ guide to editing it. The workflow runs the privgate GitHub Action on every pull
 request, uploads the SARIF to code scanning and the reports as an artifact.
 Either every file is written or none is: if one already exists, nothing is
 touched and the error names it. The one file ``init`` may change is the
-project's ``.gitignore``: the reference-model cache (``.privgate-cache/``) is
-appended to it, keeping every existing line, or a ``.gitignore`` is created;
-a line that already ignores the cache is never added twice. A ``.gitignore``
+project's ``.gitignore``: a project-local reference-model cache
+(``.privgate-cache/``, the folder a config's ``cache_dir`` usually names; the
+default cache is the user's, outside the project) is appended to it, keeping
+every existing line, or a ``.gitignore`` is created; a line that already
+ignores the cache is never added twice. A committed cache would not be trusted
+anyway (its entries need a tag under a key outside the repository,
+:mod:`privgate.training.cache`), but it would cost every run a retraining.
+A ``.gitignore``
 that is not a regular file — a symbolic link (which could point anywhere, and
 a rename would replace it), a FIFO (reading it would wait forever), a device
 such as ``/dev/zero`` (it never ends) — or one over 1 MiB is refused before
@@ -34,7 +39,7 @@ from privgate.policy import builtin_policies, parse_policy
 ACTION_REF = "privgate/privgate@v0"
 POLICY_FILE = "privacy-policy.yaml"
 WORKFLOW_FILE = ".github/workflows/privacy-gate.yml"
-#: The line ``init`` adds to ``.gitignore``: privgate's default reference-model cache folder.
+#: The line ``init`` adds to ``.gitignore``: a project-local reference-model cache folder.
 CACHE_IGNORE = ".privgate-cache/"
 
 POLICY_GUIDE = """\
@@ -83,6 +88,9 @@ jobs:
           members: {members}
           nonmembers: {nonmembers}
           fail-on: fail   # or: inconclusive, to block when the data cannot decide
+          # keeps the reference-model cache between runs once the repository has this secret
+          # (python -c "import secrets; print(secrets.token_hex(32))"); without it, nothing is cached
+          cache-key: ${{{{ secrets.PRIVGATE_CACHE_KEY }}}}
 
       - name: Upload SARIF to code scanning
         if: always() && steps.gate.outputs.sarif != ''

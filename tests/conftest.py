@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# The CLI's default reference-model cache and cache key live in the user's XDG folders (privgate.cli.cache): the
+# tests' runs keep theirs in a folder of this session (each test gets its own below), never in the user's home.
+_XDG = Path(tempfile.mkdtemp(prefix="privgate-tests-xdg-"))
+atexit.register(shutil.rmtree, _XDG, ignore_errors=True)
+os.environ["XDG_CACHE_HOME"], os.environ["XDG_CONFIG_HOME"] = str(_XDG / "cache"), str(_XDG / "config")
+for _name in ("PRIVGATE_CACHE_DIR", "PRIVGATE_CACHE_KEY", "PRIVGATE_CACHE_KEY_FILE"):
+    os.environ.pop(_name, None)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():
@@ -19,6 +29,14 @@ def _one_thread():
 
     torch.set_num_threads(1)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_home(tmp_path_factory, monkeypatch):
+    """Each test's CLI runs start with an empty default cache and a cache key of their own (as a fresh runner)."""
+    home = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ BIN = Path(sys.executable).parent
 EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 SPEC_INPUTS = {"model", "policy", "config", "remediate", "fail-on", "python-version", "pip-args"}
 SPEC_OUTPUTS = {"verdict", "report", "epsilon"}
+CACHE_KEY = "a-repository-secret-0123456789abcdef"
 
 
 def load_action() -> dict:
@@ -206,6 +207,21 @@ def test_action_is_a_valid_composite_action():
         assert spec.get("description") and "default" in spec, name
 
 
+def test_the_kept_cache_is_the_gates_and_never_holds_the_key():
+    """With a cache-key, actions/cache restores and saves the folder the gate's privgate uses, under one key; the
+    secret reaches privgate only through the environment (never a flag, never a file in the cached folder)."""
+    steps = {s["name"]: s for s in load_action()["runs"]["steps"]}
+    restore, save = steps["Restore the reference-model cache"], steps["Save the reference-model cache"]
+    gate = steps["Run the privacy gate"]
+    assert restore["uses"].startswith("actions/cache/restore@") and save["uses"].startswith("actions/cache/save@")
+    assert restore["if"] == save["if"] == "inputs.cache-key != ''"
+    assert restore["with"]["path"] == save["with"]["path"] == gate["env"]["PRIVGATE_KEPT_CACHE"]
+    assert restore["with"]["key"] == save["with"]["key"] and save["with"]["key"].startswith("privgate-cache-")
+    assert gate["env"]["PRIVGATE_CACHE_KEY"] == "${{ inputs.cache-key }}"
+    assert 'export PRIVGATE_CACHE_DIR="$PRIVGATE_KEPT_CACHE"' in gate["run"] and "--cache-key" not in gate["run"]
+    assert "secret" in load_action()["inputs"]["cache-key"]["description"]
+
+
 def test_example_workflow_gates_the_deploy_and_uploads_sarif():
     wf = yaml.safe_load(EXAMPLE.read_text())
     jobs = wf["jobs"]
@@ -242,7 +258,8 @@ def test_action_on_a_leaky_model_fails_the_job_and_publishes_reports(files, tmp_
         tmp_path,
     )
     # setup-python and pip skipped here; no baseline: no comparison
-    assert [s.ran for s in run.steps] == [False, False, True, False, True, False]
+    # and no cache-key: no cache restored or saved
+    assert [s.ran for s in run.steps] == [False, False, False, True, False, False, True, False]
     gate = run.step("Run the privacy gate")
     assert gate.returncode == 0, gate.log
     # every declared output was set by the step it names
@@ -448,7 +465,7 @@ def test_action_with_a_baseline_fails_the_job_on_a_regression(pair, tmp_path):
     baseline.write_bytes((tmp_path / main.outputs["report"]).read_bytes())
 
     pr = run_action(_inputs(pair, pair.leaky_ts, "pr-reports", baseline="baseline/privgate-report.json"), tmp_path)
-    assert [s.ran for s in pr.steps] == [False, False, True, True, True, True]
+    assert [s.ran for s in pr.steps] == [False, False, False, True, False, True, True, True]
     assert pr.outputs["verdict"] == "pass"  # within the lenient policy, but leaking far more than main
     assert pr.outputs["regression"] == "true" and pr.outputs["diff-exit-code"] == "1"
     assert pr.outputs["diff-report"] == "pr-reports/privgate-diff.json"
@@ -536,7 +553,8 @@ def test_action_on_a_language_model_fails_and_diffs_against_the_released_one(cli
         str(policy),
         **data,
         text=TextOptions(reference_model=str(clinical / "base")),
-        cache_dir=str(tmp_path / ".privgate-cache"),  # the action's run reads the base's scores from it
+        cache_dir=str(tmp_path / "privgate-cache"),  # the action's kept cache ($RUNNER_TEMP here): its run reads it
+        cache_key=CACHE_KEY.encode(),
     )
     assert released.verdict == "pass"
     (tmp_path / "baseline.json").write_text(released.to_json())  # in process: the action's own run is the subject
@@ -549,15 +567,17 @@ def test_action_on_a_language_model_fails_and_diffs_against_the_released_one(cli
             "args": f"--reference-model {clinical / 'base'}",
             "reports-dir": "reports",
             "baseline": "baseline.json",
+            "cache-key": CACHE_KEY,
         },
         tmp_path,
     )
     gate = run.step("Run the privacy gate")
     assert gate.returncode == 0, gate.log
+    assert f"::add-mask::{CACHE_KEY}" in gate.log and gate.log.count(CACHE_KEY) == 1  # masked, never echoed
     assert run.outputs["verdict"] == "fail" and run.outputs["exit-code"] == "1"
     report = json.loads((tmp_path / run.outputs["report"]).read_text())
     assert report["target"]["kind"] == "causal_lm" and report["target"]["reference_model"] == str(clinical / "base")
-    assert report["target"]["reference_scores_from_cache"] is True  # the default cache folder, in the workspace
+    assert report["target"]["reference_scores_from_cache"] is True  # the kept cache, authenticated with the key
     ref = next(a for a in report["attacks"] if a["name"] == "reference_ratio")
     assert ref["status"] == "ran" and ref["auc_ci"][0] > 0.8
     assert report["checks"][0]["status"] == "fail" and report["checks"][0]["ci"][0] > 0.8

@@ -1,5 +1,6 @@
-"""The reference-model cache cannot change a result: tampered entries are caught and retrained, an unusable
-cache folder is skipped with a warning."""
+"""The reference-model cache cannot change a result: entries without a valid tag for the run's key and tampered
+entries are caught and retrained, an unusable cache folder is skipped with a warning. (The forgery through the CLI,
+and the CLI's folders and keys: test_cache_forgery.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from torch import nn
 
 from privgate.io import atomic
 from privgate.recipe import Recipe
-from privgate.training.cache import ModelCache, entry_digest
+from privgate.training.cache import ModelCache, entry_digest, entry_tag
 from privgate.training.engine import train_ensemble
 from privgate.training.plan import model_seeds, paired_masks
 
@@ -28,9 +29,10 @@ def _data(n: int = 90) -> tuple[np.ndarray, np.ndarray]:
     return rng.normal(size=(n, 6)).astype(np.float32), rng.integers(0, 3, n)
 
 
-def _train(cache_dir):  # noqa: ANN001, ANN202
+def _train(cache_dir, key=None):  # noqa: ANN001, ANN202
     x, y = _data()
-    return train_ensemble(RECIPE, x, y, paired_masks(len(x), 4, 0), model_seeds(0, 4), cache_dir=cache_dir)
+    masks, seeds = paired_masks(len(x), 4, 0), model_seeds(0, 4)
+    return train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=cache_dir, cache_key=key)
 
 
 def _same(a, b) -> bool:  # noqa: ANN001
@@ -49,13 +51,56 @@ def clean(tmp_path):
     return first, files
 
 
-def test_an_entry_is_its_key_a_hash_and_the_tensors(clean):
+def test_an_entry_is_its_key_a_hash_a_tag_and_the_tensors(clean):
     first, files = clean
     entry = torch.load(files[0], weights_only=True)
-    assert entry["format"] == "privgate-model-cache" and len(entry["sha256"]) == 64
-    assert entry["sha256"] == entry_digest(entry["key"], entry["state"])
+    assert entry["format"] == "privgate-model-cache" and entry["version"] == 2 and len(entry["sha256"]) == 64
+    assert entry["sha256"] == entry_digest(entry["key"], entry["state"]) and len(entry["tag"]) == 64
     again = _train(files[0].parents[2])
     assert (again.trained, again.cached, again.warnings) == (0, 4, []) and _same(first, again)
+
+
+KEY_A, KEY_B = b"A" * 32, b"B" * 32
+
+
+def test_entries_serve_only_runs_with_their_key(tmp_path):
+    """Tagged under key A: read by runs with A; a run with key B (or none: a key of its process) refuses all four,
+    retrains them with one warning that counts them, and rewrites them under B."""
+    first = _train(tmp_path, KEY_A)
+    entry = torch.load(next((tmp_path / "models").rglob("*.pt")), weights_only=True)
+    assert entry["tag"] == entry_tag(KEY_A, entry["sha256"]) != entry_tag(KEY_B, entry["sha256"])
+    assert (_train(tmp_path, KEY_A).trained, _train(tmp_path, KEY_A).warnings) == (0, [])
+    other = _train(tmp_path, KEY_B)
+    assert (other.trained, other.cached) == (4, 0) and _same(first, other)
+    assert other.warnings == [
+        f"4 cache entries in {tmp_path} had no valid tag for this run's cache key (written under another key, by an "
+        "older privgate, or forged) and were not used: the models were retrained, and the entries rewritten with "
+        "this key; runs that share a cache must share its key"
+    ]
+    assert (_train(tmp_path, KEY_B).trained, _train(tmp_path, KEY_B).warnings) == (0, [])
+    assert _train(tmp_path, KEY_A).trained == 4 and _train(tmp_path).trained == 4
+
+
+@pytest.mark.parametrize("how", ["forged", "untagged", "version 1"])
+def test_an_entry_with_a_recomputed_digest_but_no_valid_tag_is_refused(clean, tmp_path, how):
+    """Other weights under a digest anyone can recompute (the tag kept, or removed), or an entry as privgate wrote
+    it before tags (version 1, no tag): not used, whatever its digest says."""
+    first, files = clean
+    entry = torch.load(files[2], weights_only=True)
+    if how == "forged":
+        entry["state"] = {k: torch.zeros_like(v) for k, v in entry["state"].items()}
+        entry["sha256"] = entry_digest(entry["key"], entry["state"])
+    elif how == "untagged":
+        del entry["tag"]
+    else:
+        entry["version"] = 1
+        del entry["tag"]
+    torch.save(entry, files[2])
+    again = _train(tmp_path)
+    assert (again.trained, again.cached) == (1, 3) and _same(first, again)
+    (warning,) = again.warnings
+    assert warning.startswith(f"1 cache entry in {tmp_path} had no valid tag") and "the model was retrained" in warning
+    assert _train(tmp_path).warnings == []  # rewritten with a valid tag
 
 
 def test_zeroed_weights_are_caught_and_retrained(clean, tmp_path):

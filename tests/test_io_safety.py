@@ -429,6 +429,8 @@ INTERRUPTED = [
     "lira.yaml",
     "--recipe",
     "slow_recipe:RECIPE",
+    "--cache-dir",
+    ".privgate-cache",  # a cache in the work folder, as a config's cache_dir may keep it
     "--json",
     "r.json",
     "--junit",
@@ -484,7 +486,7 @@ def test_an_interrupted_run_exits_130_or_143_and_leaves_nothing(work, uninterrup
     assert _temps(work) == []  # the work folder and the cache in it
     assert not list((work / ".privgate-cache").rglob("*.pt"))  # interrupted before any model was stored
 
-    # the cache the interrupted run used (the default one, in the work folder) is valid
+    # the cache the interrupted run used (in the work folder) is valid
     again, report = _check_in_process(work, "lira.yaml", "slow_recipe:RECIPE", cache_dir=work / ".privgate-cache")
     assert again.exit_code == 1, again.summary
     assert _numbers(report) == uninterrupted and report["warnings"] == []
@@ -515,14 +517,15 @@ def test_a_tampered_or_unusable_cache_does_not_change_the_report(work, monkeypat
     work folder as the CLI runs there."""
     monkeypatch.chdir(work)  # relative cache folders are the work folder's, as for the CLI
     args = ["--policy", "lira.yaml", "--recipe", "tiny_recipe:RECIPE", "--json", "r.json"]
-    first, clean = _check_in_process(work, "lira.yaml", "tiny_recipe:RECIPE", cache_dir="cache")
+    key = "0123456789abcdef" * 3  # every run has the same cache key (the CLI's from the environment)
+    first, clean = _check_in_process(work, "lira.yaml", "tiny_recipe:RECIPE", cache_dir="cache", cache_key=key.encode())
     assert first.exit_code == 1, first.summary
     assert clean["verdict"] == "fail" and clean["warnings"] == []
     lira = next(a for a in clean["attacks"] if a["name"] == "lira")
     assert lira["models_trained"] == 4
 
     _tamper(work / "cache")
-    second = _check(work, *args, "--cache-dir", "cache")
+    second = _check(work, *args, "--cache-dir", "cache", env={"PRIVGATE_CACHE_KEY": key})
     assert second.returncode == 1, second.stdout + second.stderr
     report = json.loads((work / "r.json").read_text())
     assert _numbers(report) == _numbers(clean)
@@ -537,7 +540,9 @@ def test_a_tampered_or_unusable_cache_does_not_change_the_report(work, monkeypat
     assert "warning: cache entry" in " ".join(second.stdout.split())
 
     # the entries were overwritten with the retrained models
-    third, report = _check_in_process(work, "lira.yaml", "tiny_recipe:RECIPE", cache_dir="cache")
+    third, report = _check_in_process(
+        work, "lira.yaml", "tiny_recipe:RECIPE", cache_dir="cache", cache_key=key.encode()
+    )
     assert report["warnings"] == [] and third.exit_code == 1
 
     (work / "blocker").write_text("a file where the cache folder would go")

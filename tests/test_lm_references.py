@@ -33,6 +33,9 @@ def _numbers(report: dict) -> dict:
     return {"attacks": attacks, "checks": checks}
 
 
+CACHE_KEY = "the-pipelines-secret-0123456789abcdef"
+
+
 def _cli_check(d: Path, tmp: Path, name: str, cache: Path):
     policy = tmp / "policy.yaml"
     policy.write_text(POLICY)
@@ -56,6 +59,7 @@ def _cli_check(d: Path, tmp: Path, name: str, cache: Path):
         str(out),
         "--threads",
         "1",
+        env={"PRIVGATE_CACHE_KEY": CACHE_KEY},  # the in-process runs below read its cache with the same key
     )
     return r, (json.loads(out.read_text()) if out.exists() else None)
 
@@ -71,6 +75,7 @@ def _in_process(d: Path, model: str, policy: str, cache: Path, **kw):
         population=str(d / "population.jsonl"),
         recipe=str(d / "reference_recipe.yaml"),
         cache_dir=str(cache),
+        cache_key=CACHE_KEY.encode(),
         threads=1,
         **kw,
     )

@@ -298,6 +298,7 @@ def build_references(
                 every,
                 seeds,
                 cache_dir=ctx.run.cache,
+                cache_key=ctx.run.cache_key,
                 threads=ctx.threads,
                 engine=ctx.run.engine,
                 device=ctx.device,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from privgate.cli.cache import cache_options, cache_settings
 from privgate.cli.endpoint import endpoint_access, endpoint_options
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import cap_threads, err_console, guard, out_console, process_environment, progress_wanted
@@ -61,14 +62,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 )
 @click.option("--seed", type=int, help="Seed for every random choice (default 0).")
 @click.option("--label-column", help="Label column of CSV data (default 'label').")
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False),
-    envvar="PRIVGATE_CACHE_DIR",
-    show_envvar=True,
-    help="Where trained reference models are cached (default .privgate-cache; 'off' for none). This flag, "
-    "else $PRIVGATE_CACHE_DIR, else the config's 'cache_dir'.",
-)
+@cache_options(config_key=True)
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
@@ -162,6 +156,7 @@ def check(
     seed: int | None,
     label_column: str | None,
     cache_dir: str | None,
+    cache_key_file: str | None,
     artefacts_path: str | None,
     trust_checkpoint: bool | None,
     quiet: bool,
@@ -320,7 +315,7 @@ def check(
         run = RunOptions(
             seed=pick("seed", seed) or 0,
             threads=n_threads,
-            cache_dir=pick("cache_dir", cache_dir),
+            **cache_settings(pick("cache_dir", cache_dir), cache_key_file),
             device=device or cfg.get("device") or "auto",  # validated: click.Choice, config._validate
             engine=engine or cfg.get("engine") or "auto",
             progress=progress,

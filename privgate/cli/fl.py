@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from privgate.cli.cache import cache_options, cache_settings
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import cap_threads, guard, out_console
 from privgate.cli.outputs import output_options, planned, write_and_show
@@ -41,11 +42,7 @@ def _common(fn: Any) -> Any:
                 envvar="PRIVGATE_THREADS",
                 help="Most threads used at once (default 1; $PRIVGATE_THREADS).",
             ),
-            click.option(
-                "--cache-dir",
-                envvar="PRIVGATE_CACHE_DIR",
-                help="Reference-model cache (default .privgate-cache; 'off' for none).",
-            ),
+            cache_options(),
             click.option(
                 "--attacker", type=int, default=0, show_default=True, help="Node of the victim × round heatmap."
             ),
@@ -98,7 +95,8 @@ def simulate_cmd(
     recipe: str, data: str, nodes: int, rounds: int, topologies: tuple[str, ...], distribution: str,
     local_epochs: int, holdout: float, population: float | None, reference_models: int, engine: str,
     label_column: str, save_dir: str | None, attacks: str | None, fpr: float, confidence: float, seed: int,
-    threads: int | None, cache_dir: str | None, attacker: int, quiet: bool, outputs: dict[str, str | None],
+    threads: int | None, cache_dir: str | None, cache_key_file: str | None, attacker: int, quiet: bool,
+    outputs: dict[str, str | None],
     executor: str | None = None, ray_address: str | None = None, models_per_task: int | None = None,
 ) -> int:  # fmt: skip
     """Simulate a decentralised federation and measure who can infer whose data, round by round."""
@@ -126,7 +124,7 @@ def simulate_cmd(
         label_column=label_column, save_dir=save_dir, search_dirs=(base,),
     )  # fmt: skip
     run = RunOptions(
-        seed=seed, threads=threads, cache_dir=cache_dir, engine=engine,
+        seed=seed, threads=threads, engine=engine, **cache_settings(cache_dir, cache_key_file),
         **executor_settings(executor, ray_address, models_per_task),
     )  # fmt: skip
     connect(run)
@@ -146,7 +144,8 @@ def simulate_cmd(
 @guard
 def audit_cmd(
     manifest: str, policy_spec: str | None, attacks: str | None, fpr: float, confidence: float, seed: int,
-    threads: int | None, cache_dir: str | None, attacker: int, quiet: bool, outputs: dict[str, str | None],
+    threads: int | None, cache_dir: str | None, cache_key_file: str | None, attacker: int, quiet: bool,
+    outputs: dict[str, str | None],
     executor: str | None = None, ray_address: str | None = None, models_per_task: int | None = None,
 ) -> int:  # fmt: skip
     """Audit a real federation's checkpoints (federation.yaml) and, with --policy, gate it."""
@@ -169,8 +168,9 @@ def audit_cmd(
         manifest=manifest, policy=policy_spec, attacks=_attacks(attacks), fpr=fpr, confidence=confidence
     )
     run = RunOptions(
-        seed=seed, threads=threads, cache_dir=cache_dir, **executor_settings(executor, ray_address, models_per_task)
-    )
+        seed=seed, threads=threads, **cache_settings(cache_dir, cache_key_file),
+        **executor_settings(executor, ray_address, models_per_task),
+    )  # fmt: skip
     connect(run)
     report = audit_federation(settings, run)
     return write_and_show(report, outputs, out_console(), quiet=quiet, attacker=attacker)

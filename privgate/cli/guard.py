@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
@@ -36,6 +36,10 @@ class Environment:
         step_summary: ``$GITHUB_STEP_SUMMARY``, the file GitHub Actions shows as the job summary.
         debug: ``$PRIVGATE_DEBUG`` is set: an internal error prints its traceback.
         omp_wait_policy: ``$OMP_WAIT_POLICY`` as the user set it (``None``: not set; see :func:`passive_openmp`).
+        cache_key: ``$PRIVGATE_CACHE_KEY``, the secret key of the reference-model cache (never shown:
+            :mod:`privgate.cli.cache`).
+        xdg_cache_home: ``$XDG_CACHE_HOME``, where the user's cache folder is (:mod:`privgate.cli.cache`).
+        xdg_config_home: ``$XDG_CONFIG_HOME``, where the user's cache key file is.
     """
 
     ci: bool = False
@@ -43,6 +47,9 @@ class Environment:
     step_summary: str | None = None
     debug: bool = False
     omp_wait_policy: str | None = None
+    cache_key: str | None = field(default=None, repr=False)
+    xdg_cache_home: str | None = None
+    xdg_config_home: str | None = None
 
 
 def process_environment() -> Environment:

@@ -183,7 +183,7 @@ def audit_lm(
         scores = score_texts(
             lm.model, lm.tokenizer, pooled.texts, context=lm.context, device=device, batch_size=batch_size
         )
-        ref_scores, cache = None, open_cache(run.cache)
+        ref_scores, cache = None, open_cache(run.cache, run.cache_key)
         if reference is not None:
             reference.model.to(device)
             run.say("scoring the records with the reference model")
@@ -219,6 +219,7 @@ def audit_lm(
             seed=run.seed,
             device=device,
             cache_dir=run.cache,
+            cache_key=run.cache_key,
             batch_size=batch_size,
             progress=run.progress,
         ),

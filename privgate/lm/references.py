@@ -25,10 +25,11 @@ Cache (``--cache-dir``, :mod:`privgate.training.cache`): each fine-tune is
 stored under a content hash of the recipe (every training setting), the base
 model's files, the pool's text, its half and its seed, and the library
 versions that train it; and its token scores under that hash and the token ids
-read (:mod:`privgate.lm.score_cache`). A second run with the same inputs
-fine-tunes nothing and reads the same numbers. An entry that fails its check is
-ignored (the model is fine-tuned again, the report says so): a cache can save
-time, never change a verdict.
+read (:mod:`privgate.lm.score_cache`), each entry tagged with the run's secret
+cache key. A second run with the same inputs and key fine-tunes nothing and
+reads the same numbers. An entry without a valid tag, or that fails its check,
+is ignored (the model is fine-tuned again, the report says so): a cache can
+save time, never change a verdict.
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ class ReferenceFactory:
         seed: int,
         device: str,
         cache_dir: Any = None,
+        cache_key: bytes | None = None,
         batch_size: int = 32,
         progress: Any = None,
     ) -> None:
@@ -180,6 +182,7 @@ class ReferenceFactory:
         self.split = split_population(population, seed) if population else None
         self.seed, self.device, self.batch_size = seed, device, batch_size
         self.cache_dir, self.progress = cache_dir, progress
+        self._cache_key = cache_key
         self._per_ref: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._base: Any = None
         self._fp = ""
@@ -213,7 +216,8 @@ class ReferenceFactory:
             from privgate.training.cache import ModelCache
 
             root = self.cache_dir
-            self._caches = (ModelCache(root) if root is not None else None, open_cache(root))
+            key = self._cache_key
+            self._caches = (ModelCache(root, key) if root is not None else None, open_cache(root, key))
         return self._caches
 
     def _load_base(self) -> Any:

@@ -13,11 +13,12 @@ same way, so those numbers are stored in privgate's reference-model cache
 * how they are computed: whether μ/σ are computed (Min-K%++), the batch size, the
   device type and the torch version (each may change the last bits).
 
-An entry holds the concatenated per-token numbers, checked on load like every
-cache entry (its key, a SHA-256 of its tensors, the shapes the records' token
-counts imply): a corrupt, truncated or swapped entry is ignored, the records
-are scored again, and the report says so. A cache that cannot be written only
-costs time.
+An entry holds the concatenated per-token numbers, authenticated and checked on
+load like every cache entry (its HMAC tag under the run's secret cache key, its
+key, a SHA-256 of its tensors, the shapes the records' token counts imply:
+:mod:`privgate.training.cache`): a forged, corrupt, truncated or swapped entry
+is ignored, the records are scored again, and the report says so. A cache that
+cannot be written only costs time.
 """
 
 from __future__ import annotations
@@ -38,21 +39,17 @@ def _cache_class() -> type:
     from privgate.training.cache import ModelCache
 
     class ScoreCache(ModelCache):
-        """:class:`ModelCache` whose failed entries are scored again (the warning says so)."""
+        """:class:`ModelCache` whose failed entries are scored again (the warnings say so)."""
 
-        def _rejected(self, key: str, why: str) -> None:
-            self._warn(
-                key,
-                f"cache entry {key[:12]} ({self.path(key)}) failed its integrity check ({why}); it was not used, "
-                "and the records were scored again",
-            )
+        redone = redone_all = "the records were scored again"
 
     return ScoreCache
 
 
-def open_cache(root: str | Path | None) -> Any:
-    """A score cache in ``root`` (the run's ``--cache-dir``), or ``None`` when caching is off."""
-    return None if root is None else _cache_class()(root)
+def open_cache(root: str | Path | None, secret: bytes | None = None) -> Any:
+    """A score cache in ``root`` (the run's ``--cache-dir``) keyed by ``secret`` (the run's cache key), or ``None``
+    when caching is off."""
+    return None if root is None else _cache_class()(root, secret)
 
 
 def scores_key(model_digest: str, ids: list[list[int]], *, moments: bool, batch_size: int, device: str) -> str:

@@ -1,19 +1,37 @@
-"""The reference-model cache: trained models on disk, verified on every load, never able to change a verdict.
+"""The reference-model cache: trained models on disk, authenticated and verified on every load, never able to
+change a verdict.
 
 Each model is one file, ``models/<ab>/<key>.pt`` under the cache folder, a
 ``torch.save`` of::
 
-    {"format": "privgate-model-cache", "version": 1, "key": KEY, "sha256": DIGEST, "state": {name: tensor}}
+    {"format": "privgate-model-cache", "version": 2, "key": KEY, "sha256": DIGEST, "tag": TAG,
+     "state": {name: tensor}}
 
 where ``DIGEST`` is the SHA-256 of the key and of every tensor's name, dtype,
-shape and raw bytes in name order (:func:`entry_digest`). On load the entry
-must name the requested key (a valid entry copied or swapped under another
-model's key is caught here), its tensors must hash to ``DIGEST`` (zeroed,
-edited or bit-flipped weights are caught here) and have the model's shapes.
+shape and raw bytes in name order (:func:`entry_digest`), and ``TAG`` is the
+HMAC-SHA256 of ``DIGEST`` under a secret key (:func:`entry_tag`; Bellare,
+Canetti & Krawczyk 1996, "Keying hash functions for message authentication",
+RFC 2104). On load the entry's tag must be this cache's (compared in constant
+time, :func:`hmac.compare_digest`), the entry must name the requested key (a
+genuine entry copied or swapped under another model's key is caught here), its
+tensors must hash to ``DIGEST`` (zeroed, edited or bit-flipped weights are
+caught here) and have the model's shapes.
+
+Why a tag: the SHA-256 is public, so anyone who can write the folder can
+rewrite an entry and recompute it (a pull request committing
+``.privgate-cache/`` with the target's own weights as LiRA's references turned
+a ``fail`` into a ``pass``). The tag needs the secret key, which lives outside
+the repository (the CLI's ``$PRIVGATE_CACHE_KEY``, ``--cache-key-file`` or a
+key file in the user's config folder, :mod:`privgate.cli.cache`); a cache
+restored between CI runs serves only runs given the same key. Without a key
+(``secret=None``, a library caller that gave none) entries are tagged with a
+random key of this process: they serve this process only.
+
 An entry that fails is not used: the model is retrained and the entry
-overwritten, and :attr:`ModelCache.warnings` says so, for the report. The hash
-detects corruption, copies and edits, not a forger who recomputes it: the cache
-is as trustworthy as whoever can write to its folder.
+overwritten with a valid tag. :attr:`ModelCache.warnings` says so, for the
+report: one sentence per entry that fails its integrity check, and one
+sentence, with their number, for every entry without a valid tag (written
+under another key, by a privgate before tags, or forged).
 
 The cache only saves time. A folder that cannot be created or written (read
 only, disk full, a path through a file) is skipped with one warning and the
@@ -24,7 +42,9 @@ Concurrent runs serialise the training of one ensemble with an ``fcntl`` lock.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import io
+import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +53,7 @@ from typing import Any
 import torch
 
 from privgate.io.atomic import write_atomic
+from privgate.options import MIN_CACHE_KEY_BYTES
 
 try:  # POSIX only; elsewhere concurrent runs rely on write-then-rename idempotence
     import fcntl
@@ -40,7 +61,10 @@ except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
 ENTRY_FORMAT = "privgate-model-cache"
-ENTRY_VERSION = 1
+#: 2: entries carry an HMAC tag (version 1 entries have none: they are refused and rewritten).
+ENTRY_VERSION = 2
+#: The key of a cache given none: random, this process's only (its entries serve this process alone).
+_PROCESS_SECRET = secrets.token_bytes(32)
 
 
 def entry_digest(key: str, state: Mapping[str, torch.Tensor]) -> str:
@@ -54,24 +78,65 @@ def entry_digest(key: str, state: Mapping[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
+def entry_tag(secret: bytes, digest: str) -> str:
+    """HMAC-SHA256 under ``secret`` of an entry's :func:`entry_digest` (which covers its key and tensors)."""
+    return hmac.new(secret, f"{ENTRY_FORMAT}|{ENTRY_VERSION}|{digest}".encode(), hashlib.sha256).hexdigest()
+
+
 def _reason(exc: OSError) -> str:
     return exc.strerror or exc.__class__.__name__
 
 
 class ModelCache:
-    """A folder of trained models, one verified file per key.
+    """A folder of trained models, one authenticated and verified file per key.
 
     Attributes:
         root: the cache folder.
-        warnings: sentences for the report: entries that failed their integrity
-            check, and a cache folder that could not be used.
+        redone: what happens instead of using a failed entry, for the warnings ("the model was retrained").
     """
 
-    def __init__(self, root: str | Path) -> None:
+    redone = "the model was retrained"
+    redone_all = "the models were retrained"
+
+    def __init__(self, root: str | Path, secret: bytes | None = None) -> None:
+        """
+        Args:
+            root: the cache folder.
+            secret: the key entries are tagged with (at least
+                :data:`privgate.options.MIN_CACHE_KEY_BYTES` bytes); ``None``: a random key of this
+                process, so entries serve this process only.
+        """
+        if secret is not None and (not isinstance(secret, bytes) or len(secret) < MIN_CACHE_KEY_BYTES):
+            raise ValueError(f"a cache key must be at least {MIN_CACHE_KEY_BYTES} bytes")
         self.root = Path(root)
-        self.warnings: list[str] = []
+        self._secret = _PROCESS_SECRET if secret is None else secret
+        self._messages: list[str] = []
+        self._refused: set[str] = set()
         self._writable = True
         self._warned: set[str] = set()
+
+    def __repr__(self) -> str:  # never the secret
+        return f"{type(self).__name__}({str(self.root)!r})"
+
+    @property
+    def warnings(self) -> list[str]:
+        """Sentences for the report: entries that failed their integrity check, one for every entry refused for
+        want of a valid tag (with their number), and a cache folder that could not be used."""
+        n = len(self._refused)
+        if not n:
+            return list(self._messages)
+        one = n == 1
+        rewritten = (
+            f", and the {'entry' if one else 'entries'} rewritten with this key"
+            if self._writable
+            else " (the cache cannot be written, so nothing was rewritten)"
+        )
+        return [
+            *self._messages,
+            f"{'1 cache entry' if one else f'{n} cache entries'} in {self.root} had no valid tag for this run's cache "
+            f"key (written under another key, by an older privgate, or forged) and {'was' if one else 'were'} not "
+            f"used: {self.redone if one else self.redone_all}{rewritten}; runs that share a cache must share its key",
+        ]
 
     def path(self, key: str) -> Path:
         return self.root / "models" / key[:2] / f"{key}.pt"
@@ -79,13 +144,13 @@ class ModelCache:
     def _warn(self, topic: str, sentence: str) -> None:
         if topic not in self._warned:
             self._warned.add(topic)
-            self.warnings.append(sentence)
+            self._messages.append(sentence)
 
     def _rejected(self, key: str, why: str) -> None:
         self._warn(
             key,
             f"cache entry {key[:12]} ({self.path(key)}) failed its integrity check ({why}); it was not used, "
-            f"and the model was retrained",
+            f"and {self.redone}",
         )
 
     def _unusable(self, exc: OSError) -> None:
@@ -95,7 +160,7 @@ class ModelCache:
         )
 
     def load(self, key: str, like: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
-        """The verified state for ``key``, or None (a miss, or an entry that failed its check: see :attr:`warnings`).
+        """The verified state for ``key``, or None (a miss, or an entry that failed: see :attr:`warnings`).
 
         Args:
             key: the model's cache key.
@@ -114,11 +179,24 @@ class ModelCache:
         except Exception as exc:  # noqa: BLE001 - truncated, bit-flipped or foreign bytes
             self._rejected(key, f"it is not a readable tensor file: {exc.__class__.__name__}")
             return None
+        if not self._authentic(entry):
+            self._refused.add(key)
+            return None
         why = self._verify(key, entry, like)
         if why:
             self._rejected(key, why)
             return None
         return dict(entry["state"])
+
+    def _authentic(self, entry: Any) -> bool:
+        """Whether ``entry`` carries this cache's tag of the digest it records (anything else is refused; an entry
+        that is no cache entry at all is left to :meth:`_verify`)."""
+        if not isinstance(entry, dict) or entry.get("format") != ENTRY_FORMAT:
+            return True
+        digest, tag = entry.get("sha256"), entry.get("tag")
+        if entry.get("version") != ENTRY_VERSION or not isinstance(digest, str) or not isinstance(tag, str):
+            return False
+        return hmac.compare_digest(tag.encode(), entry_tag(self._secret, digest).encode())
 
     @staticmethod
     def _verify(key: str, entry: Any, like: Mapping[str, torch.Tensor]) -> str:
@@ -129,8 +207,6 @@ class ModelCache:
             or not isinstance(entry.get("state"), dict)
         ):
             return "it is not a privgate cache entry"
-        if entry.get("version") != ENTRY_VERSION:
-            return f"entry format version {entry.get('version')!r}, expected {ENTRY_VERSION}"
         stored = entry.get("key")
         if stored != key:
             return f"it holds the model of another key, {str(stored)[:12]}, e.g. a copied or swapped file"
@@ -149,12 +225,14 @@ class ModelCache:
             return False
         clean = {k: v.detach().cpu().clone() for k, v in state.items()}
         buf = io.BytesIO()
+        digest = entry_digest(key, clean)
         torch.save(
             {
                 "format": ENTRY_FORMAT,
                 "version": ENTRY_VERSION,
                 "key": key,
-                "sha256": entry_digest(key, clean),
+                "sha256": digest,
+                "tag": entry_tag(self._secret, digest),
                 "state": clean,
             },
             buf,
@@ -191,4 +269,4 @@ class ModelCache:
                 fh.close()
 
 
-__all__ = ["ModelCache", "entry_digest"]
+__all__ = ["ModelCache", "entry_digest", "entry_tag"]

@@ -53,8 +53,9 @@ convolved channels-last, and no step reads a value back to the host.
 Cache (:mod:`privgate.training.cache`): every model is stored under ``cache_dir``, keyed by a
 SHA-256 of the recipe, the training data, the model's mask, its seed and its training stream
 (:func:`training_stream`: empty when both paths give the same model up to rounding). Entries are
-verified on load; one that fails is retrained, an unusable folder skipped, each with a warning in
-:attr:`Ensemble.warnings`. Concurrent runs on one cache serialise training with an ``fcntl`` lock.
+authenticated (an HMAC tag under the run's secret ``cache_key``) and verified on load; one that fails
+is retrained, an unusable folder skipped, each with a warning in :attr:`Ensemble.warnings`.
+Concurrent runs on one cache serialise training with an ``fcntl`` lock.
 
 Threads: training runs with the caller's ``threads`` torch threads (1 by
 default) and restores the caller's setting after;
@@ -327,6 +328,7 @@ def train_ensemble(
     seeds: Sequence[int],
     *,
     cache_dir: str | Path | None = None,
+    cache_key: bytes | None = None,
     vectorise: bool = True,
     threads: int | None = None,
     engine: str = "auto",
@@ -343,6 +345,8 @@ def train_ensemble(
         masks: ``[K, len(x)]`` booleans, one training subset per model.
         seeds: one seed per model (initialisation and batch order).
         cache_dir: cache folder, or None for no cache.
+        cache_key: the secret key that tags the cache's entries (:class:`ModelCache`); None: a key of this
+            process only.
         vectorise: train the missing models at once when the recipe allows it.
         threads: torch threads while training (default one, :mod:`privgate.training.threads`).
         engine: ``auto`` (vectorised when possible, else one model after
@@ -386,7 +390,7 @@ def train_ensemble(
 
     k = len(seeds)
     states: list[dict[str, torch.Tensor] | None] = [None] * k
-    cache = ModelCache(cache_dir) if cache_dir is not None else None
+    cache = ModelCache(cache_dir, cache_key) if cache_dir is not None else None
     keys: list[str] = []
     vectorise = vectorise and engine != "sequential"
     if cache is not None:

@@ -115,7 +115,7 @@ def reference_scorer(
     masks = paired_masks(len(train), models, seed)
     ens = train_ensemble(
         like_node, x[train], y[train], masks, model_seeds(seed, models),
-        cache_dir=run.cache, threads=run.threads, engine=run.engine,
+        cache_dir=run.cache, cache_key=run.cache_key, threads=run.threads, engine=run.engine,
         executor=executor_for(run), models_per_task=run.models_per_task,
     )  # fmt: skip
     from privgate.inputs import outputs
