@@ -4,7 +4,10 @@ No GPU is needed: ``cuda`` paths are checked by what the machine can show —
 ``auto`` resolving by ``torch.cuda.is_available()``, ``cuda`` refused without
 one, and every tensor of a training step staying on the training device (the
 ``meta`` device stands in for a GPU: a stray CPU tensor meeting a ``meta`` one
-is an error, as it would be on ``cuda``).
+is an error, as it would be on ``cuda``). The paths that read numbers back — the
+white-box attacks, DP-SGD retraining, language-model scoring and fine-tuning —
+run on a CUDA-like device with data (``tests/standin.py``) in
+``tests/test_device_paths.py``; ``make test-gpu`` runs the suite on a real GPU.
 """
 
 from __future__ import annotations
