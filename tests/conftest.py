@@ -13,6 +13,22 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """``make test-gpu`` (``PRIVGATE_DEVICE=cuda``) stops here, in one sentence, on a machine without a CUDA GPU.
+
+    With the variable set, every CLI run of the suite gets ``--device cuda`` (the CLI reads ``$PRIVGATE_DEVICE``)
+    and every in-process run ``auto``, which this check has made the GPU.
+    """
+    if os.environ.get("PRIVGATE_DEVICE", "").strip().lower() == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise pytest.UsageError(
+                "PRIVGATE_DEVICE=cuda (make test-gpu) runs the suite on a CUDA GPU, but torch sees none on this "
+                "machine (torch.cuda.is_available() is False); run make test instead."
+            )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():
     import torch
