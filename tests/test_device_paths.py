@@ -142,6 +142,41 @@ def test_white_box_attacks_on_the_device_give_the_cpu_report(gpu, tmp_path):
     assert next(model.parameters()).device.type == "cpu"  # the caller's model was copied, not moved
 
 
+# --------------------------------------------------------------------------- reference models
+
+
+def test_reference_models_train_on_the_device_as_on_the_cpu(gpu):
+    """The engine's kernels — the closed-form MLP (plain and DP-SGD with its own noise), the grouped stack of a CNN
+    with BatchNorm and dropout — and the sequential loop train on the device the models the CPU trains."""
+    from privgate.dp.recipe import DPRecipe
+    from privgate.recipe import Recipe
+    from privgate.training.engine import train_models
+    from privgate.training.plan import model_seeds, paired_masks
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(48, 1, 4, 4)).astype(np.float32), rng.integers(0, 3, 48)
+    masks, seeds = paired_masks(48, 2, 0), model_seeds(0, 2)
+
+    def mlp() -> nn.Module:
+        return nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.Tanh(), nn.Linear(8, 3))
+
+    def cnn() -> nn.Module:
+        return nn.Sequential(
+            nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.ReLU(), nn.Dropout(0.2), nn.Flatten(), nn.Linear(8, 3)
+        )  # fmt: skip
+
+    cases = [(Recipe(mlp, epochs=2, batch_size=16), True), (DPRecipe(mlp, epochs=2, batch_size=16), True)]
+    cases += [(Recipe(cnn, epochs=2, batch_size=16), True), (Recipe(cnn, epochs=2, batch_size=16), False)]
+    kernels = []
+    for recipe, vectorise in cases:
+        on = {d: train_models(recipe, x, y, masks, seeds, vectorise=vectorise, device=d) for d in ("cpu", gpu)}
+        assert on["cpu"].kernel == on[gpu].kernel, recipe
+        kernels.append(on[gpu].kernel)
+        for a, b in zip(on["cpu"].states, on[gpu].states):
+            assert {t.device.type for t in b.values()} == {"cpu"} and _close(a, b) < 1e-5, on[gpu].kernel
+    assert kernels == ["mlp", "mlp-dp", "grouped", "loop"]
+
+
 # --------------------------------------------------------------------------- DP-SGD retraining
 
 
