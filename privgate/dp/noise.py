@@ -23,6 +23,18 @@ from typing import Any
 import torch
 
 
+def gaussian_like(summed: torch.Tensor, std: float, generator: torch.Generator) -> torch.Tensor:
+    """N(0, std²) noise shaped like ``summed``, drawn from the CPU ``generator`` and put on ``summed``'s device.
+
+    With a CPU ``summed`` this is Opacus' own non-secure call (``torch.normal(mean=0, std=std, size=…,
+    generator=…, dtype=…)``), so the noise is the one Opacus would add; σ = 0 draws nothing.
+    """
+    if std == 0:
+        return torch.zeros_like(summed)
+    noise = torch.normal(mean=0, std=std, size=summed.shape, generator=generator, dtype=summed.dtype)
+    return noise.to(summed.device)
+
+
 def draw_noise_on_cpu(optimizer: Any, generator: torch.Generator) -> None:
     """Make Opacus' DP optimiser draw its Gaussian noise from ``generator`` (a CPU generator), whatever the device.
 
@@ -47,16 +59,10 @@ def draw_noise_on_cpu(optimizer: Any, generator: torch.Generator) -> None:
         std = sigma * optimizer.max_grad_norm
         for p in optimizer.params:
             _check_processed_flag(p.summed_grad)
-            summed = p.summed_grad
-            if std == 0:
-                noise = torch.zeros_like(summed)
-            else:
-                noise = torch.normal(mean=0, std=std, size=summed.shape, generator=generator, dtype=summed.dtype)
-                noise = noise.to(summed.device)
-            p.grad = (summed + noise).view_as(p)
+            p.grad = (p.summed_grad + gaussian_like(p.summed_grad, std, generator)).view_as(p)
             _mark_as_processed(p.summed_grad)
 
     optimizer.add_noise = add_noise
 
 
-__all__ = ["draw_noise_on_cpu"]
+__all__ = ["draw_noise_on_cpu", "gaussian_like"]
