@@ -10,7 +10,7 @@ SERVE_STAMP := $(SERVE_VENV)/.installed-stamp
 # pytest workers; the suite is written for 2 cores
 WORKERS ?= 2
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test test-gpu lint format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ demo: install
 
 test: install
 	$(PY) -m pytest -n $(WORKERS) --dist worksteal -q tests
+
+# the whole suite on a CUDA GPU: every CLI run with --device cuda ($$PRIVGATE_DEVICE), every in-process run on
+# `auto`; stops at once, in one sentence, where torch sees no GPU (tests/conftest.py). Needs a CUDA build of torch.
+test-gpu: install
+	PRIVGATE_DEVICE=cuda $(PY) -m pytest -n $(WORKERS) --dist worksteal -q tests
 
 # ruff: lint and formatting (configured in pyproject.toml); `make format` rewrites, `make lint` only checks
 lint: install

@@ -101,11 +101,11 @@ def ladder(d: Path, args: argparse.Namespace) -> None:
         f"{'held-out perplexity':>20} | verdict"
     )
     rep = audit_lm(leaking, data, policy, canaries=canaries, options=run)
-    ppl, ci = perplexity_ci(leaking.model, leaking.tokenizer, held, context=leaking.context, device="cpu",
+    ppl, ci = perplexity_ci(leaking.model, leaking.tokenizer, held, context=leaking.context,
                             confidence=conf, seed=0)  # fmt: skip
     print(_row("memorised", rep, ppl, ci))
     base = load_base(recipe)
-    bppl, bci = perplexity_ci(base[0], base[1], held, context=leaking.context, device="cpu", confidence=conf, seed=0)
+    bppl, bci = perplexity_ci(base[0], base[1], held, context=leaking.context, confidence=conf, seed=0)
     print(
         f"{'base':>10} | {'(public, no members)':>22} | {'':>8} | {'':>22} | {bppl:8.2f} [{bci[0]:.1f}, {bci[1]:.1f}] |"
     )
@@ -117,7 +117,7 @@ def ladder(d: Path, args: argparse.Namespace) -> None:
         took = time.perf_counter() - t0
         lm = LoadedLM(model, tok, CAUSAL, f"<ε={eps:g}>", "", leaking.context, {})
         rep = audit_lm(lm, data, policy, canaries=canaries, options=run)
-        ppl, ci = perplexity_ci(model, tok, held, context=leaking.context, device="cpu", confidence=conf, seed=0)
+        ppl, ci = perplexity_ci(model, tok, held, context=leaking.context, confidence=conf, seed=0)
         cands[eps] = LMCandidate(eps, model, None, stats.dp, rep, ppl, ci, args.ceiling)
         print(_row(f"{eps:g}", rep, ppl, ci, f" σ = {sigma:.3f}, training ε = {stats.dp.epsilon:.3g}, {took:.1f}s"))
     found = compose_search(

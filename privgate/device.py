@@ -11,16 +11,26 @@
 
 What runs there: target scoring (:class:`privgate.inputs.target.Target`),
 reference models (:mod:`privgate.training.engine`), DP-SGD
-(:mod:`privgate.dp.train`) and the white-box attacks. Random draws that decide
+(:mod:`privgate.dp.train`), language-model scoring and fine-tuning
+(:mod:`privgate.lm`) and the white-box attacks. Random draws that decide
 *which* model is trained — batch order, dropout masks, Poisson batches and the
-engine's DP noise — come from CPU generators seeded per model, so a model's
+DP-SGD noise (the engine's and Opacus', :mod:`privgate.dp.noise`) — come from
+CPU generators seeded per model and are then moved to the device, so a model's
 draws do not depend on the device; the arithmetic differs between devices by
-float rounding only. (Opacus' own noise, in DP-SGD retraining, is drawn on the
-training device: see :mod:`privgate.dp.train`.)
+float rounding only. (A draw inside a model's own forward pass that is not an
+``nn.Dropout`` layer — e.g. attention dropout inside a fused kernel — uses the
+device's generator: see :mod:`privgate.training.dropout`.)
+
+Every tensor a step makes to meet a model is made where the model is
+(:func:`device_of`), never where a separate argument says it should be; a
+function that runs a caller's model on the run's device puts it back after
+(:func:`placed`), so a model handed back is on the device it came from.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from privgate.errors import PrivgateError
@@ -79,4 +89,40 @@ def module_device(module: Any) -> str:
     return "cpu"
 
 
-__all__ = ["DEVICES", "DeviceError", "cuda_available", "describe_device", "module_device", "resolve_device"]
+def device_of(module: Any) -> str:
+    """Where ``module`` runs: its first parameter's or buffer's device with its index (``"cuda:0"``), else ``"cpu"``.
+
+    The tensors a step makes to meet the module go here (token ids, masks,
+    inputs, indices), whatever device a caller was asked for.
+    """
+    for tensors in (module.parameters(), module.buffers()):
+        for t in tensors:
+            return str(t.device)
+    return "cpu"
+
+
+@contextlib.contextmanager
+def placed(module: Any, device: str) -> Iterator[Any]:
+    """``module`` on ``device`` for the block, and back on the device it came from afterwards.
+
+    For a function that runs a caller's model where the run says (an audit of
+    a fine-tuned candidate): the caller gets the model back where it was.
+    """
+    before = device_of(module)
+    module.to(device)
+    try:
+        yield module
+    finally:
+        module.to(before)
+
+
+__all__ = [
+    "DEVICES",
+    "DeviceError",
+    "cuda_available",
+    "describe_device",
+    "device_of",
+    "module_device",
+    "placed",
+    "resolve_device",
+]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,9 +90,9 @@ def stable(value: Any, volatile: set[str]) -> Any:
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``privgate`` console script in a subprocess, as a user would."""
-    exe = Path(sys.executable).with_name("privgate")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "privgate.cli"]
+    """Run ``privgate`` in a subprocess, as a user would (:data:`privgate_cli.PRIVGATE`)."""
+    from privgate_cli import PRIVGATE
+
     full_env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", **(env or {})}
     full_env.pop("PRIVGATE_DEBUG", None)
-    return subprocess.run(cmd + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300)

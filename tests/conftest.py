@@ -23,6 +23,22 @@ for _name in ("PRIVGATE_CACHE_DIR", "PRIVGATE_CACHE_KEY", "PRIVGATE_CACHE_KEY_FI
     os.environ.pop(_name, None)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """``make test-gpu`` (``PRIVGATE_DEVICE=cuda``) stops here, in one sentence, on a machine without a CUDA GPU.
+
+    With the variable set, every CLI run of the suite gets ``--device cuda`` (the CLI reads ``$PRIVGATE_DEVICE``)
+    and every in-process run ``auto``, which this check has made the GPU.
+    """
+    if os.environ.get("PRIVGATE_DEVICE", "").strip().lower() == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise pytest.UsageError(
+                "PRIVGATE_DEVICE=cuda (make test-gpu) runs the suite on a CUDA GPU, but torch sees none on this "
+                "machine (torch.cuda.is_available() is False); run make test instead."
+            )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():
     import torch

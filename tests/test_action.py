@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ACTION = ROOT / "action.yml"
 EXAMPLE = ROOT / "examples" / "github-actions" / "privacy-gate.yml"
 REGRESSION_EXAMPLE = ROOT / "examples" / "github-actions" / "privacy-regression.yml"
-BIN = Path(sys.executable).parent
+BIN = Path(sys.executable).parent  # python, which the action's steps run; `privgate` comes from privgate_bin()
 EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 SPEC_INPUTS = {"model", "policy", "config", "remediate", "fail-on", "python-version", "pip-args"}
 SPEC_OUTPUTS = {"verdict", "report", "epsilon"}
@@ -116,6 +116,20 @@ def condition(expr: str | None, ctx: dict, failed: bool) -> bool:
     return (not failed) and ((value == m.group(3)) if m.group(2) == "==" else (value != m.group(3)))
 
 
+_PRIVGATE_BIN: list[Path] = []
+
+
+def privgate_bin() -> Path:
+    """A folder with a ``privgate`` that runs this process's privgate (tests/privgate_cli.py), made once."""
+    if not _PRIVGATE_BIN:
+        import tempfile
+
+        from privgate_cli import privgate_on_path
+
+        _PRIVGATE_BIN.append(privgate_on_path(Path(tempfile.mkdtemp(prefix="privgate-bin-"))))
+    return _PRIVGATE_BIN[0]
+
+
 def run_action(
     inputs: dict[str, str],
     workspace: Path,
@@ -149,6 +163,7 @@ def run_action(
         out_file = gh / f"output-{i}"
         out_file.write_text("")
         env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+        path = [str(p) for p in (path_prefix, privgate_bin(), BIN) if p] + [env.get("PATH", "")]
         env.update(
             {
                 "GITHUB_OUTPUT": str(out_file),
@@ -157,7 +172,7 @@ def run_action(
                 "GITHUB_ACTION_PATH": str(ROOT),
                 "GITHUB_WORKSPACE": str(workspace),
                 "CI": "true",
-                "PATH": os.pathsep.join([str(p) for p in (path_prefix, BIN) if p] + [env.get("PATH", "")]),
+                "PATH": os.pathsep.join(path),
             }
         )
         env.update({k: substitute(v, ctx) for k, v in (step.get("env") or {}).items()})
@@ -378,7 +393,7 @@ def fake_privgate(tmp_path, monkeypatch):
     bindir = tmp_path / "fakebin"
     bindir.mkdir()
     exe = bindir / "privgate"
-    exe.write_text(FAKE_PRIVGATE.replace("{real}", str(BIN / "privgate")))
+    exe.write_text(FAKE_PRIVGATE.replace("{real}", str(privgate_bin() / "privgate")))
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args.txt"))
     monkeypatch.setenv("FAKE_REPORT", str(canned))

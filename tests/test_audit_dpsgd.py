@@ -237,20 +237,15 @@ def test_users_recipe_through_privgate_dp_sgd(tmp_path: Path) -> None:
 
 
 def test_privgate_dp_sgd_without_its_noise_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Switch Opacus' noise off (a bug in the noise step): the white-box canaries separate (almost) perfectly."""
-    import opacus.optimizers.optimizer as plain
-    import opacus.optimizers.optimizer_fast_gradient_clipping as ghost
-
+    """Switch the DP-SGD noise off (a bug in the noise step): the white-box canaries separate (almost) perfectly."""
+    import privgate.dp.noise
     from privgate.audits.bundled import DPSGD_RECIPE
     from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd
 
-    def no_noise(
-        std: float, reference: torch.Tensor, generator: object = None, secure_mode: bool = False
-    ) -> torch.Tensor:
-        return torch.zeros_like(reference)
+    def no_noise(summed: torch.Tensor, std: float, generator: torch.Generator) -> torch.Tensor:
+        return torch.zeros_like(summed)
 
-    monkeypatch.setattr(plain, "_generate_noise", no_noise)
-    monkeypatch.setattr(ghost, "_generate_noise", no_noise)
+    monkeypatch.setattr(privgate.dp.noise, "gaussian_like", no_noise)
     recipe = dataclasses.replace(DPSGD_RECIPE, epochs=5)
     rep = audit_dpsgd(DpsgdSettings(epsilon=1.0, canaries=500), recipe=recipe)
     assert rep.verdict == "fail" and rep.exit_code == 1
@@ -338,10 +333,10 @@ def test_remediation_audits_the_chosen_epsilon(monkeypatch: pytest.MonkeyPatch) 
     real = dpsgd.train_with_canaries
 
     def without_noise(*args, **kwargs):  # the audited run's noise step is broken
-        import opacus.optimizers.optimizer_fast_gradient_clipping as ghost
+        import privgate.dp.noise
 
         with monkeypatch.context() as m:
-            m.setattr(ghost, "_generate_noise", lambda std, reference, *a, **k: torch.zeros_like(reference))
+            m.setattr(privgate.dp.noise, "gaussian_like", lambda summed, std, generator: torch.zeros_like(summed))
             return real(*args, **kwargs)
 
     monkeypatch.setattr(dpsgd, "train_with_canaries", without_noise)

@@ -4,7 +4,10 @@ No GPU is needed: ``cuda`` paths are checked by what the machine can show —
 ``auto`` resolving by ``torch.cuda.is_available()``, ``cuda`` refused without
 one, and every tensor of a training step staying on the training device (the
 ``meta`` device stands in for a GPU: a stray CPU tensor meeting a ``meta`` one
-is an error, as it would be on ``cuda``).
+is an error, as it would be on ``cuda``). The paths that read numbers back — the
+white-box attacks, DP-SGD retraining, language-model scoring and fine-tuning —
+run on a CUDA-like device with data (``tests/standin.py``) in
+``tests/test_device_paths.py``; ``make test-gpu`` runs the suite on a real GPU.
 """
 
 from __future__ import annotations
@@ -244,12 +247,42 @@ def test_vectorised_engine_refuses_a_model_it_cannot_stack(project, tmp_path):
 
 
 @pytest.mark.skipif(CUDA, reason="this machine has a CUDA GPU")
-def test_cuda_without_a_gpu_is_bad_input(project, tmp_path):
-    r, report = _check(project, tmp_path, "--device", "cuda")
-    assert r.returncode == 2 and report is None
-    assert r.stderr.strip() == (
+def test_cuda_without_a_gpu_is_bad_input(project, tmp_path, monkeypatch):
+    """--device cuda, or $PRIVGATE_DEVICE=cuda without the flag (make test-gpu's switch): exit 2, one sentence."""
+    sentence = (
         "error: device 'cuda' was asked for, but torch sees no CUDA GPU on this machine "
         "(torch.cuda.is_available() is False); use --device auto or --device cpu."
+    )
+    r, report = _check(project, tmp_path, "--device", "cuda")
+    assert r.returncode == 2 and report is None and r.stderr.strip() == sentence
+    monkeypatch.setenv("PRIVGATE_DEVICE", "cuda")
+    r, report = _check(project, tmp_path)
+    assert r.returncode == 2 and report is None and r.stderr.strip() == sentence
+    # the flag wins over the variable: the run gets past the device to the (missing) data
+    args = ("--members", "none.npz", "--nonmembers", "nonmembers.npz", "--device", "cpu")
+    r = run_cli("check", "model.pt", "--policy", "policy.yaml", *args, cwd=project)
+    assert r.returncode == 2 and "none.npz" in r.stderr and "cuda" not in r.stderr, r.stderr
+    monkeypatch.setenv("PRIVGATE_DEVICE", "gpu")
+    r, report = _check(project, tmp_path)
+    assert r.returncode == 2 and "(env var: 'PRIVGATE_DEVICE'): 'gpu' is not one of 'auto', 'cpu', 'cuda'" in r.stderr
+
+
+@pytest.mark.skipif(CUDA, reason="this machine has a CUDA GPU")
+def test_gpu_lane_stops_at_once_without_a_gpu(root):
+    """``make test-gpu`` (PRIVGATE_DEVICE=cuda) on this machine: pytest stops before collecting, in one sentence."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PRIVGATE_DEVICE": "cuda"}
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "tests/test_packaging.py"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 4 and "passed" not in r.stdout, r.stdout + r.stderr
+    assert (
+        "ERROR: PRIVGATE_DEVICE=cuda (make test-gpu) runs the suite on a CUDA GPU, but torch sees none on this "
+        "machine (torch.cuda.is_available() is False); run make test instead." in r.stderr
     )
 
 

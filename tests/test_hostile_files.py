@@ -16,7 +16,6 @@ import os
 import socket
 import stat
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 import zipfile
 from html.parser import HTMLParser
@@ -348,8 +347,9 @@ def test_a_memory_limit_never_ends_in_exit_1(case, tmp_path):
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (300 << 20, 300 << 20))
 
-    exe = Path(sys.executable).with_name("privgate")
-    args = [str(exe), "check", str(case.safe_ts), "--policy", "internal", "--members", str(case.members)]
+    from privgate_cli import PRIVGATE
+
+    args = [*PRIVGATE, "check", str(case.safe_ts), "--policy", "internal", "--members", str(case.members)]
     r = subprocess.run(
         [*args, "--nonmembers", str(case.nonmembers)],
         cwd=tmp_path, preexec_fn=limit, capture_output=True, text=True, timeout=120,

@@ -160,7 +160,6 @@ def test_a_crafted_report_runs_no_script_and_reads_no_file_in_chromium(chromium,
     import base64
     import json
     import subprocess
-    import sys
 
     secret = tmp_path / "secret.png"
     secret.write_text("the-secret-only-this-file-holds")
@@ -177,9 +176,10 @@ def test_a_crafted_report_runs_no_script_and_reads_no_file_in_chromium(chromium,
     }
     d["attacks"][1]["extras"]["artefacts"] = [str(secret)]
     (tmp_path / "crafted.json").write_text(json.dumps(d))
-    exe = Path(sys.executable).with_name("privgate")
+    from privgate_cli import PRIVGATE
+
     r = subprocess.run(
-        [str(exe), "report", "render", "crafted.json", "--html", "page.html"],
+        [*PRIVGATE, "report", "render", "crafted.json", "--html", "page.html"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr

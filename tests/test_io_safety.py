@@ -69,12 +69,13 @@ def _digests(folder: Path) -> dict[str, str]:
 
 def _privgate(prelude: str, *args: str) -> list[str]:
     """A command that runs ``prelude`` (Python) in the new process, then becomes ``privgate ARGS`` (same PID)."""
-    exe = str(Path(sys.executable).with_name("privgate"))
+    from privgate_cli import PRIVGATE
+
     return [
         sys.executable,
         "-c",
         f"import os, resource, signal, sys; {prelude}; os.execv(sys.argv[1], sys.argv[1:])",
-        exe,
+        *PRIVGATE,
         *args,
     ]
 

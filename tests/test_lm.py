@@ -94,8 +94,9 @@ def test_memorising_lm_fails_and_other_records_lm_passes(clinical, tmp_path):
     assert code == 0 and rep["verdict"] == "pass", rep["summary"]
     attacks = {a["name"]: a for a in rep["attacks"]}
     assert attacks["lm_loss"]["auc_ci"][0] < 0.5 < attacks["lm_loss"]["auc_ci"][1]  # never saw the members
-    # the same canaries, never inserted into this model's training text: about 0 bits (measured, not a check here)
-    assert attacks["canary_exposure"]["extras"]["metrics"]["exposure"]["value"] < 3
+    # the same canaries, never inserted into this model's training text: chance level, P(≥ x bits) = 2^-x per canary
+    # (measured, not a check here); below 8 bits but for a 1-in-128 fixture (0.7 here, 3.7 with seed 3's)
+    assert attacks["canary_exposure"]["extras"]["metrics"]["exposure"]["value"] < 8
 
 
 def _bad(args, cwd: Path) -> str:

@@ -91,7 +91,10 @@ def test_diff_compares_exact_canary_exposure(clinical, tmp_path):
     assert r.returncode == 1, r.stderr
     row = next(row for row in d["rows"] if row["id"] == "canary-exposure")
     assert row["status"] == "regressed" and row["tolerance"] == 1.0 and row["method"].startswith("exact exposure")
-    assert row["base"]["value"] < 2 and row["new"]["value"] > 13 and row["change_ci"][0] == row["change_ci"][1]
+    # "other" never saw the canaries: each one's exposure is ≥ x bits with probability 2^-x (a uniform rank), so
+    # the larger of the two is below 8 bits but for a 1-in-128 fixture (the fixture's text depends on the Python
+    # version: 0.7 bits here, 3.7 for seed 3); the memorised model ranks both secrets first of 10^4 (13.3 bits)
+    assert row["base"]["value"] < 8 and row["new"]["value"] > 13 and row["change_ci"][0] == row["change_ci"][1]
     assert row["change"] == pytest.approx(row["new"]["value"] - row["base"]["value"])
 
 

@@ -14,7 +14,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import textwrap
 import threading
 from pathlib import Path
@@ -153,12 +152,13 @@ def test_check_without_an_address_starts_ray_here_and_gives_the_local_numbers(ca
     )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PRIVGATE_DEBUG")}
     env.update(COLUMNS="200", OMP_NUM_THREADS="1")
-    exe = Path(sys.executable).with_name("privgate")
+    from privgate_cli import PRIVGATE
+
     runs = {}
     for name in ("local", "ray"):
         out = tmp_path / f"{name}.json"
         runs[name] = subprocess.run(
-            [str(exe), *args, "--executor", name, "--json", str(out)],
+            [*PRIVGATE, *args, "--executor", name, "--json", str(out)],
             cwd=case.dir, env=env, capture_output=True, text=True, timeout=240,
         )  # fmt: skip
         # the regularised model: inconclusive (3) on 150 rows, never 1, the code Ray's own fatal exit gives

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import time
 from dataclasses import dataclass, field
@@ -523,9 +522,10 @@ def test_random_stopping_releases_the_papers_bound(tiny):
 
 
 def _privgate_cmd() -> list[str]:
-    """The installed console script, as a user runs it."""
-    exe = Path(sys.executable).with_name("privgate")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "privgate.cli"]
+    """``privgate``, as a user runs it (:data:`privgate_cli.PRIVGATE`)."""
+    from privgate_cli import PRIVGATE
+
+    return list(PRIVGATE)
 
 
 def _cli(tiny, *args: str) -> subprocess.CompletedProcess:

@@ -9,7 +9,6 @@ import math
 import re
 import struct
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 import zlib
 from pathlib import Path
@@ -514,8 +513,9 @@ def test_html_without_attacks_or_remediation(passing):
 
 
 def _privgate(*args: str, **kw) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).with_name("privgate")
-    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=300, **kw)
+    from privgate_cli import PRIVGATE
+
+    return subprocess.run([*PRIVGATE, *args], capture_output=True, text=True, timeout=300, **kw)
 
 
 def _cli(*args: str):

@@ -391,7 +391,8 @@ def test_threads_option_reaches_the_engine_and_the_report(tmp_path):
     assert report.exit_code in (0, 3), report.summary
     (rmia,) = json.loads(inproc.render(report, "json")["json"])["attacks"]
     assert (rmia["extras"]["threads"], rmia["extras"]["kernel"], rmia["extras"]["engine"]) == (2, "mlp", "vectorised")
-    assert any("MLP kernel, 2 threads" in n for n in rmia["notes"])
+    where = "" if rmia["extras"]["device"] == "cpu" else f", {rmia['extras']['device']}"  # "MLP kernel, cuda, 2 …"
+    assert any(f"MLP kernel{where}, 2 threads" in n for n in rmia["notes"]), rmia["notes"]
     (tmp_path / "privgate.toml").write_text("threads = 0\n")
     bad = run_cli(*args, cwd=tmp_path)
     assert (

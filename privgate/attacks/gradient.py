@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
-from privgate.device import module_device
+from privgate.device import device_of
 from privgate.errors import shown
 from privgate.inputs import outputs
 from privgate.training.threads import native_threads
@@ -90,6 +90,9 @@ def _per_example_sq_norms_loop(
 
     params = dict(module.named_parameters())
     chosen = [params[k] for k in names]
+    copies = [k for k, p in zip(names, chosen) if not p.is_leaf]
+    if copies:  # a gradient read off a copy of a parameter is not the model's (privgate.inputs.target.to_device)
+        raise RuntimeError(f"parameter(s) {', '.join(copies[:3])} of the model are not leaf tensors")
     rows, losses = [], []
     for i in range(len(x)):
         out = module(x[i : i + 1])
@@ -125,7 +128,7 @@ def gradient_features(
     batch = int(max(1, min(512, _FLOATS_PER_BATCH // max(n_params, 1))))
     was_training = module.training
     module.eval()
-    device = module_device(module)  # the target's device (privgate.device): the rows go there
+    device = device_of(module)  # the target's device (privgate.device): the rows go there
     # TorchScript cannot go through torch.func, nor can modules with autograd hooks (e.g. left by Opacus)
     looped = isinstance(module, torch.jit.ScriptModule)
     sq_parts, loss_parts = [], []

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.device import module_device
+from privgate.device import device_of
 from privgate.inputs.outputs import Kind, as_logits_torch
 from privgate.training.rng import seeded
 
@@ -101,7 +101,7 @@ def invert(
             logit z becomes the logits [0, z], probabilities p become log p.
     """
     t0 = time.perf_counter()
-    dev = torch.device(module_device(module))  # everything lives where the target does (privgate.device)
+    dev = torch.device(device_of(module))  # everything lives where the target does (privgate.device)
     if prior is not None:
         prior = prior.to(dev)
     cls = torch.as_tensor(np.asarray(classes), dtype=torch.long, device=dev)

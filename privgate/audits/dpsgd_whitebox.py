@@ -85,17 +85,18 @@ def install(optimizer: Any, canaries: GradientCanaries, sample_rate: float) -> N
     original = optimizer.add_noise
 
     def add_noise_with_canaries() -> None:
-        joined = included & (torch.rand(canaries.m, generator=canaries.generator) < sample_rate)
+        joined = included & (torch.rand(canaries.m, generator=canaries.generator) < sample_rate)  # drawn on the CPU
         data_part = []
         for p, local, ids in groups:
             summed = p.summed_grad
-            data_part.append(summed.reshape(-1)[local].double())
+            here = local.to(summed.device)  # the gradients' device: the canaries meet them there
+            data_part.append(summed.reshape(-1)[here].double().cpu())
             push = torch.zeros(summed.numel(), dtype=summed.dtype, device=summed.device)
-            push.index_add_(0, local, joined[ids].to(summed.dtype) * canaries.clip)
+            push.index_add_(0, here, (joined[ids].to(summed.dtype) * canaries.clip).to(summed.device))
             p.summed_grad = summed + push.view_as(summed)
         original()
         for (p, local, ids), before in zip(groups, data_part):
-            canaries.scores[ids] += p.grad.reshape(-1)[local].double() - before
+            canaries.scores[ids] += p.grad.reshape(-1)[local.to(p.grad.device)].double().cpu() - before
         canaries.steps += 1
         canaries.sampled += int(joined.sum())
 

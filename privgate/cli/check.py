@@ -76,9 +76,11 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option(
     "--device",
     type=click.Choice(["auto", "cpu", "cuda"]),
+    envvar="PRIVGATE_DEVICE",
+    show_envvar=True,
     help="Where the model is scored, reference models and DP-SGD train, and white-box attacks run: auto (a CUDA "
-    "GPU when torch sees one, else the CPU), cpu, or cuda (exit 2 without one). This flag, else the config's "
-    "'device', else auto.",
+    "GPU when torch sees one, else the CPU), cpu, or cuda (exit 2 without one). This flag, else $PRIVGATE_DEVICE, "
+    "else the config's 'device', else auto.",
 )
 @click.option(
     "--engine",

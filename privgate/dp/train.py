@@ -39,6 +39,10 @@ Opacus uses PyTorch's default pseudo-random generator for the noise here
 (``secure_mode=False``), seeded for reproducibility. That is the usual research
 setting; a release that must resist attacks on the noise sampler itself
 (floating-point attacks, Mironov 2012) should retrain with Opacus' secure mode.
+The noise is drawn from a CPU generator and moved to the training device
+(:mod:`privgate.dp.noise`), the Poisson batches from another CPU generator and
+dropout masks from a third (:mod:`privgate.training.dropout`): the same seed
+trains the same model on a GPU as on the CPU, up to float rounding.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from privgate.dp.noise import draw_noise_on_cpu
 from privgate.errors import PrivgateError, RecipeError
 from privgate.inputs.outputs import nll
 from privgate.recipe import Recipe
@@ -389,11 +394,11 @@ def train_dp(
             is, so a model trained on a different number of rows gets the same
             per-example guarantee; default ceil(N / batch_size).
         account: compute the spent ε (skipped for reference models).
-        device: where to train (``"cpu"``, ``"cuda"``). Poisson batches are
-            drawn on the CPU; the noise is drawn by Opacus on the training
-            device, from a generator seeded with the seed, so the same seed
-            gives the same model on the same kind of device. Dropout masks come
-            from :mod:`privgate.training.dropout`.
+        device: where to train (``"cpu"``, ``"cuda"``). Poisson batches, the
+            noise (:mod:`privgate.dp.noise`) and dropout masks
+            (:mod:`privgate.training.dropout`) are drawn on the CPU from
+            generators seeded with the seed and moved to the device, so the
+            same seed gives the same model on every device up to float rounding.
         instrument: called once with Opacus' DP optimiser and the Poisson
             sampling rate before the first step; the one-run DP-SGD audit
             (:mod:`privgate.audits.dpsgd_whitebox`) adds its gradient canaries
@@ -421,13 +426,14 @@ def train_dp(
     model.to(dev)
     optimizer = recipe.make_optimizer(model.parameters())
     data_gen = torch.Generator().manual_seed(int(seed))
-    noise_gen = torch.Generator(device=dev).manual_seed(int(seed) + 0x5EED)
+    noise_gen = torch.Generator().manual_seed(int(seed) + 0x5EED)  # on the CPU, whatever the device
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xt, yt), batch_size=batch, generator=data_gen)
 
     t0 = time.perf_counter()
     engine, module, dp_opt, criterion, dp_loader, note = _make_private(
         model, optimizer, loader, settings, noise_gen, target_epsilon, noise_multiplier
     )
+    draw_noise_on_cpu(dp_opt, noise_gen)
     calibration = time.perf_counter() - t0
     if instrument is not None:
         instrument(dp_opt, float(dp_loader.sample_rate))

@@ -30,6 +30,7 @@ white-box attacks' per-example losses and gradients.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -54,7 +55,9 @@ PROBE_ROWS = 512
 
 
 def _is_tensor(v: Any) -> bool:
-    return type(v).__module__.startswith("torch") and hasattr(v, "detach")
+    """Whether ``v`` is a torch tensor (a subclass included), without importing torch when nothing has."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(v, torch.Tensor)
 
 
 def kind_of(raw: np.ndarray | torch.Tensor) -> Kind | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import io
 import pickle
 import warnings
 import zipfile
@@ -32,7 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.device import module_device
+from privgate.device import device_of, module_device
 from privgate.errors import RecipeError, TargetError
 from privgate.inputs import outputs as _outputs
 from privgate.inputs.surface import QueryLog, Surface
@@ -51,6 +52,17 @@ def _is_torchscript(path: Path) -> bool:
             return any(n.split("/", 2)[1:2] == ["code"] for n in z.namelist() if n.count("/") >= 2)
     except (zipfile.BadZipFile, OSError):
         return False
+
+
+def _script_copy(module: torch.jit.ScriptModule, device: str) -> torch.jit.ScriptModule:
+    """A TorchScript module's copy on ``device``, its parameters fresh leaves there (saved and loaded, in memory)."""
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():  # TorchScript is deprecated in torch 2.x but is the format users hand in
+        warnings.filterwarnings("ignore", r".*torch\.jit\.(save|load).* is deprecated", DeprecationWarning)
+        torch.jit.save(module, buffer)
+        buffer.seek(0)
+        copied = torch.jit.load(buffer, map_location=device)
+    return copied.train(module.training)
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -116,12 +128,19 @@ class Target:
         """This target with its torch model on ``device`` (``"cpu"`` or ``"cuda"``): itself when it is there already.
 
         The model is moved as a copy, so a module the caller handed in stays
-        where it was; scikit-learn models always run on the CPU.
+        where it was; scikit-learn models always run on the CPU. A TorchScript
+        module is copied by saving and loading it onto ``device``: ``copy.deepcopy``
+        of one gives parameters that are not leaves (clones with autograd
+        history pointing at the original's), so a white-box gradient would be
+        read off copies and flow back to the CPU originals.
         """
         if not isinstance(self.model, nn.Module) or self.device == torch.device(device).type:
             return self
         try:
-            moved = copy.deepcopy(self.model).to(device)
+            if isinstance(self.model, torch.jit.ScriptModule):
+                moved = _script_copy(self.model, device)
+            else:
+                moved = copy.deepcopy(self.model).to(device)
         except Exception as exc:  # noqa: BLE001 - e.g. a TorchScript module that cannot be copied
             raise TargetError(
                 f"{self.source}: the model cannot be moved to {device} ({exc.__class__.__name__}: {exc})."
@@ -154,7 +173,7 @@ class Target:
         """The raw outputs of :meth:`logits`, one float64 array per batch of :data:`BATCH` rows."""
         if self.module is None:
             raise TargetError(f"{self.source}: logits need a torch model; this target is {type(self.model).__name__}.")
-        device = self.device
+        device = device_of(self.module)  # the rows go where the model is
         with torch.no_grad():
             for start in range(0, len(x), BATCH):
                 xb = torch.as_tensor(np.asarray(x[start : start + BATCH]), dtype=torch.float32).to(device)

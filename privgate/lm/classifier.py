@@ -30,15 +30,21 @@ NOT_ON_TEXT = {
 
 
 class TextClassifier:
-    """``predict_proba`` / ``predict_log_proba`` of a sequence classifier on ``[n, 1]`` object arrays of text."""
+    """``predict_proba`` / ``predict_log_proba`` of a sequence classifier on ``[n, 1]`` object arrays of text.
 
-    def __init__(self, lm: LoadedLM, device: str = "cpu", batch_size: int = 32) -> None:
-        self.lm, self.device, self.batch_size = lm, device, batch_size
+    The records are tokenised onto the device the model is on at the call (:func:`privgate.device.device_of`).
+    """
+
+    def __init__(self, lm: LoadedLM, batch_size: int = 32) -> None:
+        self.lm, self.batch_size = lm, batch_size
         self.classes_ = np.arange(int(lm.model.config.num_labels))
 
     def predict_log_proba(self, x: np.ndarray) -> np.ndarray:
         import torch
 
+        from privgate.device import device_of
+
+        device = device_of(self.lm.model)
         texts = [str(t) for t in np.asarray(x, dtype=object).reshape(len(x), -1)[:, 0]]
         out = []
         with torch.inference_mode():
@@ -49,7 +55,7 @@ class TextClassifier:
                     padding=True,
                     truncation=True,
                     max_length=self.lm.context,
-                ).to(self.device)
+                ).to(device)
                 logits = self.lm.model(**enc).logits.double()
                 out.append(torch.log_softmax(logits, -1).cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(self.classes_)))
@@ -69,7 +75,11 @@ def _text_policy(policy: Policy) -> Policy:
 
 
 def audit_classifier(lm: LoadedLM, data: TextAudit, policy: Policy, *, options: RunOptions, batch_size: int) -> Report:
-    """Audit a text classifier with the black-box family of ``policy`` (module docstring)."""
+    """Audit a text classifier with the black-box family of ``policy`` (module docstring).
+
+    The classifier runs on the run's device and is put back where it was afterwards.
+    """
+    from privgate.device import placed
     from privgate.gate import check_model
     from privgate.inputs.data import AuditData, Dataset
     from privgate.inputs.target import Target
@@ -77,11 +87,12 @@ def audit_classifier(lm: LoadedLM, data: TextAudit, policy: Policy, *, options: 
     def rows(s: Any) -> Dataset:
         return Dataset(np.asarray(s.texts, dtype=object).reshape(-1, 1), np.asarray(s.labels), s.source)
 
-    lm.model.to(options.device)
-    target = Target(TextClassifier(lm, options.device, batch_size), lm.source, "huggingface", lm.sha256)
+    options = options.resolved()
+    target = Target(TextClassifier(lm, batch_size), lm.source, "huggingface", lm.sha256)
     target.extra.update({"kind": lm.kind, "context": lm.context, **lm.extra})
     audit_data = AuditData(rows(data.members), rows(data.nonmembers), seed=options.seed)
-    report = check_model(target, audit_data, _text_policy(policy), options=options)
+    with placed(lm.model, options.device):
+        report = check_model(target, audit_data, _text_policy(policy), options=options)
     skipped = [f"{why}: not run" for n, why in NOT_ON_TEXT.items() if n in policy.attacks_to_run()]
     exposed = report.exposed
     if exposed:  # the exposed members shown as their text (as for causal language models)

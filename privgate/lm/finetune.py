@@ -22,9 +22,16 @@ differentially private learners", arXiv 2110.05679):
   sampler (Llama's RMSNorm) get theirs from functorch.
 
 Training always starts from the recipe's public base model, never from a
-checkpoint under audit. The same seed gives the same model on the same kind of
-device (seeded LoRA initialisation, batch order or Poisson draws, noise and
-dropout); the global RNG state is restored afterwards.
+checkpoint under audit. The same seed gives the same model on every device, up
+to float rounding: the LoRA adapters are initialised on the CPU before the
+model moves, and batch order or Poisson draws, the DP noise
+(:mod:`privgate.dp.noise`) and the masks of the model's ``nn.Dropout`` layers
+(LoRA's dropout included, :mod:`privgate.training.dropout`) come from CPU
+generators seeded with the seed. Dropout a model draws inside its forward pass
+without an ``nn.Dropout`` layer (attention dropout in a fused attention kernel)
+uses the device's generator: such a fine-tune is reproducible on one kind of
+device only, and :class:`FineTuneStats` says so in its notes. The global RNG
+state is restored afterwards; the model comes back on the CPU.
 """
 
 from __future__ import annotations
@@ -40,9 +47,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from privgate.dp.noise import draw_noise_on_cpu
 from privgate.dp.train import DPSettings, DPTraining
 from privgate.errors import RecipeError
 from privgate.lm.recipe import LMRecipe
+from privgate.training.dropout import seeded_dropout
+from privgate.training.plan import dropout_seed
 from privgate.training.rng import seed_global
 
 
@@ -182,6 +192,22 @@ def _trim(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return x[:, : max(width, 2)].contiguous(), mask[:, : max(width, 2)].contiguous()  # ghost clipping views ids
 
 
+#: Fields of a ``transformers`` config whose dropout a model draws without an ``nn.Dropout`` layer.
+_FUNCTIONAL_DROPOUT = ("attention_dropout", "attn_pdrop", "attention_probs_dropout_prob")
+
+
+def device_draws(model: Any) -> list[str]:
+    """A note when ``model`` draws dropout inside its forward pass from the device's generator (module docstring)."""
+    config = getattr(model, "config", None)
+    found = [f"{k} = {getattr(config, k):g}" for k in _FUNCTIONAL_DROPOUT if (getattr(config, k, 0) or 0) > 0]
+    if not found:
+        return []
+    return [
+        f"the model's attention dropout ({', '.join(found)}) is drawn inside its forward pass from the training "
+        "device's generator: the same seed gives the same fine-tune on one kind of device only"
+    ]
+
+
 def _finish(recipe: LMRecipe, model: Any, merge: bool) -> Any:
     """A plain, eval-mode model without Opacus' hooks: adapters merged when ``merge``."""
     model.eval()
@@ -231,6 +257,7 @@ def finetune(
     if not texts:
         raise RecipeError(f"{recipe.source}: there is no text to fine-tune on.")
     model, tokenizer = (copy.deepcopy(base[0]), base[1]) if base is not None else load_base(recipe)
+    model.to("cpu")  # the adapters are initialised on the CPU, from the seed, whatever the device
     dev = torch.device(device)
     x, mask = encode(tokenizer, texts, recipe.max_length)
     y = None if labels is None else torch.as_tensor(list(labels), dtype=torch.long)
@@ -241,17 +268,19 @@ def finetune(
         params = [p for p in model.parameters() if p.requires_grad]
         n_params = sum(p.numel() for p in params)
         optimizer = torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
-        if dp is None:
-            steps, loss, seconds = _plain(recipe, model, optimizer, x, mask, y, seed, dev)
-            stats = FineTuneStats(recipe.mode, len(texts), recipe.epochs, steps, n_params, seconds, loss)
-        elif users is not None:
-            from privgate.lm.userlevel import private_by_user
+        with seeded_dropout(model, torch.Generator().manual_seed(dropout_seed(seed))):
+            if dp is None:
+                steps, loss, seconds = _plain(recipe, model, optimizer, x, mask, y, seed, dev)
+                stats = FineTuneStats(recipe.mode, len(texts), recipe.epochs, steps, n_params, seconds, loss)
+            elif users is not None:
+                from privgate.lm.userlevel import private_by_user
 
-            if len(users) != len(texts):
-                raise RecipeError(f"{recipe.source}: {len(users)} users for {len(texts)} records.")
-            stats = private_by_user(recipe, model, optimizer, x, mask, y, users, seed, dev, dp, n_params)
-        else:
-            stats = _private(recipe, model, optimizer, x, mask, y, seed, dev, dp, n_params)
+                if len(users) != len(texts):
+                    raise RecipeError(f"{recipe.source}: {len(users)} users for {len(texts)} records.")
+                stats = private_by_user(recipe, model, optimizer, x, mask, y, users, seed, dev, dp, n_params)
+            else:
+                stats = _private(recipe, model, optimizer, x, mask, y, seed, dev, dp, n_params)
+    stats.notes += device_draws(model)
     model.to("cpu")
     return _finish(recipe, model, merge), tokenizer, stats
 
@@ -322,7 +351,7 @@ def _private(
         batch_size=min(s.batch_size, n),
         generator=torch.Generator().manual_seed(int(seed)),
     )
-    noise_gen = torch.Generator(device=dev).manual_seed(int(seed) + 0x5EED)
+    noise_gen = torch.Generator().manual_seed(int(seed) + 0x5EED)  # on the CPU: privgate.dp.noise
     model.train()  # Opacus validates a module in training mode
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "secure RNG turned off": stated in the DP statement's caveats
@@ -342,6 +371,7 @@ def _private(
         module, dp_opt, criterion, dp_loader = wrapped
     else:
         (module, dp_opt, dp_loader), criterion = wrapped, loss_fn
+    draw_noise_on_cpu(dp_opt, noise_gen)
     q = float(dp_loader.sample_rate)
     if dp.instrument is not None:
         dp.instrument(dp_opt, q)
@@ -400,13 +430,14 @@ def _private(
     )
 
 
-def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int, device: str = "cpu") -> float:
-    """Held-out perplexity: exp of the mean next-token loss over every token of ``texts`` (pooled over records)."""
+def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int) -> float:
+    """Held-out perplexity: exp of the mean next-token loss over every token of ``texts`` (pooled; where ``model``
+    is)."""
     import numpy as np
 
     from privgate.lm.scoring import score_texts
 
-    s = score_texts(model, tokenizer, list(texts), context=max_length, device=device, moments=False)
+    s = score_texts(model, tokenizer, list(texts), context=max_length, moments=False)
     total = float(np.sum([v.sum() for v in s.logprob]))
     return float(math.exp(-total / max(s.tokens, 1)))
 

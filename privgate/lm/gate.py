@@ -24,6 +24,7 @@ evaluation split with the policy's error budget. What differs:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from privgate import stats
 from privgate.attacks import available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
 from privgate.decision import decide_policy, verdict_of
+from privgate.device import placed
 from privgate.errors import DataError
 from privgate.gate import Ran, final_scores, summarise
 from privgate.lm.attacks.context import LMContext
@@ -169,23 +171,38 @@ def audit_lm(
     """Audit a causal language model against ``policy`` on records of text (module docstring).
 
     ``recipe`` (a :class:`privgate.lm.recipe.LMRecipe`) and ``data.population`` give LiRA and RMIA the
-    reference models privgate fine-tunes (:mod:`privgate.lm.references`).
+    reference models privgate fine-tunes (:mod:`privgate.lm.references`). The model and the reference
+    model run on the run's device and are put back where they were afterwards (:func:`privgate.device.placed`).
     """
     run = (options or RunOptions()).resolved()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(placed(lm.model, run.device))
+        if reference is not None:
+            stack.enter_context(placed(reference.model, run.device))
+        return _audit(lm, data, policy, reference, canaries, run, batch_size, recipe)
+
+
+def _audit(
+    lm: LoadedLM,
+    data: TextAudit,
+    policy: Policy,
+    reference: LoadedLM | None,
+    canaries: str | None,
+    run: RunOptions,
+    batch_size: int,
+    recipe: Any,
+) -> Report:
+    """:func:`audit_lm` with the models on the run's device."""
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     device = run.device
     pooled = pool(data, run.seed)
     translated = lm_policy(policy, recipe is not None)
     with limit_threads(run.threads):
-        lm.model.to(device)
         run.say(f"scoring {len(pooled.texts)} records")
-        scores = score_texts(
-            lm.model, lm.tokenizer, pooled.texts, context=lm.context, device=device, batch_size=batch_size
-        )
+        scores = score_texts(lm.model, lm.tokenizer, pooled.texts, context=lm.context, batch_size=batch_size)
         ref_scores, cache = None, open_cache(run.cache, run.cache_key)
         if reference is not None:
-            reference.model.to(device)
             run.say("scoring the records with the reference model")
             ref_scores, ref_cached = cached_score_texts(
                 reference.model,

@@ -128,7 +128,7 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
         else (data.nonmembers, f"the non-members ({len(data.nonmembers)} records, never trained on)")
     )
     conf = policy.confidence
-    task = (ClassifierTask if classifier else HardenTask)(heldout, target.context, conf, run.seed)
+    task = (ClassifierTask if classifier else HardenTask)(heldout, target.context, conf, run.seed, run.device)
     with limit_threads(run.threads):
         orig_ppl, orig_ci = task.utility(target.model, target.tokenizer)
     ceiling, rule = task.floor(policy, orig_ppl)

@@ -42,12 +42,15 @@ class LMCandidate(Candidate):
 
 
 def perplexity_ci(
-    model: Any, tokenizer: Any, texts: list[str], *, context: int, device: str, confidence: float, seed: int
+    model: Any, tokenizer: Any, texts: list[str], *, context: int, confidence: float, seed: int
 ) -> tuple[float, list[float]]:
-    """Held-out perplexity (all tokens pooled) and its percentile-bootstrap interval over records (2000 resamples)."""
+    """Held-out perplexity (all tokens pooled) and its percentile-bootstrap interval over records (2000 resamples).
+
+    Scored where ``model`` is (:func:`privgate.lm.scoring.score_texts`).
+    """
     from privgate.lm.scoring import score_texts
 
-    s = score_texts(model, tokenizer, texts, context=context, device=device, moments=False)
+    s = score_texts(model, tokenizer, texts, context=context, moments=False)
     tot = np.array([float(v.sum()) for v in s.logprob])
     n_tok = s.n_tokens.astype(float)
     ppl = float(math.exp(-tot.sum() / max(n_tok.sum(), 1.0)))
@@ -90,21 +93,31 @@ def accuracy_ci(model: Any, tokenizer: Any, texts: list[str], labels: np.ndarray
 
 
 class HardenTask:
-    """The kind-specific parts of hardening (module docstring); ``heldout`` is a :class:`~privgate.lm.text.TextSet`."""
+    """The kind-specific parts of hardening (module docstring); ``heldout`` is a :class:`~privgate.lm.text.TextSet`.
+
+    ``device`` is the run's: :meth:`utility` scores a model there and puts it back where it was.
+    """
 
     metric = "perplexity"
     kind = "causal_lm"
     model_kind = "causal language model"
     candidate = LMCandidate
 
-    def __init__(self, heldout: Any, context: int, confidence: float, seed: int) -> None:
+    def __init__(self, heldout: Any, context: int, confidence: float, seed: int, device: str = "cpu") -> None:
         self.heldout, self.context, self.confidence, self.seed = heldout, context, confidence, seed
+        self.device = device
 
     def utility(self, model: Any, tokenizer: Any) -> tuple[float, list[float]]:
+        """Held-out utility of ``model``, scored on the run's device (the model is put back after)."""
+        from privgate.device import placed
+
+        with placed(model, self.device):
+            return self._utility(model, tokenizer)
+
+    def _utility(self, model: Any, tokenizer: Any) -> tuple[float, list[float]]:
         return perplexity_ci(
-            model, tokenizer, self.heldout.texts, context=self.context, device="cpu", confidence=self.confidence,
-            seed=self.seed,
-        )  # fmt: skip
+            model, tokenizer, self.heldout.texts, context=self.context, confidence=self.confidence, seed=self.seed
+        )
 
     def floor(self, policy: Policy, original: float) -> tuple[float | None, str]:
         return perplexity_ceiling(policy, original)
@@ -134,7 +147,7 @@ class ClassifierTask(HardenTask):
     model_kind = "sequence classifier"
     candidate = Candidate
 
-    def utility(self, model: Any, tokenizer: Any) -> tuple[float, list[float]]:
+    def _utility(self, model: Any, tokenizer: Any) -> tuple[float, list[float]]:
         return accuracy_ci(
             model, tokenizer, self.heldout.texts, self.heldout.labels, context=self.context, confidence=self.confidence
         )

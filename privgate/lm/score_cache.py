@@ -106,10 +106,14 @@ def cached_score_texts(
         tokenizer: the tokenizer the records are read with (the target's).
         digest: the model's content digest (module docstring).
         cache: :func:`open_cache`'s cache, or ``None`` (no cache: always scored).
+        device: the device a lookup without a model keys on; a model is scored where it is, and keyed so.
     """
+    from privgate.device import device_of
+
     ids, cut = tokenize(tokenizer, texts, context)
     lengths = [max(len(i) - 1, 0) for i in ids]
-    key = scores_key(digest, ids, moments=moments, batch_size=batch_size, device=device)
+    where = device if model is None else device_of(model)
+    key = scores_key(digest, ids, moments=moments, batch_size=batch_size, device=where)
     if cache is not None:
         import torch
 
@@ -124,7 +128,7 @@ def cached_score_texts(
     if model is None:
         raise LookupError(key)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    lp, mu, sd = score_ids(model, ids, device=device, batch_size=batch_size, pad_id=pad, moments=moments)
+    lp, mu, sd = score_ids(model, ids, batch_size=batch_size, pad_id=pad, moments=moments)
     if cache is not None:
         cache.store(key, _pack(lp, mu, sd, moments))
     return TokenScores(lp, mu, sd, cut, context), False

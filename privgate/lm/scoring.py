@@ -10,8 +10,10 @@ a record (t ≥ 1):
   standard deviation of the log-probability under the model's own next-token
   distribution, which Min-K%++ standardises by (Zhang et al. 2024, arXiv 2404.02936).
 
-Log-softmax is taken in float32 (float64 on request) on the device; only the
-per-token numbers leave it. Padded positions never reach a record's numbers.
+Log-softmax is taken in float32 on the model's device: the token ids and masks
+are made where the model is (:func:`privgate.device.device_of`), whichever
+device it was put on, and only the per-token numbers leave it. Padded positions
+never reach a record's numbers.
 """
 
 from __future__ import annotations
@@ -67,7 +69,6 @@ def score_ids(
     model: Any,
     ids: list[list[int]],
     *,
-    device: str = "cpu",
     batch_size: int = BATCH,
     pad_id: int = 0,
     moments: bool = True,
@@ -77,13 +78,15 @@ def score_ids(
     Args:
         model: a causal LM returning ``.logits`` of ``[batch, T, vocab]``.
         ids: token ids of each record (at least one token each).
-        device: where the forward passes run.
         batch_size: records per forward pass.
         pad_id: the id padded positions carry (they are masked out).
         moments: also compute μ and σ (Min-K%++); without them the pass skips a ``[batch, T, vocab]`` product.
     """
     import torch
 
+    from privgate.device import device_of
+
+    device = device_of(model)  # the forward passes run where the model is
     n = len(ids)
     order = sorted(range(n), key=lambda i: len(ids[i]), reverse=True)
     lp_out: list[np.ndarray] = [np.zeros(0)] * n
@@ -123,14 +126,13 @@ def score_texts(
     texts: list[str],
     *,
     context: int,
-    device: str = "cpu",
     batch_size: int = BATCH,
     moments: bool = True,
 ) -> TokenScores:
-    """:func:`score_ids` of records of text, tokenised and truncated to ``context`` tokens."""
+    """:func:`score_ids` of records of text, tokenised and truncated to ``context`` tokens, where the model is."""
     ids, cut = tokenize(tokenizer, texts, context)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    lp, mu, sd = score_ids(model, ids, device=device, batch_size=batch_size, pad_id=pad, moments=moments)
+    lp, mu, sd = score_ids(model, ids, batch_size=batch_size, pad_id=pad, moments=moments)
     return TokenScores(lp, mu, sd, cut, context)
 
 

@@ -105,6 +105,7 @@ def private_by_user(
     from opacus import PrivacyEngine
 
     from privgate.dp.accounting import Run, compose
+    from privgate.dp.noise import draw_noise_on_cpu
     from privgate.dp.train import DPTraining
     from privgate.lm.finetune import FineTuneStats, SequenceLoss, _target, _trim
 
@@ -117,7 +118,7 @@ def private_by_user(
         generator=torch.Generator().manual_seed(int(seed)),
     )
     loss_fn: nn.Module = SequenceLoss() if y is None else nn.CrossEntropyLoss()
-    noise_gen = torch.Generator(device=dev).manual_seed(int(seed) + 0x5EED)
+    noise_gen = torch.Generator().manual_seed(int(seed) + 0x5EED)  # on the CPU: privgate.dp.noise
     model.train()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "secure RNG turned off": stated in the DP statement's caveats
@@ -126,6 +127,7 @@ def private_by_user(
             module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=float(dp.noise_multiplier),
             max_grad_norm=s.max_grad_norm, poisson_sampling=True, noise_generator=noise_gen, grad_sample_mode="hooks",
         )  # fmt: skip
+    draw_noise_on_cpu(dp_opt, noise_gen)
     q = float(dp_loader.sample_rate)
     if dp.instrument is not None:
         dp.instrument(dp_opt, q)

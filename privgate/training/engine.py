@@ -457,8 +457,8 @@ def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, de
 
     * a DP-SGD recipe (:attr:`~privgate.recipe.Recipe.dp_sgd`): the MLP kernel
       draws Poisson batches and noise from per-model CPU generators
-      (``dp:engine``), Opacus from its own, the noise on the training device
-      (``dp:recipe.train:<device>``);
+      (``dp:engine``), Opacus from its own CPU generators, its noise included
+      (:mod:`privgate.dp.noise`), on any device (``dp:recipe.train``);
     * a model whose forward pass draws other random numbers (trained by
       ``recipe.train`` only, from torch's generator on the training device):
       ``rng:<device>``;
@@ -466,7 +466,7 @@ def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, de
       ways up to bf16's rounding, which differs between CPUs and GPUs).
     """
     if recipe.dp_sgd is not None:
-        return "dp:engine" if mode == "vectorised" else f"dp:recipe.train:{device}"
+        return "dp:engine" if mode == "vectorised" else "dp:recipe.train"
     if random_forward(net, torch.as_tensor(x[: min(4, len(x))])):
         return f"rng:{device}"
     if recipe.precision == "bf16":  # bf16 rounds differently on each kind of device, by more than float32 does
