@@ -40,7 +40,8 @@ class EvilTokenizer(PreTrainedTokenizerFast):
 
 
 def _cli(*args: str, cwd: Path, stdin: str | None) -> subprocess.CompletedProcess[str]:
-    """``privgate ARGS`` in a subprocess; ``stdin`` is what standard input answers, ``None``: it is closed."""
+    """``privgate ARGS`` in a subprocess; ``stdin`` is what standard input answers (``""``: nothing, end of file at
+    once, as in CI), ``None``: it is closed."""
     exe = Path(sys.executable).with_name("privgate")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "privgate.cli"]
     if stdin is None:
@@ -76,7 +77,7 @@ def folder(tiny_lm_dir, tmp_path) -> Path:
 
 
 def _edit(path: Path, **changes) -> None:
-    data = json.loads(path.read_text())
+    data = json.loads(path.read_text()) if path.exists() else {}
     data.update(changes)
     path.write_text(json.dumps(data))
 
@@ -153,7 +154,7 @@ def test_trust_remote_code_is_off_even_where_the_folder_check_would_miss(folder,
 
 def test_an_adapters_base_naming_code_is_refused_and_its_name_cannot_reach_the_terminal(folder):
     """Before: the adapter's base folder, named with ESC sequences, reached stdout raw through transformers'
-    prompt (and its code ran on 'y')."""
+    prompt, printed even when standard input is empty (and its code ran on 'y')."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
@@ -165,7 +166,7 @@ def test_an_adapters_base_naming_code_is_refused_and_its_name_cannot_reach_the_t
     base = folder.rename(folder.parent / "base\x1b]8;;evil.example\x1b\\x\x1b[31m")  # no "/": one name
     _remote_config(base, marker)
     _edit(adapter / "adapter_config.json", base_model_name_or_path=str(base))
-    _refused(_check(adapter, stdin=None), "config.json", "'auto_map'")
+    _refused(_check(adapter, stdin=""), "config.json", "'auto_map'")  # no input at all, as in CI
     assert not marker.exists()
 
 
@@ -211,6 +212,7 @@ def test_every_loader_refuses_a_folder_naming_code(folder, tiny_lm_dir, tmp_path
         ("config.json", {"architectures": ["modeling_evil.EvilForCausalLM"]}, "'architectures' entry"),
         ("config.json", {"text_config": {"auto_map": {"AutoConfig": "c.Evil"}}}, "'text_config.auto_map'"),
         ("generation_config.json", {"auto_map": {"AutoConfig": "c.Evil"}}, "'auto_map'"),
+        ("processor_config.json", {"auto_map": {"AutoProcessor": "p.Evil"}}, "'auto_map' entry 'AutoProcessor'"),
         ("config.json", {"attn_implementation": "kernels-community/evil"}, "'attn_implementation' names code"),
     ],
 )
