@@ -380,25 +380,22 @@ def assert_policy(
 
 
 def _causal_lm(model: Any) -> tuple[Any, Any]:
-    """(model, tokenizer) from a ``save_pretrained`` directory (safetensors only, no network) or a pair."""
+    """(model, tokenizer) from a ``save_pretrained`` directory or a pair; a directory is read by privgate's guarded
+    loader (:func:`privgate.lm.loading.load_model_dir`: no code from the folder, safetensors only, no network)."""
     if isinstance(model, (tuple, list)) and len(model) == 2:
         return model[0], model[1]
     from pathlib import Path
 
     from privgate.errors import TargetError
+    from privgate.lm.loading import CAUSAL, load_model_dir
 
     path = Path(model)
-    if not (path / "config.json").is_file():
+    if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
         raise TargetError(f"{path}: not a Hugging Face model directory (no config.json).")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    try:
-        lm = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, use_safetensors=True)
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-        raise TargetError(f"{path}: cannot load the causal language model and its tokenizer ({first}).") from None
-    return lm, tokenizer
+    lm = load_model_dir(path)
+    if lm.kind != CAUSAL:
+        raise TargetError(f"{path}: is a sequence classifier; canary exposure needs a causal language model.")
+    return lm.model, lm.tokenizer
 
 
 def _canaries(canaries: Any) -> list[Any]:

@@ -16,6 +16,16 @@ A PEFT adapter directory (``adapter_config.json``) is loaded on its base model:
 ``base_model_name_or_path``, which must then be a local directory. Weights in
 ``pytorch_model.bin`` are pickles: loading them runs code, so they are refused
 unless ``trust_checkpoint`` is set, as every pickle is.
+
+A model folder is data (:mod:`privgate.lm.folder`): its files are size-checked
+and its configuration parsed before any library reads them, a folder that names
+code (``auto_map``) is refused, every loader runs with
+``trust_remote_code=False`` (so ``transformers`` never asks on stdin), the
+model is first built on torch's ``meta`` device and compared with the size of
+its weights, the tokenizer's regular expressions and the adapter's module
+patterns are checked for catastrophic backtracking (:mod:`privgate.lm.regexes`),
+and what the libraries print while loading goes through privgate's terminal
+sanitiser (:mod:`privgate.lm.libout`).
 """
 
 from __future__ import annotations
@@ -26,7 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privgate.errors import TargetError
+from privgate.errors import TargetError, clip, shown
+from privgate.lm.folder import check_counts, read_folder, safetensors_files
+from privgate.lm.libout import library_output_cleaned
+from privgate.lm.regexes import backtracking_problem, peft_patterns, tokenizer_patterns
 
 CAUSAL = "causal_lm"
 CLASSIFIER = "sequence_classifier"
@@ -37,20 +50,6 @@ def is_model_dir(path: str | Path) -> bool:
     """Whether ``path`` is a directory privgate should read as a Hugging Face model (or adapter)."""
     p = Path(path)
     return p.is_dir() and ((p / "config.json").is_file() or (p / "adapter_config.json").is_file())
-
-
-def _read_json(path: Path, what: str) -> dict[str, Any]:
-    from privgate.inputs.textfile import read_limited
-
-    try:
-        data = json.loads(read_limited(path, what, TargetError))
-    except json.JSONDecodeError as exc:
-        raise TargetError(f"{path}: {what} is not valid JSON (line {exc.lineno}).") from None
-    except RecursionError:
-        raise TargetError(f"{path}: {what} is not valid JSON (nested too deeply).") from None
-    if not isinstance(data, dict):
-        raise TargetError(f"{path}: {what} must be a JSON object.")
-    return data
 
 
 def kind_of(config: dict[str, Any], where: Path) -> str:
@@ -118,6 +117,10 @@ class LoadedLM:
     extra: dict[str, Any]
 
 
+def _first_line(exc: BaseException) -> str:
+    return clip((str(exc).strip().splitlines() or [""])[0], 200)
+
+
 def _tokenizer(path: Path, fallback: Path | None) -> Any:
     from transformers import AutoTokenizer
 
@@ -126,10 +129,30 @@ def _tokenizer(path: Path, fallback: Path | None) -> Any:
         if where is None:
             continue
         try:
-            return AutoTokenizer.from_pretrained(str(where), local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(str(where), local_files_only=True, trust_remote_code=False)
         except Exception as exc:  # noqa: BLE001 - transformers raises OSError, ValueError, KeyError …
-            errors.append(f"{exc.__class__.__name__}")
-    raise TargetError(f"{path}: no tokenizer could be loaded from the directory ({', '.join(errors)}).")
+            errors.append(f"{exc.__class__.__name__}: {_first_line(exc)}" if not errors else exc.__class__.__name__)
+            continue
+        _refuse_backtracking(tokenizer, where)
+        return tokenizer
+    raise TargetError(f"{path}: no tokenizer could be loaded from the directory ({'; '.join(errors)}).")
+
+
+def _refuse_backtracking(tokenizer: Any, where: Path) -> None:
+    """One sentence when a regular expression of the tokenizer can backtrack catastrophically (:mod:`~.regexes`)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    for part in ("normalizer", "pre_tokenizer", "decoder"):
+        component = getattr(backend, part, None) if backend is not None else None
+        if component is None:
+            continue
+        for pattern in tokenizer_patterns(json.loads(component.__getstate__())):
+            problem = backtracking_problem(pattern, oniguruma=True)
+            if problem:
+                raise TargetError(
+                    f"{where / 'tokenizer.json'}: the {part.replace('_', '-')}'s regular expression "
+                    f"{shown(pattern, 80)} can backtrack catastrophically: {problem}; privgate refuses the tokenizer "
+                    "before it tokenises any text."
+                )
 
 
 def _check_tokenizer(model: Any, tokenizer: Any, where: Path) -> None:
@@ -147,18 +170,56 @@ def _context(model: Any, tokenizer: Any) -> int:
     return min(usable) if usable else 1024
 
 
-def _load_model(path: Path, kind: str, trust: bool) -> Any:
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+#: Values a model may have beyond those its weights hold (buffers such as rotary frequencies, a new head): 4 Mi.
+SLACK = 1 << 22
+
+
+def _fits(cls: Any, config: Any, values: int, path: Path) -> None:
+    """The model ``config`` describes, built on torch's ``meta`` device (no memory), is no larger than its weights."""
+    import torch
+
+    with torch.device("meta"):
+        skeleton = cls.from_config(config, trust_remote_code=False)
+    needed = sum(t.numel() for t in skeleton.parameters()) + sum(t.numel() for t in skeleton.buffers())
+    if needed > values + max(values // 100, SLACK):
+        raise TargetError(
+            f"{path / 'config.json'}: describes a model of {needed:,} values but its weights hold {values:,}, so it "
+            "does not describe these weights; privgate refuses it before allocating any memory."
+        )
+
+
+def _load_model(path: Path, kind: str, trust: bool, values: int) -> Any:
+    """The model of ``path``; ``values``: what its safetensors weights hold (0: pickled weights, trusted)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # privgate's console shows its own progress; no bars on stderr
 
     cls = AutoModelForCausalLM if kind == CAUSAL else AutoModelForSequenceClassification
     try:
-        return cls.from_pretrained(str(path), local_files_only=True, use_safetensors=not trust or None)
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 - transformers raises many types for damaged or foreign files
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise TargetError(f"{path}: transformers cannot load the model ({exc.__class__.__name__}: {first}).") from None
+        raise TargetError(
+            f"{path}: transformers cannot read config.json ({exc.__class__.__name__}: {_first_line(exc)})."
+        ) from None
+    if values:
+        try:
+            _fits(cls, config, values, path)
+        except TargetError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the config's own inconsistencies
+            raise TargetError(
+                f"{path}: transformers cannot build the model config.json describes ({exc.__class__.__name__}: "
+                f"{_first_line(exc)})."
+            ) from None
+    try:
+        return cls.from_pretrained(
+            str(path), config=config, local_files_only=True, trust_remote_code=False, use_safetensors=not trust or None
+        )
+    except Exception as exc:  # noqa: BLE001 - transformers raises many types for damaged or foreign files
+        raise TargetError(
+            f"{path}: transformers cannot load the model ({exc.__class__.__name__}: {_first_line(exc)})."
+        ) from None
 
 
 def load_model_dir(
@@ -176,16 +237,23 @@ def load_model_dir(
         return _load_adapter(p, base_model, trust_checkpoint)
     if not (p / "config.json").is_file():
         raise TargetError(f"{p}: is a directory without config.json, not a Hugging Face model directory.")
-    config = _read_json(p / "config.json", "config.json")
-    kind = kind_of(config, p)
-    _weights_allowed(p, trust_checkpoint)
-    model = _load_model(p, kind, trust_checkpoint)
-    tokenizer = _tokenizer(p, None)
+    config, kind = _base(p, trust_checkpoint)
+    with library_output_cleaned():
+        model = _load_model(p, kind, trust_checkpoint, check_counts(p / "config.json", config, safetensors_files(p)))
+        tokenizer = _tokenizer(p, None)
     return _finish(model, tokenizer, kind, p, directory_sha256(p), {"architecture": config["architectures"][0]})
 
 
+def _base(p: Path, trust: bool) -> tuple[dict[str, Any], str]:
+    """(``config.json``, kind) of the model folder ``p``, after the checks of :func:`privgate.lm.folder.read_folder`."""
+    config = read_folder(p)["config.json"]
+    kind = kind_of(config, p)
+    _weights_allowed(p, trust)
+    return config, kind
+
+
 def _load_adapter(p: Path, base_model: str | Path | None, trust: bool) -> LoadedLM:
-    adapter = _read_json(p / "adapter_config.json", "adapter_config.json")
+    adapter = read_folder(p)["adapter_config.json"]
     named = adapter.get("base_model_name_or_path")
     base = Path(base_model) if base_model is not None else Path(str(named)) if named else None
     if base is None:
@@ -201,23 +269,36 @@ def _load_adapter(p: Path, base_model: str | Path | None, trust: bool) -> Loaded
             f"{p}: the adapter weights are a pickle (adapter_model.bin), and loading them would run code from the "
             "file; pass --trust-checkpoint if you trust its origin."
         )
-    config = _read_json(base / "config.json", "config.json")
-    kind = kind_of(config, base)
-    _weights_allowed(base, trust)
-    model = _load_model(base, kind, trust)
+    for field, pattern in peft_patterns(adapter):
+        problem = backtracking_problem(pattern, oniguruma=False)
+        if problem:
+            raise TargetError(
+                f"{p / 'adapter_config.json'}: '{field}' {shown(pattern, 80)} is a regular expression that can "
+                f"backtrack catastrophically: {problem}; privgate refuses it before matching module names."
+            )
+    check_counts(p / "adapter_config.json", adapter, safetensors_files(p, True), layers=False)
+    config, kind = _base(base, trust)
+    with library_output_cleaned():
+        model = _load_model(base, kind, trust, check_counts(base / "config.json", config, safetensors_files(base)))
+        model = _with_adapter(model, p, base)
+        has_tok = any((p / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
+        tokenizer = _tokenizer(p if has_tok else base, base if has_tok else None)
+    extra = {"architecture": config["architectures"][0], "adapter": str(p), "base_model": str(base)}
+    return _finish(model, tokenizer, kind, p, directory_sha256(p), extra)
+
+
+def _with_adapter(model: Any, p: Path, base: Path) -> Any:
+    """``model`` with the adapter of ``p`` merged; its weights created empty (``meta``) and filled from the file."""
     try:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, str(p), local_files_only=True).merge_and_unload()
+        return PeftModel.from_pretrained(
+            model, str(p), local_files_only=True, low_cpu_mem_usage=True
+        ).merge_and_unload()
     except Exception as exc:  # noqa: BLE001 - peft raises many types for adapters that do not fit
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
         raise TargetError(
-            f"{p}: the adapter cannot be loaded on '{base}' ({exc.__class__.__name__}: {first})."
+            f"{p}: the adapter cannot be loaded on '{base}' ({exc.__class__.__name__}: {_first_line(exc)})."
         ) from None
-    has_tok = any((p / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
-    tokenizer = _tokenizer(p if has_tok else base, base if has_tok else None)
-    extra = {"architecture": config["architectures"][0], "adapter": str(p), "base_model": str(base)}
-    return _finish(model, tokenizer, kind, p, directory_sha256(p), extra)
 
 
 def _finish(model: Any, tokenizer: Any, kind: str, where: Path, digest: str, extra: dict[str, Any]) -> LoadedLM:
