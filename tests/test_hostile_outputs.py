@@ -354,7 +354,7 @@ def test_the_other_json_readers_refuse_deep_nesting_in_one_sentence(tmp_path):
     """Siblings: text data, canaries and a language model's config.json parse JSON the same way (exit 4 before)."""
     from privgate.errors import DataError, TargetError
     from privgate.lm.canaries import load_canaries
-    from privgate.lm.loading import _read_json
+    from privgate.lm.folder import read_json
     from privgate.lm.text import load_texts
     from privgate.lm.userlevel import load_users
 
@@ -367,8 +367,8 @@ def test_the_other_json_readers_refuse_deep_nesting_in_one_sentence(tmp_path):
     with pytest.raises(DataError, match=r"deep\.jsonl, line 1: not valid JSON \(nested too deeply\)"):
         load_canaries(deep)
     (tmp_path / "config.json").write_text(deep.read_text())
-    with pytest.raises(TargetError, match=r"config\.json: config is not valid JSON \(nested too deeply\)"):
-        _read_json(tmp_path / "config.json", "config")
+    with pytest.raises(TargetError, match=r"config\.json: is JSON nested too deeply"):
+        read_json(tmp_path / "config.json")
 
 
 # --------------------------------------------------------------------------- item 11: size of saved reports
