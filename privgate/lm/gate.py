@@ -66,6 +66,7 @@ class Pooled:
     membership: np.ndarray
     calibration: np.ndarray
     member_rows: np.ndarray
+    clipped: np.ndarray  # records cut to their character limit when read (privgate.lm.text)
 
 
 def pool(data: TextAudit, seed: int) -> Pooled:
@@ -73,9 +74,11 @@ def pool(data: TextAudit, seed: int) -> Pooled:
     texts = data.members.texts + data.nonmembers.texts
     membership = np.r_[np.ones(n1, bool), np.zeros(n0, bool)]
     rows = np.r_[np.arange(n1), np.full(n0, -1)]
+    clipped = np.zeros(n1 + n0, dtype=bool)
+    clipped[list(data.members.clipped) + [n1 + i for i in data.nonmembers.clipped]] = True
     perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(n1 + n0)
     membership, rows = membership[perm], rows[perm]
-    return Pooled([texts[i] for i in perm], membership, stats.calibration_mask(membership, seed), rows)
+    return Pooled([texts[i] for i in perm], membership, stats.calibration_mask(membership, seed), rows, clipped[perm])
 
 
 def measurement_confidence(policy: Policy, name: str) -> float:
@@ -165,11 +168,13 @@ def audit_lm(
     options: RunOptions | None = None,
     batch_size: int = BATCH,
     recipe: Any = None,
+    max_canaries: int | None = None,
 ) -> Report:
     """Audit a causal language model against ``policy`` on records of text (module docstring).
 
     ``recipe`` (a :class:`privgate.lm.recipe.LMRecipe`) and ``data.population`` give LiRA and RMIA the
-    reference models privgate fine-tunes (:mod:`privgate.lm.references`).
+    reference models privgate fine-tunes (:mod:`privgate.lm.references`). ``max_canaries``: the most canaries the
+    ``canaries`` file may hold (default :data:`privgate.lm.canaries.MAX_CANARIES`).
     """
     run = (options or RunOptions()).resolved()
     started = datetime.now(timezone.utc)
@@ -226,6 +231,8 @@ def audit_lm(
     measure_inputs = MeasureInputs(
         lm, data.members.texts, data.nonmembers.texts, canaries, device, run.seed, policy.confidence, batch_size
     )
+    if max_canaries is not None:
+        measure_inputs = dataclasses.replace(measure_inputs, max_canaries=max_canaries)
     ran: dict[str, Ran] = {}
     missing = skipped_attacks(policy, recipe is not None)
     summaries = [
@@ -286,7 +293,8 @@ def audit_lm(
         **({"recipe": recipe.describe()} if recipe is not None else {}),
     }
     described = data.describe()
-    described["truncated"] = scores.truncated
+    truncated = int(np.sum(scores.cut | pooled.clipped))  # cut when read, or longer than the context in tokens
+    described["truncated"] = truncated
     described["tokens"] = scores.tokens
     warnings = [w for w in (shift_warning,) if w] + list(
         dict.fromkeys(
@@ -294,9 +302,9 @@ def audit_lm(
             + [w for r in ran.values() for w in r.result.extras.get("cache_warnings", [])]
         )
     )
-    if scores.truncated:
+    if truncated:
         warnings.append(
-            f"{scores.truncated} of {len(pooled.texts)} records are longer than the model's context of "
+            f"{truncated} of {len(pooled.texts)} records are longer than the model's context of "
             f"{lm.context} tokens and were truncated to it"
         )
     return Report(

@@ -9,7 +9,9 @@ file, the members and non-members — through :meth:`Measurement.measure`.
 * ``canary_exposure`` — metric ``exposure`` (bits), the largest over the
   canaries (Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232):
   exposure = log2 |R| − log2 rank of the inserted secret among all candidates;
-  measured by :func:`privgate.lm.exposure.measure_exposure`.
+  measured by :func:`privgate.lm.exposure.measure_exposure`: exactly up to
+  ``max_exact`` candidates, else extrapolated from ``samples`` sampled ones
+  (options of the attack in the policy); the notes say which.
 * ``extraction`` — metric ``extraction_rate``: the fraction of members whose
   next ``suffix_tokens`` tokens greedy decoding reproduces exactly from their
   first ``prefix_tokens`` (Carlini et al. 2021, arXiv 2012.07805; Nasr et al.
@@ -29,6 +31,7 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
+from privgate.lm.canaries import MAX_CANARIES
 
 
 @dataclass
@@ -43,6 +46,13 @@ class MeasureInputs:
     seed: int
     confidence: float
     batch_size: int
+    max_canaries: int = MAX_CANARIES
+
+
+def _integer(key: str, v: Any, low: int, high: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise ValueError(f"option {key} must be an integer from {low:,} to {high:,}, got {shown(v)}")
+    return v
 
 
 class Measurement(Attack):
@@ -74,13 +84,24 @@ class Measurement(Attack):
 
 
 class CanaryExposure(Measurement):
-    """Canary exposure in bits, the largest over the canaries (Carlini et al. 2019, arXiv 1802.08232)."""
+    """Canary exposure in bits, the largest over the canaries (Carlini et al. 2019, arXiv 1802.08232).
+
+    Options:
+        max_exact: the largest randomness space |R| ranked exactly (every candidate scored; default 10^5).
+        samples: candidates sampled for a larger space (the paper's extrapolation, §4; default 10,000).
+    """
 
     name = "canary_exposure"
     measures = "exposure"
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, max_exact: int | None = None, samples: int | None = None, **options: Any) -> None:
+        from privgate.lm.exposure import MAX_EXACT, SAMPLES
+
         super().__init__(**options)
+        self.options = {
+            "max_exact": _integer("max_exact", MAX_EXACT if max_exact is None else max_exact, 1, 10**9),
+            "samples": _integer("samples", SAMPLES if samples is None else samples, 100, 10**7),
+        }
 
     def measure(self, inputs: MeasureInputs) -> AttackResult:
         from privgate import stats
@@ -93,7 +114,7 @@ class CanaryExposure(Measurement):
             from privgate.lm.exposure import measure_exposure
         except ImportError:
             raise AttackSkipped("canary exposure is not available in this version of privgate") from None
-        canaries = load_canaries(Path(inputs.canaries))
+        canaries = load_canaries(Path(inputs.canaries), inputs.max_canaries)
         rep = measure_exposure(
             inputs.lm.model,
             inputs.lm.tokenizer,
@@ -102,10 +123,14 @@ class CanaryExposure(Measurement):
             batch_size=inputs.batch_size,
             confidence=inputs.confidence,
             seed=inputs.seed,
+            max_exact=self.options["max_exact"],
+            samples=self.options["samples"],
+            context=inputs.lm.context,
         )
         rows = [c.model_dump() for c in rep.canaries]
         if not rows:
             raise AttackSkipped("the canaries file holds no canaries")
+        sampled = [r for r in rows if r["method"] == "extrapolated"]
         est = stats.Estimate(
             "exposure",
             rep.max_exposure,
@@ -115,12 +140,31 @@ class CanaryExposure(Measurement):
             len(rows),
             0,
             # exact: every canary ranked among all its candidates, so the value has no sampling error (privgate diff)
-            details={"worst": rep.worst, "canaries": len(rows), "exact": all(r["method"] == "exact" for r in rows)},
+            details={
+                "worst": rep.worst,
+                "canaries": len(rows),
+                "exact": not sampled,
+                "methods": {"exact": len(rows) - len(sampled), "extrapolated": len(sampled)},
+            },
+        )
+        worst = rows[rep.worst]
+        how = (
+            f"ranked exactly among all {worst['space']:,} candidates"
+            if worst["method"] == "exact"
+            else f"extrapolated from {worst['samples']:,} of its {worst['space']:.3g} candidates, {worst['below']:,} "
+            f"of them scoring below the secret: [{worst['lo']:.3g}, {worst['hi']:.3g}] bits at "
+            f"{worst['confidence']:.4g} (distribution-free), skew-normal point {worst['exposure']:.3g}"
         )
         notes = [
             f"{len(rows)} canaries from {inputs.canaries}; the largest exposure is canary {rep.worst}'s "
-            f"({rep.max_exposure:.3g} bits of {rows[rep.worst]['space_bits']:.3g} possible)"
+            f"({rep.max_exposure:.3g} bits of {worst['space_bits']:.3g} possible), {how}"
         ]
+        if sampled:
+            notes.append(
+                f"{len(sampled)} of {len(rows)} canaries have more than max_exact = {self.options['max_exact']:,} "
+                f"candidates and were extrapolated from {self.options['samples']:,} sampled candidates each "
+                "(Carlini et al. 2019, §4); raise the canary_exposure option max_exact to rank them exactly"
+            )
         return self._result(start, est, {"canaries": rows}, notes)
 
 
