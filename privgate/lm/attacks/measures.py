@@ -17,11 +17,14 @@ file, the members and non-members — through :meth:`Measurement.measure`.
   first ``prefix_tokens`` (Carlini et al. 2021, arXiv 2012.07805; Nasr et al.
   2023, arXiv 2311.17035), in excess of the same rate on non-members (a model
   that completes text it never saw is fluent, not leaking); measured by
-  :func:`privgate.lm.extraction.measure_extraction`.
+  :func:`privgate.lm.extraction.measure_extraction`. Lengths the policy does not
+  set are fitted to the records; when no member or no non-member is long
+  enough to test, the metric has no value and the check is inconclusive.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,19 +175,20 @@ class Extraction(Measurement):
     """Verbatim extraction rate of members in excess of non-members (Carlini et al. 2021; Nasr et al. 2023).
 
     Options:
-        prefix_tokens: the tokens of a record greedy decoding starts from.
-        suffix_tokens: the tokens it must then reproduce exactly (records shorter than both are not tested).
+        prefix_tokens: the tokens of a record greedy decoding starts from (default: fitted to the records).
+        suffix_tokens: the tokens it must then reproduce exactly (default: fitted; records shorter than both
+            are not tested), :func:`privgate.lm.extraction.fitted_lengths`.
     """
 
     name = "extraction"
     measures = "extraction_rate"
 
-    def __init__(self, prefix_tokens: int = 32, suffix_tokens: int = 16, **options: Any) -> None:
+    def __init__(self, prefix_tokens: int | None = None, suffix_tokens: int | None = None, **options: Any) -> None:
         super().__init__(**options)
-        for key, v in (("prefix_tokens", prefix_tokens), ("suffix_tokens", suffix_tokens)):
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 4096:
-                raise ValueError(f"option {key} must be an integer from 1 to 4096, got {shown(v)}")
-        self.options = {"prefix_tokens": prefix_tokens, "suffix_tokens": suffix_tokens}
+        self.options = {
+            key: None if v is None else _integer(key, v, 1, 4096)
+            for key, v in (("prefix_tokens", prefix_tokens), ("suffix_tokens", suffix_tokens))
+        }
 
     def measure(self, inputs: MeasureInputs) -> AttackResult:
         from privgate import stats
@@ -206,22 +210,42 @@ class Extraction(Measurement):
             confidence=inputs.confidence,
         )
         m, n = rep.members, rep.nonmembers
-        est = stats.Estimate(
-            "extraction_rate",
-            rep.excess,
-            rep.lo,
-            rep.hi,
-            rep.confidence,
-            m.tested,
-            n.tested,
-            details={"members": m.model_dump(), "nonmembers": n.model_dump(), "p_value": rep.p_value},
+        details = {
+            "members": m.model_dump(),
+            "nonmembers": n.model_dump(),
+            "p_value": rep.p_value,
+            "prefix_tokens": rep.prefix_tokens,
+            "suffix_tokens": rep.suffix_tokens,
+            "lengths_from_records": rep.adaptive,
+            "record_tokens": rep.lengths,
+        }
+        lengths = (
+            f"{rep.prefix_tokens} + {rep.suffix_tokens} tokens"
+            + (" (fitted to the records' lengths)" if rep.adaptive else "")
+            + (
+                f"; the records have {rep.lengths['min']} to {rep.lengths['max']} tokens "
+                f"(median {rep.lengths['median']})"
+                if rep.lengths
+                else ""
+            )
         )
-        notes = [
-            f"greedy decoding from the first {rep.prefix_tokens} tokens reproduces the next {rep.suffix_tokens} "
-            f"for {m.extracted} of {m.tested} members ({m.rate:.1%}) and {n.extracted} of {n.tested} non-members "
-            f"({n.rate:.1%}); the metric is the difference"
-            + (f"; {m.skipped + n.skipped} records too short to test" if m.skipped + n.skipped else "")
-        ]
+        skipped = m.skipped + n.skipped
+        if rep.excess is None:
+            est = stats.Estimate.unresolved(
+                "extraction_rate", rep.reason or "nothing tested", rep.confidence, m.tested, n.tested
+            )
+            est = dataclasses.replace(est, details=details)
+            notes = [f"not measured: {rep.reason}; prefix + suffix {lengths}; {skipped} records too short to test"]
+        else:
+            est = stats.Estimate(
+                "extraction_rate", rep.excess, rep.lo, rep.hi, rep.confidence, m.tested, n.tested, details=details
+            )
+            notes = [
+                f"greedy decoding from the first {rep.prefix_tokens} tokens reproduces the next {rep.suffix_tokens} "
+                f"for {m.extracted} of {m.tested} members ({m.rate:.1%}) and {n.extracted} of {n.tested} non-members "
+                f"({n.rate:.1%}); the metric is the difference; prefix + suffix {lengths}"
+                + (f"; {skipped} records too short to test" if skipped else "")
+            ]
         extras = {"extraction": rep.model_dump(exclude={"extracted_members", "extracted_nonmembers"})}
         extras["extracted"] = [{"member_index": i, "text": _shorten(inputs.members[i])} for i in rep.extracted_members]
         return self._result(start, est, extras, notes)
