@@ -1,14 +1,21 @@
-"""What canary exposure costs through ``privgate check``: wall time and peak memory for 6-digit secrets.
+"""What canary exposure costs through ``privgate check``: CPU, wall time and peak memory for 6-digit secrets.
 
 The case of issue 36: the 91k-parameter tiny LM of ``tests/tiny_lm.py`` (trained here from its seed, a few
 seconds), its 24 + 24 records, and ``--canaries`` files of one and of ten canaries with 6-digit secrets
 (|R| = 10^6). Each audit runs as a user runs it, ``privgate check MODEL --policy public --canaries FILE
---threads 1`` under ``/usr/bin/time -v``, and the script prints the wall time, the peak resident memory, the
+--threads 1`` under ``/usr/bin/time -v``, and the script prints CPU and wall time, the peak resident memory, the
 exposure measurement's own seconds and, per canary, how it was measured (``exact`` or ``extrapolated``) with
 its value and interval. ``--max-exact 1000000`` adds a policy that ranks the six digits exactly (every
 candidate scored, in chunks: memory bounded).
 
     python benchmarks/lm_exposure_cost.py [--canaries 1 10] [--max-exact 1000000]
+
+Measured on a 2-core machine shared with other jobs, load about 2 (CPU = user + sys of the whole run; secret
+482193 alone, 48219i for canary i of ten; the model memorised "4821"): without canaries 8.8 s and 0.53 GB
+peak RSS; one canary before (all candidates tokenised at once) 56.8 s and 5.21 GB, now 11.3 s and 0.58 GB
+(10^4 sampled: 17.18 [11.40, 19.93] bits, the exact 15.84 inside); ranked exactly in chunks (max_exact 10^6)
+62.8 s and 0.60 GB; ten canaries before killed after 300 s, now 24.6 s and 0.59 GB. docs/lm-leakage.md has
+the table.
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ attacks:
 
 def run(model: Path, work: Path, n: int, policy: str) -> None:
     canaries = work / f"canaries{n}.jsonl"
-    rows = [{**INSERTED, "prefix": f"canary {i}: the secret number is ", "secret": f"48219{i}"} for i in range(n)]
+    secrets = ["482193"] if n == 1 else [f"48219{i % 10}" for i in range(n)]  # canary i's secret; alone, 482193
+    rows = [{**INSERTED, "prefix": f"canary {i}: the secret number is ", "secret": s} for i, s in enumerate(secrets)]
     canaries.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = work / f"report{n}.json"
     exe = shutil.which("privgate") or "privgate"
@@ -47,13 +55,14 @@ def run(model: Path, work: Path, n: int, policy: str) -> None:
     timed = ["/usr/bin/time", "-v", *cmd] if Path("/usr/bin/time").exists() else cmd
     done = subprocess.run(timed, capture_output=True, text=True)
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", done.stderr)
+    cpu = sum(float(t) for t in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", done.stderr))
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
     if done.returncode not in (0, 1, 3) or not out.exists():
         print(done.stdout + done.stderr)
         raise SystemExit(f"privgate check exited {done.returncode}")
     attack = next(a for a in json.loads(out.read_text())["attacks"] if a["name"] == "canary_exposure")
     print(
-        f"{n} canaries ({policy}): wall {wall.group(1) if wall else '?'}, peak RSS "
+        f"{n} canaries ({policy}): CPU {cpu:.1f} s, wall {wall.group(1) if wall else '?'}, peak RSS "
         f"{int(rss.group(1)) / 1024**2:.2f} GB, exposure measured in {attack['seconds']:.1f} s"
         if rss
         else f"{n} canaries: exposure measured in {attack['seconds']:.1f} s (no /usr/bin/time for memory)"

@@ -62,7 +62,7 @@ as above: the cost is that of ``samples`` candidates whatever |R| is.
   candidates per canary (``benchmarks/lm_exposure_extrapolation.py``, 1,000
   samples) the distribution-free interval held the exact exposure for 12 of
   12 canaries, while the fit fell short in the tail (an exact 14.6 bits read
-  as 11.4) and its bootstrap interval missed the exact value for 4 of 12:
+  as 11.4) and its bootstrap interval missed the exact value for 5 of 12:
   decide on ``lo``/``hi``.
 
 **Several canaries.** The report's largest exposure carries an interval that
