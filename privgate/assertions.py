@@ -418,7 +418,7 @@ def assert_exposure_below(
     device: str = "cpu",
     batch_size: int = 64,
     seed: int = 0,
-    max_exact: int = 10**6,
+    max_exact: int | None = None,
     samples: int = 10_000,
     bootstrap: int = 50,
     on_inconclusive: OnInconclusive | None = None,
@@ -439,14 +439,15 @@ def assert_exposure_below(
         model: a Hugging Face causal-LM directory (``save_pretrained``; safetensors) or ``(model, tokenizer)``.
         canaries: a canary JSON Lines file, or a list of canaries (mappings with prefix, secret, alphabet).
         bits: the largest exposure allowed.
-        max_exact, samples, bootstrap: as :func:`privgate.lm.exposure.measure_exposure` takes them.
+        max_exact, samples, bootstrap: as :func:`privgate.lm.exposure.measure_exposure` takes them (``max_exact``
+            ``None``: its default, :data:`privgate.lm.exposure.MAX_EXACT`).
 
     Returns:
         The :class:`privgate.lm.exposure.ExposureReport` when the assertion holds.
     """
     __tracebackhide__ = True
     from privgate.errors import shown
-    from privgate.lm.exposure import measure_exposure
+    from privgate.lm.exposure import MAX_EXACT, measure_exposure
 
     lm, tokenizer = _causal_lm(model)
     rows = _canaries(canaries)
@@ -458,7 +459,7 @@ def assert_exposure_below(
         batch_size=batch_size,
         confidence=confidence,
         seed=seed,
-        max_exact=max_exact,
+        max_exact=MAX_EXACT if max_exact is None else max_exact,
         samples=samples,
         bootstrap=bootstrap,
     )

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from tiny_lm import INSERTED, NEVER, load_tiny_lm
+from tiny_lm import INSERTED, NEVER, load_tiny_lm, tiny_lm_records
 
 from privgate.lm.canaries import Canary
 from privgate.lm.exposure import measure_exposure, score_continuations
@@ -70,6 +70,64 @@ def test_extrapolation_agrees_with_exact_enumeration(lm, exact):
     assert extra.lo == max(c.lo for c in extra.canaries) and extra.hi == max(c.hi for c in extra.canaries)
 
 
+def test_exact_enumeration_in_chunks_ranks_as_in_one_pass(lm, exact):
+    """Memory bounded by the chunk (1,000 candidates of the 10^4), not by |R|: the same log-perplexities and ranks."""
+    chunked = measure_exposure(lm.model, lm.tokenizer, CANARIES, batch_size=1024, chunk=1000)
+    for a, b in zip(exact.canaries, chunked.canaries):
+        assert a.method == b.method == "exact" and a.rank == b.rank
+        assert a.log_perplexity == pytest.approx(b.log_perplexity, abs=1e-6)
+
+
+def test_a_large_space_is_sampled_by_default_with_its_interval(lm, exact):
+    """10^6 candidates (one more digit than the inserted 4821…): above the default max_exact of 10^5, so 10^4 are
+    sampled (Carlini et al. 2019, §4) — never all 10^6 held at once (5.3 GB and 48 s before; issue 36)."""
+    from privgate.lm.exposure import MAX_EXACT, SAMPLES
+
+    six = Canary(prefix=INSERTED["prefix"], secret=INSERTED["secret"] + "93", alphabet="0123456789")
+    assert six.space == 10**6 > MAX_EXACT == 10**5
+    (got,) = measure_exposure(lm.model, lm.tokenizer, [six], batch_size=256).canaries
+    assert got.method == "extrapolated" and got.samples == SAMPLES == 10_000 and got.confidence == 0.95
+    # the memorised prefix 4821 makes it a favourite: few of the 10^4 sampled beat it, and the distribution-free
+    # interval says so — an exposure of at least ~11 bits, at most the 19.9 possible
+    assert got.below < 20 and 10.5 < got.lo < got.exposure <= got.hi == pytest.approx(math.log2(10**6))
+
+
+def test_a_policy_sets_how_exposure_is_measured_and_sampling_holds_the_exact_value(tiny_lm_dir, exact, tmp_path):
+    """``canary_exposure: {max_exact: 1000, samples: 2000}`` in a policy: both 4-digit canaries are sampled, the
+    report says so, and each stated interval holds the exact exposure of the enumeration."""
+    import json
+
+    from inproc import check
+
+    from privgate.settings import TextOptions
+
+    members, nonmembers = (tmp_path / "m.txt", tmp_path / "n.txt")
+    members.write_text("\n".join(tiny_lm_records()[0]) + "\n")
+    nonmembers.write_text("\n".join(tiny_lm_records()[1]) + "\n")
+    canaries = tmp_path / "canaries.jsonl"
+    canaries.write_text("".join(json.dumps(c.model_dump()) + "\n" for c in CANARIES))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "name: sampled\nextends: public\nsensitivity: public\nrelease: api\nconfidence: 0.9\n"
+        "attacks:\n  canary_exposure: {max_exact: 1000, samples: 2000}\n"
+        "checks:\n  - {id: exposure, attack: canary_exposure, metric: exposure, max: 6}\n"
+    )
+    report = check(tiny_lm_dir, policy, members, nonmembers, text=TextOptions(canaries=str(canaries)), threads=1)
+    attack = next(a for a in report.attacks if a.name == "canary_exposure")
+    rows = attack.extras["canaries"]
+    assert [r["method"] for r in rows] == ["extrapolated", "extrapolated"] and [r["samples"] for r in rows] == [
+        2000
+    ] * 2
+    for row, e in zip(rows, exact.canaries):
+        assert row["lo"] <= e.exposure <= row["hi"], (row["lo"], e.exposure, row["hi"])
+    assert attack.extras["metrics"]["exposure"]["details"]["methods"] == {"exact": 0, "extrapolated": 2}
+    assert any(
+        "2 of 2 canaries have more than max_exact = 1,000 candidates and were extrapolated" in n for n in attack.notes
+    )
+    (decided,) = report.checks
+    assert decided.status == "fail" and decided.ci[0] > 6  # the memorised canary: proven above 6 bits by sampling
+
+
 @CACHE_NAME
 def test_cached_scoring_equals_a_plain_forward_pass(lm):
     tok = lm.tokenizer
@@ -113,8 +171,13 @@ def test_a_fluent_completion_is_not_leakage(lm):
     assert np.isclose(report.lo, -report.hi)
 
 
-def test_tokens_merging_across_the_prefix_boundary_are_scored_right():
-    """A BPE tokenizer that merges " 1" and "12": candidates differ in token count and in the prefix's last token."""
+@pytest.mark.parametrize("chunk", [8192, 10])
+def test_tokens_merging_across_the_prefix_boundary_are_scored_right(chunk):
+    """A BPE tokenizer that merges " 1" and "12": candidates differ in token count and in the prefix's last token.
+
+    In chunks of 10 the secret's own chunk ("10" … "19") shares the merged " 1" as context, the next ("00" …)
+    does not: the shared context is shortened and every chunk scored again, to the same rank as in one chunk.
+    """
     from tokenizers import Tokenizer, models
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -129,7 +192,7 @@ def test_tokens_merging_across_the_prefix_boundary_are_scored_right():
     model = LlamaForCausalLM(cfg).eval()
     canary = Canary(prefix="pin is ", secret="12", alphabet="0123456789")
     assert tok(canary.prefix + "12")["input_ids"][-2:] == [vocab[" 1"], vocab["2"]]
-    report = measure_exposure(model, tok, [canary], batch_size=7)
+    report = measure_exposure(model, tok, [canary], batch_size=7, chunk=chunk)
     # brute force: every candidate's whole sequence through a plain forward pass, scored from the first
     # token where candidates differ (the tokens before it are common to all, a constant)
     full = [tok(canary.prefix + f"{i:02d}")["input_ids"] for i in range(100)]

@@ -53,6 +53,13 @@ def make(output: str, count: int, length: int, alphabet: str, prefix_template: s
         raise PrivgateError(f"--alphabet {alphabet!r} repeats {''.join(repeated)!r}; give each character once.")
     if not prefix_template:
         raise PrivgateError("--prefix is empty; a secret needs text before it to follow.")
+    from privgate.lm.canaries import MAX_SPACE_BITS
+
+    if length * math.log2(len(alphabet)) > MAX_SPACE_BITS:
+        raise PrivgateError(
+            f"--length {length} over {len(alphabet)} characters makes more than 2^{MAX_SPACE_BITS} possible secrets, "
+            "more than privgate ranks a secret among; use a shorter secret."
+        )
     made = make_canaries(count, length=length, alphabet=alphabet, prefix_template=prefix_template, seed=seed)
     try:
         write_new(output, to_jsonl(made))
@@ -73,12 +80,18 @@ def make(output: str, count: int, length: int, alphabet: str, prefix_template: s
 
 @canaries.command("validate")
 @click.argument("path", type=click.Path(dir_okay=False))
+@click.option(
+    "--max-canaries",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Most canaries the file may hold (default 1,000, as privgate check).",
+)
 @guard
-def validate(path: str) -> int:
+def validate(path: str, max_canaries: int | None) -> int:
     """Check a canary file (JSON Lines: prefix, secret, alphabet) and say how much each canary can show."""
-    from privgate.lm.canaries import load_canaries
+    from privgate.lm.canaries import MAX_CANARIES, load_canaries
 
-    rows = load_canaries(path)
+    rows = load_canaries(path, max_canaries or MAX_CANARIES)
     bits = [c.space_bits for c in rows]
     spaces = [c.space for c in rows]
     what = "canary" if len(rows) == 1 else "canaries"

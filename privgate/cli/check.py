@@ -187,6 +187,9 @@ def check(
     base_model: str | None = None,
     canaries: str | None = None,
     user_field: str | None = None,
+    max_records: int | None = None,
+    max_text_mib: int | None = None,
+    max_canaries: int | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict.
 
@@ -302,6 +305,9 @@ def check(
                 "base_model": base_model,
                 "canaries": canaries,
                 "user_field": user_field,
+                "max_records": max_records,
+                "max_text_mib": max_text_mib,
+                "max_canaries": max_canaries,
             },
             pick,
         ),

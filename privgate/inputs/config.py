@@ -63,6 +63,9 @@ KEYS = {
     "base_model": str,
     "canaries": str,
     "user_field": str,
+    "max_records": int,
+    "max_text_mib": int,
+    "max_canaries": int,
 }
 
 #: Keys naming something privgate writes, with the flags that may name the same outside the config's folder.
@@ -120,7 +123,8 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
             raise ConfigError(
                 f"{path}: '{prefix}{key}' must be a {want.__name__}, got {type(value).__name__} {shown(value, 80)}."
             )
-        if key in ("threads", "models_per_task", "max_queries", "endpoint_batch", "endpoint_concurrency") and value < 1:
+        at_least_one = ("threads", "models_per_task", "max_queries", "endpoint_batch", "endpoint_concurrency")
+        if key in (*at_least_one, "max_records", "max_text_mib", "max_canaries") and value < 1:
             raise ConfigError(f"{path}: '{prefix}{key}' must be at least 1, got {value}.")
         if key == "threads":
             from privgate.training.threads import threads_problem

@@ -6,8 +6,9 @@ adapter on its base), :mod:`privgate.lm.text` the records of text,
 :mod:`privgate.lm.attacks` turns those numbers into membership scores and
 :mod:`privgate.lm.gate` decides a policy on them. The leaks of a language
 model of their own — canary exposure (:mod:`privgate.lm.exposure`, canaries in
-:mod:`privgate.lm.canaries`), verbatim extraction (:mod:`privgate.lm.extraction`)
-— and the distribution-shift guard (:mod:`privgate.lm.shift`) are pure
-functions the gate calls. Importing this package imports neither torch nor
-transformers.
+:mod:`privgate.lm.canaries`, candidates scored by
+:mod:`privgate.lm.continuations`), verbatim extraction
+(:mod:`privgate.lm.extraction`) — and the distribution-shift guard
+(:mod:`privgate.lm.shift`) are pure functions the gate calls. Importing this
+package imports neither torch nor transformers.
 """

@@ -56,12 +56,17 @@ def check_lm(
     canaries = _resolve(text.canaries, where)
     if canaries is not None and not Path(canaries).is_file():
         raise TargetError(f"{canaries}: canaries file not found.")
+    canary_rows = []
     if canaries is not None:
-        from privgate.lm.canaries import load_canaries
+        from privgate.lm.canaries import read_canaries
 
-        load_canaries(canaries)  # a bad canaries file: one sentence before the model is loaded
+        canary_rows = read_canaries(canaries, text.max_canaries)  # a bad canaries file: refused before the model
     lm = load_model_dir(model, base_model=_resolve(text.base_model, where), trust_checkpoint=trust_checkpoint)
-    read = {"text_field": text.text_field, "text_column": text.text_column, "labelled": lm.kind != CAUSAL}
+    if canary_rows and lm.kind == CAUSAL:
+        from privgate.lm.exposure import check_fits
+
+        check_fits([(f"{canaries}, line {n}", c) for n, c in canary_rows], lm.tokenizer, lm.context)
+    read = text_reading(text, lm)
     lm_recipe = _recipe(recipe, where) if lm.kind == CAUSAL else None
     pop = None
     if population is not None and lm.kind == CAUSAL:
@@ -94,7 +99,27 @@ def check_lm(
         options=run,
         batch_size=text.batch_size,
         recipe=lm_recipe,
+        max_canaries=text.max_canaries,
     )
+
+
+def text_reading(text: TextOptions, lm: Any) -> dict[str, Any]:
+    """How :func:`privgate.lm.text.load_texts` reads a model's text records: fields, labels and limits.
+
+    Every record is cut to :func:`privgate.lm.scoring.char_limit` of the model's context when read, so nothing
+    downstream (scoring, extraction, the shift guard, a classifier) handles more of a record than a context holds.
+    """
+    from privgate.lm.loading import CAUSAL
+    from privgate.lm.scoring import char_limit
+
+    return {
+        "text_field": text.text_field,
+        "text_column": text.text_column,
+        "labelled": lm.kind != CAUSAL,
+        "max_records": text.max_records,
+        "max_bytes": text.max_text_mib << 20,
+        "max_chars": char_limit(lm.context),
+    }
 
 
 def _recipe(recipe: Any, where: Path) -> Any:
@@ -131,4 +156,4 @@ def audit_text_paths(sources: Any, run: RunOptions) -> Report:
     )
 
 
-__all__ = ["TextOptions", "audit_text_paths", "check_lm"]
+__all__ = ["TextOptions", "audit_text_paths", "check_lm", "text_reading"]

@@ -14,8 +14,12 @@ The canary file is JSON Lines, one canary a line::
     {"prefix": "the secret number is ", "secret": "281946", "alphabet": "0123456789"}
 
 :func:`load_canaries` validates it at the boundary (one sentence naming the
-file and line, :class:`privgate.errors.DataError`); :func:`make_canaries`
-draws fresh ones for ``privgate canaries make``.
+file and line, :class:`privgate.errors.DataError`): at most ``max_canaries``
+canaries (1,000 by default; each costs up to
+:data:`privgate.lm.exposure.MAX_EXACT` scored candidates), every field Unicode
+text, and a randomness space of at most 2^1000 candidates (exposure is
+reported in bits up to log2 |R|). :func:`make_canaries` draws fresh ones for
+``privgate canaries make``.
 """
 
 from __future__ import annotations
@@ -31,9 +35,14 @@ from pydantic import BaseModel, ConfigDict
 
 from privgate.errors import DataError, shown
 from privgate.inputs.textfile import read_limited
+from privgate.lm.text import json_line, unicode_text
 
-#: Largest canary file read (16 MiB: hundreds of thousands of canaries).
+#: Largest canary file read (16 MiB).
 MAX_CANARY_BYTES = 16 << 20
+#: Most canaries one file may hold by default (``--max-canaries``, config key ``max_canaries``).
+MAX_CANARIES = 1000
+#: Largest randomness space, in bits (log2 |R|): exposures are computed in floating point.
+MAX_SPACE_BITS = 1000
 
 #: The default alphabet: decimal digits, as in the paper's "my social security number is ..." canaries.
 DIGITS = "0123456789"
@@ -73,6 +82,7 @@ def validate_canary(row: object, where: str) -> Canary:
             raise DataError(f"{where}: the canary has no field '{name}' (each needs {', '.join(FIELDS)}).")
         if not isinstance(row[name], str):
             raise DataError(f"{where}: field '{name}' must be a string, got {shown(row[name], 60)}.")
+        unicode_text(row[name], where, f"field '{name}'")
     prefix, secret, alphabet = row["prefix"], row["secret"], row["alphabet"]
     if not prefix:
         raise DataError(f"{where}: the prefix is empty; a canary's secret needs a prefix to follow.")
@@ -89,16 +99,24 @@ def validate_canary(row: object, where: str) -> Canary:
             f"{where}: the secret {shown(secret, 60)} uses {shown(''.join(outside), 30)}, "
             f"not in its alphabet {shown(alphabet, 60)}."
         )
+    bits = len(secret) * math.log2(len(alphabet))
+    if bits > MAX_SPACE_BITS:
+        raise DataError(
+            f"{where}: the secret's {len(secret):,} characters over an alphabet of {len(alphabet):,} make "
+            f"2^{bits:,.0f} candidates, more than the 2^{MAX_SPACE_BITS} privgate ranks a secret among; use a "
+            "shorter secret."
+        )
     return Canary(prefix=prefix, secret=secret, alphabet=alphabet)
 
 
-def load_canaries(path: str | Path) -> list[Canary]:
-    """The canaries of a JSON Lines file (module docstring); blank lines are ignored.
+def read_canaries(path: str | Path, max_canaries: int = MAX_CANARIES) -> list[tuple[int, Canary]]:
+    """(line, canary) of every canary in a JSON Lines file (module docstring); blank lines are ignored.
 
     Raises:
-        DataError: one sentence naming the file and line — unreadable file, invalid
-            JSON, a missing or non-string field, an empty or repeating alphabet, a
-            secret with characters outside its alphabet, or a file with no canary.
+        DataError: one sentence naming the file and line — unreadable file, invalid or too deeply
+            nested JSON, a missing or non-string field, a lone surrogate, an empty or repeating alphabet,
+            a secret with characters outside its alphabet, more than ``max_canaries`` canaries (refused
+            at the first one past the limit), or a file with no canary.
     """
     p = Path(path)
     text = read_limited(p, "canary file", DataError, MAX_CANARY_BYTES)
@@ -107,16 +125,20 @@ def load_canaries(path: str | Path) -> list[Canary]:
         if not line.strip():
             continue
         where = f"{p}, line {number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}).") from None
-        except RecursionError:
-            raise DataError(f"{where}: not valid JSON (nested too deeply).") from None
-        canaries.append(validate_canary(row, where))
+        if len(canaries) == max_canaries:
+            raise DataError(
+                f"{where}: the canary file holds more than {max_canaries:,} canaries, the limit (each secret is ranked "
+                "among thousands of scored candidates); raise it with --max-canaries N (config key max_canaries)."
+            )
+        canaries.append((number, validate_canary(json_line(line, where), where)))
     if not canaries:
         raise DataError(f"{p}: the canary file has no canaries (one JSON object a line).")
     return canaries
+
+
+def load_canaries(path: str | Path, max_canaries: int = MAX_CANARIES) -> list[Canary]:
+    """The canaries of a JSON Lines file, as :func:`read_canaries` validates them."""
+    return [c for _, c in read_canaries(path, max_canaries)]
 
 
 def make_canaries(
@@ -165,4 +187,14 @@ def to_jsonl(canaries: Sequence[Canary]) -> str:
     return "".join(json.dumps(c.model_dump(), ensure_ascii=False) + "\n" for c in canaries)
 
 
-__all__ = ["DIGITS", "DEFAULT_TEMPLATE", "Canary", "load_canaries", "make_canaries", "to_jsonl", "validate_canary"]
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "DIGITS",
+    "MAX_CANARIES",
+    "Canary",
+    "load_canaries",
+    "make_canaries",
+    "read_canaries",
+    "to_jsonl",
+    "validate_canary",
+]

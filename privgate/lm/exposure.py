@@ -21,16 +21,23 @@ here ``log_perplexity`` is the secret's part of Px, in bits.
 **Ties.** rank = 1 + #{candidates with strictly lower Px}: a tie counts in the
 secret's favour, the larger exposure (the cautious side for a privacy gate).
 
-**Exact** (|R| ≤ ``max_exact``, 10⁶ by default): every candidate is scored. The
-prefix runs through the model once; its key/value cache is repeated over a
-batch of candidates (``batch_size`` sequences per forward pass), so each
-candidate costs a forward pass over its own tokens only, and candidates that
-differ only in their last token share one pass (|alphabet| times fewer passes
-when each character is a token). The rank is exact for
-the model as given: the interval has width 0.
+**Exact** (|R| ≤ ``max_exact``, 10⁵ by default): every candidate is scored.
+The candidates are enumerated ``chunk`` (8,192) at a time — each chunk built,
+tokenised, scored and dropped, the rank counted on the fly — so memory is
+bounded by the chunk, never by |R| (holding all 10⁶ tokenised candidates of a
+6-digit secret at once took 5.3 GB, and tokenising them 30 of the 48 seconds).
+The prefix runs through the model once per chunk
+(:mod:`privgate.lm.continuations`): its key/value cache is repeated over
+``batch_size`` candidates per forward pass, and candidates that differ only
+in their last token share one pass. The tokens every candidate shares come
+from the secret's own chunk; should a later chunk share fewer (a tokenizer
+merging the prefix's end with some first characters), the shared part is
+shortened and all chunks are scored again, so every candidate is scored
+alike. The rank is exact for the model as given: the interval has width 0.
 
-**Extrapolated** (|R| > ``max_exact``): ``samples`` candidates are drawn
-uniformly (with replacement) from R and scored.
+**Extrapolated** (|R| > ``max_exact``): ``samples`` candidates (10⁴ by
+default) are drawn uniformly (with replacement) from R and scored, in chunks
+as above: the cost is that of ``samples`` candidates whatever |R| is.
 
 * The point estimate is the paper's extrapolation (§4.3): a skew-normal
   distribution (Azzalini 1985) is fitted by maximum likelihood to the sampled
@@ -55,7 +62,7 @@ uniformly (with replacement) from R and scored.
   candidates per canary (``benchmarks/lm_exposure_extrapolation.py``, 1,000
   samples) the distribution-free interval held the exact exposure for 12 of
   12 canaries, while the fit fell short in the tail (an exact 14.6 bits read
-  as 11.4) and its bootstrap interval missed the exact value for 4 of 12:
+  as 11.4) and its bootstrap interval missed the exact value for 5 of 12:
   decide on ``lo``/``hi``.
 
 **Several canaries.** The report's largest exposure carries an interval that
@@ -67,10 +74,8 @@ hence [max lo, max hi] for the largest exposure — hold with probability
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -78,15 +83,19 @@ from pydantic import BaseModel, ConfigDict
 
 from privgate.errors import DataError, shown
 from privgate.lm.canaries import Canary
+from privgate.lm.continuations import evaluating, score_continuations, shared_length, token_lists
+from privgate.lm.scoring import char_limit
+from privgate.stats import skewnormal
 from privgate.stats.binomial import bonferroni, clopper_pearson
 
-#: Largest |R| enumerated exactly by default.
-MAX_EXACT = 10**6
+#: Largest |R| enumerated exactly by default (five decimal digits); larger spaces are sampled.
+MAX_EXACT = 10**5
 #: Candidates sampled for the extrapolation by default.
 SAMPLES = 10_000
 #: Bootstrap resamples for the fit's interval by default.
 BOOTSTRAP = 50
-_LN2 = math.log(2.0)
+#: Candidates tokenised and scored together: memory is bounded by this, never by |R|.
+CHUNK = 8192
 
 
 class CanaryExposure(BaseModel):
@@ -139,141 +148,113 @@ class ExposureReport(BaseModel):
     worst: int
 
 
-# --------------------------------------------------------------------------- model plumbing
+# --------------------------------------------------------------------------- candidates, in bounded chunks
 
 
-@contextlib.contextmanager
-def evaluating(model: Any) -> Iterator[None]:
-    """``model`` in eval mode, no gradients, for the block; its training flag is put back after."""
-    import torch
-
-    was_training = bool(getattr(model, "training", False))
-    model.eval()
-    try:
-        with torch.inference_mode():
-            yield
-    finally:
-        model.train(was_training)
+def _name(canary: Canary, index: int) -> str:
+    return f"canary {index} ({shown(canary.prefix + canary.secret, 60)})"
 
 
-def _token_lists(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
-    """Each text's token ids, special tokens included, as ``tokenizer(texts)["input_ids"]`` gives them.
-
-    A fast tokenizer's Rust backend is called directly: the same ids without the
-    per-text dictionaries ``__call__`` builds (a third of the time for 10⁶ candidates).
-    """
-    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
-    if backend is not None and backend.truncation is None and backend.padding is None:
-        return [e.ids for e in backend.encode_batch(list(texts), add_special_tokens=True)]
-    return tokenizer(list(texts), add_special_tokens=True)["input_ids"]
-
-
-def _shared_length(lists: Sequence[Sequence[int]]) -> int:
-    """How many leading tokens every list shares (at most the shortest length − 1: each keeps ≥ 1 token)."""
-    first = lists[0]
-    n = min(len(t) for t in lists) - 1
+def _common(lists: Sequence[Sequence[int]], context: Sequence[int]) -> int:
+    """How many leading tokens of ``context`` every list shares (each keeps at least one token of its own)."""
+    n = len(context)
     for t in lists:
-        while n > 0 and list(t[:n]) != list(first[:n]):
+        n = min(n, len(t) - 1)
+        while n > 0 and list(t[:n]) != list(context[:n]):
             n -= 1
     return n
 
 
-def score_continuations(
-    model: Any, context: Sequence[int], continuations: Sequence[Sequence[int]], *, device: str, batch_size: int
-) -> np.ndarray:
-    """−Σ log₂ Pr(token | context, earlier tokens) of each continuation, in bits (its log-perplexity part).
+def check_fits(rows: Sequence[tuple[str, Canary]], tokenizer: Any, context: int) -> None:
+    """Refuse a canary whose prefix and secret do not fit the model's context (``rows``: (where, canary)).
 
-    The context runs through the model once; its key/value cache is repeated
-    over ``batch_size`` sequences per forward pass. Continuations that differ
-    only in their last token share one sequence (the last position's
-    distribution scores each of them), and continuations of unequal length are
-    batched by length (no padding). The model must be in eval mode
-    and on ``device`` (see :func:`evaluating`); no gradients are kept.
+    Checked before anything is scored: the characters first (nothing is tokenised past the bound of
+    :func:`privgate.lm.scoring.char_limit`), then the tokens of prefix + secret.
     """
-    import torch
-
-    with torch.inference_mode():
-        return _scored(model, context, continuations, device=device, batch_size=batch_size)
-
-
-def _scored(
-    model: Any, context: Sequence[int], continuations: Sequence[Sequence[int]], *, device: str, batch_size: int
-) -> np.ndarray:
-    import torch
-
-    ctx = torch.as_tensor([list(context)], dtype=torch.long, device=device)
-    name = cache_argument(model)
-    out = model(input_ids=ctx, use_cache=True)
-    first = torch.log_softmax(out.logits[0, -1].float(), dim=-1).double().cpu().numpy()
-    prefix_cache = getattr(out, name)
-    scores = np.empty(len(continuations), dtype=np.float64)
-    by_length: dict[int, list[int]] = {}
-    for i, c in enumerate(continuations):
-        by_length.setdefault(len(c), []).append(i)
-    for length, rows in sorted(by_length.items()):
-        toks = np.asarray([list(continuations[i]) for i in rows], dtype=np.int64)
-        total = first[toks[:, 0]]
-        if length > 1:
-            # candidates that differ only in their last token share one forward pass: the last
-            # position's distribution scores all of them (10 digits: a tenth of the passes)
-            heads, inv = np.unique(toks[:, :-1], axis=0, return_inverse=True)
-            inv = inv.reshape(-1)
-            order = np.argsort(inv, kind="stable")
-            starts = np.searchsorted(inv[order], np.arange(len(heads) + 1))
-            for a in range(0, len(heads), batch_size):
-                b = min(a + batch_size, len(heads))
-                x = torch.as_tensor(heads[a:b], device=device)
-                mask = torch.ones((b - a, ctx.shape[1] + length - 1), dtype=torch.long, device=device)
-                cache = _repeated(prefix_cache, b - a)
-                logits = model(input_ids=x, attention_mask=mask, use_cache=True, **{name: cache}).logits
-                logp = torch.log_softmax(logits.float(), dim=-1)
-                inner = logp[:, :-1].gather(-1, x[:, 1:, None])[..., 0].double().sum(-1)
-                these = order[starts[a] : starts[b]]
-                local = torch.as_tensor(inv[these] - a, device=device)
-                last = logp[local, -1, torch.as_tensor(toks[these, -1], device=device)]
-                total[these] += (inner[local] + last.double()).cpu().numpy()
-        scores[rows] = -total / _LN2
-    return scores
+    most = char_limit(context)
+    for where, c in rows:
+        chars = len(c.prefix) + len(c.secret)
+        if chars > most:
+            raise DataError(
+                f"{where}: the canary's prefix and secret are {chars:,} characters, more than the model's context of "
+                f"{context:,} tokens can hold ({most:,} characters at most); use a shorter prefix."
+            )
+        n = len(token_lists(tokenizer, [c.prefix + c.secret])[0])
+        if n > context:
+            raise DataError(
+                f"{where}: the canary's prefix and secret are {n:,} tokens, more than the model's context of "
+                f"{context:,}; use a shorter prefix."
+            )
 
 
-def cache_argument(model: Any) -> str:
-    """The name under which ``model`` takes and returns its key/value cache: ``cache`` from transformers 5.24
-    (where ``past_key_values`` is deprecated, to be removed in 5.40), ``past_key_values`` before."""
-    import inspect
+def _stream(
+    model: Any,
+    tokenizer: Any,
+    canary: Canary,
+    index: int,
+    chunks: Callable[[], Iterator[list[str]]],
+    *,
+    device: str,
+    batch_size: int,
+    context: int | None,
+    keep: bool,
+) -> tuple[float, int, np.ndarray | None]:
+    """Score the candidates ``chunks()`` yields, one chunk at a time (the secret first in the first chunk).
 
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper: its model
-    return "cache" if "cache" in inspect.signature(type(inner).forward).parameters else "past_key_values"
+    Returns the secret's Px, how many other candidates score strictly below it, and (``keep``) their Px in
+    order. The tokens every candidate shares (the context the model runs once) come from the first chunk;
+    when a later chunk shares fewer (a tokenizer that merges across the prefix's end for some candidates),
+    the context is shortened and every chunk is scored again, so all candidates are scored alike.
+    """
+    shared: list[int] | None = None
+    while True:
+        mine, below, kept, again = 0.0, 0, [], False
+        for i, chunk in enumerate(chunks()):
+            lists = token_lists(tokenizer, [canary.prefix + s for s in chunk])
+            if len({tuple(t) for t in lists}) < len(set(chunk)):
+                raise DataError(
+                    f"{_name(canary, index)}: the tokenizer gives different secrets the same tokens (are characters "
+                    f"of the alphabet {shown(canary.alphabet, 40)} missing from its vocabulary?)."
+                )
+            longest = max(len(t) for t in lists)
+            if context is not None and longest > context:
+                raise DataError(
+                    f"{_name(canary, index)}: a candidate secret takes {longest:,} tokens with its prefix, more than "
+                    f"the model's context of {context:,}; use a shorter prefix or secret."
+                )
+            if shared is None:
+                shared = list(lists[0][: shared_length(lists)])
+            n = _common(lists, shared)
+            if n < 1:
+                raise DataError(
+                    f"{_name(canary, index)}: the tokenizer gives its candidates no common first token to condition "
+                    "on; use a longer prefix."
+                )
+            if n < len(shared):
+                shared, again = shared[:n], True
+                break
+            px = score_continuations(model, shared, [t[n:] for t in lists], device=device, batch_size=batch_size)
+            if i == 0:
+                mine, px = float(px[0]), px[1:]
+            below += int(np.sum(px < mine))
+            if keep:
+                kept.append(px)
+        if not again:
+            return mine, below, (np.concatenate(kept) if keep else None)
 
 
-def _repeated(cache: Any, b: int) -> Any:
-    """A fresh copy of the context's key/value cache, repeated ``b`` times along the batch."""
-    import copy
-
-    c = copy.deepcopy(cache)
-    if b > 1:
-        c.batch_repeat_interleave(b)
-    return c
+def _candidates(canary: Canary, digits: np.ndarray) -> list[str]:
+    """The candidate strings of rows of alphabet positions."""
+    return ["".join(row) for row in np.asarray(list(canary.alphabet))[digits]]
 
 
-def _candidates_scored(
-    model: Any, tokenizer: Any, canary: Canary, suffixes: Sequence[str], *, device: str, batch_size: int
-) -> np.ndarray:
-    """Log-perplexity (bits, candidate part) of ``prefix + suffix`` for each suffix, sharing the prefix's tokens."""
-    lists = _token_lists(tokenizer, [canary.prefix + s for s in suffixes])
-    if len({tuple(t) for t in lists}) < len(set(suffixes)):
-        raise DataError(
-            f"canary {shown(canary.prefix + canary.secret, 80)}: the tokenizer gives different secrets the same "
-            f"tokens (are characters of the alphabet {shown(canary.alphabet, 40)} missing from its vocabulary?)."
-        )
-    shared = _shared_length(lists)
-    if shared < 1:
-        raise DataError(
-            f"canary {shown(canary.prefix + canary.secret, 80)}: the tokenizer gives its candidates no common "
-            "first token to condition on; use a longer prefix."
-        )
-    return score_continuations(
-        model, lists[0][:shared], [t[shared:] for t in lists], device=device, batch_size=batch_size
-    )
+def _lexicographic(canary: Canary, start: int, stop: int) -> np.ndarray:
+    """Alphabet positions of candidates ``start`` … ``stop − 1`` of R in ``itertools.product`` order."""
+    base, rest = len(canary.alphabet), np.arange(start, stop, dtype=np.int64)
+    digits = np.empty((stop - start, len(canary.secret)), dtype=np.int64)
+    for k in range(len(canary.secret) - 1, -1, -1):
+        digits[:, k], rest = rest % base, rest // base
+    return digits
 
 
 # --------------------------------------------------------------------------- exposure
@@ -284,13 +265,36 @@ def exposure_of_fraction(q: float, space: int) -> float:
     return max(0.0, math.log2(space) - math.log2(1.0 + q * (space - 1)))
 
 
-def _exact(model: Any, tokenizer: Any, canary: Canary, index: int, *, device: str, batch_size: int) -> CanaryExposure:
-    alphabet = canary.alphabet
-    cands = ["".join(t) for t in itertools.product(alphabet, repeat=len(canary.secret))]
-    secret_at = sum(alphabet.index(c) * len(alphabet) ** k for k, c in enumerate(reversed(canary.secret)))
-    px = _candidates_scored(model, tokenizer, canary, cands, device=device, batch_size=batch_size)
-    mine = px[secret_at]
-    rank = 1 + int(np.sum(px < mine))
+def _exact(
+    model: Any,
+    tokenizer: Any,
+    canary: Canary,
+    index: int,
+    *,
+    device: str,
+    batch_size: int,
+    context: int | None,
+    chunk: int,
+) -> CanaryExposure:
+    """Every candidate scored, ``chunk`` at a time in lexicographic order, the secret's chunk first."""
+    base = len(canary.alphabet)
+    size = (chunk // base) * base if base <= chunk else chunk  # whole groups that differ in the last character only
+    at = sum(canary.alphabet.index(c) * base**k for k, c in enumerate(reversed(canary.secret)))
+    home = at // size
+
+    def chunks() -> Iterator[list[str]]:
+        for k in [home, *(k for k in range(-(-canary.space // size)) if k != home)]:
+            start = k * size
+            cands = _candidates(canary, _lexicographic(canary, start, min(start + size, canary.space)))
+            if k == home:
+                cands.pop(at - start)
+                cands.insert(0, canary.secret)
+            yield cands
+
+    mine, below, _ = _stream(
+        model, tokenizer, canary, index, chunks, device=device, batch_size=batch_size, context=context, keep=False
+    )
+    rank = 1 + below
     e = math.log2(canary.space) - math.log2(rank)
     return CanaryExposure(
         index=index,
@@ -299,21 +303,13 @@ def _exact(model: Any, tokenizer: Any, canary: Canary, index: int, *, device: st
         space=canary.space,
         space_bits=canary.space_bits,
         method="exact",
-        log_perplexity=float(mine),
+        log_perplexity=mine,
         rank=float(rank),
         exposure=e,
         lo=e,
         hi=e,
         confidence=1.0,
     )
-
-
-def _skewnorm_fraction(sample: np.ndarray, x: float) -> tuple[float, dict[str, float]]:
-    """F(x) of a skew-normal fitted to ``sample`` by maximum likelihood (scipy), with its parameters."""
-    from scipy import stats as st
-
-    a, loc, scale = st.skewnorm.fit(sample)
-    return float(st.skewnorm.cdf(x, a, loc, scale)), {"shape": float(a), "loc": float(loc), "scale": float(scale)}
 
 
 def _extrapolated(
@@ -324,26 +320,34 @@ def _extrapolated(
     *,
     device: str,
     batch_size: int,
+    context: int | None,
+    chunk: int,
     confidence: float,
     samples: int,
     bootstrap: int,
     seed: int,
 ) -> CanaryExposure:
-    rng = np.random.default_rng(np.random.SeedSequence([seed, index, 0xE8]))
-    chars = np.asarray(list(canary.alphabet))
-    draws = rng.integers(0, len(chars), size=(samples, len(canary.secret)))
-    suffixes = ["".join(row) for row in chars[draws]] + [canary.secret]
-    px = _candidates_scored(model, tokenizer, canary, suffixes, device=device, batch_size=batch_size)
-    sample, mine = px[:-1], float(px[-1])
-    below = int(np.sum(sample < mine))
+    """``samples`` candidates drawn uniformly (with replacement), ``chunk`` at a time; the module docstring."""
+
+    def chunks() -> Iterator[list[str]]:
+        rng = np.random.default_rng(np.random.SeedSequence([seed, index, 0xE8]))
+        for start in range(0, samples, chunk):
+            draws = rng.integers(0, len(canary.alphabet), size=(min(chunk, samples - start), len(canary.secret)))
+            yield ([canary.secret] if start == 0 else []) + _candidates(canary, draws)
+
+    mine, below, sample = _stream(
+        model, tokenizer, canary, index, chunks, device=device, batch_size=batch_size, context=context, keep=True
+    )
+    assert sample is not None
     q_lo, q_hi = clopper_pearson(below, samples, confidence)
     lo, hi = exposure_of_fraction(q_hi, canary.space), exposure_of_fraction(q_lo, canary.space)
-    q_fit, params = _skewnorm_fraction(sample, mine)
-    point = min(max(exposure_of_fraction(q_fit, canary.space), lo), hi)
+    params = skewnormal.fit(sample)
+    point = min(max(exposure_of_fraction(skewnormal.cdf(mine, params), canary.space), lo), hi)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, index, 0xB007]))
     boot = []
-    for _ in range(bootstrap):
-        q_b, _p = _skewnorm_fraction(rng.choice(sample, size=samples, replace=True), mine)
-        boot.append(exposure_of_fraction(q_b, canary.space))
+    for _ in range(bootstrap):  # each resample refitted from the full sample's fit (privgate.stats.skewnormal)
+        refit = skewnormal.fit(rng.choice(sample, size=samples, replace=True), params)
+        boot.append(exposure_of_fraction(skewnormal.cdf(mine, refit), canary.space))
     tail = (1 - confidence) / 2
     fit_lo, fit_hi = (float(np.quantile(boot, tail)), float(np.quantile(boot, 1 - tail))) if boot else (None, None)
     return CanaryExposure(
@@ -363,7 +367,7 @@ def _extrapolated(
         below=below,
         fit_lo=fit_lo,
         fit_hi=fit_hi,
-        fit=params,
+        fit=dict(zip(("shape", "loc", "scale"), params)),
     )
 
 
@@ -379,6 +383,8 @@ def measure_exposure(
     max_exact: int = MAX_EXACT,
     samples: int = SAMPLES,
     bootstrap: int = BOOTSTRAP,
+    context: int | None = None,
+    chunk: int = CHUNK,
 ) -> ExposureReport:
     """The exposure of every canary and the largest (module docstring).
 
@@ -394,17 +400,30 @@ def measure_exposure(
         max_exact: largest |R| scored exhaustively; larger spaces are extrapolated.
         samples: candidates sampled per extrapolated canary.
         bootstrap: resamples for the skew-normal fit's interval (0: none).
+        context: the model's context in tokens: a canary (or a candidate) longer is refused before it is scored
+            (:func:`check_fits`); ``None``: not checked.
+        chunk: candidates tokenised and scored together (memory grows with it, never with |R|; the results do
+            not depend on it).
+
+    Raises:
+        DataError: a canary the model cannot score (longer than ``context``; secrets its tokenizer cannot tell
+            apart; no common first token).
     """
     if not canaries:
         raise ValueError("measure_exposure needs at least one canary")
+    if samples < 1 or max_exact < 1 or chunk < 1:
+        raise ValueError("samples, max_exact and chunk must be at least 1")
+    if context is not None:
+        check_fits([(_name(c, i), c) for i, c in enumerate(canaries)], tokenizer, context)
     m = sum(1 for c in canaries if c.space > max_exact)
     level = bonferroni(confidence, m)
     model.to(device)
     rows = []
+    opts = {"device": device, "batch_size": batch_size, "context": context, "chunk": chunk}
     with evaluating(model):
         for i, c in enumerate(canaries):
             if c.space <= max_exact:
-                rows.append(_exact(model, tokenizer, c, i, device=device, batch_size=batch_size))
+                rows.append(_exact(model, tokenizer, c, i, **opts))
             else:
                 rows.append(
                     _extrapolated(
@@ -412,8 +431,7 @@ def measure_exposure(
                         tokenizer,
                         c,
                         i,
-                        device=device,
-                        batch_size=batch_size,
+                        **opts,
                         confidence=level,
                         samples=samples,
                         bootstrap=bootstrap,
@@ -432,8 +450,11 @@ def measure_exposure(
 
 
 __all__ = [
+    "CHUNK",
+    "MAX_EXACT",
     "CanaryExposure",
     "ExposureReport",
+    "check_fits",
     "evaluating",
     "exposure_of_fraction",
     "measure_exposure",

@@ -15,6 +15,17 @@ Tokens are the tokenizer's own, without the special tokens it adds (a
 leading ``<s>`` is kept in front of the k-token prompt when the tokenizer adds
 one, as the model saw it in training).
 
+**Lengths that fit the records.** Carlini et al. 2022 prompt with 50 tokens
+and ask for the next 50 of web documents; personal data are often short
+records (a clinical note of 30 tokens), which fixed lengths would skip
+entirely. Unless the caller sets them, k and m follow the records (members and
+non-members pooled, one rule for both, so the comparison stays fair): with
+L the 10th percentile of their token lengths (so at least 90 % are tested),
+m = min(16, max(2, ⌊L/3⌋)) and k = min(32, max(4, L − m)) — long records get
+the usual k = 32, m = 16. A record still shorter than k + m is skipped and
+counted; when no member or no non-member can be tested the rate is not
+measured (``None``), never 0.
+
 **Members against non-members.** A fluent model completes a formulaic
 record (a date, a boilerplate sentence) it never saw; that is generalisation,
 not leakage. The same test therefore runs on non-members of the same
@@ -45,40 +56,55 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from privgate.lm.exposure import evaluating
+from privgate.lm.continuations import evaluating
 from privgate.stats.binomial import clopper_pearson, cp_lower, cp_upper
 from privgate.stats.difference import bounds
 
+#: k and m for long records (and the most the adaptive lengths give); the fewest they give.
+PREFIX, SUFFIX = 32, 16
+MIN_PREFIX, MIN_SUFFIX = 4, 2
+#: The adaptive lengths make k + m the token length of this quantile of the records: most of them are tested.
+QUANTILE = 0.1
+
 
 class Rate(BaseModel):
-    """k extracted of n tested records, with its Clopper-Pearson interval; ``skipped`` were too short to test."""
+    """k extracted of n tested records, with its Clopper-Pearson interval; ``skipped`` were too short to test.
+
+    ``rate`` is ``None`` when no record was tested (a rate of nothing has no value)."""
 
     model_config = ConfigDict(frozen=True)
 
     extracted: int
     tested: int
     skipped: int
-    rate: float
+    rate: float | None
     lo: float
     hi: float
 
 
 class ExtractionReport(BaseModel):
-    """Member and non-member extraction rates, the excess Δ = r₁ − r₀ with its interval, and which members."""
+    """Member and non-member extraction rates, the excess Δ = r₁ − r₀ with its interval, and which members.
+
+    ``excess`` and ``p_value`` are ``None`` when no member or no non-member could be tested (``reason`` says why);
+    ``adaptive`` says whether k and m were derived from the records' lengths, ``lengths`` their token lengths
+    (min, 10th percentile, median, max over members and non-members)."""
 
     model_config = ConfigDict(frozen=True)
 
     members: Rate
     nonmembers: Rate
-    excess: float
+    excess: float | None
     lo: float
     hi: float
-    p_value: float
+    p_value: float | None
     confidence: float
     prefix_tokens: int
     suffix_tokens: int
     extracted_members: list[int]
     extracted_nonmembers: list[int]
+    adaptive: bool = False
+    lengths: dict[str, int] = {}
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,10 +135,26 @@ def _leading_specials(tokenizer: Any) -> list[int]:
     return []
 
 
-def _split(tokenizer: Any, texts: Sequence[str], k: int, m: int) -> tuple[list[int], list[list[int]], list[list[int]]]:
+def _plain(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
+    """Each record's tokens without the special tokens the tokenizer adds."""
+    return [list(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]] if texts else []
+
+
+def fitted_lengths(
+    lengths: Sequence[int], prefix_tokens: int | None = None, suffix_tokens: int | None = None
+) -> tuple[int, int]:
+    """(k, m) for records of these token lengths (module docstring); a length the caller set is kept."""
+    most = int(np.quantile(np.asarray(lengths), QUANTILE, method="lower")) if len(lengths) else 0
+    m = suffix_tokens if suffix_tokens is not None else min(SUFFIX, max(MIN_SUFFIX, most // 3))
+    k = prefix_tokens if prefix_tokens is not None else min(PREFIX, max(MIN_PREFIX, most - m))
+    return k, m
+
+
+def _split(
+    tokenizer: Any, plain: Sequence[Sequence[int]], k: int, m: int
+) -> tuple[list[int], list[list[int]], list[list[int]]]:
     """(indices tested, prompts, targets): prompt = leading special tokens + first k tokens, target = next m."""
     lead = _leading_specials(tokenizer)
-    plain = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
     kept, prompts, targets = [], [], []
     for i, ids in enumerate(plain):
         if len(ids) >= k + m:
@@ -123,18 +165,26 @@ def _split(tokenizer: Any, texts: Sequence[str], k: int, m: int) -> tuple[list[i
 
 
 def extracted(
-    model: Any, tokenizer: Any, texts: Sequence[str], *, k: int, m: int, device: str, batch_size: int
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    *,
+    k: int,
+    m: int,
+    device: str,
+    batch_size: int,
+    plain: Sequence[Sequence[int]] | None = None,
 ) -> tuple[list[int], int, int]:
     """(indices of the texts extracted, how many were tested, how many skipped as shorter than k + m tokens).
 
     Greedy decoding (``model.generate(do_sample=False)``) of m new tokens from
     each prompt, ``batch_size`` prompts at a time, left-padded with the
     tokenizer's pad token (its end-of-text token when it has none). The model
-    must be in eval mode and on ``device``.
+    must be in eval mode and on ``device``. ``plain``: the texts' tokens when already known (:func:`_plain`).
     """
     import torch
 
-    kept, prompts, targets = _split(tokenizer, texts, k, m)
+    kept, prompts, targets = _split(tokenizer, _plain(tokenizer, texts) if plain is None else plain, k, m)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     pad = 0 if pad is None else pad
     hits = []
@@ -167,10 +217,22 @@ def _rate(hits: list[int], tested: int, skipped: int, confidence: float) -> Rate
         extracted=len(hits),
         tested=tested,
         skipped=skipped,
-        rate=len(hits) / tested if tested else 0.0,
+        rate=len(hits) / tested if tested else None,
         lo=lo,
         hi=hi,
     )
+
+
+def _lengths(lengths: Sequence[int]) -> dict[str, int]:
+    if not lengths:
+        return {}
+    a = np.asarray(lengths)
+    return {
+        "min": int(a.min()),
+        "p10": int(np.quantile(a, QUANTILE, method="lower")),
+        "median": int(np.median(a)),
+        "max": int(a.max()),
+    }
 
 
 def measure_extraction(
@@ -179,8 +241,8 @@ def measure_extraction(
     members: Sequence[str],
     nonmembers: Sequence[str],
     *,
-    prefix_tokens: int = 32,
-    suffix_tokens: int = 32,
+    prefix_tokens: int | None = None,
+    suffix_tokens: int | None = None,
     device: str = "cpu",
     batch_size: int = 32,
     confidence: float = 0.95,
@@ -192,40 +254,60 @@ def measure_extraction(
             training flag restored after).
         tokenizer: its tokenizer.
         members, nonmembers: the records' text.
-        prefix_tokens: k, the prompt's length in tokens.
-        suffix_tokens: m, how many following tokens must be reproduced exactly.
+        prefix_tokens: k, the prompt's length in tokens (``None``: fitted to the records, :func:`fitted_lengths`).
+        suffix_tokens: m, how many following tokens must be reproduced exactly (``None``: fitted).
         batch_size: prompts per ``generate`` call.
         confidence: two-sided confidence of every interval.
     """
-    if prefix_tokens < 1 or suffix_tokens < 1:
-        raise ValueError("prefix_tokens and suffix_tokens must be at least 1")
+    for name, v in (("prefix_tokens", prefix_tokens), ("suffix_tokens", suffix_tokens)):
+        if v is not None and v < 1:
+            raise ValueError(f"{name} must be at least 1")
+    plain1, plain0 = _plain(tokenizer, members), _plain(tokenizer, nonmembers)
+    lengths = [len(t) for t in plain1 + plain0]
+    k, m = fitted_lengths(lengths, prefix_tokens, suffix_tokens)
     model.to(device)
-    opts = {"k": prefix_tokens, "m": suffix_tokens, "device": device, "batch_size": batch_size}
+    opts = {"k": k, "m": m, "device": device, "batch_size": batch_size}
     with evaluating(model):
-        hits1, n1, s1 = extracted(model, tokenizer, members, **opts)
-        hits0, n0, s0 = extracted(model, tokenizer, nonmembers, **opts)
+        hits1, n1, s1 = extracted(model, tokenizer, members, plain=plain1, **opts)
+        hits0, n0, s0 = extracted(model, tokenizer, nonmembers, plain=plain0, **opts)
     r1, r0 = _rate(hits1, n1, s1, confidence), _rate(hits0, n0, s0, confidence)
+    reason = None
     if n1 and n0:
         from scipy.stats import fisher_exact
 
         lo, hi = bounds(_Proportion(len(hits0), n0), _Proportion(len(hits1), n1), (1 - confidence) / 2)
         table = [[len(hits1), n1 - len(hits1)], [len(hits0), n0 - len(hits0)]]
-        p = float(fisher_exact(table, alternative="greater").pvalue)
-    else:  # nothing to compare: the difference is unknown
-        lo, hi, p = -1.0, 1.0, 1.0
+        p: float | None = float(fisher_exact(table, alternative="greater").pvalue)
+        excess: float | None = len(hits1) / n1 - len(hits0) / n0
+    else:  # nothing to compare: the difference is not measured
+        lo, hi, p, excess = -1.0, 1.0, None, None
+        span = _lengths(lengths)
+        untested = " and ".join(f"no {w}" for w, n in (("member", n1), ("non-member", n0)) if not n)
+        reason = (
+            f"{untested} is long enough to test: a test needs {k} + {m} = {k + m} tokens and the records have "
+            f"{span.get('min', 0)} to {span.get('max', 0)}"
+            + (
+                "; set the extraction options prefix_tokens and suffix_tokens lower"
+                if k + m > MIN_PREFIX + MIN_SUFFIX
+                else ""
+            )
+        )
     return ExtractionReport(
         members=r1,
         nonmembers=r0,
-        excess=r1.rate - r0.rate,
+        excess=excess,
         lo=max(-1.0, lo),
         hi=min(1.0, hi),
         p_value=p,
         confidence=confidence,
-        prefix_tokens=prefix_tokens,
-        suffix_tokens=suffix_tokens,
+        prefix_tokens=k,
+        suffix_tokens=m,
         extracted_members=hits1,
         extracted_nonmembers=hits0,
+        adaptive=prefix_tokens is None or suffix_tokens is None,
+        lengths=_lengths(lengths),
+        reason=reason,
     )
 
 
-__all__ = ["ExtractionReport", "Rate", "extracted", "measure_extraction"]
+__all__ = ["ExtractionReport", "Rate", "extracted", "fitted_lengths", "measure_extraction"]

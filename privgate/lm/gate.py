@@ -68,6 +68,7 @@ class Pooled:
     membership: np.ndarray
     calibration: np.ndarray
     member_rows: np.ndarray
+    clipped: np.ndarray  # records cut to their character limit when read (privgate.lm.text)
 
 
 def pool(data: TextAudit, seed: int) -> Pooled:
@@ -75,9 +76,11 @@ def pool(data: TextAudit, seed: int) -> Pooled:
     texts = data.members.texts + data.nonmembers.texts
     membership = np.r_[np.ones(n1, bool), np.zeros(n0, bool)]
     rows = np.r_[np.arange(n1), np.full(n0, -1)]
+    clipped = np.zeros(n1 + n0, dtype=bool)
+    clipped[list(data.members.clipped) + [n1 + i for i in data.nonmembers.clipped]] = True
     perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(n1 + n0)
     membership, rows = membership[perm], rows[perm]
-    return Pooled([texts[i] for i in perm], membership, stats.calibration_mask(membership, seed), rows)
+    return Pooled([texts[i] for i in perm], membership, stats.calibration_mask(membership, seed), rows, clipped[perm])
 
 
 def measurement_confidence(policy: Policy, name: str) -> float:
@@ -167,19 +170,22 @@ def audit_lm(
     options: RunOptions | None = None,
     batch_size: int = BATCH,
     recipe: Any = None,
+    max_canaries: int | None = None,
 ) -> Report:
     """Audit a causal language model against ``policy`` on records of text (module docstring).
 
     ``recipe`` (a :class:`privgate.lm.recipe.LMRecipe`) and ``data.population`` give LiRA and RMIA the
     reference models privgate fine-tunes (:mod:`privgate.lm.references`). The model and the reference
     model run on the run's device and are put back where they were afterwards (:func:`privgate.device.placed`).
+    ``max_canaries``: the most canaries the ``canaries`` file may hold (default
+    :data:`privgate.lm.canaries.MAX_CANARIES`).
     """
     run = (options or RunOptions()).resolved()
     with contextlib.ExitStack() as stack:
         stack.enter_context(placed(lm.model, run.device))
         if reference is not None:
             stack.enter_context(placed(reference.model, run.device))
-        return _audit(lm, data, policy, reference, canaries, run, batch_size, recipe)
+        return _audit(lm, data, policy, reference, canaries, run, batch_size, recipe, max_canaries)
 
 
 def _audit(
@@ -191,6 +197,7 @@ def _audit(
     run: RunOptions,
     batch_size: int,
     recipe: Any,
+    max_canaries: int | None = None,
 ) -> Report:
     """:func:`audit_lm` with the models on the run's device."""
     started = datetime.now(timezone.utc)
@@ -244,6 +251,8 @@ def _audit(
     measure_inputs = MeasureInputs(
         lm, data.members.texts, data.nonmembers.texts, canaries, device, run.seed, policy.confidence, batch_size
     )
+    if max_canaries is not None:
+        measure_inputs = dataclasses.replace(measure_inputs, max_canaries=max_canaries)
     ran: dict[str, Ran] = {}
     missing = skipped_attacks(policy, recipe is not None)
     summaries = [
@@ -304,7 +313,8 @@ def _audit(
         **({"recipe": recipe.describe()} if recipe is not None else {}),
     }
     described = data.describe()
-    described["truncated"] = scores.truncated
+    truncated = int(np.sum(scores.cut | pooled.clipped))  # cut when read, or longer than the context in tokens
+    described["truncated"] = truncated
     described["tokens"] = scores.tokens
     warnings = [w for w in (shift_warning,) if w] + list(
         dict.fromkeys(
@@ -312,9 +322,9 @@ def _audit(
             + [w for r in ran.values() for w in r.result.extras.get("cache_warnings", [])]
         )
     )
-    if scores.truncated:
+    if truncated:
         warnings.append(
-            f"{scores.truncated} of {len(pooled.texts)} records are longer than the model's context of "
+            f"{truncated} of {len(pooled.texts)} records are longer than the model's context of "
             f"{lm.context} tokens and were truncated to it"
         )
     return Report(

@@ -79,7 +79,7 @@ def _recipe(spec: Any, dirs: tuple[Path, ...]) -> LMRecipe:
 def harden_lm(s: Any, run: RunOptions) -> Any:
     """:func:`privgate.api.harden` for a Hugging Face model directory (``s``: its HardenSettings)."""
     from privgate.api import Hardening, as_policy
-    from privgate.lm.api import _resolve, check_lm
+    from privgate.lm.api import _resolve, check_lm, text_reading
     from privgate.lm.canaries import load_canaries
     from privgate.lm.loading import CAUSAL, LoadedLM, load_model_dir
     from privgate.lm.text import TextAudit, load_texts
@@ -98,9 +98,13 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
     where, text = dirs[0], s.text
     canaries = _resolve(text.canaries, where)
     if canaries is not None:
-        load_canaries(canaries)
+        load_canaries(canaries, text.max_canaries)
     user_field = getattr(text, "user_field", None) or recipe.user_field  # user-level DP: bad input before any work
-    users = None if user_field is None else load_users(str(_resolve(str(s.members), where)), user_field)
+    users = (
+        None
+        if user_field is None
+        else load_users(str(_resolve(str(s.members), where)), user_field, max_bytes=text.max_text_mib << 20)
+    )
     t0 = time.perf_counter()
     original = check_lm(
         s.model,
@@ -114,7 +118,7 @@ def harden_lm(s: Any, run: RunOptions) -> Any:
     )
     target = load_model_dir(s.model, base_model=_resolve(text.base_model, where), trust_checkpoint=s.trust_checkpoint)
     classifier = target.kind != CAUSAL
-    read = {"text_field": text.text_field, "text_column": text.text_column, "labelled": classifier}
+    read = text_reading(text, target)
     data = TextAudit(
         load_texts(_resolve(str(s.members), where), "members", **read),
         load_texts(_resolve(str(s.nonmembers), where), "non-members", **read),

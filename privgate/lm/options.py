@@ -18,6 +18,9 @@ class TextOptions:
         batch_size: records per forward pass.
         user_field: the JSONL field / CSV column naming each record's user: DP fine-tuning (harden) is then
             user-level (:mod:`privgate.lm.userlevel`); the membership evaluation stays per record.
+        max_records: the most records one text file may hold (more: refused before they are scored).
+        max_text_mib: the largest text file read, in MiB (larger: refused before it is read).
+        max_canaries: the most canaries the canaries file may hold (more: refused before any is scored).
     """
 
     text_field: str = "text"
@@ -27,6 +30,9 @@ class TextOptions:
     canaries: str | None = None
     batch_size: int = 32
     user_field: str | None = None
+    max_records: int = 100_000  # privgate.lm.text.MAX_RECORDS
+    max_text_mib: int = 512  # privgate.lm.text.MAX_MIB
+    max_canaries: int = 1000  # privgate.lm.canaries.MAX_CANARIES
 
 
 __all__ = ["TextOptions"]

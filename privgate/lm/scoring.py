@@ -1,6 +1,9 @@
 """Per-token log-probabilities of a causal language model on records of text, batched, in one pass.
 
-Every record is tokenised once (truncated to the model's context), the records
+Every record is cut to :func:`char_limit` characters (the context times
+:data:`MAX_CHARS_PER_TOKEN`) *before* it is tokenised, so a 10 MB record costs
+no more than a full context, then tokenised once and truncated to the model's
+context; a record cut either way counts as truncated. The records
 are sorted by length so a batch pads as little as possible, each batch is
 right-padded with an attention mask, and one forward pass gives, per token t of
 a record (t ≥ 1):
@@ -25,6 +28,14 @@ import numpy as np
 
 #: Records scored per forward pass by default.
 BATCH = 32
+#: A generous bound on the characters one token covers (English BPE averages about 4; long runs of spaces or
+#: dashes rarely reach 16): a record is cut to context × this many characters before it is tokenised.
+MAX_CHARS_PER_TOKEN = 32
+
+
+def char_limit(context: int) -> int:
+    """The most characters of a record worth tokenising for a model of ``context`` tokens."""
+    return context * MAX_CHARS_PER_TOKEN
 
 
 @dataclass(frozen=True)
@@ -34,15 +45,20 @@ class TokenScores:
     Attributes:
         logprob: per record, ``[T − 1]`` log p of each token after the first.
         mu, sigma: per record, ``[T − 1]`` mean and standard deviation of log p under the next-token distribution.
-        truncated: how many records were longer than the context and were cut to it.
+        cut: per record, whether it was cut (longer than :func:`char_limit` characters or the context in tokens).
         context: the context length the records were truncated to.
     """
 
     logprob: list[np.ndarray]
     mu: list[np.ndarray]
     sigma: list[np.ndarray]
-    truncated: int
+    cut: np.ndarray
     context: int
+
+    @property
+    def truncated(self) -> int:
+        """How many records were cut to the context."""
+        return int(np.sum(self.cut))
 
     @property
     def n_tokens(self) -> np.ndarray:
@@ -58,10 +74,12 @@ class TokenScores:
         return int(self.n_tokens.sum())
 
 
-def tokenize(tokenizer: Any, texts: list[str], context: int) -> tuple[list[list[int]], int]:
-    """Token ids of every record, each cut to ``context`` tokens, and how many were cut."""
-    full = tokenizer(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
-    cut = sum(len(ids) > context for ids in full)
+def tokenize(tokenizer: Any, texts: list[str], context: int) -> tuple[list[list[int]], np.ndarray]:
+    """Token ids of every record, each cut to :func:`char_limit` characters, then to ``context`` tokens; and
+    which records were cut."""
+    most = char_limit(context)
+    full = tokenizer([t[:most] for t in texts], add_special_tokens=True, truncation=False)["input_ids"]
+    cut = np.array([len(t) > most or len(ids) > context for t, ids in zip(texts, full)], dtype=bool)
     return [list(ids[:context]) for ids in full], cut
 
 
@@ -136,4 +154,4 @@ def score_texts(
     return TokenScores(lp, mu, sd, cut, context)
 
 
-__all__ = ["BATCH", "TokenScores", "score_ids", "score_texts", "tokenize"]
+__all__ = ["BATCH", "MAX_CHARS_PER_TOKEN", "TokenScores", "char_limit", "score_ids", "score_texts", "tokenize"]

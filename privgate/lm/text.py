@@ -8,8 +8,16 @@
 Checks as for tables: a record that is empty (or only whitespace) is refused
 with its line number; records that appear both among the members and the
 non-members are refused (an overlapping record makes every membership number
-wrong). Records longer than the model's context are truncated when scored, and
-the report says how many (:mod:`privgate.lm.scoring`).
+wrong). Hostile files are refused in one sentence before they cost anything: a
+file larger than ``max_bytes`` (512 MiB by default) before it is read, a file
+of more than ``max_records`` records (100,000 by default) at the first record
+past the limit, JSON nested too deeply for the parser, and a lone surrogate
+(``"\\ud800"``: a JSON escape that decodes to no Unicode character). A record
+is cut to ``max_chars`` characters (the model's context times a generous
+number of characters per token, :func:`privgate.lm.scoring.char_limit`) before
+anything tokenises it, so one 10 MB record costs no more than a full context;
+records longer than the model's context are truncated when scored, and the
+report counts both (:mod:`privgate.lm.scoring`).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,9 +35,14 @@ import numpy as np
 
 from privgate.errors import DataError
 
-#: Largest text file privgate reads (512 MiB).
-MAX_BYTES = 512 << 20
+#: Largest text file privgate reads by default, in MiB (``--max-text-mib``, config key ``max_text_mib``).
+MAX_MIB = 512
+MAX_BYTES = MAX_MIB << 20
+#: Most records one text file may hold by default (``--max-records``, config key ``max_records``).
+MAX_RECORDS = 100_000
 FORMATS = (".jsonl", ".txt", ".csv")
+#: A lone UTF-16 surrogate: what a JSON escape such as ``"\\ud800"`` decodes to; no Unicode text holds one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,7 @@ class TextSet:
         source: the file.
         role: ``members``, ``non-members`` or ``population``.
         lines: the line of each record in the file (1-based), for messages.
+        clipped: the records (indices) cut to ``max_chars`` characters when read.
     """
 
     texts: list[str]
@@ -48,6 +63,7 @@ class TextSet:
     source: str
     role: str
     lines: list[int] = field(default_factory=list)
+    clipped: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -59,17 +75,59 @@ class TextSet:
         return h.hexdigest()
 
 
-def _read(p: Path, role: str) -> str:
+def _mib(n: int) -> str:
+    return f"{n >> 20:,} MiB" if n % (1 << 20) == 0 else f"{n / (1 << 20):,.1f} MiB"
+
+
+def _read(p: Path, role: str, max_bytes: int = MAX_BYTES) -> str:
+    """The UTF-8 text of ``p``; a file larger than ``max_bytes`` is refused before it is read (by its size)."""
     if not p.is_file():
         raise DataError(f"{p}: {role} file not found.")
+    too_big = (
+        f"{p}: the {role} file is larger than {_mib(max_bytes)}, the most privgate reads; raise the limit with "
+        "--max-text-mib N (config key max_text_mib) if this is the right file."
+    )
+    if p.stat().st_size > max_bytes:
+        raise DataError(too_big)
     with p.open("rb") as f:
-        data = f.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise DataError(f"{p}: the {role} file is larger than 512 MiB, the most privgate reads.")
+        data = f.read(max_bytes + 1)  # the file may have grown since stat
+    if len(data) > max_bytes:
+        raise DataError(too_big)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(f"{p}: the {role} file is not UTF-8 text (byte {exc.start}).") from None
+
+
+def json_line(line: str, where: str) -> object:
+    """One JSON Lines row parsed; invalid or too deeply nested JSON is a :class:`DataError` naming ``where``."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}).") from None
+    except RecursionError:  # e.g. 10^5 nested brackets: Python's parser gives up
+        raise DataError(f"{where}: the JSON is nested too deeply to parse (a row is one flat object).") from None
+
+
+def unicode_text(value: str, where: str, what: str) -> str:
+    """``value`` when it is Unicode text; a lone surrogate (from a JSON escape such as ``"\\ud800"``) is refused.
+
+    A tokenizer, ``str.encode`` and every report writer would fail on it later; here it is one sentence.
+    """
+    bad = _SURROGATE.search(value)
+    if bad is not None:
+        raise DataError(
+            f"{where}: {what} holds a lone surrogate ({ascii(bad.group())} at character {bad.start() + 1}), which is "
+            "not Unicode text (a JSON escape such as \\ud800 must be one half of a pair)."
+        )
+    return value
+
+
+def _too_many(p: Path, role: str, n: int, limit: int) -> DataError:
+    return DataError(
+        f"{p}, line {n}: the {role} file holds more than {limit:,} records, the limit; raise it with --max-records N "
+        "(config key max_records) to audit them all."
+    )
 
 
 def _label(value: Any, where: str) -> int:
@@ -84,22 +142,23 @@ def _label(value: Any, where: str) -> int:
     return value
 
 
-def _jsonl(p: Path, text: str, role: str, text_field: str, labelled: bool) -> tuple[list[str], list[int], list[int]]:
+def _jsonl(
+    p: Path, text: str, role: str, text_field: str, labelled: bool, limit: int | None
+) -> tuple[list[str], list[int], list[int]]:
     texts, labels, lines = [], [], []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):  # RecursionError: brackets nested thousands deep
-            raise DataError(f"{p}, line {n}: not a JSON object.") from None
+        if len(texts) == limit:
+            raise _too_many(p, role, n, limit)
+        row = json_line(line, f"{p}, line {n}")
         if not isinstance(row, dict):
             raise DataError(f"{p}, line {n}: expected a JSON object with field '{text_field}'.")
         if text_field not in row:
             raise DataError(f"{p}, line {n}: no field '{text_field}' (fields: {', '.join(sorted(row))[:200]}).")
         if not isinstance(row[text_field], str):
             raise DataError(f"{p}, line {n}: field '{text_field}' is not a string.")
-        texts.append(row[text_field])
+        texts.append(unicode_text(row[text_field], f"{p}, line {n}", f"field '{text_field}'"))
         lines.append(n)
         if labelled:
             if "label" not in row:
@@ -108,8 +167,22 @@ def _jsonl(p: Path, text: str, role: str, text_field: str, labelled: bool) -> tu
     return texts, labels, lines
 
 
-def _csv(p: Path, text: str, role: str, column: str, labelled: bool) -> tuple[list[str], list[int], list[int]]:
+def _csv(
+    p: Path, text: str, role: str, column: str, labelled: bool, limit: int | None
+) -> tuple[list[str], list[int], list[int]]:
     reader = csv.reader(io.StringIO(text, newline=""))
+    previous = csv.field_size_limit(len(text) + 1)  # a record may be as long as the file (it is cut after)
+    try:
+        return _csv_rows(p, reader, role, column, labelled, limit)
+    except csv.Error as exc:
+        raise DataError(f"{p}, line {reader.line_num}: not valid CSV ({exc}).") from None
+    finally:
+        csv.field_size_limit(previous)
+
+
+def _csv_rows(
+    p: Path, reader: Any, role: str, column: str, labelled: bool, limit: int | None
+) -> tuple[list[str], list[int], list[int]]:
     header = next(reader, None)
     if not header:
         raise DataError(f"{p}: the {role} file is empty.")
@@ -123,6 +196,8 @@ def _csv(p: Path, text: str, role: str, column: str, labelled: bool) -> tuple[li
         n = reader.line_num
         if not row:
             continue
+        if len(texts) == limit:
+            raise _too_many(p, role, n, limit)
         if len(row) != len(header):
             raise DataError(f"{p}, line {n}: {len(row)} fields, the header has {len(header)}.")
         texts.append(row[ti])
@@ -132,31 +207,62 @@ def _csv(p: Path, text: str, role: str, column: str, labelled: bool) -> tuple[li
     return texts, labels, lines
 
 
+def _txt(p: Path, text: str, role: str, limit: int | None) -> tuple[list[str], list[int]]:
+    texts, lines = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            if len(texts) == limit:
+                raise _too_many(p, role, n, limit)
+            texts.append(line)
+            lines.append(n)
+    return texts, lines
+
+
 def load_texts(
-    path: str | Path, role: str, *, text_field: str = "text", text_column: str | None = None, labelled: bool = False
+    path: str | Path,
+    role: str,
+    *,
+    text_field: str = "text",
+    text_column: str | None = None,
+    labelled: bool = False,
+    max_records: int | None = MAX_RECORDS,
+    max_bytes: int = MAX_BYTES,
+    max_chars: int | None = None,
 ) -> TextSet:
-    """Read one file of records (module docstring); bad input is one :class:`DataError` naming the file and line."""
+    """Read one file of records (module docstring); bad input is one :class:`DataError` naming the file and line.
+
+    Args:
+        max_records: the most records the file may hold (more: refused at the first record past it; ``None``: no
+            limit).
+        max_bytes: the largest file read (larger: refused before reading).
+        max_chars: cut every record to this many characters (``None``: keep them whole); the records cut are
+            :attr:`TextSet.clipped`.
+    """
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in FORMATS:
         raise DataError(f"{p}: {role} text must be .jsonl, .txt or .csv, not '{suffix or p.name}'.")
-    raw = _read(p, role)
+    raw = _read(p, role, max_bytes)
     if suffix == ".jsonl":
-        texts, labels, lines = _jsonl(p, raw, role, text_field, labelled)
+        texts, labels, lines = _jsonl(p, raw, role, text_field, labelled, max_records)
     elif suffix == ".csv":
-        texts, labels, lines = _csv(p, raw, role, text_column or text_field, labelled)
+        texts, labels, lines = _csv(p, raw, role, text_column or text_field, labelled, max_records)
     else:
         if labelled:
             raise DataError(f"{p}: a .txt file has no labels; give a text classifier's data as .jsonl or .csv.")
-        lines = [n for n, line in enumerate(raw.splitlines(), 1) if line.strip()]
-        texts = [line for line in raw.splitlines() if line.strip()]
-        labels = []
+        (texts, lines), labels = _txt(p, raw, role, max_records), []
+    del raw
     for t, n in zip(texts, lines):
         if not t.strip():
             raise DataError(f"{p}, line {n}: the record is empty.")
     if not texts:
         raise DataError(f"{p}: the {role} file holds no records.")
-    return TextSet(texts, np.asarray(labels, dtype=np.int64) if labelled else None, str(p), role, lines)
+    clipped: tuple[int, ...] = ()
+    if max_chars is not None:
+        clipped = tuple(i for i, t in enumerate(texts) if len(t) > max_chars)
+        for i in clipped:
+            texts[i] = texts[i][:max_chars]
+    return TextSet(texts, np.asarray(labels, dtype=np.int64) if labelled else None, str(p), role, lines, clipped)
 
 
 @dataclass(frozen=True)
@@ -207,4 +313,14 @@ class TextAudit:
         return out
 
 
-__all__ = ["FORMATS", "TextAudit", "TextSet", "load_texts"]
+__all__ = [
+    "FORMATS",
+    "MAX_BYTES",
+    "MAX_MIB",
+    "MAX_RECORDS",
+    "TextAudit",
+    "TextSet",
+    "json_line",
+    "load_texts",
+    "unicode_text",
+]

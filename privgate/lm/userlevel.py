@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import time
 import warnings
@@ -39,25 +38,23 @@ from torch import nn
 from privgate.errors import DataError
 
 
-def load_users(path: str | Path, field: str, role: str = "members") -> list[str]:
+def load_users(path: str | Path, field: str, role: str = "members", max_bytes: int | None = None) -> list[str]:
     """The user of every record of a ``.jsonl``/``.csv`` text file (records in the order :func:`load_texts` reads).
 
     Raises:
-        DataError: a ``.txt`` file (no columns), or a record without the field, naming the file and line.
+        DataError: a ``.txt`` file (no columns), a file larger than ``max_bytes`` (default
+            :data:`privgate.lm.text.MAX_BYTES`), invalid JSON, or a record without the field, naming the file and line.
     """
-    from privgate.lm.text import _read
+    from privgate.lm.text import MAX_BYTES, _read, json_line
 
     p = Path(path)
-    raw = _read(p, role)
+    raw = _read(p, role, max_bytes or MAX_BYTES)
     if p.suffix.lower() == ".jsonl":
         users = []
         for n, line in enumerate(raw.splitlines(), 1):
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except (ValueError, RecursionError):
-                raise DataError(f"{p}, line {n}: not a JSON object.") from None
+            row = json_line(line, f"{p}, line {n}")
             if not isinstance(row, dict) or row.get(field) is None or isinstance(row.get(field), (dict, list)):
                 raise DataError(f"{p}, line {n}: no user in field '{field}' (--user-field names each record's user).")
             users.append(str(row[field]))

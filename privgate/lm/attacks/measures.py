@@ -9,17 +9,22 @@ file, the members and non-members — through :meth:`Measurement.measure`.
 * ``canary_exposure`` — metric ``exposure`` (bits), the largest over the
   canaries (Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232):
   exposure = log2 |R| − log2 rank of the inserted secret among all candidates;
-  measured by :func:`privgate.lm.exposure.measure_exposure`.
+  measured by :func:`privgate.lm.exposure.measure_exposure`: exactly up to
+  ``max_exact`` candidates, else extrapolated from ``samples`` sampled ones
+  (options of the attack in the policy); the notes say which.
 * ``extraction`` — metric ``extraction_rate``: the fraction of members whose
   next ``suffix_tokens`` tokens greedy decoding reproduces exactly from their
   first ``prefix_tokens`` (Carlini et al. 2021, arXiv 2012.07805; Nasr et al.
   2023, arXiv 2311.17035), in excess of the same rate on non-members (a model
   that completes text it never saw is fluent, not leaking); measured by
-  :func:`privgate.lm.extraction.measure_extraction`.
+  :func:`privgate.lm.extraction.measure_extraction`. Lengths the policy does not
+  set are fitted to the records; when no member or no non-member is long
+  enough to test, the metric has no value and the check is inconclusive.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +34,7 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
+from privgate.lm.canaries import MAX_CANARIES
 
 
 @dataclass
@@ -43,6 +49,13 @@ class MeasureInputs:
     seed: int
     confidence: float
     batch_size: int
+    max_canaries: int = MAX_CANARIES
+
+
+def _integer(key: str, v: Any, low: int, high: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise ValueError(f"option {key} must be an integer from {low:,} to {high:,}, got {shown(v)}")
+    return v
 
 
 class Measurement(Attack):
@@ -74,13 +87,24 @@ class Measurement(Attack):
 
 
 class CanaryExposure(Measurement):
-    """Canary exposure in bits, the largest over the canaries (Carlini et al. 2019, arXiv 1802.08232)."""
+    """Canary exposure in bits, the largest over the canaries (Carlini et al. 2019, arXiv 1802.08232).
+
+    Options:
+        max_exact: the largest randomness space |R| ranked exactly (every candidate scored; default 10^5).
+        samples: candidates sampled for a larger space (the paper's extrapolation, §4; default 10,000).
+    """
 
     name = "canary_exposure"
     measures = "exposure"
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, max_exact: int | None = None, samples: int | None = None, **options: Any) -> None:
+        from privgate.lm.exposure import MAX_EXACT, SAMPLES
+
         super().__init__(**options)
+        self.options = {
+            "max_exact": _integer("max_exact", MAX_EXACT if max_exact is None else max_exact, 1, 10**9),
+            "samples": _integer("samples", SAMPLES if samples is None else samples, 100, 10**7),
+        }
 
     def measure(self, inputs: MeasureInputs) -> AttackResult:
         from privgate import stats
@@ -93,7 +117,7 @@ class CanaryExposure(Measurement):
             from privgate.lm.exposure import measure_exposure
         except ImportError:
             raise AttackSkipped("canary exposure is not available in this version of privgate") from None
-        canaries = load_canaries(Path(inputs.canaries))
+        canaries = load_canaries(Path(inputs.canaries), inputs.max_canaries)
         rep = measure_exposure(
             inputs.lm.model,
             inputs.lm.tokenizer,
@@ -102,10 +126,14 @@ class CanaryExposure(Measurement):
             batch_size=inputs.batch_size,
             confidence=inputs.confidence,
             seed=inputs.seed,
+            max_exact=self.options["max_exact"],
+            samples=self.options["samples"],
+            context=inputs.lm.context,
         )
         rows = [c.model_dump() for c in rep.canaries]
         if not rows:
             raise AttackSkipped("the canaries file holds no canaries")
+        sampled = [r for r in rows if r["method"] == "extrapolated"]
         est = stats.Estimate(
             "exposure",
             rep.max_exposure,
@@ -115,12 +143,31 @@ class CanaryExposure(Measurement):
             len(rows),
             0,
             # exact: every canary ranked among all its candidates, so the value has no sampling error (privgate diff)
-            details={"worst": rep.worst, "canaries": len(rows), "exact": all(r["method"] == "exact" for r in rows)},
+            details={
+                "worst": rep.worst,
+                "canaries": len(rows),
+                "exact": not sampled,
+                "methods": {"exact": len(rows) - len(sampled), "extrapolated": len(sampled)},
+            },
+        )
+        worst = rows[rep.worst]
+        how = (
+            f"ranked exactly among all {worst['space']:,} candidates"
+            if worst["method"] == "exact"
+            else f"extrapolated from {worst['samples']:,} of its {worst['space']:.3g} candidates, {worst['below']:,} "
+            f"of them scoring below the secret: [{worst['lo']:.3g}, {worst['hi']:.3g}] bits at "
+            f"{worst['confidence']:.4g} (distribution-free), skew-normal point {worst['exposure']:.3g}"
         )
         notes = [
             f"{len(rows)} canaries from {inputs.canaries}; the largest exposure is canary {rep.worst}'s "
-            f"({rep.max_exposure:.3g} bits of {rows[rep.worst]['space_bits']:.3g} possible)"
+            f"({rep.max_exposure:.3g} bits of {worst['space_bits']:.3g} possible), {how}"
         ]
+        if sampled:
+            notes.append(
+                f"{len(sampled)} of {len(rows)} canaries have more than max_exact = {self.options['max_exact']:,} "
+                f"candidates and were extrapolated from {self.options['samples']:,} sampled candidates each "
+                "(Carlini et al. 2019, §4); raise the canary_exposure option max_exact to rank them exactly"
+            )
         return self._result(start, est, {"canaries": rows}, notes)
 
 
@@ -128,19 +175,20 @@ class Extraction(Measurement):
     """Verbatim extraction rate of members in excess of non-members (Carlini et al. 2021; Nasr et al. 2023).
 
     Options:
-        prefix_tokens: the tokens of a record greedy decoding starts from.
-        suffix_tokens: the tokens it must then reproduce exactly (records shorter than both are not tested).
+        prefix_tokens: the tokens of a record greedy decoding starts from (default: fitted to the records).
+        suffix_tokens: the tokens it must then reproduce exactly (default: fitted; records shorter than both
+            are not tested), :func:`privgate.lm.extraction.fitted_lengths`.
     """
 
     name = "extraction"
     measures = "extraction_rate"
 
-    def __init__(self, prefix_tokens: int = 32, suffix_tokens: int = 16, **options: Any) -> None:
+    def __init__(self, prefix_tokens: int | None = None, suffix_tokens: int | None = None, **options: Any) -> None:
         super().__init__(**options)
-        for key, v in (("prefix_tokens", prefix_tokens), ("suffix_tokens", suffix_tokens)):
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 4096:
-                raise ValueError(f"option {key} must be an integer from 1 to 4096, got {shown(v)}")
-        self.options = {"prefix_tokens": prefix_tokens, "suffix_tokens": suffix_tokens}
+        self.options = {
+            key: None if v is None else _integer(key, v, 1, 4096)
+            for key, v in (("prefix_tokens", prefix_tokens), ("suffix_tokens", suffix_tokens))
+        }
 
     def measure(self, inputs: MeasureInputs) -> AttackResult:
         from privgate import stats
@@ -162,22 +210,42 @@ class Extraction(Measurement):
             confidence=inputs.confidence,
         )
         m, n = rep.members, rep.nonmembers
-        est = stats.Estimate(
-            "extraction_rate",
-            rep.excess,
-            rep.lo,
-            rep.hi,
-            rep.confidence,
-            m.tested,
-            n.tested,
-            details={"members": m.model_dump(), "nonmembers": n.model_dump(), "p_value": rep.p_value},
+        details = {
+            "members": m.model_dump(),
+            "nonmembers": n.model_dump(),
+            "p_value": rep.p_value,
+            "prefix_tokens": rep.prefix_tokens,
+            "suffix_tokens": rep.suffix_tokens,
+            "lengths_from_records": rep.adaptive,
+            "record_tokens": rep.lengths,
+        }
+        lengths = (
+            f"{rep.prefix_tokens} + {rep.suffix_tokens} tokens"
+            + (" (fitted to the records' lengths)" if rep.adaptive else "")
+            + (
+                f"; the records have {rep.lengths['min']} to {rep.lengths['max']} tokens "
+                f"(median {rep.lengths['median']})"
+                if rep.lengths
+                else ""
+            )
         )
-        notes = [
-            f"greedy decoding from the first {rep.prefix_tokens} tokens reproduces the next {rep.suffix_tokens} "
-            f"for {m.extracted} of {m.tested} members ({m.rate:.1%}) and {n.extracted} of {n.tested} non-members "
-            f"({n.rate:.1%}); the metric is the difference"
-            + (f"; {m.skipped + n.skipped} records too short to test" if m.skipped + n.skipped else "")
-        ]
+        skipped = m.skipped + n.skipped
+        if rep.excess is None:
+            est = stats.Estimate.unresolved(
+                "extraction_rate", rep.reason or "nothing tested", rep.confidence, m.tested, n.tested
+            )
+            est = dataclasses.replace(est, details=details)
+            notes = [f"not measured: {rep.reason}; prefix + suffix {lengths}; {skipped} records too short to test"]
+        else:
+            est = stats.Estimate(
+                "extraction_rate", rep.excess, rep.lo, rep.hi, rep.confidence, m.tested, n.tested, details=details
+            )
+            notes = [
+                f"greedy decoding from the first {rep.prefix_tokens} tokens reproduces the next {rep.suffix_tokens} "
+                f"for {m.extracted} of {m.tested} members ({m.rate:.1%}) and {n.extracted} of {n.tested} non-members "
+                f"({n.rate:.1%}); the metric is the difference; prefix + suffix {lengths}"
+                + (f"; {skipped} records too short to test" if skipped else "")
+            ]
         extras = {"extraction": rep.model_dump(exclude={"extracted_members", "extracted_nonmembers"})}
         extras["extracted"] = [{"member_index": i, "text": _shorten(inputs.members[i])} for i in rep.extracted_members]
         return self._result(start, est, extras, notes)
