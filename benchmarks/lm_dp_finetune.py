@@ -64,12 +64,12 @@ def ladder(d: Path, args: argparse.Namespace) -> None:
     from privgate.dp.accounting import calibrate, sampling
     from privgate.dp.search import compose_search
     from privgate.dp.train import DPSettings
+    from privgate.inputs.lm_recipe import parse_lm_recipe
+    from privgate.inputs.targets.hf import CAUSAL, LoadedLM, load_model_dir
+    from privgate.inputs.text import TextAudit, load_texts
     from privgate.lm.finetune import DPFineTune, finetune, load_base
     from privgate.lm.gate import audit_lm
     from privgate.lm.harden import LMCandidate, perplexity_ci
-    from privgate.lm.loading import CAUSAL, LoadedLM, load_model_dir
-    from privgate.lm.recipe import parse_lm_recipe
-    from privgate.lm.text import TextAudit, load_texts
     from privgate.options import RunOptions
 
     run = RunOptions(seed=0, threads=1, exposed=0).resolved()
@@ -139,9 +139,9 @@ def ladder(d: Path, args: argparse.Namespace) -> None:
 
 def epoch_cost(d: Path, args: argparse.Namespace) -> None:
     from privgate.dp.train import DPSettings
+    from privgate.inputs.lm_recipe import parse_lm_recipe
+    from privgate.inputs.text import load_texts
     from privgate.lm.finetune import DPFineTune, finetune, load_base
-    from privgate.lm.recipe import parse_lm_recipe
-    from privgate.lm.text import load_texts
 
     recipe = parse_lm_recipe("base: base\nmode: lora\nepochs: 1\n", "bench-lora.yaml", d)
     texts = load_texts(str(d / "members.jsonl"), "members", labelled=False).texts

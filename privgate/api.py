@@ -36,7 +36,7 @@ from privgate.errors import DataError
 from privgate.inputs.data import AuditData, Dataset, load_dataset
 from privgate.inputs.entrypoints import load_recipe
 from privgate.inputs.targets import check_model_path
-from privgate.lm.loading import is_model_dir
+from privgate.inputs.targets.hf import is_model_dir
 from privgate.options import RunOptions
 from privgate.policy import Policy, load_policy
 from privgate.report.model import Report
@@ -340,7 +340,7 @@ def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None)
         raise PrivgateError("give a recipe (privgate's DP-SGD, white-box) or a trainer (black-box), not both.")
     if settings.recipe is not None and settings.data is None:
         raise PrivgateError("a recipe needs data: the recipe's model must fit the data it trains on.")
-    from privgate.lm.recipe import is_lm_recipe
+    from privgate.inputs.lm_recipe import is_lm_recipe
 
     if is_lm_recipe(settings.recipe):  # a language model's DP fine-tune: text canaries (privgate.lm.oneaudit)
         return _audit_lm_dpsgd(settings, run)

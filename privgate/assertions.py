@@ -21,7 +21,7 @@ import unittest
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from privgate.lm.loading import is_model_dir  # a Hugging Face directory: audited by privgate.lm on text files
+from privgate.inputs.targets.hf import is_model_dir  # a Hugging Face directory: audited by privgate.lm on text files
 
 if TYPE_CHECKING:
     from privgate.policy import Check, Policy
@@ -381,13 +381,14 @@ def assert_policy(
 
 def _causal_lm(model: Any) -> tuple[Any, Any]:
     """(model, tokenizer) from a ``save_pretrained`` directory or a pair; a directory is read by privgate's guarded
-    loader (:func:`privgate.lm.loading.load_model_dir`: no code from the folder, safetensors only, no network)."""
+    loader (:func:`privgate.inputs.targets.hf.load_model_dir`: no code from the folder, safetensors only, no
+    network)."""
     if isinstance(model, (tuple, list)) and len(model) == 2:
         return model[0], model[1]
     from pathlib import Path
 
     from privgate.errors import TargetError
-    from privgate.lm.loading import CAUSAL, load_model_dir
+    from privgate.inputs.targets.hf import CAUSAL, load_model_dir
 
     path = Path(model)
     if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
@@ -399,10 +400,10 @@ def _causal_lm(model: Any) -> tuple[Any, Any]:
 
 
 def _canaries(canaries: Any) -> list[Any]:
-    """Canaries from a JSON Lines file or a sequence of :class:`privgate.lm.canaries.Canary` / mappings."""
+    """Canaries from a JSON Lines file or a sequence of :class:`privgate.inputs.canaries.Canary` / mappings."""
     from pathlib import Path
 
-    from privgate.lm.canaries import Canary, load_canaries, validate_canary
+    from privgate.inputs.canaries import Canary, load_canaries, validate_canary
 
     if isinstance(canaries, (str, Path)):
         return load_canaries(canaries)

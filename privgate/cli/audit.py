@@ -332,7 +332,7 @@ def audit_dpsgd_cmd(
         )
     if recipe and not data:
         raise click.UsageError("--recipe needs --data: the recipe's model must fit the data it trains on.")
-    from privgate.lm.recipe import is_lm_recipe
+    from privgate.inputs.lm_recipe import is_lm_recipe
 
     if recipe and is_lm_recipe(recipe):  # a language model's DP fine-tune (YAML recipe, text data): no module to import
         from privgate.io.guards import Named

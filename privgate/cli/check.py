@@ -234,7 +234,7 @@ def check(
         raise click.UsageError(
             "the model is an endpoint: with --remediate, say where the hardened model goes (--output-model)."
         )
-    from privgate.lm.loading import is_model_dir
+    from privgate.inputs.targets.hf import is_model_dir
 
     lm_out = remediate and is_model_dir(model_path)  # a language model: hardened into a new folder (privgate.lm)
     if remediate:

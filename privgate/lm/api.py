@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from privgate.errors import TargetError
-from privgate.lm.options import TextOptions
 from privgate.options import RunOptions
 from privgate.report.model import Report
+from privgate.settings import TextOptions
 
 
 def _resolve(path: str | None, base: Path) -> str | None:
@@ -40,14 +40,14 @@ def check_lm(
 ) -> Report:
     """Audit the model directory ``model`` against ``policy`` on text files of members and non-members.
 
-    ``recipe`` (a language-model recipe file or :class:`~privgate.lm.recipe.LMRecipe`) and ``population`` (a
+    ``recipe`` (a language-model recipe file or :class:`~privgate.inputs.lm_recipe.LMRecipe`) and ``population`` (a
     text file of records of the same distribution, neither members nor non-members) let privgate fine-tune the
     reference models of LiRA and RMIA (:mod:`privgate.lm.references`).
     """
     from privgate.api import as_policy
+    from privgate.inputs.targets.hf import CAUSAL, load_model_dir
+    from privgate.inputs.text import TextAudit, load_texts
     from privgate.lm.gate import audit_lm
-    from privgate.lm.loading import CAUSAL, load_model_dir
-    from privgate.lm.text import TextAudit, load_texts
 
     text = text or TextOptions()
     run = (options or RunOptions()).resolved()  # a device that does not exist: exit 2 before loading
@@ -58,12 +58,12 @@ def check_lm(
         raise TargetError(f"{canaries}: canaries file not found.")
     canary_rows = []
     if canaries is not None:
-        from privgate.lm.canaries import read_canaries
+        from privgate.inputs.canaries import read_canaries
 
         canary_rows = read_canaries(canaries, text.max_canaries)  # a bad canaries file: refused before the model
     lm = load_model_dir(model, base_model=_resolve(text.base_model, where), trust_checkpoint=trust_checkpoint)
     if canary_rows and lm.kind == CAUSAL:
-        from privgate.lm.exposure import check_fits
+        from privgate.inputs.canaries import check_fits
 
         check_fits([(f"{canaries}, line {n}", c) for n, c in canary_rows], lm.tokenizer, lm.context)
     read = text_reading(text, lm)
@@ -104,13 +104,13 @@ def check_lm(
 
 
 def text_reading(text: TextOptions, lm: Any) -> dict[str, Any]:
-    """How :func:`privgate.lm.text.load_texts` reads a model's text records: fields, labels and limits.
+    """How :func:`privgate.inputs.text.load_texts` reads a model's text records: fields, labels and limits.
 
-    Every record is cut to :func:`privgate.lm.scoring.char_limit` of the model's context when read, so nothing
+    Every record is cut to :func:`privgate.inputs.text.char_limit` of the model's context when read, so nothing
     downstream (scoring, extraction, the shift guard, a classifier) handles more of a record than a context holds.
     """
-    from privgate.lm.loading import CAUSAL
-    from privgate.lm.scoring import char_limit
+    from privgate.inputs.targets.hf import CAUSAL
+    from privgate.inputs.text import char_limit
 
     return {
         "text_field": text.text_field,
@@ -127,14 +127,14 @@ def _recipe(recipe: Any, where: Path) -> Any:
     if recipe is None:
         return None
     from privgate.errors import RecipeError
-    from privgate.lm.recipe import LMRecipe, is_lm_recipe, load_lm_recipe
+    from privgate.inputs.lm_recipe import LMRecipe, is_lm_recipe, load_lm_recipe
 
     if isinstance(recipe, LMRecipe):
         return recipe
     if not is_lm_recipe(recipe):
         raise RecipeError(
             f"{recipe}: a language model's recipe is a YAML file (base model and fine-tuning settings, "
-            "privgate.lm.recipe), not a Python recipe."
+            "privgate.inputs.lm_recipe), not a Python recipe."
         )
     return load_lm_recipe(_resolve(str(recipe), where))
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from privgate.lm.loading import LoadedLM
-from privgate.lm.text import TextAudit
+from privgate.inputs.targets.hf import LoadedLM
+from privgate.inputs.targets.hf_classifier import TextClassifier
+from privgate.inputs.text import TextAudit
 from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.report.model import Report
@@ -27,41 +28,6 @@ NOT_ON_TEXT = {
     "label_only": "'label_only' perturbs numeric inputs with noise; text records cannot be perturbed that way",
     "blind": "the blind baseline learns from numeric features; text records have none",
 }
-
-
-class TextClassifier:
-    """``predict_proba`` / ``predict_log_proba`` of a sequence classifier on ``[n, 1]`` object arrays of text.
-
-    The records are tokenised onto the device the model is on at the call (:func:`privgate.device.device_of`).
-    """
-
-    def __init__(self, lm: LoadedLM, batch_size: int = 32) -> None:
-        self.lm, self.batch_size = lm, batch_size
-        self.classes_ = np.arange(int(lm.model.config.num_labels))
-
-    def predict_log_proba(self, x: np.ndarray) -> np.ndarray:
-        import torch
-
-        from privgate.device import device_of
-
-        device = device_of(self.lm.model)
-        texts = [str(t) for t in np.asarray(x, dtype=object).reshape(len(x), -1)[:, 0]]
-        out = []
-        with torch.inference_mode():
-            for i in range(0, len(texts), self.batch_size):
-                enc = self.lm.tokenizer(
-                    texts[i : i + self.batch_size],
-                    return_tensors="pt",
-                    padding=True,
-                    truncation=True,
-                    max_length=self.lm.context,
-                ).to(device)
-                logits = self.lm.model(**enc).logits.double()
-                out.append(torch.log_softmax(logits, -1).cpu().numpy())
-        return np.concatenate(out) if out else np.zeros((0, len(self.classes_)))
-
-    def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        return np.exp(self.predict_log_proba(x))
 
 
 def _text_policy(policy: Policy) -> Policy:
@@ -105,4 +71,4 @@ def audit_classifier(lm: LoadedLM, data: TextAudit, policy: Policy, *, options: 
     return report.model_copy(update=update)
 
 
-__all__ = ["NOT_ON_TEXT", "TextClassifier", "audit_classifier"]
+__all__ = ["NOT_ON_TEXT", "audit_classifier"]

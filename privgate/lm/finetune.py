@@ -50,7 +50,7 @@ from torch import nn
 from privgate.dp.noise import draw_noise_on_cpu
 from privgate.dp.train import DPSettings, DPTraining
 from privgate.errors import RecipeError
-from privgate.lm.recipe import LMRecipe
+from privgate.inputs.lm_recipe import LMRecipe
 from privgate.training.dropout import seeded_dropout
 from privgate.training.plan import dropout_seed
 from privgate.training.rng import seed_global
@@ -130,7 +130,7 @@ class SequenceLoss(nn.Module):
 
 def load_base(recipe: LMRecipe) -> tuple[Any, Any]:
     """(model, tokenizer) of the recipe's public base model, read locally (a pad token set if missing)."""
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     lm = load_model_dir(recipe.base)
     return lm.model, lm.tokenizer

@@ -40,14 +40,14 @@ from privgate.decision import decide_policy, verdict_of
 from privgate.device import placed
 from privgate.errors import DataError
 from privgate.gate import Ran, final_scores, summarise
+from privgate.inputs.targets.hf import LoadedLM
+from privgate.inputs.text import TextAudit
 from privgate.lm.attacks.context import LMContext
 from privgate.lm.attacks.measures import MeasureInputs, Measurement
 from privgate.lm.family import lm_policy, skipped_attacks
-from privgate.lm.loading import LoadedLM
 from privgate.lm.references import ReferenceFactory
 from privgate.lm.score_cache import cached_score_texts, open_cache
 from privgate.lm.scoring import BATCH, score_texts
-from privgate.lm.text import TextAudit
 from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.policy.schema import MEASURED_BY
@@ -68,7 +68,7 @@ class Pooled:
     membership: np.ndarray
     calibration: np.ndarray
     member_rows: np.ndarray
-    clipped: np.ndarray  # records cut to their character limit when read (privgate.lm.text)
+    clipped: np.ndarray  # records cut to their character limit when read (privgate.inputs.text)
 
 
 def pool(data: TextAudit, seed: int) -> Pooled:
@@ -174,11 +174,11 @@ def audit_lm(
 ) -> Report:
     """Audit a causal language model against ``policy`` on records of text (module docstring).
 
-    ``recipe`` (a :class:`privgate.lm.recipe.LMRecipe`) and ``data.population`` give LiRA and RMIA the
+    ``recipe`` (a :class:`privgate.inputs.lm_recipe.LMRecipe`) and ``data.population`` give LiRA and RMIA the
     reference models privgate fine-tunes (:mod:`privgate.lm.references`). The model and the reference
     model run on the run's device and are put back where they were afterwards (:func:`privgate.device.placed`).
     ``max_canaries``: the most canaries the ``canaries`` file may hold (default
-    :data:`privgate.lm.canaries.MAX_CANARIES`).
+    :data:`privgate.inputs.canaries.MAX_CANARIES`).
     """
     run = (options or RunOptions()).resolved()
     with contextlib.ExitStack() as stack:

@@ -41,11 +41,11 @@ from privgate.dp.selection import Trials
 from privgate.dp.statement import hyperparameters, statement
 from privgate.dp.train import DPSettings
 from privgate.errors import DataError, PolicyError, RecipeError
+from privgate.inputs.lm_recipe import LMRecipe, is_lm_recipe, load_lm_recipe
+from privgate.inputs.text import load_users
 from privgate.lm.finetune import DPFineTune, finetune, load_base
 from privgate.lm.hardened import default_output, refuse_existing
 from privgate.lm.hardtask import ClassifierTask, HardenTask, LMCandidate, perplexity_ceiling, perplexity_ci
-from privgate.lm.recipe import LMRecipe, is_lm_recipe, load_lm_recipe
-from privgate.lm.userlevel import load_users
 from privgate.options import RunOptions
 from privgate.report.model import Report
 from privgate.report.remediation_section import (
@@ -79,10 +79,10 @@ def _recipe(spec: Any, dirs: tuple[Path, ...]) -> LMRecipe:
 def harden_lm(s: Any, run: RunOptions) -> Any:
     """:func:`privgate.api.harden` for a Hugging Face model directory (``s``: its HardenSettings)."""
     from privgate.api import Hardening, as_policy
+    from privgate.inputs.canaries import load_canaries
+    from privgate.inputs.targets.hf import CAUSAL, LoadedLM, load_model_dir
+    from privgate.inputs.text import TextAudit, load_texts
     from privgate.lm.api import _resolve, check_lm, text_reading
-    from privgate.lm.canaries import load_canaries
-    from privgate.lm.loading import CAUSAL, LoadedLM, load_model_dir
-    from privgate.lm.text import TextAudit, load_texts
 
     run = run.resolved()
     dirs = tuple(s.search_dirs) or (Path.cwd(),)

@@ -82,8 +82,8 @@ def perplexity_ceiling(policy: Policy, original: float) -> tuple[float | None, s
 def accuracy_ci(model: Any, tokenizer: Any, texts: list[str], labels: np.ndarray, *, context: int, confidence: float):
     """Held-out accuracy of a sequence classifier and its Clopper-Pearson interval (Clopper & Pearson 1934)."""
     from privgate import stats
-    from privgate.lm.classifier import TextClassifier
-    from privgate.lm.loading import CLASSIFIER, LoadedLM
+    from privgate.inputs.targets.hf import CLASSIFIER, LoadedLM
+    from privgate.inputs.targets.hf_classifier import TextClassifier
 
     clf = TextClassifier(LoadedLM(model, tokenizer, CLASSIFIER, "", "", context, {}))
     pred = clf.predict_log_proba(np.asarray(texts, dtype=object).reshape(-1, 1)).argmax(1)
@@ -93,7 +93,7 @@ def accuracy_ci(model: Any, tokenizer: Any, texts: list[str], labels: np.ndarray
 
 
 class HardenTask:
-    """The kind-specific parts of hardening (module docstring); ``heldout`` is a :class:`~privgate.lm.text.TextSet`.
+    """The kind-specific parts of hardening (module docstring); ``heldout`` is a :class:`~privgate.inputs.text.TextSet`.
 
     ``device`` is the run's: :meth:`utility` scores a model there and puts it back where it was.
     """

@@ -23,57 +23,14 @@ batching), so memory grows with the records of a step's users.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-
-from privgate.errors import DataError
-
-
-def load_users(path: str | Path, field: str, role: str = "members", max_bytes: int | None = None) -> list[str]:
-    """The user of every record of a ``.jsonl``/``.csv`` text file (records in the order :func:`load_texts` reads).
-
-    Raises:
-        DataError: a ``.txt`` file (no columns), a file larger than ``max_bytes`` (default
-            :data:`privgate.lm.text.MAX_BYTES`), invalid JSON, or a record without the field, naming the file and line.
-    """
-    from privgate.lm.text import MAX_BYTES, _read, json_line
-
-    p = Path(path)
-    raw = _read(p, role, max_bytes or MAX_BYTES)
-    if p.suffix.lower() == ".jsonl":
-        users = []
-        for n, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            row = json_line(line, f"{p}, line {n}")
-            if not isinstance(row, dict) or row.get(field) is None or isinstance(row.get(field), (dict, list)):
-                raise DataError(f"{p}, line {n}: no user in field '{field}' (--user-field names each record's user).")
-            users.append(str(row[field]))
-        return users
-    if p.suffix.lower() == ".csv":
-        reader = csv.reader(io.StringIO(raw, newline=""))
-        header = next(reader, None) or []
-        if field not in header:
-            raise DataError(f"{p}: no column '{field}' for --user-field (columns: {', '.join(header)[:200]}).")
-        i = header.index(field)
-        users = []
-        for row in reader:
-            if not row:
-                continue
-            if not row[i].strip():
-                raise DataError(f"{p}, line {reader.line_num}: the user column '{field}' is empty.")
-            users.append(row[i])
-        return users
-    raise DataError(f"{p}: a {p.suffix or 'plain'} file has no user column; give .jsonl or .csv with --user-field.")
 
 
 def user_index(users: Sequence[str]) -> tuple[list[str], list[torch.Tensor]]:
@@ -173,4 +130,4 @@ def private_by_user(
     return stats
 
 
-__all__ = ["load_users", "private_by_user", "user_index"]
+__all__ = ["private_by_user", "user_index"]

@@ -44,7 +44,7 @@ def check_model_path(spec: str | Path) -> None:
     if not p.exists():
         raise TargetError(f"{p}: model file not found.")
     if p.is_dir():
-        from privgate.lm.loading import is_model_dir
+        from privgate.inputs.targets.hf import is_model_dir
 
         if is_model_dir(p):
             raise TargetError(

@@ -23,7 +23,7 @@ class LMContext(AttackContext):
         texts: the pooled records (``x`` holds the same records as an object array).
         scores: the target's :class:`TokenScores` of ``texts``.
         reference: the reference model's :class:`TokenScores` of ``texts`` (``--reference-model``), or ``None``.
-        lm: the loaded target (:class:`privgate.lm.loading.LoadedLM`).
+        lm: the loaded target (:class:`privgate.inputs.targets.hf.LoadedLM`).
         fine_tuned: the :class:`privgate.lm.references.ReferenceFactory` of LiRA and RMIA (``None``: none).
     """
 

@@ -34,14 +34,14 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
-from privgate.lm.canaries import MAX_CANARIES
+from privgate.inputs.canaries import MAX_CANARIES
 
 
 @dataclass
 class MeasureInputs:
     """What a measurement needs (the gate builds it; attacks never see membership, measurements do)."""
 
-    lm: Any  # privgate.lm.loading.LoadedLM
+    lm: Any  # privgate.inputs.targets.hf.LoadedLM
     members: list[str]
     nonmembers: list[str]
     canaries: str | None
@@ -113,7 +113,7 @@ class CanaryExposure(Measurement):
         if inputs.canaries is None:
             raise AttackSkipped("no canaries were given (--canaries FILE)")
         try:
-            from privgate.lm.canaries import load_canaries
+            from privgate.inputs.canaries import load_canaries
             from privgate.lm.exposure import measure_exposure
         except ImportError:
             raise AttackSkipped("canary exposure is not available in this version of privgate") from None
