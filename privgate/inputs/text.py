@@ -41,6 +41,8 @@ MAX_BYTES = MAX_MIB << 20
 #: Most records one text file may hold by default (``--max-records``, config key ``max_records``).
 MAX_RECORDS = 100_000
 FORMATS = (".jsonl", ".txt", ".csv")
+#: Characters of a record a report shows (the exposed members, the extracted ones).
+SHOWN_CHARS = 200
 #: A lone UTF-16 surrogate: what a JSON escape such as ``"\\ud800"`` decodes to; no Unicode text holds one.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -82,6 +84,11 @@ class TextSet:
         for t in self.texts:
             h.update(t.encode("utf-8") + b"\0")
         return h.hexdigest()
+
+
+def shorten(text: str) -> str:
+    """``text`` cut to :data:`SHOWN_CHARS` characters (a report shows records, not whole documents)."""
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
 def _mib(n: int) -> str:
@@ -312,11 +319,17 @@ def load_users(path: str | Path, field: str, role: str = "members", max_bytes: i
 
 @dataclass(frozen=True)
 class TextAudit:
-    """Members and non-members (and an optional population) of a language-model audit, checked together."""
+    """Members and non-members (and an optional population) of a language-model audit, checked together.
+
+    ``canaries``: the canaries file (``{prefix, secret, alphabet}`` rows, :mod:`privgate.inputs.canaries`)
+    inserted into the training text, for ``canary_exposure``; ``max_canaries``: the most it may hold.
+    """
 
     members: TextSet
     nonmembers: TextSet
     population: TextSet | None = None
+    canaries: str | None = None
+    max_canaries: int | None = None
 
     def __post_init__(self) -> None:
         seen = {t: n for t, n in zip(self.members.texts, self.members.lines)}
@@ -364,11 +377,13 @@ __all__ = [
     "MAX_MIB",
     "MAX_CHARS_PER_TOKEN",
     "MAX_RECORDS",
+    "SHOWN_CHARS",
     "TextAudit",
     "TextSet",
     "char_limit",
     "json_line",
     "load_texts",
     "load_users",
+    "shorten",
     "unicode_text",
 ]

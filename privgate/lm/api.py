@@ -45,9 +45,10 @@ def check_lm(
     reference models of LiRA and RMIA (:mod:`privgate.lm.references`).
     """
     from privgate.api import as_policy
+    from privgate.gate import check_model
     from privgate.inputs.targets.hf import CAUSAL, load_model_dir
+    from privgate.inputs.targets.hf_target import hf_target
     from privgate.inputs.text import TextAudit, load_texts
-    from privgate.lm.gate import audit_lm
 
     text = text or TextOptions()
     run = (options or RunOptions()).resolved()  # a device that does not exist: exit 2 before loading
@@ -75,13 +76,11 @@ def check_lm(
         load_texts(_resolve(str(members), where), "members", **read),
         load_texts(_resolve(str(nonmembers), where), "non-members", **read),
         pop,
+        canaries=canaries,
+        max_canaries=text.max_canaries,
     )
-    if lm.kind != CAUSAL:
-        from privgate.lm.classifier import audit_classifier
-
-        return audit_classifier(lm, data, pol, options=run, batch_size=text.batch_size)
     reference = None
-    if text.reference_model is not None:
+    if text.reference_model is not None and lm.kind == CAUSAL:
         reference = load_model_dir(_resolve(text.reference_model, where), trust_checkpoint=trust_checkpoint)
         if reference.kind != CAUSAL:
             raise TargetError(f"{text.reference_model}: the reference model is not a causal language model.")
@@ -90,17 +89,8 @@ def check_lm(
                 f"{text.reference_model}: the reference model's tokenizer differs from the target's, so their "
                 "log-probabilities of a record are not comparable."
             )
-    return audit_lm(
-        lm,
-        data,
-        pol,
-        reference=reference,
-        canaries=canaries,
-        options=run,
-        batch_size=text.batch_size,
-        recipe=lm_recipe,
-        max_canaries=text.max_canaries,
-    )
+    target = hf_target(lm, reference=reference, batch_size=text.batch_size)
+    return check_model(target, data, pol, recipe=lm_recipe, options=run)
 
 
 def text_reading(text: TextOptions, lm: Any) -> dict[str, Any]:

@@ -126,11 +126,13 @@ class HardenTask:
         return None
 
     def audit(self, lm: Any, data: Any, policy: Policy, *, reference: Any, canaries: Any, batch_size: int, options):
-        from privgate.lm.gate import audit_lm
+        import dataclasses
 
-        return audit_lm(
-            lm, data, policy, reference=reference, canaries=canaries, batch_size=batch_size, options=options
-        )
+        from privgate.gate import check_model
+        from privgate.inputs.targets.hf_target import hf_target
+
+        target = hf_target(lm, reference=reference, batch_size=batch_size)
+        return check_model(target, dataclasses.replace(data, canaries=canaries), policy, options=options)
 
     def reason(self, reason: str, floor: float | None) -> str:
         """The search's reason in a language model's words: the floor is a perplexity ceiling."""
@@ -159,11 +161,6 @@ class ClassifierTask(HardenTask):
 
     def labels(self, data: Any) -> Any:
         return [int(v) for v in data.labels]
-
-    def audit(self, lm: Any, data: Any, policy: Policy, *, reference: Any, canaries: Any, batch_size: int, options):
-        from privgate.lm.classifier import audit_classifier
-
-        return audit_classifier(lm, data, policy, options=options, batch_size=batch_size)
 
     def reason(self, reason: str, floor: float | None) -> str:
         return reason.replace("utility is", "held-out accuracy is")
