@@ -32,13 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privgate.errors import DataError
-from privgate.inputs.data import AuditData, Dataset, load_dataset
-from privgate.inputs.entrypoints import load_recipe
-from privgate.inputs.targets import check_model_path
-from privgate.inputs.targets.hf import is_model_dir
+from privgate.inputs.coerce import as_dataset, as_policy, as_recipe
+from privgate.inputs.data import Dataset
+from privgate.inputs.door import load_inputs
 from privgate.options import RunOptions
-from privgate.policy import Policy, load_policy
+from privgate.policy import Policy
 from privgate.report.model import Report
 from privgate.settings import (
     CheckSettings,
@@ -51,58 +49,7 @@ from privgate.settings import (
 )
 
 if TYPE_CHECKING:  # torch comes with these: a run refused on its policy or data never imports it
-    from privgate.inputs.target import Target
-    from privgate.recipe import Recipe
-
-
-def as_dataset(value: DataLike, role: str, label_column: str = "label", base: Path | None = None) -> Dataset:
-    """A :class:`Dataset` from a Dataset, an ``(x, y)`` pair, a file path or a ``module:function``."""
-    if isinstance(value, Dataset):
-        return value
-    if isinstance(value, (str, Path)):
-        return load_dataset(value, role, label_column, base)
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        from privgate.inputs.data import _as_dataset
-
-        return _as_dataset(value[0], value[1], f"<{role}>", role)
-    raise DataError(f"{role}: expected (x, y), a Dataset, a file path or module:function, got {type(value).__name__}.")
-
-
-def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool = False, access: Any = None) -> Target:
-    """A :class:`Target` from a Target, a path or endpoint URL, an ``nn.Module``, a Booster or a fitted classifier.
-
-    ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint URL is queried.
-    """
-    import torch
-    from torch import nn
-
-    from privgate.inputs.target import Target
-
-    if isinstance(model, Target):
-        return model
-    if isinstance(model, (str, Path)):
-        return Target.load(model, recipe=recipe, trust_checkpoint=trust_checkpoint, access=access)
-    if isinstance(model, (nn.Module, torch.jit.ScriptModule)):
-        return Target(model, source=f"<{type(model).__name__}>", fmt="module")
-    from privgate.inputs.targets import wrap_booster
-
-    booster = wrap_booster(model)  # an xgboost/lightgbm Booster in memory
-    if booster is not None:
-        return Target(booster, booster.source, booster.fmt)
-    return Target(model, source=f"<{type(model).__name__}>", fmt="sklearn")
-
-
-def as_policy(policy: Policy | str | Path) -> Policy:
-    return policy if isinstance(policy, Policy) else load_policy(policy)
-
-
-def as_recipe(recipe: Recipe | str | None, search_dirs: list[Path] | None = None) -> Recipe | None:
-    from privgate.recipe import Recipe
-    from privgate.tree_recipe import TreeRecipe
-
-    if recipe is None or isinstance(recipe, (Recipe, TreeRecipe)):
-        return recipe
-    return load_recipe(recipe, search_dirs)
+    pass
 
 
 def _split(
@@ -124,37 +71,6 @@ def _split(
     # 'cuda' on a machine without one: exit 2 before loading; 'auto' is resolved once the inputs are
     # loaded (resolving imports torch, and a run refused on its policy or data need not)
     return settings, run.resolved() if run.device == "cuda" else run
-
-
-@dataclass
-class Inputs:
-    """Everything a model audit needs, loaded and validated at the door."""
-
-    policy: Policy
-    recipe: Recipe | None
-    target: Target
-    data: AuditData
-    members: Dataset  # the whole member set (AuditData may sub-sample it to balance the audit)
-
-
-def load_inputs(settings: CheckSettings, seed: int = 0) -> Inputs:
-    """Policy, recipe, model and audit data of ``settings``; bad input is one :class:`PrivgateError`."""
-    dirs = list(settings.search_dirs)
-    # the policy, the model's path and the data first: a run refused on them never imports torch
-    pol = as_policy(settings.policy)
-    if isinstance(settings.model, (str, Path)):
-        check_model_path(settings.model)
-    base = (dirs or [Path.cwd()])[0]
-
-    def dataset(value: DataLike, role: str) -> Dataset:
-        return as_dataset(value, role, settings.label_column, base)
-
-    train = dataset(settings.members, "members")
-    population = dataset(settings.population, "population") if settings.population is not None else None
-    data = AuditData(train, dataset(settings.nonmembers, "non-members"), population, seed=seed)
-    rec = as_recipe(settings.recipe, dirs)
-    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access)
-    return Inputs(pol, rec, target, data, train)
 
 
 def check(
@@ -183,11 +99,7 @@ def check(
         The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.
     """
     s, run = _split(CheckSettings, settings, (policy, members, nonmembers), options, kw)
-    if isinstance(s.model, (str, Path)) and is_model_dir(s.model):  # a Hugging Face directory: privgate.lm
-        from privgate.lm.api import audit_text_paths
-
-        return audit_text_paths(s, run)
-    i = load_inputs(s, run.seed)
+    i = load_inputs(s, run.seed)  # the kind of model decided once, there (privgate.inputs.door)
     from privgate.gate import check_model  # scipy, scikit-learn: bad input exits 2 without them
 
     return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run.resolved())
@@ -234,43 +146,16 @@ def harden(
     its reports, after checking their paths (:mod:`privgate.io.guards`).
     """
     s, run = _split(HardenSettings, settings, (policy, members, nonmembers), options, kw)
-    if isinstance(s.model, (str, Path)) and is_model_dir(s.model):  # a language model: DP fine-tuning (privgate.lm)
-        from privgate.lm.harden import harden_lm
+    s = dataclasses.replace(s, policy=as_policy(s.policy))  # a bad policy: refused before torch is imported
+    from privgate.dp.remediate import search
+    from privgate.dp.task import task_class
 
-        return harden_lm(s, run)
-    pol, rec = as_policy(s.policy), as_recipe(s.recipe, list(s.search_dirs))
-    from privgate.dp.hardened import default_output, hardened_files  # torch: after the policy is known good
-    from privgate.dp.remediate import check_can_remediate, remediate
-
-    check_can_remediate(pol, rec)  # an unusable remediation setup fails before the model and data are loaded
-    i = load_inputs(dataclasses.replace(s, policy=pol, recipe=rec), run.seed)
-    run = run.resolved()
-    outcome = remediate(i.target, i.data, i.policy, i.recipe, train=i.members, on_row=s.on_row, options=run)
+    task = task_class(s.model).open(s, run)  # the kind of model decided once (privgate.inputs.door), bad input refused
+    outcome = search(task, on_row=s.on_row, options=run.resolved())
     report = outcome.report.model_copy(update={"job": "harden"})
     files: dict[Path, tuple[str, bytes]] = {}
-    if outcome.status == "hardened" and outcome.model is not None and report.remediation is not None:
-        from privgate.dp.card import model_card
-        from privgate.dp.hardened import files_named
-
-        given = s.model if isinstance(s.model, (str, Path)) else "model.pt"  # an in-memory model: a name to offer
-        out = Path(s.output_model) if s.output_model else default_output(given)
-        card = model_card(report.remediation, model_file=str(out), verdict=report.verdict, summary=report.summary)
-        written_files, written = hardened_files(outcome.model, out, i.members.x, card)
-        named = files_named(out)
-        files = {path: (named[path], data) for path, data in written_files.items()}
-        section = report.remediation.model_copy(update={"output": written, "input_sha256": i.target.sha256})
-        described = {
-            "path": written["torchscript"],
-            "format": "torchscript",
-            "sha256": written["torchscript_sha256"],
-            "white_box": True,
-            "parameters": sum(p.numel() for p in outcome.model.parameters()),
-            "state_dict": written["state_dict"],
-            "hardened_from": {"path": str(i.target.source), "sha256": i.target.sha256},
-            "dp": outcome.candidate.training.to_dict() if outcome.candidate else {},
-            **{k: report.target[k] for k in ("accuracy", "outputs") if k in report.target},  # the hardened model's own
-        }
-        report = report.model_copy(update={"remediation": section, "target": described})
+    if outcome.status == "hardened" and outcome.candidate is not None and report.remediation is not None:
+        report, files = task.files(report, outcome.candidate)
     return Hardening(report, outcome.status, outcome.model, files)
 
 
@@ -365,8 +250,7 @@ def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None)
 
 def _audit_lm_dpsgd(settings: DpsgdAuditSettings, run: RunOptions) -> Any:
     from privgate.audits.dpsgd import DpsgdSettings
-    from privgate.lm.api import _resolve
-    from privgate.lm.harden import _recipe
+    from privgate.inputs.coerce import as_lm_recipe, resolved
     from privgate.lm.oneaudit import audit_lm_recipe
 
     dirs = tuple(settings.search_dirs) or (Path.cwd(),)
@@ -374,8 +258,8 @@ def _audit_lm_dpsgd(settings: DpsgdAuditSettings, run: RunOptions) -> Any:
         epsilon=settings.epsilon, delta=settings.delta, canaries=settings.canaries, confidence=settings.confidence,
         seed=run.seed, clip=settings.clip,
     )  # fmt: skip
-    recipe = _recipe(settings.recipe, dirs)
-    return audit_lm_recipe(recipe, str(_resolve(str(settings.data), dirs[0])), claim, run.resolved())
+    recipe = as_lm_recipe(settings.recipe, dirs, required=True)
+    return audit_lm_recipe(recipe, str(resolved(str(settings.data), dirs[0])), claim, run.resolved())
 
 
 def _federated_attacks(attacks: tuple[str, ...] | None, policy: Policy | None) -> tuple[str, ...]:
@@ -471,19 +355,13 @@ __all__ = [
     "FederationAuditSettings",
     "HardenSettings",
     "Hardening",
-    "Inputs",
     "LdpAuditSettings",
     "Simulation",
     "SimulationSettings",
-    "as_dataset",
-    "as_policy",
-    "as_recipe",
-    "as_target",
     "audit_dpsgd",
     "audit_federation",
     "audit_ldp",
     "check",
     "harden",
-    "load_inputs",
     "simulate_federation",
 ]

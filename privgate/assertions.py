@@ -21,7 +21,7 @@ import unittest
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from privgate.inputs.targets.hf import is_model_dir  # a Hugging Face directory: audited by privgate.lm on text files
+from privgate.inputs.targets import is_huggingface  # a Hugging Face folder: audited on text files
 
 if TYPE_CHECKING:
     from privgate.policy import Check, Policy
@@ -171,7 +171,7 @@ def _plan(
 
 def _target(model: Any, recipe: Any, trust_checkpoint: bool) -> Any:
     """The model as a :class:`privgate.Target` (loaded once, so the attack plan can see its capabilities)."""
-    from privgate.api import as_recipe, as_target
+    from privgate.inputs.coerce import as_recipe, as_target
 
     return as_target(model, as_recipe(recipe), trust_checkpoint)
 
@@ -241,7 +241,7 @@ def assert_mia_below(
     bounds = {"accuracy": accuracy, "auc": auc, "tpr_at_fpr": tpr_at_fpr, "advantage": advantage}
     if all(v is None for v in bounds.values()):
         raise TypeError("assert_mia_below: give at least one bound: accuracy=, auc=, tpr_at_fpr= or advantage=")
-    text = (isinstance(model, str) or hasattr(model, "__fspath__")) and is_model_dir(model)
+    text = is_huggingface(model)
     target = model if text else _target(model, recipe, trust_checkpoint)
     name, attacks = _plan(attack, recipe, attack_options, not text and target.white_box, population is not None)
     attacks = {a: o for a, o in attacks.items() if not text or a not in ("canary_exposure", "extraction")}
@@ -363,7 +363,7 @@ def assert_policy(
 
     if isinstance(data, AuditData):
         import privgate
-        from privgate.api import as_policy, as_recipe, as_target
+        from privgate.inputs.coerce import as_policy, as_recipe, as_target
 
         rec = as_recipe(recipe)
         report = privgate.check_model(

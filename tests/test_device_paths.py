@@ -241,8 +241,8 @@ def test_lm_scoring_runs_where_the_model_is(gpu, bases):
     from privgate.inputs.targets.hf import load_model_dir
     from privgate.inputs.targets.hf_classifier import TextClassifier
     from privgate.inputs.text import TextSet
-    from privgate.lm.hardtask import ClassifierTask, HardenTask
     from privgate.lm.scoring import score_texts
+    from privgate.lm.utility import HeldOutAccuracy, HeldOutPerplexity
 
     folder, texts = bases
     lm, clf = load_model_dir(folder / "causal"), load_model_dir(folder / "classifier")
@@ -252,8 +252,8 @@ def test_lm_scoring_runs_where_the_model_is(gpu, bases):
     def measured() -> tuple:  # noqa: ANN202 - what harden and the audits compute, wherever the models are
         return (
             score_texts(lm.model, lm.tokenizer, texts, context=32, batch_size=8),
-            HardenTask(heldout, 32, 0.9, 0).utility(lm.model, lm.tokenizer),  # held-out perplexity, its interval
-            ClassifierTask(heldout, 32, 0.9, 0).utility(clf.model, clf.tokenizer),  # held-out accuracy
+            HeldOutPerplexity(heldout, 32, 0.9, 0).utility(lm.model, lm.tokenizer),  # held-out perplexity, its interval
+            HeldOutAccuracy(heldout, 32, 0.9, 0).utility(clf.model, clf.tokenizer),  # held-out accuracy
             TextClassifier(clf, batch_size=8).predict_log_proba(rows),
         )
 

@@ -234,9 +234,9 @@ def check(
         raise click.UsageError(
             "the model is an endpoint: with --remediate, say where the hardened model goes (--output-model)."
         )
-    from privgate.inputs.targets.hf import is_model_dir
+    from privgate.inputs.targets import is_huggingface
 
-    lm_out = remediate and is_model_dir(model_path)  # a language model: hardened into a new folder (privgate.lm)
+    lm_out = remediate and is_huggingface(model_path)  # a language model: hardened into a new folder (privgate.lm)
     if remediate:
         from privgate.dp.hardened import default_output
         from privgate.lm.hardened import default_output as lm_default

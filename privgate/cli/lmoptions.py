@@ -75,7 +75,7 @@ def text_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def text_settings(values: dict[str, Any], pick: Callable[[str, Any], Any]) -> Any:
-    """The :class:`privgate.lm.api.TextOptions` from the flags, else the config keys of the same name."""
+    """The :class:`privgate.settings.TextOptions` from the flags, else the config keys of the same name."""
     from privgate.settings import TextOptions
 
     got = {param: pick(key, values.get(param)) for _, param, key, _ in OPTIONS}

@@ -4,7 +4,7 @@
 adapter on its base), :mod:`privgate.inputs.text` the records of text,
 :mod:`privgate.lm.scoring` scores them token by token in one batched pass,
 :mod:`privgate.lm.attacks` turns those numbers into membership scores and
-:mod:`privgate.lm.gate` decides a policy on them. The leaks of a language
+the gate decides a policy on them (:mod:`privgate.lm.audit` is the causal language-model kind). The leaks of a language
 model of their own — canary exposure (:mod:`privgate.lm.exposure`, canaries in
 :mod:`privgate.inputs.canaries`, candidates scored by
 :mod:`privgate.lm.continuations`), verbatim extraction

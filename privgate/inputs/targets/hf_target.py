@@ -67,4 +67,19 @@ def hf_target(lm: LoadedLM, *, reference: LoadedLM | None = None, batch_size: in
     return HFTarget(lm.model, lm.source, "huggingface", lm.sha256, lm=lm, reference=reference, batch_size=batch_size)
 
 
-__all__ = ["HFTarget", "hf_target"]
+def load_hf_target(
+    path: Any,
+    *,
+    base_model: Any = None,
+    trust_checkpoint: bool = False,
+    reference: Any = None,
+    batch_size: int = 32,
+) -> HFTarget:
+    """The target of the folder ``path`` (:func:`privgate.inputs.targets.hf.load_model_dir`), and of its reference."""
+    from privgate.inputs.targets.hf import load_model_dir
+
+    lm = load_model_dir(path, base_model=base_model, trust_checkpoint=trust_checkpoint)
+    return hf_target(lm, reference=reference, batch_size=batch_size)
+
+
+__all__ = ["HFTarget", "hf_target", "load_hf_target"]
