@@ -86,6 +86,17 @@ def as_lm_recipe(spec: Any, dirs: tuple[Path, ...], *, required: bool = False) -
     return load_lm_recipe(resolved(str(spec), dirs[0]))
 
 
+def recipe_source(spec: str | None) -> tuple[Path | None, str | None]:
+    """Where a recipe given as a string is read from: ``(file, None)`` for a language model's YAML recipe,
+    ``(None, spec)`` for a ``module:attr`` to import (``(None, None)`` for none): what the outputs must not
+    overwrite, and what is imported before they are checked."""
+    from privgate.inputs.lm_recipe import is_lm_recipe
+
+    if spec is None:
+        return None, None
+    return (Path(spec), None) if is_lm_recipe(spec) else (None, spec)
+
+
 def resolved(path: str | None, base: Path) -> str | None:
     """A path as given when it exists (relative to the working directory), else relative to ``base``."""
     if path is None:
@@ -125,4 +136,13 @@ def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool =
     return Target(model, source=f"<{type(model).__name__}>", fmt="sklearn")
 
 
-__all__ = ["LM_RECIPE_NEEDED", "as_dataset", "as_lm_recipe", "as_policy", "as_recipe", "as_target", "resolved"]
+__all__ = [
+    "LM_RECIPE_NEEDED",
+    "as_dataset",
+    "as_lm_recipe",
+    "as_policy",
+    "as_recipe",
+    "as_target",
+    "recipe_source",
+    "resolved",
+]

@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from privgate.dp.candidates import Candidate
+from privgate.dp.hardened import folder_beside, refuse_existing_folder
 from privgate.dp.opacus_runner import DPSettings, DPTraining
 from privgate.dp.statement import hyperparameters
 from privgate.dp.task import HardenTask, Plan
 from privgate.errors import DataError, PolicyError, RecipeError
 from privgate.inputs.lm_recipe import LMRecipe
 from privgate.lm.finetune import DPFineTune, finetune, load_base
-from privgate.lm.hardened import default_output, refuse_existing
 from privgate.lm.utility import HeldOutAccuracy, HeldOutPerplexity
 from privgate.options import RunOptions
 from privgate.report.model import Report
@@ -89,8 +89,8 @@ class LMHardenTask(HardenTask):
                 "of the policy to allow DP fine-tuning)."
             )
         recipe = as_lm_recipe(settings.recipe, dirs, required=True)
-        out = Path(settings.output_model) if settings.output_model else default_output(settings.model)
-        refuse_existing(out)
+        out = Path(settings.output_model) if settings.output_model else folder_beside(settings.model)
+        refuse_existing_folder(out)
         where, text = dirs[0], settings.text
         canaries = resolved(text.canaries, where)
         if canaries is not None:
