@@ -253,7 +253,8 @@ def _given(flags: dict[str, Any], cfg: Any) -> _Given:
     members, nonmembers = pick("members", flags["members"]), pick("nonmembers", flags["nonmembers"])
     if members is None or nonmembers is None:
         raise click.UsageError("audit data missing: pass --members and --nonmembers (or set them in the config).")
-    return _Given(pick, model_path, policy_value, members, nonmembers, None, None)
+    population, recipe = pick("population", flags["population"]), pick("recipe", flags["recipe"])
+    return _Given(pick, model_path, policy_value, members, nonmembers, population, recipe)
 
 
 def _planned_request(given: _Given, flags: dict[str, Any], cfg: Any) -> _Request:
@@ -274,13 +275,12 @@ def _planned_request(given: _Given, flags: dict[str, Any], cfg: Any) -> _Request
         raise click.UsageError(
             "the model is an endpoint: with --remediate, say where the hardened model goes (--output-model)."
         )
-    given.population, given.recipe = pick("population", flags["population"]), pick("recipe", flags["recipe"])
-    hardened = None
     if remediate:
-        from privgate.dp.hardened import hardened_outputs
+        from privgate.dp.hardened import recipe_is_module
 
-        hardened = hardened_outputs(given.model, output_model, given.recipe)
-    module_recipe = given.recipe if hardened is None or hardened.recipe_module else None  # an LM's recipe: YAML
+        module_recipe = given.recipe if recipe_is_module(given.model) else None  # a language model's: a YAML file
+    else:
+        module_recipe = given.recipe
     inputs = audit_inputs(
         model=given.model,
         policy=given.policy,
@@ -291,13 +291,15 @@ def _planned_request(given: _Given, flags: dict[str, Any], cfg: Any) -> _Request
     )
     json_from = "--json" if json_typed is not None else f"'json' in {cfg.path}"
     planned = _planned(outputs, artefacts_dir, json_from, artefacts_path is None)
-    if hardened is not None:
+    if remediate:
+        from privgate.dp.hardened import hardened_outputs
+
+        hardened = hardened_outputs(given.model, output_model, given.recipe)  # an existing folder: refused here
         planned += hardened.planned
         inputs += hardened.inputs
     check_outputs(planned, inputs)
-    mlflow_plan = _mlflow_plan(
-        flags["mlflow_log"], flags["mlflow_model"]
-    )  # before the audit: a wrong name costs nothing
+    # before the audit: a wrong name costs nothing
+    mlflow_plan = _mlflow_plan(flags["mlflow_log"], flags["mlflow_model"])
     _imported_project(planned, module_recipe, [given.members, given.nonmembers, given.population], cfg.base)
     return _Request(outputs, json_out, artefacts_dir, mlflow_plan)
 

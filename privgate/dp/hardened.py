@@ -50,6 +50,13 @@ def files_named(output: str | Path) -> dict[Path, str]:
     }
 
 
+def recipe_is_module(model: Any) -> bool:
+    """Whether hardening ``model`` imports its recipe (``module:attr``); a language model's recipe is a YAML file."""
+    from privgate.inputs.targets import is_huggingface
+
+    return not is_huggingface(model)
+
+
 @dataclass(frozen=True)
 class HardenedOutputs:
     """Where a hardened model goes, planned before any work.
@@ -57,12 +64,10 @@ class HardenedOutputs:
     Attributes:
         planned: the paths it is written to, with what each is.
         inputs: files beyond the audit's inputs the outputs must not overwrite (a language model's recipe file).
-        recipe_module: the recipe is a ``module:attr`` to import (a language model's is a YAML file).
     """
 
     planned: list[Named]
     inputs: list[Named]
-    recipe_module: bool
 
 
 def folder_beside(model_dir: str | Path) -> Path:
@@ -89,15 +94,13 @@ def planned_folder(out: Path, default: bool) -> Named:
 
 def hardened_outputs(model: Any, output_model: str | None, recipe: str | None) -> HardenedOutputs:
     """Where the hardened model of ``model`` goes (``output_model``, else the default beside it), by its kind."""
-    from privgate.inputs.targets import is_huggingface
-
-    if is_huggingface(model):  # a save_pretrained folder; the recipe a YAML file to protect
+    if not recipe_is_module(model):  # a save_pretrained folder; the recipe a YAML file to protect
         out = Path(output_model) if output_model else folder_beside(model)
         recipe_file = [Named(Path(recipe), "the recipe")] if recipe else []
-        return HardenedOutputs([planned_folder(out, output_model is None)], recipe_file, False)
+        return HardenedOutputs([planned_folder(out, output_model is None)], recipe_file)
     out = Path(output_model) if output_model else default_output(model)
     how = "the default, beside the model" if output_model is None else "--output-model"
-    return HardenedOutputs([Named(path, f"the {what} ({how})") for path, what in files_named(out).items()], [], True)
+    return HardenedOutputs([Named(path, f"the {what} ({how})") for path, what in files_named(out).items()], [])
 
 
 def hardened_files(
@@ -176,6 +179,7 @@ __all__ = [
     "hardened_files",
     "hardened_outputs",
     "planned_folder",
+    "recipe_is_module",
     "refuse_existing_folder",
     "save_hardened",
     "state_dict_path",
