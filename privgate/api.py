@@ -12,15 +12,17 @@ job                         settings (:mod:`privgate.settings`)  returns
 ==========================  ===============================  ======================================
 
 Every report is of one family (:class:`~privgate.report.model.BaseReport`), so
-every format writer serves every job. Inputs are loaded and validated here, at
-the door (paths, ``module:attr`` specs or objects in memory); nothing is
-written: files a job produces (a hardened model, a saved federation) come back
-for the caller to write with its reports (:mod:`privgate.io.staging`). The CLI,
-the pytest plugin and the action only adapt to these functions, and the same
-settings and options give the same report through any of them. How a run is
-carried out travels as one :class:`~privgate.options.RunOptions`; :func:`check`
-and :func:`harden` also take a model, policy and data positionally and the
-common settings by keyword (``seed=``, ``recipe=`` …), for library users.
+every format writer serves every job. Inputs are loaded and validated at the
+door (:mod:`privgate.inputs.door`, :mod:`privgate.inputs.coerce`: paths,
+``module:attr`` specs or objects in memory), where what the model is — and so
+which kind audits and hardens it — is decided once. Nothing is written: files
+a job produces (a hardened model, a saved federation) come back for the caller
+to write with its reports (:mod:`privgate.io.staging`). The CLI, the pytest
+plugin and the action only adapt to these functions, and the same settings and
+options give the same report through any of them. How a run is carried out
+travels as one :class:`~privgate.options.RunOptions`; :func:`check` and
+:func:`harden` also take a model, policy and data positionally and the common
+settings by keyword (``seed=``, ``recipe=`` …), for library users.
 Nothing below this module calls back up into it.
 """
 
@@ -30,7 +32,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from privgate.inputs.coerce import as_dataset, as_policy, as_recipe
 from privgate.inputs.data import Dataset
@@ -47,9 +49,6 @@ from privgate.settings import (
     LdpAuditSettings,
     SimulationSettings,
 )
-
-if TYPE_CHECKING:  # torch comes with these: a run refused on its policy or data never imports it
-    pass
 
 
 def _split(
@@ -112,7 +111,8 @@ class Hardening:
     Attributes:
         report: the report (``job: harden``): the original audit's checks, and its
             ``remediation`` section; when hardened, ``target`` describes the hardened model.
-        status: ``not_needed``, ``cannot_help``, ``hardened``, ``no_epsilon`` or ``audit_failed``.
+        status: ``not_needed``, ``cannot_help``, ``hardened``, ``no_epsilon``, ``budget_exceeded`` or
+            ``audit_failed``.
         model: the hardened ``nn.Module`` (``None`` unless hardened).
         files: the hardened model's files to write, ``{path: (what, bytes)}`` (empty unless hardened).
     """
@@ -150,7 +150,7 @@ def harden(
     from privgate.dp.remediate import search
     from privgate.dp.task import task_class
 
-    task = task_class(s.model).open(s, run)  # the kind of model decided once (privgate.inputs.door), bad input refused
+    task = task_class(s.model).open(s, run)  # by the kind of model; its bad input refused before any work
     outcome = search(task, on_row=s.on_row, options=run.resolved())
     report = outcome.report.model_copy(update={"job": "harden"})
     files: dict[Path, tuple[str, bytes]] = {}

@@ -97,7 +97,6 @@ class HeldOutPerplexity:
     """
 
     metric = "perplexity"
-    kind = "causal_lm"
     model_kind = "causal language model"
     candidate = LMCandidate
 
@@ -120,9 +119,6 @@ class HeldOutPerplexity:
     def floor(self, policy: Policy, original: float) -> tuple[float | None, str]:
         return perplexity_ceiling(policy, original)
 
-    def labels(self, data: Any) -> Any:
-        return None
-
     def reason(self, reason: str, floor: float | None) -> str:
         """The search's reason in a language model's words: the floor is a perplexity ceiling."""
         if floor is None:
@@ -134,7 +130,6 @@ class HeldOutAccuracy(HeldOutPerplexity):
     """A sequence classifier's held-out accuracy, against the policy's ``utility`` floor (module docstring)."""
 
     metric = "accuracy"
-    kind = "sequence_classifier"
     model_kind = "sequence classifier"
     candidate = Candidate
 
@@ -147,9 +142,6 @@ class HeldOutAccuracy(HeldOutPerplexity):
         from privgate.dp.utility import utility_floor
 
         return utility_floor(policy.utility, original)
-
-    def labels(self, data: Any) -> Any:
-        return [int(v) for v in data.labels]
 
     def reason(self, reason: str, floor: float | None) -> str:
         return reason.replace("utility is", "held-out accuracy is")
