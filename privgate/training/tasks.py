@@ -37,11 +37,15 @@ def train_groups(
     Each task is :func:`privgate.training.engine.train_models` on its group
     (vectorised inside, with ``threads`` threads); the results come back in
     order and are joined: states in mask order, the notes of every group, the
-    kernels used. No cache here: the caller looks models up before and stores
-    them after, on the driver.
+    kernels used, and the first model a user's training function returned
+    (:mod:`privgate.training.function`; its models are one task each). No
+    cache here: the caller looks models up before and stores them after, on
+    the driver.
     """
     from privgate.training.engine import Trained, train_models
 
+    if recipe.own_loop:  # the user's training function: one call per model, each its own task (parallel on Ray)
+        size = 1
     groups = task_groups(len(seeds), size)
     tasks = [
         (
@@ -68,7 +72,8 @@ def train_groups(
             f"{len(seeds)} models trained as {len(groups)} tasks of at most {len(groups[0])} "
             f"({getattr(runner, 'name', 'local')} executor)"
         )
-    return Trained([st for t in done for st in t.states], mode, notes, kernel)
+    returned = next((t.architecture for t in done if t.architecture is not None), None)
+    return Trained([st for t in done for st in t.states], mode, notes, kernel, returned)
 
 
 __all__ = ["train_groups"]
