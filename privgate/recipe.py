@@ -260,6 +260,10 @@ class Recipe:
     ) -> nn.Module:
         """Train a model on (x, y) with this recipe; deterministic for a given seed.
 
+        A recipe with a ``train_fn`` calls it instead, checked
+        (:func:`privgate.training.function.call_training_function`); the rest of
+        this docstring is privgate's own loop.
+
         Model k of the vectorised engine (:mod:`privgate.training.engine`) is
         trained exactly like this: initialised by ``build(seed)``, batches in
         ``randperm`` order from a generator seeded with ``seed``, dropout masks
@@ -282,7 +286,12 @@ class Recipe:
             device: where to train (``"cpu"``, ``"cuda"``); default the CPU. The
                 model is returned on that device.
         """
-        if self.train_fn is not None and model is None:  # the user's own loop (privgate.training.function)
+        if self.train_fn is not None:  # the user's own loop (privgate.training.function)
+            if model is not None:
+                raise RecipeError(
+                    f"recipe '{self.name}': its train_fn trains a model from scratch and cannot continue a given one "
+                    "(federated rounds); give a Recipe without train_fn for this job."
+                )
             from privgate.training.function import call_training_function
 
             return call_training_function(self, x, y, int(seed), str(device or "cpu"))

@@ -220,7 +220,6 @@ class Trained(NamedTuple):
     mode: str  # "vectorised" or "sequential"
     notes: list[str]
     kernel: str  # "mlp", "mlp-dp", "grouped", "vmap" (vectorised), "loop" or "function" (sequential)
-    architecture: nn.Module | None = None  # a recipe of the user's own function: a model the states load into
 
 
 def train_models(
@@ -246,6 +245,25 @@ def train_models(
     :func:`privgate.device.resolve_device`); the states come back on the CPU.
     """
     with torch_threads(resolve_threads(threads)):
+        return _train_models(recipe, x, y, masks, seeds, vectorise, kernel, strict, device)[0]
+
+
+def train_task(
+    recipe: Recipe,
+    x: np.ndarray,
+    y: np.ndarray,
+    masks: np.ndarray,
+    seeds: Sequence[int],
+    vectorise: bool,
+    threads: int | None,
+    kernel: str,
+    strict: bool,
+    device: str,
+) -> tuple[Trained, nn.Module | None]:
+    """:func:`train_models` as one executor task (:mod:`privgate.training.tasks`): the trained models and, for a
+    recipe of the user's own training function, the first model it returned (the architecture its states load into,
+    :attr:`Ensemble.architecture`)."""
+    with torch_threads(resolve_threads(threads)):
         return _train_models(recipe, x, y, masks, seeds, vectorise, kernel, strict, device)
 
 
@@ -259,7 +277,7 @@ def _train_models(
     kernel: str = "auto",
     strict: bool = False,
     device: str = "cpu",
-) -> Trained:
+) -> tuple[Trained, nn.Module | None]:
     notes: list[str] = []
     ignored = dp_note(recipe)
     if recipe.own_loop:  # the user's training function: one call per model, never stacked
@@ -269,11 +287,11 @@ def _train_models(
                 "(use engine 'auto' or 'sequential')."
             )
         states, more, architecture = train_sequential(recipe, x, y, masks, seeds, device)
-        return Trained(states, "sequential", [own_loop_reason(recipe)] + more, "function", architecture)
+        return Trained(states, "sequential", [own_loop_reason(recipe)] + more, "function"), architecture
     if vectorise:
         try:
             states, used, notes = _train_vectorised(recipe, x, y, masks, seeds, kernel, device)
-            return Trained(states, "vectorised", notes + ([ignored] if ignored else []), used)
+            return Trained(states, "vectorised", notes + ([ignored] if ignored else []), used), None
         except NotVectorisable as exc:
             why = str(exc)
         except RecipeError:
@@ -290,7 +308,7 @@ def _train_models(
             )
         notes.append(f"trained {len(seeds)} reference model(s) one after another with recipe.train: {why}")
     states, more, _ = train_sequential(recipe, x, y, masks, seeds, device)
-    return Trained(states, "sequential", notes + more + ([ignored] if ignored else []), "loop")
+    return Trained(states, "sequential", notes + more + ([ignored] if ignored else []), "loop"), None
 
 
 def train_ensemble(
@@ -389,7 +407,7 @@ def train_ensemble(
                     "model 0 was trained again for its architecture (no model_factory, and the target has none)"
                 )
             if todo:
-                new, mode, more, kernel, returned = train_groups(
+                (new, mode, more, kernel), returned = train_groups(
                     executor, models_per_task, recipe, x, y, masks[todo], [seeds[i] for i in todo],
                     vectorise, threads, engine == "vectorised", device,
                 )  # fmt: skip
@@ -479,4 +497,13 @@ def _nolock() -> Iterator[None]:
     yield
 
 
-__all__ = ["KERNELS", "Ensemble", "Trained", "train_ensemble", "train_models", "train_one", "training_stream"]
+__all__ = [
+    "KERNELS",
+    "Ensemble",
+    "Trained",
+    "train_ensemble",
+    "train_models",
+    "train_one",
+    "train_task",
+    "training_stream",
+]
