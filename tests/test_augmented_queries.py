@@ -24,6 +24,8 @@ from torch import nn
 
 from privgate.recipe import Augment, Recipe
 
+pytest_plugins = ["pytester"]
+
 RECIPE_SOURCE = textwrap.dedent(
     """
     from torch import nn
@@ -291,3 +293,38 @@ def test_the_cli_queries_the_views_of_an_augmented_recipe(images: Path, tmp_path
     for attack in report["attacks"]:
         assert attack["status"] == "ran" and len(attack["extras"]["augmented_queries"]) == 18
         assert attack["extras"]["augmented_queries"][9] == "mirror"
+
+
+PLUGIN_TEST = textwrap.dedent(
+    """
+    import numpy as np
+    import torch
+    from pytest_privgate import assert_mia_below
+
+    from digits_recipe import RECIPE, cnn
+
+
+    def test_an_augmented_model_is_queried_on_its_views():
+        m, n, p = (np.load(f"{k}.npz") for k in ("members", "nonmembers", "population"))
+        model = cnn()
+        model.load_state_dict(torch.load("model.pt", weights_only=True))
+        report = assert_mia_below(
+            model.eval(), (m["x"], m["y"]), (n["x"], n["y"]), population=(p["x"], p["y"]), auc=0.999,
+            attack=["lira", "rmia"], recipe="digits_recipe:RECIPE",
+            attack_options={"lira": {"models": 4}, "rmia": {"models": 4, "min_population": 50}},
+        )
+        for attack in report.attacks:
+            assert len(attack.extras["augmented_queries"]) == 18, attack.name
+    """
+)
+
+
+def test_the_pytest_assertion_queries_the_views(pytester: pytest.Pytester, images: Path) -> None:
+    import shutil
+    import sys
+
+    for f in ("digits_recipe.py", "model.pt", "members.npz", "nonmembers.npz", "population.npz"):
+        shutil.copy(images / f, pytester.path / f)
+    sys.modules.pop("digits_recipe", None)
+    pytester.makepyfile(test_user=PLUGIN_TEST)
+    pytester.runpytest("-p", "no:cacheprovider", "-q").assert_outcomes(passed=1)

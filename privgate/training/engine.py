@@ -70,8 +70,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import NamedTuple
 
@@ -378,12 +378,9 @@ def train_ensemble(
     vectorise = vectorise and engine != "sequential"
     if cache is not None:
         rfp, dfp = recipe_fingerprint(recipe), data_fingerprint(x, y)
-        fn = (
-            recipe.own_loop
-        )  # the user's function: one call per model, its own random draws (privgate.training.function)
-        planned = (
-            "vectorised" if vectorise and not fn and probe is not None and _stacks_dp(recipe, probe) else "sequential"
-        )
+        fn = recipe.own_loop  # the user's function: one call per model, its own random draws (its key says which)
+        stacks = vectorise and not fn and probe is not None and _stacks_dp(recipe, probe)
+        planned = "vectorised" if stacks else "sequential"
         stream = "" if fn or probe is None else training_stream(recipe, probe, x, planned, device)
 
         def keys_of(stream: str) -> list[str]:
@@ -397,7 +394,7 @@ def train_ensemble(
     skeleton = architecture_copy(architecture) if own else None
     if any(s is None for s in states) or (own and skeleton is None):
         lock_name = hashlib.sha256("".join(keys).encode()).hexdigest()[:24] if keys else ""
-        with cache.lock(lock_name) if cache is not None else _nolock():
+        with cache.lock(lock_name) if cache is not None else nullcontext():
             if cache is not None:  # another run may have trained them while we waited
                 states = [s if s is not None else cache.load(key, like) for s, key in zip(states, keys)]
             todo = [i for i, s in enumerate(states) if s is None]
@@ -417,9 +414,8 @@ def train_ensemble(
                     check_states(recipe, new, *((like, of) if like is not None else (new[0], "the first one")))
                 skeleton = returned if own and returned is not None else skeleton
                 trained = len(todo)
-                if (
-                    cache is not None and mode != planned and probe is not None
-                ):  # a DP recipe the MLP kernel declined: stored as trained
+                # a DP recipe the MLP kernel declined: stored as trained
+                if cache is not None and mode != planned and probe is not None:
                     keys = keys_of(training_stream(recipe, probe, x, mode, device))
                 for i, st in zip(todo, new):
                     states[i] = st
@@ -490,11 +486,6 @@ def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, de
     if recipe.precision == "bf16":  # bf16 rounds differently on each kind of device, by more than float32 does
         return f"bf16:{torch.device(device).type}"
     return ""
-
-
-@contextmanager
-def _nolock() -> Iterator[None]:
-    yield
 
 
 __all__ = [
