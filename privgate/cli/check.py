@@ -46,7 +46,9 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option("--nonmembers", help="Non-members from the same distribution: .npz, .pt, .csv or module:function.")
 @click.option("--population", help="Optional extra same-distribution data for reference models.")
 @click.option(
-    "--recipe", help="Training recipe as module:attr (needed for state_dict checkpoints and reference models)."
+    "--recipe",
+    help="Training recipe as module:attr: a privgate.Recipe, or your own train(x, y, seed, device) -> nn.Module "
+    "(needed for state_dict checkpoints and reference models).",
 )
 @click.option(
     "--config",

@@ -176,18 +176,32 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
     return obj
 
 
-def load_recipe(spec: str, search_dirs: list[Path] | None = None) -> Recipe:
+def load_recipe(spec: str | Any, search_dirs: list[Path] | None = None) -> Recipe:
     """Import a recipe from ``module:attr`` in the user's project (``search_dirs``, then the working directory).
 
-    The attribute must be a :class:`Recipe` or a function of the project that
-    returns one; anything else — a standard-library or installed module's
-    function such as ``os:abort`` — is refused before it is called
-    (:func:`privgate.inputs.entrypoints.import_entry`).
+    The attribute must be a :class:`Recipe`, a function of the project that
+    returns one (called with no argument), or the project's own training
+    function ``train(x, y, seed, device) -> nn.Module`` — told apart here, by
+    its arguments, and wrapped as ``Recipe(train_fn=train)`` named by the spec
+    (:mod:`privgate.training.function`). Anything else — a standard-library or
+    installed module's function such as ``os:abort`` — is refused before it is
+    called (:func:`privgate.inputs.entrypoints.import_entry`). Library callers
+    may pass the training function itself instead of a spec.
     """
     from privgate.recipe import Recipe
+    from privgate.training.function import function_name, is_training_function
     from privgate.tree_recipe import TreeRecipe
 
+    if not isinstance(spec, str):  # a library caller's own training function (privgate.api.as_recipe)
+        if not is_training_function(spec):
+            raise RecipeError(
+                f"recipe {clip(repr(spec), 200)}: expected a privgate.Recipe, a 'module:attribute' spec or a "
+                "training function train(x, y, seed, device)."
+            )
+        return Recipe(train_fn=spec, name=function_name(spec))
     obj = import_entry(spec, list(search_dirs or []) + [Path.cwd()], "recipe", RecipeError)
+    if is_training_function(obj):
+        return Recipe(train_fn=obj, name=spec)
     if callable(obj) and not isinstance(obj, (Recipe, TreeRecipe)):
         try:
             obj = obj()
@@ -197,7 +211,8 @@ def load_recipe(spec: str, search_dirs: list[Path] | None = None) -> Recipe:
             ) from None
     if not isinstance(obj, (Recipe, TreeRecipe)):
         raise RecipeError(
-            f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe or privgate.TreeRecipe."
+            f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe, a privgate.TreeRecipe "
+            "or a training function train(x, y, seed, device) -> nn.Module."
         )
     return obj
 
