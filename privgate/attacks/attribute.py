@@ -219,6 +219,3 @@ class AttributeAttack(Attack):
             options=dict(self.options),
             extras=extras,
         )
-
-
-ATTACKS: tuple[type[Attack], ...] = (AttributeAttack,)

@@ -364,6 +364,3 @@ def __getattr__(name: str) -> Any:
 
         return getattr(inversion_search, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-ATTACKS: tuple[type[Attack], ...] = (InversionAttack,)

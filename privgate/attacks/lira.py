@@ -121,6 +121,3 @@ class LiRAAttack(Attack):
         return reference_result(
             self, refs, scores, start, self.options, [note], reference_models=k, fixed_variance=fixed
         )
-
-
-ATTACKS: tuple[type[Attack], ...] = (LiRAAttack,)

@@ -227,6 +227,3 @@ class RMIAAttack(Attack):
             a_calibration_auc={str(k): round(v, 4) for k, v in grid.items()},
             z_samples=len(lz),
         )
-
-
-ATTACKS: tuple[type[Attack], ...] = (RMIAAttack,)

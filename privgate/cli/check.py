@@ -193,10 +193,11 @@ def check(
     MODEL is a checkpoint file, or a Hugging Face model directory (``save_pretrained``; a PEFT adapter on its
     base) audited on text records (.jsonl, .txt, .csv).
     """
+    from privgate.cli.inputfiles import audit_inputs
     from privgate.cli.outputs import rendered
     from privgate.inputs.config import find_config, load_config
     from privgate.io.artefacts import default_directory
-    from privgate.io.guards import audit_inputs, check_outputs, stream_of
+    from privgate.io.guards import check_outputs, stream_of
     from privgate.io.staging import Staging, commit
 
     cfg = load_config(config_path) if config_path else find_config()

@@ -100,7 +100,8 @@ def simulate_cmd(
     executor: str | None = None, ray_address: str | None = None, models_per_task: int | None = None,
 ) -> int:  # fmt: skip
     """Simulate a decentralised federation and measure who can infer whose data, round by round."""
-    from privgate.io.guards import Named, audit_inputs, check_outputs
+    from privgate.cli.inputfiles import audit_inputs
+    from privgate.io.guards import Named, check_outputs
 
     base = Path.cwd()
     inputs = audit_inputs(model=None, policy=None, recipe=recipe, config=None, base=base, data={"training": data})

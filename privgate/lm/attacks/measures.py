@@ -185,6 +185,3 @@ class Extraction(Measurement):
 
 def _shorten(text: str, chars: int = 200) -> str:
     return text if len(text) <= chars else text[: chars - 1] + "…"
-
-
-ATTACKS = (CanaryExposure, Extraction)
