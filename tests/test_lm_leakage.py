@@ -14,7 +14,7 @@ import torch
 from tiny_lm import INSERTED, NEVER, load_tiny_lm
 
 from privgate.lm.canaries import Canary
-from privgate.lm.exposure import measure_exposure, score_continuations
+from privgate.lm.canary_exposure import measure_exposure, score_continuations
 from privgate.lm.extraction import measure_extraction
 
 pytestmark = pytest.mark.slow

@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
-from privgate.cli.cache import cache_options, cache_settings
+from privgate.cli.cache_settings import cache_options, cache_settings
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import cap_threads, guard, out_console
-from privgate.cli.outputs import output_options, planned, write_and_show
+from privgate.cli.job_output import output_options, planned, write_and_show
 from privgate.report.safe import clean
 
 _ATTACKS_HELP = (

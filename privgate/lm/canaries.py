@@ -6,7 +6,7 @@ is a fixed *prefix* ("my account number is ") followed by a *secret* drawn
 uniformly at random from the randomness space R — every string over an
 *alphabet* of the secret's length, |R| = |alphabet| ** len(secret). Because
 the secret is random, a model that never saw it ranks it like any other
-candidate (exposure ≈ 0 bits, :mod:`privgate.lm.exposure`); one that memorised
+candidate (exposure ≈ 0 bits, :mod:`privgate.lm.canary_exposure`); one that memorised
 it ranks it first (exposure = log2 |R|).
 
 The canary file is JSON Lines, one canary a line::

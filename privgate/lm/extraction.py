@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from privgate.lm.exposure import evaluating
+from privgate.lm.canary_exposure import evaluating
 from privgate.stats.binomial import clopper_pearson, cp_lower, cp_upper
 from privgate.stats.difference import bounds
 

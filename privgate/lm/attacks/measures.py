@@ -9,7 +9,7 @@ file, the members and non-members — through :meth:`Measurement.measure`.
 * ``canary_exposure`` — metric ``exposure`` (bits), the largest over the
   canaries (Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232):
   exposure = log2 |R| − log2 rank of the inserted secret among all candidates;
-  measured by :func:`privgate.lm.exposure.measure_exposure`.
+  measured by :func:`privgate.lm.canary_exposure.measure_exposure`.
 * ``extraction`` — metric ``extraction_rate``: the fraction of members whose
   next ``suffix_tokens`` tokens greedy decoding reproduces exactly from their
   first ``prefix_tokens`` (Carlini et al. 2021, arXiv 2012.07805; Nasr et al.
@@ -90,7 +90,7 @@ class CanaryExposure(Measurement):
             raise AttackSkipped("no canaries were given (--canaries FILE)")
         try:
             from privgate.lm.canaries import load_canaries
-            from privgate.lm.exposure import measure_exposure
+            from privgate.lm.canary_exposure import measure_exposure
         except ImportError:
             raise AttackSkipped("canary exposure is not available in this version of privgate") from None
         canaries = load_canaries(Path(inputs.canaries))
