@@ -9,6 +9,7 @@ function to show that such imports count.
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
@@ -70,3 +71,29 @@ def test_an_upward_import_inside_a_function_breaks_the_contract(root, tmp_path):
     assert r.returncode == 1, r.stdout[-4000:]
     assert "privgate.stats is not allowed to import privgate.api" in r.stdout
     assert "privgate.stats.binomial -> privgate.api" in r.stdout
+
+
+def _resolve(spec: str) -> object:
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def test_every_module_name_string_resolves():
+    """The registries name what they load as ``"module:name"`` strings; a moved module must not leave one behind."""
+    from privgate.attacks.catalogue import CATALOGUE
+    from privgate.report import ALL_JOBS, available_formats, get_format
+    from privgate.report.loading import REPORT_CLASSES
+    from privgate.report.show import PRINTERS
+
+    named = [e.where for e in CATALOGUE.values()] + list(PRINTERS.values()) + list(REPORT_CLASSES.values())
+    for f in map(get_format, available_formats()):
+        named += [w for w in (f.writer, *f.by_job.values()) if isinstance(w, str)]
+    assert len(named) > len(CATALOGUE) + 2 * len(ALL_JOBS)
+    unresolved = []
+    for spec in named:
+        try:
+            assert callable(_resolve(spec))
+        except (ImportError, AttributeError, AssertionError):
+            unresolved.append(spec)
+    assert unresolved == []
+    assert set(PRINTERS) == set(REPORT_CLASSES) == ALL_JOBS
