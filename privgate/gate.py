@@ -281,10 +281,11 @@ def _exposed(
     recipe: Recipe | None,
     run: RunOptions,
 ) -> dict[str, Any] | None:
-    """The report's ``exposed`` section (:mod:`privgate.stats.exposure`), with each record's image for image data."""
+    """The report's ``exposed`` section (:mod:`privgate.stats.exposed_members`), with each record's image for image
+    data."""
     from privgate.attacks.inversion import image_shape
     from privgate.io.png import png_bytes
-    from privgate.stats.exposure import ScoredAttack, exposed_members
+    from privgate.stats.exposed_members import ScoredAttack, exposed_members
 
     by_name = {a.name: a for a in summaries}
     attacks = {

@@ -45,7 +45,7 @@ class RunOptions:
             OpenMP); ``None`` means one (:mod:`privgate.training.threads`).
         cache_dir: folder of the reference-model cache (:mod:`privgate.training.cache`);
             ``None`` or ``"off"``: no cache. (The CLI's default, the user's cache
-            folder, is resolved by the CLI: :mod:`privgate.cli.cache`.)
+            folder, is resolved by the CLI: :mod:`privgate.cli.cache_settings`.)
         cache_key: the secret key (at least :data:`MIN_CACHE_KEY_BYTES` bytes) that tags the cache's entries, so
             that an entry someone else wrote (a pull request committing a cache
             folder, a restored CI cache) is refused unless they had the key; ``None``:
@@ -72,7 +72,7 @@ class RunOptions:
         artefacts_dir: where attacks save files for people to look at
             (inversion reconstructions, the exposed records' images); ``None`` saves nothing.
         exposed: how many of the most exposed members the report lists
-            (:mod:`privgate.stats.exposure`); 0 lists none.
+            (:mod:`privgate.stats.exposed_members`); 0 lists none.
     """
 
     seed: int = 0

@@ -122,7 +122,8 @@ class PrivgateSession:
 
     def observe(self, report: Report, label: str) -> None:
         """An audit ran (called by :mod:`privgate.assertions`): keep its rows, write its JSON."""
-        from privgate.report.text import attack_label, interval, metric_label, num
+        from privgate.report.labels import attack_label, interval, metric_label
+        from privgate.report.numbers import num
 
         nodeid = self.current or "<outside a test>"
         path = None

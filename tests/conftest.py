@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-# The CLI's default reference-model cache and cache key live in the user's XDG folders (privgate.cli.cache): the
-# tests' runs keep theirs in a folder of this session (each test gets its own below), never in the user's home.
+# The CLI's default reference-model cache and cache key live in the user's XDG folders (privgate.cli.cache_settings):
+# the tests' runs keep theirs in a folder of this session (each test gets its own below), never in the user's home.
 _XDG = Path(tempfile.mkdtemp(prefix="privgate-tests-xdg-"))
 atexit.register(shutil.rmtree, _XDG, ignore_errors=True)
 os.environ["XDG_CACHE_HOME"], os.environ["XDG_CONFIG_HOME"] = str(_XDG / "cache"), str(_XDG / "config")

@@ -21,7 +21,7 @@ import click
 from privgate.audits.ldp_names import ADVERSARIES, DISTINGUISHERS
 from privgate.cli.executor import executor_options, executor_settings
 from privgate.cli.guard import cap_threads, guard, out_console, progress_wanted
-from privgate.cli.outputs import output_options, planned, write_and_show
+from privgate.cli.job_output import output_options, planned, write_and_show
 from privgate.report.safe import console as escape
 
 

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from privgate.cli.cache import cache_options, cache_settings
+from privgate.cli.cache_settings import cache_options, cache_settings
 from privgate.cli.endpoint import endpoint_access, endpoint_options
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import cap_threads, err_console, guard, out_console, process_environment, progress_wanted
+from privgate.cli.job_output import output_options
 from privgate.cli.lmoptions import text_options, text_settings
-from privgate.cli.outputs import output_options
 from privgate.errors import PrivgateError
 from privgate.report import title_of
 from privgate.report.safe import clean
@@ -198,10 +198,11 @@ def check(
     MODEL is a checkpoint file, or a Hugging Face model directory (``save_pretrained``; a PEFT adapter on its
     base) audited on text records (.jsonl, .txt, .csv).
     """
-    from privgate.cli.outputs import rendered
+    from privgate.cli.inputfiles import audit_inputs
+    from privgate.cli.job_output import rendered
     from privgate.inputs.config import find_config, load_config
     from privgate.io.artefacts import default_directory
-    from privgate.io.guards import audit_inputs, check_outputs, stream_of
+    from privgate.io.guards import check_outputs, stream_of
     from privgate.io.staging import Staging, commit
 
     cfg = load_config(config_path) if config_path else find_config()
@@ -407,7 +408,7 @@ def _planned(
     default_model: bool,
 ) -> list[Named]:
     """Every path ``check`` may write, with what it is and which flag (or config key) named it."""
-    from privgate.cli.outputs import planned as planned_reports
+    from privgate.cli.job_output import planned as planned_reports
     from privgate.io.guards import Named
 
     planned = planned_reports(outputs, lambda fmt: json_from if fmt == "json" else f"--{fmt}")

@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
-from privgate.cli.cache import cache_options, cache_settings
+from privgate.cli.cache_settings import cache_options, cache_settings
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import cap_threads, guard, out_console
-from privgate.cli.outputs import output_options, planned, write_and_show
+from privgate.cli.job_output import output_options, planned, write_and_show
 from privgate.report.safe import clean
 
 _ATTACKS_HELP = (
@@ -100,7 +100,8 @@ def simulate_cmd(
     executor: str | None = None, ray_address: str | None = None, models_per_task: int | None = None,
 ) -> int:  # fmt: skip
     """Simulate a decentralised federation and measure who can infer whose data, round by round."""
-    from privgate.io.guards import Named, audit_inputs, check_outputs
+    from privgate.cli.inputfiles import audit_inputs
+    from privgate.io.guards import Named, check_outputs
 
     base = Path.cwd()
     inputs = audit_inputs(model=None, policy=None, recipe=recipe, config=None, base=base, data={"training": data})

@@ -37,8 +37,8 @@ class Environment:
         debug: ``$PRIVGATE_DEBUG`` is set: an internal error prints its traceback.
         omp_wait_policy: ``$OMP_WAIT_POLICY`` as the user set it (``None``: not set; see :func:`passive_openmp`).
         cache_key: ``$PRIVGATE_CACHE_KEY``, the secret key of the reference-model cache (never shown:
-            :mod:`privgate.cli.cache`).
-        xdg_cache_home: ``$XDG_CACHE_HOME``, where the user's cache folder is (:mod:`privgate.cli.cache`).
+            :mod:`privgate.cli.cache_settings`).
+        xdg_cache_home: ``$XDG_CACHE_HOME``, where the user's cache folder is (:mod:`privgate.cli.cache_settings`).
         xdg_config_home: ``$XDG_CONFIG_HOME``, where the user's cache key file is.
     """
 

@@ -5,7 +5,7 @@ adapter on its base), :mod:`privgate.lm.text` the records of text,
 :mod:`privgate.lm.scoring` scores them token by token in one batched pass,
 :mod:`privgate.lm.attacks` turns those numbers into membership scores and
 :mod:`privgate.lm.gate` decides a policy on them. The leaks of a language
-model of their own — canary exposure (:mod:`privgate.lm.exposure`, canaries in
+model of their own — canary exposure (:mod:`privgate.lm.canary_exposure`, canaries in
 :mod:`privgate.lm.canaries`, candidates scored by
 :mod:`privgate.lm.continuations`), verbatim extraction
 (:mod:`privgate.lm.extraction`) — and the distribution-shift guard

@@ -63,7 +63,7 @@ def check_lm(
         canary_rows = read_canaries(canaries, text.max_canaries)  # a bad canaries file: refused before the model
     lm = load_model_dir(model, base_model=_resolve(text.base_model, where), trust_checkpoint=trust_checkpoint)
     if canary_rows and lm.kind == CAUSAL:
-        from privgate.lm.exposure import check_fits
+        from privgate.lm.canary_exposure import check_fits
 
         check_fits([(f"{canaries}, line {n}", c) for n, c in canary_rows], lm.tokenizer, lm.context)
     read = text_reading(text, lm)

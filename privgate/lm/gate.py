@@ -370,8 +370,9 @@ def _measured_summary(name: str, result: Any, confidence: float) -> AttackSummar
 def _exposed(
     ran: dict[str, Ran], summaries: list[AttackSummary], pooled: Pooled, diagnostic: set[str], n: int
 ) -> dict[str, Any] | None:
-    """The report's ``exposed`` section (:mod:`privgate.stats.exposure`), each record shown as text, truncated."""
-    from privgate.stats.exposure import ScoredAttack, exposed_members
+    """The report's ``exposed`` section (:mod:`privgate.stats.exposed_members`), each record shown as text,
+    truncated."""
+    from privgate.stats.exposed_members import ScoredAttack, exposed_members
 
     by_name = {a.name: a for a in summaries}
     attacks = {

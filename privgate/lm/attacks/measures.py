@@ -9,7 +9,7 @@ file, the members and non-members — through :meth:`Measurement.measure`.
 * ``canary_exposure`` — metric ``exposure`` (bits), the largest over the
   canaries (Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232):
   exposure = log2 |R| − log2 rank of the inserted secret among all candidates;
-  measured by :func:`privgate.lm.exposure.measure_exposure`: exactly up to
+  measured by :func:`privgate.lm.canary_exposure.measure_exposure`: exactly up to
   ``max_exact`` candidates, else extrapolated from ``samples`` sampled ones
   (options of the attack in the policy); the notes say which.
 * ``extraction`` — metric ``extraction_rate``: the fraction of members whose
@@ -98,7 +98,7 @@ class CanaryExposure(Measurement):
     measures = "exposure"
 
     def __init__(self, max_exact: int | None = None, samples: int | None = None, **options: Any) -> None:
-        from privgate.lm.exposure import MAX_EXACT, SAMPLES
+        from privgate.lm.canary_exposure import MAX_EXACT, SAMPLES
 
         super().__init__(**options)
         self.options = {
@@ -114,7 +114,7 @@ class CanaryExposure(Measurement):
             raise AttackSkipped("no canaries were given (--canaries FILE)")
         try:
             from privgate.lm.canaries import load_canaries
-            from privgate.lm.exposure import measure_exposure
+            from privgate.lm.canary_exposure import measure_exposure
         except ImportError:
             raise AttackSkipped("canary exposure is not available in this version of privgate") from None
         canaries = load_canaries(Path(inputs.canaries), inputs.max_canaries)
@@ -253,6 +253,3 @@ class Extraction(Measurement):
 
 def _shorten(text: str, chars: int = 200) -> str:
     return text if len(text) <= chars else text[: chars - 1] + "…"
-
-
-ATTACKS = (CanaryExposure, Extraction)
