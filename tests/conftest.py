@@ -40,6 +40,31 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _gpu_lane():
+    """``make test-gpu``: every in-process ``auto`` run takes the GPU, whatever ``auto``'s estimate of its work.
+
+    The lane exists to run the suite's paths on a GPU; the suite's models are small, and ``auto`` would keep
+    them on the CPU (:func:`privgate.device.choose_device`). Installed after the test modules are imported, so a
+    test that calls ``choose_device`` itself gets the real one.
+    """
+    if os.environ.get("PRIVGATE_DEVICE", "").strip().lower() != "cuda":
+        yield
+        return
+    import privgate.device as device
+
+    real = device.choose_device
+
+    def on_the_gpu(work, cuda, threads):
+        if not cuda:
+            return real(work, cuda, threads)
+        return device.DeviceChoice("cuda", "make test-gpu runs every in-process run on the GPU")
+
+    device.choose_device = on_the_gpu
+    yield
+    device.choose_device = real
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _one_thread():
     import torch
 
