@@ -235,18 +235,18 @@ def privacy_meter_source(path: Path | None, work: Path) -> tuple[str, str]:
 
 
 def privacy_meter(work: Path, source: str, tag: str) -> tuple[float, dict]:
-    """Privacy Meter's RMIA (``_privacy_meter_run.py``) in a fresh process: (wall seconds, its results)."""
+    """Privacy Meter's RMIA (``_privacy_meter_run.py``) in a fresh process: (wall seconds, its results + CPU)."""
     out = work / f"pm-{tag}.json"
     env = _environment(PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT)]))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _child_cpu()
     done = subprocess.run(
         [sys.executable, str(HERE / "_privacy_meter_run.py"), str(work), source, str(out)],
         cwd=work, env=env, capture_output=True, text=True,
     )  # fmt: skip
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _child_cpu() - c0
     if done.returncode != 0:
         raise RuntimeError(f"Privacy Meter's run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    return wall, json.loads(out.read_text())
+    return wall, {**json.loads(out.read_text()), "cpu": cpu}
 
 
 def _largest_difference(a: dict, b: dict) -> float:
@@ -337,12 +337,16 @@ def main() -> int:
                 elif not args.no_privacy_meter:
                     meters.append((*privacy_meter(work, source, str(r)), before, load()))
                     print(
-                        f"turn {r + 1}: Privacy Meter {meters[-1][0]:.1f} s (load average before {before}, "
-                        f"after {meters[-1][3]})",
+                        f"turn {r + 1}: Privacy Meter {meters[-1][0]:.1f} s, {meters[-1][1]['cpu']:.1f} CPU s (load "
+                        f"average before {before}, after {meters[-1][3]})",
                         flush=True,
                     )
             if meters:
-                print(f"turn {r + 1}: same-run ratio {meters[-1][0] / runs[-1][0]:.2f}x", flush=True)
+                print(
+                    f"turn {r + 1}: same-run ratio {meters[-1][0] / runs[-1][0]:.2f}x wall, "
+                    f"{meters[-1][1]['cpu'] / runs[-1][2]['cpu']:.2f}x CPU",
+                    flush=True,
+                )
             if args.before is not None:
                 b = check(work, work / f"before{r}", args.threads, f"before{r}.json", None, args.before.resolve())
                 same = _largest_difference(b[1], runs[-1][1])
@@ -383,16 +387,19 @@ def main() -> int:
             sec = res["seconds"]
             aucs = ", ".join(f"{k} reference models AUC {v:.4f}" for k, v in res["runs"].items())
             print(
-                f"Privacy Meter RMIA ({what}; {res['models_trained']} models trained): {pm:.1f} s wall — imports "
+                f"Privacy Meter RMIA ({what}; {res['models_trained']} models trained): {pm:.1f} s wall, "
+                f"{res['cpu']:.1f} s CPU — imports "
                 f"{sec['imports']:.1f} s, training {sec['training']:.1f} s, signals {sec['signals']:.1f} s, "
                 f"attack {sec['attack']:.1f} s; {aucs}; offline a = {res['offline_a']:g}"
             )
             ratios = [m[0] / r[0] for m, r in zip(meters, runs)]
+            cpu = [m[1]["cpu"] / r[2]["cpu"] for m, r in zip(meters, runs)]
             ratio = min(ratios)
             met = "met" if ratio >= TARGET_RATIO else "MISSED"
             print(
                 f"goal: cold privgate check >= {TARGET_RATIO:g}x Privacy Meter in the same run, default settings: "
-                f"{', '.join(f'{x:.2f}x' for x in ratios)} (turn by turn; the least counts) — {met}"
+                f"{', '.join(f'{x:.2f}x' for x in ratios)} wall (turn by turn; the least counts) — {met}; CPU time "
+                f"{', '.join(f'{x:.2f}x' for x in cpu)}"
             )
         if args.profile:
             import pstats

@@ -47,7 +47,8 @@ class RunOptions:
         threads: the most threads the run may use at once (torch, BLAS,
             OpenMP); ``None``: torch's thread setting in this process, capped by
             the cores it may use (:func:`privgate.training.threads.library_threads`;
-            the CLI's default is the usable cores or ``$OMP_NUM_THREADS``).
+            the CLI's default is the usable cores or ``$OMP_NUM_THREADS``), and one
+            per task with the Ray executor.
         threads_reason: why ``threads`` is what it is, for the report (the CLI
             says which flag, variable or default gave it); filled by :meth:`resolved`.
         cache_dir: folder of the reference-model cache (:mod:`privgate.training.cache`);
@@ -151,12 +152,12 @@ class RunOptions:
             privgate.device.DeviceError: ``cuda`` on a machine where torch sees no CUDA GPU.
         """
         from privgate.device import asked_for, choose_device, cuda_available, resolve_device
-        from privgate.training.threads import library_threads
+        from privgate.training.threads import RAY_DEFAULT, library_threads
 
         changes: dict[str, Any] = {}
         threads = self.threads
         if threads is None:
-            threads, changes["threads_reason"] = library_threads()
+            threads, changes["threads_reason"] = RAY_DEFAULT if self.executor == "ray" else library_threads()
             changes["threads"] = threads
         elif self.threads_reason is None:
             changes["threads_reason"] = f"threads={threads} was asked for"

@@ -13,6 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# privgate's default is the cores this process may use; the suite runs several pytest-xdist workers on the same
+# cores, so every privgate run it starts (the CLI in a subprocess or in process, the pytest plugin's audits) keeps
+# one thread, as in-process runs do (torch's one thread, below)
+os.environ.setdefault("PRIVGATE_THREADS", "1")
 
 # The CLI's default reference-model cache and cache key live in the user's XDG folders (privgate.cli.cache): the
 # tests' runs keep theirs in a folder of this session (each test gets its own below), never in the user's home.

@@ -4,8 +4,8 @@ The cgroup readers are checked on cgroup trees written to a temporary folder
 (v2, v1, hybrid, nested quotas, garbage), the CLI's order of precedence in
 process (click's runner) and in one real process, and the pytest plugin's one
 thread per xdist worker with pytester. The suite itself keeps one thread per
-process: its CLI runs get ``$OMP_NUM_THREADS=1`` (``tests/cases.run_cli``) and
-its in-process runs torch's one thread (``tests/conftest.py``).
+process: its CLI runs and plugin audits get ``$PRIVGATE_THREADS=1`` and its
+in-process runs torch's one thread (``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -105,6 +105,21 @@ checks:
 """
 
 
+def test_with_ray_each_task_defaults_to_one_thread():
+    """A Ray task asks the cluster for ``threads`` CPUs on some node: this machine's cores are not the default."""
+    from privgate.cli.threads import threads_setting
+    from privgate.training.threads import RAY_DEFAULT
+
+    run = RunOptions(executor="ray").resolved()
+    assert (run.threads, run.threads_reason) == RAY_DEFAULT == (1, "one thread per Ray task (the cluster runs the "
+                                                                   "tasks side by side)")  # fmt: skip
+    assert threads_setting(None, executor="ray") == {"threads": 1, "threads_reason": RAY_DEFAULT.reason}
+    assert threads_setting(None, 3, Path("privgate.toml"), "ray") == {
+        "threads": 3,
+        "threads_reason": "'threads = 3' in privgate.toml",
+    }
+
+
 def _args(case, folder: Path) -> list[str]:
     (folder / "loss.yaml").write_text(LOSS_ONLY)
     return ["check", str(case.safe_ts), "--policy", str(folder / "loss.yaml"), "--members", str(case.members),
@@ -125,12 +140,12 @@ def test_the_cli_says_where_its_threads_come_from(case, tmp_path, monkeypatch):
         e = json.loads((tmp_path / "r.json").read_text())["environment"]
         return e["threads"], e["threads_reason"]
 
-    assert environment() == (1, "$OMP_NUM_THREADS=1")  # the suite's own runs: one thread per worker
+    assert environment(OMP_NUM_THREADS="1") == (1, "$OMP_NUM_THREADS=1")
     assert environment(OMP_NUM_THREADS=None) == usable_cores()
     assert environment("--threads", "2") == (2, "--threads=2")
     assert environment(PRIVGATE_THREADS="2") == (2, "$PRIVGATE_THREADS=2")
     (tmp_path / "privgate.toml").write_text("threads = 2\n")
-    assert environment() == (2, "'threads = 2' in privgate.toml")
+    assert environment(OMP_NUM_THREADS="1") == (2, "'threads = 2' in privgate.toml")
 
 
 def test_a_user_process_defaults_to_its_cores(case, tmp_path):

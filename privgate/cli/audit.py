@@ -250,7 +250,8 @@ def audit_ldp_cmd(
             "digits model)."
         )
     check_outputs(planned(outputs), _inputs(data, {"the recipe": recipe, "the mechanism": mechanism}))
-    threads_given = threads_setting(threads)  # before the user's modules import torch
+    executor_given = executor_settings(executor, ray_address)
+    threads_given = threads_setting(threads, executor=executor_given["executor"])  # before the user's modules
     _imported(outputs, data, recipe, {"mechanism": mechanism})
     from privgate.api import audit_ldp
     from privgate.options import RunOptions
@@ -261,7 +262,7 @@ def audit_ldp_cmd(
         confidence=confidence, mechanism=mechanism, recipe=recipe, data=data, label_column=label_column,
         search_dirs=(Path.cwd(),),
     )  # fmt: skip
-    run = RunOptions(seed=seed, **threads_given, **executor_settings(executor, ray_address))
+    run = RunOptions(seed=seed, **threads_given, **executor_given)
     out = out_console()
     if not progress_wanted(quiet, out):
         return write_and_show(audit_ldp(settings, run), outputs, out, quiet=quiet)

@@ -211,7 +211,9 @@ def check(
         return _resolve(value, False, base) if isinstance(value, str) else value
 
     # before the user's modules import torch: more than one thread lets OpenMP's idle threads sleep
-    threads_given = threads_setting(threads, cfg.get("threads"), cfg.path)  # validated: IntRange, config._validate
+    executor_given = executor_settings(executor, ray_address, models_per_task, cfg)
+    # validated: click's IntRange, config._validate
+    threads_given = threads_setting(threads, cfg.get("threads"), cfg.path, executor_given["executor"])
     model_path = pick("model", model)
     policy_value = policy_spec if policy_spec is not None else cfg.get("policy")
     if policy_value is not None and policy_spec is None and (Path(policy_value).suffix or "/" in policy_value):
@@ -324,7 +326,7 @@ def check(
             progress=progress,
             artefacts_dir=staging.path,
             exposed=10 if pick("exposed", exposed) is None else pick("exposed", exposed),
-            **executor_settings(executor, ray_address, models_per_task, cfg),
+            **executor_given,
         )
         connect(run)  # a missing extra or a wrong address: exit 2 before any work
         if status:

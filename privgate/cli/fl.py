@@ -110,7 +110,8 @@ def simulate_cmd(
     if save_dir:
         targets.append(Named(Path(save_dir), "the saved federation (--save)", folder=True))
     check_outputs(targets, inputs)
-    threads_given = threads_setting(threads)  # before the user's modules import torch
+    executor_given = executor_settings(executor, ray_address, models_per_task)
+    threads_given = threads_setting(threads, executor=executor_given["executor"])  # before the user's modules
     from privgate.inputs.entrypoints import import_modules
     from privgate.io.guards import is_factory, refuse_imported
 
@@ -127,8 +128,7 @@ def simulate_cmd(
         label_column=label_column, save_dir=save_dir, search_dirs=(base,),
     )  # fmt: skip
     run = RunOptions(
-        seed=seed, **threads_given, engine=engine, **cache_settings(cache_dir, cache_key_file),
-        **executor_settings(executor, ray_address, models_per_task),
+        seed=seed, **threads_given, engine=engine, **cache_settings(cache_dir, cache_key_file), **executor_given,
     )  # fmt: skip
     connect(run)
     result = simulate_federation(settings, run)
@@ -163,7 +163,8 @@ def audit_cmd(
     if policy_spec and Path(policy_spec).suffix:
         inputs.append(Named(Path(policy_spec), "the policy"))
     check_outputs(planned(outputs), inputs)
-    threads_given = threads_setting(threads)
+    executor_given = executor_settings(executor, ray_address, models_per_task)
+    threads_given = threads_setting(threads, executor=executor_given["executor"])
     from privgate.api import audit_federation
     from privgate.options import RunOptions
     from privgate.settings import FederationAuditSettings
@@ -172,8 +173,7 @@ def audit_cmd(
         manifest=manifest, policy=policy_spec, attacks=_attacks(attacks), fpr=fpr, confidence=confidence
     )
     run = RunOptions(
-        seed=seed, **threads_given, **cache_settings(cache_dir, cache_key_file),
-        **executor_settings(executor, ray_address, models_per_task),
+        seed=seed, **threads_given, **cache_settings(cache_dir, cache_key_file), **executor_given,
     )  # fmt: skip
     connect(run)
     report = audit_federation(settings, run)

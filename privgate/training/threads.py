@@ -65,6 +65,11 @@ class Threads(NamedTuple):
     reason: str
 
 
+#: The default with the Ray executor: each task asks Ray for ``threads`` CPUs on whichever node runs it, and the
+#: cluster runs tasks side by side; this machine's cores say nothing of the nodes'.
+RAY_DEFAULT = Threads(1, "one thread per Ray task (the cluster runs the tasks side by side)")
+
+
 def _read(path: Path) -> str | None:
     try:
         return path.read_text().strip()
@@ -273,6 +278,7 @@ def limit_threads(threads: int | None) -> Iterator[int]:
 
 
 __all__ = [
+    "RAY_DEFAULT",
     "SKLEARN_JOBS",
     "Threads",
     "cgroup_cpus",
