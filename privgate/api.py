@@ -190,7 +190,7 @@ def check(
     i = load_inputs(s, run.seed)
     from privgate.gate import check_model  # scipy, scikit-learn: bad input exits 2 without them
 
-    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run.resolved())
+    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run)  # auto: decided on the inputs
 
 
 @dataclass
@@ -243,8 +243,7 @@ def harden(
     from privgate.dp.remediate import check_can_remediate, remediate
 
     check_can_remediate(pol, rec)  # an unusable remediation setup fails before the model and data are loaded
-    i = load_inputs(dataclasses.replace(s, policy=pol, recipe=rec), run.seed)
-    run = run.resolved()
+    i = load_inputs(dataclasses.replace(s, policy=pol, recipe=rec), run.seed)  # remediate() decides auto on them
     outcome = remediate(i.target, i.data, i.policy, i.recipe, train=i.members, on_row=s.on_row, options=run)
     report = outcome.report.model_copy(update={"job": "harden"})
     files: dict[Path, tuple[str, bytes]] = {}

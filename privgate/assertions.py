@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 OnInconclusive = Literal["fail", "skip"]
 Observer = Callable[["Report", str], None]
 
-#: Settings the pytest plugin may change for a session (restored when it ends).
+#: Settings the pytest plugin may change for a session (restored when it ends): ``on_inconclusive``, and
+#: ``run``, settings of :class:`privgate.options.RunOptions` for every audit (the session's threads).
 settings: dict[str, Any] = {"on_inconclusive": "fail"}
 _observers: list[Observer] = []
 
@@ -81,7 +82,8 @@ def run_check(
     import privgate
 
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
-    report = privgate.check(model, policy, members, nonmembers, **sources)
+    run = settings.get("run") or {}  # the pytest plugin's threads for its session (pytest_privgate.plugin)
+    report = privgate.check(model, policy, members, nonmembers, **sources, **run)
     _notify(report, label)
     return report
 

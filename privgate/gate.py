@@ -35,6 +35,7 @@ from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, RatePoint, Report
 from privgate.report.provenance import environment, policy_facts, summary_line
 from privgate.training.threads import limit_threads
+from privgate.workload import decided
 
 #: FPRs at which every attack summary reports TPR.
 SUMMARY_FPRS = (0.001, 0.01)
@@ -333,13 +334,13 @@ def check_model(
         policy: the policy, with the policies it extends.
         recipe: how the target was trained (reference-model attacks need it).
         options: how the run is carried out (:class:`privgate.options.RunOptions`);
-            its device is resolved here (``auto`` → ``cuda`` or ``cpu``) and the
-            target's model moved there (a copy: ``target`` is not changed).
+            its threads and device are resolved here (``auto`` → ``cuda`` or ``cpu``:
+            :func:`privgate.workload.decided`) and the target's model moved there (a copy: ``target`` is not changed).
         **settings: single settings of :class:`~privgate.options.RunOptions`
             (``seed=``, ``threads=``, ``cache_dir=``, ``artefacts_dir=`` …),
             applied on top of ``options``.
     """
-    run = RunOptions.of(options, **settings).resolved()
+    run = decided(RunOptions.of(options, **settings), target, data, policy, recipe)  # threads, then auto's device
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     target = target.to_device(run.device).serving(surface_of(policy))

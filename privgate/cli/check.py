@@ -13,6 +13,7 @@ from privgate.cli.executor import connect, executor_options, executor_settings, 
 from privgate.cli.guard import cap_threads, err_console, guard, out_console, process_environment, progress_wanted
 from privgate.cli.job_output import output_options
 from privgate.cli.lmoptions import text_options, text_settings
+from privgate.cli.threads import threads_setting
 from privgate.errors import PrivgateError
 from privgate.report import title_of
 from privgate.report.safe import clean
@@ -72,17 +73,18 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     envvar="PRIVGATE_THREADS",
     show_envvar=True,
     help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, "
-    "else $PRIVGATE_THREADS, else the config's 'threads', else 1. Set it to the core count on a runner "
-    "that does nothing else; never oversubscribe shared cores.",
+    "else $PRIVGATE_THREADS, else the config's 'threads', else $OMP_NUM_THREADS, else the cores this process may "
+    "use (its CPU affinity, capped by its cgroup's CPU quota). Set 1 where several jobs share the cores.",
 )
 @click.option(
     "--device",
     type=click.Choice(["auto", "cpu", "cuda"]),
     envvar="PRIVGATE_DEVICE",
     show_envvar=True,
-    help="Where the model is scored, reference models and DP-SGD train, and white-box attacks run: auto (a CUDA "
-    "GPU when torch sees one, else the CPU), cpu, or cuda (exit 2 without one). This flag, else $PRIVGATE_DEVICE, "
-    "else the config's 'device', else auto.",
+    help="Where the model is scored, reference models and DP-SGD train, and white-box attacks run: auto (the CPU, "
+    "or a CUDA GPU when torch sees one and this run's estimated work is large enough for it to finish sooner; the "
+    "report says why), cpu, or cuda (exit 2 without one). This flag, else $PRIVGATE_DEVICE, else the config's "
+    "'device', else auto.",
 )
 @click.option(
     "--engine",
@@ -214,6 +216,10 @@ def check(
         value = cfg.get(key)
         return _resolve(value, False, base) if isinstance(value, str) else value
 
+    # before the user's modules import torch: more than one thread lets OpenMP's idle threads sleep
+    executor_given = executor_settings(executor, ray_address, models_per_task, cfg)
+    # validated: click's IntRange, config._validate
+    threads_given = threads_setting(threads, cfg.get("threads"), cfg.path, executor_given["executor"])
     model_path = pick("model", model)
     policy_value = policy_spec if policy_spec is not None else cfg.get("policy")
     if policy_value is not None and policy_spec is None and (Path(policy_value).suffix or "/" in policy_value):
@@ -274,9 +280,6 @@ def check(
     from privgate.report.show import show
     from privgate.settings import CheckSettings, HardenSettings
 
-    # validated: click's IntRange for the flag and $PRIVGATE_THREADS, config._validate for the file
-    n_threads = pick("threads", threads)
-
     out = out_console()
     status = out.status("auditing…") if progress_wanted(quiet, out) else None
     progress = (lambda msg: status.update(escape(msg))) if status else None
@@ -325,14 +328,14 @@ def check(
     with Staging(artefacts_dir) as staging:  # nothing reaches its destination before commit()
         run = RunOptions(
             seed=pick("seed", seed) or 0,
-            threads=n_threads,
+            **threads_given,
             **cache_settings(pick("cache_dir", cache_dir), cache_key_file),
             device=device or cfg.get("device") or "auto",  # validated: click.Choice, config._validate
             engine=engine or cfg.get("engine") or "auto",
             progress=progress,
             artefacts_dir=staging.path,
             exposed=10 if pick("exposed", exposed) is None else pick("exposed", exposed),
-            **executor_settings(executor, ray_address, models_per_task, cfg),
+            **executor_given,
         )
         connect(run)  # a missing extra or a wrong address: exit 2 before any work
         if status:

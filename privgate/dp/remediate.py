@@ -87,6 +87,7 @@ from privgate.report.remediation_section import (
     UtilitySpec,
 )
 from privgate.training.threads import limit_threads
+from privgate.workload import decided
 
 RowCallback = Callable[[SearchRow], None]
 _search = search_schedule  # the name the tests knew
@@ -169,7 +170,7 @@ def remediate(
         PolicyError: the policy does not allow remediation.
         RecipeError: no recipe, or one Opacus cannot make private.
     """
-    run = RunOptions.of(options, **settings).resolved()
+    run = decided(RunOptions.of(options, **settings), target, data, policy, recipe, hardening=True)
     seed, say = run.seed, run.say
     check_can_remediate(policy, recipe)
     assert recipe is not None

@@ -433,6 +433,13 @@ def _warnings_and_environment(report: Report) -> list[str]:
         f"<h2>Environment</h2><p class='muted'>python {escape(str(env.get('python')))} · "
         f"{escape(str(env.get('platform')))} · {escape(versions)}</p>"
     )
+    ran_on = [  # where the run computed and why (environment.device_reason, threads_reason: privgate.report.provenance)
+        f"{label} {escape(str(env[key]))}" + (f" — {escape(str(env[why]))}" if env.get(why) else "")
+        for label, key, why in (("device", "device", "device_reason"), ("threads", "threads", "threads_reason"))
+        if env.get(key) is not None
+    ]
+    if ran_on:
+        h.append("<ul class='muted'>" + "".join(f"<li>{line}</li>" for line in ran_on) + "</ul>")
     return h
 
 
