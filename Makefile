@@ -39,10 +39,12 @@ test: install
 test-gpu: install
 	PRIVGATE_DEVICE=cuda $(PY) -m pytest -n $(WORKERS) --dist worksteal -q tests
 
-# ruff: lint and formatting (configured in pyproject.toml); `make format` rewrites, `make lint` only checks
+# ruff: lint and formatting (configured in pyproject.toml); `make format` rewrites, `make lint` only checks.
+# lint-imports: the layer contract ([tool.importlinter] in pyproject.toml), imports inside functions included
 lint: install
 	$(VENV)/bin/ruff check privgate pytest_privgate tests benchmarks examples
 	$(VENV)/bin/ruff format --check privgate pytest_privgate tests benchmarks examples
+	$(VENV)/bin/lint-imports --no-cache
 
 format: install
 	$(VENV)/bin/ruff check --fix privgate pytest_privgate tests benchmarks examples

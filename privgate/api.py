@@ -101,7 +101,7 @@ def check(
     i = load_inputs(s, run.seed)  # the kind of model decided once, there (privgate.inputs.door)
     from privgate.gate import check_model  # scipy, scikit-learn: bad input exits 2 without them
 
-    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run.resolved())
+    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run)  # auto: decided on the inputs
 
 
 @dataclass
@@ -151,7 +151,7 @@ def harden(
     from privgate.dp.task import task_class
 
     task = task_class(s.model).open(s, run)  # by the kind of model; its bad input refused before any work
-    outcome = search(task, on_row=s.on_row, options=run.resolved())
+    outcome = search(task, on_row=s.on_row, options=run)  # auto: decided on the inputs
     report = outcome.report.model_copy(update={"job": "harden"})
     files: dict[Path, tuple[str, bytes]] = {}
     if outcome.status == "hardened" and outcome.candidate is not None and report.remediation is not None:

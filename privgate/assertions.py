@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 OnInconclusive = Literal["fail", "skip"]
 Observer = Callable[["Report", str], None]
 
-#: Settings the pytest plugin may change for a session (restored when it ends).
+#: Settings the pytest plugin may change for a session (restored when it ends): ``on_inconclusive``, and
+#: ``run``, settings of :class:`privgate.options.RunOptions` for every audit (the session's threads).
 settings: dict[str, Any] = {"on_inconclusive": "fail"}
 _observers: list[Observer] = []
 
@@ -81,7 +82,8 @@ def run_check(
     import privgate
 
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
-    report = privgate.check(model, policy, members, nonmembers, **sources)
+    run = settings.get("run") or {}  # the pytest plugin's threads for its session (pytest_privgate.plugin)
+    report = privgate.check(model, policy, members, nonmembers, **sources, **run)
     _notify(report, label)
     return report
 
@@ -103,7 +105,7 @@ def _decided(
 def enforce(report: Report, on_inconclusive: OnInconclusive | None = None, what: str = "privacy assertion") -> Report:
     """Raise on a failed check; on an inconclusive one, fail or skip. Returns the report otherwise."""
     __tracebackhide__ = True
-    from privgate.report.text import check_message
+    from privgate.report.labels import check_message
 
     mode = on_inconclusive or settings.get("on_inconclusive") or "fail"
     if mode not in ("fail", "skip"):
@@ -427,7 +429,7 @@ def assert_exposure_below(
     """Assert that no canary is exposed by more than ``bits`` (Carlini et al. 2019, arXiv 1802.08232).
 
     Exposure = log2|R| − log2 rank of the secret among all |R| candidates
-    (:mod:`privgate.lm.exposure`: exact up to ``max_exact`` candidates, else the
+    (:mod:`privgate.lm.canary_exposure`: exact up to ``max_exact`` candidates, else the
     paper's extrapolation from ``samples`` sampled candidates with a
     distribution-free interval). The decision is privgate's ``upper_bound``
     rule on the largest exposure's joint interval at ``confidence``: it fails
@@ -440,15 +442,15 @@ def assert_exposure_below(
         model: a Hugging Face causal-LM directory (``save_pretrained``; safetensors) or ``(model, tokenizer)``.
         canaries: a canary JSON Lines file, or a list of canaries (mappings with prefix, secret, alphabet).
         bits: the largest exposure allowed.
-        max_exact, samples, bootstrap: as :func:`privgate.lm.exposure.measure_exposure` takes them (``max_exact``
-            ``None``: its default, :data:`privgate.lm.exposure.MAX_EXACT`).
+        max_exact, samples, bootstrap: as :func:`privgate.lm.canary_exposure.measure_exposure` takes them (``max_exact``
+            ``None``: its default, :data:`privgate.lm.canary_exposure.MAX_EXACT`).
 
     Returns:
-        The :class:`privgate.lm.exposure.ExposureReport` when the assertion holds.
+        The :class:`privgate.lm.canary_exposure.ExposureReport` when the assertion holds.
     """
     __tracebackhide__ = True
     from privgate.errors import shown
-    from privgate.lm.exposure import MAX_EXACT, measure_exposure
+    from privgate.lm.canary_exposure import MAX_EXACT, measure_exposure
 
     lm, tokenizer = _causal_lm(model)
     rows = _canaries(canaries)

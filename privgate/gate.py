@@ -46,6 +46,7 @@ from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
 from privgate.report.provenance import environment, policy_facts, summary_line
 from privgate.training.threads import limit_threads
+from privgate.workload import decided
 
 #: FPRs at which every attack summary reports TPR.
 SUMMARY_FPRS = (0.001, 0.01)
@@ -248,8 +249,9 @@ def run_attacks(
 
 
 def _exposed(audit: AuditKind, ran: dict[str, Ran], summaries: list[AttackSummary], diagnostic: set[str], run):
-    """The report's ``exposed`` section (:mod:`privgate.stats.exposure`), each record shown as its kind shows it."""
-    from privgate.stats.exposure import ScoredAttack, exposed_members
+    """The report's ``exposed`` section (:mod:`privgate.stats.exposed_members`), each record shown as its kind
+    shows it."""
+    from privgate.stats.exposed_members import ScoredAttack, exposed_members
 
     by_name = {a.name: a for a in summaries}
     attacks = {
@@ -294,13 +296,13 @@ def check_model(
         recipe: how the target was trained (reference-model attacks need it; a language model's recipe
             fine-tunes its reference models).
         options: how the run is carried out (:class:`privgate.options.RunOptions`);
-            its device is resolved here (``auto`` → ``cuda`` or ``cpu``) and the
-            target's model moved there (a copy: ``target`` is not changed).
+            its threads and device are resolved here (``auto`` → ``cuda`` or ``cpu``:
+            :func:`privgate.workload.decided`) and the target's model moved there (a copy: ``target`` is not changed).
         **settings: single settings of :class:`~privgate.options.RunOptions`
             (``seed=``, ``threads=``, ``cache_dir=``, ``artefacts_dir=`` …),
             applied on top of ``options``.
     """
-    run = RunOptions.of(options, **settings).resolved()
+    run = decided(RunOptions.of(options, **settings), target, data, policy, recipe)  # threads, then auto's device
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     with audit_kind(target)(target, data, policy, recipe, run) as audit:

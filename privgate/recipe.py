@@ -1,7 +1,9 @@
 """Recipe: how the target was trained, so privgate can train "another model like it".
 
 A recipe is given as a Python entry point ``module:attr`` whose attribute is a
-:class:`Recipe` (or a zero-argument callable returning one). Reference and
+:class:`Recipe`, a zero-argument callable returning one, or the team's own
+training function ``train(x, y, seed, device) -> nn.Module`` (wrapped as
+``Recipe(train_fn=train)``, :mod:`privgate.training.function`). Reference and
 shadow models, and DP-SGD retraining, all train through :meth:`Recipe.train`:
 one training loop, used everywhere.
 """
@@ -107,7 +109,13 @@ class Recipe:
     Args:
         model_factory: builds a fresh, untrained ``nn.Module`` that outputs logits
             (``[n, K]``, or one logit ``[n]``/``[n, 1]`` for a binary task trained with
-            BCE-with-logits; rows of probabilities are trained on their log).
+            BCE-with-logits; rows of probabilities are trained on their log). Required
+            unless ``train_fn`` is given.
+        train_fn: your own training loop, ``train(x, y, seed, device) -> nn.Module``:
+            called once per reference model instead of privgate's loop
+            (:mod:`privgate.training.function`); the settings below then only
+            describe it (``augment`` decides LiRA's and RMIA's augmented queries,
+            :mod:`privgate.attacks.views`) and the engine cannot stack it.
         epochs: passes over the training set.
         batch_size: mini-batch size.
         lr: learning rate (the peak rate of a schedule).
@@ -137,7 +145,7 @@ class Recipe:
         augment: an :class:`Augment` (random crops, flips, your own transform), or None.
     """
 
-    model_factory: Callable[[], nn.Module]
+    model_factory: Callable[[], nn.Module] | None = None
     epochs: int = 30
     batch_size: int = 64
     lr: float = 1e-3
@@ -159,6 +167,7 @@ class Recipe:
     clip_grad_norm: float | None = None
     precision: Literal["fp32", "bf16"] = "fp32"
     augment: Augment | None = None
+    train_fn: Callable[..., nn.Module] | None = None
 
     def __post_init__(self) -> None:
         from privgate.training.recipe_check import check_recipe
@@ -176,8 +185,14 @@ class Recipe:
         forked generator, so the same seed gives the same initial weights and
         the caller's random state is untouched; no other thread seeds torch's
         global generator meanwhile (:mod:`privgate.training.rng`). Any failure of the user's
-        factory is a :class:`RecipeError`.
+        factory is a :class:`RecipeError`, as is a recipe of a training function that gives no factory.
         """
+        if self.model_factory is None:
+            raise RecipeError(
+                f"recipe '{self.name}': trains with its own function and has no model_factory, so privgate cannot "
+                "build its model (a state_dict checkpoint and DP-SGD retraining need one: give "
+                "Recipe(train_fn=..., model_factory=...), or save the target as TorchScript)."
+            )
         try:
             with seeded(seed):
                 model = self.model_factory()
@@ -197,15 +212,20 @@ class Recipe:
         return model
 
     @property
+    def own_loop(self) -> bool:
+        """Whether :meth:`train` calls the user's ``train_fn`` (a subclass overriding ``train`` does not)."""
+        return self.train_fn is not None and type(self).train is Recipe.train
+
+    @property
     def vectorisable(self) -> bool:
         """Whether :mod:`privgate.training.engine` may train many copies of this recipe at once.
 
         True for the plain recipe, whose :meth:`train` loop the vectorised engine
         replicates; a subclass that overrides :meth:`train` (e.g. DP-SGD training)
-        is trained by calling its own :meth:`train` once per model instead.
-        Subclasses may also override this property.
+        or a recipe of the user's own ``train_fn`` is trained by calling its
+        :meth:`train` once per model instead. Subclasses may also override this property.
         """
-        return type(self).train is Recipe.train
+        return type(self).train is Recipe.train and self.train_fn is None
 
     @property
     def dp_sgd(self) -> DPSGD | None:
@@ -240,6 +260,10 @@ class Recipe:
     ) -> nn.Module:
         """Train a model on (x, y) with this recipe; deterministic for a given seed.
 
+        A recipe with a ``train_fn`` calls it instead, checked
+        (:func:`privgate.training.function.call_training_function`); the rest of
+        this docstring is privgate's own loop.
+
         Model k of the vectorised engine (:mod:`privgate.training.engine`) is
         trained exactly like this: initialised by ``build(seed)``, batches in
         ``randperm`` order from a generator seeded with ``seed``, dropout masks
@@ -262,6 +286,15 @@ class Recipe:
             device: where to train (``"cpu"``, ``"cuda"``); default the CPU. The
                 model is returned on that device.
         """
+        if self.train_fn is not None:  # the user's own loop (privgate.training.function)
+            if model is not None:
+                raise RecipeError(
+                    f"recipe '{self.name}': its train_fn trains a model from scratch and cannot continue a given one "
+                    "(federated rounds); give a Recipe without train_fn for this job."
+                )
+            from privgate.training.function import call_training_function
+
+            return call_training_function(self, x, y, int(seed), str(device or "cpu"))
         from privgate.training import augment, schedules
         from privgate.training.dropout import seeded_dropout
         from privgate.training.plan import dropout_seed

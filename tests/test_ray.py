@@ -103,6 +103,45 @@ def test_ensemble_groups_are_identical_on_both_executors(cluster: str) -> None:
     assert np.array_equal(here.logits(x), there.logits(x))
 
 
+def test_a_training_function_runs_one_model_per_ray_task_with_the_local_models(cluster: str, tmp_path: Path) -> None:
+    """A user's train(x, y, seed, device) (issue 35): sent by value, one model per task, the same models."""
+    from privgate.inputs.entrypoints import load_recipe
+    from privgate.training.engine import train_ensemble
+    from privgate.training.plan import model_seeds, paired_masks
+
+    (tmp_path / "ray_trainer.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+            import torch
+            from torch import nn
+
+            def train(x, y, seed, device):
+                torch.manual_seed(seed)
+                net = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 4))
+                opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+                for _ in range(20):
+                    opt.zero_grad()
+                    nn.functional.cross_entropy(net(torch.as_tensor(x)), torch.as_tensor(y)).backward()
+                    opt.step()
+                net.register_buffer("pid", torch.tensor(os.getpid()))
+                return net
+            """
+        )
+    )
+    recipe = load_recipe("ray_trainer:train", [tmp_path])
+    x, y = synthetic(200, seed=4, label_noise=0.3)
+    masks, seeds = paired_masks(len(x), 4, 0), model_seeds(0, 4)
+    here = train_ensemble(recipe, x, y, masks, seeds, executor=LocalExecutor())
+    there = train_ensemble(recipe, x, y, masks, seeds, executor=executor_for(RunOptions(executor="ray")))
+    assert here.kernel == there.kernel == "function"
+    assert "4 models trained as 4 tasks of at most 1 (ray executor)" in there.notes
+    assert {int(s["pid"]) for s in here.states} == {os.getpid()}
+    assert os.getpid() not in {int(s["pid"]) for s in there.states}  # trained in Ray's workers
+    for a, b in zip(here.states, there.states):
+        assert all(torch.equal(a[n], b[n]) for n in a if n != "pid")
+
+
 def test_check_report_numbers_are_identical_local_and_ray(cluster: str, case: Any, tmp_path: Path) -> None:
     """The Ray run is the CLI joining the module's Ray; the local one, in process, the same settings."""
     (tmp_path / "refs.yaml").write_text(POLICY)

@@ -11,10 +11,11 @@ import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from privgate.attacks.catalogue import ThreatModel
 from privgate.options import RunOptions
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
     from privgate.inputs.data import Dataset
     from privgate.inputs.target import Target
     from privgate.recipe import Recipe
-
-ThreatModel = Literal["black-box", "label-only", "white-box"]
 
 
 @dataclass

@@ -152,6 +152,3 @@ def _calibrate(
               for t in grid}  # fmt: skip
     best = min(grid, key=lambda t: abs(shares[f"{t:g}"] - 0.5))
     return float(best), shares
-
-
-ATTACKS: tuple[type[Attack], ...] = (BoundaryAttack,)

@@ -165,6 +165,3 @@ class LabelOnlyAttack(Attack):
             )
         best = min(grid, key=lambda s: abs(means[f"{s:g}"] - TARGET_ROBUSTNESS))
         return float(best), means
-
-
-ATTACKS: tuple[type[Attack], ...] = (LabelOnlyAttack,)

@@ -15,8 +15,18 @@ models that trained on x (IN) and of those that did not (OUT):
 With few reference models a per-example variance is noisy; the paper's
 *fixed-variance* variant shares one σ_in and one σ_out across all examples
 (here: the pooled within-example variances). ``fixed_variance: auto`` uses it
-below 64 models (32 per side), where the paper finds it stronger. The attack
-makes one query per example (no augmentations).
+below 64 models (32 per side), where the paper finds it stronger.
+
+**Augmented queries** (the paper's §V): when the recipe trains with crops or
+flips and the audit rows are images, the target and every reference model are
+queried on the same fixed views of each example (:mod:`privgate.attacks.views`:
+the identity, shifts, the mirror); a Gaussian is fitted per view (μ and σ over
+the IN and OUT models on that view, the shared or per-example variance as
+above) and the per-view scores are averaged:
+score(x) = (1/V) Σ_v [log N(φ_v; μ_in,v, σ_in,v²) − log N(φ_v; μ_out,v, σ_out,v²)],
+the views treated as independent as in the paper (offline: the mean of the
+per-view one-sided scores). ``augmented_queries: false`` queries each example
+once. Otherwise the attack makes one query per example.
 """
 
 from __future__ import annotations
@@ -27,7 +37,14 @@ from typing import Any
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
-from privgate.attacks.reference import build_references, check_models, logit_confidence, reference_result
+from privgate.attacks.reference import (
+    References,
+    build_references,
+    check_models,
+    logit_confidence,
+    reference_result,
+)
+from privgate.attacks.views import OPTION, Views, check_option, query_views
 from privgate.errors import shown
 
 #: Below this many models, ``fixed_variance: auto`` shares one variance across examples.
@@ -72,6 +89,19 @@ def lira_scores(
     return logpdf(phi_target, mu_in, sd_in) - logpdf(phi_target, mu_out, sd_out)
 
 
+def view_scores(
+    ctx: AttackContext, refs: References, views: Views, *, online: bool, fixed_variance: bool
+) -> np.ndarray:
+    """LiRA on augmented queries: :func:`lira_scores` per view, averaged (one view's statistics held at a time)."""
+    total = np.zeros(len(ctx.y))
+    for view in views:
+        xv = views.apply(view, ctx.x)
+        phi_target = ctx.target.map_rows(xv, ctx.y, logit_confidence)
+        phi_ref = refs.per_row(logit_confidence, xv)
+        total += lira_scores(phi_target, phi_ref, refs.inside, online=online, fixed_variance=fixed_variance)
+    return total / len(views)
+
+
 class LiRAAttack(Attack):
     """Likelihood-ratio attack, online or offline (Carlini et al. 2022, arXiv 2112.03570).
 
@@ -79,6 +109,8 @@ class LiRAAttack(Attack):
         models: reference models to train (≥ 4; each example is IN for half of them).
         offline: use only the models that did not train on each example.
         fixed_variance: ``true``, ``false`` or ``auto`` (fixed below 64 models).
+        augmented_queries: query the fixed augmentations of each example when the
+            recipe crops or flips images (default true; the module docstring).
     """
 
     name = "lira"
@@ -86,7 +118,12 @@ class LiRAAttack(Attack):
     needs_recipe = True
 
     def __init__(
-        self, models: int = 16, offline: bool = False, fixed_variance: bool | str = "auto", **options: Any
+        self,
+        models: int = 16,
+        offline: bool = False,
+        fixed_variance: bool | str = "auto",
+        augmented_queries: bool = True,
+        **options: Any,
     ) -> None:
         super().__init__(**options)
         check_models(models, 4)
@@ -99,6 +136,8 @@ class LiRAAttack(Attack):
                 f"per-example variances (fixed_variance: false) need at least 8 models (4 per side), got {models}"
             )
         self.options = {"models": models, "offline": offline, "fixed_variance": fixed_variance}
+        if not check_option(augmented_queries):  # listed only when turned off: reports without it stay comparable
+            self.options[OPTION] = False
 
     def run(self, ctx: AttackContext) -> AttackResult:
         start = time.perf_counter()
@@ -107,20 +146,27 @@ class LiRAAttack(Attack):
         fv = self.options["fixed_variance"]
         fixed = k < PER_EXAMPLE_MIN_MODELS if fv == "auto" else bool(fv)
         online = not self.options["offline"]
-        scores = lira_scores(
-            ctx.per_row(logit_confidence),  # [n], streamed: the [n, classes] outputs are never held
-            refs.per_row(logit_confidence),  # [K, n], streamed model by model
-            refs.inside,
-            online=online,
-            fixed_variance=fixed,
-        )
+        views, notes = query_views(ctx.recipe, ctx.x, self.options.get(OPTION, True))
+        if views is None:
+            scores = lira_scores(
+                ctx.per_row(logit_confidence),  # [n], streamed: the [n, classes] outputs are never held
+                refs.per_row(logit_confidence),  # [K, n], streamed model by model
+                refs.inside,
+                online=online,
+                fixed_variance=fixed,
+            )
+        else:
+            scores = view_scores(ctx, refs, views, online=online, fixed_variance=fixed)
         note = (
             f"{'online' if online else 'offline'} LiRA with {'one shared' if fixed else 'per-example'} variance; "
             f"{k // 2} IN and {k - k // 2} OUT models per example"
         )
+        if views is not None:
+            note += (
+                f"; the target and every reference model queried on {views.describe()}, one Gaussian per "
+                "augmentation, their log-likelihood ratios averaged (Carlini et al. 2022, §V)"
+            )
+        extras = {"augmented_queries": views.names} if views is not None else {}
         return reference_result(
-            self, refs, scores, start, self.options, [note], reference_models=k, fixed_variance=fixed
+            self, refs, scores, start, self.options, [note] + notes, reference_models=k, fixed_variance=fixed, **extras
         )
-
-
-ATTACKS: tuple[type[Attack], ...] = (LiRAAttack,)

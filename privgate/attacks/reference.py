@@ -79,20 +79,22 @@ class References:
     def k(self) -> int:
         return len(self.inside)
 
-    def per_row(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    def per_row(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], x: np.ndarray | None = None) -> np.ndarray:
         """``[K, n, …]``: ``fn(log_proba, y)`` of every model on every audit row, streamed batch by batch.
 
         ``fn`` maps one batch's ``[rows, classes]`` float64 log-probabilities and
         labels to one value (or one vector) per row, using each row alone, so the
-        result equals ``fn`` applied to the whole ``[n, classes]`` matrix.
+        result equals ``fn`` applied to the whole ``[n, classes]`` matrix. ``x``:
+        the audit rows as another query shows them (an augmented view of each,
+        :mod:`privgate.attacks.views`), in the same order.
         """
-        return self._stream(self.x, self.y, fn)
+        return self._stream(self.x if x is None else x, self.y, fn)
 
-    def z_per_row(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-        """``[K, m, …]``: :meth:`per_row` on the population z-samples."""
+    def z_per_row(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], x: np.ndarray | None = None) -> np.ndarray:
+        """``[K, m, …]``: :meth:`per_row` on the population z-samples (``x``: a view of them)."""
         if self.z_x is None or self.z_y is None:
             raise ValueError("no z-samples were requested from build_references")
-        return self._stream(self.z_x, self.z_y, fn)
+        return self._stream(self.z_x if x is None else x, self.z_y, fn)
 
     @cached_property
     def log_proba(self) -> np.ndarray:
@@ -209,18 +211,23 @@ def check_models(k: int, minimum: int = 2, name: str = "models") -> int:
     return k
 
 
-def _check_recipe_matches(ctx: AttackContext) -> None:
-    """The recipe's model must have the target's parameters (when the target exposes them)."""
+def _check_recipe_matches(ctx: AttackContext, state: dict[str, Any] | None = None) -> None:
+    """The recipe's model must have the target's parameters (when the target exposes them).
+
+    ``state``: a trained reference model's, for a recipe of the user's own
+    training function that builds no model (checked once it has returned one).
+    """
     import torch
 
     recipe = ctx.recipe
     assert recipe is not None
-    net = recipe.build()
     model = ctx.target.model
     target_state = model.state_dict() if hasattr(model, "state_dict") and callable(model.state_dict) else None
     if not isinstance(target_state, dict) or not target_state:
         return
-    mine = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+    if state is None:
+        state = recipe.build().state_dict()
+    mine = {k: tuple(v.shape) for k, v in state.items()}
     theirs = {k: tuple(v.shape) for k, v in target_state.items() if isinstance(v, torch.Tensor)}
     if mine == theirs:
         return
@@ -278,8 +285,8 @@ def build_references(
         from privgate.training.trees import check_matches, train_trees
 
         check_matches(ctx.target.model, ctx.recipe)
-    else:
-        _check_recipe_matches(ctx)
+    elif ctx.recipe.model_factory is not None:
+        _check_recipe_matches(ctx)  # a recipe of the user's own training function only: once it returned a model
     n = len(ctx.y)
     masks = paired_masks(n, k, ctx.seed)
     earlier = min((m for m in ctx.ensembles if m >= k), default=None)
@@ -304,7 +311,10 @@ def build_references(
                 device=ctx.device,
                 executor=executor_for(ctx.run),
                 models_per_task=ctx.run.models_per_task,
+                architecture=ctx.target.module if ctx.recipe.model_factory is None else None,
             )
+            if ctx.recipe.model_factory is None and len(ens):
+                _check_recipe_matches(ctx, ens.states[0])
         ctx.ensembles[most] = ens
         ens = ens.first(k)
     refs = References(
@@ -396,11 +406,15 @@ def reused(ens: Ensemble, cached: bool) -> Ensemble:
 
 def cost_notes(refs: References) -> list[str]:
     """One sentence on how the reference models were obtained."""
+    from privgate.training.sequential import own_loop_reason
+
     ens = refs.ensemble
     if ens.mode == "shared":
         how = f"all {len(ens)} reference models were trained earlier in this run (no cache) and reused"
     elif ens.trained == 0:
         how = f"all {len(ens)} reference models came from the cache"
+        if getattr(ens.recipe, "own_loop", False):
+            how += f"; {own_loop_reason(ens.recipe)}"
     else:
         kernel = {
             "mlp": "MLP kernel",
@@ -408,6 +422,7 @@ def cost_notes(refs: References) -> list[str]:
             "grouped": "grouped kernel",  # privgate.training.grouped
             "vmap": "torch.func/vmap",  # privgate.training.stacked
             "loop": "recipe.train",
+            "function": "the recipe's own training function",  # privgate.training.function
         }.get(ens.kernel, ens.kernel)
         where = f", {ens.device}" if ens.device != "cpu" else ""
         how = (

@@ -25,17 +25,37 @@ for Pr(x) instead.
 With one fixed set of z-samples, score(x) is a non-decreasing function of
 Pr(x | θ) / Pr(x); privgate breaks its ties by that ratio's rank so the low-FPR
 end of the ROC curve is not flattened by the finite number of z-samples.
+
+**Augmented queries**: when the recipe trains with crops or flips and the
+audit rows are images, the target and every reference model are queried on the
+same fixed views of each x and each z (:mod:`privgate.attacks.views`), and the
+likelihood ratio is averaged over the V views (Zarifzadeh et al. 2024, §4, as
+Carlini et al. 2022, arXiv 2112.03570, §V do for LiRA):
+
+    Pr(x | θ) / Pr(x)  →  (1/V) Σ_v Pr(x_v | θ) / Pr(x_v),
+
+each Pr(x_v) from the reference models on that view; ``a`` is calibrated on the
+same view-averaged ratios. ``augmented_queries: false`` queries each row once.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
-from privgate.attacks.reference import build_references, check_models, log_softmax, reference_result, true_class
+from privgate.attacks.reference import (
+    References,
+    build_references,
+    check_models,
+    log_softmax,
+    reference_result,
+    true_class,
+)
+from privgate.attacks.views import OPTION, Views, check_option, query_views
 from privgate.errors import shown
 
 _TINY = 1e-300
@@ -112,6 +132,57 @@ def calibrate_a(
     return best, aucs
 
 
+def view_ratios(
+    ctx: AttackContext,
+    refs: References,
+    views: Views,
+    p_true: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    a: float | str,
+    online: bool,
+) -> tuple[np.ndarray, np.ndarray, float, dict[float, float]]:
+    """log of the view-averaged Pr(·|θ)/Pr(·) of the audit rows and of the z-samples, ``a``, and its calibration AUCs.
+
+    One view at a time: its ``[K, n]`` and ``[K, m]`` reference probabilities
+    are read, and the ratios of every candidate ``a`` (the grid when ``auto``)
+    are added up — for the target, and, when calibrating, for the reference
+    models that play the target as in :func:`calibrate_a` — so nothing of
+    size views × models × rows is held.
+    """
+    assert refs.z_x is not None and refs.z_y is not None
+    grid = [float(g) for g in A_GRID] if a == "auto" else [float(a)]
+    k = refs.k
+    pseudo = list(range(min(CALIBRATION_TARGETS, k - k % 2))) if a == "auto" else []
+    members = [refs.inside[j] for j in pseudo]
+    rx = np.zeros((len(grid), len(ctx.y)))
+    rz = np.zeros((len(grid), len(refs.z_y)))
+    cx = [np.zeros((len(grid), int(m.sum()))) for m in members]
+    cz = [np.zeros((len(grid), len(refs.z_y))) for _ in pseudo]
+    for view in views:
+        xv, zv = views.apply(view, ctx.x), views.apply(view, refs.z_x)
+        p_ref, pz_ref = refs.per_row(p_true, xv), refs.z_per_row(p_true, zv)
+        p_t, pz_t = ctx.target.map_rows(xv, ctx.y, p_true), ctx.target.map_rows(zv, refs.z_y, p_true)
+        p_out, pz_mean = _mean_over(p_ref, ~refs.inside), pz_ref.mean(axis=0)
+        for g, av in enumerate(grid):
+            px = p_ref.mean(axis=0) if online else offline_px(p_out, av)
+            rx[g] += p_t / np.clip(px, _TINY, None)
+            rz[g] += pz_t / np.clip(offline_px(pz_mean, av), _TINY, None)
+        for i, j in enumerate(pseudo):
+            others, m = np.arange(k) != j, members[i]
+            px_out = _mean_over(p_ref[others][:, m], ~refs.inside[others][:, m])
+            pz_out = pz_ref[others].mean(axis=0)
+            for g, av in enumerate(grid):
+                cx[i][g] += p_ref[j, m] / np.clip(offline_px(px_out, av), _TINY, None)
+                cz[i][g] += pz_ref[j] / np.clip(offline_px(pz_out, av), _TINY, None)
+    aucs: dict[float, float] = {}
+    if pseudo:
+        logs = [(np.log(np.clip(x, _TINY, None)), np.log(np.clip(z, _TINY, None))) for x, z in zip(cx, cz)]
+        aucs = {av: sum(_auc(lx[g], lz[g]) for lx, lz in logs) / len(pseudo) for g, av in enumerate(grid)}
+    best = max(aucs, key=lambda v: (aucs[v], -v)) if aucs else grid[0]
+    g = grid.index(best)
+    v = len(views)
+    return np.log(np.clip(rx[g] / v, _TINY, None)), np.log(np.clip(rz[g] / v, _TINY, None)), best, aucs
+
+
 def rmia_scores(log_ratio_x: np.ndarray, log_ratio_z: np.ndarray, gamma: float) -> np.ndarray:
     """score(x) = fraction of z with LR(x, z) > γ, ties broken by the rank of LR(x).
 
@@ -145,6 +216,8 @@ class RMIAAttack(Attack):
         min_population: fewest population rows to run at all.
         online: use IN and OUT models for Pr(x) (no approximation).
         temperature: T of the softmax behind Pr(x | θ) (1 = the model's own probabilities).
+        augmented_queries: average the likelihood ratio over the fixed augmentations of
+            each row when the recipe crops or flips images (default true; module docstring).
     """
 
     name = "rmia"
@@ -160,6 +233,7 @@ class RMIAAttack(Attack):
         min_population: int = 100,
         online: bool = False,
         temperature: float = 2.0,
+        augmented_queries: bool = True,
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -181,6 +255,8 @@ class RMIAAttack(Attack):
             "online": online,
             "temperature": float(temperature),
         }
+        if not check_option(augmented_queries):  # listed only when turned off: reports without it stay comparable
+            self.options[OPTION] = False
 
     def run(self, ctx: AttackContext) -> AttackResult:
         start = time.perf_counter()
@@ -194,21 +270,25 @@ class RMIAAttack(Attack):
         def p_true(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
             return tempered_true_class(log_proba, y, t)
 
-        p_ref = refs.per_row(p_true)  # [K, n], streamed: the models' [n, classes] outputs are never held
-        pz_ref = refs.z_per_row(p_true)  # [K, m]
-        if o["a"] == "auto":
-            a, grid = calibrate_a(p_ref, refs.inside, pz_ref)
+        views, notes = query_views(ctx.recipe, ctx.x, o.get(OPTION, True))
+        if views is not None:
+            lx, lz, a, grid = view_ratios(ctx, refs, views, p_true, o["a"], o["online"])
         else:
-            a, grid = float(o["a"]), {}
-        if o["online"]:
-            px = p_ref.mean(axis=0)
-        else:
-            px = offline_px(_mean_over(p_ref, ~refs.inside), a)
-        pz = offline_px(pz_ref.mean(axis=0), a)
-        p_target_x = ctx.per_row(p_true)
-        p_target_z = tempered_true_class(ctx.target.log_proba(refs.z_x), refs.z_y, t)
-        lx = np.log(np.clip(p_target_x, _TINY, None)) - np.log(np.clip(px, _TINY, None))
-        lz = np.log(np.clip(p_target_z, _TINY, None)) - np.log(np.clip(pz, _TINY, None))
+            p_ref = refs.per_row(p_true)  # [K, n], streamed: the models' [n, classes] outputs are never held
+            pz_ref = refs.z_per_row(p_true)  # [K, m]
+            if o["a"] == "auto":
+                a, grid = calibrate_a(p_ref, refs.inside, pz_ref)
+            else:
+                a, grid = float(o["a"]), {}
+            if o["online"]:
+                px = p_ref.mean(axis=0)
+            else:
+                px = offline_px(_mean_over(p_ref, ~refs.inside), a)
+            pz = offline_px(pz_ref.mean(axis=0), a)
+            p_target_x = ctx.per_row(p_true)
+            p_target_z = tempered_true_class(ctx.target.log_proba(refs.z_x), refs.z_y, t)
+            lx = np.log(np.clip(p_target_x, _TINY, None)) - np.log(np.clip(px, _TINY, None))
+            lz = np.log(np.clip(p_target_z, _TINY, None)) - np.log(np.clip(pz, _TINY, None))
         scores = rmia_scores(lx, lz, o["gamma"])
         how = (
             "online (IN and OUT models)"
@@ -221,12 +301,19 @@ class RMIAAttack(Attack):
             scores,
             start,
             o,
-            [f"RMIA {how}, γ = {o['gamma']:g}, temperature {t:g}, {len(lz)} population z-samples"],
+            [f"RMIA {how}, γ = {o['gamma']:g}, temperature {t:g}, {len(lz)} population z-samples"]
+            + (
+                [
+                    f"the target and every reference model queried on {views.describe()} (the z-samples too), "
+                    "the likelihood ratio Pr(x | θ)/Pr(x) averaged over them"
+                ]
+                if views is not None
+                else []
+            )
+            + notes,
             reference_models=o["models"],
             a=a,
             a_calibration_auc={str(k): round(v, 4) for k, v in grid.items()},
             z_samples=len(lz),
+            **({"augmented_queries": views.names} if views is not None else {}),
         )
-
-
-ATTACKS: tuple[type[Attack], ...] = (RMIAAttack,)

@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from privgate.cli.cache import cache_options, cache_settings
+from privgate.cli.cache_settings import cache_options, cache_settings
 from privgate.cli.endpoint import endpoint_access, endpoint_options
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import cap_threads, err_console, guard, out_console, progress_wanted
+from privgate.cli.job_output import output_options
 from privgate.cli.lmoptions import text_options, text_settings
-from privgate.cli.outputs import output_options
 from privgate.cli.step_summary import append_step_summary
+from privgate.cli.threads import threads_setting
 from privgate.report import title_of
 from privgate.report.safe import clean
 from privgate.report.safe import console as escape
@@ -48,7 +49,9 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 @click.option("--nonmembers", help="Non-members from the same distribution: .npz, .pt, .csv or module:function.")
 @click.option("--population", help="Optional extra same-distribution data for reference models.")
 @click.option(
-    "--recipe", help="Training recipe as module:attr (needed for state_dict checkpoints and reference models)."
+    "--recipe",
+    help="Training recipe as module:attr: a privgate.Recipe, or your own train(x, y, seed, device) -> nn.Module "
+    "(needed for state_dict checkpoints and reference models).",
 )
 @click.option(
     "--config",
@@ -72,17 +75,18 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     envvar="PRIVGATE_THREADS",
     show_envvar=True,
     help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, "
-    "else $PRIVGATE_THREADS, else the config's 'threads', else 1. Set it to the core count on a runner "
-    "that does nothing else; never oversubscribe shared cores.",
+    "else $PRIVGATE_THREADS, else the config's 'threads', else $OMP_NUM_THREADS, else the cores this process may "
+    "use (its CPU affinity, capped by its cgroup's CPU quota). Set 1 where several jobs share the cores.",
 )
 @click.option(
     "--device",
     type=click.Choice(["auto", "cpu", "cuda"]),
     envvar="PRIVGATE_DEVICE",
     show_envvar=True,
-    help="Where the model is scored, reference models and DP-SGD train, and white-box attacks run: auto (a CUDA "
-    "GPU when torch sees one, else the CPU), cpu, or cuda (exit 2 without one). This flag, else $PRIVGATE_DEVICE, "
-    "else the config's 'device', else auto.",
+    help="Where the model is scored, reference models and DP-SGD train, and white-box attacks run: auto (the CPU, "
+    "or a CUDA GPU when torch sees one and this run's estimated work is large enough for it to finish sooner; the "
+    "report says why), cpu, or cuda (exit 2 without one). This flag, else $PRIVGATE_DEVICE, else the config's "
+    "'device', else auto.",
 )
 @click.option(
     "--engine",
@@ -219,6 +223,8 @@ class _Given:
     nonmembers: str
     population: str | None
     recipe: str | None
+    executor: dict[str, Any]  # RunOptions' executor settings
+    threads: dict[str, Any]  # RunOptions' threads and their reason (privgate.cli.threads)
 
 
 @dataclass
@@ -241,6 +247,10 @@ def _given(flags: dict[str, Any], cfg: Any) -> _Given:
         value = cfg.get(key)
         return _resolve(value, False, base) if isinstance(value, str) else value
 
+    # before the user's modules import torch: more than one thread lets OpenMP's idle threads sleep
+    executor_given = executor_settings(flags["executor"], flags["ray_address"], flags["models_per_task"], cfg)
+    # validated: click's IntRange, config._validate
+    threads_given = threads_setting(flags["threads"], cfg.get("threads"), cfg.path, executor_given["executor"])
     model_path = pick("model", flags["model"])
     policy_spec = flags["policy_spec"]
     policy_value = policy_spec if policy_spec is not None else cfg.get("policy")
@@ -254,13 +264,16 @@ def _given(flags: dict[str, Any], cfg: Any) -> _Given:
     if members is None or nonmembers is None:
         raise click.UsageError("audit data missing: pass --members and --nonmembers (or set them in the config).")
     population, recipe = pick("population", flags["population"]), pick("recipe", flags["recipe"])
-    return _Given(pick, model_path, policy_value, members, nonmembers, population, recipe)
+    return _Given(
+        pick, model_path, policy_value, members, nonmembers, population, recipe, executor_given, threads_given
+    )
 
 
 def _planned_request(given: _Given, flags: dict[str, Any], cfg: Any) -> _Request:
     """Every path the run may write, refused at once when it names an input or an existing hardened model folder."""
+    from privgate.cli.inputfiles import audit_inputs
     from privgate.io.artefacts import default_directory
-    from privgate.io.guards import audit_inputs, check_outputs, stream_of
+    from privgate.io.guards import check_outputs, stream_of
 
     outputs, pick, remediate, output_model = flags["outputs"], given.pick, flags["remediate"], flags["output_model"]
     json_typed = outputs.get("json")
@@ -344,14 +357,12 @@ def _run(request: _Request, given: _Given, flags: dict[str, Any], cfg: Any) -> A
     """Run the job through :mod:`privgate.api` and write its reports, artefacts and model files together."""
     from privgate.api import check as run_check  # torch: imported after the cheap checks above
     from privgate.api import harden as run_harden
-    from privgate.cli.outputs import rendered
+    from privgate.cli.job_output import rendered
     from privgate.io.staging import Staging, commit
     from privgate.options import RunOptions
     from privgate.report.html import attach_images
 
     pick, f = given.pick, flags
-    # validated: click's IntRange for the flag and $PRIVGATE_THREADS, config._validate for the file
-    n_threads = pick("threads", f["threads"])
     out = out_console()
     status = out.status("auditing…") if progress_wanted(f["quiet"], out) else None
     progress = (lambda msg: status.update(escape(msg))) if status else None
@@ -360,14 +371,14 @@ def _run(request: _Request, given: _Given, flags: dict[str, Any], cfg: Any) -> A
     with Staging(request.artefacts_dir) as staging:  # nothing reaches its destination before commit()
         run = RunOptions(
             seed=pick("seed", f["seed"]) or 0,
-            threads=n_threads,
+            **given.threads,
             **cache_settings(pick("cache_dir", f["cache_dir"]), f["cache_key_file"]),
             device=f["device"] or cfg.get("device") or "auto",  # validated: click.Choice, config._validate
             engine=f["engine"] or cfg.get("engine") or "auto",
             progress=progress,
             artefacts_dir=staging.path,
             exposed=10 if exposed is None else exposed,
-            **executor_settings(f["executor"], f["ray_address"], f["models_per_task"], cfg),
+            **given.executor,
         )
         connect(run)  # a missing extra or a wrong address: exit 2 before any work
         if status:
@@ -446,7 +457,7 @@ def _planned(
     outputs: dict[str, str | None], artefacts_dir: str | None, json_from: str, default_artefacts: bool
 ) -> list[Named]:
     """Every report and artefact path ``check`` may write, with what it is and which flag (or config key) named it."""
-    from privgate.cli.outputs import planned as planned_reports
+    from privgate.cli.job_output import planned as planned_reports
     from privgate.io.guards import Named
 
     planned = planned_reports(outputs, lambda fmt: json_from if fmt == "json" else f"--{fmt}")

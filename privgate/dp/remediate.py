@@ -85,6 +85,7 @@ from privgate.recipe import Recipe
 from privgate.report.model import Report
 from privgate.report.remediation_section import Chosen, RemediationSection, SearchRow, UtilitySpec
 from privgate.training.threads import limit_threads
+from privgate.workload import decided
 
 RowCallback = Callable[[SearchRow], None]
 _search = search_schedule  # the name the tests knew
@@ -146,7 +147,7 @@ def remediate(
         PolicyError: the policy does not allow remediation.
         RecipeError: no recipe, or one Opacus cannot make private.
     """
-    run = RunOptions.of(options, **settings).resolved()
+    run = RunOptions.of(options, **settings)  # search() decides threads and auto's device on the task's inputs
     task = TabularTask(target, data, policy, recipe, train=train, run=run, model_kind=model_kind)
     return search(task, original=original, on_row=on_row, memo=memo, sweep=sweep, options=run)
 
@@ -185,7 +186,7 @@ def search(
     Returns:
         An :class:`Outcome` whose report carries the typed ``remediation`` section.
     """
-    run = (options or RunOptions()).resolved()
+    run = decided(options or RunOptions(), task.target, task.data, task.policy, task.audit_recipe, hardening=True)
     policy, rem = task.policy, task.policy.remediation
     t0 = time.perf_counter()
     earlier = original.duration_s if original is not None else 0.0  # audited before this call

@@ -57,6 +57,11 @@ def check_can_remediate(policy: Policy, recipe: Recipe | None) -> None:
             f"recipe '{recipe.name}': remediation retrains torch models with DP-SGD; a {type(recipe).__name__} "
             "cannot be hardened."
         )
+    if recipe.model_factory is None:  # a training function alone (privgate.training.function)
+        raise RecipeError(
+            f"recipe '{recipe.name}': remediation retrains with DP-SGD inside privgate's own training loop, which "
+            "cannot run your training function; give a Recipe with the model's model_factory (and your settings)."
+        )
 
 
 def choose_clip(

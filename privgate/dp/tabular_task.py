@@ -102,7 +102,7 @@ class TabularTask(HardenTask):
         from privgate.dp.hardened import default_output
 
         out = Path(settings.output_model) if settings.output_model else default_output(given)
-        return cls(i.target, i.data, i.policy, i.recipe, train=i.members, run=run.resolved(), output=out)
+        return cls(i.target, i.data, i.policy, i.recipe, train=i.members, run=run, output=out)
 
     # ------------------------------------------------------------------ the candidates
 

@@ -25,7 +25,7 @@ Each task asks Ray for ``threads`` CPUs (and a GPU when the run trains on
 ``cuda``) and runs with torch and BLAS held to ``threads`` threads, as the
 local executor does. Large arguments shared by several tasks (the audit rows)
 are put in Ray's object store once. Functions and recipes from the user's own
-modules (a recipe file next to the model) are sent by value, so workers on
+modules (a recipe file next to the model, a recipe's own training function) are sent by value, so workers on
 other machines need privgate installed but not the user's files.
 """
 
@@ -208,7 +208,12 @@ def _user_modules(objects: Sequence[Any]) -> set[str]:
     installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     found: set[str] = set()
     for obj in objects:
-        for candidate in (type(obj), getattr(obj, "model_factory", None), obj if callable(obj) else None):
+        for candidate in (
+            type(obj),
+            getattr(obj, "model_factory", None),
+            getattr(obj, "train_fn", None),  # a recipe of the user's own training function
+            obj if callable(obj) else None,
+        ):
             name = getattr(candidate, "__module__", None)
             module = sys.modules.get(name or "")
             file = getattr(module, "__file__", None)

@@ -6,7 +6,7 @@ is a fixed *prefix* ("my account number is ") followed by a *secret* drawn
 uniformly at random from the randomness space R — every string over an
 *alphabet* of the secret's length, |R| = |alphabet| ** len(secret). Because
 the secret is random, a model that never saw it ranks it like any other
-candidate (exposure ≈ 0 bits, :mod:`privgate.lm.exposure`); one that memorised
+candidate (exposure ≈ 0 bits, :mod:`privgate.lm.canary_exposure`); one that memorised
 it ranks it first (exposure = log2 |R|).
 
 The canary file is JSON Lines, one canary a line::
@@ -16,7 +16,7 @@ The canary file is JSON Lines, one canary a line::
 :func:`load_canaries` validates it at the boundary (one sentence naming the
 file and line, :class:`privgate.errors.DataError`): at most ``max_canaries``
 canaries (1,000 by default; each costs up to
-:data:`privgate.lm.exposure.MAX_EXACT` scored candidates), every field Unicode
+:data:`privgate.lm.canary_exposure.MAX_EXACT` scored candidates), every field Unicode
 text, and a randomness space of at most 2^1000 candidates (exposure is
 reported in bits up to log2 |R|). :func:`make_canaries` draws fresh ones for
 ``privgate canaries make``.

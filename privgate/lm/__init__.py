@@ -9,7 +9,7 @@ with :mod:`privgate.lm.attacks`, which turn them into membership scores, and
 runs the distribution-shift guard (:mod:`privgate.lm.shift`) as its diagnostic;
 a sequence classifier is audited by the black-box family
 (:mod:`privgate.lm.classifier`). The leaks of a language model of their own —
-canary exposure (:mod:`privgate.lm.exposure`, candidates scored by
+canary exposure (:mod:`privgate.lm.canary_exposure`, candidates scored by
 :mod:`privgate.lm.continuations`) and verbatim extraction
 (:mod:`privgate.lm.extraction`) — are measurements the gate runs as attacks.
 Hardening is DP fine-tuning from the public base (:mod:`privgate.lm.finetune`,

@@ -70,12 +70,11 @@ kernels against the sequential loop.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -89,9 +88,11 @@ from privgate.training.cache import ModelCache
 from privgate.training.dp_step import dp_note, dp_step, dp_view
 from privgate.training.ensemble import Ensemble
 from privgate.training.fingerprint import data_fingerprint, model_key, recipe_fingerprint
+from privgate.training.function import architecture_copy, architecture_state, check_states
 from privgate.training.kernels import NotVectorisable, mlp_kernel_mismatch
 from privgate.training.optimisers import optimise
 from privgate.training.plan import dropout_seed, epoch_schedule
+from privgate.training.sequential import own_loop_reason, train_one, train_sequential
 from privgate.training.stacked import NotStackable, StackedModel, Training, random_forward, unstack
 from privgate.training.tasks import train_groups
 from privgate.training.threads import resolve_threads, torch_threads
@@ -100,6 +101,8 @@ from privgate.training.threads import resolve_threads, torch_threads
 
 
 def _check_vectorisable(recipe: Recipe) -> None:
+    if recipe.own_loop:
+        raise NotVectorisable(own_loop_reason(recipe))
     if not recipe.vectorisable and recipe.dp_sgd is None:
         raise NotVectorisable(f"recipe '{recipe.name}' ({type(recipe).__name__}) trains with its own loop")
     if recipe.optimizer not in OPTIMIZERS:
@@ -211,51 +214,13 @@ def _training(recipe: Recipe, xt: torch.Tensor, seeds: Sequence[int]) -> Trainin
     return Training(float(recipe.label_smoothing), recipe.precision == "bf16", augmenters)
 
 
-def _takes_device(recipe: Recipe) -> bool:
-    """Whether ``recipe.train`` accepts ``device=`` (a subclass written for an older privgate may not)."""
-    try:
-        params = inspect.signature(recipe.train).parameters
-    except (TypeError, ValueError):
-        return False
-    return "device" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
-def train_one(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: int, device: str = "cpu") -> nn.Module:
-    """``recipe.train(x, y, seed=seed)`` on ``device`` when the recipe's ``train`` takes one (else on the CPU)."""
-    extra = {"device": device} if device != "cpu" and _takes_device(recipe) else {}
-    return recipe.train(x, y, seed=int(seed), **extra)
-
-
-def _train_sequential(
-    recipe: Recipe, x: np.ndarray, y: np.ndarray, masks: np.ndarray, seeds: Sequence[int], device: str = "cpu"
-) -> tuple[list[dict[str, torch.Tensor]], list[str]]:
-    """One ``recipe.train`` call per model: the reference the vectorised engine replicates."""
-    out = []
-    notes: list[str] = []
-    extra: dict[str, Any] = {}
-    if device != "cpu":
-        if _takes_device(recipe):
-            extra["device"] = device
-        else:
-            notes.append(f"{type(recipe).__name__}.train takes no device argument; its models were trained on the CPU")
-    for mask, s in zip(masks, seeds):
-        try:
-            net = recipe.train(x[mask], y[mask], seed=int(s), **extra)
-        except RecipeError:
-            raise
-        except Exception as exc:
-            raise RecipeError(f"recipe '{recipe.name}': training failed ({exc.__class__.__name__}: {exc}).") from None
-        out.append({n: t.detach().cpu().clone() for n, t in net.state_dict().items()})
-    return out, notes
-
-
 class Trained(NamedTuple):
     """What :func:`train_models` returns."""
 
     states: list[dict[str, torch.Tensor]]
     mode: str  # "vectorised" or "sequential"
     notes: list[str]
-    kernel: str  # "mlp", "mlp-dp", "grouped", "vmap" (vectorised) or "loop" (sequential)
+    kernel: str  # "mlp", "mlp-dp", "grouped", "vmap" (vectorised), "loop" or "function" (sequential)
 
 
 def train_models(
@@ -281,6 +246,25 @@ def train_models(
     :func:`privgate.device.resolve_device`); the states come back on the CPU.
     """
     with torch_threads(resolve_threads(threads)):
+        return _train_models(recipe, x, y, masks, seeds, vectorise, kernel, strict, device)[0]
+
+
+def train_task(
+    recipe: Recipe,
+    x: np.ndarray,
+    y: np.ndarray,
+    masks: np.ndarray,
+    seeds: Sequence[int],
+    vectorise: bool,
+    threads: int | None,
+    kernel: str,
+    strict: bool,
+    device: str,
+) -> tuple[Trained, nn.Module | None]:
+    """:func:`train_models` as one executor task (:mod:`privgate.training.tasks`): the trained models and, for a
+    recipe of the user's own training function, the first model it returned (the architecture its states load into,
+    :attr:`Ensemble.architecture`)."""
+    with torch_threads(resolve_threads(threads)):
         return _train_models(recipe, x, y, masks, seeds, vectorise, kernel, strict, device)
 
 
@@ -294,13 +278,21 @@ def _train_models(
     kernel: str = "auto",
     strict: bool = False,
     device: str = "cpu",
-) -> Trained:
+) -> tuple[Trained, nn.Module | None]:
     notes: list[str] = []
     ignored = dp_note(recipe)
+    if recipe.own_loop:  # the user's training function: one call per model, never stacked
+        if vectorise and strict:
+            raise RecipeError(
+                f"recipe '{recipe.name}': engine 'vectorised' cannot train this model: {own_loop_reason(recipe)} "
+                "(use engine 'auto' or 'sequential')."
+            )
+        states, more, architecture = train_sequential(recipe, x, y, masks, seeds, device)
+        return Trained(states, "sequential", [own_loop_reason(recipe)] + more, "function"), architecture
     if vectorise:
         try:
             states, used, notes = _train_vectorised(recipe, x, y, masks, seeds, kernel, device)
-            return Trained(states, "vectorised", notes + ([ignored] if ignored else []), used)
+            return Trained(states, "vectorised", notes + ([ignored] if ignored else []), used), None
         except NotVectorisable as exc:
             why = str(exc)
         except RecipeError:
@@ -316,8 +308,8 @@ def _train_models(
                 f"'auto' or 'sequential')."
             )
         notes.append(f"trained {len(seeds)} reference model(s) one after another with recipe.train: {why}")
-    states, more = _train_sequential(recipe, x, y, masks, seeds, device)
-    return Trained(states, "sequential", notes + more + ([ignored] if ignored else []), "loop")
+    states, more, _ = train_sequential(recipe, x, y, masks, seeds, device)
+    return Trained(states, "sequential", notes + more + ([ignored] if ignored else []), "loop"), None
 
 
 def train_ensemble(
@@ -335,6 +327,7 @@ def train_ensemble(
     device: str = "cpu",
     executor: Executor | None = None,
     models_per_task: int | None = None,
+    architecture: nn.Module | None = None,
 ) -> Ensemble:
     """Train (or load from the cache) model k on ``x[masks[k]]`` with seed ``seeds[k]``.
 
@@ -360,6 +353,9 @@ def train_ensemble(
             written after, here, so a cache never changes what a task computes.
         models_per_task: most models one task trains at once (default: all);
             the groups depend only on this and K, not on the executor.
+        architecture: for a recipe of the user's own training function without a
+            ``model_factory``: a model of the architecture it returns (the target's),
+            which cached states load into (:mod:`privgate.training.function`).
 
     Returns:
         An :class:`Ensemble` with the states in mask order and what it cost.
@@ -375,18 +371,9 @@ def train_ensemble(
         raise ValueError(f"masks must be [K, {len(x)}] with one seed per row; got {masks.shape} and {len(seeds)} seeds")
     if not masks.any(axis=1).all():
         raise ValueError("every model needs at least one training row")
-    probe = recipe.build(seed=0)
-    like = probe.state_dict()
-    try:
-        with torch.no_grad():
-            probe.eval()(torch.as_tensor(x[:2]))
-    except Exception as exc:
-        if out_of_memory(exc):
-            raise
-        msg = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else exc.__class__.__name__
-        raise RecipeError(
-            f"recipe '{recipe.name}': its model cannot run on the audit data (rows of shape {x.shape[1:]}): {msg}."
-        ) from None
+    own = recipe.own_loop and recipe.model_factory is None  # nothing to build: the user's function makes the models
+    probe = None if own else _probe(recipe, x)
+    like = probe.state_dict() if probe is not None else architecture_state(architecture)
 
     k = len(seeds)
     states: list[dict[str, torch.Tensor] | None] = [None] * k
@@ -395,8 +382,10 @@ def train_ensemble(
     vectorise = vectorise and engine != "sequential"
     if cache is not None:
         rfp, dfp = recipe_fingerprint(recipe), data_fingerprint(x, y)
-        planned = "vectorised" if vectorise and _stacks_dp(recipe, probe) else "sequential"
-        stream = training_stream(recipe, probe, x, planned, device)
+        fn = recipe.own_loop  # the user's function: one call per model, its own random draws (its key says which)
+        stacks = vectorise and not fn and probe is not None and _stacks_dp(recipe, probe)
+        planned = "vectorised" if stacks else "sequential"
+        stream = "" if fn or probe is None else training_stream(recipe, probe, x, planned, device)
 
         def keys_of(stream: str) -> list[str]:
             return [model_key(rfp, dfp, m, s, stream) for m, s in zip(masks, seeds)]
@@ -406,19 +395,31 @@ def train_ensemble(
     notes: list[str] = []
     mode, kernel = "cache", ""
     trained = 0
-    if any(s is None for s in states):
+    skeleton = architecture_copy(architecture) if own else None
+    if any(s is None for s in states) or (own and skeleton is None):
         lock_name = hashlib.sha256("".join(keys).encode()).hexdigest()[:24] if keys else ""
-        with cache.lock(lock_name) if cache is not None else _nolock():
+        with cache.lock(lock_name) if cache is not None else nullcontext():
             if cache is not None:  # another run may have trained them while we waited
                 states = [s if s is not None else cache.load(key, like) for s, key in zip(states, keys)]
             todo = [i for i, s in enumerate(states) if s is None]
+            if not todo and own and skeleton is None:  # every state cached, but no model of theirs to load them into
+                todo = [0]
+                notes.append(
+                    "model 0 was trained again for its architecture (no model_factory, and the target has none)"
+                )
             if todo:
-                new, mode, notes, kernel = train_groups(
+                (new, mode, more, kernel), returned = train_groups(
                     executor, models_per_task, recipe, x, y, masks[todo], [seeds[i] for i in todo],
                     vectorise, threads, engine == "vectorised", device,
                 )  # fmt: skip
+                notes += more
+                if recipe.own_loop:
+                    of = "model_factory's model" if probe is not None else "the target's model"
+                    check_states(recipe, new, *((like, of) if like is not None else (new[0], "the first one")))
+                skeleton = returned if own and returned is not None else skeleton
                 trained = len(todo)
-                if cache is not None and mode != planned:  # a DP recipe the MLP kernel declined: stored as trained
+                # a DP recipe the MLP kernel declined: stored as trained
+                if cache is not None and mode != planned and probe is not None:
                     keys = keys_of(training_stream(recipe, probe, x, mode, device))
                 for i, st in zip(todo, new):
                     states[i] = st
@@ -438,7 +439,24 @@ def train_ensemble(
         notes=notes,
         warnings=list(cache.warnings) if cache is not None else [],
         device=device,
+        architecture=skeleton,
     )
+
+
+def _probe(recipe: Recipe, x: np.ndarray) -> nn.Module:
+    """A fresh build of the recipe's model under seed 0, run on two rows (one sentence when it cannot run on them)."""
+    probe = recipe.build(seed=0)
+    try:
+        with torch.no_grad():
+            probe.eval()(torch.as_tensor(x[:2]))
+    except Exception as exc:
+        if out_of_memory(exc):
+            raise
+        msg = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else exc.__class__.__name__
+        raise RecipeError(
+            f"recipe '{recipe.name}': its model cannot run on the audit data (rows of shape {x.shape[1:]}): {msg}."
+        ) from None
+    return probe
 
 
 def _stacks_dp(recipe: Recipe, net: nn.Module) -> bool:
@@ -474,9 +492,13 @@ def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, de
     return ""
 
 
-@contextmanager
-def _nolock() -> Iterator[None]:
-    yield
-
-
-__all__ = ["KERNELS", "Ensemble", "Trained", "train_ensemble", "train_models", "train_one", "training_stream"]
+__all__ = [
+    "KERNELS",
+    "Ensemble",
+    "Trained",
+    "train_ensemble",
+    "train_models",
+    "train_one",
+    "train_task",
+    "training_stream",
+]

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from privgate.recipe import Recipe
 
@@ -47,6 +48,10 @@ class Ensemble:
         notes: sentences for the report (fallbacks).
         warnings: cache problems for the report: entries that failed their
             integrity check and were retrained, a cache folder that could not be used.
+        architecture: for a recipe of the user's own training function without a
+            ``model_factory`` (:mod:`privgate.training.function`), a model the
+            states load into (one it returned, or a copy of the target); None:
+            ``recipe.build()``.
     """
 
     recipe: Recipe
@@ -62,6 +67,7 @@ class Ensemble:
     threads: int = 0
     warnings: list[str] = field(default_factory=list)
     device: str = "cpu"
+    architecture: nn.Module | None = field(default=None, repr=False, compare=False)
     #: raw outputs kept by :meth:`output_batches` (shared by copies made with ``dataclasses.replace``)
     _outputs: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -95,6 +101,16 @@ class Ensemble:
             out[k].append(raw)
         return np.stack([np.concatenate(parts) for parts in out])
 
+    def _model(self) -> nn.Module:
+        """A model of the ensemble's architecture on :attr:`device`, to load each state into."""
+        if self.architecture is None:
+            return self.recipe.build().to(self.device)
+        import warnings
+
+        with warnings.catch_warnings():  # moving a TorchScript module reads .grad of its non-leaf parameters
+            warnings.simplefilter("ignore", UserWarning)
+            return self.architecture.to(self.device)
+
     def output_batches(self, x: np.ndarray, batch: int = 4096) -> Iterator[tuple[int, int, np.ndarray]]:
         """``(model k, first row, raw outputs)`` of every model on ``x``, one batch of rows at a time.
 
@@ -116,7 +132,7 @@ class Ensemble:
             return
         kept: list[tuple[int, int, torch.Tensor]] | None = []
         size = 0
-        net = self.recipe.build().to(self.device)
+        net = self._model()
         xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         resident = self.device != "cpu" and _fits(xt, self.device)
         layout = torch.channels_last if self.device.startswith("cuda") and xt.dim() == 4 else torch.contiguous_format

@@ -54,18 +54,28 @@ def recipe_fingerprint(recipe: Recipe) -> str:
     name; an :class:`~privgate.recipe.Augment` field by field, its transform by
     qualified name), the bytes of a public ``pretrained`` start, the
     architecture (``str(model)``) and every tensor of a fresh build under seed 0.
-    The training settings of :data:`~privgate.recipe.TRAINING_DEFAULTS` enter
-    only when set: a recipe written before they existed keeps its key (and its
+    A recipe of the user's own training function (:attr:`~privgate.recipe.Recipe.own_loop`)
+    is that function's name and source files instead
+    (:func:`privgate.training.function.function_fingerprint`): its other
+    settings only describe it. The training settings of
+    :data:`~privgate.recipe.TRAINING_DEFAULTS` (and ``train_fn``) enter only
+    when set: a recipe written before they existed keeps its key (and its
     cached models, which they do not change), and one with a schedule,
     augmentation or any other of them never shares a key with one without.
     """
     from privgate.recipe import TRAINING_DEFAULTS
 
+    if recipe.own_loop:  # the user's training function decides the model: its name and its source files
+        from privgate.training.function import function_fingerprint
+
+        return hashlib.sha256(f"engine{ENGINE_VERSION}|{function_fingerprint(recipe.train_fn)}".encode()).hexdigest()
     h = hashlib.sha256()
     h.update(f"engine{ENGINE_VERSION}|{type(recipe).__module__}.{type(recipe).__qualname__}|".encode())
     for f in dataclasses.fields(recipe):
         value = getattr(recipe, f.name)
-        if f.name in TRAINING_DEFAULTS and value == TRAINING_DEFAULTS[f.name]:
+        if (f.name in TRAINING_DEFAULTS and value == TRAINING_DEFAULTS[f.name]) or (
+            f.name == "train_fn" and value is None
+        ):
             continue
         h.update(f"{f.name}={_stable(value)}|".encode())
     if recipe.pretrained and Path(recipe.pretrained).is_file():

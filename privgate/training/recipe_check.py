@@ -35,6 +35,21 @@ def check_recipe(recipe: Any) -> None:
     def bad(field: str, value: Any, want: str) -> RecipeError:
         return RecipeError(f"{head}: {field} must be {want}, got {value!r}.")
 
+    if recipe.model_factory is None and recipe.train_fn is None:
+        raise RecipeError(
+            f"{head}: give a model_factory (privgate trains the model) or a train_fn (your own training loop, "
+            "train(x, y, seed, device) -> nn.Module)."
+        )
+    for name in ("model_factory", "train_fn"):
+        value = getattr(recipe, name)
+        if value is not None and not callable(value):
+            raise bad(name, value, "a function or None")
+    if recipe.train_fn is not None:
+        from privgate.training.function import signature_problem
+
+        problem = signature_problem(recipe.train_fn)
+        if problem:
+            raise RecipeError(f"{head}: train_fn {problem}.")
     if recipe.optimizer not in OPTIMIZERS:
         raise bad("optimizer", recipe.optimizer, f"one of {', '.join(OPTIMIZERS)}")
     if recipe.schedule not in SCHEDULES:

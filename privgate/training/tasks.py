@@ -34,14 +34,21 @@ def train_groups(
 ) -> Any:
     """Train one model per mask in consecutive groups of at most ``size`` models, one task per group.
 
-    Each task is :func:`privgate.training.engine.train_models` on its group
+    Returns ``(Trained, architecture)``: the joined result, and the first model a user's training function
+    returned (None for any other recipe).
+
+    Each task is :func:`privgate.training.engine.train_task` on its group
     (vectorised inside, with ``threads`` threads); the results come back in
     order and are joined: states in mask order, the notes of every group, the
-    kernels used. No cache here: the caller looks models up before and stores
-    them after, on the driver.
+    kernels used, and the first model a user's training function returned
+    (:mod:`privgate.training.function`; its models are one task each). No
+    cache here: the caller looks models up before and stores them after, on
+    the driver.
     """
-    from privgate.training.engine import Trained, train_models
+    from privgate.training.engine import Trained, train_task
 
+    if recipe.own_loop:  # the user's training function: one call per model, each its own task (parallel on Ray)
+        size = 1
     groups = task_groups(len(seeds), size)
     tasks = [
         (
@@ -59,7 +66,8 @@ def train_groups(
         for g in groups
     ]
     runner = executor or LocalExecutor()
-    done: list[Trained] = runner.map(train_models, tasks, threads=threads, gpus=1 if device == "cuda" else 0)
+    results = runner.map(train_task, tasks, threads=threads, gpus=1 if device == "cuda" else 0)
+    done: list[Trained] = [t for t, _ in results]
     notes = list(dict.fromkeys(n for t in done for n in t.notes))
     mode = "sequential" if any(t.mode == "sequential" for t in done) else "vectorised"
     kernel = "+".join(dict.fromkeys(t.kernel for t in done))
@@ -68,7 +76,8 @@ def train_groups(
             f"{len(seeds)} models trained as {len(groups)} tasks of at most {len(groups[0])} "
             f"({getattr(runner, 'name', 'local')} executor)"
         )
-    return Trained([st for t in done for st in t.states], mode, notes, kernel)
+    returned = next((a for _, a in results if a is not None), None)
+    return Trained([st for t in done for st in t.states], mode, notes, kernel), returned
 
 
 __all__ = ["train_groups"]

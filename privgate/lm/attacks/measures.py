@@ -9,7 +9,7 @@ holds what they need — the canaries file, the members and non-members.
 * ``canary_exposure`` — metric ``exposure`` (bits), the largest over the
   canaries (Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232):
   exposure = log2 |R| − log2 rank of the inserted secret among all candidates;
-  measured by :func:`privgate.lm.exposure.measure_exposure`: exactly up to
+  measured by :func:`privgate.lm.canary_exposure.measure_exposure`: exactly up to
   ``max_exact`` candidates, else extrapolated from ``samples`` sampled ones
   (options of the attack in the policy); the notes say which.
 * ``extraction`` — metric ``extraction_rate``: the fraction of members whose
@@ -124,7 +124,7 @@ class CanaryExposure(Measurement):
     measures = "exposure"
 
     def __init__(self, max_exact: int | None = None, samples: int | None = None, **options: Any) -> None:
-        from privgate.lm.exposure import MAX_EXACT, SAMPLES
+        from privgate.lm.canary_exposure import MAX_EXACT, SAMPLES
 
         super().__init__(**options)
         self.options = {
@@ -140,7 +140,7 @@ class CanaryExposure(Measurement):
             raise AttackSkipped("no canaries were given (--canaries FILE)")
         try:
             from privgate.inputs.canaries import load_canaries
-            from privgate.lm.exposure import measure_exposure
+            from privgate.lm.canary_exposure import measure_exposure
         except ImportError:
             raise AttackSkipped("canary exposure is not available in this version of privgate") from None
         canaries = load_canaries(Path(inputs.canaries), inputs.max_canaries)
@@ -275,6 +275,3 @@ class Extraction(Measurement):
         extras = {"extraction": rep.model_dump(exclude={"extracted_members", "extracted_nonmembers"})}
         extras["extracted"] = [{"member_index": i, "text": shorten(inputs.members[i])} for i in rep.extracted_members]
         return self._result(start, est, extras, notes)
-
-
-ATTACKS = (CanaryExposure, Extraction)

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from privgate.report.model import BaseReport
+from privgate.report.numbers import num
 from privgate.report.safe import md_code, md_text
-from privgate.report.text import num
 
 Table = Callable[[list[str], list[list[Any]]], list[str]]
 

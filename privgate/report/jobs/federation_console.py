@@ -5,10 +5,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from privgate.audits.federated.report import FederationReport
+from privgate.report.jobs.federation import FederationReport
+from privgate.report.numbers import num
 from privgate.report.safe import clean
 from privgate.report.safe import console as e
-from privgate.report.text import num
 
 
 def print_federation(report: FederationReport, console: Console) -> None:

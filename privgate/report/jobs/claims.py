@@ -15,18 +15,12 @@ is not a proof that the claim holds.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from privgate.report.model import SCHEMA_VERSION, BaseReport, CheckResult, Status
-
-
-def _finite(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
+from privgate.report.numbers import finite_or_none
 
 
 def claim_check(
@@ -83,7 +77,7 @@ class LdpResult(BaseModel):
     )
     status: Status
 
-    _f = field_validator("epsilon_empirical", mode="before")(_finite)
+    _f = field_validator("epsilon_empirical", mode="before")(finite_or_none)
 
 
 class LdpClaim(BaseModel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from privgate.audits.report import DpsgdAuditReport, LdpAuditReport, LdpResult
+from privgate.report.jobs.claims import DpsgdAuditReport, LdpAuditReport, LdpResult
 from privgate.report.safe import console as escape
 
 _STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}

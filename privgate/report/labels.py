@@ -9,27 +9,13 @@ JSON report.
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Any
 
 from privgate.report.model import AttackSummary, BaseReport, CheckResult, RatePoint, Report
+from privgate.report.numbers import num
 
 #: Attack statuses that mean "this attack never produced scores".
 NOT_RUN = ("unavailable", "skipped", "error")
-
-
-def _missing(v: Any) -> bool:
-    return v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
-
-
-def num(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
-    """A number for people with ``digits`` decimals; ``missing`` for absent or non-finite values."""
-    return missing if _missing(v) else f"{v:.{digits}f}"
-
-
-def sig(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
-    """A number for people with ``digits`` significant digits; ``missing`` for absent or non-finite values."""
-    return missing if _missing(v) else f"{v:.{digits}g}"
 
 
 def plain(v: Any) -> str:
@@ -225,11 +211,9 @@ __all__ = [
     "check_message",
     "interval",
     "metric_label",
-    "num",
     "origin_label",
     "plain",
     "rate_label",
-    "sig",
     "sizes_label",
     "target_accuracy",
     "target_notes",

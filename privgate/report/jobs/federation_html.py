@@ -15,13 +15,13 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from privgate.audits.federated.report import FederationReport, TopologyResult
-from privgate.audits.federated.topology import Topology
 from privgate.report.charts import Series, colour, line_chart
 from privgate.report.html import CSS
+from privgate.report.jobs.federation import FederationReport, TopologyResult
+from privgate.report.labels import interval
+from privgate.report.numbers import num
 from privgate.report.safe import csp_meta
 from privgate.report.safe import html_text as escape
-from privgate.report.text import interval, num
 
 _STATUS_CLASS = {"pass": "pass", "fail": "fail", "inconclusive": "inc"}
 EXTRA_CSS = ".heat text{font-size:10px} .grid2{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}"
@@ -71,20 +71,36 @@ def heatmap(
     return "".join(out)
 
 
+def layout(graph: nx.Graph, kind: str, seed: int = 0) -> np.ndarray:
+    """``[N, 2]`` positions in [−1, 1]² for drawing a topology of ``kind``: a circle for rings and the complete and
+    empty graphs, the hub (node 0) in the centre for a star, a force-directed layout (Fruchterman & Reingold 1991)
+    otherwise."""
+    n = graph.number_of_nodes()
+    if kind == "star" and n > 1:
+        pos = nx.shell_layout(graph, nlist=[[0], list(range(1, n))])
+    elif kind in ("ring", "fully", "none"):
+        pos = nx.circular_layout(graph)
+    else:
+        pos = nx.spring_layout(graph, seed=int(seed))
+    out = np.array([pos[i] for i in range(n)], dtype=float).reshape(n, 2)
+    span = np.abs(out).max()
+    return out / span if span > 0 else out
+
+
 def topology_svg(result: TopologyResult, seed: int = 0, size: int = 260) -> str:
     """The topology drawn: nodes at a networkx layout, edges as lines, each node labelled and coloured by its
     final-round self-attack AUC."""
     g = nx.Graph()
     g.add_nodes_from(range(result.nodes))
     g.add_edges_from(tuple(e) for e in result.edges)
-    topo = Topology(str(result.topology.get("name")), str(result.topology.get("kind")), g, tuple(result.node_names))
-    pos = topo.layout(seed)
+    name = str(result.topology.get("name"))
+    pos = layout(g, str(result.topology.get("kind")), seed)
     pad = 24
     xy = [((p[0] + 1) / 2 * (size - 2 * pad) + pad, (1 - (p[1] + 1) / 2) * (size - 2 * pad) + pad) for p in pos]
     final = result.mia.values[-1]
     out = [
         f"<svg class='topology' xmlns='http://www.w3.org/2000/svg' width='{size}' height='{size}' "
-        f"viewBox='0 0 {size} {size}' role='img' aria-label='topology {escape(topo.name)}' font-family='sans-serif' "
+        f"viewBox='0 0 {size} {size}' role='img' aria-label='topology {escape(name)}' font-family='sans-serif' "
         f"font-size='10'><rect width='{size}' height='{size}' fill='#fff'/>"
     ]
     for a, b in result.edges:
@@ -221,4 +237,4 @@ def render_fl_html(report: FederationReport, attacker: int = 0) -> str:
     return "\n".join(h) + "\n"
 
 
-__all__ = ["accuracy_chart", "heatmap", "render_fl_html", "topology_svg"]
+__all__ = ["accuracy_chart", "heatmap", "layout", "render_fl_html", "topology_svg"]

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
-from privgate.audits.console import eps_text
-from privgate.audits.report import DpsgdAuditReport, LdpAuditReport
 from privgate.report.charts import Series, colour, line_chart
 from privgate.report.html import CSS
+from privgate.report.jobs.claims import DpsgdAuditReport, LdpAuditReport
+from privgate.report.jobs.claims_console import eps_text
 from privgate.report.safe import csp_meta
 from privgate.report.safe import html_text as escape
 

@@ -1,0 +1,313 @@
+"""The team's own training loop as a recipe: ``train(x, y, seed, device) -> nn.Module``, called once per model.
+
+Some targets are trained by code no :class:`~privgate.recipe.Recipe` setting
+describes (a curriculum, mixup, a custom loss, a framework's trainer).
+Reference models unlike the target make LiRA and RMIA understate its leak
+(Carlini et al. 2022, arXiv 2112.03570, §VI), so the training script itself
+can be the recipe: ``--recipe module:train`` naming a function of the user's
+project, or ``Recipe(train_fn=train, …)`` when the other settings (an
+``augment`` for augmented queries, a ``model_factory`` for a state_dict target)
+should come with it.
+
+privgate calls it once per reference model with
+
+* ``x``: that model's training rows, a float32 numpy array (a copy);
+* ``y``: their labels, int64;
+* ``seed``: the model's seed from the reference-model plan
+  (:func:`privgate.training.plan.model_seeds`), the same whatever the executor;
+* ``device``: ``"cpu"`` or ``"cuda"`` (a function of three arguments is
+  called without it),
+
+with torch's, numpy's and Python's global generators seeded from ``seed``
+(and restored afterwards), so a function that draws from them is reproducible
+too. The calls run as tasks of the run's executor (:mod:`privgate.executors`:
+here one after another, or Ray workers, one model per task). Each returned
+object is checked before it is used: an ``nn.Module`` whose outputs on the
+first training rows have the shape ``[rows, classes]`` (or one logit per row),
+cover every label and are finite. A function that raises, returns something
+else or a model with other outputs is one sentence naming it
+(:class:`~privgate.errors.RecipeError`, exit 2).
+
+Cache key (:func:`function_fingerprint`): the SHA-256 of the function's
+qualified name and of the source files of its module and of the project
+modules that module uses (:func:`source_files`), so editing the training
+script retrains and an unchanged one reloads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import random
+import types
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from privgate.errors import RecipeError, clip, out_of_memory
+
+if TYPE_CHECKING:
+    from privgate.recipe import Recipe
+
+#: Training rows the returned model is probed on.
+PROBE_ROWS = 8
+
+
+def _positional(fn: Any) -> tuple[int, float, list[str]] | None:
+    """(required positional parameters, most positional parameters, required keyword-only names); None: no signature."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = sum(p.default is p.empty for p in pos)
+    most = float("inf") if any(p.kind is p.VAR_POSITIONAL for p in params) else float(len(pos))
+    kw_required = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    return required, most, kw_required
+
+
+def is_training_function(obj: Any) -> bool:
+    """Whether ``obj``, found at a ``--recipe`` spec, is a training function (it takes arguments), not a recipe factory.
+
+    A factory is called with no argument and returns a :class:`~privgate.recipe.Recipe`;
+    anything callable that needs an argument is taken for ``train(x, y, seed, device)``
+    and checked as one (:func:`signature_problem`).
+    """
+    if not callable(obj) or isinstance(obj, type):
+        return False
+    shape = _positional(obj)
+    return shape is not None and shape[0] > 0
+
+
+def signature_problem(fn: Any) -> str:
+    """Empty when ``fn`` can be called as ``fn(x, y, seed, device)`` or ``fn(x, y, seed)``; else what is wrong."""
+    if not callable(fn):
+        return f"is a {type(fn).__name__}, not a function"
+    shape = _positional(fn)
+    if shape is None:
+        return ""  # a builtin or C callable without a signature: its call says
+    required, most, kw_required = shape
+    if kw_required:
+        return f"needs the keyword argument(s) {', '.join(kw_required)}; it must be train(x, y, seed, device)"
+    if most < 3 or required > 4:
+        return (
+            f"takes {required if most == required else f'{required} to {most:g}'} positional argument(s); "
+            "it must be train(x, y, seed, device) (or train(x, y, seed))"
+        )
+    return ""
+
+
+def takes_device(fn: Any) -> bool:
+    """Whether ``fn`` is called with the device (four positional arguments), else with three."""
+    shape = _positional(fn)
+    return shape is None or shape[1] >= 4
+
+
+def function_name(fn: Any) -> str:
+    """``module:qualified.name`` of ``fn``, as a ``--recipe`` spec would name it."""
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+def _file_of(obj: Any) -> Path | None:
+    try:
+        f = inspect.getsourcefile(obj) if not isinstance(obj, types.ModuleType) else getattr(obj, "__file__", None)
+    except (TypeError, OSError):
+        return None
+    return Path(f).resolve() if f else None
+
+
+def source_files(fn: Any) -> list[Path]:
+    """The source files behind ``fn``: its own, then those of the project modules its module uses.
+
+    The project is the folder of ``fn``'s file: a module, class or function
+    that ``fn``'s module holds (``import model``, ``from nets import Net``) and
+    whose file lies below that folder adds its file, so a change to the network
+    definition a training script imports retrains too. Installed packages and
+    files elsewhere are left out.
+    """
+    own = _file_of(fn)
+    if own is None:
+        return []
+    root = own.parent
+    found = [own]
+    for value in list(getattr(fn, "__globals__", {}).values()):
+        if not isinstance(value, (types.ModuleType, type, types.FunctionType)):
+            continue
+        f = _file_of(value)
+        if f is None or f in found or root not in f.parents or "site-packages" in f.parts:
+            continue
+        found.append(f)
+    return found
+
+
+def function_fingerprint(fn: Any) -> str:
+    """SHA-256 of ``fn``'s qualified name and of its source files (:func:`source_files`), for the cache key."""
+    h = hashlib.sha256()
+    h.update(f"train_fn|{function_name(fn)}|".encode())
+    files = source_files(fn)
+    if not files:  # no source file (a builtin, a function made at run time): its compiled code stands in
+        code = getattr(fn, "__code__", None)
+        h.update(code.co_code if code is not None else repr(fn).encode())
+    for f in files:
+        h.update(f"{f.name}|".encode())
+        try:
+            h.update(f.read_bytes())
+        except OSError:
+            h.update(b"<unreadable>")
+    return h.hexdigest()
+
+
+def _head(recipe: Recipe) -> str:
+    name = function_name(recipe.train_fn)
+    return f"training function '{name}'" if recipe.name == name else f"recipe '{recipe.name}': train_fn '{name}'"
+
+
+def call_training_function(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: int, device: str) -> nn.Module:
+    """``recipe.train_fn(x, y, seed, device)`` under seeded global generators, its result checked (module docstring).
+
+    Raises:
+        RecipeError: the function failed, returned no ``nn.Module``, or a model with other outputs.
+    """
+    fn = recipe.train_fn
+    head = _head(recipe)
+    dev = torch.device(device)
+    xa = np.array(x, dtype=np.float32, copy=True)
+    ya = np.array(y, dtype=np.int64, copy=True)
+    args: tuple[Any, ...] = (xa, ya, int(seed), str(device)) if takes_device(fn) else (xa, ya, int(seed))
+    forked = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
+    np_state, py_state = np.random.get_state(), random.getstate()
+    from privgate.training.rng import seed_global
+
+    try:
+        with torch.random.fork_rng(devices=forked):
+            seed_global(seed)
+            np.random.seed(int(seed) % 2**32)
+            random.seed(int(seed))
+            net = fn(*args)  # type: ignore[misc]
+    except RecipeError:
+        raise
+    except Exception as exc:
+        if out_of_memory(exc):
+            raise
+        raise RecipeError(f"{head}: training failed ({exc.__class__.__name__}: {clip(str(exc), 200)}).") from None
+    finally:
+        np.random.set_state(np_state)
+        random.setstate(py_state)
+    check_returned(head, net, xa, ya)
+    return net
+
+
+def check_returned(head: str, net: Any, x: np.ndarray, y: np.ndarray) -> None:
+    """Refuse what a training function returned unless it is a model with ``[rows, classes]`` finite outputs."""
+    from privgate.inputs import outputs
+
+    if not isinstance(net, nn.Module):
+        raise RecipeError(f"{head}: returned a {type(net).__name__}, not a torch.nn.Module.")
+    net.eval()
+    rows = min(PROBE_ROWS, len(x))
+    try:
+        where = next(net.parameters()).device
+    except StopIteration:
+        where = torch.device("cpu")
+    except Exception:  # noqa: BLE001 - a module whose parameters cannot be listed fails its forward pass below
+        where = torch.device("cpu")
+    try:
+        with torch.no_grad():
+            out = net(torch.as_tensor(x[:rows]).to(where))
+    except Exception as exc:
+        if out_of_memory(exc):
+            raise
+        raise RecipeError(
+            f"{head}: the model it returned fails on the training rows ({exc.__class__.__name__}: "
+            f"{clip(str(exc), 200)})."
+        ) from None
+    if not isinstance(out, torch.Tensor):
+        raise RecipeError(
+            f"{head}: the model it returned outputs a {type(out).__name__}, not a tensor of logits or probabilities."
+        )
+    raw = out.detach().float().cpu().numpy()
+    kind = outputs.kind_of(raw) if raw.ndim >= 1 and len(raw) == rows else None
+    if kind is None:
+        raise RecipeError(
+            f"{head}: the model it returned outputs shape {tuple(raw.shape)} on {rows} rows; expected "
+            f"[{rows}, classes] logits or probabilities, or one logit per row."
+        )
+    if not np.all(np.isfinite(raw)):
+        raise RecipeError(f"{head}: the model it returned outputs NaN or infinite values on the training rows.")
+    classes = 2 if kind == outputs.BINARY else raw.shape[1]
+    if len(y) and int(y.max()) >= classes:
+        raise RecipeError(
+            f"{head}: the model it returned outputs {classes} classes but the training labels go up to {int(y.max())}."
+        )
+
+
+def architecture_state(architecture: nn.Module | None) -> dict[str, torch.Tensor] | None:
+    """The state of the model the cached states of a training function load into (the target's), if there is one."""
+    if architecture is None:
+        return None
+    try:
+        return {k: v for k, v in architecture.state_dict().items() if isinstance(v, torch.Tensor)}
+    except Exception:  # noqa: BLE001 - a module without a usable state: the first trained model stands in
+        return None
+
+
+def architecture_copy(architecture: nn.Module | None) -> nn.Module | None:
+    """A copy of ``architecture`` on the CPU to load reference states into (None when it cannot be copied)."""
+    import copy
+    import warnings
+
+    if architecture is None:
+        return None
+    try:
+        with warnings.catch_warnings():  # moving a TorchScript module reads .grad of its non-leaf parameters
+            warnings.simplefilter("ignore", UserWarning)
+            return copy.deepcopy(architecture).cpu().eval()
+    except Exception:  # noqa: BLE001 - e.g. a module holding something deepcopy refuses: a model is trained instead
+        return None
+
+
+def check_states(recipe: Recipe, states: list[dict[str, torch.Tensor]], like: dict[str, torch.Tensor], of: str) -> None:
+    """Every model a training function returned has the parameters of ``like`` (names and shapes), or one sentence.
+
+    ``like`` is the recipe's ``model_factory`` build, the target's model, or the
+    first model returned (``of`` says which): reference models read as one
+    architecture must be one.
+    """
+    want = {k: tuple(v.shape) for k, v in like.items()}
+    for st in states:
+        got = {k: tuple(v.shape) for k, v in st.items()}
+        if got == want:
+            continue
+        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+        shapes = [f"{k} {got[k]} vs {want[k]}" for k in sorted(set(got) & set(want)) if got[k] != want[k]]
+        detail = "; ".join(
+            p
+            for p in (
+                f"lacks {', '.join(missing[:3])}" if missing else "",
+                f"has {', '.join(extra[:3])} besides" if extra else "",
+                f"other shapes: {', '.join(shapes[:3])}" if shapes else "",
+            )
+            if p
+        )
+        raise RecipeError(
+            f"{_head(recipe)}: a model it returned does not have the parameters of {of} ({detail}); reference "
+            "models must be trained like the target."
+        )
+
+
+__all__ = [
+    "architecture_copy",
+    "architecture_state",
+    "check_states",
+    "call_training_function",
+    "check_returned",
+    "function_fingerprint",
+    "function_name",
+    "is_training_function",
+    "signature_problem",
+    "source_files",
+    "takes_device",
+]
