@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from privgate.inputs.coerce import as_dataset, as_policy, as_recipe
+from privgate.inputs import door
+from privgate.inputs.coerce import as_dataset, as_recipe
 from privgate.inputs.data import Dataset
-from privgate.inputs.door import load_inputs
 from privgate.options import RunOptions
-from privgate.policy import Policy
+from privgate.policy import Policy, as_policy
 from privgate.report.model import Report
 from privgate.settings import (
     CheckSettings,
@@ -72,6 +72,12 @@ def _split(
     return settings, run.resolved() if run.device == "cuda" else run
 
 
+def load_inputs(settings: CheckSettings, seed: int = 0) -> door.Inputs:
+    """The inputs of a check: its policy loaded first (a bad one refused before anything else is read), then the
+    model, data and recipe at the door (:func:`privgate.inputs.door.load_inputs`)."""
+    return door.load_inputs(dataclasses.replace(settings, policy=as_policy(settings.policy)), seed)
+
+
 def check(
     settings: CheckSettings | Any,
     policy: Policy | str | Path | None = None,
@@ -98,7 +104,7 @@ def check(
         The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.
     """
     s, run = _split(CheckSettings, settings, (policy, members, nonmembers), options, kw)
-    i = load_inputs(s, run.seed)  # the kind of model decided once, there (privgate.inputs.door)
+    i = load_inputs(s, run.seed)  # the kind of model decided once, at the door (privgate.inputs.door)
     from privgate.gate import check_model  # scipy, scikit-learn: bad input exits 2 without them
 
     return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run)  # auto: decided on the inputs

@@ -365,7 +365,8 @@ def assert_policy(
 
     if isinstance(data, AuditData):
         import privgate
-        from privgate.inputs.coerce import as_policy, as_recipe, as_target
+        from privgate.inputs.coerce import as_recipe, as_target
+        from privgate.policy import as_policy
 
         rec = as_recipe(recipe)
         report = privgate.check_model(

@@ -173,7 +173,7 @@ def test_reference_model_scores_are_cached_and_a_damaged_entry_is_ignored(clinic
 
 
 def test_policies_map_lira_and_rmia_onto_the_language_model_versions_only_with_a_recipe():
-    from privgate.inputs.coerce import as_policy
+    from privgate.api import as_policy
     from privgate.lm.family import lm_policy, skipped_attacks
 
     strict = as_policy("strict")

@@ -34,7 +34,7 @@ from privgate.dp.utility import measure_utility, utility_data, utility_floor
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
 from privgate.options import RunOptions
-from privgate.policy import Policy
+from privgate.policy import Policy, as_policy
 from privgate.recipe import Recipe
 from privgate.report.model import Report
 from privgate.report.remediation_section import ClipRun, SearchSettings
@@ -92,7 +92,7 @@ class TabularTask(HardenTask):
     @classmethod
     def open(cls, settings: Any, run: RunOptions) -> TabularTask:
         """The task of ``settings``: policy and recipe checked before the model and data are loaded."""
-        from privgate.inputs.coerce import as_policy, as_recipe
+        from privgate.inputs.coerce import as_recipe
         from privgate.inputs.door import load_inputs
 
         pol, rec = as_policy(settings.policy), as_recipe(settings.recipe, list(settings.search_dirs))

@@ -1,11 +1,12 @@
 """Inputs as a user hands them — a path, a ``module:attr`` spec or an object in memory — as privgate's types.
 
-:func:`as_policy`, :func:`as_dataset`, :func:`as_recipe`, :func:`as_lm_recipe`
-and :func:`as_target` accept what the CLI, the config file, the pytest plugin
+:func:`as_dataset`, :func:`as_recipe`, :func:`as_lm_recipe` and
+:func:`as_target` accept what the CLI, the config file, the pytest plugin
 and library users give and return the one type the rest of privgate reads; bad
 input is one :class:`~privgate.errors.PrivgateError` sentence naming the file or
-field. Nothing heavy is imported before it is needed: a policy or a data file
-is refused without importing torch.
+field. Nothing heavy is imported before it is needed: a data file is refused
+without importing torch. A policy is loaded a layer above, by
+:func:`privgate.policy.as_policy` (the inputs know no policy).
 """
 
 from __future__ import annotations
@@ -16,17 +17,11 @@ from typing import TYPE_CHECKING, Any
 from privgate.errors import DataError, RecipeError
 from privgate.inputs.data import Dataset, load_dataset
 from privgate.inputs.entrypoints import load_recipe
-from privgate.policy import Policy, load_policy
 
 if TYPE_CHECKING:  # torch comes with these: a run refused on its policy or data never imports it
     from privgate.inputs.lm_recipe import LMRecipe
     from privgate.inputs.target import Target
     from privgate.recipe import Recipe
-
-
-def as_policy(policy: Policy | str | Path) -> Policy:
-    """A :class:`Policy` from a Policy, a built-in name or a policy file."""
-    return policy if isinstance(policy, Policy) else load_policy(policy)
 
 
 def as_dataset(value: Any, role: str, label_column: str = "label", base: Path | None = None) -> Dataset:
@@ -140,7 +135,6 @@ __all__ = [
     "LM_RECIPE_NEEDED",
     "as_dataset",
     "as_lm_recipe",
-    "as_policy",
     "as_recipe",
     "as_target",
     "recipe_source",

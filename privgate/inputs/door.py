@@ -1,12 +1,15 @@
-"""The door of a model audit: the policy, model, data and recipe of a check or a harden, loaded and validated once.
+"""The door of a model audit: the model, data and recipe of a check or a harden, loaded and validated once.
 
-:func:`load_inputs` asks once what the model is
-(:func:`privgate.inputs.targets.is_huggingface`) and reads the rest to fit it:
+The caller loads the policy first (:func:`privgate.policy.as_policy`: a bad
+policy is refused before anything else, and the inputs layer knows no policy)
+and hands it in ``settings.policy``. :func:`load_inputs` asks once what the
+model is (:func:`privgate.inputs.targets.is_huggingface`) and reads the rest to
+fit it:
 
-* a model file, an endpoint or a model in memory: the policy, the model's path,
-  the data, then the recipe and the model — cheapest first, so a run refused on
-  its input never imports torch (:class:`~privgate.inputs.data.AuditData`);
-* a Hugging Face model folder: the policy, the canaries file, the model (its
+* a model file, an endpoint or a model in memory: the model's path, the data,
+  then the recipe and the model — cheapest first, so a run refused on its
+  input never imports torch (:class:`~privgate.inputs.data.AuditData`);
+* a Hugging Face model folder: the canaries file, the model (its
   kind, context and tokenizer decide how the text is read), the canaries
   against its context, the text records of each side — cut to what a context
   holds when read — the language-model recipe and population text of a causal
@@ -24,14 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privgate.errors import TargetError
-from privgate.inputs.coerce import as_dataset, as_lm_recipe, as_policy, as_recipe, as_target, resolved
+from privgate.inputs.coerce import as_dataset, as_lm_recipe, as_recipe, as_target, resolved
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.targets import check_model_path, is_huggingface
-from privgate.policy import Policy
 
 if TYPE_CHECKING:
     from privgate.inputs.target import Target
     from privgate.inputs.text import TextAudit, TextSet
+    from privgate.policy import Policy
 
 
 @dataclass
@@ -57,17 +60,25 @@ def base_of(settings: Any) -> Path:
     return (list(settings.search_dirs) or [Path.cwd()])[0]
 
 
+def _loaded_policy(settings: Any) -> Policy:
+    """``settings.policy``, which the caller has loaded (:func:`privgate.policy.as_policy`)."""
+    if isinstance(settings.policy, (str, Path)):
+        raise TypeError("the door takes a loaded policy: pass settings.policy through privgate.policy.as_policy first")
+    return settings.policy
+
+
 def load_inputs(settings: Any, seed: int = 0, *, recipe_for_audit: bool = True) -> Inputs:
-    """Policy, recipe, model and audit data of ``settings`` (a CheckSettings); bad input is one PrivgateError.
+    """Recipe, model and audit data of ``settings`` (a CheckSettings whose policy is loaded); bad input is one
+    PrivgateError.
 
     ``recipe_for_audit``: a language model's recipe is read for the reference models of its audit (a harden's
     recipe is the DP fine-tune's, read by its task).
     """
+    pol = _loaded_policy(settings)
     if is_huggingface(settings.model):
         return load_text_inputs(settings, recipe_for_audit=recipe_for_audit)
     dirs = list(settings.search_dirs)
-    # the policy, the model's path and the data first: a run refused on them never imports torch
-    pol = as_policy(settings.policy)
+    # the model's path and the data first: a run refused on them never imports torch
     if isinstance(settings.model, (str, Path)):
         check_model_path(settings.model)
     base = base_of(settings)
@@ -109,7 +120,7 @@ def load_text_inputs(settings: Any, *, recipe_for_audit: bool = True) -> Inputs:
     from privgate.inputs.text import TextAudit, load_texts
 
     text, trust, where = settings.text, settings.trust_checkpoint, base_of(settings)
-    pol = as_policy(settings.policy)
+    pol = _loaded_policy(settings)
     canaries = resolved(text.canaries, where)
     if canaries is not None and not Path(canaries).is_file():
         raise TargetError(f"{canaries}: canaries file not found.")

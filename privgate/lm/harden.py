@@ -77,9 +77,10 @@ class LMHardenTask(HardenTask):
     def open(cls, settings: Any, run: RunOptions) -> LMHardenTask:
         """Policy, recipe, output folder, canaries and users checked before any work; the inputs loaded once."""
         from privgate.inputs.canaries import load_canaries
-        from privgate.inputs.coerce import as_lm_recipe, as_policy, resolved
+        from privgate.inputs.coerce import as_lm_recipe, resolved
         from privgate.inputs.door import load_text_inputs
         from privgate.inputs.text import load_users
+        from privgate.policy import as_policy
 
         dirs = tuple(settings.search_dirs) or (Path.cwd(),)
         policy = as_policy(settings.policy)

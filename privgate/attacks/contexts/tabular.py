@@ -16,7 +16,7 @@ members of grey-image data are shown as images in the artefacts folder.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,10 +28,12 @@ from privgate.inputs.data import AuditData
 from privgate.inputs.surface import surface_of
 from privgate.inputs.target import Target
 from privgate.options import RunOptions
-from privgate.policy import Policy
 from privgate.recipe import Recipe
-from privgate.report.model import AttackSummary
 from privgate.training.threads import limit_threads
+
+if TYPE_CHECKING:  # the policy and the report are layers above the attacks
+    from privgate.policy import Policy
+    from privgate.report.model import AttackSummary
 
 
 @dataclass(frozen=True)
