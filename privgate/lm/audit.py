@@ -16,7 +16,7 @@ its one loop and decides the checks. What a language model adds:
 * measurements (``canary_exposure``, ``extraction``) read the records of each
   side and give their metric directly (:mod:`privgate.lm.attacks.measures`);
 * the **distribution-shift guard** (Duan et al. 2024, arXiv 2402.07841) is the
-  kind's diagnostic (:mod:`privgate.lm.attacks.shift`): when it separates
+  kind's diagnostic (:mod:`privgate.lm.shift_guard`): when it separates
   members from non-members without the model, no membership check can pass.
 """
 
@@ -34,11 +34,11 @@ from privgate.device import placed
 from privgate.errors import DataError
 from privgate.inputs.text import TextAudit, shorten
 from privgate.lm.attacks.context import LMContext
-from privgate.lm.attacks.shift import GUARD, SHIFT, DistributionShift, shift_warning
 from privgate.lm.family import lm_policy, skipped_attacks
 from privgate.lm.references import ReferenceFactory
 from privgate.lm.score_cache import cached_score_texts, open_cache
 from privgate.lm.scoring import score_texts
+from privgate.lm.shift_guard import GUARD, SHIFT, DistributionShift, shift_warning
 from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.report.model import AttackSummary

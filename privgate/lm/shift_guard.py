@@ -9,7 +9,8 @@ memorisation — and no membership check can pass on them
 (:meth:`DistributionShift.guard`). It is a diagnostic, as the blind baseline of a
 tabular policy is (Das et al. 2024, arXiv 2406.16201): it looks at the data, not
 at the model, and never decides a ``best`` check. Every causal language-model
-audit runs it, whatever the policy names, so it is not in the attack registry.
+audit runs it, whatever the policy names, so it is not in the attack registry
+(nor in :mod:`privgate.lm.attacks`, whose classes are the registry's).
 """
 
 from __future__ import annotations
