@@ -369,9 +369,8 @@ def assert_policy(
         from privgate.policy import as_policy
 
         rec = as_recipe(recipe)
-        report = privgate.check_model(
-            as_target(model, rec, trust_checkpoint), data, as_policy(policy), recipe=rec, seed=seed
-        )
+        target = as_target(model, rec, trust_checkpoint)
+        report = privgate.check_model(target, data, as_policy(policy), recipe=rec, seed=seed)
         _notify(report, "assert_policy")
         return enforce(report, on_inconclusive, "assert_policy")
     members, nonmembers, population = _split_data(data)
@@ -384,8 +383,7 @@ def assert_policy(
 
 def _causal_lm(model: Any) -> tuple[Any, Any]:
     """(model, tokenizer) from a ``save_pretrained`` directory or a pair; a directory is read by privgate's guarded
-    loader (:func:`privgate.inputs.targets.hf.load_model_dir`: no code from the folder, safetensors only, no
-    network)."""
+    loader (:func:`privgate.inputs.targets.hf.load_model_dir`: no code, safetensors only, no network)."""
     if isinstance(model, (tuple, list)) and len(model) == 2:
         return model[0], model[1]
     from pathlib import Path
