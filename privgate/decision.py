@@ -1,6 +1,6 @@
 """Decision rules: turn one check's estimates into pass / fail / inconclusive.
 
-The rules (documented for users in ``docs/policies.md`` and the README):
+The rules (documented for users in ``docs/policies.md`` and ``docs/statistics.md``):
 
 * **Error budget.** A policy's ``confidence`` c is the probability that every
   decision in its report is right. Its own k checks share α = 1 − c (less what

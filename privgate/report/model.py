@@ -28,7 +28,7 @@ SCHEMA_VERSION = 1
 
 Status = Literal["pass", "fail", "inconclusive"]
 
-#: The one verdict → exit-code map (README "exit codes"); ``None`` is a run that measured without deciding
+#: The one verdict → exit-code map (docs/cli.md, "Exit codes"); ``None`` is a run that measured without deciding
 #: a policy (``privgate fl simulate``), which exits 0.
 EXIT_CODES: dict[str | None, int] = {"pass": 0, "fail": 1, "inconclusive": 3, None: 0}
 
