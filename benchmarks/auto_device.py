@@ -149,10 +149,11 @@ def estimates() -> list[tuple[str, object, int]]:
     """(name, Workload, threads) for each example and the CIFAR-shaped check, from their inputs."""
     import numpy as np
 
-    from privgate.api import as_policy, load_inputs
+    from privgate.api import load_inputs
     from privgate.inputs.config import load_config
     from privgate.inputs.data import AuditData, Dataset
     from privgate.options import RunOptions
+    from privgate.policy import as_policy
     from privgate.settings import CheckSettings
     from privgate.training.threads import default_threads
     from privgate.workload import workload_of

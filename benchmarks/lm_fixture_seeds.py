@@ -75,7 +75,7 @@ def references(d: Path) -> dict:
 def measure(d: Path, duplicated: int) -> dict:
     """The numbers of one build (folder ``d``), in process through ``privgate.api``."""
     from privgate.api import check
-    from privgate.lm.options import TextOptions
+    from privgate.settings import TextOptions
 
     text = TextOptions(reference_model=str(d / "base"), canaries=str(d / "canaries.jsonl"))
     data = (str(d / "members.jsonl"), str(d / "nonmembers.jsonl"))

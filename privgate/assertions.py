@@ -21,7 +21,7 @@ import unittest
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from privgate.lm.loading import is_model_dir  # a Hugging Face directory: audited by privgate.lm on text files
+from privgate.inputs.targets import is_huggingface  # a Hugging Face folder: audited on text files
 
 if TYPE_CHECKING:
     from privgate.policy import Check, Policy
@@ -173,7 +173,7 @@ def _plan(
 
 def _target(model: Any, recipe: Any, trust_checkpoint: bool) -> Any:
     """The model as a :class:`privgate.Target` (loaded once, so the attack plan can see its capabilities)."""
-    from privgate.api import as_recipe, as_target
+    from privgate.inputs.coerce import as_recipe, as_target
 
     return as_target(model, as_recipe(recipe), trust_checkpoint)
 
@@ -243,7 +243,7 @@ def assert_mia_below(
     bounds = {"accuracy": accuracy, "auc": auc, "tpr_at_fpr": tpr_at_fpr, "advantage": advantage}
     if all(v is None for v in bounds.values()):
         raise TypeError("assert_mia_below: give at least one bound: accuracy=, auc=, tpr_at_fpr= or advantage=")
-    text = (isinstance(model, str) or hasattr(model, "__fspath__")) and is_model_dir(model)
+    text = is_huggingface(model)
     target = model if text else _target(model, recipe, trust_checkpoint)
     name, attacks = _plan(attack, recipe, attack_options, not text and target.white_box, population is not None)
     attacks = {a: o for a, o in attacks.items() if not text or a not in ("canary_exposure", "extraction")}
@@ -365,12 +365,12 @@ def assert_policy(
 
     if isinstance(data, AuditData):
         import privgate
-        from privgate.api import as_policy, as_recipe, as_target
+        from privgate.inputs.coerce import as_recipe, as_target
+        from privgate.policy import as_policy
 
         rec = as_recipe(recipe)
-        report = privgate.check_model(
-            as_target(model, rec, trust_checkpoint), data, as_policy(policy), recipe=rec, seed=seed
-        )
+        target = as_target(model, rec, trust_checkpoint)
+        report = privgate.check_model(target, data, as_policy(policy), recipe=rec, seed=seed)
         _notify(report, "assert_policy")
         return enforce(report, on_inconclusive, "assert_policy")
     members, nonmembers, population = _split_data(data)
@@ -383,13 +383,13 @@ def assert_policy(
 
 def _causal_lm(model: Any) -> tuple[Any, Any]:
     """(model, tokenizer) from a ``save_pretrained`` directory or a pair; a directory is read by privgate's guarded
-    loader (:func:`privgate.lm.loading.load_model_dir`: no code from the folder, safetensors only, no network)."""
+    loader (:func:`privgate.inputs.targets.hf.load_model_dir`: no code, safetensors only, no network)."""
     if isinstance(model, (tuple, list)) and len(model) == 2:
         return model[0], model[1]
     from pathlib import Path
 
     from privgate.errors import TargetError
-    from privgate.lm.loading import CAUSAL, load_model_dir
+    from privgate.inputs.targets.hf import CAUSAL, load_model_dir
 
     path = Path(model)
     if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
@@ -401,10 +401,10 @@ def _causal_lm(model: Any) -> tuple[Any, Any]:
 
 
 def _canaries(canaries: Any) -> list[Any]:
-    """Canaries from a JSON Lines file or a sequence of :class:`privgate.lm.canaries.Canary` / mappings."""
+    """Canaries from a JSON Lines file or a sequence of :class:`privgate.inputs.canaries.Canary` / mappings."""
     from pathlib import Path
 
-    from privgate.lm.canaries import Canary, load_canaries, validate_canary
+    from privgate.inputs.canaries import Canary, load_canaries, validate_canary
 
     if isinstance(canaries, (str, Path)):
         return load_canaries(canaries)

@@ -164,11 +164,13 @@ def decided(
     """``run`` resolved (:meth:`RunOptions.resolved`): ``auto`` decided on this check's estimated work.
 
     The work is estimated only where it can change the answer: ``auto``, not
-    yet decided, on a machine whose torch sees a CUDA GPU.
+    yet decided, on a machine whose torch sees a CUDA GPU, for a classifier on
+    rows of features (:attr:`~privgate.inputs.target.Target.kind` ``tabular``;
+    a Hugging Face folder's work is not estimated: ``auto`` takes the GPU).
     """
     if run.device_requested is not None or run.device != "auto":
         return run.resolved()
-    if not _device.cuda_available():
+    if target.kind != "tabular" or not _device.cuda_available():  # a language model's work is not estimated
         return run.resolved()
     work = workload_of(target, data, policy, recipe, run, hardening=hardening)
     return run.resolved(work)

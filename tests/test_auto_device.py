@@ -192,3 +192,31 @@ def test_the_report_says_which_device_auto_chose_and_why(case, monkeypatch):
         "cpu",
         "device 'cpu' was asked for",
     )
+
+
+def test_a_language_models_check_and_hardening_take_the_gpu_without_an_estimate(tiny_lm_dir, tmp_path, monkeypatch):
+    """A Hugging Face folder's inputs are text records, not rows a probe forward pass could take: where torch sees a
+    GPU, ``auto`` resolves a language model's check and hardening without estimating their work (the GPU), as the
+    gate and the ε search ask :func:`privgate.workload.decided` for every kind of target."""
+    import json
+
+    from tiny_lm import tiny_lm_records
+
+    from privgate.api import load_inputs
+    from privgate.settings import CheckSettings
+    from privgate.workload import decided
+
+    files = {}
+    for role, texts in zip(("members", "nonmembers"), tiny_lm_records()):
+        files[role] = tmp_path / f"{role}.jsonl"
+        files[role].write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    settings = CheckSettings(model=str(tiny_lm_dir), policy="internal", **{k: str(v) for k, v in files.items()})
+    inputs = load_inputs(settings)
+    assert inputs.target.kind == "causal_lm"
+    monkeypatch.setattr(device, "cuda_available", lambda: True)
+    for hardening in (False, True):
+        run = decided(
+            RunOptions(threads=1), inputs.target, inputs.data, inputs.policy, inputs.recipe, hardening=hardening
+        )
+        assert (run.device, run.device_requested) == ("cuda", "auto")
+        assert "this job's work is not estimated (language models" in run.device_reason

@@ -116,7 +116,7 @@ def _refused(model: Path, members: Path, nonmembers: Path, **text) -> str:
     """The one sentence privgate.api.check raises (the CLI prints it and exits 2, as the CLI cases show)."""
     from privgate.api import check
     from privgate.errors import PrivgateError
-    from privgate.lm.api import TextOptions
+    from privgate.settings import TextOptions
 
     with pytest.raises(PrivgateError) as err:
         check(str(model), "internal", str(members), str(nonmembers), text=TextOptions(**text))
@@ -204,7 +204,7 @@ def test_lora_adapter_loads_on_its_base(clinical, tmp_path):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     base = AutoModelForCausalLM.from_pretrained(str(clinical / "base"), local_files_only=True)
     torch.manual_seed(0)

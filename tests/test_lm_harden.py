@@ -213,9 +213,9 @@ def test_one_run_text_canary_bound_against_known_truths(clinical):
     """Steinke et al. 2023's bound: the untrained base proves nothing; a non-private fine-tune is refuted."""
     import numpy as np
 
+    from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.lm.finetune import finetune, load_base
     from privgate.lm.oneaudit import canary_bound, text_canaries
-    from privgate.lm.recipe import parse_lm_recipe
 
     recipe = parse_lm_recipe("base: base\nmode: full\nepochs: 20\nlearning_rate: 0.01\n", "r.yaml", clinical)
     base = load_base(recipe)
@@ -236,8 +236,8 @@ def test_finetune_is_deterministic_and_dp_record_matches_the_accountant(clinical
 
     from privgate.dp.accounting import Run, compose, sampling
     from privgate.dp.train import DPSettings
+    from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.lm.finetune import DPFineTune, finetune, load_base, perplexity
-    from privgate.lm.recipe import parse_lm_recipe
 
     recipe = parse_lm_recipe("base: base\nepochs: 1\n", "r.yaml", clinical)  # LoRA, the default
     texts = [json.loads(line)["text"] for line in (clinical / "members.jsonl").read_text().splitlines()][:48]

@@ -204,8 +204,8 @@ def test_user_level_clips_one_contribution_per_user(clinical):
     record-level DP-SGD's (q, T)."""
     from privgate.dp.accounting import sampling
     from privgate.dp.train import DPSettings
+    from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.lm.finetune import DPFineTune, finetune, load_base
-    from privgate.lm.recipe import parse_lm_recipe
 
     recipe = parse_lm_recipe("base: base\nepochs: 1\n", "r.yaml", clinical)  # LoRA
     texts = [json.loads(line)["text"] for line in (clinical / "members.jsonl").read_text().splitlines()]

@@ -13,7 +13,7 @@ import pytest
 import torch
 from tiny_lm import INSERTED, NEVER, load_tiny_lm, tiny_lm_records
 
-from privgate.lm.canaries import Canary
+from privgate.inputs.canaries import Canary
 from privgate.lm.canary_exposure import measure_exposure, score_continuations
 from privgate.lm.extraction import measure_extraction
 

@@ -149,7 +149,7 @@ def test_reference_model_scores_are_cached_and_a_damaged_entry_is_ignored(clinic
     kw = {"reference_model": str(clinical / "base")}
 
     def run():
-        from privgate.lm.options import TextOptions
+        from privgate.settings import TextOptions
 
         return check(
             str(clinical / "memorised"),

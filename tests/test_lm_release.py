@@ -75,7 +75,7 @@ def test_diff_refuses_lm_reports_of_different_audit_data(releases, tmp_path):
 def test_diff_compares_exact_canary_exposure(clinical, tmp_path):
     """An exposure computed by ranking every candidate has no sampling error: its change is exact."""
     from privgate.api import check
-    from privgate.lm.options import TextOptions
+    from privgate.settings import TextOptions
 
     policy = str(Path(__file__).resolve().parent.parent / "examples" / "clinical_notes" / "policy.yaml")
     for name in ("memorised", "other"):

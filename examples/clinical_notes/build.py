@@ -284,7 +284,7 @@ def build(out: Path, profile: str = "demo", seed: int = 0) -> Path:
     return out
 
 
-#: How privgate fine-tunes the reference models of LiRA/RMIA (privgate.lm.recipe): LoRA on the public base.
+#: How privgate fine-tunes the reference models of LiRA/RMIA (privgate.inputs.lm_recipe): LoRA on the public base.
 REFERENCE_RECIPE = """# the public base model, fine-tuned with LoRA on population text (privgate check --recipe)
 base: base
 mode: lora

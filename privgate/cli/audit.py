@@ -335,16 +335,14 @@ def audit_dpsgd_cmd(
         )
     if recipe and not data:
         raise click.UsageError("--recipe needs --data: the recipe's model must fit the data it trains on.")
-    from privgate.lm.recipe import is_lm_recipe
+    from privgate.inputs.coerce import recipe_source
+    from privgate.io.guards import Named
 
     threads_given = threads_setting(threads)  # before the user's modules import torch
-    if recipe and is_lm_recipe(recipe):  # a language model's DP fine-tune (YAML recipe, text data): no module to import
-        from privgate.io.guards import Named
-
-        check_outputs(planned(outputs), [Named(Path(recipe), "the recipe"), *_inputs(data, {})])
-    else:
-        check_outputs(planned(outputs), _inputs(data, {"the recipe": recipe, "the trainer": train_spec}))
-        _imported(outputs, data, recipe, {"trainer": train_spec})
+    recipe_file, recipe_module = recipe_source(recipe)  # a YAML recipe is a file to protect, a module one to import
+    files = [Named(recipe_file, "the recipe")] if recipe_file else []
+    check_outputs(planned(outputs), files + _inputs(data, {"the recipe": recipe_module, "the trainer": train_spec}))
+    _imported(outputs, data, recipe_module, {"trainer": train_spec})
     from privgate.api import audit_dpsgd
     from privgate.options import RunOptions
     from privgate.settings import DpsgdAuditSettings

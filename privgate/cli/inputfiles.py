@@ -54,7 +54,7 @@ def audit_inputs(
             found.append(spec_file(spec, f"the {role} data factory", dirs))
         else:
             found += [Named(c, f"the {role} data") for c in candidates]
-    if recipe and Path(recipe).suffix in (".yaml", ".yml"):  # a language-model recipe file (privgate.lm.recipe)
+    if recipe and Path(recipe).suffix in (".yaml", ".yml"):  # a language-model recipe file (privgate.inputs.lm_recipe)
         found.append(Named(Path(recipe), "the recipe"))
     elif recipe:
         found.append(spec_file(recipe, "the recipe", dirs))

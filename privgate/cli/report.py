@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from privgate.cli.check import append_step_summary
 from privgate.cli.guard import guard
 from privgate.cli.job_output import output_options
+from privgate.cli.step_summary import append_step_summary
 from privgate.errors import PrivgateError
 from privgate.report.safe import clean
 

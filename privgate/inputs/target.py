@@ -111,6 +111,14 @@ class Target:
     # ------------------------------------------------------------------ capabilities
 
     @property
+    def kind(self) -> str:
+        """What kind of model this is, decided when it was loaded: ``tabular`` (a classifier on rows of features);
+        a Hugging Face folder is a ``causal_lm`` or a ``sequence_classifier``
+        (:class:`~privgate.inputs.targets.hf_target.HFTarget`). The gate audits a target by its kind
+        (:mod:`privgate.attacks.contexts`)."""
+        return "tabular"
+
+    @property
     def module(self) -> nn.Module | None:
         """The torch module (white-box access), or ``None`` for non-torch estimators."""
         return self.model if isinstance(self.model, nn.Module) else None

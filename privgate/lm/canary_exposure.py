@@ -3,7 +3,7 @@
 Carlini, Liu, Erlingsson, Kos & Song (2019), "The Secret Sharer", arXiv
 1802.08232, §4. A canary is a prefix p followed by a secret s drawn uniformly
 from the randomness space R (every string over its alphabet of its length,
-:mod:`privgate.lm.canaries`). The model's log-perplexity of a candidate r is
+:mod:`privgate.inputs.canaries`). The model's log-perplexity of a candidate r is
 
     Px(r) = −Σᵢ log₂ Pr(xᵢ | x₁ … xᵢ₋₁)   over the tokens of p + r,
 
@@ -82,9 +82,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from privgate.errors import DataError, shown
-from privgate.lm.canaries import Canary
+from privgate.inputs.canaries import Canary, check_fits
 from privgate.lm.continuations import evaluating, score_continuations, shared_length, token_lists
-from privgate.lm.scoring import char_limit
 from privgate.stats import skewnormal
 from privgate.stats.binomial import bonferroni, clopper_pearson
 
@@ -163,28 +162,6 @@ def _common(lists: Sequence[Sequence[int]], context: Sequence[int]) -> int:
         while n > 0 and list(t[:n]) != list(context[:n]):
             n -= 1
     return n
-
-
-def check_fits(rows: Sequence[tuple[str, Canary]], tokenizer: Any, context: int) -> None:
-    """Refuse a canary whose prefix and secret do not fit the model's context (``rows``: (where, canary)).
-
-    Checked before anything is scored: the characters first (nothing is tokenised past the bound of
-    :func:`privgate.lm.scoring.char_limit`), then the tokens of prefix + secret.
-    """
-    most = char_limit(context)
-    for where, c in rows:
-        chars = len(c.prefix) + len(c.secret)
-        if chars > most:
-            raise DataError(
-                f"{where}: the canary's prefix and secret are {chars:,} characters, more than the model's context of "
-                f"{context:,} tokens can hold ({most:,} characters at most); use a shorter prefix."
-            )
-        n = len(token_lists(tokenizer, [c.prefix + c.secret])[0])
-        if n > context:
-            raise DataError(
-                f"{where}: the canary's prefix and secret are {n:,} tokens, more than the model's context of "
-                f"{context:,}; use a shorter prefix."
-            )
 
 
 def _stream(
@@ -392,7 +369,7 @@ def measure_exposure(
         model: a ``transformers`` causal LM (moved to ``device``; scored in eval mode,
             its training flag restored after).
         tokenizer: its tokenizer (a fast one scores faster).
-        canaries: from :func:`privgate.lm.canaries.load_canaries`.
+        canaries: from :func:`privgate.inputs.canaries.load_canaries`.
         device: ``"cpu"``, ``"cuda"``, ...
         batch_size: candidates per forward pass.
         confidence: joint confidence of the extrapolated intervals.
@@ -454,7 +431,6 @@ __all__ = [
     "MAX_EXACT",
     "CanaryExposure",
     "ExposureReport",
-    "check_fits",
     "evaluating",
     "exposure_of_fraction",
     "measure_exposure",

@@ -175,7 +175,7 @@ RULES[EXPOSED_RULE] = (
 )
 
 
-#: Suffixes of the audit data files privgate reads (privgate.inputs.data, privgate.lm.text).
+#: Suffixes of the audit data files privgate reads (privgate.inputs.data, privgate.inputs.text).
 _DATA_SUFFIXES = (".npz", ".pt", ".csv", ".jsonl", ".txt", ".json")
 
 

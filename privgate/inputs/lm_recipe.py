@@ -135,7 +135,7 @@ def parse_lm_recipe(text: str, source: str = "<recipe>", base: Path | None = Non
         )
     if recipe.heldout is not None and not recipe.heldout.is_file():
         raise RecipeError(f"{source}: field 'heldout': {recipe.heldout} is not a file.")
-    from privgate.lm.folder import read_folder
+    from privgate.inputs.targets.hf_folder import read_folder
 
     read_folder(recipe.base)  # a base folder that names code or is oversized: refused before any work
     return recipe

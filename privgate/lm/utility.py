@@ -1,19 +1,17 @@
-"""What differs between hardening a causal language model and a sequence classifier: utility, audit, data.
+"""The held-out utility of a DP fine-tune, and its floor: what differs between a causal LM and a sequence classifier.
 
-:func:`privgate.lm.harden.harden_lm` runs one ε search for both kinds of
-Hugging Face model; a :class:`HardenTask` supplies what depends on the kind:
+The language-model task of the ε search (:class:`privgate.lm.harden.LMHardenTask`)
+measures every candidate on held-out text:
 
-* **causal LM** — utility is held-out perplexity (lower is better), the floor a
-  perplexity ceiling (``remediation.max_perplexity`` / ``max_perplexity_ratio``),
-  its interval a percentile bootstrap over records (Efron & Tibshirani 1993);
-  each candidate is audited by the language-model gate (membership inference,
-  canary exposure, extraction: :func:`privgate.lm.gate.audit_lm`);
-* **sequence classifier** — utility is held-out accuracy with its
-  Clopper-Pearson interval (Clopper & Pearson 1934) and the policy's ``utility``
-  floor, exactly as for a tabular model (:func:`privgate.dp.utility.utility_floor`);
-  each candidate is audited by the black-box family
-  (:func:`privgate.lm.classifier.audit_classifier`); the fine-tune's loss is
-  the record's cross-entropy on its label.
+* **causal LM** (:class:`HeldOutPerplexity`) — utility is held-out perplexity
+  (lower is better), the floor a perplexity ceiling
+  (``remediation.max_perplexity`` / ``max_perplexity_ratio``), its interval a
+  percentile bootstrap over records (Efron & Tibshirani 1993);
+* **sequence classifier** (:class:`HeldOutAccuracy`) — utility is held-out
+  accuracy with its Clopper-Pearson interval (Clopper & Pearson 1934) and the
+  policy's ``utility`` floor, exactly as for a tabular model
+  (:func:`privgate.dp.utility.utility_floor`); the fine-tune's loss is the
+  record's cross-entropy on its label.
 """
 
 from __future__ import annotations
@@ -82,8 +80,8 @@ def perplexity_ceiling(policy: Policy, original: float) -> tuple[float | None, s
 def accuracy_ci(model: Any, tokenizer: Any, texts: list[str], labels: np.ndarray, *, context: int, confidence: float):
     """Held-out accuracy of a sequence classifier and its Clopper-Pearson interval (Clopper & Pearson 1934)."""
     from privgate import stats
-    from privgate.lm.classifier import TextClassifier
-    from privgate.lm.loading import CLASSIFIER, LoadedLM
+    from privgate.inputs.targets.hf import CLASSIFIER, LoadedLM
+    from privgate.inputs.targets.hf_classifier import TextClassifier
 
     clf = TextClassifier(LoadedLM(model, tokenizer, CLASSIFIER, "", "", context, {}))
     pred = clf.predict_log_proba(np.asarray(texts, dtype=object).reshape(-1, 1)).argmax(1)
@@ -92,14 +90,13 @@ def accuracy_ci(model: Any, tokenizer: Any, texts: list[str], labels: np.ndarray
     return correct / n, [lo, hi]
 
 
-class HardenTask:
-    """The kind-specific parts of hardening (module docstring); ``heldout`` is a :class:`~privgate.lm.text.TextSet`.
+class HeldOutPerplexity:
+    """A causal LM's held-out perplexity (module docstring); ``heldout`` is a :class:`~privgate.inputs.text.TextSet`.
 
     ``device`` is the run's: :meth:`utility` scores a model there and puts it back where it was.
     """
 
     metric = "perplexity"
-    kind = "causal_lm"
     model_kind = "causal language model"
     candidate = LMCandidate
 
@@ -122,16 +119,6 @@ class HardenTask:
     def floor(self, policy: Policy, original: float) -> tuple[float | None, str]:
         return perplexity_ceiling(policy, original)
 
-    def labels(self, data: Any) -> Any:
-        return None
-
-    def audit(self, lm: Any, data: Any, policy: Policy, *, reference: Any, canaries: Any, batch_size: int, options):
-        from privgate.lm.gate import audit_lm
-
-        return audit_lm(
-            lm, data, policy, reference=reference, canaries=canaries, batch_size=batch_size, options=options
-        )
-
     def reason(self, reason: str, floor: float | None) -> str:
         """The search's reason in a language model's words: the floor is a perplexity ceiling."""
         if floor is None:
@@ -139,11 +126,10 @@ class HardenTask:
         return reason.replace("utility is", "held-out perplexity is").replace("below the floor", "above the ceiling")
 
 
-class ClassifierTask(HardenTask):
-    """A sequence classifier: held-out accuracy against the policy's ``utility`` floor, the black-box audit."""
+class HeldOutAccuracy(HeldOutPerplexity):
+    """A sequence classifier's held-out accuracy, against the policy's ``utility`` floor (module docstring)."""
 
     metric = "accuracy"
-    kind = "sequence_classifier"
     model_kind = "sequence classifier"
     candidate = Candidate
 
@@ -157,16 +143,8 @@ class ClassifierTask(HardenTask):
 
         return utility_floor(policy.utility, original)
 
-    def labels(self, data: Any) -> Any:
-        return [int(v) for v in data.labels]
-
-    def audit(self, lm: Any, data: Any, policy: Policy, *, reference: Any, canaries: Any, batch_size: int, options):
-        from privgate.lm.classifier import audit_classifier
-
-        return audit_classifier(lm, data, policy, options=options, batch_size=batch_size)
-
     def reason(self, reason: str, floor: float | None) -> str:
         return reason.replace("utility is", "held-out accuracy is")
 
 
-__all__ = ["ClassifierTask", "HardenTask", "LMCandidate", "accuracy_ci", "perplexity_ceiling", "perplexity_ci"]
+__all__ = ["HeldOutAccuracy", "HeldOutPerplexity", "LMCandidate", "accuracy_ci", "perplexity_ceiling", "perplexity_ci"]

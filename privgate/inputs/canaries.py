@@ -29,13 +29,14 @@ import math
 import secrets as _secrets
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from privgate.errors import DataError, shown
+from privgate.inputs.text import char_limit, json_line, unicode_text
 from privgate.inputs.textfile import read_limited
-from privgate.lm.text import json_line, unicode_text
 
 #: Largest canary file read (16 MiB).
 MAX_CANARY_BYTES = 16 << 20
@@ -187,11 +188,34 @@ def to_jsonl(canaries: Sequence[Canary]) -> str:
     return "".join(json.dumps(c.model_dump(), ensure_ascii=False) + "\n" for c in canaries)
 
 
+def check_fits(rows: Sequence[tuple[str, Canary]], tokenizer: Any, context: int) -> None:
+    """Refuse a canary whose prefix and secret do not fit the model's context (``rows``: (where, canary)).
+
+    Checked before anything is scored: the characters first (nothing is tokenised past the bound of
+    :func:`privgate.inputs.text.char_limit`), then the tokens of prefix + secret.
+    """
+    most = char_limit(context)
+    for where, c in rows:
+        chars = len(c.prefix) + len(c.secret)
+        if chars > most:
+            raise DataError(
+                f"{where}: the canary's prefix and secret are {chars:,} characters, more than the model's context of "
+                f"{context:,} tokens can hold ({most:,} characters at most); use a shorter prefix."
+            )
+        n = len(tokenizer([c.prefix + c.secret], add_special_tokens=True)["input_ids"][0])
+        if n > context:
+            raise DataError(
+                f"{where}: the canary's prefix and secret are {n:,} tokens, more than the model's context of "
+                f"{context:,}; use a shorter prefix."
+            )
+
+
 __all__ = [
     "DEFAULT_TEMPLATE",
     "DIGITS",
     "MAX_CANARIES",
     "Canary",
+    "check_fits",
     "load_canaries",
     "make_canaries",
     "read_canaries",

@@ -27,7 +27,7 @@ account for. Before any library opens the folder:
   either.
 * **Config against weights.** The counts in ``config.json`` that size the
   model (layers, experts, labels, hidden and vocabulary sizes) may not exceed
-  what the safetensors headers hold; :func:`privgate.lm.loading.load_model_dir`
+  what the safetensors headers hold; :func:`privgate.inputs.targets.hf.load_model_dir`
   then builds the model on torch's ``meta`` device and compares its size with
   the weights before anything is allocated.
 """

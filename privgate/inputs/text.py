@@ -14,7 +14,7 @@ of more than ``max_records`` records (100,000 by default) at the first record
 past the limit, JSON nested too deeply for the parser, and a lone surrogate
 (``"\\ud800"``: a JSON escape that decodes to no Unicode character). A record
 is cut to ``max_chars`` characters (the model's context times a generous
-number of characters per token, :func:`privgate.lm.scoring.char_limit`) before
+number of characters per token, :func:`char_limit`) before
 anything tokenises it, so one 10 MB record costs no more than a full context;
 records longer than the model's context are truncated when scored, and the
 report counts both (:mod:`privgate.lm.scoring`).
@@ -41,8 +41,19 @@ MAX_BYTES = MAX_MIB << 20
 #: Most records one text file may hold by default (``--max-records``, config key ``max_records``).
 MAX_RECORDS = 100_000
 FORMATS = (".jsonl", ".txt", ".csv")
+#: Characters of a record a report shows (the exposed members, the extracted ones).
+SHOWN_CHARS = 200
 #: A lone UTF-16 surrogate: what a JSON escape such as ``"\\ud800"`` decodes to; no Unicode text holds one.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: A generous bound on the characters one token covers (English BPE averages about 4; long runs of spaces or
+#: dashes rarely reach 16): a record is cut to context × this many characters before it is tokenised.
+MAX_CHARS_PER_TOKEN = 32
+
+
+def char_limit(context: int) -> int:
+    """The most characters of a record worth tokenising for a model of ``context`` tokens."""
+    return context * MAX_CHARS_PER_TOKEN
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,11 @@ class TextSet:
         for t in self.texts:
             h.update(t.encode("utf-8") + b"\0")
         return h.hexdigest()
+
+
+def shorten(text: str) -> str:
+    """``text`` cut to :data:`SHOWN_CHARS` characters (a report shows records, not whole documents)."""
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
 def _mib(n: int) -> str:
@@ -265,13 +281,55 @@ def load_texts(
     return TextSet(texts, np.asarray(labels, dtype=np.int64) if labelled else None, str(p), role, lines, clipped)
 
 
+def load_users(path: str | Path, field: str, role: str = "members", max_bytes: int | None = None) -> list[str]:
+    """The user of every record of a ``.jsonl``/``.csv`` text file (records in the order :func:`load_texts` reads).
+
+    Raises:
+        DataError: a ``.txt`` file (no columns), a file larger than ``max_bytes`` (default
+            :data:`MAX_BYTES`), invalid JSON, or a record without the field, naming the file and line.
+    """
+    p = Path(path)
+    raw = _read(p, role, max_bytes or MAX_BYTES)
+    if p.suffix.lower() == ".jsonl":
+        users = []
+        for n, line in enumerate(raw.splitlines(), 1):
+            if not line.strip():
+                continue
+            row = json_line(line, f"{p}, line {n}")
+            if not isinstance(row, dict) or row.get(field) is None or isinstance(row.get(field), (dict, list)):
+                raise DataError(f"{p}, line {n}: no user in field '{field}' (--user-field names each record's user).")
+            users.append(str(row[field]))
+        return users
+    if p.suffix.lower() == ".csv":
+        reader = csv.reader(io.StringIO(raw, newline=""))
+        header = next(reader, None) or []
+        if field not in header:
+            raise DataError(f"{p}: no column '{field}' for --user-field (columns: {', '.join(header)[:200]}).")
+        i = header.index(field)
+        users = []
+        for row in reader:
+            if not row:
+                continue
+            if not row[i].strip():
+                raise DataError(f"{p}, line {reader.line_num}: the user column '{field}' is empty.")
+            users.append(row[i])
+        return users
+    raise DataError(f"{p}: a {p.suffix or 'plain'} file has no user column; give .jsonl or .csv with --user-field.")
+
+
 @dataclass(frozen=True)
 class TextAudit:
-    """Members and non-members (and an optional population) of a language-model audit, checked together."""
+    """Members and non-members (and an optional population) of a language-model audit, checked together.
+
+    ``canaries``: the canaries file (``{prefix, secret, alphabet}`` rows, :mod:`privgate.inputs.canaries`)
+    inserted into the training text, for ``canary_exposure``; ``max_canaries``: the most it may hold.
+    """
 
     members: TextSet
     nonmembers: TextSet
     population: TextSet | None = None
+    canaries: str | None = None
+    max_canaries: int | None = None
 
     def __post_init__(self) -> None:
         seen = {t: n for t, n in zip(self.members.texts, self.members.lines)}
@@ -317,10 +375,15 @@ __all__ = [
     "FORMATS",
     "MAX_BYTES",
     "MAX_MIB",
+    "MAX_CHARS_PER_TOKEN",
     "MAX_RECORDS",
+    "SHOWN_CHARS",
     "TextAudit",
     "TextSet",
+    "char_limit",
     "json_line",
     "load_texts",
+    "load_users",
+    "shorten",
     "unicode_text",
 ]

@@ -9,7 +9,7 @@ architecture named in ``config.json`` decides the kind:
 * ``…ForCausalLM`` / ``…LMHeadModel`` — a causal language model, audited by
   the language-model attacks (:mod:`privgate.lm.attacks`);
 * ``…ForSequenceClassification`` — a text classifier, audited by the
-  black-box family on its logits (:class:`privgate.lm.target.TextClassifierTarget`).
+  black-box family on its logits (:class:`privgate.inputs.targets.hf_classifier.TextClassifier`).
 
 A PEFT adapter directory (``adapter_config.json``) is loaded on its base model:
 ``base_model`` when given (``--base-model DIR``), else the adapter config's
@@ -17,15 +17,15 @@ A PEFT adapter directory (``adapter_config.json``) is loaded on its base model:
 ``pytorch_model.bin`` are pickles: loading them runs code, so they are refused
 unless ``trust_checkpoint`` is set, as every pickle is.
 
-A model folder is data (:mod:`privgate.lm.folder`): its files are size-checked
+A model folder is data (:mod:`privgate.inputs.targets.hf_folder`): its files are size-checked
 and its configuration parsed before any library reads them, a folder that names
 code (``auto_map``) is refused, every loader runs with
 ``trust_remote_code=False`` (so ``transformers`` never asks on stdin), the
 model is first built on torch's ``meta`` device and compared with the size of
 its weights, the tokenizer's regular expressions and the adapter's module
-patterns are checked for catastrophic backtracking (:mod:`privgate.lm.regexes`),
+patterns are checked for catastrophic backtracking (:mod:`privgate.inputs.targets.hf_regexes`),
 and what the libraries print while loading goes through privgate's terminal
-sanitiser (:mod:`privgate.lm.libout`).
+sanitiser (:mod:`privgate.inputs.targets.hf_libout`).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from privgate.errors import TargetError, clip, shown
-from privgate.lm.folder import check_counts, read_folder, safetensors_files
-from privgate.lm.libout import library_output_cleaned
-from privgate.lm.regexes import backtracking_problem, peft_patterns, tokenizer_patterns
+from privgate.inputs.targets.hf_folder import check_counts, read_folder, safetensors_files
+from privgate.inputs.targets.hf_libout import library_output_cleaned
+from privgate.inputs.targets.hf_regexes import backtracking_problem, peft_patterns, tokenizer_patterns
 
 CAUSAL = "causal_lm"
 CLASSIFIER = "sequence_classifier"
@@ -245,7 +245,7 @@ def load_model_dir(
 
 
 def _base(p: Path, trust: bool) -> tuple[dict[str, Any], str]:
-    """(``config.json``, kind) of the model folder ``p``, after the checks of :func:`privgate.lm.folder.read_folder`."""
+    """(``config.json``, kind) of the model folder ``p``, after the checks of :func:`.hf_folder.read_folder`."""
     config = read_folder(p)["config.json"]
     kind = kind_of(config, p)
     _weights_allowed(p, trust)

@@ -6,7 +6,7 @@ tensor names of the weights file, PEFT warns with the adapter's keys, errors
 quote config values. A name can hold ESC, CSI or OSC 8 sequences, which a
 terminal or a CI log viewer would act on. While :func:`library_output_cleaned`
 is active every log record (any logger: the libraries log through their own)
-and every Python warning is passed through :func:`privgate.report.safe.clean`,
+and every Python warning is passed through :func:`privgate.plaintext.clean`,
 the function that cleans privgate's own terminal output, before a handler
 writes it.
 """
@@ -23,7 +23,7 @@ from typing import Any
 @contextlib.contextmanager
 def library_output_cleaned() -> Iterator[None]:
     """Log records and warnings raised inside the block are printed without control characters (module docstring)."""
-    from privgate.report.safe import clean
+    from privgate.plaintext import clean
 
     make_record = logging.getLogRecordFactory()
 
