@@ -171,18 +171,23 @@ class PrivateRun:
     note: str | None
     calibration_seconds: float
     seconds: float = 0.0
+    _on_step: Callable[[], Any] | None = None
 
     @property
     def sample_rate(self) -> float:
         return float(self.loader.sample_rate)
 
-    def train(self, step: Step, epochs: int, physical: int | None = None) -> list[float]:
+    def train(
+        self, step: Step, epochs: int, physical: int | None = None, on_step: Callable[[], Any] | None = None
+    ) -> list[float]:
         """``epochs`` passes of DP-SGD; returns the losses ``step`` gave in the last pass.
 
         ``physical``: split each Poisson batch into batches of at most this many units (``BatchMemoryManager``:
         the same update, less memory); ``None``: a step's units in one pass (user-level DP sums a user's
-        records in one backward pass).
+        records in one backward pass). ``on_step``: called after each noisy step the optimiser takes (a
+        learning-rate schedule's ``step``), not after the physical batches it skips.
         """
+        self._on_step = on_step
         from opacus.utils.batch_memory_manager import BatchMemoryManager
 
         t0 = time.perf_counter()
@@ -209,6 +214,8 @@ class PrivateRun:
             self.optimizer.zero_grad(set_to_none=True)
             loss = step(self.module, self.criterion, batch)
             self.optimizer.step()
+            if self._on_step is not None and not getattr(self.optimizer, "_is_last_step_skipped", False):
+                self._on_step()
             if loss is not None:
                 losses.append(loss)
 

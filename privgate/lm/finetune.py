@@ -226,7 +226,13 @@ def finetune(
         model.to(dev)
         params = [p for p in model.parameters() if p.requires_grad]
         n_params = sum(p.numel() for p in params)
-        optimizer = torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
+        optimizer = torch.optim.AdamW(
+            params,
+            lr=recipe.learning_rate,
+            weight_decay=recipe.weight_decay,
+            betas=(recipe.adam_beta1, recipe.adam_beta2),
+            eps=recipe.adam_epsilon,
+        )
         with seeded_dropout(model, torch.Generator().manual_seed(dropout_seed(seed))):
             if dp is None:
                 steps, loss, seconds = _plain(recipe, model, optimizer, x, mask, y, seed, dev)
@@ -234,6 +240,11 @@ def finetune(
             else:
                 units = RecordUnits(x, mask, y, dev) if users is None else _by_user(recipe, users, x, mask, y, dev)
                 stats = _private(recipe, model, optimizer, units, seed, dp, n_params)
+                if recipe.max_grad_norm is not None:
+                    stats.notes.append(
+                        f"the recipe's max_grad_norm {recipe.max_grad_norm:g} is not applied under DP-SGD: each "
+                        f"{units.unit}'s gradient is clipped to C = {dp.settings.max_grad_norm:g} instead"
+                    )
     stats.notes += device_draws(model)
     model.to("cpu")
     return _finish(recipe, model, merge), tokenizer, stats
@@ -249,10 +260,18 @@ def _plain(
     seed: int,
     dev: torch.device,
 ) -> tuple[int, float, float]:
-    """Shuffled batches of ``recipe.batch_size``, AdamW on the mean per-record loss: (steps, last loss, seconds)."""
+    """Shuffled batches of ``recipe.step_batch``, AdamW on the mean per-record loss: (steps, last loss, seconds).
+
+    A step's batch is run in physical batches of ``recipe.batch_size`` (gradient accumulation, each part's loss
+    weighted by its share of the records); the learning rate follows the recipe's schedule
+    (:func:`scheduler`) and the batch gradient is clipped to ``recipe.max_grad_norm`` where it is set.
+    """
     loss_fn = loss_for(y)
     g = torch.Generator().manual_seed(int(seed))
-    n, b = len(x), min(recipe.batch_size, len(x))
+    n, b = len(x), min(recipe.step_batch, len(x))
+    part = min(recipe.batch_size, b)
+    schedule = scheduler(recipe, optimizer, recipe.epochs * math.ceil(n / b))
+    params = [p for group in optimizer.param_groups for p in group["params"]]
     steps, losses, t0 = 0, [], time.perf_counter()
     model.train()
     for _ in range(recipe.epochs):
@@ -260,17 +279,41 @@ def _plain(
         order = torch.randperm(n, generator=g)
         for start in range(0, n, b):
             idx = order[start : start + b]
-            xb, mb = trim(x[idx], mask[idx])
-            xb, mb = xb.to(dev), mb.to(dev)
-            yb = None if y is None else y[idx].to(dev)
-            loss = loss_fn(model(input_ids=xb, attention_mask=mb).logits, targets(xb, mb, yb))
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            total = 0.0
+            for lo in range(0, len(idx), part):
+                sub = idx[lo : lo + part]
+                xb, mb = trim(x[sub], mask[sub])
+                xb, mb = xb.to(dev), mb.to(dev)
+                yb = None if y is None else y[sub].to(dev)
+                loss = loss_fn(model(input_ids=xb, attention_mask=mb).logits, targets(xb, mb, yb))
+                if len(sub) < len(idx):
+                    loss = loss * (len(sub) / len(idx))
+                loss.backward()
+                total += float(loss.detach())
+            if recipe.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(params, recipe.max_grad_norm)
             optimizer.step()
-            losses.append(float(loss.detach()))
+            if schedule is not None:
+                schedule.step()
+            losses.append(total)
             steps += 1
     model.eval()
     return steps, float(sum(losses) / max(len(losses), 1)), time.perf_counter() - t0
+
+
+def scheduler(recipe: LMRecipe, optimizer: Any, total_steps: int) -> Any:
+    """The recipe's learning-rate schedule over ``total_steps`` optimiser steps, as the ``Trainer`` builds it
+    (``transformers.get_scheduler``; warm-up steps = ``warmup_steps``, else ⌈``warmup_ratio`` × steps⌉);
+    ``None`` for a constant rate without warm-up (the default: the optimiser alone, as before)."""
+    if recipe.lr_scheduler_type == "constant":
+        return None
+    from transformers import get_scheduler
+
+    warmup = recipe.warmup_steps or math.ceil(recipe.warmup_ratio * total_steps)
+    return get_scheduler(
+        recipe.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max(total_steps, 1)
+    )
 
 
 def _by_user(recipe: LMRecipe, users: Sequence[str], x: Any, mask: Any, y: Any, dev: torch.device) -> Any:
@@ -296,7 +339,9 @@ def _private(recipe: LMRecipe, model: Any, optimizer: Any, units: Any, seed: int
         criterion=loss_for(units.y), grad_sample_mode=mode, noise_multiplier=dp.noise_multiplier,
         instrument=dp.instrument,
     )  # fmt: skip
-    losses = run.train(units.step, s.epochs, None if by_user else recipe.max_physical_batch_size)
+    schedule = scheduler(recipe, run.optimizer, s.epochs * len(run.loader))  # post-processing: no privacy cost
+    physical = None if by_user else recipe.max_physical_batch_size
+    losses = run.train(units.step, s.epochs, physical, on_step=None if schedule is None else schedule.step)
     record = run.record(
         s, n_units=units.n, batch_size=min(s.batch_size, units.n), accounting="compose",
         target_epsilon=dp.target_epsilon, grad_sample_mode="hooks (per-user sums)" if by_user else mode,
@@ -324,4 +369,12 @@ def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: 
     return float(math.exp(-total / max(s.tokens, 1)))
 
 
-__all__ = ["DPFineTune", "FineTuneStats", "finetune", "grad_sample_mode", "load_base", "perplexity"]
+__all__ = [
+    "DPFineTune",
+    "FineTuneStats",
+    "finetune",
+    "grad_sample_mode",
+    "load_base",
+    "perplexity",
+    "scheduler",
+]

@@ -249,7 +249,7 @@ class LMHardenTask(HardenTask):
         public = [
             f"the base model {recipe.base} (public pre-trained weights; every candidate starts from it, never from "
             "the audited checkpoint)",
-            f"the recipe {recipe.source} ({recipe.mode}, optimiser AdamW, learning rate {recipe.learning_rate:g})",
+            f"the recipe {recipe.source} ({recipe.mode}, optimiser {recipe.optimiser_text()})",
             "the ε schedule, the search's rules and the policy",
             f"the number of {'users' if users is not None else 'training records'} N = {n} (it sets q and δ)"
             + ("" if users is None else f" and of records ({self.n_records}); which record belongs to which user"),

@@ -35,6 +35,7 @@ save time, never change a verdict.
 from __future__ import annotations
 
 import hashlib
+import json
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,7 +144,7 @@ def recipe_fingerprint(recipe: Any, base_digest: str) -> str:
     import torch
     import transformers
 
-    settings = recipe.model_dump_json(exclude={"base", "heldout", "source", "merge", "max_physical_batch_size"})
+    settings = json.dumps(recipe.training_settings(), separators=(",", ":"), ensure_ascii=False)
     versions = f"torch {torch.__version__}|transformers {transformers.__version__}|peft {peft.__version__}"
     text = f"lm-reference|{REFERENCE_VERSION}|{settings}|{base_digest}|{versions}"
     return hashlib.sha256(text.encode()).hexdigest()
