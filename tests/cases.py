@@ -89,10 +89,20 @@ def stable(value: Any, volatile: set[str]) -> Any:
     return value
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``privgate`` in a subprocess, as a user would (:data:`privgate_cli.PRIVGATE`)."""
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, fresh: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run ``privgate`` in its own process, as a user would: forked from a pre-imported server
+    (:mod:`cli_fork`), or ``python -m privgate.cli`` in a fresh interpreter (:data:`privgate_cli.PRIVGATE`) when
+    ``fresh`` or ``$PRIVGATE_TEST_FRESH_CLI=1`` (what a run imports, or reads from the environment at import)."""
     from privgate_cli import PRIVGATE
 
-    full_env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", **(env or {})}
+    base = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
+    base.pop("PRIVGATE_DEBUG", None)
+    full_env = {**base, **(env or {})}
     full_env.pop("PRIVGATE_DEBUG", None)
+    if not fresh and os.environ.get("PRIVGATE_TEST_FRESH_CLI") != "1":
+        from cli_fork import run_forked
+
+        return run_forked(list(args), None if cwd is None else str(cwd), full_env, 300, base)
     return subprocess.run(PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300)
