@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import inproc
 import numpy as np
 import pytest
 from cases import run_cli
@@ -157,9 +158,17 @@ def _fields(check, policy) -> dict:
     return decision.check_fields(check, decision.Level.of(policy, policy)) | {"value": None, "ci": [None, None]}
 
 
-def test_same_seed_same_numbers_other_seed_other_split(case, tmp_path):
+@pytest.fixture(scope="module")
+def seed_7_quiet(case, tmp_path_factory):
+    """One CLI run of the leaky model at ``--seed 7 --quiet``: (the finished process, its JSON report)."""
+    out = tmp_path_factory.mktemp("seed7") / "r7.json"
+    return _check(case, case.leaky_ts, "internal", "--seed", "7", "--quiet", json_path=out), out
+
+
+def test_same_seed_same_numbers_other_seed_other_split(case, seed_7_quiet):
     """`--seed` reaches the split: the CLI's numbers at seed 7 are the Python API's at seed 7; the API repeats
-    itself at seed 0 and differs from seed 7 (one subprocess, three in-process audits)."""
+    itself at seed 0 and differs from seed 7 (one subprocess, shared with the --quiet test, three in-process
+    audits)."""
     import privgate
 
     def numbers(rep):
@@ -171,8 +180,7 @@ def test_same_seed_same_numbers_other_seed_other_split(case, tmp_path):
         rep = privgate.check(str(case.leaky_ts), "internal", str(case.members), str(case.nonmembers), seed=seed)
         return numbers(json.loads(rep.to_json()))
 
-    out = tmp_path / "r7.json"
-    _check(case, case.leaky_ts, "internal", "--seed", "7", json_path=out)
+    _, out = seed_7_quiet
     seven = numbers(json.loads(out.read_text()))
     assert api(7) == seven
     first = api(0)
@@ -184,24 +192,13 @@ def test_state_dict_needs_recipe(case, tmp_path):
     r = _check(case, case.leaky_state)
     assert r.returncode == 2
     assert "--recipe" in r.stderr and "Traceback" not in r.stderr
-    out = tmp_path / "r.json"
-    r = run_cli(
-        "check",
-        str(case.leaky_state),
-        "--policy",
-        "internal",
-        "--members",
-        str(case.members),
-        "--nonmembers",
-        str(case.nonmembers),
-        "--recipe",
-        case.recipe_spec,
-        "--json",
-        str(out),
-        cwd=case.dir,
+    # with the recipe (found from the working folder, as the CLI's --recipe is: tests/test_bad_input.py) it is
+    # audited: in process through privgate.api, the CLI's report (tests/test_front_door.py)
+    report = inproc.check(
+        case.leaky_state, "internal", case.members, case.nonmembers, recipe=case.recipe_spec, search_dirs=(case.dir,)
     )
-    assert r.returncode == 1, r.stderr
-    assert json.loads(out.read_text())["target"]["format"] == "state_dict"
+    assert report.exit_code == 1
+    assert json.loads(inproc.render(report, "json")["json"])["target"]["format"] == "state_dict"
 
 
 def test_unavailable_attack_is_reported_not_dropped(case, monkeypatch):
@@ -226,8 +223,8 @@ def test_unavailable_attack_is_reported_not_dropped(case, monkeypatch):
     assert rep.verdict == "inconclusive" and rep.exit_code == 3
 
 
-def test_quiet_prints_only_the_verdict(case):
-    r = _check(case, case.leaky_ts, "internal", "--quiet")
+def test_quiet_prints_only_the_verdict(seed_7_quiet):
+    r, _ = seed_7_quiet
     assert r.returncode == 1
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("FAIL:")

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import inproc
 import numpy as np
 import pytest
 from cases import run_cli, stable
@@ -224,10 +225,12 @@ def test_every_command_offers_exactly_the_formats_of_its_job():
 
 
 def test_report_render_reads_every_job_back(tmp_path):
-    """A saved claim-audit report renders in the other formats; a format a job has no form of is one sentence."""
-    r = run_cli("audit", "ldp", "--epsilon", "2", "--trials", "200", "--adversary", "input_perturbation",
-                "--json", "a.json", cwd=tmp_path)  # fmt: skip
-    assert r.returncode == 0, r.stderr
+    """A saved claim-audit report renders in the other formats; a format a job has no form of is one sentence.
+
+    The report is saved in process (``privgate audit ldp --json``'s: the test above); rendering it is the CLI's."""
+    _, _, audit = inproc.audit("ldp", epsilons=(2.0,), trials=200, adversaries=("input_perturbation",))
+    assert audit.exit_code == 0
+    (tmp_path / "a.json").write_text(inproc.render(audit, "json")["json"], encoding="utf-8")
     rendered = run_cli("report", "render", "a.json", "--junit", "a.xml", "--markdown", "a.md", cwd=tmp_path)
     assert rendered.returncode == 0, rendered.stderr
     assert ET.parse(tmp_path / "a.xml").getroot().get("tests") == "1"

@@ -181,7 +181,8 @@ def test_check_without_an_address_starts_ray_here_and_gives_the_local_numbers(ca
     until Ray ended the process with exit code 1 ("leaks"). The CLI runs in a
     subprocess with no ``--ray-address`` and no ``$RAY_ADDRESS``, so it starts
     its own Ray (not the module's), trains LiRA's reference models as Ray tasks
-    and must give the local executor's numbers and exit code.
+    and must give the local executor's numbers and exit code (the local run in process: the CLI's report,
+    tests/test_front_door.py).
     """
     (tmp_path / "refs.yaml").write_text(POLICY)
     args = (
@@ -193,20 +194,23 @@ def test_check_without_an_address_starts_ray_here_and_gives_the_local_numbers(ca
     env.update(COLUMNS="200", OMP_NUM_THREADS="1")
     from privgate_cli import PRIVGATE
 
-    runs = {}
-    for name in ("local", "ray"):
-        out = tmp_path / f"{name}.json"
-        runs[name] = subprocess.run(
-            [*PRIVGATE, *args, "--executor", name, "--json", str(out)],
-            cwd=case.dir, env=env, capture_output=True, text=True, timeout=240,
-        )  # fmt: skip
-        # the regularised model: inconclusive (3) on 150 rows, never 1, the code Ray's own fatal exit gives
-        assert runs[name].returncode == 3, (name, runs[name].stdout + runs[name].stderr)
-    assert "GCS" not in runs["ray"].stderr and "Traceback" not in runs["ray"].stderr, runs["ray"].stderr
-    local, here = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("local", "ray"))
-    assert _stable(local) == _stable(here)
-    assert "4 models trained as 2 tasks of at most 2 (ray executor)" in here["attacks"][0]["notes"]
-    assert here["environment"]["executor"] == "ray" and here["verdict"] == "inconclusive"
+    out = tmp_path / "ray.json"
+    ray_run = subprocess.run(
+        [*PRIVGATE, *args, "--executor", "ray", "--json", str(out)],
+        cwd=case.dir, env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    here = inproc.check(
+        case.safe_ts, tmp_path / "refs.yaml", case.members, case.nonmembers, recipe=case.recipe_spec,
+        search_dirs=(case.dir,), models_per_task=2, executor="local",
+    )  # fmt: skip
+    # the regularised model: inconclusive (3) on 150 rows, never 1, the code Ray's own fatal exit gives
+    assert here.exit_code == 3, here.summary
+    assert ray_run.returncode == 3, ray_run.stdout + ray_run.stderr
+    assert "GCS" not in ray_run.stderr and "Traceback" not in ray_run.stderr, ray_run.stderr
+    local, there = json.loads(inproc.render(here, "json")["json"]), json.loads(out.read_text())
+    assert _stable(local) == _stable(there)
+    assert "4 models trained as 2 tasks of at most 2 (ray executor)" in there["attacks"][0]["notes"]
+    assert there["environment"]["executor"] == "ray" and there["verdict"] == "inconclusive"
 
 
 #: A recipe whose training kills the process it runs in: in a Ray worker, Ray reports the worker as crashed.
