@@ -138,6 +138,11 @@ class AttributeAttack(Attack):
         from privgate.stats.leakage import PairedGuesses
 
         t0 = time.perf_counter()
+        from privgate.inputs.tables import not_numeric
+
+        why = not_numeric(ctx.x, getattr(ctx.target.model, "schema", None), self.name)
+        if why:  # a table with text columns: its baseline learns from numbers
+            raise AttackSkipped(why)
         col = self.options["sensitive_column"]
         if col is None:
             raise AttackSkipped(

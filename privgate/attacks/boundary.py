@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from privgate.attacks.base import Attack, AttackContext, AttackResult
+from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.attacks.label_only import FLIP_GRID, GAUSSIAN_GRID, NOISES, robustness
 from privgate.errors import shown
 
@@ -75,7 +75,11 @@ class BoundaryAttack(Attack):
 
     def run(self, ctx: AttackContext) -> AttackResult:
         from privgate.attacks.learned import learned_scorer
+        from privgate.inputs.tables import not_numeric
 
+        why = not_numeric(ctx.x, getattr(ctx.target.model, "schema", None), self.name)
+        if why:  # a table with text columns: no noise or flips to add to them
+            raise AttackSkipped(why)
         start = time.perf_counter()
         o = self.options
         shape = ctx.x.shape

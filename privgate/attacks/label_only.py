@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from privgate.attacks.base import Attack, AttackContext, AttackResult
+from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
 
 NOISES = ("auto", "gaussian", "flip")
@@ -103,6 +103,11 @@ class LabelOnlyAttack(Attack):
         self.options = {"queries": queries, "noise": noise, "sigma": sigma if sigma == "auto" else float(sigma)}
 
     def run(self, ctx: AttackContext) -> AttackResult:
+        from privgate.inputs.tables import not_numeric
+
+        why = not_numeric(ctx.x, getattr(ctx.target.model, "schema", None), self.name)
+        if why:  # a table with text columns: no noise or flips to add to them
+            raise AttackSkipped(why)
         start = time.perf_counter()
         o = self.options
         x = np.asarray(ctx.x, dtype=np.float32)
