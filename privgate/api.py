@@ -68,10 +68,17 @@ def as_dataset(value: DataLike, role: str, label_column: str = "label", base: Pa
     raise DataError(f"{role}: expected (x, y), a Dataset, a file path or module:function, got {type(value).__name__}.")
 
 
-def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool = False, access: Any = None) -> Target:
+def as_target(
+    model: Any,
+    recipe: Recipe | None = None,
+    trust_checkpoint: bool = False,
+    access: Any = None,
+    trust_types: tuple[str, ...] = (),
+) -> Target:
     """A :class:`Target` from a Target, a path or endpoint URL, an ``nn.Module``, a Booster or a fitted classifier.
 
-    ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint URL is queried.
+    ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint URL is queried;
+    ``trust_types``, which types a ``.skops`` file may name besides scikit-learn's, numpy's and scipy's.
     """
     import torch
     from torch import nn
@@ -81,7 +88,7 @@ def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool =
     if isinstance(model, Target):
         return model
     if isinstance(model, (str, Path)):
-        return Target.load(model, recipe=recipe, trust_checkpoint=trust_checkpoint, access=access)
+        return Target.load(model, recipe, trust_checkpoint, access, trust_types)
     if isinstance(model, (nn.Module, torch.jit.ScriptModule)):
         return Target(model, source=f"<{type(model).__name__}>", fmt="module")
     from privgate.inputs.targets import wrap_booster
@@ -89,7 +96,10 @@ def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool =
     booster = wrap_booster(model)  # an xgboost/lightgbm Booster in memory
     if booster is not None:
         return Target(booster, booster.source, booster.fmt)
-    return Target(model, source=f"<{type(model).__name__}>", fmt="sklearn")
+    from privgate.inputs.targets.sklearn import wrap_estimator  # a fitted scikit-learn classifier
+
+    estimator = wrap_estimator(model, f"<{type(model).__name__}>")
+    return Target(model if estimator is None else estimator, source=f"<{type(model).__name__}>", fmt="sklearn")
 
 
 def as_policy(policy: Policy | str | Path) -> Policy:
@@ -97,11 +107,15 @@ def as_policy(policy: Policy | str | Path) -> Policy:
 
 
 def as_recipe(recipe: Recipe | str | None, search_dirs: list[Path] | None = None) -> Recipe | None:
+    from privgate.inputs.targets.sklearn import is_estimator
     from privgate.recipe import Recipe
+    from privgate.sklearn_recipe import SklearnRecipe
     from privgate.tree_recipe import TreeRecipe
 
-    if recipe is None or isinstance(recipe, (Recipe, TreeRecipe)):
+    if recipe is None or isinstance(recipe, (Recipe, TreeRecipe, SklearnRecipe)):
         return recipe
+    if is_estimator(recipe) and not isinstance(recipe, type):  # an unfitted scikit-learn estimator in memory
+        return SklearnRecipe(recipe, name=type(recipe).__name__)  # type: ignore[return-value]
     return load_recipe(recipe, search_dirs)
 
 
@@ -153,7 +167,7 @@ def load_inputs(settings: CheckSettings, seed: int = 0) -> Inputs:
     population = dataset(settings.population, "population") if settings.population is not None else None
     data = AuditData(train, dataset(settings.nonmembers, "non-members"), population, seed=seed)
     rec = as_recipe(settings.recipe, dirs)
-    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access)
+    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access, settings.trust_types)
     return Inputs(pol, rec, target, data, train)
 
 

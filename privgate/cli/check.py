@@ -42,13 +42,16 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "policy_spec",
     help="Built-in policy name (public, internal, confidential, strict) or a policy YAML file.",
 )
-@click.option("--members", help="Members (the training set): .npz, .pt, .csv or module:function.")
-@click.option("--nonmembers", help="Non-members from the same distribution: .npz, .pt, .csv or module:function.")
+@click.option("--members", help="Members (the training set): .npz, .pt, .csv, .parquet or module:function.")
+@click.option(
+    "--nonmembers", help="Non-members from the same distribution: .npz, .pt, .csv, .parquet or module:function."
+)
 @click.option("--population", help="Optional extra same-distribution data for reference models.")
 @click.option(
     "--recipe",
-    help="Training recipe as module:attr: a privgate.Recipe, or your own train(x, y, seed, device) -> nn.Module "
-    "(needed for state_dict checkpoints and reference models).",
+    help="Training recipe as module:attr: a privgate.Recipe, your own train(x, y, seed, device) -> nn.Module, or an "
+    "unfitted scikit-learn estimator (needed for state_dict checkpoints and reference models; a scikit-learn model "
+    "is its own recipe without one).",
 )
 @click.option(
     "--config",
@@ -63,7 +66,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     help="Append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set.",
 )
 @click.option("--seed", type=int, help="Seed for every random choice (default 0).")
-@click.option("--label-column", help="Label column of CSV data (default 'label').")
+@click.option("--label-column", help="Label column of CSV and Parquet tables (default 'label').")
 @cache_options(config_key=True)
 @click.option(
     "--threads",
@@ -112,6 +115,14 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     is_flag=True,
     default=None,
     help="Allow loading pickled checkpoints (this runs code from the file).",
+)
+@click.option(
+    "--trust-type",
+    "trust_types",
+    multiple=True,
+    metavar="MODULE.NAME",
+    help="A type a .skops model may name besides scikit-learn's, numpy's and scipy's (your own transformer, the "
+    "function of a FunctionTransformer); repeatable; loading it imports its module. Else the config's 'trust_types'.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @click.option("--verbose", "-v", is_flag=True, help="Print the reason of every check, passing ones too.")
@@ -192,6 +203,7 @@ def check(
     max_records: int | None = None,
     max_text_mib: int | None = None,
     max_canaries: int | None = None,
+    trust_types: tuple[str, ...] = (),
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict.
 
@@ -288,6 +300,7 @@ def check(
         "recipe": recipe_spec,
         "label_column": pick("label_column", label_column) or "label",
         "trust_checkpoint": bool(pick("trust_checkpoint", trust_checkpoint)),
+        "trust_types": tuple(trust_types or cfg.get("trust_types") or ()),
         "search_dirs": (base,),
         "access": endpoint_access(
             headers,
