@@ -196,6 +196,10 @@ def run_attacks(
     Every attack runs inside :func:`privgate.training.threads.limit_threads` with ``run.threads``.
     """
     run = (run or RunOptions()).resolved()
+    if recipe is None:  # a scikit-learn target is its own recipe: clones of it (privgate.training.sklearn_models)
+        from privgate.training.sklearn_models import own_recipe
+
+        recipe = own_recipe(target)
     surface = surface_of(policy)  # an API release: every query answered as the API answers it
     target = target.to_device(run.device).serving(surface)
     rows = audit_rows(data, run.seed)
@@ -223,7 +227,7 @@ def run_attacks(
             why = f"'{name}' is not implemented in this version of privgate"
         elif surface is not None and not registry[name].diagnostic and surface.not_applicable(threat):
             why = surface.not_applicable(threat)
-        elif threat == "white-box" and not target.white_box:
+        elif threat == "white-box" and not target.white_box and not getattr(registry[name], "reads_structure", False):
             why = (
                 f"'{name}' needs the model's weights (white-box), but the target is {target.fmt} without a torch module"
             )
