@@ -26,6 +26,7 @@ from privgate.attacks import (
     lira,
     rmia,
     shadow,
+    structural,
     threshold,
 )
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped, ThreatModel
@@ -50,6 +51,7 @@ MODULES = (
     gradient,
     inversion,
     attribute,
+    structural,
     lm_loss,
     lm_zlib,
     lm_reference,
