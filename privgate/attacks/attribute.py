@@ -140,7 +140,7 @@ class AttributeAttack(Attack):
         t0 = time.perf_counter()
         from privgate.inputs.tables import not_numeric
 
-        why = not_numeric(ctx.x, getattr(ctx.target.model, "schema", None), self.name)
+        why = not_numeric(ctx.x, ctx.target, self.name)
         if why:  # a table with text columns: its baseline learns from numbers
             raise AttackSkipped(why)
         col = self.options["sensitive_column"]

@@ -77,7 +77,7 @@ class BoundaryAttack(Attack):
         from privgate.attacks.learned import learned_scorer
         from privgate.inputs.tables import not_numeric
 
-        why = not_numeric(ctx.x, getattr(ctx.target.model, "schema", None), self.name)
+        why = not_numeric(ctx.x, ctx.target, self.name)
         if why:  # a table with text columns: no noise or flips to add to them
             raise AttackSkipped(why)
         start = time.perf_counter()

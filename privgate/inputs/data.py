@@ -329,11 +329,11 @@ class AuditData:
     def check_against(self, target: Target) -> None:
         """Check that the data fits the model: features run through it, labels in range.
 
-        Tables are aligned with the model first (:func:`privgate.inputs.tables.fit_to_model`): a
+        Tables are aligned with the model first (:func:`privgate.inputs.table_fit.fit_to_model`): a
         scikit-learn pipeline's columns and ``classes_``, every row scored once.
         """
         if any(d is not None and d.schema is not None for _, d in self._sets()):
-            from privgate.inputs.tables import fit_to_model
+            from privgate.inputs.table_fit import fit_to_model
 
             fit_to_model(self, target)
         probe = self.members.x[:2]

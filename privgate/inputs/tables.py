@@ -17,7 +17,7 @@ labels. privgate reads such tables as they are:
   model always sees the frame it was fitted on.
 * ``y`` holds codes into :attr:`Schema.labels` (the label values, sorted); once
   the model is known they are the indices of its ``classes_``
-  (:func:`fit_to_model`), so a label the model has never seen is one sentence
+  (:func:`privgate.inputs.table_fit.fit_to_model`), so a label the model has never seen is one sentence
   naming the row.
 
 Every set of one audit (members, non-members, population) must have the same
@@ -29,8 +29,7 @@ hashing whole rows, every column and the label, with pandas' value-based hash
 
 What the model cannot take — a missing column, an unseen category, NaN in a
 pipeline without an imputer — is found by scoring every row once before any
-attack runs; a failure is bisected to its first row and named
-(:func:`fit_to_model`).
+attack runs (:mod:`privgate.inputs.table_fit`).
 """
 
 from __future__ import annotations
@@ -50,13 +49,10 @@ from privgate.inputs.suggest import did_you_mean
 if TYPE_CHECKING:
     import pandas as pd
 
-    from privgate.inputs.data import AuditData, Dataset
-    from privgate.inputs.target import Target
+    from privgate.inputs.data import Dataset
 
 #: The largest table read (uncompressed, as Parquet declares it before anything is read): 2 GiB.
 MAX_TABLE_BYTES = 2 << 30
-#: Rows scored at once when every row is checked against the model.
-SCORE_CHUNK = 4096
 #: Why attacks that perturb or learn from numeric features do not run on a table with text or category columns.
 NOT_NUMERIC = (
     "'{name}' perturbs or learns from numeric features, and the table has text or category columns "
@@ -308,7 +304,7 @@ def unify(sets: Sequence[tuple[str, Dataset | None]]) -> list[Dataset | None]:
         missing = [c for c in columns if c not in s.columns]
         extra = [c for c in s.columns if c not in columns]
         if missing or extra:
-            what = f"has no column {shown(missing[0], 60)}" if missing else f"has a column {shown(extra[0], 60)}"
+            what = f"have no column {shown(missing[0], 60)}" if missing else f"have a column {shown(extra[0], 60)}"
             raise DataError(
                 f"{d.source}: the {role} {what}, which the {ref_role} ({ref.source}) {'have' if missing else 'lack'}."
             )
@@ -371,9 +367,13 @@ def _agree(mine: Any, theirs: Any, column: Any, ref: tuple[str, str], other: tup
     if a == b or {a, b} == {"text", "category"}:
         return mine
     raise DataError(
-        f"{other[1]}: column {shown(column, 60)} holds {b} values in the {other[0]} but {a} values in the "
+        f"{other[1]}: column {shown(column, 60)} holds {_plural(b)} in the {other[0]} but {_plural(a)} in the "
         f"{ref[0]} ({ref[1]}); give it one type in every file."
     )
+
+
+def _plural(kind: str) -> str:
+    return {"number": "numbers", "bool": "booleans", "category": "categories", "date": "dates"}.get(kind, kind)
 
 
 def _label_union(tables: list[tuple[str, Dataset]]) -> tuple[Any, ...] | None:
@@ -412,168 +412,18 @@ def sha256(d: Dataset) -> str:
     return h.hexdigest()
 
 
-# --------------------------------------------------------------------------- the model meets the table
+def not_numeric(x: np.ndarray, target: Any, name: str) -> str | None:
+    """Why attack ``name`` (which needs numeric features) cannot run on rows ``x``; ``None`` when it can.
 
-
-def not_numeric(x: np.ndarray, schema: Schema | None, name: str) -> str | None:
-    """Why attack ``name`` (which needs numeric features) cannot run on rows ``x``; ``None`` when it can."""
+    ``target``: what the attack queries (a :class:`~privgate.inputs.target.Target`, or any stand-in for one);
+    the table's text columns are named from its model's schema when it has one.
+    """
     if np.asarray(x).dtype != object:
         return None
+    schema = getattr(getattr(target, "model", None), "schema", None)
     cols = schema.text_columns() if schema is not None else []
     listed = ", ".join(shown(c, 40) for c in cols[:5]) + (", …" if len(cols) > 5 else "") if cols else "text"
     return NOT_NUMERIC.format(name=name, columns=listed)
-
-
-def fit_to_model(data: AuditData, target: Target) -> None:
-    """Align every table of ``data`` with the model, in place, or say in one sentence why the model cannot read it.
-
-    A scikit-learn model (:class:`~privgate.inputs.targets.sklearn.SklearnModel`)
-    gets the columns it was fitted on, in its order (``feature_names_in_``), and
-    labels mapped to its ``classes_``; it learns the frame layout
-    (:meth:`SklearnModel.bind`) and scores every row once. Any other model takes
-    numbers only: the numeric reader's sentence, text or a NaN is refused naming
-    the row and column, and labels must be class indices.
-    """
-    from privgate.inputs.targets.sklearn import SklearnModel
-
-    roles = (("members", data.members), ("non-members", data.nonmembers), ("population", data.population))
-    sets = [(role, d) for role, d in roles if d is not None]
-    if isinstance(target.model, SklearnModel):
-        done = {role: _for_sklearn(d, target.model) for role, d in sets}
-        schema = done["members"].schema
-        assert schema is not None
-        target.model.bind(schema)
-        for role, d in done.items():
-            _score_all(d, target.model, role)
-    else:
-        done = {role: _for_numbers(d, target.fmt) for role, d in sets}
-    data.members, data.nonmembers = done["members"], done["non-members"]
-    data.population = done.get("population")
-
-
-def _for_sklearn(d: Dataset, model: Any) -> Dataset:
-    s = d.schema
-    assert s is not None
-    wanted = model.feature_names
-    x, columns, dtypes = d.x, s.columns, s.dtypes
-    if wanted is not None:
-        missing = [c for c in wanted if c not in s.columns]
-        if missing:
-            names = ", ".join(shown(str(c), 40) for c in s.columns[:12]) + (", …" if len(s.columns) > 12 else "")
-            raise DataError(
-                f"{d.source}: no column {shown(missing[0], 60)}, which the model was fitted on"
-                f"{did_you_mean(str(missing[0]), [str(c) for c in s.columns])} (the table's columns: {names})."
-            )
-        order = [s.columns.index(c) for c in wanted]
-        x, columns, dtypes = x[:, order], tuple(wanted), tuple(s.dtypes[i] for i in order)
-    elif model.n_features is not None and model.n_features != len(s.columns):
-        raise DataError(
-            f"{d.source}: the model takes {model.n_features} features (it was fitted on an array without column "
-            f"names) but the table has {len(s.columns)} columns besides the label."
-        )
-    classes = list(model.classes_)
-    index = {_key(c): i for i, c in enumerate(classes)}
-    values = s.label_values(d.y)
-    y = np.empty(len(values), dtype=np.int64)
-    for i, v in enumerate(values):
-        k = index.get(_key(v))
-        if k is None:
-            row = int(d.rows[i]) + 1 if d.rows is not None else i + 1
-            listed = ", ".join(shown(_plain(c), 40) for c in classes[:10]) + (", …" if len(classes) > 10 else "")
-            raise DataError(
-                f"{d.source}: row {row} has the label {shown(_plain(v), 60)}, which is not one of the model's "
-                f"classes ({listed})."
-            )
-        y[i] = k
-    schema = replace(s, columns=columns, dtypes=dtypes, labels=tuple(_plain(c) for c in classes))
-    if schema.numeric and x.dtype == object:
-        x = schema.frame(x).to_numpy(dtype=np.float64, na_value=np.nan)
-    return replace(d, x=x, y=y, schema=schema)
-
-
-def _key(v: Any) -> Any:
-    """A label compared by value: 1, 1.0 and numpy's 1 are one class; text stays text."""
-    v = _plain(v)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-
-
-def _score_all(d: Dataset, model: Any, role: str) -> None:
-    """Every row through the model once; the first row it cannot score is named (bisected)."""
-    for start in range(0, len(d), SCORE_CHUNK):
-        part = d.x[start : start + SCORE_CHUNK]
-        exc = _fails(model, part)
-        if exc is None:
-            continue
-        lo, hi = 0, len(part)
-        while hi - lo > 1:  # the first single row that fails, when a row is at fault (else the chunk's message)
-            mid = (lo + hi) // 2
-            if _fails(model, part[lo:mid]) is not None:
-                hi = mid
-            elif _fails(model, part[mid:hi]) is not None:
-                lo = mid
-            else:
-                break
-        single = hi - lo == 1 and _fails(model, part[lo:hi]) is not None
-        i = start + lo
-        if single:
-            row = int(d.rows[i]) + 1 if d.rows is not None else i + 1
-            raise DataError(
-                f"{d.source}: the model cannot score row {row} of the {role}{_missing(d, i)} ({_first(exc)})."
-            )
-        raise DataError(f"{d.source}: the model cannot score the {role} ({_first(exc)}).")
-
-
-def _fails(model: Any, x: np.ndarray) -> BaseException | None:
-    try:
-        model.raw(x)
-    except Exception as exc:  # noqa: BLE001 - whatever the pipeline raises on rows it cannot take
-        if out_of_memory(exc):
-            raise
-        return exc
-    return None
-
-
-def _missing(d: Dataset, i: int) -> str:
-    """``", where column 'age' is missing"`` when row ``i`` has a missing value."""
-    pd = _pandas()
-    assert d.schema is not None
-    gaps = [c for c, v in zip(d.schema.columns, np.asarray(d.x[i], dtype=object)) if _isna(pd, v)]
-    return f", where column {shown(gaps[0], 60)} is missing (NaN)" if gaps else ""
-
-
-def _isna(pd: Any, v: Any) -> bool:
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
-
-
-def _for_numbers(d: Dataset, fmt: str) -> Dataset:
-    """A table for a model that takes numbers only: numeric, finite, with class-index labels."""
-    s = d.schema
-    assert s is not None
-    if s.note:
-        raise DataError(s.note)
-    if not s.numeric:
-        col = s.text_columns()[0]
-        j = s.columns.index(col)
-        i = next((i for i, v in enumerate(d.x[:, j]) if not _isna(_pandas(), v)), 0)
-        raise DataError(
-            f"{d.source}: column {shown(col, 60)} holds text ({shown(d.x[i, j], 40)} in row {i + 1}); a {fmt} "
-            "model takes numbers only."
-        )
-    bad = np.argwhere(~np.isfinite(np.asarray(d.x, dtype=np.float64)))
-    if len(bad):
-        i, j = (int(v) for v in bad[0])
-        raise DataError(f"{d.source}: row {i + 1}, column {shown(s.columns[j], 60)} is not a finite number.")
-    values = s.label_values(d.y)
-    wrong = [v for v in values if not isinstance(_plain(v), (int, np.integer)) or _plain(v) < 0]
-    if wrong:
-        raise DataError(
-            f"{d.source}: the label {shown(_plain(wrong[0]), 60)} is not a class index (0, 1, 2, …), which a "
-            f"{fmt} model needs."
-        )
-    return replace(d, x=np.asarray(d.x, dtype=np.float32), y=np.asarray(values, dtype=np.int64), schema=None)
 
 
 __all__ = [
@@ -581,7 +431,6 @@ __all__ = [
     "NOT_NUMERIC",
     "Schema",
     "family",
-    "fit_to_model",
     "from_frame",
     "not_numeric",
     "read_csv",
