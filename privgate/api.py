@@ -157,7 +157,7 @@ def load_inputs(settings: CheckSettings, seed: int = 0) -> Inputs:
     # the policy, the model's path and the data first: a run refused on them never imports torch
     pol = as_policy(settings.policy)
     if isinstance(settings.model, (str, Path)):
-        check_model_path(settings.model)
+        check_model_path(settings.model, settings.trust_types)
     base = (dirs or [Path.cwd()])[0]
 
     def dataset(value: DataLike, role: str) -> Dataset:

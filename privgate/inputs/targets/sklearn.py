@@ -42,7 +42,9 @@ forest's vote shares, an SVC's Platt scaling) the probabilities are read.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,12 +95,35 @@ def trusted_by_default(name: str) -> bool:
 
 def load_skops(path: Path, trust_types: Sequence[str] = ()) -> SklearnModel:
     """A fitted classifier from a ``.skops`` file whose every type is trusted; one sentence otherwise."""
+    sio = _skops(path)
+    listed = untrusted_types(path, trust_types)
+    try:
+        with _project_path(path if trust_types else None):  # the user's trusted types live in their project
+            model = sio.load(path, trusted=list(listed))
+    except Exception as exc:  # noqa: BLE001 - skops and the types it builds raise their own errors
+        raise TargetError(f"{path}: the skops file cannot be loaded ({_first(exc)}).") from None
+    wrapped = wrap_estimator(model, str(path))
+    if wrapped is None:
+        raise TargetError(f"{path}: the skops file holds a {type(model).__name__}, not a fitted classifier.")
+    return wrapped
+
+
+def _skops(path: Path) -> Any:
     try:
         import skops.io as sio
     except ImportError:
         raise TargetError(
             f"{path}: is a skops file; reading it needs skops (pip install 'privgate[sklearn]')."
         ) from None
+    return sio
+
+
+def untrusted_types(path: Path, trust_types: Sequence[str] = ()) -> list[str]:
+    """The types skops lists as untrusted in ``path``, once every one is trusted here; one sentence otherwise.
+
+    Reads the zip's entry sizes and its schema, never an object: nothing is imported.
+    """
+    sio = _skops(path)
     from privgate.inputs.npzlimits import check_npz
 
     try:
@@ -122,14 +147,21 @@ def load_skops(path: Path, trust_types: Sequence[str] = ()) -> SklearnModel:
             f"loading it would import and run its module's code; if it is yours, trust it with --trust-type "
             f"{clip(refused[0], 100)} (or trust_types in privgate.toml)."
         )
+    return list(listed)
+
+
+@contextmanager
+def _project_path(model: Path | None) -> Iterator[None]:
+    """The model's folder and the working directory on ``sys.path`` while a file naming the user's types loads."""
+    added = [] if model is None else [str(d) for d in dict.fromkeys((Path(model).resolve().parent, Path.cwd()))]
+    added = [d for d in added if d not in sys.path]
+    sys.path.extend(added)  # after every installed package: a file beside the model never shadows one
     try:
-        model = sio.load(path, trusted=list(listed))
-    except Exception as exc:  # noqa: BLE001 - skops and the types it builds raise their own errors
-        raise TargetError(f"{path}: the skops file cannot be loaded ({_first(exc)}).") from None
-    wrapped = wrap_estimator(model, str(path))
-    if wrapped is None:
-        raise TargetError(f"{path}: the skops file holds a {type(model).__name__}, not a fitted classifier.")
-    return wrapped
+        yield
+    finally:
+        for d in added:
+            if d in sys.path:
+                sys.path.remove(d)
 
 
 def _first(exc: BaseException) -> str:
@@ -317,5 +349,6 @@ __all__ = [
     "margins",
     "trusted_by_default",
     "trusted_names",
+    "untrusted_types",
     "wrap_estimator",
 ]
