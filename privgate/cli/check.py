@@ -298,7 +298,7 @@ def check(
         "nonmembers": nonmembers_spec,
         "population": population_spec,
         "recipe": recipe_spec,
-        "label_column": pick("label_column", label_column) or "label",
+        "label_column": label_column or cfg.get("label_column") or "label",  # a column's name, never a path
         "trust_checkpoint": bool(pick("trust_checkpoint", trust_checkpoint)),
         "trust_types": tuple(trust_types or cfg.get("trust_types") or ()),
         "search_dirs": (base,),
