@@ -220,3 +220,30 @@ def test_the_action_gates_a_skops_pipeline(tables, tmp_path):
     attacks = _attacks(report)
     assert attacks["lira"]["status"] == attacks["rmia"]["status"] == "ran"
     assert run.outputs["verdict"] == report["verdict"] and report["target"]["format"] == "skops"
+
+
+def test_the_clones_outputs_are_read_once_per_array_and_kept_within_the_bound(tables, monkeypatch):
+    """The attacks of a run read the same clones on the same rows (kind, LiRA, RMIA, the learned attack)."""
+    import numpy as np
+
+    import privgate.training.ensemble as ensemble
+    from privgate.inputs.data import AuditData
+    from privgate.training.plan import model_seeds, paired_masks
+    from privgate.training.sklearn_models import own_recipe, train_clones
+
+    target = api.as_target(str(tables / "rf.skops"))
+    audit = AuditData(
+        api.as_dataset(tables / "m.parquet", "members"), api.as_dataset(tables / "n.parquet", "non-members")
+    )
+    audit.check_against(target)
+    x, y = audit.members.x, audit.members.y
+    ens = train_clones(own_recipe(target), target.model, x, y, paired_masks(len(x), 4, 0), model_seeds(0, 4))
+    first = [out for _, _, out in ens.output_batches(x, 64)]
+    assert len(ens._outputs) == 1 and len(first) == 4 * 4  # 4 models x 4 batches of 64 of the 200 rows
+    first[0][:] = -1.0  # what a caller does with the arrays it gets never reaches the kept outputs
+    again = [out for _, _, out in ens.first(2).output_batches(x, 64)]
+    assert len(again) == 2 * 4 and all(np.array_equal(a, b) for a, b in zip(again[1:], first[1:8]))
+    assert not np.array_equal(again[0], first[0])
+    monkeypatch.setattr(ensemble, "OUTPUT_MEMO_BYTES", 1000)  # above the bound: streamed, nothing kept
+    ens2 = train_clones(own_recipe(target), target.model, x, y, paired_masks(len(x), 4, 0), model_seeds(0, 4))
+    assert len(list(ens2.output_batches(x, 64))) == 16 and ens2._outputs == {}

@@ -91,21 +91,58 @@ class SklearnEnsemble:
     threads: int = 1
     warnings: list[str] = field(default_factory=list)
     device: str = "cpu"
+    #: raw outputs kept by :meth:`output_batches`, per array read (shared by copies made with ``dataclasses.replace``)
+    _outputs: dict[int, tuple[np.ndarray, int, list[tuple[int, int, np.ndarray]]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def __len__(self) -> int:
         return len(self.models)
 
     def first(self, k: int) -> SklearnEnsemble:
-        """The first ``k`` models (all: ``self``); the plan is prefix-stable (:mod:`privgate.attacks.sharing`)."""
+        """The first ``k`` models (all: ``self``); the plan is prefix-stable (:mod:`privgate.attacks.sharing`).
+
+        Kept outputs of those models come along.
+        """
         if k >= len(self.models):
             return self
-        return dataclasses.replace(self, models=self.models[:k], masks=self.masks[:k], seeds=self.seeds[:k])
+        kept = {key: (x, b, [m for m in out if m[0] < k]) for key, (x, b, out) in self._outputs.items()}
+        return dataclasses.replace(
+            self, models=self.models[:k], masks=self.masks[:k], seeds=self.seeds[:k], _outputs=kept
+        )
 
     def output_batches(self, x: np.ndarray, batch: int = 4096) -> Iterator[tuple[int, int, np.ndarray]]:
-        """``(model k, first row, raw outputs)`` of every model on ``x``, ``batch`` rows at a time."""
+        """``(model k, first row, raw outputs)`` of every model on ``x``, ``batch`` rows at a time.
+
+        Reading a pipeline rebuilds the frame and runs every step (a forest: every tree), and the attacks of one
+        run read the same models on the same rows several times (the output kind, LiRA, RMIA, the learned
+        attack). So, as :meth:`privgate.training.ensemble.Ensemble.output_batches` does, all K models' outputs
+        on an array are kept for the next call on that same array while the outputs kept stay within
+        :data:`~privgate.training.ensemble.OUTPUT_MEMO_BYTES` (the audit rows and the population's z-samples:
+        two arrays); beyond it they are streamed, one batch of one model at a time.
+        """
+        from privgate.training.ensemble import OUTPUT_MEMO_BYTES
+
+        memo = self._outputs.get(id(x))
+        if memo is not None and memo[0] is x and memo[1] == batch:
+            yield from ((k, i, out.copy()) for k, i, out in memo[2])
+            return
+        held = sum(o.nbytes for _, _, kept in self._outputs.values() for *_, o in kept)
+        keep: list[tuple[int, int, np.ndarray]] | None = []
+        size = 0
         for k, model in enumerate(self.models):
             for i in range(0, len(x), batch):
-                yield k, i, read_like_target(model, self.target, x[i : i + batch])
+                out = read_like_target(model, self.target, x[i : i + batch])
+                if keep is not None:
+                    size += out.nbytes
+                    # the whole set would be about K times the first model's: decide early
+                    whole = size * (len(self.models) if k == 0 else 1)
+                    keep = keep if held + whole <= OUTPUT_MEMO_BYTES else None
+                    if keep is not None:
+                        keep.append((k, i, out))
+                yield k, i, out.copy() if keep is not None else out
+        if keep is not None:
+            self._outputs[id(x)] = (x, batch, keep)
 
 
 def read_like_target(model: Any, target: SklearnModel, x: np.ndarray) -> np.ndarray:
