@@ -83,6 +83,9 @@ def test_mortgage_pipeline_on_text_columns_fails_its_policy_through_its_config(r
     rep = json.loads(out.read_text())
     assert rep["policy"]["name"] == "mortgage" and rep["verdict"] == "fail"
     assert rep["target"]["format"] == "skops" and rep["target"]["accuracy"]["members"]["value"] == 1.0
+    # the columns passed through are named so (fitted, scikit-learn holds them in a FunctionTransformer)
+    pipeline = "Pipeline(ColumnTransformer(OneHotEncoder, passthrough) → RandomForestClassifier)"
+    assert rep["target"]["estimator"] == pipeline
     assert rep["data"]["table"]["label_column"] == "deny" and rep["data"]["table"]["labels"] == ["no", "yes"]
     attacks = {a["name"]: a for a in rep["attacks"]}
     lira = attacks["lira"]

@@ -14,7 +14,8 @@ names. privgate loads one only when every type skops lists as untrusted
 * the names the user gives (``--trust-type NAME``, repeatable; ``trust_types``
   in ``privgate.toml``): their own transformer classes, a function of a
   ``FunctionTransformer``, a library's estimator (``xgboost.sklearn.XGBClassifier``).
-  Trusting a name means privgate imports its module, as naming a recipe does;
+  Trusting a name means privgate imports its module, as naming a recipe does (found on
+  the interpreter's path, else in the model's folder or the working directory);
   names that reach the interpreter itself (``builtins.eval``, ``os``,
   ``subprocess``, ``importlib``, ``pickle`` …, :data:`NEVER`) are never trusted.
 
@@ -188,10 +189,11 @@ def describe_estimator(est: Any) -> str:
     steps = getattr(est, "steps", None)
     if isinstance(steps, list):
         return f"{type(est).__name__}({' → '.join(describe_estimator(s) for _, s in steps)})"
-    parts = getattr(est, "transformers_", None) or getattr(est, "transformers", None)
+    parts = getattr(est, "transformers", None)  # as declared: fitted, a "passthrough" is a FunctionTransformer
     if isinstance(parts, list):
-        inner = [describe_estimator(t) for _, t, _ in parts if not isinstance(t, str)]
-        return f"{type(est).__name__}({', '.join(dict.fromkeys(inner))})"
+        rest = getattr(est, "remainder", "drop")
+        inner = [t if isinstance(t, str) else describe_estimator(t) for _, t, _ in parts] + [rest]
+        return f"{type(est).__name__}({', '.join(dict.fromkeys(i for i in inner if i != 'drop'))})"
     return type(est).__name__
 
 
