@@ -1,7 +1,9 @@
 """scikit-learn pipelines on real tables: privgate's best attack vs SACRO-ML's LiRA and IBM ART, same rows, same run.
 
-    python benchmarks/sklearn_peers.py --peer-python /path/to/venv/bin/python            # 3 tables x 3 models
-    python benchmarks/sklearn_peers.py --small --peer-python /path/to/venv/bin/python    # hmda only, a few minutes
+    python benchmarks/sklearn_peers.py --peer-python /path/to/venv/bin/python            # 3 tables x 3 models: 23 min
+    python benchmarks/sklearn_peers.py --small --peer-python /path/to/venv/bin/python    # hmda only: 2.6 min
+
+(on the shared 2-core machine under a load of 5 to 9; the numbers and the table are in docs/sklearn.md)
     python benchmarks/sklearn_peers.py --tables nmes --models rf                          # privgate alone
 
 The peers run in their own virtual environment (``--peer-python``: an interpreter with ``sacroml`` and
