@@ -96,9 +96,13 @@ def test_an_untrusted_skops_type_is_one_sentence_and_trusting_it_loads_the_model
     assert err.startswith("error:") and err.count(". ") == 0, err
     assert "own.skops: the skops file names the type 'user_steps.twice', which privgate does not trust" in err
     assert "trust it with --trust-type user_steps.twice (or trust_types in privgate.toml)" in err
-    report = api.check(tmp_path / "own.skops", "internal", tmp_path / "m.parquet", tmp_path / "n.parquet",
-                       trust_types=("user_steps.twice",))  # fmt: skip
-    assert report.target["estimator"] == "Pipeline(FunctionTransformer → LogisticRegression)"
+    # trusted in the project's config, the model loads (its module found beside it) and is audited
+    (tmp_path / "privgate.toml").write_text('trust_types = ["user_steps.twice"]\n')
+    r = run_cli("check", "own.skops", "--policy", "internal", "--members", "m.parquet", "--nonmembers", "n.parquet",
+                "--no-step-summary", "--json", "r.json", cwd=tmp_path)  # fmt: skip
+    assert r.returncode in (0, 1, 3) and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["target"]["estimator"] == "Pipeline(FunctionTransformer → LogisticRegression)"
     with pytest.raises(TargetError, match=r"--trust-type 'builtins.eval': privgate never trusts 'builtins'"):
         api.check(tmp_path / "own.skops", "internal", tmp_path / "m.parquet", tmp_path / "n.parquet",
                   trust_types=("builtins.eval",))  # fmt: skip
@@ -247,3 +251,58 @@ def test_the_clones_outputs_are_read_once_per_array_and_kept_within_the_bound(ta
     monkeypatch.setattr(ensemble, "OUTPUT_MEMO_BYTES", 1000)  # above the bound: streamed, nothing kept
     ens2 = train_clones(own_recipe(target), target.model, x, y, paired_masks(len(x), 4, 0), model_seeds(0, 4))
     assert len(list(ens2.output_batches(x, 64))) == 16 and ens2._outputs == {}
+
+
+def _final_steps():
+    from sklearn.ensemble import ExtraTreesClassifier, GradientBoostingClassifier
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.svm import SVC
+
+    steps = {
+        "extra-trees": (lambda: ExtraTreesClassifier(n_estimators=10, random_state=0), "its predict_proba"),
+        "gradient-boosting": (lambda: GradientBoostingClassifier(n_estimators=10, random_state=0), "margins"),
+        "svc": (lambda: SVC(probability=True, random_state=0), "its predict_proba"),
+        "knn": (lambda: KNeighborsClassifier(3), "its predict_proba"),
+        "mlp": (lambda: MLPClassifier((16,), max_iter=50, random_state=0), "its predict_proba"),
+    }
+    xgboost = pytest.importorskip("xgboost")
+    lightgbm = pytest.importorskip("lightgbm")
+    steps["xgboost"] = (lambda: xgboost.XGBClassifier(n_estimators=10, max_depth=3, random_state=0), "margins")
+    steps["lightgbm"] = (lambda: lightgbm.LGBMClassifier(n_estimators=10, verbose=-1, random_state=0), "margins")
+    return steps
+
+
+@pytest.mark.parametrize(
+    "kind", ["extra-trees", "gradient-boosting", "svc", "knn", "mlp", "xgboost", "lightgbm"]
+)  # fmt: skip
+def test_any_fitted_classifier_behind_the_encoder_is_read_and_cloned(kind):
+    """Issue 34 item 1: any classifier with predict_proba or decision_function, behind the ColumnTransformer,
+    fitted on the frame with string labels (XGBoost's wrapper on class indices, as it requires)."""
+    import warnings
+
+    from tables_case import pipeline, table
+
+    make, reading = _final_steps()[kind]
+    members, nonmembers = table(200, 1), table(200, 2)
+    x, y = members.drop(columns="label"), members["label"]
+    if kind == "xgboost":  # XGBClassifier takes class indices only
+        y, nonmembers = y.map({"bad": 0, "fair": 1, "good": 2}), nonmembers.replace({"label": {"bad": 0, "fair": 1,
+                                                                                             "good": 2}})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an MLP of 50 iterations has not converged, and says so
+        model = pipeline(make()).fit(x, y)
+    import yaml
+
+    from privgate.policy import parse_policy
+
+    attacks = {"loss": {}, "lira": {"models": 4}}
+    policy = {"name": "any", "sensitivity": "internal", "release": "api", "attacks": attacks,
+              "checks": [{"id": "auc", "attack": "best", "metric": "auc", "max": 0.99}]}  # fmt: skip
+    report = api.check(model, parse_policy(yaml.safe_dump(policy)), (x, y),
+                       (nonmembers.drop(columns="label"), nonmembers["label"]))  # fmt: skip
+    assert reading in report.target["read"], report.target["read"]
+    lira = _attacks(report)["lira"]
+    assert lira["status"] == "ran" and lira["models_trained"] == 4, lira
+    assert any("clones of the target (sklearn.base.clone)" in n for n in lira["notes"])
+    assert 0.0 <= lira["auc"] <= 1.0 and report.data["members"]["n"] == 200
