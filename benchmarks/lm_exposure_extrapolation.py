@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from tiny_lm import records, train  # noqa: E402
 
-from privgate.lm.canaries import make_canaries  # noqa: E402
-from privgate.lm.exposure import measure_exposure  # noqa: E402
+from privgate.inputs.canaries import make_canaries  # noqa: E402
+from privgate.lm.canary_exposure import measure_exposure  # noqa: E402
 
 REPEATS = (0, 0, 1, 1, 2, 2, 4, 4, 8, 8, 16, 16)
 

@@ -1,6 +1,6 @@
 """Exact canary exposure: the prefix's key/value cache shared over a batch of candidates vs a plain forward loop.
 
-:func:`privgate.lm.exposure.score_continuations` runs the canary's prefix through
+:func:`privgate.lm.canary_exposure.score_continuations` runs the canary's prefix through
 the model once and repeats its key/value cache over each batch of candidates,
 so a candidate costs a forward pass over its own tokens only, and candidates
 that differ only in their last token share one pass. The baseline is
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from tiny_lm import char_tokenizer  # noqa: E402
 
-from privgate.lm.exposure import score_continuations  # noqa: E402
+from privgate.lm.canary_exposure import score_continuations  # noqa: E402
 
 
 def plain(model, context: list[int], conts: list[list[int]], batch: int) -> np.ndarray:

@@ -75,7 +75,7 @@ def policy(out: Path, k: int) -> str:
 
 def audit(out: Path, k: int, cache: str):
     from privgate.api import check
-    from privgate.lm.options import TextOptions
+    from privgate.settings import TextOptions
 
     t0 = time.perf_counter()
     rep = check(

@@ -12,15 +12,17 @@ job                         settings (:mod:`privgate.settings`)  returns
 ==========================  ===============================  ======================================
 
 Every report is of one family (:class:`~privgate.report.model.BaseReport`), so
-every format writer serves every job. Inputs are loaded and validated here, at
-the door (paths, ``module:attr`` specs or objects in memory); nothing is
-written: files a job produces (a hardened model, a saved federation) come back
-for the caller to write with its reports (:mod:`privgate.io.staging`). The CLI,
-the pytest plugin and the action only adapt to these functions, and the same
-settings and options give the same report through any of them. How a run is
-carried out travels as one :class:`~privgate.options.RunOptions`; :func:`check`
-and :func:`harden` also take a model, policy and data positionally and the
-common settings by keyword (``seed=``, ``recipe=`` …), for library users.
+every format writer serves every job. Inputs are loaded and validated at the
+door (:mod:`privgate.inputs.door`, :mod:`privgate.inputs.coerce`: paths,
+``module:attr`` specs or objects in memory), where what the model is — and so
+which kind audits and hardens it — is decided once. Nothing is written: files
+a job produces (a hardened model, a saved federation) come back for the caller
+to write with its reports (:mod:`privgate.io.staging`). The CLI, the pytest
+plugin and the action only adapt to these functions, and the same settings and
+options give the same report through any of them. How a run is carried out
+travels as one :class:`~privgate.options.RunOptions`; :func:`check` and
+:func:`harden` also take a model, policy and data positionally and the common
+settings by keyword (``seed=``, ``recipe=`` …), for library users.
 Nothing below this module calls back up into it.
 """
 
@@ -30,15 +32,13 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from privgate.errors import DataError
-from privgate.inputs.data import AuditData, Dataset, load_dataset
-from privgate.inputs.entrypoints import load_recipe
-from privgate.inputs.targets import check_model_path
-from privgate.lm.loading import is_model_dir
+from privgate.inputs import door
+from privgate.inputs.coerce import as_dataset, as_recipe
+from privgate.inputs.data import Dataset
 from privgate.options import RunOptions
-from privgate.policy import Policy, load_policy
+from privgate.policy import Policy, as_policy
 from privgate.report.model import Report
 from privgate.settings import (
     CheckSettings,
@@ -49,74 +49,6 @@ from privgate.settings import (
     LdpAuditSettings,
     SimulationSettings,
 )
-
-if TYPE_CHECKING:  # torch comes with these: a run refused on its policy or data never imports it
-    from privgate.inputs.target import Target
-    from privgate.recipe import Recipe
-
-
-def as_dataset(value: DataLike, role: str, label_column: str = "label", base: Path | None = None) -> Dataset:
-    """A :class:`Dataset` from a Dataset, an ``(x, y)`` pair, a file path or a ``module:function``."""
-    if isinstance(value, Dataset):
-        return value
-    if isinstance(value, (str, Path)):
-        return load_dataset(value, role, label_column, base)
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        from privgate.inputs.data import _as_dataset
-
-        return _as_dataset(value[0], value[1], f"<{role}>", role)
-    raise DataError(f"{role}: expected (x, y), a Dataset, a file path or module:function, got {type(value).__name__}.")
-
-
-def as_target(
-    model: Any,
-    recipe: Recipe | None = None,
-    trust_checkpoint: bool = False,
-    access: Any = None,
-    trust_types: tuple[str, ...] = (),
-) -> Target:
-    """A :class:`Target` from a Target, a path or endpoint URL, an ``nn.Module``, a Booster or a fitted classifier.
-
-    ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint URL is queried;
-    ``trust_types``, which types a ``.skops`` file may name besides scikit-learn's, numpy's and scipy's.
-    """
-    import torch
-    from torch import nn
-
-    from privgate.inputs.target import Target
-
-    if isinstance(model, Target):
-        return model
-    if isinstance(model, (str, Path)):
-        return Target.load(model, recipe, trust_checkpoint, access, trust_types)
-    if isinstance(model, (nn.Module, torch.jit.ScriptModule)):
-        return Target(model, source=f"<{type(model).__name__}>", fmt="module")
-    from privgate.inputs.targets import wrap_booster
-
-    booster = wrap_booster(model)  # an xgboost/lightgbm Booster in memory
-    if booster is not None:
-        return Target(booster, booster.source, booster.fmt)
-    from privgate.inputs.targets.sklearn import wrap_estimator  # a fitted scikit-learn classifier
-
-    estimator = wrap_estimator(model, f"<{type(model).__name__}>")
-    return Target(model if estimator is None else estimator, source=f"<{type(model).__name__}>", fmt="sklearn")
-
-
-def as_policy(policy: Policy | str | Path) -> Policy:
-    return policy if isinstance(policy, Policy) else load_policy(policy)
-
-
-def as_recipe(recipe: Recipe | str | None, search_dirs: list[Path] | None = None) -> Recipe | None:
-    from privgate.inputs.targets.sklearn import is_estimator
-    from privgate.recipe import Recipe
-    from privgate.sklearn_recipe import SklearnRecipe
-    from privgate.tree_recipe import TreeRecipe
-
-    if recipe is None or isinstance(recipe, (Recipe, TreeRecipe, SklearnRecipe)):
-        return recipe
-    if is_estimator(recipe) and not isinstance(recipe, type):  # an unfitted scikit-learn estimator in memory
-        return SklearnRecipe(recipe, name=type(recipe).__name__)  # type: ignore[return-value]
-    return load_recipe(recipe, search_dirs)
 
 
 def _split(
@@ -140,35 +72,10 @@ def _split(
     return settings, run.resolved() if run.device == "cuda" else run
 
 
-@dataclass
-class Inputs:
-    """Everything a model audit needs, loaded and validated at the door."""
-
-    policy: Policy
-    recipe: Recipe | None
-    target: Target
-    data: AuditData
-    members: Dataset  # the whole member set (AuditData may sub-sample it to balance the audit)
-
-
-def load_inputs(settings: CheckSettings, seed: int = 0) -> Inputs:
-    """Policy, recipe, model and audit data of ``settings``; bad input is one :class:`PrivgateError`."""
-    dirs = list(settings.search_dirs)
-    # the policy, the model's path and the data first: a run refused on them never imports torch
-    pol = as_policy(settings.policy)
-    if isinstance(settings.model, (str, Path)):
-        check_model_path(settings.model, settings.trust_types)
-    base = (dirs or [Path.cwd()])[0]
-
-    def dataset(value: DataLike, role: str) -> Dataset:
-        return as_dataset(value, role, settings.label_column, base)
-
-    train = dataset(settings.members, "members")
-    population = dataset(settings.population, "population") if settings.population is not None else None
-    data = AuditData(train, dataset(settings.nonmembers, "non-members"), population, seed=seed)
-    rec = as_recipe(settings.recipe, dirs)
-    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access, settings.trust_types)
-    return Inputs(pol, rec, target, data, train)
+def load_inputs(settings: CheckSettings, seed: int = 0) -> door.Inputs:
+    """The inputs of a check: its policy loaded first (a bad one refused before anything else is read), then the
+    model, data and recipe at the door (:func:`privgate.inputs.door.load_inputs`)."""
+    return door.load_inputs(dataclasses.replace(settings, policy=as_policy(settings.policy)), seed)
 
 
 def check(
@@ -197,14 +104,10 @@ def check(
         The decided :class:`Report`; ``report.verdict`` is ``pass``, ``fail`` or ``inconclusive``.
     """
     s, run = _split(CheckSettings, settings, (policy, members, nonmembers), options, kw)
-    if isinstance(s.model, (str, Path)) and is_model_dir(s.model):  # a Hugging Face directory: privgate.lm
-        from privgate.lm.api import audit_text_paths
-
-        return audit_text_paths(s, run)
-    i = load_inputs(s, run.seed)
+    i = load_inputs(s, run.seed)  # the kind of model decided once, at the door (privgate.inputs.door)
     from privgate.gate import check_model  # scipy, scikit-learn: bad input exits 2 without them
 
-    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run.resolved())
+    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run)  # auto: decided on the inputs
 
 
 @dataclass
@@ -214,7 +117,8 @@ class Hardening:
     Attributes:
         report: the report (``job: harden``): the original audit's checks, and its
             ``remediation`` section; when hardened, ``target`` describes the hardened model.
-        status: ``not_needed``, ``cannot_help``, ``hardened``, ``no_epsilon`` or ``audit_failed``.
+        status: ``not_needed``, ``cannot_help``, ``hardened``, ``no_epsilon``, ``budget_exceeded`` or
+            ``audit_failed``.
         model: the hardened ``nn.Module`` (``None`` unless hardened).
         files: the hardened model's files to write, ``{path: (what, bytes)}`` (empty unless hardened).
     """
@@ -248,43 +152,16 @@ def harden(
     its reports, after checking their paths (:mod:`privgate.io.guards`).
     """
     s, run = _split(HardenSettings, settings, (policy, members, nonmembers), options, kw)
-    if isinstance(s.model, (str, Path)) and is_model_dir(s.model):  # a language model: DP fine-tuning (privgate.lm)
-        from privgate.lm.harden import harden_lm
+    s = dataclasses.replace(s, policy=as_policy(s.policy))  # a bad policy: refused before torch is imported
+    from privgate.dp.remediate import search
+    from privgate.dp.task import task_class
 
-        return harden_lm(s, run)
-    pol, rec = as_policy(s.policy), as_recipe(s.recipe, list(s.search_dirs))
-    from privgate.dp.hardened import default_output, hardened_files  # torch: after the policy is known good
-    from privgate.dp.remediate import check_can_remediate, remediate
-
-    check_can_remediate(pol, rec)  # an unusable remediation setup fails before the model and data are loaded
-    i = load_inputs(dataclasses.replace(s, policy=pol, recipe=rec), run.seed)
-    run = run.resolved()
-    outcome = remediate(i.target, i.data, i.policy, i.recipe, train=i.members, on_row=s.on_row, options=run)
+    task = task_class(s.model).open(s, run)  # by the kind of model; its bad input refused before any work
+    outcome = search(task, on_row=s.on_row, options=run)  # auto: decided on the inputs
     report = outcome.report.model_copy(update={"job": "harden"})
     files: dict[Path, tuple[str, bytes]] = {}
-    if outcome.status == "hardened" and outcome.model is not None and report.remediation is not None:
-        from privgate.dp.card import model_card
-        from privgate.dp.hardened import files_named
-
-        given = s.model if isinstance(s.model, (str, Path)) else "model.pt"  # an in-memory model: a name to offer
-        out = Path(s.output_model) if s.output_model else default_output(given)
-        card = model_card(report.remediation, model_file=str(out), verdict=report.verdict, summary=report.summary)
-        written_files, written = hardened_files(outcome.model, out, i.members.x, card)
-        named = files_named(out)
-        files = {path: (named[path], data) for path, data in written_files.items()}
-        section = report.remediation.model_copy(update={"output": written, "input_sha256": i.target.sha256})
-        described = {
-            "path": written["torchscript"],
-            "format": "torchscript",
-            "sha256": written["torchscript_sha256"],
-            "white_box": True,
-            "parameters": sum(p.numel() for p in outcome.model.parameters()),
-            "state_dict": written["state_dict"],
-            "hardened_from": {"path": str(i.target.source), "sha256": i.target.sha256},
-            "dp": outcome.candidate.training.to_dict() if outcome.candidate else {},
-            **{k: report.target[k] for k in ("accuracy", "outputs") if k in report.target},  # the hardened model's own
-        }
-        report = report.model_copy(update={"remediation": section, "target": described})
+    if outcome.status == "hardened" and outcome.candidate is not None and report.remediation is not None:
+        report, files = task.files(report, outcome.candidate)
     return Hardening(report, outcome.status, outcome.model, files)
 
 
@@ -354,7 +231,7 @@ def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None)
         raise PrivgateError("give a recipe (privgate's DP-SGD, white-box) or a trainer (black-box), not both.")
     if settings.recipe is not None and settings.data is None:
         raise PrivgateError("a recipe needs data: the recipe's model must fit the data it trains on.")
-    from privgate.lm.recipe import is_lm_recipe
+    from privgate.inputs.lm_recipe import is_lm_recipe
 
     if is_lm_recipe(settings.recipe):  # a language model's DP fine-tune: text canaries (privgate.lm.oneaudit)
         return _audit_lm_dpsgd(settings, run)
@@ -379,8 +256,7 @@ def audit_dpsgd(settings: DpsgdAuditSettings, options: RunOptions | None = None)
 
 def _audit_lm_dpsgd(settings: DpsgdAuditSettings, run: RunOptions) -> Any:
     from privgate.audits.dpsgd import DpsgdSettings
-    from privgate.lm.api import _resolve
-    from privgate.lm.harden import _recipe
+    from privgate.inputs.coerce import as_lm_recipe, resolved
     from privgate.lm.oneaudit import audit_lm_recipe
 
     dirs = tuple(settings.search_dirs) or (Path.cwd(),)
@@ -388,8 +264,8 @@ def _audit_lm_dpsgd(settings: DpsgdAuditSettings, run: RunOptions) -> Any:
         epsilon=settings.epsilon, delta=settings.delta, canaries=settings.canaries, confidence=settings.confidence,
         seed=run.seed, clip=settings.clip,
     )  # fmt: skip
-    recipe = _recipe(settings.recipe, dirs)
-    return audit_lm_recipe(recipe, str(_resolve(str(settings.data), dirs[0])), claim, run.resolved())
+    recipe = as_lm_recipe(settings.recipe, dirs, required=True)
+    return audit_lm_recipe(recipe, str(resolved(str(settings.data), dirs[0])), claim, run.resolved())
 
 
 def _federated_attacks(attacks: tuple[str, ...] | None, policy: Policy | None) -> tuple[str, ...]:
@@ -485,19 +361,13 @@ __all__ = [
     "FederationAuditSettings",
     "HardenSettings",
     "Hardening",
-    "Inputs",
     "LdpAuditSettings",
     "Simulation",
     "SimulationSettings",
-    "as_dataset",
-    "as_policy",
-    "as_recipe",
-    "as_target",
     "audit_dpsgd",
     "audit_federation",
     "audit_ldp",
     "check",
     "harden",
-    "load_inputs",
     "simulate_federation",
 ]

@@ -21,7 +21,7 @@ import unittest
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from privgate.lm.loading import is_model_dir  # a Hugging Face directory: audited by privgate.lm on text files
+from privgate.inputs.targets import is_huggingface  # a Hugging Face folder: audited on text files
 
 if TYPE_CHECKING:
     from privgate.policy import Check, Policy
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 OnInconclusive = Literal["fail", "skip"]
 Observer = Callable[["Report", str], None]
 
-#: Settings the pytest plugin may change for a session (restored when it ends).
+#: Settings the pytest plugin may change for a session (restored when it ends): ``on_inconclusive``, and
+#: ``run``, settings of :class:`privgate.options.RunOptions` for every audit (the session's threads).
 settings: dict[str, Any] = {"on_inconclusive": "fail"}
 _observers: list[Observer] = []
 
@@ -81,7 +82,8 @@ def run_check(
     import privgate
 
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
-    report = privgate.check(model, policy, members, nonmembers, **sources)
+    run = settings.get("run") or {}  # the pytest plugin's threads for its session (pytest_privgate.plugin)
+    report = privgate.check(model, policy, members, nonmembers, **sources, **run)
     _notify(report, label)
     return report
 
@@ -103,7 +105,7 @@ def _decided(
 def enforce(report: Report, on_inconclusive: OnInconclusive | None = None, what: str = "privacy assertion") -> Report:
     """Raise on a failed check; on an inconclusive one, fail or skip. Returns the report otherwise."""
     __tracebackhide__ = True
-    from privgate.report.text import check_message
+    from privgate.report.labels import check_message
 
     mode = on_inconclusive or settings.get("on_inconclusive") or "fail"
     if mode not in ("fail", "skip"):
@@ -171,7 +173,7 @@ def _plan(
 
 def _target(model: Any, recipe: Any, trust_checkpoint: bool) -> Any:
     """The model as a :class:`privgate.Target` (loaded once, so the attack plan can see its capabilities)."""
-    from privgate.api import as_recipe, as_target
+    from privgate.inputs.coerce import as_recipe, as_target
 
     return as_target(model, as_recipe(recipe), trust_checkpoint)
 
@@ -241,7 +243,7 @@ def assert_mia_below(
     bounds = {"accuracy": accuracy, "auc": auc, "tpr_at_fpr": tpr_at_fpr, "advantage": advantage}
     if all(v is None for v in bounds.values()):
         raise TypeError("assert_mia_below: give at least one bound: accuracy=, auc=, tpr_at_fpr= or advantage=")
-    text = (isinstance(model, str) or hasattr(model, "__fspath__")) and is_model_dir(model)
+    text = is_huggingface(model)
     target = model if text else _target(model, recipe, trust_checkpoint)
     name, attacks = _plan(attack, recipe, attack_options, not text and target.white_box, population is not None)
     attacks = {a: o for a, o in attacks.items() if not text or a not in ("canary_exposure", "extraction")}
@@ -363,12 +365,12 @@ def assert_policy(
 
     if isinstance(data, AuditData):
         import privgate
-        from privgate.api import as_policy, as_recipe, as_target
+        from privgate.inputs.coerce import as_recipe, as_target
+        from privgate.policy import as_policy
 
         rec = as_recipe(recipe)
-        report = privgate.check_model(
-            as_target(model, rec, trust_checkpoint), data, as_policy(policy), recipe=rec, seed=seed
-        )
+        target = as_target(model, rec, trust_checkpoint)
+        report = privgate.check_model(target, data, as_policy(policy), recipe=rec, seed=seed)
         _notify(report, "assert_policy")
         return enforce(report, on_inconclusive, "assert_policy")
     members, nonmembers, population = _split_data(data)
@@ -381,13 +383,13 @@ def assert_policy(
 
 def _causal_lm(model: Any) -> tuple[Any, Any]:
     """(model, tokenizer) from a ``save_pretrained`` directory or a pair; a directory is read by privgate's guarded
-    loader (:func:`privgate.lm.loading.load_model_dir`: no code from the folder, safetensors only, no network)."""
+    loader (:func:`privgate.inputs.targets.hf.load_model_dir`: no code, safetensors only, no network)."""
     if isinstance(model, (tuple, list)) and len(model) == 2:
         return model[0], model[1]
     from pathlib import Path
 
     from privgate.errors import TargetError
-    from privgate.lm.loading import CAUSAL, load_model_dir
+    from privgate.inputs.targets.hf import CAUSAL, load_model_dir
 
     path = Path(model)
     if not (path / "config.json").is_file() and not (path / "adapter_config.json").is_file():
@@ -399,10 +401,10 @@ def _causal_lm(model: Any) -> tuple[Any, Any]:
 
 
 def _canaries(canaries: Any) -> list[Any]:
-    """Canaries from a JSON Lines file or a sequence of :class:`privgate.lm.canaries.Canary` / mappings."""
+    """Canaries from a JSON Lines file or a sequence of :class:`privgate.inputs.canaries.Canary` / mappings."""
     from pathlib import Path
 
-    from privgate.lm.canaries import Canary, load_canaries, validate_canary
+    from privgate.inputs.canaries import Canary, load_canaries, validate_canary
 
     if isinstance(canaries, (str, Path)):
         return load_canaries(canaries)
@@ -426,7 +428,7 @@ def assert_exposure_below(
     """Assert that no canary is exposed by more than ``bits`` (Carlini et al. 2019, arXiv 1802.08232).
 
     Exposure = log2|R| − log2 rank of the secret among all |R| candidates
-    (:mod:`privgate.lm.exposure`: exact up to ``max_exact`` candidates, else the
+    (:mod:`privgate.lm.canary_exposure`: exact up to ``max_exact`` candidates, else the
     paper's extrapolation from ``samples`` sampled candidates with a
     distribution-free interval). The decision is privgate's ``upper_bound``
     rule on the largest exposure's joint interval at ``confidence``: it fails
@@ -439,15 +441,15 @@ def assert_exposure_below(
         model: a Hugging Face causal-LM directory (``save_pretrained``; safetensors) or ``(model, tokenizer)``.
         canaries: a canary JSON Lines file, or a list of canaries (mappings with prefix, secret, alphabet).
         bits: the largest exposure allowed.
-        max_exact, samples, bootstrap: as :func:`privgate.lm.exposure.measure_exposure` takes them (``max_exact``
-            ``None``: its default, :data:`privgate.lm.exposure.MAX_EXACT`).
+        max_exact, samples, bootstrap: as :func:`privgate.lm.canary_exposure.measure_exposure` takes them (``max_exact``
+            ``None``: its default, :data:`privgate.lm.canary_exposure.MAX_EXACT`).
 
     Returns:
-        The :class:`privgate.lm.exposure.ExposureReport` when the assertion holds.
+        The :class:`privgate.lm.canary_exposure.ExposureReport` when the assertion holds.
     """
     __tracebackhide__ = True
     from privgate.errors import shown
-    from privgate.lm.exposure import MAX_EXACT, measure_exposure
+    from privgate.lm.canary_exposure import MAX_EXACT, measure_exposure
 
     lm, tokenizer = _causal_lm(model)
     rows = _canaries(canaries)

@@ -1,6 +1,6 @@
 """Decision rules: turn one check's estimates into pass / fail / inconclusive.
 
-The rules (documented for users in ``docs/policies.md`` and the README):
+The rules (documented for users in ``docs/policies.md`` and ``docs/statistics.md``):
 
 * **Error budget.** A policy's ``confidence`` c is the probability that every
   decision in its report is right. Its own k checks share α = 1 − c (less what
@@ -42,7 +42,7 @@ from privgate import stats
 from privgate.policy import Check, Decision, Metric, Policy
 from privgate.policy.schema import MEASURED_BY
 from privgate.report.model import CheckResult
-from privgate.report.text import sig
+from privgate.report.numbers import finite_or_none, sig
 
 DEFAULT_DELTA = 1e-5
 
@@ -272,8 +272,8 @@ def decide_check(
         details["candidates"] = [
             {
                 "attack": n,
-                "value": _finite(estimates[n].value),
-                "ci": [_finite(estimates[n].lo), _finite(estimates[n].hi)],
+                "value": finite_or_none(estimates[n].value),
+                "ci": [finite_or_none(estimates[n].lo), finite_or_none(estimates[n].hi)],
                 "status": decided[n][0],
             }
             for n in names
@@ -292,10 +292,6 @@ def decide_check(
         chosen_attack=chosen if check.attack == "best" else None,
         details=details,
     )
-
-
-def _finite(v: Any) -> Any:
-    return v if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
 def decide_policy(

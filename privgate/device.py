@@ -7,7 +7,17 @@
 * ``cpu`` — always available;
 * ``cuda`` — the current CUDA GPU; asking for it on a machine where torch sees
   none is bad input (:class:`DeviceError`, exit 2), never a silent CPU run;
-* ``auto`` — ``cuda`` when ``torch.cuda.is_available()``, else ``cpu``.
+* ``auto`` — the device that will finish this run sooner (:func:`choose_device`):
+  ``cpu`` where torch sees no CUDA GPU; otherwise, for a check or a hardening
+  of a classifier, decided once the inputs are loaded from an estimate of the
+  run's work (:class:`Workload`, built by :mod:`privgate.workload`): the GPU
+  only when the time it saves on arithmetic outweighs what it costs to start
+  and to launch every kernel. Jobs whose work is not estimated (language
+  models, claim audits, federations) take the GPU when there is one.
+
+The report's ``environment`` says the device, what was asked for
+(``device_requested``) and why (``device_reason``: ``auto``'s one-sentence
+estimate, or that the device was asked for).
 
 What runs there: target scoring (:class:`privgate.inputs.target.Target`),
 reference models (:mod:`privgate.training.engine`), DP-SGD
@@ -30,8 +40,10 @@ function that runs a caller's model on the run's device puts it back after
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from privgate.errors import PrivgateError
 
@@ -69,6 +81,200 @@ def resolve_device(requested: str) -> str:
             "(torch.cuda.is_available() is False); use --device auto or --device cpu."
         )
     return "cuda" if available else "cpu"
+
+
+# --------------------------------------------------------------------------- auto: the device that finishes sooner
+
+# The constants were measured on the two machines privgate is developed on (2026-11-26): the 2-core
+# development machine (Xeon, AVX-512, no GPU) and a lent machine with one NVIDIA H200 and 16 Xeon cores,
+# there with plain torch 2.11 (privgate itself could not be run on it): ``benchmarks/auto_device.py
+# --calibrate`` measures them again on any machine, and runs the examples on both devices.
+
+#: CPU training arithmetic, FLOP/s per thread. Stacks of 16 and 64 MLPs (64 → 256 → 256 → 10, batch 64,
+#: tanh, Adam) trained through autograd ran at 40-52 GFLOP/s on one H200-machine thread and 26-32 GFLOP/s
+#: per thread on 16 (a plain float32 matrix product: 157 and 78 GFLOP/s per thread); the engine's MLP
+#: kernel reaches 70-90 GFLOP/s per thread on the development machine. Threads are counted as adding up.
+CPU_FLOPS_PER_THREAD = 40e9
+#: What one operation of a training step costs on the CPU besides its arithmetic: Python, autograd and the
+#: dispatcher. One MLP's step (about 50 operations by :attr:`Workload.launches_per_step`) took 0.8-1.0 ms
+#: of overhead on the H200 machine's CPU, with 1 thread as with 16.
+CPU_OP_SECONDS = 16e-6
+#: What one kernel of a training step costs on a GPU besides its arithmetic: the same host-side work plus
+#: the launch (a chain of tiny dependent kernels: 8 µs each on the H200). The same MLP step took 1.1 ms on
+#: the H200 whether it trained 1, 16 or 64 stacked models: a small model's step is host-bound on a GPU.
+GPU_LAUNCH_SECONDS = 20e-6
+#: A GPU's fixed cost for a run: the CUDA context, loading cuBLAS and each kernel's first use, the first
+#: transfers. 5.2 s on the H200 machine, from a fresh process to the end of one Adam step.
+GPU_START_SECONDS = 5.0
+#: GPU arithmetic, FLOP/s, on the small, odd shapes of a classifier's training: float32 (TF32 off,
+#: torch's default) reached 49 TFLOP/s on large stacked products on the H200, much less on small ones.
+GPU_FLOPS = 25e12
+#: Kernels a training step launches per layer that runs (forward 1, backward 2, the optimiser's update of
+#: its weight and bias) and per step besides (the batch's rows, the loss, zeroing gradients).
+LAUNCHES_PER_LAYER = 8
+LAUNCHES_PER_STEP = 10
+#: Rows per forward batch when models score rows (privgate.inputs.target.BATCH is of this order).
+SCORING_BATCH = 4096
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a run will compute on torch: facts of the inputs and the plan, gathered once they are loaded.
+
+    Built by :func:`privgate.workload.workload_of`; :func:`choose_device` turns
+    it into seconds on each device. A model here is the one the run trains and
+    scores: the recipe's (the reference models'), else the target's.
+
+    Attributes:
+        parameters: the model's parameters.
+        flops_per_row: FLOPs of one row's forward pass (its Linear and convolution layers, counted on a probe row).
+        layers: the modules a forward pass runs (each launches about one kernel).
+        rows: audit rows (members and non-members); each reference model trains on half of them.
+        population: population rows, scored by every model.
+        models: reference models the plan trains (0: none).
+        stacked: whether the engine trains them together, ``group`` at a time, one step for all.
+        group: models per stack (:attr:`privgate.options.RunOptions.models_per_task`).
+        epochs, batch_size: the recipe's.
+        other_trainings: models trained one at a time besides (the gradient attack's reference models).
+        other_rows: rows each of those trains on.
+        optimisation_steps: steps of attacks that optimise the target's inputs (model inversion).
+        repeats: how many times the whole of it runs (a hardening re-audits every candidate ε).
+        what: what the run is, in a few words, for the reason (``"this check"``).
+    """
+
+    parameters: int
+    flops_per_row: float
+    layers: int
+    rows: int
+    population: int = 0
+    models: int = 0
+    stacked: bool = True
+    group: int = 16
+    epochs: int = 1
+    batch_size: int = 64
+    other_trainings: int = 0
+    other_rows: int = 0
+    optimisation_steps: int = 0
+    repeats: int = 1
+    what: str = "this check"
+
+    @property
+    def launches_per_step(self) -> int:
+        return LAUNCHES_PER_LAYER * self.layers + LAUNCHES_PER_STEP
+
+    @property
+    def steps(self) -> int:
+        """Training steps in a row: stacks of reference models, then the models trained one at a time."""
+        per_model = self.epochs * math.ceil(self.rows / 2 / max(self.batch_size, 1)) if self.models else 0
+        stacks = math.ceil(self.models / max(self.group, 1)) if self.stacked else self.models
+        others = self.other_trainings * self.epochs * math.ceil(self.other_rows / max(self.batch_size, 1))
+        return (stacks * per_model + others) * self.repeats
+
+    @property
+    def flops(self) -> float:
+        """FLOPs of the training (a step's forward and backward passes: three forward passes) and the scoring."""
+        trained = self.models * self.epochs * self.rows / 2 + self.other_trainings * self.epochs * self.other_rows
+        scored = (self.models + self.other_trainings + 1) * (self.rows + self.population)
+        return (3 * trained + scored) * self.flops_per_row * self.repeats
+
+    @property
+    def launches(self) -> int:
+        """Kernel launches: every training and optimisation step, and the scoring's forward batches."""
+        batches = (self.models + self.other_trainings + 1) * math.ceil((self.rows + self.population) / SCORING_BATCH)
+        scoring = batches * (self.layers + 2) * self.repeats
+        return (self.steps + self.optimisation_steps * self.repeats) * self.launches_per_step + scoring
+
+    def cpu_seconds(self, threads: int) -> float:
+        """Estimated seconds on ``threads`` CPU threads."""
+        return self.flops / (max(threads, 1) * CPU_FLOPS_PER_THREAD) + self.launches * CPU_OP_SECONDS
+
+    def gpu_seconds(self) -> float:
+        """Estimated seconds on a GPU, its start-up included."""
+        return GPU_START_SECONDS + self.flops / GPU_FLOPS + self.launches * GPU_LAUNCH_SECONDS
+
+    def describe(self) -> str:
+        """The work in a few words: ``16 reference models × 1,800 steps (stacked), 940 GFLOP, 97,000 launches``."""
+        parts = []
+        if self.models:
+            per = self.epochs * math.ceil(self.rows / 2 / max(self.batch_size, 1))
+            how = "stacked" if self.stacked else "one at a time"
+            parts.append(f"{self.models} reference model{'s' if self.models != 1 else ''} × {per:,} steps ({how})")
+        if self.other_trainings:
+            parts.append(f"{self.other_trainings} more trained one at a time")
+        if self.repeats > 1:
+            parts.append(f"{self.repeats} audits")
+        parts += [_flops(self.flops), f"{_round(self.launches):,} launches"]
+        return ", ".join(parts)
+
+
+class DeviceChoice(NamedTuple):
+    """The device a run uses and why, in one sentence (the report's ``environment.device_reason``)."""
+
+    device: str
+    reason: str
+
+
+def _flops(f: float) -> str:
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if f >= scale:
+            v = f / scale
+            return f"{v:.0f} {unit}" if v >= 10 else f"{v:.1f} {unit}"
+    return f"{f:.0f} FLOP"
+
+
+def _round(n: float) -> int:
+    """``n`` to two significant digits (an estimate shown as one)."""
+    if n < 100:
+        return int(round(n))
+    digits = int(math.floor(math.log10(n))) - 1
+    return int(round(n, -digits))
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.2g} s" if s < 10 else f"{s:,.0f} s"
+
+
+def choose_device(work: Workload | None, cuda: bool, threads: int) -> DeviceChoice:
+    """What ``auto`` runs on: a pure function of the run's work, whether torch sees a CUDA GPU and the CPU threads.
+
+    * no CUDA GPU: the CPU;
+    * ``work`` None (a job whose work is not estimated: a language model, a
+      claim audit, a federation): the GPU;
+    * nothing on torch (``work.flops_per_row`` 0: a scikit-learn target without
+      a torch recipe): the CPU;
+    * else the device with the smaller estimate: on the CPU, the FLOPs at
+      :data:`CPU_FLOPS_PER_THREAD` per thread plus :data:`CPU_OP_SECONDS` per
+      operation; on the GPU, :data:`GPU_START_SECONDS` plus the FLOPs at
+      :data:`GPU_FLOPS` plus :data:`GPU_LAUNCH_SECONDS` per kernel. A small
+      model's training is a chain of tiny kernels (the digits MLP: 0.9 TFLOP in
+      about 150k launches), which a GPU does not speed up; a large one's is
+      arithmetic (the CIFAR-shaped check of ``benchmarks/cifar_engine.py``: 4
+      PFLOP), which it does. With 16 CPU threads the GPU's start-up pays for
+      itself from about 3 TFLOP of work, with 2 threads from about 0.4 TFLOP.
+    """
+    if not cuda:
+        return DeviceChoice("cpu", "torch sees no CUDA GPU on this machine, so auto runs on the CPU")
+    if work is None:
+        return DeviceChoice(
+            "cuda", "auto takes the CUDA GPU torch sees: this job's work is not estimated (language models, "
+            "claim audits and federations run on the GPU when there is one)"
+        )  # fmt: skip
+    if work.flops_per_row <= 0:
+        return DeviceChoice("cpu", f"auto chose the CPU: nothing in {work.what} runs on torch")
+    cpu, gpu = work.cpu_seconds(threads), work.gpu_seconds()
+    device = "cuda" if gpu < cpu else "cpu"
+    on = f"{threads} CPU thread{'s' if threads != 1 else ''}"
+    estimate = (
+        f"{work.what}'s estimated work ({work.describe()}) takes about {_seconds(cpu)} on {on} "
+        f"and about {_seconds(gpu)} on the GPU, its {GPU_START_SECONDS:g} s start-up and "
+        f"{GPU_LAUNCH_SECONDS * 1e6:g} µs per kernel launch included"
+    )
+    return DeviceChoice(device, f"auto chose the {'GPU' if device == 'cuda' else 'CPU'}: {estimate}")
+
+
+def asked_for(device: str) -> str:
+    """The reason recorded for a device that was asked for (``--device cpu``, ``device="cuda"``)."""
+    return f"device '{device}' was asked for"
 
 
 def describe_device(device: str) -> dict[str, Any]:
@@ -117,8 +323,17 @@ def placed(module: Any, device: str) -> Iterator[Any]:
 
 
 __all__ = [
+    "CPU_FLOPS_PER_THREAD",
+    "CPU_OP_SECONDS",
     "DEVICES",
+    "DeviceChoice",
     "DeviceError",
+    "GPU_FLOPS",
+    "GPU_LAUNCH_SECONDS",
+    "GPU_START_SECONDS",
+    "Workload",
+    "asked_for",
+    "choose_device",
     "cuda_available",
     "describe_device",
     "device_of",

@@ -1,7 +1,19 @@
-"""The gate: policy → attacks → metrics with intervals → decided checks → verdict.
+"""The gate: policy → attacks → metrics with intervals → decided checks → verdict, for every kind of target.
 
 This is privgate's façade (as ``PrivacyEngine`` is Opacus's): it wires the
-registries together and holds the decision rules, nothing else.
+registries together and holds the decision rules, nothing else. One loop runs
+the attacks of any kind of target: the target's kind
+(:mod:`privgate.attacks.contexts`: a classifier on rows, a causal language
+model, a sequence classifier over text) pools the members and non-members
+(shuffled with the seed, membership hidden), builds what the attacks share —
+a classifier's outputs, a language model's token scores of every record, the
+reference models — translates the policy to the attacks that apply to it, and
+adds its diagnostics (the blind baseline, the distribution-shift guard).
+The loop runs each attack, splits its scores into calibration and evaluation
+halves, summarises them, and the checks are decided on the evaluation split.
+An attack that measures a metric instead of scoring membership (its class
+names the metric it ``measures``: canary exposure, extraction) gives its
+estimate directly.
 
 The decision rules — pass only on an upper bound within the threshold, fail
 only on a lower bound above it, one error budget per policy shared by its
@@ -19,22 +31,22 @@ from typing import Any
 import numpy as np
 
 from privgate import stats
-from privgate.attacks import AttackContext, AttackResult, available_attacks, get_attack, threat_model_of
+from privgate.attacks import AttackResult, available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
-from privgate.attacks.blind import soundness_warnings
+from privgate.attacks.contexts import audit_kind
+from privgate.attacks.contexts.base import AuditKind
+from privgate.attacks.contexts.tabular import AuditRows, audit_rows
 from privgate.attacks.crossfit import CalibrationLabels
 from privgate.decision import decide_policy, verdict_of
-from privgate.inputs.data import AuditData
-from privgate.inputs.sanity import inspect_target
-from privgate.inputs.surface import surface_of
-from privgate.inputs.target import Target
 from privgate.io.artefacts import save_artefacts
 from privgate.options import RunOptions
 from privgate.policy import Policy
+from privgate.policy.schema import MEASURED_BY
 from privgate.recipe import Recipe
-from privgate.report.model import AttackSummary, RatePoint, Report
+from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
 from privgate.report.provenance import environment, policy_facts, summary_line
 from privgate.training.threads import limit_threads
+from privgate.workload import decided
 
 #: FPRs at which every attack summary reports TPR.
 SUMMARY_FPRS = (0.001, 0.01)
@@ -44,44 +56,9 @@ ROC_POINTS = 200
 @dataclass
 class Ran:
     result: AttackResult
-    split: stats.SplitScores
+    split: stats.SplitScores | None
     membership: np.ndarray | None = None  # for metrics measured on all audit examples (privgate.stats.leakage)
     scores: np.ndarray | None = None  # the final scores of every pooled row (exposed records)
-
-
-@dataclass(frozen=True)
-class AuditRows:
-    """The pooled audit rows in the order the attacks see them, split as the gate measures them.
-
-    Attributes:
-        x, y: inputs and labels, members and non-members shuffled together (seeded).
-        membership: the true membership (never shown to an attack).
-        calibration: the calibration split (thresholds, learned scores); the rest is the evaluation split.
-        member_rows: each member's row in the members file as given; −1 for non-members.
-    """
-
-    x: np.ndarray
-    y: np.ndarray
-    membership: np.ndarray
-    calibration: np.ndarray
-    member_rows: np.ndarray
-
-
-def audit_rows(data: AuditData, seed: int) -> AuditRows:
-    """Pool, shuffle and split the audit data as :func:`run_attacks` does (benchmarks compare peers on these rows)."""
-    n1, n0 = len(data.members), len(data.nonmembers)
-    y = np.r_[data.members.y, data.nonmembers.y]
-    membership = np.r_[np.ones(n1, bool), np.zeros(n0, bool)]
-    rows = np.r_[data.member_rows if data.member_rows is not None else np.arange(n1), np.full(n0, -1)]
-    perm = np.random.default_rng(np.random.SeedSequence([seed, 0xA11])).permutation(len(y))
-    y, membership, rows = y[perm], membership[perm], rows[perm]  # attacks never see membership, nor its order
-    # x = pooled x[perm], written in place: pooled row j goes to where[j], so no pooled copy of x is made
-    where = np.empty_like(perm)
-    where[perm] = np.arange(len(perm))
-    x = np.empty((n1 + n0, *data.members.x.shape[1:]), dtype=np.result_type(data.members.x, data.nonmembers.x))
-    x[where[:n1]] = data.members.x
-    x[where[n1:]] = data.nonmembers.x
-    return AuditRows(x, y, membership, stats.calibration_mask(membership, seed), rows)
 
 
 def final_scores(result: AttackResult, calibration: np.ndarray, membership: np.ndarray) -> np.ndarray:
@@ -135,6 +112,7 @@ def _measured(ran: Ran, confidence: float) -> dict[str, Any]:
 
 
 def summarise(name: str, ran: Ran, confidence: float) -> AttackSummary:
+    """What attack ``name`` achieved on the evaluation split: AUC, balanced accuracy, TPR at low FPRs, ROC."""
     sp = ran.split
     a = stats.auc(sp.eval_in, sp.eval_out, confidence)
     acc = stats.balanced_accuracy(sp, confidence)
@@ -178,117 +156,102 @@ def summarise(name: str, ran: Ran, confidence: float) -> AttackSummary:
     )
 
 
-def _policy_warnings(policy: Policy) -> list[str]:
-    if not policy.uses_default_attacks():
-        return []
-    family = "label-only" if policy.served().output == "label" else "black-box"
-    return [
-        f"the policy lists no attacks; its checks ran the default {family} family "
-        f"({', '.join(policy.attacks_to_run())})"
-    ]
+def measured_summary(name: str, ran: Ran, confidence: float) -> AttackSummary:
+    """What a measurement (an attack that ``measures`` a metric, no scores) found: its estimate, its notes."""
+    r = ran.result
+    return AttackSummary(
+        name=name,
+        threat_model=r.threat_model,
+        status="ran",
+        options=r.options,
+        seconds=round(r.seconds, 4),
+        notes=r.notes,
+        extras={**{k: v for k, v in r.extras.items() if k != "estimates"}, "metrics": _measured(ran, confidence)},
+    )
+
+
+def _skipped(name: str, reason: str, options: dict[str, Any], status: str = "skipped") -> AttackSummary:
+    return AttackSummary(name=name, threat_model=threat_model_of(name), status=status, reason=reason, options=options)
+
+
+def _run_one(
+    name: str, attack: Any, options: dict[str, Any], audit: AuditKind, run: RunOptions, confidence: float
+) -> tuple[Ran, AttackSummary] | str:
+    """Run one attack (or diagnostic) of ``audit``: what it found and its summary, or why it was skipped."""
+    pooled = audit.pooled
+    audit.ctx.options = dict(options)
+    try:
+        with limit_threads(run.threads):
+            result = attack.run(audit.ctx)
+    except AttackSkipped as exc:
+        return str(exc)
+    own = getattr(attack, "summarise", None)
+    if own is not None:  # a diagnostic of the data that states its own finding (the distribution-shift guard)
+        return Ran(result, None, pooled.membership, None), own(result)
+    if getattr(attack, "measures", None) is not None:  # a measurement: its estimate, no scores
+        ran = Ran(result, None, pooled.membership, None)
+        return ran, measured_summary(name, ran, confidence)
+    t0 = time.perf_counter()
+    try:
+        with limit_threads(run.threads):
+            scores = final_scores(result, pooled.calibration, pooled.membership)
+    except AttackSkipped as exc:  # a learned attack with too few calibration rows to learn from
+        return str(exc)
+    result.seconds += time.perf_counter() - t0  # a learned attack fits here
+    if scores.shape != (len(pooled.membership),) or not np.all(np.isfinite(scores)):
+        raise RuntimeError(
+            f"attack '{name}' returned scores of shape {scores.shape} with non-finite values: a bug in the attack"
+        )
+    ran = Ran(result, stats.SplitScores.from_mask(scores, pooled.membership, pooled.calibration), pooled.membership)
+    ran.scores = scores
+    return ran, summarise(name, ran, confidence)
+
+
+def attack_loop(audit: AuditKind, run: RunOptions) -> tuple[dict[str, Ran], dict[str, str], list[AttackSummary]]:
+    """Run the attacks of ``audit``'s policy, then its diagnostics: (ran, missing reasons, summaries)."""
+    ran: dict[str, Ran] = {}
+    missing, summaries = dict(audit.missing), list(audit.summaries)
+    confidence = audit.shown_policy.confidence
+    todo = audit.todo()
+    for i, (name, options) in enumerate(todo.items(), 1):
+        why = audit.unavailable(name)
+        if why is not None:
+            missing[name] = why[1]
+            summaries.append(_skipped(name, why[1], options, why[0]))
+            continue
+        run.say(f"running attack {name} ({i}/{len(todo)})")
+        found = _run_one(name, get_attack(name)(**options), options, audit, run, confidence)
+        if isinstance(found, str):
+            missing[name] = found
+            summaries.append(_skipped(name, found, options))
+            continue
+        ran[name], summary = found
+        summaries.append(summary)
+    for diagnostic in audit.diagnostics:
+        found = _run_one(diagnostic.name, diagnostic, {}, audit, run, confidence)
+        if not isinstance(found, str):
+            ran[diagnostic.name], summary = found
+            summaries.append(summary)
+    audit.finish(ran, missing)
+    return ran, missing, summaries
 
 
 def run_attacks(
-    target: Target, data: AuditData, policy: Policy, *, recipe: Recipe | None = None, run: RunOptions | None = None
+    target: Any, data: Any, policy: Policy, *, recipe: Recipe | None = None, run: RunOptions | None = None
 ) -> tuple[dict[str, Ran], dict[str, str], list[AttackSummary]]:
     """Run the policy's attacks on the audit data; returns (ran, missing reasons, summaries).
 
     Every attack runs inside :func:`privgate.training.threads.limit_threads` with ``run.threads``.
     """
     run = (run or RunOptions()).resolved()
-    if recipe is None:  # a scikit-learn target is its own recipe: clones of it (privgate.training.sklearn_models)
-        from privgate.training.sklearn_models import own_recipe
-
-        recipe = own_recipe(target)
-    surface = surface_of(policy)  # an API release: every query answered as the API answers it
-    target = target.to_device(run.device).serving(surface)
-    rows = audit_rows(data, run.seed)
-    x, y, membership, calibration = rows.x, rows.y, rows.membership, rows.calibration
-    ctx = AttackContext(target=target, x=x, y=y, population=data.population, recipe=recipe, run=run)
-    ran: dict[str, Ran] = {}
-    missing: dict[str, str] = {}
-    summaries: list[AttackSummary] = []
-    todo = policy.attacks_to_run()
-    registry = available_attacks()
-    if recipe is not None:
-        from privgate.attacks.sharing import planned_models
-
-        served = {  # the attacks the loop below will not skip for the API's surface
-            name: o
-            for name, o in todo.items()
-            if name in registry
-            and (surface is None or registry[name].diagnostic or not surface.not_applicable(threat_model_of(name)))
-        }
-        ctx.planned_models = planned_models(served, registry, 0 if data.population is None else len(data.population))
-    for i, (name, options) in enumerate(todo.items(), 1):
-        threat = threat_model_of(name)
-        why = None
-        if name not in registry:
-            why = f"'{name}' is not implemented in this version of privgate"
-        elif surface is not None and not registry[name].diagnostic and surface.not_applicable(threat):
-            why = surface.not_applicable(threat)
-        elif threat == "white-box" and not target.white_box and not getattr(registry[name], "reads_structure", False):
-            why = (
-                f"'{name}' needs the model's weights (white-box), but the target is {target.fmt} without a torch module"
-            )
-        elif registry[name].needs_recipe and recipe is None:
-            why = f"'{name}' trains reference models and needs a recipe (--recipe module:attr)"
-        if why:
-            missing[name] = why
-            summaries.append(
-                AttackSummary(
-                    name=name,
-                    threat_model=threat,
-                    status="unavailable" if name not in registry else "skipped",
-                    reason=why,
-                    options=options,
-                )
-            )
-            continue
-        run.say(f"running attack {name} ({i}/{len(todo)})")
-        attack = get_attack(name)(**options)
-        ctx.options = dict(options)
-        try:
-            with limit_threads(run.threads):
-                result = attack.run(ctx)
-        except AttackSkipped as exc:
-            missing[name] = str(exc)
-            summaries.append(
-                AttackSummary(name=name, threat_model=threat, status="skipped", reason=str(exc), options=options)
-            )
-            continue
-        t0 = time.perf_counter()
-        try:
-            with limit_threads(run.threads):
-                scores = final_scores(result, calibration, membership)
-        except AttackSkipped as exc:  # a learned attack with too few calibration rows to learn from
-            missing[name] = str(exc)
-            summaries.append(
-                AttackSummary(name=name, threat_model=threat, status="skipped", reason=str(exc), options=options)
-            )
-            continue
-        result.seconds += time.perf_counter() - t0  # a learned attack fits here
-        if scores.shape != (len(y),) or not np.all(np.isfinite(scores)):
-            raise RuntimeError(
-                f"attack '{name}' returned scores of shape {scores.shape} with non-finite values: a bug in the attack"
-            )
-        ran[name] = Ran(result, stats.SplitScores.from_mask(scores, membership, calibration), membership, scores)
-        summaries.append(summarise(name, ran[name], policy.confidence))
-    return ran, missing, summaries
+    with audit_kind(target)(target, data, policy, recipe, run) as audit:
+        return attack_loop(audit, run)
 
 
-def _exposed(
-    ran: dict[str, Ran],
-    summaries: list[AttackSummary],
-    rows: AuditRows,
-    diagnostic: set[str],
-    recipe: Recipe | None,
-    run: RunOptions,
-) -> dict[str, Any] | None:
-    """The report's ``exposed`` section (:mod:`privgate.stats.exposure`), with each record's image for image data."""
-    from privgate.attacks.inversion import image_shape
-    from privgate.io.png import png_bytes
-    from privgate.stats.exposure import ScoredAttack, exposed_members
+def _exposed(audit: AuditKind, ran: dict[str, Ran], summaries: list[AttackSummary], diagnostic: set[str], run):
+    """The report's ``exposed`` section (:mod:`privgate.stats.exposed_members`), each record shown as its kind
+    shows it."""
+    from privgate.stats.exposed_members import ScoredAttack, exposed_members
 
     by_name = {a.name: a for a in summaries}
     attacks = {
@@ -296,88 +259,96 @@ def _exposed(
         for name, r in ran.items()
         if name not in diagnostic and r.scores is not None
     }
-    section = exposed_members(attacks, rows.membership, rows.calibration, rows.member_rows, rows.y, run.exposed)
-    if section is None or not run.artefacts_dir:
-        return section
-    shape, _ = image_shape(rows.x, recipe)
-    if shape is None or len(shape) != 2:  # grey images only; colour images would need their channel order
-        return section
-    where = {int(m): i for i, m in enumerate(rows.member_rows) if m >= 0}
-    x = rows.x.reshape(len(rows.x), -1)
-    lo, hi = float(x.min()), float(x.max())
-    files = {}
-    for rec in section["records"]:
-        img = x[where[rec["member_index"]]].reshape(shape)
-        scaled = np.clip((img - lo) / max(hi - lo, 1e-12), 0, 1) * 255
-        f = max(1, 48 // max(shape))
-        files[f"member-{rec['member_index']}.png"] = png_bytes(
-            scaled.repeat(f, 0).repeat(f, 1).round().astype(np.uint8)
-        )
-    paths = dict(zip(sorted(files), save_artefacts("exposed", files, run.artefacts_dir)))
-    for rec in section["records"]:
-        rec["image"] = paths[f"member-{rec['member_index']}.png"]
-    return section
+    p = audit.pooled
+    section = exposed_members(attacks, p.membership, p.calibration, p.member_rows, p.labels, run.exposed)
+    return None if section is None else audit.exposed(section, run)
+
+
+def _guarded(checks: list[CheckResult], guards: list[str]) -> list[CheckResult]:
+    """Passing membership checks become inconclusive when a diagnostic found the data unsound (``guards``)."""
+    if not guards:
+        return checks
+    out = []
+    for c in checks:
+        if c.status == "pass" and c.metric not in MEASURED_BY:
+            c = c.model_copy(update={"status": "inconclusive", "reason": f"{c.reason}; but {guards[0]}"})
+        out.append(c)
+    return out
 
 
 def check_model(
-    target: Target,
-    data: AuditData,
+    target: Any,
+    data: Any,
     policy: Policy,
     *,
-    recipe: Recipe | None = None,
+    recipe: Any = None,
     options: RunOptions | None = None,
     **settings: Any,
 ) -> Report:
     """Run ``policy`` against ``target`` on ``data`` and return the decided :class:`Report`.
 
     Args:
-        target: the model under audit.
-        data: known members and non-members (and optional population data).
+        target: the model under audit (:class:`~privgate.inputs.target.Target`; a Hugging Face folder's
+            :class:`~privgate.inputs.targets.hf_target.HFTarget`).
+        data: known members and non-members (and optional population data): an
+            :class:`~privgate.inputs.data.AuditData`, or a :class:`~privgate.inputs.text.TextAudit` of records.
         policy: the policy, with the policies it extends.
-        recipe: how the target was trained (reference-model attacks need it).
+        recipe: how the target was trained (reference-model attacks need it; a language model's recipe
+            fine-tunes its reference models).
         options: how the run is carried out (:class:`privgate.options.RunOptions`);
-            its device is resolved here (``auto`` → ``cuda`` or ``cpu``) and the
-            target's model moved there (a copy: ``target`` is not changed).
+            its threads and device are resolved here (``auto`` → ``cuda`` or ``cpu``:
+            :func:`privgate.workload.decided`) and the target's model moved there (a copy: ``target`` is not changed).
         **settings: single settings of :class:`~privgate.options.RunOptions`
             (``seed=``, ``threads=``, ``cache_dir=``, ``artefacts_dir=`` …),
             applied on top of ``options``.
     """
-    run = RunOptions.of(options, **settings).resolved()
+    run = decided(RunOptions.of(options, **settings), target, data, policy, recipe)  # threads, then auto's device
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
-    target = target.to_device(run.device).serving(surface_of(policy))
-    with limit_threads(run.threads):  # scoring every audit row honours the thread budget, as the attacks do
-        data.check_against(target)
-        sanity = inspect_target(target, data, recipe, policy.confidence)  # fixes how outputs are read: first
-    ran, missing, summaries = run_attacks(target, data, policy, recipe=recipe, run=run)
-    for summary in summaries:
-        files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
-        if files:
-            summary.extras["artefacts"] = (
-                save_artefacts(summary.name, files, run.artefacts_dir) if run.artefacts_dir else []
-            )
-    diagnostic = {n for n, cls in available_attacks().items() if cls.diagnostic}  # the blind baseline: data only
-    exposed = _exposed(ran, summaries, audit_rows(data, run.seed), diagnostic, recipe, run)
-    checks = decide_policy(policy, ran, missing, diagnostic)
-    verdict = verdict_of(checks)
-    from privgate import __version__
+    with audit_kind(target)(target, data, policy, recipe, run) as audit:
+        audit.inspect()  # fixes how outputs are read: first
+        ran, missing, summaries = attack_loop(audit, run)
+        for summary in summaries:
+            files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
+            if files:
+                summary.extras["artefacts"] = (
+                    save_artefacts(summary.name, files, run.artefacts_dir) if run.artefacts_dir else []
+                )
+        # diagnostics look at the data only (the blind baseline, measurements): never the deciding attack of best
+        diagnostic = {n for n, cls in available_attacks().items() if cls.diagnostic}
+        diagnostic |= {d.name for d in audit.diagnostics}
+        exposed = _exposed(audit, ran, summaries, diagnostic, run)
+        checks = _guarded(decide_policy(audit.policy, ran, missing, diagnostic), audit.guards(ran))
+        verdict = verdict_of(checks)
+        from privgate import __version__
 
-    return Report(
-        privgate_version=__version__,
-        verdict=verdict,
-        summary=summary_line(verdict, checks),
-        policy=policy_facts(policy),
-        target={**target.describe(), **sanity.describe()},  # accuracy on members/non-members, output kind
-        data=data.describe(),
-        checks=checks,
-        attacks=summaries,
-        warnings=list(data.warnings)
-        + _policy_warnings(policy)
-        + sanity.warnings
-        + soundness_warnings(summaries)  # blind: Das 2024
-        + list(dict.fromkeys(w for r in ran.values() for w in r.result.extras.get("cache_warnings", []))),
-        exposed=exposed,
-        environment=environment(run),
-        started=started.isoformat(timespec="seconds"),
-        duration_s=round(time.perf_counter() - t0, 3),
-    )
+        return Report(
+            privgate_version=__version__,
+            verdict=verdict,
+            summary=summary_line(verdict, checks),
+            policy=policy_facts(audit.shown_policy),
+            target=audit.target_facts(),
+            data=audit.data_facts(),
+            checks=checks,
+            attacks=summaries,
+            warnings=audit.warnings(ran, summaries),
+            exposed=exposed,
+            environment=environment(run),
+            started=started.isoformat(timespec="seconds"),
+            duration_s=round(time.perf_counter() - t0, 3),
+        )
+
+
+__all__ = [
+    "ROC_POINTS",
+    "SUMMARY_FPRS",
+    "AuditRows",
+    "Ran",
+    "attack_loop",
+    "audit_rows",
+    "check_model",
+    "final_scores",
+    "measured_summary",
+    "run_attacks",
+    "summarise",
+]

@@ -17,7 +17,10 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from privgate.device import Workload
 
 #: The fewest bytes a secret cache key may have (128 bits).
 MIN_CACHE_KEY_BYTES = 16
@@ -42,10 +45,15 @@ class RunOptions:
         seed: drives every random choice (splits, reference models, DP-SGD);
             same inputs and seed give the same numbers.
         threads: the most threads the run may use at once (torch, BLAS,
-            OpenMP); ``None`` means one (:mod:`privgate.training.threads`).
+            OpenMP); ``None``: torch's thread setting in this process, capped by
+            the cores it may use (:func:`privgate.training.threads.library_threads`;
+            the CLI's default is the usable cores or ``$OMP_NUM_THREADS``), and one
+            per task with the Ray executor.
+        threads_reason: why ``threads`` is what it is, for the report (the CLI
+            says which flag, variable or default gave it); filled by :meth:`resolved`.
         cache_dir: folder of the reference-model cache (:mod:`privgate.training.cache`);
             ``None`` or ``"off"``: no cache. (The CLI's default, the user's cache
-            folder, is resolved by the CLI: :mod:`privgate.cli.cache`.)
+            folder, is resolved by the CLI: :mod:`privgate.cli.cache_settings`.)
         cache_key: the secret key (at least :data:`MIN_CACHE_KEY_BYTES` bytes) that tags the cache's entries, so
             that an entry someone else wrote (a pull request committing a cache
             folder, a restored CI cache) is refused unless they had the key; ``None``:
@@ -55,10 +63,14 @@ class RunOptions:
             the engine can stack the model, else one after another),
             ``vectorised`` (fail when it cannot) or ``sequential``
             (``recipe.train`` per model, the reference the engine is tested against).
-        device: where tensors live: ``auto`` (a CUDA GPU when torch sees one,
-            else the CPU), ``cpu`` or ``cuda`` (bad input on a machine without
-            one); :meth:`resolved` turns ``auto`` into the device used
-            (:mod:`privgate.device`).
+        device: where tensors live: ``auto`` (the device that will finish the
+            run sooner, :func:`privgate.device.choose_device`), ``cpu`` or
+            ``cuda`` (bad input on a machine without one); :meth:`resolved`
+            turns ``auto`` into the device used (:mod:`privgate.device`).
+        device_requested: what was asked for (``auto``, ``cpu``, ``cuda``) once
+            :meth:`resolved` has replaced ``device``; ``None`` before.
+        device_reason: why the run uses its device, one sentence (``auto``'s
+            estimate, or that it was asked for); filled by :meth:`resolved`.
         executor: where independent tasks run (:mod:`privgate.executors`):
             ``local`` (this process, one after another) or ``ray`` (Ray tasks on
             a cluster); the same tasks and seeds either way, so the same numbers.
@@ -72,15 +84,18 @@ class RunOptions:
         artefacts_dir: where attacks save files for people to look at
             (inversion reconstructions, the exposed records' images); ``None`` saves nothing.
         exposed: how many of the most exposed members the report lists
-            (:mod:`privgate.stats.exposure`); 0 lists none.
+            (:mod:`privgate.stats.exposed_members`); 0 lists none.
     """
 
     seed: int = 0
     threads: int | None = None
+    threads_reason: str | None = None
     cache_dir: str | Path | None = None
     cache_key: bytes | None = field(default=None, repr=False)
     engine: str = "auto"
     device: str = "auto"
+    device_requested: str | None = None
+    device_reason: str | None = None
     executor: str = "local"
     ray_address: str | None = None
     models_per_task: int = DEFAULT_MODELS_PER_TASK
@@ -110,6 +125,8 @@ class RunOptions:
             or (self.models_per_task < 1)
         ):
             raise ValueError(f"models_per_task must be a positive integer, got {self.models_per_task!r}")
+        if self.device_requested is not None and self.device_requested not in DEVICES:
+            raise ValueError(f"device_requested must be one of {', '.join(DEVICES)}, got {self.device_requested!r}")
         for name, allowed in (("engine", ENGINES), ("device", DEVICES), ("executor", EXECUTORS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -122,16 +139,35 @@ class RunOptions:
         value = str(self.cache_dir)
         return None if value.strip().lower() in CACHE_OFF else Path(value)
 
-    def resolved(self) -> RunOptions:
-        """A copy whose ``device`` is where tensors will live, ``cpu`` or ``cuda`` (imports torch).
+    def resolved(self, work: Workload | None = None) -> RunOptions:
+        """A copy whose ``device`` is where tensors will live (``cpu`` or ``cuda``) and whose ``threads`` is a number.
+
+        Each is decided once, with its reason (``threads_reason``,
+        ``device_reason``); a run already resolved is returned as it is.
+        ``auto`` is decided by :func:`privgate.device.choose_device` on ``work``
+        (the run's estimated work, :mod:`privgate.workload`; ``None`` for a job
+        whose work is not estimated). Imports torch.
 
         Raises:
             privgate.device.DeviceError: ``cuda`` on a machine where torch sees no CUDA GPU.
         """
-        from privgate.device import resolve_device
+        from privgate.device import asked_for, choose_device, cuda_available, resolve_device
+        from privgate.training.threads import RAY_DEFAULT, library_threads
 
-        device = resolve_device(self.device)
-        return self if device == self.device else self.replace(device=device)
+        changes: dict[str, Any] = {}
+        threads = self.threads
+        if threads is None:
+            threads, changes["threads_reason"] = RAY_DEFAULT if self.executor == "ray" else library_threads()
+            changes["threads"] = threads
+        elif self.threads_reason is None:
+            changes["threads_reason"] = f"threads={threads} was asked for"
+        if self.device_requested is None:
+            if self.device == "auto":
+                device, reason = choose_device(work, cuda_available(), threads)
+            else:
+                device, reason = resolve_device(self.device), asked_for(self.device)
+            changes.update(device=device, device_requested=self.device, device_reason=reason)
+        return self.replace(**changes) if changes else self
 
     def say(self, message: str) -> None:
         """Report progress, when someone listens."""
@@ -139,7 +175,11 @@ class RunOptions:
             self.progress(message)
 
     def replace(self, **changes: Any) -> RunOptions:
-        """A copy with some settings changed."""
+        """A copy with some settings changed (a new ``threads`` or ``device`` without its reason is decided again)."""
+        if "threads" in changes and "threads_reason" not in changes:
+            changes["threads_reason"] = None
+        if "device" in changes and "device_reason" not in changes:
+            changes.update(device_requested=None, device_reason=None)
         return dataclasses.replace(self, **changes)
 
     @classmethod

@@ -12,6 +12,11 @@ only wires it into pytest.
   what an undecidable check does to a test (default: fail).
 * Under pytest-xdist each worker sends its audits to the controller through
   ``workeroutput``; the controller prints the one summary.
+* Threads: the audits run with the CLI's default — ``$OMP_NUM_THREADS``, else
+  the cores this process may use — except in a pytest-xdist worker
+  (``$PYTEST_XDIST_WORKER``), which gets one thread: the workers already share
+  the cores (:func:`session_threads`). ``$PRIVGATE_THREADS`` sets it for every
+  audit of the session.
 
 Importing this module imports neither privgate's engine nor torch: a test
 session that never audits pays nothing for the plugin.
@@ -83,6 +88,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def session_threads(config: pytest.Config) -> dict[str, Any]:
+    """``threads`` and ``threads_reason`` for every audit of the session (see the module docstring)."""
+    import os
+
+    from privgate.training.threads import default_threads, threads_problem
+
+    given = os.environ.get("PRIVGATE_THREADS", "").strip()
+    if given:
+        n = int(given) if given.isdigit() else 0
+        problem = threads_problem(n)
+        if problem:
+            raise pytest.UsageError(f"$PRIVGATE_THREADS: {problem}.")
+        return {"threads": n, "threads_reason": f"$PRIVGATE_THREADS={n}"}
+    worker = os.environ.get("PYTEST_XDIST_WORKER") or getattr(config, "workerinput", {}).get("workerid")
+    if worker:
+        return {"threads": 1, "threads_reason": f"one thread per pytest-xdist worker ({worker})"}
+    n, reason = default_threads(os.environ.get("OMP_NUM_THREADS"))
+    return {"threads": n, "threads_reason": reason}
+
+
 def _ini_base(config: pytest.Config) -> Path:
     return Path(config.inipath).parent if config.inipath else Path(config.rootpath)
 
@@ -116,13 +141,15 @@ class PrivgateSession:
         self._saved_settings = dict(assertions.settings)
         if mode:
             assertions.settings["on_inconclusive"] = mode
+        assertions.settings["run"] = session_threads(config)
         self._counts: dict[str, int] = {}
 
     # ------------------------------------------------------------------ recording
 
     def observe(self, report: Report, label: str) -> None:
         """An audit ran (called by :mod:`privgate.assertions`): keep its rows, write its JSON."""
-        from privgate.report.text import attack_label, interval, metric_label, num
+        from privgate.report.labels import attack_label, interval, metric_label
+        from privgate.report.numbers import num
 
         nodeid = self.current or "<outside a test>"
         path = None

@@ -13,14 +13,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# privgate's default is the cores this process may use; the suite runs several pytest-xdist workers on the same
+# cores, so every privgate run it starts (the CLI in a subprocess or in process, the pytest plugin's audits) keeps
+# one thread, as in-process runs do (torch's one thread, below)
+os.environ.setdefault("PRIVGATE_THREADS", "1")
 
-# The CLI's default reference-model cache and cache key live in the user's XDG folders (privgate.cli.cache): the
-# tests' runs keep theirs in a folder of this session (each test gets its own below), never in the user's home.
+# The CLI's default reference-model cache and cache key live in the user's XDG folders (privgate.cli.cache_settings):
+# the tests' runs keep theirs in a folder of this session (each test gets its own below), never in the user's home.
 _XDG = Path(tempfile.mkdtemp(prefix="privgate-tests-xdg-"))
 atexit.register(shutil.rmtree, _XDG, ignore_errors=True)
 os.environ["XDG_CACHE_HOME"], os.environ["XDG_CONFIG_HOME"] = str(_XDG / "cache"), str(_XDG / "config")
 for _name in ("PRIVGATE_CACHE_DIR", "PRIVGATE_CACHE_KEY", "PRIVGATE_CACHE_KEY_FILE"):
     os.environ.pop(_name, None)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--clinical-seed",
+        type=int,
+        default=0,
+        help="seed of the clinical-notes example the language-model tests build (the `clinical` fixture; default 0): "
+        "the tests' assertions hold for other seeds too, and this checks it",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -37,6 +51,31 @@ def pytest_configure(config: pytest.Config) -> None:
                 "PRIVGATE_DEVICE=cuda (make test-gpu) runs the suite on a CUDA GPU, but torch sees none on this "
                 "machine (torch.cuda.is_available() is False); run make test instead."
             )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _gpu_lane():
+    """``make test-gpu``: every in-process ``auto`` run takes the GPU, whatever ``auto``'s estimate of its work.
+
+    The lane exists to run the suite's paths on a GPU; the suite's models are small, and ``auto`` would keep
+    them on the CPU (:func:`privgate.device.choose_device`). Installed after the test modules are imported, so a
+    test that calls ``choose_device`` itself gets the real one.
+    """
+    if os.environ.get("PRIVGATE_DEVICE", "").strip().lower() != "cuda":
+        yield
+        return
+    import privgate.device as device
+
+    real = device.choose_device
+
+    def on_the_gpu(work, cuda, threads):
+        if not cuda:
+            return real(work, cuda, threads)
+        return device.DeviceChoice("cuda", "make test-gpu runs every in-process run on the GPU")
+
+    device.choose_device = on_the_gpu
+    yield
+    device.choose_device = real
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -105,13 +144,16 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
 
 
 @pytest.fixture(scope="session")
-def clinical(tmp_path_factory) -> Path:
+def clinical(tmp_path_factory, pytestconfig) -> Path:
     """The clinical-notes example built with its test profile, once per test session (shared by the workers).
 
     ``base/`` (the public base model), ``memorised/`` and ``other/`` (fine-tuned on the members or on other
     records), ``members.jsonl``/``nonmembers.jsonl`` and the canaries: every language-model test uses these.
+    Seed 0 unless ``--clinical-seed`` says otherwise (the builder's public text is its own, made from the seed,
+    so a seed gives the same models on every Python version).
     """
-    return built_once(tmp_path_factory, "clinical", lambda d: clinical_builder().build(d, "test", seed=0))
+    seed = pytestconfig.getoption("clinical_seed")
+    return built_once(tmp_path_factory, f"clinical-{seed}", lambda d: clinical_builder().build(d, "test", seed=seed))
 
 
 @pytest.fixture(scope="session")

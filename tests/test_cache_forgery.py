@@ -5,7 +5,7 @@ The attack (privgate issue 36): the SHA-256 of a cache entry is public, so a pul
 name that folder in ``privgate.toml``: every reference model then equals the target, LiRA's in and out
 distributions coincide, and a ``fail`` (AUC 0.98) became a ``pass`` (AUC 0.50) with no warning and no model
 trained. Entries now carry an HMAC tag under a key the pull request does not have (privgate.training.cache,
-privgate.cli.cache); the attacker's entries are refused, the models retrained, and the report says so.
+privgate.cli.cache_settings); the attacker's entries are refused, the models retrained, and the report says so.
 
 The runs that only fill a cache are in process (tests/inproc.py); the runs whose behaviour is the CLI's (its
 default folders, its key from the environment or the user's key file, the forged run) are the CLI in a subprocess.
@@ -164,7 +164,7 @@ def test_a_bad_cache_key_is_one_sentence_and_exit_2(work, tmp_path, env, needle)
 
 def test_the_users_key_file_is_created_once_even_by_runs_at_the_same_time(tmp_path):
     """Eight first runs at once: one key file (mode 0600), the same key for all of them, no temporary file left."""
-    from privgate.cli.cache import resolve_key
+    from privgate.cli.cache_settings import resolve_key
     from privgate.cli.guard import Environment
 
     env = Environment(xdg_config_home=str(tmp_path / "config"))

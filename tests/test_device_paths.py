@@ -238,11 +238,11 @@ def test_lm_scoring_runs_where_the_model_is(gpu, bases):
     equal the CPU's. The token ids were made on the CPU whatever the model's device: ``privgate harden`` of a
     language model died on a GPU with "Expected all tensors to be on the same device, but got index is on cpu"
     (exit 4), its utility scoring the candidate the audit had left on the GPU."""
-    from privgate.lm.classifier import TextClassifier
-    from privgate.lm.hardtask import ClassifierTask, HardenTask
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
+    from privgate.inputs.targets.hf_classifier import TextClassifier
+    from privgate.inputs.text import TextSet
     from privgate.lm.scoring import score_texts
-    from privgate.lm.text import TextSet
+    from privgate.lm.utility import HeldOutAccuracy, HeldOutPerplexity
 
     folder, texts = bases
     lm, clf = load_model_dir(folder / "causal"), load_model_dir(folder / "classifier")
@@ -252,8 +252,8 @@ def test_lm_scoring_runs_where_the_model_is(gpu, bases):
     def measured() -> tuple:  # noqa: ANN202 - what harden and the audits compute, wherever the models are
         return (
             score_texts(lm.model, lm.tokenizer, texts, context=32, batch_size=8),
-            HardenTask(heldout, 32, 0.9, 0).utility(lm.model, lm.tokenizer),  # held-out perplexity, its interval
-            ClassifierTask(heldout, 32, 0.9, 0).utility(clf.model, clf.tokenizer),  # held-out accuracy
+            HeldOutPerplexity(heldout, 32, 0.9, 0).utility(lm.model, lm.tokenizer),  # held-out perplexity, its interval
+            HeldOutAccuracy(heldout, 32, 0.9, 0).utility(clf.model, clf.tokenizer),  # held-out accuracy
             TextClassifier(clf, batch_size=8).predict_log_proba(rows),
         )
 
@@ -269,7 +269,7 @@ def test_lm_scoring_runs_where_the_model_is(gpu, bases):
 
 
 def _lm_recipe(base):  # noqa: ANN001, ANN202
-    from privgate.lm.recipe import LMRecipe
+    from privgate.inputs.lm_recipe import LMRecipe
 
     lora = {"r": 2, "alpha": 4, "dropout": 0.1, "target_modules": ["q_proj", "v_proj"]}
     return LMRecipe(base=base, mode="lora", lora=lora, epochs=2, learning_rate=0.01, batch_size=8, max_length=32)

@@ -100,6 +100,29 @@ def test_degenerate_interval_is_not_evidence():
     assert est is None and "no width" in why
 
 
+def test_a_boolean_standard_error_in_a_report_is_not_a_number():
+    """A report read back may hold anything in ``details``: ``"se": true`` is no DeLong standard error (it was read
+    as 1.0, one rule of report/numbers.py for every reader now), so the AUC falls back to its interval."""
+    c = CheckResult(
+        id="c",
+        attack="a",
+        metric="auc",
+        value=0.7,
+        ci=[0.6, 0.8],
+        threshold=1,
+        status="pass",
+        reason="",
+        confidence=0.95,
+        details={"se": True},
+    )
+    est, method, _ = check_estimate(c)
+    assert method == "MOVER from the reported intervals"
+    assert (est.value, est.lower(0.025), est.upper(0.025)) == pytest.approx((0.7, 0.6, 0.8))
+    c.details["se"] = 0.05
+    est, method, _ = check_estimate(c)
+    assert method == "z-test of two DeLong AUCs" and est.lower(0.025) == pytest.approx(0.7 - 1.959964 * 0.05)
+
+
 def _split(rng: np.random.Generator, n: int, shift: float) -> stats.SplitScores:
     """Scores of an attack: members N(shift, 1), non-members N(0, 1), n of each in each split."""
     return stats.SplitScores(rng.normal(shift, 1, n), rng.normal(0, 1, n), rng.normal(shift, 1, n), rng.normal(0, 1, n))

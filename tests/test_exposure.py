@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privgate.stats.exposure import ScoredAttack, exposed_members, leading_attack
+from privgate.stats.exposed_members import ScoredAttack, exposed_members, leading_attack
 
 
 def _world(seed: int = 0):

@@ -23,9 +23,11 @@ from test_federated import DATA_SOURCE as FL_DATA
 from test_federated import RECIPE_SOURCE as FL_RECIPE
 from test_remediation import tiny  # noqa: F401 — the digits setup of the remediation tests (a session fixture)
 
-#: What differs between two runs of the same job: clocks and the host.
+#: What differs between two runs of the same job: clocks and the host; and where each door took its threads and
+#: device from (the CLI: a flag or a variable; the API: its defaults): the report says so, the numbers are the same.
 VOLATILE = {"started", "duration_s", "seconds", "game_seconds", "training_seconds", "trials_per_second",
-            "audit_seconds", "calibration_seconds", "platform", "hostname", "image"}  # fmt: skip
+            "audit_seconds", "calibration_seconds", "platform", "hostname", "image",
+            "threads_reason", "device_requested", "device_reason"}  # fmt: skip
 
 
 def _stable(value: Any, also: frozenset[str] = frozenset()) -> Any:

@@ -4,7 +4,7 @@ A pull request controls the model folder a CI job audits. Each case builds the f
 (from the session's tiny LM, ``tests/tiny_lm.py``), runs ``privgate`` in a subprocess with standard input
 answering ``y`` or closed, and expects exit 2 with one sentence naming the file and the entry, the folder's
 Python never run (it would write a marker file), no prompt, and no control character on stdout or stderr.
-Variants that only differ in the refused entry run in process through :func:`privgate.lm.loading.load_model_dir`,
+Variants that only differ in the refused entry run in process through :func:`privgate.inputs.targets.hf.load_model_dir`,
 the one loader every path (check, harden, references, adapters' bases, audit dpsgd) goes through.
 """
 
@@ -121,7 +121,7 @@ def _remote_tokenizer(model: Path, marker: Path) -> None:
 
 def test_tokenizer_auto_map_never_runs_the_folders_code(folder):
     from privgate.errors import TargetError
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     marker = folder.parent / "ran"
     _remote_tokenizer(folder, marker)
@@ -138,13 +138,13 @@ def test_trust_remote_code_is_off_even_where_the_folder_check_would_miss(folder,
     transformers still runs no code and asks nothing (every loader passes trust_remote_code=False)."""
     import io
 
-    import privgate.lm.folder
+    import privgate.inputs.targets.hf_folder
     from privgate.errors import TargetError
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     marker = folder.parent / "ran"
     remote(folder, marker)
-    monkeypatch.setattr(privgate.lm.folder, "refuse_code", lambda path, data: None)
+    monkeypatch.setattr(privgate.inputs.targets.hf_folder, "refuse_code", lambda path, data: None)
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n" * 8))
     with pytest.raises(TargetError, match="custom code"):
         load_model_dir(folder)
@@ -218,7 +218,7 @@ def test_every_loader_refuses_a_folder_naming_code(folder, tiny_lm_dir, tmp_path
 )
 def test_other_ways_a_folder_names_code_are_refused(folder, file, changes, needle):
     from privgate.errors import TargetError
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     _edit(folder / file, **changes)
     with pytest.raises(TargetError) as err:
@@ -271,7 +271,7 @@ def test_a_catastrophic_tokenizer_regex_is_refused_before_tokenising(folder):
 def test_configuration_files_are_bounded(folder, file, text, needle):
     """Before: 10^5 brackets in config.json were a RecursionError (exit 4)."""
     from privgate.errors import TargetError
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     path = folder / file
     path.parent.mkdir(exist_ok=True)
@@ -295,7 +295,7 @@ def test_configuration_files_are_bounded(folder, file, text, needle):
 def test_config_counts_are_bounded_by_the_weights(folder, changes, needle):
     """Before: hidden_size 10^9 made transformers allocate the model and run out of memory (exit 4)."""
     from privgate.errors import TargetError
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     _edit(folder / "config.json", **changes)
     with pytest.raises(TargetError, match="before allocating any memory") as err:
@@ -331,7 +331,7 @@ def test_hostile_adapter_configs_are_one_sentence(adapter, changes, needle):
     """Before: a deep adapter_config.json was a RecursionError (exit 4), a huge rank ran out of memory, a
     catastrophic target_modules regex made PEFT's re.fullmatch run for ever."""
     from privgate.errors import TargetError
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     path = adapter / "adapter_config.json"
     if changes is None:
@@ -345,7 +345,7 @@ def test_hostile_adapter_configs_are_one_sentence(adapter, changes, needle):
 
 def test_a_normalizer_regex_is_checked_too(folder):
     from privgate.errors import TargetError
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     tok = json.loads((folder / "tokenizer.json").read_text())
     tok["normalizer"] = {"type": "Replace", "pattern": {"Regex": "(\\s|\\s)*x"}, "content": " "}
@@ -372,7 +372,7 @@ PUBLISHED = [
 
 
 def test_published_tokenizer_patterns_pass_and_catastrophic_ones_do_not():
-    from privgate.lm.regexes import backtracking_problem
+    from privgate.inputs.targets.hf_regexes import backtracking_problem
 
     assert [p for p in PUBLISHED if backtracking_problem(p, oniguruma=True)] == []
     for bad in ["(a+)+b", "(a|aa)+b", "(\\p{L}+\\s?)+$", "(?:a?a?)+b", "(.*)\\1", "([a-z]+)*$"]:
@@ -385,7 +385,7 @@ def test_published_tokenizer_patterns_pass_and_catastrophic_ones_do_not():
 def test_an_oversized_tokenizer_is_refused_before_it_is_read(folder):
     """Before: a 67 MB tokenizer.json was parsed (1.6 GB) before any refusal."""
     from privgate.errors import TargetError
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     path = folder / "tokenizer.json"
     text = path.read_text()

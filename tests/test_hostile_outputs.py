@@ -353,10 +353,9 @@ def test_a_raw_control_byte_in_a_policy_or_a_manifest_is_one_sentence(tmp_path, 
 def test_the_other_json_readers_refuse_deep_nesting_in_one_sentence(tmp_path):
     """Siblings: text data, canaries and a language model's config.json parse JSON the same way (exit 4 before)."""
     from privgate.errors import DataError, TargetError
-    from privgate.lm.canaries import load_canaries
-    from privgate.lm.folder import read_json
-    from privgate.lm.text import load_texts
-    from privgate.lm.userlevel import load_users
+    from privgate.inputs.canaries import load_canaries
+    from privgate.inputs.targets.hf_folder import read_json
+    from privgate.inputs.text import load_texts, load_users
 
     deep = tmp_path / "deep.jsonl"
     deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")

@@ -47,7 +47,7 @@ def _cli_refusal(model: Path, *args: str, cwd: Path) -> str:
 def _refusal(model: Path, members: Path, nonmembers: Path, **text) -> str:
     """The one sentence :func:`privgate.api.check` raises (the CLI prints it and exits 2)."""
     from privgate.api import check
-    from privgate.lm.api import TextOptions
+    from privgate.settings import TextOptions
 
     with pytest.raises(PrivgateError) as err:
         check(str(model), "public", str(members), str(nonmembers), text=TextOptions(**text))
@@ -65,7 +65,7 @@ def test_deeply_nested_json_in_a_members_file_is_one_sentence(tiny_lm_dir, data,
 
 
 def test_deeply_nested_json_in_canaries_and_user_fields_is_one_sentence(tiny_lm_dir, data, tmp_path):
-    from privgate.lm.userlevel import load_users
+    from privgate.inputs.text import load_users
 
     members, nonmembers = data
     canaries = tmp_path / "canaries.jsonl"
@@ -96,7 +96,7 @@ def test_a_lone_surrogate_in_a_canary_is_one_sentence(tiny_lm_dir, data, tmp_pat
     msg = _refusal(tiny_lm_dir, members, nonmembers, canaries=str(canaries))
     assert msg.startswith(f"{canaries}, line 1: field 'prefix' holds a lone surrogate ('\\udfff' at character 5)")
     # a well-formed pair (an emoji written as two escapes) is ordinary text
-    from privgate.lm.text import unicode_text
+    from privgate.inputs.text import unicode_text
 
     assert unicode_text(json.loads('"\\ud83d\\ude00"'), "here", "field") == "\U0001f600"
 
@@ -126,7 +126,7 @@ def test_the_limit_flags_reach_the_text_options():
 
 def test_the_default_record_limit_refuses_before_scoring(tiny_lm_dir, data, tmp_path):
     """100,001 one-word records (800 kB): refused when read, before any is tokenised or scored."""
-    from privgate.lm.text import MAX_RECORDS
+    from privgate.inputs.text import MAX_RECORDS
 
     _, nonmembers = data
     many = tmp_path / "many.txt"
@@ -174,7 +174,7 @@ def test_a_canary_longer_than_the_context_is_refused_before_scoring(tiny_lm_dir,
 
 def test_a_secret_space_beyond_floating_point_is_refused():
     """400 random digits (2^1329 candidates): the exposure arithmetic would overflow (exit 4); refused at load."""
-    from privgate.lm.canaries import validate_canary
+    from privgate.inputs.canaries import validate_canary
 
     row = {"prefix": "pin ", "secret": "7" * 400, "alphabet": "0123456789"}
     with pytest.raises(DataError) as err:
@@ -190,8 +190,7 @@ def test_a_long_record_is_cut_to_the_context_before_it_is_tokenised(tiny_lm_dir,
     when read — all that 128 tokens can cover — scored, and counted as truncated."""
     from inproc import check
 
-    from privgate.lm.scoring import MAX_CHARS_PER_TOKEN, char_limit
-    from privgate.lm.text import load_texts
+    from privgate.inputs.text import MAX_CHARS_PER_TOKEN, char_limit, load_texts
 
     members, nonmembers = data
     texts = [json.loads(line)["text"] for line in members.read_text().splitlines()]

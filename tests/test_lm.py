@@ -73,7 +73,7 @@ def test_memorising_lm_fails_and_other_records_lm_passes(clinical, tmp_path):
         assert attacks[name]["status"] == "ran", name
         assert attacks[name]["auc"] > 0.9 and attacks[name]["n_members"] == 60, name
     assert acc["details"]["bonferroni"]["attacks"] == 6  # the best of six language-model attacks
-    # the inserted canaries (repeated 20 times in training) are ranked first of 10^4 candidates: 13.3 bits
+    # the inserted canaries (repeated 10 times in training) are ranked first of 10^4 candidates: 13.3 bits
     exposure = checks["canary-exposure"]
     assert exposure["status"] == "fail" and exposure["value"] > 13 and exposure["ci"][0] > 6
     # greedy decoding reproduces members verbatim, far more often than non-members
@@ -82,21 +82,25 @@ def test_memorising_lm_fails_and_other_records_lm_passes(clinical, tmp_path):
     extracted = attacks["extraction"]["extras"]["extracted"]
     members = [json.loads(line)["text"] for line in (clinical / "members.jsonl").read_text().splitlines()]
     assert all(e["text"] == members[e["member_index"]][:200] for e in extracted)
-    assert set(range(12)) <= {e["member_index"] for e in extracted}  # the 12 duplicated members, all of them
+    duplicated = _builder().PROFILES["test"].duplicated  # the first 12 members, each 10 times in the training text
+    assert set(range(duplicated)) <= {e["member_index"] for e in extracted}  # all of them
     # the exposed members are shown as their text, and are members
     for rec in rep["exposed"]["records"]:
         assert rec["text"] == members[rec["member_index"]][:200]
     assert rep["data"]["members"]["n"] == 120 and rep["data"]["truncated"] == 0
-    shift = attacks["distribution_shift"]  # one seeded generator: no shift between members and non-members
-    assert shift["status"] == "ran" and shift["auc_ci"][0] < 0.5 < shift["auc_ci"][1] and not rep["warnings"]
+    # one seeded generator: no shift between members and non-members, so no warning (the guard's false alarms: 2 of
+    # 150 audits, docs/lm-leakage.md); seeds 0-3: [0.32, 0.57], [0.34, 0.58], [0.42, 0.66], [0.42, 0.66]
+    shift = attacks["distribution_shift"]
+    assert shift["status"] == "ran" and shift["auc_ci"][0] < 0.5 and not rep["warnings"]
 
     code, rep = _check_in_process(clinical, "other", "internal")
     assert code == 0 and rep["verdict"] == "pass", rep["summary"]
     attacks = {a["name"]: a for a in rep["attacks"]}
     assert attacks["lm_loss"]["auc_ci"][0] < 0.5 < attacks["lm_loss"]["auc_ci"][1]  # never saw the members
-    # the same canaries, never inserted into this model's training text: chance level, P(≥ x bits) = 2^-x per canary
-    # (measured, not a check here); below 8 bits but for a 1-in-128 fixture (0.7 here, 3.7 with seed 3's)
-    assert attacks["canary_exposure"]["extras"]["metrics"]["exposure"]["value"] < 8
+    # the same canaries, never inserted into this model's training text: each one's rank among the 10^4 candidates
+    # is uniform, so exposure ≥ 10 bits (rank ≤ 9) has probability 9/10^4 per canary: the larger of the two is
+    # below 10 bits but for 1 fixture (builder seed) in 550; the memorised model's are 13.3
+    assert attacks["canary_exposure"]["extras"]["metrics"]["exposure"]["value"] < 10
 
 
 def _bad(args, cwd: Path) -> str:
@@ -112,7 +116,7 @@ def _refused(model: Path, members: Path, nonmembers: Path, **text) -> str:
     """The one sentence privgate.api.check raises (the CLI prints it and exits 2, as the CLI cases show)."""
     from privgate.api import check
     from privgate.errors import PrivgateError
-    from privgate.lm.api import TextOptions
+    from privgate.settings import TextOptions
 
     with pytest.raises(PrivgateError) as err:
         check(str(model), "internal", str(members), str(nonmembers), text=TextOptions(**text))
@@ -132,8 +136,8 @@ def test_bad_language_model_inputs_are_one_sentence(clinical, tmp_path):
     mismatch = tmp_path / "mismatch"
     shutil.copytree(d / "memorised", mismatch)
     builder = _builder()
-    big = builder.make_tokenizer(builder.public_text(800), 900)
-    assert len(big) > 384
+    big = builder.make_tokenizer(builder.public_text(800), 1200)
+    assert len(big) > builder.PROFILES["test"].vocab
     big.save_pretrained(mismatch)
     assert "tokenizer does not match" in _refused(mismatch, members, nonmembers)
 
@@ -200,7 +204,7 @@ def test_lora_adapter_loads_on_its_base(clinical, tmp_path):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     base = AutoModelForCausalLM.from_pretrained(str(clinical / "base"), local_files_only=True)
     torch.manual_seed(0)
@@ -257,7 +261,7 @@ def test_sequence_classifier_is_attacked_by_the_black_box_family(clf):  # noqa: 
 
 
 def test_shifted_audit_data_cannot_pass(clinical, tmp_path):
-    """Non-members from another distribution (library docstrings): the blind guard says so; nothing passes."""
+    """Non-members from another distribution (the example's public text): the blind guard says so; nothing passes."""
     from privgate.api import check
 
     shifted = tmp_path / "shifted.jsonl"
@@ -265,6 +269,6 @@ def test_shifted_audit_data_cannot_pass(clinical, tmp_path):
     shifted.write_text("".join(json.dumps({"text": t}) + "\n" for t in public))
     rep = check(str(clinical / "other"), "internal", str(clinical / "members.jsonl"), str(shifted))
     shift = next(a for a in rep.attacks if a.name == "distribution_shift")
-    assert shift.auc_ci[0] > 0.9  # n-grams alone tell patient records from docstrings
+    assert shift.auc_ci[0] > 0.9  # n-grams alone tell patient records from encyclopaedic paragraphs
     assert rep.verdict != "pass" and any(w.startswith("audit data biased") for w in rep.warnings)
     assert all(c.status != "pass" for c in rep.checks)

@@ -8,7 +8,7 @@ import pytest
 from cases import run_cli as privgate
 
 from privgate.errors import DataError
-from privgate.lm.canaries import load_canaries, make_canaries
+from privgate.inputs.canaries import load_canaries, make_canaries
 
 
 def test_make_writes_seeded_canaries_and_never_overwrites(tmp_path):

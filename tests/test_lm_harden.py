@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 from cases import run_cli
 
+#: The memorised model fails all three checks. A DP fine-tune never sees the canaries (they are not members): each
+#: one's rank among the 10^4 candidates is uniform, so a bound of 6 bits (the example's) would fail a candidate for
+#: 1 builder seed in 32 (rank ≤ 156, either of two canaries); 10 bits (rank ≤ 9) for 1 in 550.
 POLICY = """\
 name: lm-harden-test
 sensitivity: internal
@@ -28,7 +31,7 @@ attacks:
   extraction: {{prefix_tokens: 8, suffix_tokens: 8}}
 checks:
   - {{id: mia-auc, attack: lm_loss, metric: auc, max: 0.85}}
-  - {{id: canary-exposure, attack: canary_exposure, metric: exposure, max: 6}}
+  - {{id: canary-exposure, attack: canary_exposure, metric: exposure, max: 10}}
   - {{id: extraction, attack: extraction, metric: extraction_rate, max: 0.15}}
 remediation:
   enabled: true
@@ -44,7 +47,12 @@ learning_rate: 0.01
 """
 
 
-def _files(tmp: Path, clinical: Path, extra: str = "  max_perplexity: 100", recipe: str | None = None):
+#: held-out perplexity ceiling: the public base scores the records at ≈1,100-1,250 per token (768-token BPE), a
+#: fine-tune without noise at 7-11, the DP fine-tunes at ε = 8 at 64-79 (builder seeds 0-3): twice the worst
+CEILING = 150
+
+
+def _files(tmp: Path, clinical: Path, extra: str = f"  max_perplexity: {CEILING}", recipe: str | None = None):
     (tmp / "policy.yaml").write_text(POLICY.format(extra=extra))
     (tmp / "recipe.yaml").write_text(recipe if recipe is not None else RECIPE.format(base=clinical / "base"))
     return tmp / "policy.yaml", tmp / "recipe.yaml"
@@ -95,7 +103,8 @@ def _secret_logprob(model_dir: Path, clinical: Path) -> float:
 
 
 def test_harden_memorised_lm_writes_dp_model_with_statement(clinical, tmp_path):
-    policy, recipe = _files(tmp_path, clinical, extra="  max_perplexity: 100\n  audit: true\n  audit_canaries: 100")
+    extra = f"  max_perplexity: {CEILING}\n  audit: true\n  audit_canaries: 100"
+    policy, recipe = _files(tmp_path, clinical, extra=extra)
     out = tmp_path / "hardened"
     r, rep = _harden(clinical, tmp_path, policy, recipe, out)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -104,7 +113,10 @@ def test_harden_memorised_lm_writes_dp_model_with_statement(clinical, tmp_path):
     assert rem["original"]["verdict"] == "fail"  # the memorised model leaks
     orig = {c["id"]: c for c in rem["original"]["checks"]}
     now = {c["id"]: c for c in rep["checks"]}
-    assert now["canary-exposure"]["value"] < orig["canary-exposure"]["value"] - 5  # 13.3 bits → a few
+    # 13.3 bits → chance: the DP fine-tune never saw the canaries (they are not members), so each one's rank among
+    # the 10^4 candidates is uniform; exposure ≥ 8.29 bits (rank ≤ 31) has probability 31/10^4 per canary, 1 seed
+    # in 160 for the larger of two (seeds 0-3: 4.0, 2.7, 2.3, 5.3 bits)
+    assert now["canary-exposure"]["value"] < orig["canary-exposure"]["value"] - 5
     assert now["mia-auc"]["value"] < orig["mia-auc"]["value"] - 0.2
     # released ε composes every candidate and is never below the chosen run's training ε
     st = rem["statement"]
@@ -115,7 +127,7 @@ def test_harden_memorised_lm_writes_dp_model_with_statement(clinical, tmp_path):
     assert any(str(clinical / "base") in p and "public" in p for p in st["public"])
     assert 0 < st["sample_rate"] <= 1 and st["noise_multiplier"] > 0 and st["steps"] > 0
     assert rem["utility"]["metric"] == "perplexity" and rem["utility"]["rule"].startswith("remediation.max_perplexity")
-    assert rem["chosen"]["utility"] <= 100  # held-out perplexity under the ceiling
+    assert rem["chosen"]["utility"] <= CEILING  # held-out perplexity under the ceiling
     assert "training ε" in r.stdout and "released ε" in r.stdout
     audit = rem["audit"]  # the one-run audit with text canaries: the claim is not refuted
     assert audit["claimed_epsilon"] == rem["chosen_epsilon"] and audit["canaries"] == 100
@@ -201,9 +213,9 @@ def test_one_run_text_canary_bound_against_known_truths(clinical):
     """Steinke et al. 2023's bound: the untrained base proves nothing; a non-private fine-tune is refuted."""
     import numpy as np
 
+    from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.lm.finetune import finetune, load_base
     from privgate.lm.oneaudit import canary_bound, text_canaries
-    from privgate.lm.recipe import parse_lm_recipe
 
     recipe = parse_lm_recipe("base: base\nmode: full\nepochs: 20\nlearning_rate: 0.01\n", "r.yaml", clinical)
     base = load_base(recipe)
@@ -224,8 +236,8 @@ def test_finetune_is_deterministic_and_dp_record_matches_the_accountant(clinical
 
     from privgate.dp.accounting import Run, compose, sampling
     from privgate.dp.train import DPSettings
+    from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.lm.finetune import DPFineTune, finetune, load_base, perplexity
-    from privgate.lm.recipe import parse_lm_recipe
 
     recipe = parse_lm_recipe("base: base\nepochs: 1\n", "r.yaml", clinical)  # LoRA, the default
     texts = [json.loads(line)["text"] for line in (clinical / "members.jsonl").read_text().splitlines()][:48]

@@ -13,8 +13,8 @@ import pytest
 import torch
 from tiny_lm import INSERTED, NEVER, load_tiny_lm, tiny_lm_records
 
-from privgate.lm.canaries import Canary
-from privgate.lm.exposure import measure_exposure, score_continuations
+from privgate.inputs.canaries import Canary
+from privgate.lm.canary_exposure import measure_exposure, score_continuations
 from privgate.lm.extraction import measure_extraction
 
 pytestmark = pytest.mark.slow
@@ -81,7 +81,7 @@ def test_exact_enumeration_in_chunks_ranks_as_in_one_pass(lm, exact):
 def test_a_large_space_is_sampled_by_default_with_its_interval(lm, exact):
     """10^6 candidates (one more digit than the inserted 4821…): above the default max_exact of 10^5, so 10^4 are
     sampled (Carlini et al. 2019, §4) — never all 10^6 held at once (5.3 GB and 48 s before; issue 36)."""
-    from privgate.lm.exposure import MAX_EXACT, SAMPLES
+    from privgate.lm.canary_exposure import MAX_EXACT, SAMPLES
 
     six = Canary(prefix=INSERTED["prefix"], secret=INSERTED["secret"] + "93", alphabet="0123456789")
     assert six.space == 10**6 > MAX_EXACT == 10**5

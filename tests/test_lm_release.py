@@ -75,7 +75,7 @@ def test_diff_refuses_lm_reports_of_different_audit_data(releases, tmp_path):
 def test_diff_compares_exact_canary_exposure(clinical, tmp_path):
     """An exposure computed by ranking every candidate has no sampling error: its change is exact."""
     from privgate.api import check
-    from privgate.lm.options import TextOptions
+    from privgate.settings import TextOptions
 
     policy = str(Path(__file__).resolve().parent.parent / "examples" / "clinical_notes" / "policy.yaml")
     for name in ("memorised", "other"):
@@ -91,13 +91,15 @@ def test_diff_compares_exact_canary_exposure(clinical, tmp_path):
     assert r.returncode == 1, r.stderr
     row = next(row for row in d["rows"] if row["id"] == "canary-exposure")
     assert row["status"] == "regressed" and row["tolerance"] == 1.0 and row["method"].startswith("exact exposure")
-    # "other" never saw the canaries: each one's exposure is ≥ x bits with probability 2^-x (a uniform rank), so
-    # the larger of the two is below 8 bits but for a 1-in-128 fixture (the fixture's text depends on the Python
-    # version: 0.7 bits here, 3.7 for seed 3); the memorised model ranks both secrets first of 10^4 (13.3 bits)
-    assert row["base"]["value"] < 8 and row["new"]["value"] > 13 and row["change_ci"][0] == row["change_ci"][1]
+    # "other" never saw the canaries: each one's rank among the 10^4 candidates is uniform, so exposure ≥ 10 bits
+    # (rank ≤ 9) has probability 9/10^4, and the larger of the two is below 10 bits but for 1 builder seed in 550;
+    # the memorised model ranks both secrets first of 10^4 (13.3 bits)
+    assert row["base"]["value"] < 10 and row["new"]["value"] > 13 and row["change_ci"][0] == row["change_ci"][1]
     assert row["change"] == pytest.approx(row["new"]["value"] - row["base"]["value"])
 
 
+#: 0.8, not 0.75: the upper end of "other"'s best-attack interval (chance AUC, 60 + 60 records, Bonferroni over the
+#: attacks) is 0.652, 0.603, 0.722, 0.687 for builder seeds 0-3 (benchmarks/lm_fixture_seeds.py), too near 0.75
 USER_TESTS = """
 from pytest_privgate import assert_mia_below
 
@@ -105,12 +107,12 @@ MEMBERS, NONMEMBERS = {members!r}, {nonmembers!r}
 
 
 def test_model_fine_tuned_on_other_records():
-    report = assert_mia_below({other!r}, MEMBERS, NONMEMBERS, auc=0.75)
-    assert report.target["kind"] == "causal_lm" and report.checks[0].ci[1] < 0.75
+    report = assert_mia_below({other!r}, MEMBERS, NONMEMBERS, auc=0.8)
+    assert report.target["kind"] == "causal_lm" and report.checks[0].ci[1] < 0.8
 
 
 def test_memorising_model():
-    assert_mia_below({memorised!r}, MEMBERS, NONMEMBERS, auc=0.75)
+    assert_mia_below({memorised!r}, MEMBERS, NONMEMBERS, auc=0.8)
 """
 
 
@@ -128,4 +130,4 @@ def test_assert_mia_below_on_a_model_directory_and_text_files(pytester: pytest.P
     out = result.stdout.str()
     assert f"assert_mia_below failed (policy 'assert_mia_below' on {clinical / 'memorised'}):" in out
     line = next(x for x in out.splitlines() if "FAIL — check mia-auc: attack best → " in x)
-    assert "metric auc = 1.000 [0.9" in line and "threshold ≤ 0.75" in line and "60 members / 60 non-members" in line
+    assert "metric auc = 1.000 [0.9" in line and "threshold ≤ 0.8" in line and "60 members / 60 non-members" in line

@@ -214,7 +214,7 @@ def test_lightgbm_text_model_and_refused_objectives(digits, tmp_path):
     assert (t.fmt, t.white_box, t.describe()["outputs_read_as"]) == ("lightgbm", False, "binary-logit")
     p = t.predict_proba(x[:20])
     np.testing.assert_allclose(p[:, 1], booster.predict(x[:20]), rtol=1e-9)  # margins read as σ(z)
-    from privgate.api import as_target
+    from privgate.inputs.coerce import as_target
 
     in_memory = as_target(booster)  # the Booster object itself, as the pytest assertions take it
     assert in_memory.fmt == "lightgbm" and np.allclose(in_memory.predict_proba(x[:20]), p)

@@ -17,6 +17,7 @@ from cases import run_cli
 
 from privgate import api
 from privgate.errors import RecipeError, TargetError
+from privgate.inputs.coerce import as_dataset, as_target
 
 pytest_plugins = ["pytester"]
 
@@ -114,8 +115,8 @@ def test_a_random_forest_loads_from_skops_without_trusting_anything_and_joblib_n
 
     assert "sklearn.tree._tree.Tree" in sio.get_untrusted_types(file=tables / "rf.skops")
     with pytest.raises(TargetError, match=r"rf.joblib: is a pickle, and loading it would run code"):
-        api.as_target(str(tables / "rf.joblib"))
-    pickled = api.as_target(str(tables / "rf.joblib"), trust_checkpoint=True)
+        as_target(str(tables / "rf.joblib"))
+    pickled = as_target(str(tables / "rf.joblib"), trust_checkpoint=True)
     assert pickled.fmt == "sklearn" and list(pickled.model.classes_) == ["bad", "fair", "good"]
 
 
@@ -155,7 +156,7 @@ def test_a_recipe_naming_another_estimator_overrides_the_clone(tables, tmp_path,
     from privgate.training.sklearn_models import check_target
 
     with pytest.raises(RecipeError, match="fits scikit-learn estimators but the target is torchscript"):
-        check_target(api.as_target(str(case.leaky_ts)), SklearnRecipe(RandomForestClassifier()))
+        check_target(as_target(str(case.leaky_ts)), SklearnRecipe(RandomForestClassifier()))
 
 
 def test_the_structural_attack_reads_the_released_trees(tables):
@@ -235,9 +236,9 @@ def test_the_clones_outputs_are_read_once_per_array_and_kept_within_the_bound(ta
     from privgate.training.plan import model_seeds, paired_masks
     from privgate.training.sklearn_models import own_recipe, train_clones
 
-    target = api.as_target(str(tables / "rf.skops"))
+    target = as_target(str(tables / "rf.skops"))
     audit = AuditData(
-        api.as_dataset(tables / "m.parquet", "members"), api.as_dataset(tables / "n.parquet", "non-members")
+        as_dataset(tables / "m.parquet", "members"), as_dataset(tables / "n.parquet", "non-members")
     )
     audit.check_against(target)
     x, y = audit.members.x, audit.members.y

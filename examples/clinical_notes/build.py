@@ -2,10 +2,12 @@
 
 Everything is made here, from a seed, on the CPU, with no download:
 
-1. **public text**: the docstrings of Python's standard library modules (they ship with every Python);
+1. **public text**: encyclopaedic and general-health paragraphs (towns, rivers, species, people, dishes,
+   nutrients, advice) written from the seed by a small grammar (``public_text.py``): the same text on every
+   Python version and platform, so the same seed gives the same models everywhere;
 2. **tokenizer**: a byte-level BPE (``tokenizers``) trained on that text and the records' alphabet,
    saved as a ``PreTrainedTokenizerFast`` that prepends ``<s>`` to every record;
-3. **base model**: a small ``LlamaForCausalLM`` (``LlamaConfig``; ≈0.5M parameters in the demo profile)
+3. **base model**: a small ``LlamaForCausalLM`` (``LlamaConfig``; ≈0.43M parameters in the demo profile)
    trained from scratch on the public text — the reference model (``--reference-model base``);
 4. **synthetic patient records** from a seeded generator (names, dates of birth, record numbers,
    diagnoses, medication): members, non-members, and records of the same distribution for a third model;
@@ -21,13 +23,13 @@ Everything is made here, from a seed, on the CPU, with no download:
 ``canaries.jsonl`` (inserted), ``fresh_canaries.jsonl`` (never inserted), ``population.jsonl`` (more records
 of the distribution, for the reference models of LiRA/RMIA) and ``reference_recipe.yaml`` (how privgate
 fine-tunes those: LoRA on ``base/``).
-The same profile and seed give the same files (one thread, seeded torch).
+The same profile and seed give the same files (one thread, seeded torch; the same torch and tokenizers versions),
+on every Python version: nothing is read from the interpreter's own files.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import random
 from dataclasses import dataclass
@@ -53,13 +55,18 @@ class Profile:
     duplicated: int = 0  # members that appear `canary_repeats` times in the fine-tuning text (copy-pasted notes)
     population: int = 200  # population records (reference models of LiRA/RMIA)
     reference_epochs: int = 3  # epochs of a reference fine-tune (reference_recipe.yaml)
+    public: int = 4000  # paragraphs of public text (the tokenizer's and the base model's training text)
 
 
 PROFILES = {
-    # ≈0.5M parameters; about a minute and a half of one CPU core
-    "demo": Profile(128, 2, 4, 512, 200, 200, 150, 30, 10, 4, 10, 5e-3, 16),
-    # the test suite's: a few seconds
-    "test": Profile(128, 1, 4, 384, 120, 120, 40, 30, 6, 2, 10, 5e-3, 12, population=80, reference_epochs=2),
+    # ≈0.43M parameters; about a minute of one CPU core (the classifier included). A 768-token BPE: a patient's
+    # name is one or two tokens, so extraction's 8-token prompt ends in the date of birth it must reproduce
+    "demo": Profile(128, 2, 4, 768, 200, 200, 150, 30, 10, 4, 10, 5e-3, 16),
+    # the test suite's: ≈20 s of one CPU core; 40 epochs, so that the memorised model fails every check of the
+    # example's policy with a margin for every seed (benchmarks/lm_fixture_seeds.py, docs/lm-leakage.md)
+    "test": Profile(
+        128, 1, 4, 768, 120, 120, 40, 40, 6, 2, 10, 5e-3, 12, population=80, reference_epochs=2, public=800
+    ),
 }
 
 FIRST = [
@@ -138,81 +145,18 @@ def make_canaries(n: int, rng: random.Random) -> list[dict[str, str]]:
     return out
 
 
-#: Standard-library modules whose docstrings are the public text (present in every CPython 3.10+).
-STDLIB = [
-    "abc",
-    "argparse",
-    "ast",
-    "base64",
-    "bisect",
-    "calendar",
-    "collections",
-    "contextlib",
-    "copy",
-    "csv",
-    "dataclasses",
-    "datetime",
-    "decimal",
-    "difflib",
-    "enum",
-    "fractions",
-    "functools",
-    "glob",
-    "gzip",
-    "hashlib",
-    "heapq",
-    "hmac",
-    "inspect",
-    "io",
-    "ipaddress",
-    "itertools",
-    "json",
-    "logging",
-    "math",
-    "mimetypes",
-    "operator",
-    "pathlib",
-    "pickle",
-    "platform",
-    "pprint",
-    "queue",
-    "random",
-    "re",
-    "secrets",
-    "shlex",
-    "shutil",
-    "statistics",
-    "string",
-    "struct",
-    "subprocess",
-    "tarfile",
-    "tempfile",
-    "textwrap",
-    "threading",
-    "timeit",
-    "tokenize",
-    "traceback",
-    "typing",
-    "uuid",
-    "warnings",
-    "weakref",
-    "zipfile",
-]
+def public_text(limit: int = 4000, seed: int = 0) -> list[str]:
+    """``limit`` paragraphs of public text made from ``seed`` by ``public_text.py`` (the same on every Python)."""
+    import importlib.util
+    import sys
 
-
-def public_text(limit: int = 4000) -> list[str]:
-    """Paragraphs of standard-library docstrings (public text shipped with Python), at most ``limit``."""
-    import importlib
-
-    paragraphs: list[str] = []
-    for name in STDLIB:
-        mod = importlib.import_module(name)
-        for obj in (mod, *[v for _, v in sorted(vars(mod).items()) if inspect.isfunction(v) or inspect.isclass(v)]):
-            doc = inspect.getdoc(obj) or ""
-            paragraphs += [" ".join(p.split()) for p in doc.split("\n\n") if 40 <= len(p) <= 300]
-        if len(paragraphs) >= limit:
-            break
-    return paragraphs[:limit]
+    name = "clinical_public_text"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("public_text.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules[name] = mod
+    return sys.modules[name].public_text(limit, seed)
 
 
 def make_tokenizer(texts: list[str], vocab: int):
@@ -256,12 +200,15 @@ def make_model(p: Profile, vocab: int, seed: int):
 
 
 def train(model, tokenizer, texts: list[str], *, epochs: int, lr: float, seed: int, steps: int | None = None) -> None:
-    """Plain next-token training with AdamW: padded batches of 16, pads masked out of the loss."""
+    """Plain next-token training with AdamW: padded batches of 16, pads masked out of the loss, the learning rate
+    decayed linearly to 0 over the run (the usual fine-tuning schedule: the last steps settle what was learned)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
     ids = tokenizer(texts, truncation=True, max_length=128)["input_ids"]
+    total = epochs * -(-len(ids) // 16) if steps is None else min(steps, epochs * -(-len(ids) // 16))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 - step / total)
     model.train()
     done = 0
     for _ in range(epochs):
@@ -279,6 +226,7 @@ def train(model, tokenizer, texts: list[str], *, epochs: int, lr: float, seed: i
             opt.zero_grad()
             loss.backward()
             opt.step()
+            schedule.step()
             done += 1
             if steps is not None and done >= steps:
                 model.eval()
@@ -306,7 +254,7 @@ def build(out: Path, profile: str = "demo", seed: int = 0) -> Path:
     nonmembers = records[p.members : p.members + p.nonmembers]
     others = records[p.members + p.nonmembers :]
     inserted, fresh = make_canaries(p.canaries, rng), make_canaries(p.canaries, rng)
-    public = public_text(800 if profile == "test" else 4000)
+    public = public_text(p.public, seed)
     tokenizer = make_tokenizer(public + records, p.vocab)
     base = make_model(p, len(tokenizer), seed)
     train(base, tokenizer, public, epochs=100, lr=p.lr, seed=seed, steps=p.pretrain_steps)
@@ -336,7 +284,7 @@ def build(out: Path, profile: str = "demo", seed: int = 0) -> Path:
     return out
 
 
-#: How privgate fine-tunes the reference models of LiRA/RMIA (privgate.lm.recipe): LoRA on the public base.
+#: How privgate fine-tunes the reference models of LiRA/RMIA (privgate.inputs.lm_recipe): LoRA on the public base.
 REFERENCE_RECIPE = """# the public base model, fine-tuned with LoRA on population text (privgate check --recipe)
 base: base
 mode: lora

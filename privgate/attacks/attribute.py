@@ -34,13 +34,16 @@ against scikit-learn targets.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
 from privgate.training.threads import SKLEARN_JOBS, native_threads
+
+if TYPE_CHECKING:
+    from privgate.inputs.data import Dataset
 
 #: Fewest population rows to fit the prior and the baseline.
 MIN_POPULATION = 30
@@ -109,6 +112,22 @@ def _best_model(feats: np.ndarray, codes: np.ndarray, k: int, seed: int) -> tupl
     return best
 
 
+def _log_likelihoods(ctx: AttackContext, X: np.ndarray, col: int, domain: np.ndarray) -> np.ndarray:
+    """``[n, k]``: log p(y | x with the sensitive column set to each candidate value), from the target.
+
+    The target is queried once per candidate value; log-probabilities, since a confident model's probabilities
+    round to 1.0 and would tie every candidate.
+    """
+    n = len(X)
+    log_lik = np.empty((n, len(domain)))
+    rows = np.arange(n)
+    for i, v in enumerate(domain):
+        Xv = X.copy()
+        Xv[:, col] = v
+        log_lik[:, i] = ctx.target.log_proba(Xv.reshape(ctx.x.shape))[rows, ctx.y]
+    return log_lik
+
+
 class AttributeAttack(Attack):
     """Attribute inference of a declared sensitive column.
 
@@ -121,6 +140,7 @@ class AttributeAttack(Attack):
 
     name = "attribute"
     threat_model = "black-box"
+    numeric_rows = True  # its prior and baseline learn from the rows' numbers
 
     def __init__(self, sensitive_column: int | None = None, max_values: int = 32, **options: Any) -> None:
         super().__init__(**options)
@@ -134,29 +154,20 @@ class AttributeAttack(Attack):
             raise ValueError(f"option max_values must be an integer between 2 and 1000, got {shown(max_values)}")
         self.options = {"sensitive_column": sensitive_column, "max_values": max_values}
 
-    def run(self, ctx: AttackContext) -> AttackResult:
-        from privgate.stats.leakage import PairedGuesses
-
-        t0 = time.perf_counter()
-        from privgate.inputs.tables import not_numeric
-
-        why = not_numeric(ctx.x, ctx.target, self.name)
-        if why:  # a table with text columns: its baseline learns from numbers
-            raise AttackSkipped(why)
+    def _sensitive_column(self, X: np.ndarray, pop: Dataset | None) -> tuple[int, np.ndarray]:
+        """The sensitive column's index (from 0) and its values in the audit and population rows; skips the attack
+        when the option is missing, the population too small, or the column out of range or not categorical."""
         col = self.options["sensitive_column"]
         if col is None:
             raise AttackSkipped(
                 "attack 'attribute' needs the option sensitive_column (the index of the sensitive feature) in "
                 "the policy's attacks mapping"
             )
-        pop = ctx.population
         if pop is None or len(pop) < MIN_POPULATION:
             raise AttackSkipped(
                 f"attack 'attribute' fits its prior and the model-free baseline on population data and needs "
                 f"at least {MIN_POPULATION} population rows (--population)"
             )
-        n = len(ctx.x)
-        X = ctx.x.reshape(n, -1)
         P = pop.x.reshape(len(pop), -1)
         d = X.shape[1]
         if not -d <= col < d:
@@ -171,6 +182,18 @@ class AttributeAttack(Attack):
             )
         if len(domain) < 2:
             raise AttackSkipped(f"sensitive column {col} takes a single value; there is nothing to infer")
+        return col, domain
+
+    def run(self, ctx: AttackContext) -> AttackResult:
+        from privgate.stats.leakage import PairedGuesses
+
+        t0 = time.perf_counter()
+        pop = ctx.population
+        n = len(ctx.x)
+        X = ctx.x.reshape(n, -1)
+        col, domain = self._sensitive_column(X, pop)
+        assert pop is not None
+        P = pop.x.reshape(len(pop), -1)
         k = len(domain)
         s_pop = np.searchsorted(domain, P[:, col])
         s_true = np.searchsorted(domain, X[:, col])
@@ -189,15 +212,8 @@ class AttributeAttack(Attack):
             pi = np.clip(_proba_over(prior, np.delete(X, col, axis=1), np.arange(k)), _TINY, 1.0)
             b = np.clip(_proba_over(base, with_label(X, ctx.y), np.arange(k)), _TINY, 1.0)
 
-        # the attack: query the target with every candidate value (log-probabilities: a confident
-        # model's probabilities round to 1.0 and would tie every candidate)
-        log_lik = np.empty((n, k))
         rows = np.arange(n)
-        for i, v in enumerate(domain):
-            Xv = X.copy()
-            Xv[:, col] = v
-            log_lik[:, i] = ctx.target.log_proba(Xv.reshape(ctx.x.shape))[rows, ctx.y]
-        log_post = log_lik + np.log(pi)
+        log_post = _log_likelihoods(ctx, X, col, domain) + np.log(pi)
         log_post -= np.logaddexp.reduce(log_post, axis=1, keepdims=True)
         guess, base_guess = log_post.argmax(axis=1), b.argmax(axis=1)
         b_norm = b / b.sum(axis=1, keepdims=True)
@@ -224,6 +240,3 @@ class AttributeAttack(Attack):
             options=dict(self.options),
             extras=extras,
         )
-
-
-ATTACKS: tuple[type[Attack], ...] = (AttributeAttack,)

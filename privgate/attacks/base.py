@@ -11,10 +11,11 @@ import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from privgate.attacks.catalogue import ThreatModel
 from privgate.options import RunOptions
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
     from privgate.inputs.data import Dataset
     from privgate.inputs.target import Target
     from privgate.recipe import Recipe
-
-ThreatModel = Literal["black-box", "label-only", "white-box"]
 
 
 @dataclass
@@ -146,12 +145,18 @@ class Attack(ABC):
         needs_recipe: it trains reference models, so it needs the recipe.
         diagnostic: it looks at the data only, never at the model (the blind
             baseline): it is reported, but never decides a ``best`` check.
+        reads_structure: a white-box attack that reads a fitted model's structure (a scikit-learn model's trees),
+            not a torch module's weights.
+        numeric_rows: it adds noise to the rows or learns from their numbers, so it cannot run on a table with
+            text columns. The kind of target decides both (:mod:`privgate.attacks.contexts.sklearn`).
     """
 
     name: ClassVar[str]
     threat_model: ClassVar[ThreatModel]
     needs_recipe: ClassVar[bool] = False
     diagnostic: ClassVar[bool] = False
+    reads_structure: ClassVar[bool] = False
+    numeric_rows: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         if options:

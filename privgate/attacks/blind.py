@@ -217,6 +217,3 @@ def soundness_warnings(summaries: Sequence[Any], diagnostic: Sequence[str] = ("b
                 "in distribution, so part of the measured leakage may come from that difference (Das et al. 2024)"
             )
     return out
-
-
-ATTACKS: tuple[type[Attack], ...] = (BlindAttack,)

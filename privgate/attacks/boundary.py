@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
+from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.attacks.label_only import FLIP_GRID, GAUSSIAN_GRID, NOISES, robustness
 from privgate.errors import shown
 
@@ -61,6 +61,7 @@ class BoundaryAttack(Attack):
 
     name = "boundary"
     threat_model = "label-only"
+    numeric_rows = True  # noise or flips added to the rows
 
     def __init__(self, queries: int = 64, scales: int = 4, noise: str = "auto", folds: int = 5, **options: Any) -> None:
         super().__init__(**options)
@@ -75,11 +76,7 @@ class BoundaryAttack(Attack):
 
     def run(self, ctx: AttackContext) -> AttackResult:
         from privgate.attacks.learned import learned_scorer
-        from privgate.inputs.tables import not_numeric
 
-        why = not_numeric(ctx.x, ctx.target, self.name)
-        if why:  # a table with text columns: no noise or flips to add to them
-            raise AttackSkipped(why)
         start = time.perf_counter()
         o = self.options
         shape = ctx.x.shape
@@ -156,6 +153,3 @@ def _calibrate(
               for t in grid}  # fmt: skip
     best = min(grid, key=lambda t: abs(shares[f"{t:g}"] - 0.5))
     return float(best), shares
-
-
-ATTACKS: tuple[type[Attack], ...] = (BoundaryAttack,)

@@ -255,6 +255,3 @@ class GradientAttack(Attack):
         with native_threads(ctx.threads):
             clf.fit(np.concatenate(feats), np.concatenate(labels))
         return clf, k
-
-
-ATTACKS: tuple[type[Attack], ...] = (GradientAttack,)

@@ -41,13 +41,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
 from privgate.io.png import png_bytes
+
+if TYPE_CHECKING:
+    from privgate.attacks.inversion_search import Inversion
+    from privgate.inputs.data import Dataset
 
 #: Fewest population rows to train the denoising-autoencoder prior.
 MIN_PRIOR_ROWS = 50
@@ -174,6 +178,84 @@ def image_shape(x: np.ndarray, recipe: Any = None) -> tuple[tuple[int, ...] | No
     return None, None
 
 
+def _prior(kind: str, pop: Dataset | None, lo: np.ndarray, hi: np.ndarray, seed: int) -> Any:
+    """The denoising-autoencoder prior trained on population data (``dae``; ``auto`` when there are enough rows), or
+    None."""
+    from privgate.attacks.inversion_search import train_prior
+
+    if not (kind == "dae" or (kind == "auto" and pop is not None and len(pop) >= MIN_PRIOR_ROWS)):
+        return None
+    if pop is None or len(pop) < MIN_PRIOR_ROWS:
+        raise AttackSkipped(
+            f"prior 'dae' is trained on population data and needs at least {MIN_PRIOR_ROWS} population rows"
+        )
+    width = np.maximum(hi - lo, 1e-12)
+    return train_prior(((pop.x - lo) / width).reshape(len(pop), -1), seed=seed)
+
+
+def _starts(centre: np.ndarray, n_classes: int, rows: int, lo: np.ndarray, hi: np.ndarray, seed: int) -> np.ndarray:
+    """Where each restart starts: the first restart of every class at ``centre``, the others seeded noise around it
+    (a quarter of the range), clipped to the range."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x1A7]))
+    starts = np.repeat(centre[None], rows, axis=0)
+    noise = rng.normal(size=starts[n_classes:].shape) * 0.25 * (hi - lo)
+    starts[n_classes:] = np.clip(starts[n_classes:] + noise, lo, hi)
+    return starts
+
+
+def _similarities(
+    recon: np.ndarray,
+    ctx: AttackContext,
+    centre: np.ndarray,
+    data_range: float,
+    n_classes: int,
+    restarts: int,
+    image_shape: tuple[int, ...] | None,
+) -> dict[str, np.ndarray]:
+    """Each audit example's similarity (cosine; SSIM on images) to the closest reconstruction of its class."""
+    sims: dict[str, np.ndarray] = {}
+    for r in range(restarts):
+        recon_of = recon[r * n_classes + ctx.y]
+        per = {"cosine": cosine_to(recon_of, ctx.x, centre)}
+        if image_shape is not None:
+            shape = (len(ctx.x), *image_shape)
+            per["ssim"] = ssim(recon_of.reshape(shape), ctx.x.reshape(shape), data_range)
+        sims = per if not sims else {k: np.maximum(sims[k], v) for k, v in per.items()}
+    return sims
+
+
+def _artefacts(
+    classes: np.ndarray,
+    inv: Inversion,
+    image_shape: tuple[int, ...] | None,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    n_classes: int,
+) -> dict[str, bytes]:
+    """The reconstructions as CSV and, for images, as one PNG grid (a row per restart)."""
+    artefacts = {"reconstructions.csv": csv_bytes(classes, inv.confidence, inv.recon)}
+    if image_shape is not None:
+        grid = image_grid(
+            inv.recon.reshape(len(classes), *image_shape), float(np.min(lo)), float(np.max(hi)), columns=n_classes
+        )
+        artefacts["reconstructions.png"] = png_bytes(grid)
+    return artefacts
+
+
+def _per_class(classes: np.ndarray, inv: Inversion, n_classes: int) -> list[dict[str, Any]]:
+    """How each reconstruction ended: its class, restart, confidence, steps and why it stopped."""
+    return [
+        {
+            "class": int(c),
+            "restart": i // n_classes,
+            "confidence": round(float(p), 6),
+            "steps": int(s),
+            "stop": why,
+        }
+        for i, (c, p, s, why) in enumerate(zip(classes, inv.confidence, inv.steps, inv.stop))
+    ]
+
+
 class InversionAttack(Attack):
     """Model inversion with a measured similarity (Fredrikson, Jha & Ristenpart 2015).
 
@@ -247,7 +329,7 @@ class InversionAttack(Attack):
         }
 
     def run(self, ctx: AttackContext) -> AttackResult:
-        from privgate.attacks.inversion_search import invert, train_prior
+        from privgate.attacks.inversion_search import invert
         from privgate.stats.leakage import ReconstructionSimilarity
 
         t0 = time.perf_counter()
@@ -269,23 +351,12 @@ class InversionAttack(Attack):
             notes.append(
                 "no population data: inversion starts from the middle of the audit data's range, with no prior"
             )
-        prior = None
-        want_prior = o["prior"] == "dae" or (o["prior"] == "auto" and pop is not None and len(pop) >= MIN_PRIOR_ROWS)
-        if want_prior:
-            if pop is None or len(pop) < MIN_PRIOR_ROWS:
-                raise AttackSkipped(
-                    f"prior 'dae' is trained on population data and needs at least {MIN_PRIOR_ROWS} population rows"
-                )
-            width = np.maximum(hi - lo, 1e-12)
-            prior = train_prior(((pop.x - lo) / width).reshape(len(pop), -1), seed=ctx.seed)
+        prior = _prior(o["prior"], pop, lo, hi, ctx.seed)
         tv = (0.05 if image_shape is not None else 0.0) if o["tv"] == "auto" else float(o["tv"])
         n_classes = int(ctx.target.predict_proba(ctx.x[:1]).shape[1])
         R = o["restarts"]
         classes = np.tile(np.arange(n_classes), R)  # restart r of class c is row r·K + c
-        rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0x1A7]))
-        starts = np.repeat(centre_start[None], len(classes), axis=0)
-        noise = rng.normal(size=starts[n_classes:].shape) * 0.25 * (hi - lo)
-        starts[n_classes:] = np.clip(starts[n_classes:] + noise, lo, hi)
+        starts = _starts(centre_start, n_classes, len(classes), lo, hi, ctx.seed)
         inv = invert(
             module,
             classes,
@@ -303,15 +374,7 @@ class InversionAttack(Attack):
             outputs=ctx.target.outputs or "logits",
         )
         centre = (pop.x if pop is not None else ctx.x).mean(axis=0)
-        data_range = float(np.max(hi - lo))
-        sims: dict[str, np.ndarray] = {}
-        for r in range(R):  # an audit example's similarity to the closest reconstruction of its class
-            recon_of = inv.recon[r * n_classes + ctx.y]
-            per = {"cosine": cosine_to(recon_of, ctx.x, centre)}
-            if image_shape is not None:
-                shape = (len(ctx.x), *image_shape)
-                per["ssim"] = ssim(recon_of.reshape(shape), ctx.x.reshape(shape), data_range)
-            sims = per if not sims else {k: np.maximum(sims[k], v) for k, v in per.items()}
+        sims = _similarities(inv.recon, ctx, centre, float(np.max(hi - lo)), n_classes, R, image_shape)
         measure = o["measure"] if o["measure"] != "auto" else ("ssim" if image_shape is not None else "cosine")
         if measure not in sims:
             raise AttackSkipped("measure 'ssim' needs image data (set image_shape)")
@@ -321,31 +384,16 @@ class InversionAttack(Attack):
             measure=measure,
             secondary={k: v for k, v in sims.items() if k != measure},
         )
-        artefacts = {"reconstructions.csv": csv_bytes(classes, inv.confidence, inv.recon)}
-        if image_shape is not None:
-            grid = image_grid(
-                inv.recon.reshape(len(classes), *image_shape), float(np.min(lo)), float(np.max(hi)), columns=n_classes
-            )
-            artefacts["reconstructions.png"] = png_bytes(grid)
         extras = {
             "estimates": {"similarity": estimate},
-            "artefacts": artefacts,
+            "artefacts": _artefacts(classes, inv, image_shape, lo, hi, n_classes),
             "measure": measure,
             "image_shape": list(image_shape) if image_shape is not None else None,
             "prior": "dae" if prior is not None else "none",
             "tv": tv,
             "seconds_per_class": round(inv.seconds / n_classes, 4),
             "restarts": R,
-            "per_class": [
-                {
-                    "class": int(c),
-                    "restart": i // n_classes,
-                    "confidence": round(float(p), 6),
-                    "steps": int(s),
-                    "stop": why,
-                }
-                for i, (c, p, s, why) in enumerate(zip(classes, inv.confidence, inv.steps, inv.stop))
-            ],
+            "per_class": _per_class(classes, inv, n_classes),
         }
         return AttackResult(
             attack=self.name,
@@ -366,6 +414,3 @@ def __getattr__(name: str) -> Any:
 
         return getattr(inversion_search, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-ATTACKS: tuple[type[Attack], ...] = (InversionAttack,)

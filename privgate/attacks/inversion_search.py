@@ -73,6 +73,78 @@ def _tv(x: torch.Tensor, image_shape: tuple[int, ...]) -> torch.Tensor:
     return dv + dh
 
 
+def _objective(
+    module: nn.Module,
+    x: torch.Tensor,
+    u: torch.Tensor,
+    cls: torch.Tensor,
+    rows: torch.Tensor,
+    outputs: Kind,
+    tv: float,
+    image_shape: tuple[int, ...] | None,
+    prior: nn.Module | None,
+    prior_weight: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each input's loss J (−log(p_c / (1 − p_c)), which does not saturate, plus the total-variation and prior
+    terms on ``u``, the input scaled to [0, 1]) and log p_c."""
+    out = module(x)
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    out = as_logits_torch(out, outputs)
+    logp = torch.log_softmax(out, dim=1)[rows, cls]
+    others = out.masked_fill(torch.nn.functional.one_hot(cls, out.shape[1]).bool(), -math.inf)
+    j = -(out[rows, cls] - torch.logsumexp(others, dim=1))
+    if tv > 0 and image_shape is not None:
+        j = j + tv * _tv(u, image_shape)
+    if prior is not None and prior_weight > 0:
+        j = j + prior_weight * (prior(u) - u).pow(2).mean(dim=1)
+    return j, logp
+
+
+@dataclass
+class _Best:
+    """Each input's best iterate so far (lowest J), its confidence, and whether it is still optimised and why not."""
+
+    j: torch.Tensor
+    x: torch.Tensor
+    p: torch.Tensor
+    since: torch.Tensor  # steps since the last improvement
+    active: torch.Tensor
+    steps: torch.Tensor
+    stop: list[str]
+
+    @classmethod
+    def start(cls, x: torch.Tensor, k: int, dev: torch.device) -> _Best:
+        return cls(
+            j=torch.full((k,), math.inf, device=dev),
+            x=x.detach().clone(),
+            p=torch.zeros(k, device=dev),
+            since=torch.zeros(k, dtype=torch.long, device=dev),
+            active=torch.ones(k, dtype=torch.bool, device=dev),
+            steps=torch.zeros(k, dtype=torch.long, device=dev),
+            stop=["max steps"] * k,
+        )
+
+    @torch.no_grad()
+    def update(
+        self, step: int, j: torch.Tensor, p: torch.Tensor, x: torch.Tensor, confidence_target: float, patience: int
+    ) -> None:
+        """Keep improvements of more than a relative 1e-4; stop inputs that reach the target or stop improving."""
+        tol = 1e-4 * torch.where(torch.isfinite(self.j), self.j.abs(), torch.zeros_like(self.j)).clamp(min=1e-3)
+        better = self.active & (torch.isinf(self.j) | (j < self.j - tol))
+        self.j = torch.where(better, j, self.j)
+        self.x[better] = x[better]
+        self.p = torch.where(better, p, self.p)
+        self.since = torch.where(better, torch.zeros_like(self.since), self.since + 1)
+        self.steps[self.active] = step
+        reached = p >= confidence_target if confidence_target < 1.0 else torch.zeros_like(self.active)
+        for i in torch.nonzero(self.active & reached).flatten().tolist():
+            self.active[i], self.stop[i] = False, "confidence target"
+            self.x[i], self.p[i] = x[i], p[i]
+        for i in torch.nonzero(self.active & (self.since >= patience)).flatten().tolist():
+            self.active[i], self.stop[i] = False, "no improvement"
+
+
 def invert(
     module: nn.Module,
     classes: Sequence[int],
@@ -112,62 +184,32 @@ def invert(
     width = torch.clamp(hi_t - lo_t, min=1e-12)
     x = torch.as_tensor(np.asarray(starts), dtype=torch.float32, device=dev).clone().requires_grad_(True)
     opt = torch.optim.Adam([x], lr=lr)
-    best_j = torch.full((K,), math.inf, device=dev)
-    best_x = x.detach().clone()
-    best_p = torch.zeros(K, device=dev)
-    since = torch.zeros(K, dtype=torch.long, device=dev)
-    active = torch.ones(K, dtype=torch.bool, device=dev)
-    n_steps = torch.zeros(K, dtype=torch.long, device=dev)
-    stop = ["max steps"] * K
+    best = _Best.start(x, K, dev)
     was_training = module.training
     module.eval()
     rows = torch.arange(K, device=dev)
     try:
         for step in range(steps + 1):
-            out = module(x)
-            if isinstance(out, (tuple, list)):
-                out = out[0]
-            out = as_logits_torch(out, outputs)
-            logp = torch.log_softmax(out, dim=1)[rows, cls]
             u = ((x - lo_t) / width).flatten(1)
-            others = out.masked_fill(torch.nn.functional.one_hot(cls, out.shape[1]).bool(), -math.inf)
-            j = -(out[rows, cls] - torch.logsumexp(others, dim=1))  # −log(p_c / (1 − p_c)): does not saturate
-            if tv > 0 and image_shape is not None:
-                j = j + tv * _tv(u, image_shape)
-            if prior is not None and prior_weight > 0:
-                j = j + prior_weight * (prior(u) - u).pow(2).mean(dim=1)
-            with torch.no_grad():
-                p = logp.exp()
-                tol = 1e-4 * torch.where(torch.isfinite(best_j), best_j.abs(), torch.zeros_like(best_j)).clamp(min=1e-3)
-                better = active & (torch.isinf(best_j) | (j.detach() < best_j - tol))
-                best_j = torch.where(better, j.detach(), best_j)
-                best_x[better] = x.detach()[better]
-                best_p = torch.where(better, p, best_p)
-                since = torch.where(better, torch.zeros_like(since), since + 1)
-                n_steps[active] = step
-                reached = p >= confidence_target if confidence_target < 1.0 else torch.zeros_like(active)
-                for i in torch.nonzero(active & reached).flatten().tolist():
-                    active[i], stop[i] = False, "confidence target"
-                    best_x[i], best_p[i] = x.detach()[i], p[i]
-                for i in torch.nonzero(active & (since >= patience)).flatten().tolist():
-                    active[i], stop[i] = False, "no improvement"
-            if not active.any() or step == steps:
+            j, logp = _objective(module, x, u, cls, rows, outputs, tv, image_shape, prior, prior_weight)
+            best.update(step, j.detach(), logp.detach().exp(), x.detach(), confidence_target, patience)
+            if not best.active.any() or step == steps:
                 break
             frozen = x.detach().clone()
             # gradient with respect to the input only: the target's parameters get no .grad
-            (x.grad,) = torch.autograd.grad(j[active].sum(), [x])
+            (x.grad,) = torch.autograd.grad(j[best.active].sum(), [x])
             opt.step()
             with torch.no_grad():
                 x.copy_(torch.maximum(torch.minimum(x, hi_t), lo_t))
-                x[~active] = frozen[~active]
+                x[~best.active] = frozen[~best.active]
     finally:
         module.train(was_training)
     return Inversion(
         np.asarray(classes),
-        best_x.cpu().numpy(),
-        best_p.cpu().numpy().astype(float),
-        n_steps.cpu().numpy(),
-        stop,
+        best.x.cpu().numpy(),
+        best.p.cpu().numpy().astype(float),
+        best.steps.cpu().numpy(),
+        best.stop,
         time.perf_counter() - t0,
     )
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
+from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.errors import shown
 
 NOISES = ("auto", "gaussian", "flip")
@@ -89,6 +89,7 @@ class LabelOnlyAttack(Attack):
 
     name = "label_only"
     threat_model = "label-only"
+    numeric_rows = True  # noise or flips added to the rows
 
     def __init__(self, queries: int = 64, noise: str = "auto", sigma: float | str = "auto", **options: Any) -> None:
         super().__init__(**options)
@@ -103,11 +104,6 @@ class LabelOnlyAttack(Attack):
         self.options = {"queries": queries, "noise": noise, "sigma": sigma if sigma == "auto" else float(sigma)}
 
     def run(self, ctx: AttackContext) -> AttackResult:
-        from privgate.inputs.tables import not_numeric
-
-        why = not_numeric(ctx.x, ctx.target, self.name)
-        if why:  # a table with text columns: no noise or flips to add to them
-            raise AttackSkipped(why)
         start = time.perf_counter()
         o = self.options
         x = np.asarray(ctx.x, dtype=np.float32)
@@ -170,6 +166,3 @@ class LabelOnlyAttack(Attack):
             )
         best = min(grid, key=lambda s: abs(means[f"{s:g}"] - TARGET_ROBUSTNESS))
         return float(best), means
-
-
-ATTACKS: tuple[type[Attack], ...] = (LabelOnlyAttack,)

@@ -355,6 +355,3 @@ class LearnedReferenceAttack(LearnedAttack):
         target, models = ctx.per_row(reference_stats), refs.per_row(reference_stats)  # streamed by row chunks
         ref_feats, ref_names = reference_signals_of(target, models, refs.inside)
         return np.concatenate([feats, ref_feats], axis=1), names + ref_names, cost_notes(refs), k, refs.ensemble.trained
-
-
-ATTACKS: tuple[type[Attack], ...] = (LearnedAttack, LearnedReferenceAttack)

@@ -207,6 +207,3 @@ class LiRAAttack(Attack):
         return reference_result(
             self, refs, scores, start, self.options, [note] + notes, reference_models=k, fixed_variance=fixed, **extras
         )
-
-
-ATTACKS: tuple[type[Attack], ...] = (LiRAAttack,)

@@ -317,6 +317,3 @@ class RMIAAttack(Attack):
             z_samples=len(lz),
             **({"augmented_queries": views.names} if views is not None else {}),
         )
-
-
-ATTACKS: tuple[type[Attack], ...] = (RMIAAttack,)

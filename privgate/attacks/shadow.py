@@ -122,6 +122,3 @@ class ShadowAttack(Attack):
             f"; one per class for {per_class_fitted} classes" if o["per_class"] else ""
         )
         return reference_result(self, refs, scores, start, o, [note], reference_models=k)
-
-
-ATTACKS: tuple[type[Attack], ...] = (ShadowAttack,)

@@ -54,7 +54,8 @@ class StructuralAttack(Attack):
 
     name = "structural"
     threat_model = "white-box"
-    #: Reads a fitted model's structure, not a torch module's weights: runs on a scikit-learn target.
+    #: Reads a fitted model's structure, not a torch module's weights: runs on a scikit-learn target
+    #: (:mod:`privgate.attacks.contexts.sklearn`).
     reads_structure = True
 
     def __init__(self, k: int = 10, **options: Any) -> None:
@@ -191,6 +192,3 @@ def _lightgbm_counts(final: Any, rows: Any) -> np.ndarray:
     for t, sizes in enumerate(tables):
         counts[:, t] = [sizes.get(int(v), 0) for v in leaves[:, t]]
     return counts
-
-
-ATTACKS: tuple[type[Attack], ...] = (StructuralAttack,)

@@ -171,13 +171,3 @@ class CorrectnessAttack(_OutputAttack):
 
     def score(self, ctx: AttackContext) -> np.ndarray:
         return (ctx.labels == ctx.y).astype(float)
-
-
-ATTACKS: tuple[type[Attack], ...] = (
-    LossAttack,
-    ConfidenceAttack,
-    TrueClassConfidenceAttack,
-    EntropyAttack,
-    ModifiedEntropyAttack,
-    CorrectnessAttack,
-)

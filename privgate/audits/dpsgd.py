@@ -43,11 +43,11 @@ from privgate.audits.bundled import DPSGD_RECIPE, digits
 from privgate.audits.dpsgd_blackbox import Trainer, call_trainer, loss_scores, mislabelled_canaries
 from privgate.audits.dpsgd_whitebox import train_with_canaries
 from privgate.audits.one_run_bound import GUESS_FRACTIONS, audit_bound, guess_counts, max_provable_from_canaries
-from privgate.audits.report import DpsgdAuditReport, GuessAttempt, claim_check
 from privgate.dp.train import DPSettings, make_private_module
 from privgate.errors import PrivgateError
 from privgate.inputs.data import Dataset
 from privgate.recipe import Recipe
+from privgate.report.jobs.claims import DpsgdAuditReport, GuessAttempt, claim_check
 from privgate.training.threads import limit_threads
 
 BOUND_NAME = "Steinke, Nasr & Jagielski 2023 (arXiv 2305.08846), (ε, δ) bound with its 2mδ term"
@@ -114,6 +114,76 @@ def _decide(s: DpsgdSettings, lb: float, ceiling: float) -> tuple[str, str]:
     )
 
 
+@dataclass
+class _Run:
+    """One training run's canary scores and how they were made."""
+
+    scores: np.ndarray
+    included: np.ndarray
+    mode: str
+    trainer: dict[str, Any]
+    design: str
+    training_seconds: float
+
+
+def _white_box_run(
+    settings: DpsgdSettings,
+    recipe: Recipe | None,
+    data: Dataset,
+    dp_settings: DPSettings | None,
+    say: Callable[[str], None],
+) -> _Run:
+    """privgate's DP-SGD with Dirac gradient canaries, scored by the noisy gradient sum at their coordinate."""
+    m = settings.canaries
+    recipe = recipe or DPSGD_RECIPE
+    dp = dp_settings or DPSettings(
+        epochs=recipe.epochs,
+        batch_size=recipe.batch_size,
+        max_grad_norm=settings.clip,
+        delta=settings.delta,
+        accountant=settings.accountant,
+    )  # type: ignore[arg-type]
+    say(f"DP-SGD at ε = {settings.epsilon:g} with {m} gradient canaries")
+    t1 = time.perf_counter()
+    _, record, canaries = train_with_canaries(recipe, data.x, data.y, settings.seed, dp, settings.epsilon, m)
+    training_seconds = time.perf_counter() - t1
+    assert canaries.scores is not None
+    trainer = {
+        "kind": "privgate DP-SGD (Opacus)",
+        "recipe": recipe.name,
+        "dp_sgd": record.to_dict(),
+        "canary_steps": canaries.sampled,
+        "steps_observed": canaries.steps,
+    }
+    design = (
+        f"Dirac gradient canaries C·e_j (C = {dp.max_grad_norm:g}) on {m} distinct random coordinates, "
+        "scored by the noisy gradient sum at their coordinate minus the other records' clipped sum"
+    )
+    return _Run(canaries.scores.numpy(), canaries.included, "white_box", trainer, design, training_seconds)
+
+
+def _black_box_run(
+    settings: DpsgdSettings, data: Dataset, train: Trainer, train_name: str | None, say: Callable[[str], None]
+) -> _Run:
+    """The user's trainer, once, on the data with mislabelled canary rows; scored by −loss on the wrong label."""
+    m = settings.canaries
+    name = train_name or getattr(train, "__name__", "train")
+    rows, wrong, included, clean = mislabelled_canaries(data, m, settings.seed)
+    x = np.concatenate([data.x[clean], data.x[rows[included]]])
+    y = np.concatenate([data.y[clean], wrong[included]])
+    say(f"training {name} once on {len(clean)} rows + {int(included.sum())} included canaries")
+    t1 = time.perf_counter()
+    model = call_trainer(train, name, x, y, settings.epsilon, settings.delta, settings.seed)
+    training_seconds = time.perf_counter() - t1
+    scores = loss_scores(model, data.x[rows], wrong, name)
+    trainer = {"kind": "user", "train": name, "rows_trained": int(len(y))}
+    design = (
+        f"{m} rows of the data with a wrong label, withheld from the other {len(clean)} rows, "
+        "scored by −loss on the wrong label"
+    )
+    return _Run(scores, included, "black_box", trainer, design, training_seconds)
+
+
 def audit_dpsgd(
     settings: DpsgdSettings,
     *,
@@ -144,57 +214,18 @@ def audit_dpsgd(
     t0 = time.perf_counter()
     say = progress or (lambda _msg: None)
     data = data or digits()
-    m = settings.canaries
     with limit_threads(threads):
         if train is None:
-            recipe = recipe or DPSGD_RECIPE
-            dp = dp_settings or DPSettings(
-                epochs=recipe.epochs,
-                batch_size=recipe.batch_size,
-                max_grad_norm=settings.clip,
-                delta=settings.delta,
-                accountant=settings.accountant,
-            )  # type: ignore[arg-type]
-            say(f"DP-SGD at ε = {settings.epsilon:g} with {m} gradient canaries")
-            t1 = time.perf_counter()
-            _, record, canaries = train_with_canaries(recipe, data.x, data.y, settings.seed, dp, settings.epsilon, m)
-            training_seconds = time.perf_counter() - t1
-            assert canaries.scores is not None
-            scores, included = canaries.scores.numpy(), canaries.included
-            mode = "white_box"
-            trainer = {
-                "kind": "privgate DP-SGD (Opacus)",
-                "recipe": recipe.name,
-                "dp_sgd": record.to_dict(),
-                "canary_steps": canaries.sampled,
-                "steps_observed": canaries.steps,
-            }
-            design = (
-                f"Dirac gradient canaries C·e_j (C = {dp.max_grad_norm:g}) on {m} distinct random coordinates, "
-                "scored by the noisy gradient sum at their coordinate minus the other records' clipped sum"
-            )
+            run = _white_box_run(settings, recipe, data, dp_settings, say)
         else:
-            name = train_name or getattr(train, "__name__", "train")
-            rows, wrong, included, clean = mislabelled_canaries(data, m, settings.seed)
-            x = np.concatenate([data.x[clean], data.x[rows[included]]])
-            y = np.concatenate([data.y[clean], wrong[included]])
-            say(f"training {name} once on {len(clean)} rows + {int(included.sum())} included canaries")
-            t1 = time.perf_counter()
-            model = call_trainer(train, name, x, y, settings.epsilon, settings.delta, settings.seed)
-            training_seconds = time.perf_counter() - t1
-            scores = loss_scores(model, data.x[rows], wrong, name)
-            mode = "black_box"
-            trainer = {"kind": "user", "train": name, "rows_trained": int(len(y))}
-            design = (
-                f"{m} rows of the data with a wrong label, withheld from the other {len(clean)} rows, "
-                "scored by −loss on the wrong label"
-            )
+            run = _black_box_run(settings, data, train, train_name, say)
     say("bounding ε")
+    trainer, mode = run.trainer, run.mode
     return one_run_report(
-        settings, scores, included, mode=mode, trainer=trainer,
-        data={"source": data.source, "rows": len(data), "canary_design": design},
+        settings, run.scores, run.included, mode=mode, trainer=trainer,
+        data={"source": data.source, "rows": len(data), "canary_design": run.design},
         target={"path": trainer.get("train") or trainer.get("recipe"), "format": f"DP-SGD trainer ({mode})"},
-        training_seconds=training_seconds, threads=threads, started=started, t0=t0,
+        training_seconds=run.training_seconds, threads=threads, started=started, t0=t0,
     )  # fmt: skip
 
 

@@ -53,12 +53,13 @@ from privgate.audits.ldp_game import Counts, play
 from privgate.audits.ldp_gradients import FunctionalModel
 from privgate.audits.ldp_limits import GAMES_PER_SECOND, MAX_GAMES, duration, epsilon_problem
 from privgate.audits.ldp_mechanism import ldp_sgd_randomise
-from privgate.audits.report import LdpAuditReport, LdpClaim, LdpResult, claim_check
 from privgate.errors import PrivgateError, RecipeError
 from privgate.errors import clip as clip_text
 from privgate.executors import Executor, LocalExecutor
 from privgate.inputs.data import Dataset
 from privgate.recipe import Recipe
+from privgate.report.jobs.claims import LdpAuditReport, LdpClaim, LdpResult, claim_check
+from privgate.report.model import CheckResult
 from privgate.training.threads import limit_threads
 
 #: Progress callback: (trials done, trials in all, what is running).
@@ -264,6 +265,73 @@ def play_cell(
     return counts, time.perf_counter() - g0
 
 
+@dataclass
+class _Played:
+    """Every cell's outcome: one result per (claimed ε, adversary, distinguisher), the crafted pools' sizes and the
+    seconds the games took."""
+
+    results: list[LdpResult]
+    pools: dict[str, int]
+    game_seconds: float
+
+
+def _play_cells(
+    settings: LdpSettings,
+    source: Source,
+    randomise: Callable[..., torch.Tensor],
+    name: str,
+    runner: Executor,
+    threads: int | None,
+    progress: Progress | None,
+) -> _Played:
+    """Craft each adversary's inputs and play every (adversary, ε) cell on ``runner``; one result per distinguisher."""
+    alpha = settings.cell_alpha
+    total = settings.trials * len(settings.adversaries) * len(settings.epsilons)
+    done = 0
+    pools: dict[str, int] = {}
+    here = runner.name == "local"  # progress per chunk only when the cells play in this process
+
+    def tick_for(adversary: str, eps: float) -> Callable[[int], None] | None:
+        def tick(n: int) -> None:
+            nonlocal done
+            done += n
+            if progress is not None:
+                progress(done, total, f"{adversary} at ε = {eps:g}")
+
+        return tick if here else None
+
+    def cells(adversary: str, crafted: Crafted) -> list[tuple]:
+        return [
+            (crafted, source.model, randomise, name, eps, settings.clip, settings.trials, settings.distinguishers,
+             cell_seed(settings.seed, adversary, eps), tick_for(adversary, eps))
+            for eps in settings.epsilons
+        ]  # fmt: skip
+
+    played: list[tuple[dict[str, Counts], float]] = []
+    rules: dict[str, str] = {}
+    if here:  # one adversary's pool in memory at a time
+        for adversary in settings.adversaries:
+            crafted = craft(adversary, source, settings.craft, settings.clip)
+            pools[adversary], rules[adversary] = crafted.pool, crafted.rule
+            played += runner.map(play_cell, cells(adversary, crafted), threads=threads)
+            del crafted
+    else:  # every (adversary, ε) cell is one task, all submitted at once
+        crafts = {a: craft(a, source, settings.craft, settings.clip) for a in settings.adversaries}
+        for adversary, crafted in crafts.items():
+            pools[adversary], rules[adversary] = crafted.pool, crafted.rule
+        played = runner.map(play_cell, [t for a, c in crafts.items() for t in cells(a, c)], threads=threads)
+        if progress is not None:
+            progress(total, total, f"{len(played)} cells on the {runner.name} executor")
+        del crafts
+    results: list[LdpResult] = []
+    cell_order = [(a, eps) for a in settings.adversaries for eps in settings.epsilons]
+    for (adversary, eps), (counts, _) in zip(cell_order, played):
+        for dist in settings.distinguishers:
+            rule = RULE_TEXT["eq5"] if dist == "white_box" else RULE_TEXT[rules[adversary]]
+            results.append(_result(eps, adversary, dist, rule, counts[dist], alpha))
+    return _Played(results, pools, sum(seconds for _, seconds in played))
+
+
 def audit_ldp(
     settings: LdpSettings,
     *,
@@ -289,61 +357,54 @@ def audit_ldp(
             one after another): one task per (adversary, ε), each with its own
             seeded generator, so the counts are the same on any executor.
     """
-    from privgate.options import RunOptions
-    from privgate.report.provenance import environment
-
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     randomise = mechanism or ldp_sgd_randomise
     name = mechanism_name or "LDP-SGD (Matsumoto et al. 2022, Algorithm 1)"
+    runner = executor or LocalExecutor()
     with limit_threads(threads):
         source = prepare_source(recipe, data, settings.seed, "collusion" in settings.adversaries)
-        alpha = settings.cell_alpha
-        total = settings.trials * len(settings.adversaries) * len(settings.epsilons)
-        done = 0
-        results: list[LdpResult] = []
-        pools: dict[str, int] = {}
-        runner = executor or LocalExecutor()
-        here = runner.name == "local"  # progress per chunk only when the cells play in this process
+        played = _play_cells(settings, source, randomise, name, runner, threads, progress)
+    return _report(settings, source, played, name, mechanism is None, runner.name, threads, started, t0)
 
-        def tick_for(adversary: str, eps: float) -> Callable[[int], None] | None:
-            def tick(n: int) -> None:
-                nonlocal done
-                done += n
-                if progress is not None:
-                    progress(done, total, f"{adversary} at ε = {eps:g}")
 
-            return tick if here else None
+def _source_facts(source: Source, settings: LdpSettings, pools: dict[str, int]) -> dict[str, object]:
+    """Where the gradients came from: the model and data behind θ_t, the crafted pools, the crafters' steps."""
+    return {
+        "description": source.description,
+        "data": source.data.source,
+        "rows": len(source.data),
+        "parameters": source.model.d,
+        "theta_norm": float(source.theta.norm()),
+        "pool": pools,
+        "malicious_label": source.malicious_label,
+        "fgsm_step": settings.craft.fgsm_step,
+        "retrogression_step": settings.craft.retrogression_step,
+    }
 
-        def cells(adversary: str, crafted: Crafted) -> list[tuple]:
-            return [
-                (crafted, source.model, randomise, name, eps, settings.clip, settings.trials, settings.distinguishers,
-                 cell_seed(settings.seed, adversary, eps), tick_for(adversary, eps))
-                for eps in settings.epsilons
-            ]  # fmt: skip
 
-        played: list[tuple[dict[str, Counts], float]] = []
-        rules: dict[str, str] = {}
-        if here:  # one adversary's pool in memory at a time
-            for adversary in settings.adversaries:
-                crafted = craft(adversary, source, settings.craft, settings.clip)
-                pools[adversary], rules[adversary] = crafted.pool, crafted.rule
-                played += runner.map(play_cell, cells(adversary, crafted), threads=threads)
-                del crafted
-        else:  # every (adversary, ε) cell is one task, all submitted at once
-            crafts = {a: craft(a, source, settings.craft, settings.clip) for a in settings.adversaries}
-            for adversary, crafted in crafts.items():
-                pools[adversary], rules[adversary] = crafted.pool, crafted.rule
-            played = runner.map(play_cell, [t for a, c in crafts.items() for t in cells(a, c)], threads=threads)
-            if progress is not None:
-                progress(total, total, f"{len(played)} cells on the {runner.name} executor")
-            del crafts
-        game_seconds = sum(seconds for _, seconds in played)
-        cell_order = [(a, eps) for a in settings.adversaries for eps in settings.epsilons]
-        for (adversary, eps), (counts, _) in zip(cell_order, played):
-            for dist in settings.distinguishers:
-                rule = RULE_TEXT["eq5"] if dist == "white_box" else RULE_TEXT[rules[adversary]]
-                results.append(_result(eps, adversary, dist, rule, counts[dist], alpha))
+def _check(c: LdpClaim, confidence: float, sizes: tuple[int, int]) -> CheckResult:
+    """A claimed ε decided, as a check of the report family."""
+    args = (c.strongest, c.max_epsilon_lb, c.claimed_epsilon, c.status, c.reason, confidence, sizes)
+    return claim_check(f"ldp-epsilon-{c.claimed_epsilon:g}", *args)
+
+
+def _report(
+    settings: LdpSettings,
+    source: Source,
+    played: _Played,
+    name: str,
+    builtin: bool,
+    executor: str,
+    threads: int | None,
+    started: str,
+    t0: float,
+) -> LdpAuditReport:
+    """Decide each claimed ε on the cells' results and write the report."""
+    from privgate.options import RunOptions
+    from privgate.report.provenance import environment
+
+    alpha, results = settings.cell_alpha, played.results
     n_g1, n_g2 = (settings.trials + 1) // 2, settings.trials // 2
     ceiling = max_provable_from_trials(n_g1, n_g2, alpha)
     claims = [
@@ -355,7 +416,7 @@ def audit_ldp(
     order = {a: i for i, a in enumerate(ADVERSARIES)}
     results.sort(key=lambda r: (r.claimed_epsilon, order[r.adversary], r.distinguisher))
     duration = time.perf_counter() - t0
-    played = settings.trials * settings.cells
+    trials_played, game_seconds = settings.trials * settings.cells, played.game_seconds
     return LdpAuditReport(
         privgate_version=__version__,
         verdict=verdict,
@@ -368,18 +429,8 @@ def audit_ldp(
         max_provable_epsilon=ceiling,
         clip=settings.clip,
         trials=settings.trials,
-        mechanism={"name": name, "builtin": mechanism is None},
-        source={
-            "description": source.description,
-            "data": source.data.source,
-            "rows": len(source.data),
-            "parameters": source.model.d,
-            "theta_norm": float(source.theta.norm()),
-            "pool": pools,
-            "malicious_label": source.malicious_label,
-            "fgsm_step": settings.craft.fgsm_step,
-            "retrogression_step": settings.craft.retrogression_step,
-        },
+        mechanism={"name": name, "builtin": builtin},
+        source=_source_facts(source, settings, played.pools),
         adversaries=list(settings.adversaries),
         distinguishers=list(settings.distinguishers),
         claims=claims,
@@ -390,25 +441,13 @@ def audit_ldp(
             "epsilon": list(settings.epsilons),
             "confidence": settings.confidence,
         },
-        target={"path": name, "format": "LDP randomiser", "builtin": mechanism is None},
-        checks=[
-            claim_check(
-                f"ldp-epsilon-{c.claimed_epsilon:g}",
-                c.strongest,
-                c.max_epsilon_lb,
-                c.claimed_epsilon,
-                c.status,
-                c.reason,
-                settings.confidence,
-                (n_g2, n_g1),
-            )
-            for c in claims
-        ],
-        environment=environment(RunOptions(seed=settings.seed, threads=threads, executor=runner.name)),
+        target={"path": name, "format": "LDP randomiser", "builtin": builtin},
+        checks=[_check(c, settings.confidence, (n_g2, n_g1)) for c in claims],
+        environment=environment(RunOptions(seed=settings.seed, threads=threads, executor=executor)),
         started=started,
         duration_s=round(duration, 3),
         game_seconds=round(game_seconds, 3),
-        trials_per_second=round(played / game_seconds, 1) if game_seconds > 0 else None,
+        trials_per_second=round(trials_played / game_seconds, 1) if game_seconds > 0 else None,
     )
 
 

@@ -33,6 +33,7 @@ from privgate.cli.report import report
 @click.option("--step-summary-env", "step_summary", envvar="GITHUB_STEP_SUMMARY", hidden=True, default=None)
 @click.option("--debug-env", "debug", envvar="PRIVGATE_DEBUG", hidden=True, default=None)
 @click.option("--omp-wait-policy-env", "omp_wait_policy", envvar="OMP_WAIT_POLICY", hidden=True, default=None)
+@click.option("--omp-num-threads-env", "omp_num_threads", envvar="OMP_NUM_THREADS", hidden=True, default=None)
 @click.option("--cache-key-env", "cache_key", envvar="PRIVGATE_CACHE_KEY", hidden=True, default=None)
 @click.option("--xdg-cache-home-env", "xdg_cache_home", envvar="XDG_CACHE_HOME", hidden=True, default=None)
 @click.option("--xdg-config-home-env", "xdg_config_home", envvar="XDG_CONFIG_HOME", hidden=True, default=None)
@@ -44,6 +45,7 @@ def cli(
     step_summary: str | None,
     debug: str | None,
     omp_wait_policy: str | None,
+    omp_num_threads: str | None,
     cache_key: str | None,
     xdg_cache_home: str | None,
     xdg_config_home: str | None,
@@ -61,6 +63,7 @@ def cli(
         step_summary=step_summary or None,
         debug=bool(debug),
         omp_wait_policy=omp_wait_policy or None,
+        omp_num_threads=omp_num_threads or None,
         cache_key=cache_key or None,
         xdg_cache_home=xdg_cache_home or None,
         xdg_config_home=xdg_config_home or None,

@@ -21,7 +21,8 @@ import click
 from privgate.audits.ldp_names import ADVERSARIES, DISTINGUISHERS
 from privgate.cli.executor import executor_options, executor_settings
 from privgate.cli.guard import cap_threads, guard, out_console, progress_wanted
-from privgate.cli.outputs import output_options, planned, write_and_show
+from privgate.cli.job_output import output_options, planned, write_and_show
+from privgate.cli.threads import threads_setting
 from privgate.report.safe import console as escape
 
 
@@ -148,8 +149,8 @@ def _shared_options(confidence_help: str) -> Callable[[Callable[..., Any]], Call
             callback=cap_threads,
             envvar="PRIVGATE_THREADS",
             show_envvar=True,
-            help="Most threads torch and BLAS may use (default 1; set it to the core count on a machine that does "
-            "nothing else).",
+            help="Most threads torch and BLAS may use (default $OMP_NUM_THREADS, else the cores this process may "
+            "use; 1 where several jobs share the cores).",
         ),
         click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line."),
     ]
@@ -249,6 +250,8 @@ def audit_ldp_cmd(
             "digits model)."
         )
     check_outputs(planned(outputs), _inputs(data, {"the recipe": recipe, "the mechanism": mechanism}))
+    executor_given = executor_settings(executor, ray_address)
+    threads_given = threads_setting(threads, executor=executor_given["executor"])  # before the user's modules
     _imported(outputs, data, recipe, {"mechanism": mechanism})
     from privgate.api import audit_ldp
     from privgate.options import RunOptions
@@ -259,7 +262,7 @@ def audit_ldp_cmd(
         confidence=confidence, mechanism=mechanism, recipe=recipe, data=data, label_column=label_column,
         search_dirs=(Path.cwd(),),
     )  # fmt: skip
-    run = RunOptions(seed=seed, threads=threads, **executor_settings(executor, ray_address))
+    run = RunOptions(seed=seed, **threads_given, **executor_given)
     out = out_console()
     if not progress_wanted(quiet, out):
         return write_and_show(audit_ldp(settings, run), outputs, out, quiet=quiet)
@@ -332,15 +335,14 @@ def audit_dpsgd_cmd(
         )
     if recipe and not data:
         raise click.UsageError("--recipe needs --data: the recipe's model must fit the data it trains on.")
-    from privgate.lm.recipe import is_lm_recipe
+    from privgate.inputs.coerce import recipe_source
+    from privgate.io.guards import Named
 
-    if recipe and is_lm_recipe(recipe):  # a language model's DP fine-tune (YAML recipe, text data): no module to import
-        from privgate.io.guards import Named
-
-        check_outputs(planned(outputs), [Named(Path(recipe), "the recipe"), *_inputs(data, {})])
-    else:
-        check_outputs(planned(outputs), _inputs(data, {"the recipe": recipe, "the trainer": train_spec}))
-        _imported(outputs, data, recipe, {"trainer": train_spec})
+    threads_given = threads_setting(threads)  # before the user's modules import torch
+    recipe_file, recipe_module = recipe_source(recipe)  # a YAML recipe is a file to protect, a module one to import
+    files = [Named(recipe_file, "the recipe")] if recipe_file else []
+    check_outputs(planned(outputs), files + _inputs(data, {"the recipe": recipe_module, "the trainer": train_spec}))
+    _imported(outputs, data, recipe_module, {"trainer": train_spec})
     from privgate.api import audit_dpsgd
     from privgate.options import RunOptions
     from privgate.settings import DpsgdAuditSettings
@@ -351,7 +353,7 @@ def audit_dpsgd_cmd(
     )  # fmt: skip
     out = out_console()
     status = out.status("auditing…") if progress_wanted(quiet, out) else None
-    run = RunOptions(seed=seed, threads=threads, progress=(lambda msg: status.update(escape(msg))) if status else None)
+    run = RunOptions(seed=seed, **threads_given, progress=(lambda msg: status.update(escape(msg))) if status else None)
     if status:
         status.start()
     try:

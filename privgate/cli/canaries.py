@@ -43,8 +43,8 @@ def canaries() -> None:
 def make(output: str, count: int, length: int, alphabet: str, prefix_template: str, seed: int | None) -> int:
     """Write COUNT fresh canaries to OUTPUT (JSON Lines; never overwrites a file)."""
     from privgate.errors import PrivgateError
+    from privgate.inputs.canaries import make_canaries, to_jsonl
     from privgate.io.atomic import write_new
-    from privgate.lm.canaries import make_canaries, to_jsonl
 
     if not alphabet:
         raise PrivgateError("--alphabet is empty; give the characters a secret may use, e.g. 0123456789.")
@@ -53,7 +53,7 @@ def make(output: str, count: int, length: int, alphabet: str, prefix_template: s
         raise PrivgateError(f"--alphabet {alphabet!r} repeats {''.join(repeated)!r}; give each character once.")
     if not prefix_template:
         raise PrivgateError("--prefix is empty; a secret needs text before it to follow.")
-    from privgate.lm.canaries import MAX_SPACE_BITS
+    from privgate.inputs.canaries import MAX_SPACE_BITS
 
     if length * math.log2(len(alphabet)) > MAX_SPACE_BITS:
         raise PrivgateError(
@@ -89,7 +89,7 @@ def make(output: str, count: int, length: int, alphabet: str, prefix_template: s
 @guard
 def validate(path: str, max_canaries: int | None) -> int:
     """Check a canary file (JSON Lines: prefix, secret, alphabet) and say how much each canary can show."""
-    from privgate.lm.canaries import MAX_CANARIES, load_canaries
+    from privgate.inputs.canaries import MAX_CANARIES, load_canaries
 
     rows = load_canaries(path, max_canaries or MAX_CANARIES)
     bits = [c.space_bits for c in rows]

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from privgate.cli.cache import cache_options, cache_settings
+from privgate.cli.cache_settings import cache_options, cache_settings
 from privgate.cli.endpoint import endpoint_access, endpoint_options
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
-from privgate.cli.guard import cap_threads, err_console, guard, out_console, process_environment, progress_wanted
+from privgate.cli.guard import cap_threads, err_console, guard, out_console, progress_wanted
+from privgate.cli.job_output import output_options
 from privgate.cli.lmoptions import text_options, text_settings
-from privgate.cli.outputs import output_options
-from privgate.errors import PrivgateError
+from privgate.cli.step_summary import append_step_summary
+from privgate.cli.threads import threads_setting
+from privgate.cli.trust import trust_options, trust_settings
 from privgate.report import title_of
 from privgate.report.safe import clean
 from privgate.report.safe import console as escape
@@ -75,17 +79,18 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     envvar="PRIVGATE_THREADS",
     show_envvar=True,
     help="Most threads the attacks use at once: torch training, BLAS and scikit-learn's OpenMP. This flag, "
-    "else $PRIVGATE_THREADS, else the config's 'threads', else 1. Set it to the core count on a runner "
-    "that does nothing else; never oversubscribe shared cores.",
+    "else $PRIVGATE_THREADS, else the config's 'threads', else $OMP_NUM_THREADS, else the cores this process may "
+    "use (its CPU affinity, capped by its cgroup's CPU quota). Set 1 where several jobs share the cores.",
 )
 @click.option(
     "--device",
     type=click.Choice(["auto", "cpu", "cuda"]),
     envvar="PRIVGATE_DEVICE",
     show_envvar=True,
-    help="Where the model is scored, reference models and DP-SGD train, and white-box attacks run: auto (a CUDA "
-    "GPU when torch sees one, else the CPU), cpu, or cuda (exit 2 without one). This flag, else $PRIVGATE_DEVICE, "
-    "else the config's 'device', else auto.",
+    help="Where the model is scored, reference models and DP-SGD train, and white-box attacks run: auto (the CPU, "
+    "or a CUDA GPU when torch sees one and this run's estimated work is large enough for it to finish sooner; the "
+    "report says why), cpu, or cuda (exit 2 without one). This flag, else $PRIVGATE_DEVICE, else the config's "
+    "'device', else auto.",
 )
 @click.option(
     "--engine",
@@ -110,20 +115,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     help="How many of the most exposed members the reports list (their row in the members file, each attack's "
     "score, rank and FPR/TPR there); default 10, 0 for none. This flag, else the config's 'exposed'.",
 )
-@click.option(
-    "--trust-checkpoint",
-    is_flag=True,
-    default=None,
-    help="Allow loading pickled checkpoints (this runs code from the file).",
-)
-@click.option(
-    "--trust-type",
-    "trust_types",
-    multiple=True,
-    metavar="MODULE.NAME",
-    help="A type a .skops model may name besides scikit-learn's, numpy's and scipy's (your own transformer, the "
-    "function of a FunctionTransformer); repeatable; loading it imports its module. Else the config's 'trust_types'.",
-)
+@trust_options
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @click.option("--verbose", "-v", is_flag=True, help="Print the reason of every check, passing ones too.")
 @click.option(
@@ -210,13 +202,43 @@ def check(
     MODEL is a checkpoint file, or a Hugging Face model directory (``save_pretrained``; a PEFT adapter on its
     base) audited on text records (.jsonl, .txt, .csv).
     """
-    from privgate.cli.outputs import rendered
     from privgate.inputs.config import find_config, load_config
-    from privgate.io.artefacts import default_directory
-    from privgate.io.guards import audit_inputs, check_outputs, stream_of
-    from privgate.io.staging import Staging, commit
 
+    flags = dict(locals())
     cfg = load_config(config_path) if config_path else find_config()
+    given = _given(flags, cfg)
+    request = _planned_request(given, flags, cfg)
+    report = _run(request, given, flags, cfg)
+    return _show(report, request, flags)
+
+
+@dataclass
+class _Given:
+    """The inputs the flags, else the config file, name (paths relative to the config's folder)."""
+
+    pick: Callable[[str, Any], Any]
+    model: str
+    policy: str
+    members: str
+    nonmembers: str
+    population: str | None
+    recipe: str | None
+    executor: dict[str, Any]  # RunOptions' executor settings
+    threads: dict[str, Any]  # RunOptions' threads and their reason (privgate.cli.threads)
+
+
+@dataclass
+class _Request:
+    """What ``check`` will write, checked before any work: the reports, artefacts folder, hardened model."""
+
+    outputs: dict[str, str | None]
+    json_out: str | None
+    artefacts_dir: str | None
+    mlflow_plan: Any
+
+
+def _given(flags: dict[str, Any], cfg: Any) -> _Given:
+    """The model, policy and data the flags name, else the config's; a missing one is a usage error (exit 2)."""
     base = cfg.base
 
     def pick(key: str, cli_value: Any) -> Any:
@@ -225,7 +247,12 @@ def check(
         value = cfg.get(key)
         return _resolve(value, False, base) if isinstance(value, str) else value
 
-    model_path = pick("model", model)
+    # before the user's modules import torch: more than one thread lets OpenMP's idle threads sleep
+    executor_given = executor_settings(flags["executor"], flags["ray_address"], flags["models_per_task"], cfg)
+    # validated: click's IntRange, config._validate
+    threads_given = threads_setting(flags["threads"], cfg.get("threads"), cfg.path, executor_given["executor"])
+    model_path = pick("model", flags["model"])
+    policy_spec = flags["policy_spec"]
     policy_value = policy_spec if policy_spec is not None else cfg.get("policy")
     if policy_value is not None and policy_spec is None and (Path(policy_value).suffix or "/" in policy_value):
         policy_value = _resolve(policy_value, False, base)
@@ -233,162 +260,177 @@ def check(
         raise click.UsageError("no model given: pass MODEL or set 'model' in privgate.toml / [tool.privgate].")
     if policy_value is None:
         raise click.UsageError("no policy given: pass --policy NAME|FILE or set 'policy' in the config.")
-    members_spec, nonmembers_spec = pick("members", members), pick("nonmembers", nonmembers)
-    if members_spec is None or nonmembers_spec is None:
+    members, nonmembers = pick("members", flags["members"]), pick("nonmembers", flags["nonmembers"])
+    if members is None or nonmembers is None:
         raise click.UsageError("audit data missing: pass --members and --nonmembers (or set them in the config).")
+    population, recipe = pick("population", flags["population"]), pick("recipe", flags["recipe"])
+    return _Given(
+        pick, model_path, policy_value, members, nonmembers, population, recipe, executor_given, threads_given
+    )
+
+
+def _planned_request(given: _Given, flags: dict[str, Any], cfg: Any) -> _Request:
+    """Every path the run may write, refused at once when it names an input or an existing hardened model folder."""
+    from privgate.cli.inputfiles import audit_inputs
+    from privgate.io.artefacts import default_directory
+    from privgate.io.guards import check_outputs, stream_of
+
+    outputs, pick, remediate, output_model = flags["outputs"], given.pick, flags["remediate"], flags["output_model"]
     json_typed = outputs.get("json")
     json_out = outputs["json"] = pick("json", json_typed)
     # no artefacts folder beside a JSON report sent to stdout (/dev/stdout: privgate.io.guards.stream_of)
     beside = json_out if json_out and stream_of(json_out) is None else None
+    artefacts_path = flags["artefacts_path"]
     artefacts_dir = artefacts_path or (str(default_directory(beside)) if beside else None)
     if output_model and not remediate:
         raise click.UsageError("--output-model only applies with --remediate (or privgate harden).")
-    model_out = None
-    if remediate and output_model is None and str(model_path).lower().startswith(("http://", "https://")):
+    if remediate and output_model is None and str(given.model).lower().startswith(("http://", "https://")):
         raise click.UsageError(
             "the model is an endpoint: with --remediate, say where the hardened model goes (--output-model)."
         )
-    from privgate.lm.loading import is_model_dir
-
-    lm_out = remediate and is_model_dir(model_path)  # a language model: hardened into a new folder (privgate.lm)
     if remediate:
-        from privgate.dp.hardened import default_output
-        from privgate.lm.hardened import default_output as lm_default
+        from privgate.dp.hardened import recipe_is_module
 
-        model_out = Path(output_model) if output_model else (lm_default if lm_out else default_output)(model_path)
-    population_spec, recipe_spec = pick("population", population), pick("recipe", recipe)
-    module_recipe = None if lm_out else recipe_spec  # a language model's recipe is a YAML file, no module
+        module_recipe = given.recipe if recipe_is_module(given.model) else None  # a language model's: a YAML file
+    else:
+        module_recipe = given.recipe
     inputs = audit_inputs(
-        model=model_path,
-        policy=policy_value,
+        model=given.model,
+        policy=given.policy,
         recipe=module_recipe,
         config=cfg.path,
-        base=base,
-        data={"members": members_spec, "non-members": nonmembers_spec, "population": population_spec},
+        base=cfg.base,
+        data={"members": given.members, "non-members": given.nonmembers, "population": given.population},
     )
     json_from = "--json" if json_typed is not None else f"'json' in {cfg.path}"
-    planned = _planned(
-        outputs, artefacts_dir, None if lm_out else model_out, json_from, artefacts_path is None, output_model is None
-    )
-    if lm_out and model_out is not None:
-        from privgate.lm.hardened import planned_output, recipe_inputs
+    planned = _planned(outputs, artefacts_dir, json_from, artefacts_path is None)
+    if remediate:
+        from privgate.dp.hardened import hardened_outputs
 
-        planned.append(planned_output(model_out, output_model is None))
-        inputs += recipe_inputs(recipe_spec)
+        hardened = hardened_outputs(given.model, output_model, given.recipe)  # an existing folder: refused here
+        planned += hardened.planned
+        inputs += hardened.inputs
     check_outputs(planned, inputs)
-    mlflow_plan = _mlflow_plan(mlflow_log, mlflow_model)  # before the audit: a wrong name costs nothing
-    _imported_project(planned, module_recipe, [members_spec, nonmembers_spec, population_spec], base)
-    from privgate.api import check as run_check  # torch: imported after the cheap checks above
-    from privgate.api import harden as run_harden
-    from privgate.options import RunOptions
-    from privgate.report.html import attach_images
-    from privgate.report.show import show
+    # before the audit: a wrong name costs nothing
+    mlflow_plan = _mlflow_plan(flags["mlflow_log"], flags["mlflow_model"])
+    _imported_project(planned, module_recipe, [given.members, given.nonmembers, given.population], cfg.base)
+    return _Request(outputs, json_out, artefacts_dir, mlflow_plan)
+
+
+def _settings(given: _Given, flags: dict[str, Any], cfg: Any, out: Any) -> Any:
+    """The flags as the job's settings (:class:`~privgate.settings.CheckSettings` or ``HardenSettings``)."""
     from privgate.settings import CheckSettings, HardenSettings
 
-    # validated: click's IntRange for the flag and $PRIVGATE_THREADS, config._validate for the file
-    n_threads = pick("threads", threads)
-
-    out = out_console()
-    status = out.status("auditing…") if progress_wanted(quiet, out) else None
-    progress = (lambda msg: status.update(escape(msg))) if status else None
+    pick = given.pick
+    f = flags
     inputs_given = {
-        "model": model_path,
-        "policy": policy_value,
-        "members": members_spec,
-        "nonmembers": nonmembers_spec,
-        "population": population_spec,
-        "recipe": recipe_spec,
-        "label_column": label_column or cfg.get("label_column") or "label",  # a column's name, never a path
-        "trust_checkpoint": bool(pick("trust_checkpoint", trust_checkpoint)),
-        "trust_types": tuple(trust_types or cfg.get("trust_types") or ()),
-        "search_dirs": (base,),
+        "model": given.model,
+        "policy": given.policy,
+        "members": given.members,
+        "nonmembers": given.nonmembers,
+        "population": given.population,
+        "recipe": given.recipe,
+        "label_column": f["label_column"] or cfg.get("label_column") or "label",  # a column's name, never a path
+        **trust_settings(f, pick, cfg),
+        "search_dirs": (cfg.base,),
         "access": endpoint_access(
-            headers,
-            max_queries,
-            endpoint_output,
-            endpoint_timeout,
-            endpoint_batch,
-            endpoint_concurrency,
+            f["headers"],
+            f["max_queries"],
+            f["endpoint_output"],
+            f["endpoint_timeout"],
+            f["endpoint_batch"],
+            f["endpoint_concurrency"],
             cfg,
-            endpoint_max_bytes,
-        ),
-        "text": text_settings(
-            {
-                "text_field": text_field,
-                "text_column": text_column,
-                "reference_model": reference_model,
-                "base_model": base_model,
-                "canaries": canaries,
-                "user_field": user_field,
-                "max_records": max_records,
-                "max_text_mib": max_text_mib,
-                "max_canaries": max_canaries,
-            },
-            pick,
-        ),
+            f["endpoint_max_bytes"],
+        ),  # fmt: skip
+        "text": text_settings(f, pick),
     }
-    if remediate:
-        from privgate.report.console import remediation_row
+    if not f["remediate"]:
+        return CheckSettings(**inputs_given)
+    from privgate.report.console import remediation_row
 
-        on_row = None if quiet else (lambda row: out.print(remediation_row(row)))
-        settings: CheckSettings = HardenSettings(**inputs_given, output_model=output_model, on_row=on_row)
-    else:
-        settings = CheckSettings(**inputs_given)
-    with Staging(artefacts_dir) as staging:  # nothing reaches its destination before commit()
+    on_row = None if f["quiet"] else (lambda row: out.print(remediation_row(row)))
+    return HardenSettings(**inputs_given, output_model=f["output_model"], on_row=on_row)
+
+
+def _run(request: _Request, given: _Given, flags: dict[str, Any], cfg: Any) -> Any:
+    """Run the job through :mod:`privgate.api` and write its reports, artefacts and model files together."""
+    from privgate.api import check as run_check  # torch: imported after the cheap checks above
+    from privgate.api import harden as run_harden
+    from privgate.cli.job_output import rendered
+    from privgate.io.staging import Staging, commit
+    from privgate.options import RunOptions
+    from privgate.report.html import attach_images
+
+    pick, f = given.pick, flags
+    out = out_console()
+    status = out.status("auditing…") if progress_wanted(f["quiet"], out) else None
+    progress = (lambda msg: status.update(escape(msg))) if status else None
+    settings = _settings(given, flags, cfg, out)
+    exposed = pick("exposed", f["exposed"])
+    with Staging(request.artefacts_dir) as staging:  # nothing reaches its destination before commit()
         run = RunOptions(
-            seed=pick("seed", seed) or 0,
-            threads=n_threads,
-            **cache_settings(pick("cache_dir", cache_dir), cache_key_file),
-            device=device or cfg.get("device") or "auto",  # validated: click.Choice, config._validate
-            engine=engine or cfg.get("engine") or "auto",
+            seed=pick("seed", f["seed"]) or 0,
+            **given.threads,
+            **cache_settings(pick("cache_dir", f["cache_dir"]), f["cache_key_file"]),
+            device=f["device"] or cfg.get("device") or "auto",  # validated: click.Choice, config._validate
+            engine=f["engine"] or cfg.get("engine") or "auto",
             progress=progress,
             artefacts_dir=staging.path,
-            exposed=10 if pick("exposed", exposed) is None else pick("exposed", exposed),
-            **executor_settings(executor, ray_address, models_per_task, cfg),
+            exposed=10 if exposed is None else exposed,
+            **given.executor,
         )
         connect(run)  # a missing extra or a wrong address: exit 2 before any work
         if status:
             status.start()
         try:
-            result = run_harden(settings, options=run) if remediate else run_check(settings, options=run)
+            result = run_harden(settings, options=run) if f["remediate"] else run_check(settings, options=run)
         finally:
             if status:
                 status.stop()
-        staged, model_files = (result.report, result.files) if remediate else (result, {})
+        staged, model_files = (result.report, result.files) if f["remediate"] else (result, {})
         report = staging.relocate(staged)
         artefacts = staging.files()
         report = attach_images(report, artefacts)  # the HTML embeds what this run wrote; it never reads a path
-        files = rendered(report, outputs)
+        files = rendered(report, request.outputs)
         files.update(model_files)
         files.update({path: ("attack artefact", data) for path, data in artefacts.items()})
         commit(files)
-    if step_summary:
+    return report
+
+
+def _show(report: Any, request: _Request, flags: dict[str, Any]) -> int:
+    """The step summary, MLflow, the console view and where everything went; the verdict's exit code."""
+    from privgate.report.show import show
+
+    if flags["step_summary"]:
         append_step_summary(report)
     logged, mlflow_warning = None, None
-    if mlflow_plan is not None:
+    if request.mlflow_plan is not None:
         from privgate.report.tracking import log_or_warn
 
-        logged, mlflow_warning = log_or_warn(report, mlflow_plan)
+        logged, mlflow_warning = log_or_warn(report, request.mlflow_plan)
     if mlflow_warning:  # MLflow is a side channel: its failure is a warning, the exit code stays the verdict's
         err_console().print(f"warning: {mlflow_warning}", markup=False, highlight=False)
-    show(report, out, quiet=quiet, verbose=verbose)
-    if not quiet:
-        if json_out:
-            out.print(f"JSON report: {escape(json_out)}")
-        for fmt, path in outputs.items():
-            if path and fmt != "json":
-                out.print(f"{title_of(fmt)}: {clean(path)}", markup=False)
-        images = any(r.get("image") for r in (report.exposed or {}).get("records", []))
-        if artefacts_dir and (images or any(a.extras.get("artefacts") for a in report.attacks)):
-            out.print(f"artefacts: {escape(artefacts_dir)}")
-        if logged is not None:
-            mv = logged.model_version
-            tagged = f"; model version {mv[0]}:{mv[1]} tagged privgate.verdict={report.verdict}" if mv else ""
-            out.print(
-                f"MLflow: logged to run {logged.run_id} (experiment {logged.experiment_id}, "
-                f"{logged.tracking_uri}){tagged}",
-                markup=False,
-            )
+    out, quiet = out_console(), flags["quiet"]
+    show(report, out, quiet=quiet, verbose=flags["verbose"])
+    if quiet:
+        return report.exit_code
+    if request.json_out:
+        out.print(f"JSON report: {escape(request.json_out)}")
+    for fmt, path in request.outputs.items():
+        if path and fmt != "json":
+            out.print(f"{title_of(fmt)}: {clean(path)}", markup=False)
+    images = any(r.get("image") for r in (report.exposed or {}).get("records", []))
+    if request.artefacts_dir and (images or any(a.extras.get("artefacts") for a in report.attacks)):
+        out.print(f"artefacts: {escape(request.artefacts_dir)}")
+    if logged is not None:
+        mv = logged.model_version
+        tagged = f"; model version {mv[0]}:{mv[1]} tagged privgate.verdict={report.verdict}" if mv else ""
+        out.print(
+            f"MLflow: logged to run {logged.run_id} (experiment {logged.experiment_id}, {logged.tracking_uri}){tagged}",
+            markup=False,
+        )
     return report.exit_code
 
 
@@ -412,15 +454,10 @@ def _mlflow_plan(log: bool, model: str | None) -> Any:
 
 
 def _planned(
-    outputs: dict[str, str | None],
-    artefacts_dir: str | None,
-    model_out: Path | None,
-    json_from: str,
-    default_artefacts: bool,
-    default_model: bool,
+    outputs: dict[str, str | None], artefacts_dir: str | None, json_from: str, default_artefacts: bool
 ) -> list[Named]:
-    """Every path ``check`` may write, with what it is and which flag (or config key) named it."""
-    from privgate.cli.outputs import planned as planned_reports
+    """Every report and artefact path ``check`` may write, with what it is and which flag (or config key) named it."""
+    from privgate.cli.job_output import planned as planned_reports
     from privgate.io.guards import Named
 
     planned = planned_reports(outputs, lambda fmt: json_from if fmt == "json" else f"--{fmt}")
@@ -432,33 +469,7 @@ def _planned(
                 folder=True,
             )
         )
-    if model_out is not None:
-        from privgate.dp.hardened import files_named
-
-        how = "the default, beside the model" if default_model else "--output-model"
-        planned += [Named(path, f"the {what} ({how})") for path, what in files_named(model_out).items()]
     return planned
-
-
-def append_step_summary(report: Any) -> None:
-    """Append the report's Markdown summary to the GitHub Actions job summary (``$GITHUB_STEP_SUMMARY``) when set."""
-    from privgate.report import render
-
-    append_markdown_summary(render(report, "markdown"))
-
-
-def append_markdown_summary(markdown: str) -> None:
-    """Append ``markdown`` to ``$GITHUB_STEP_SUMMARY`` when it is set (read once by the group)."""
-    target = process_environment().step_summary
-    if not target:
-        return
-    try:
-        with open(target, "a", encoding="utf-8") as f:
-            f.write(markdown)
-    except OSError as exc:
-        raise PrivgateError(
-            f"{target}: cannot append to $GITHUB_STEP_SUMMARY ({exc.strerror or exc.__class__.__name__})."
-        ) from None
 
 
 # --------------------------------------------------------------------------- harden

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from privgate.cli.check import append_markdown_summary
 from privgate.cli.guard import guard, out_console
 from privgate.cli.report import DEFAULT_REPORT_MIB, max_report_option
+from privgate.cli.step_summary import append_markdown_summary
 from privgate.errors import PrivgateError
 from privgate.report.safe import clean
 

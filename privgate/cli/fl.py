@@ -7,10 +7,11 @@ from typing import Any
 
 import click
 
-from privgate.cli.cache import cache_options, cache_settings
+from privgate.cli.cache_settings import cache_options, cache_settings
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import cap_threads, guard, out_console
-from privgate.cli.outputs import output_options, planned, write_and_show
+from privgate.cli.job_output import output_options, planned, write_and_show
+from privgate.cli.threads import threads_setting
 from privgate.report.safe import clean
 
 _ATTACKS_HELP = (
@@ -40,7 +41,8 @@ def _common(fn: Any) -> Any:
                 type=click.IntRange(min=1),
                 callback=cap_threads,
                 envvar="PRIVGATE_THREADS",
-                help="Most threads used at once (default 1; $PRIVGATE_THREADS).",
+                help="Most threads used at once ($PRIVGATE_THREADS; default $OMP_NUM_THREADS, else the cores this "
+                "process may use).",
             ),
             cache_options(),
             click.option(
@@ -100,7 +102,8 @@ def simulate_cmd(
     executor: str | None = None, ray_address: str | None = None, models_per_task: int | None = None,
 ) -> int:  # fmt: skip
     """Simulate a decentralised federation and measure who can infer whose data, round by round."""
-    from privgate.io.guards import Named, audit_inputs, check_outputs
+    from privgate.cli.inputfiles import audit_inputs
+    from privgate.io.guards import Named, check_outputs
 
     base = Path.cwd()
     inputs = audit_inputs(model=None, policy=None, recipe=recipe, config=None, base=base, data={"training": data})
@@ -108,6 +111,8 @@ def simulate_cmd(
     if save_dir:
         targets.append(Named(Path(save_dir), "the saved federation (--save)", folder=True))
     check_outputs(targets, inputs)
+    executor_given = executor_settings(executor, ray_address, models_per_task)
+    threads_given = threads_setting(threads, executor=executor_given["executor"])  # before the user's modules
     from privgate.inputs.entrypoints import import_modules
     from privgate.io.guards import is_factory, refuse_imported
 
@@ -124,8 +129,7 @@ def simulate_cmd(
         label_column=label_column, save_dir=save_dir, search_dirs=(base,),
     )  # fmt: skip
     run = RunOptions(
-        seed=seed, threads=threads, engine=engine, **cache_settings(cache_dir, cache_key_file),
-        **executor_settings(executor, ray_address, models_per_task),
+        seed=seed, **threads_given, engine=engine, **cache_settings(cache_dir, cache_key_file), **executor_given,
     )  # fmt: skip
     connect(run)
     result = simulate_federation(settings, run)
@@ -160,6 +164,8 @@ def audit_cmd(
     if policy_spec and Path(policy_spec).suffix:
         inputs.append(Named(Path(policy_spec), "the policy"))
     check_outputs(planned(outputs), inputs)
+    executor_given = executor_settings(executor, ray_address, models_per_task)
+    threads_given = threads_setting(threads, executor=executor_given["executor"])
     from privgate.api import audit_federation
     from privgate.options import RunOptions
     from privgate.settings import FederationAuditSettings
@@ -168,8 +174,7 @@ def audit_cmd(
         manifest=manifest, policy=policy_spec, attacks=_attacks(attacks), fpr=fpr, confidence=confidence
     )
     run = RunOptions(
-        seed=seed, threads=threads, **cache_settings(cache_dir, cache_key_file),
-        **executor_settings(executor, ray_address, models_per_task),
+        seed=seed, **threads_given, **cache_settings(cache_dir, cache_key_file), **executor_given,
     )  # fmt: skip
     connect(run)
     report = audit_federation(settings, run)

@@ -36,9 +36,11 @@ class Environment:
         step_summary: ``$GITHUB_STEP_SUMMARY``, the file GitHub Actions shows as the job summary.
         debug: ``$PRIVGATE_DEBUG`` is set: an internal error prints its traceback.
         omp_wait_policy: ``$OMP_WAIT_POLICY`` as the user set it (``None``: not set; see :func:`passive_openmp`).
+        omp_num_threads: ``$OMP_NUM_THREADS`` as the user set it: the default thread count when no flag, no
+            ``$PRIVGATE_THREADS`` and no config says one (:mod:`privgate.cli.threads`).
         cache_key: ``$PRIVGATE_CACHE_KEY``, the secret key of the reference-model cache (never shown:
-            :mod:`privgate.cli.cache`).
-        xdg_cache_home: ``$XDG_CACHE_HOME``, where the user's cache folder is (:mod:`privgate.cli.cache`).
+            :mod:`privgate.cli.cache_settings`).
+        xdg_cache_home: ``$XDG_CACHE_HOME``, where the user's cache folder is (:mod:`privgate.cli.cache_settings`).
         xdg_config_home: ``$XDG_CONFIG_HOME``, where the user's cache key file is.
     """
 
@@ -47,6 +49,7 @@ class Environment:
     step_summary: str | None = None
     debug: bool = False
     omp_wait_policy: str | None = None
+    omp_num_threads: str | None = None
     cache_key: str | None = field(default=None, repr=False)
     xdg_cache_home: str | None = None
     xdg_config_home: str | None = None
@@ -73,15 +76,16 @@ def progress_wanted(quiet: bool, console: Console) -> bool:
 
 
 def cap_threads(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
-    """click callback of every ``--threads``: at most :func:`privgate.training.threads.max_threads` (exit 2)."""
+    """click callback of every ``--threads``: at most :func:`privgate.training.threads.max_threads` (exit 2).
+
+    The command turns it into the run's setting with :func:`privgate.cli.threads.threads_setting`.
+    """
     from privgate.training.threads import threads_problem
 
     if value is not None:
         problem = threads_problem(value)
         if problem:
             raise click.BadParameter(problem + ".", ctx=ctx, param=param)
-        if value > 1:
-            passive_openmp(process_environment().omp_wait_policy)
     return value
 
 
@@ -89,10 +93,11 @@ def passive_openmp(chosen: str | None) -> None:
     """Let OpenMP's idle threads sleep instead of spinning, unless the user chose (``chosen``: their
     ``$OMP_WAIT_POLICY``, read by the ``privgate`` group like every variable it honours).
 
-    With more than one thread, torch's OpenMP threads spin between the many short parallel regions of
-    training; on cores that other processes also use, a spinning thread holds a core its partner needs,
-    and training a reference-model ensemble with 2 threads on a busy 2-core machine took 10-50x longer
-    than with 1 (``benchmarks/cold_start.py``). Sleeping threads cost a wake-up per region instead.
+    With more than one thread (the default on a machine with more than one core), torch's OpenMP
+    threads spin between the many short parallel regions of training; on cores that other processes
+    also use, a spinning thread holds a core its partner needs, and training a reference-model ensemble
+    with 2 threads on a busy 2-core machine took 10-50x longer than with 1 (``benchmarks/cold_start.py``).
+    Sleeping threads cost a wake-up per region instead.
     OpenMP reads the process's C environment when it loads, so this only acts before torch is imported
     (the CLI imports it after parsing); it sets the variable for OpenMP (and child processes), not a setting
     any privgate code reads.

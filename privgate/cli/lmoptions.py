@@ -44,7 +44,7 @@ OPTIONS = (
 
 
 #: Limits on what the text inputs may cost (flag, parameter and config key, help), integers of at least 1; the
-#: defaults are :class:`privgate.lm.options.TextOptions`'.
+#: defaults are :class:`privgate.settings.TextOptions`'.
 LIMITS = (
     (
         "--max-records",
@@ -75,8 +75,8 @@ def text_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def text_settings(values: dict[str, Any], pick: Callable[[str, Any], Any]) -> Any:
-    """The :class:`privgate.lm.api.TextOptions` from the flags, else the config keys of the same name."""
-    from privgate.lm.api import TextOptions
+    """The :class:`privgate.settings.TextOptions` from the flags, else the config keys of the same name."""
+    from privgate.settings import TextOptions
 
     got = {param: pick(key, values.get(param)) for _, param, key, _ in OPTIONS}
     paths = {"reference_model", "base_model", "canaries"}

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from privgate.cli.check import append_step_summary
 from privgate.cli.guard import guard
-from privgate.cli.outputs import output_options
+from privgate.cli.job_output import output_options
+from privgate.cli.step_summary import append_step_summary
 from privgate.errors import PrivgateError
 from privgate.report.safe import clean
 
@@ -40,7 +40,7 @@ def report() -> None:
 @guard
 def report_render(report_json: str, outputs: dict[str, str | None], step_summary: bool, max_report_mib: int) -> int:
     """Turn a saved JSON report of any job into HTML, Markdown, JUnit or SARIF (exit 0; the verdict is in the files)."""
-    from privgate.cli.outputs import planned, rendered
+    from privgate.cli.job_output import planned, rendered
     from privgate.io.guards import Named, check_outputs, stream_of
     from privgate.io.staging import commit
     from privgate.report import get_format

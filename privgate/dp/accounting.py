@@ -31,12 +31,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privgate.errors import PrivgateError
+
 #: Rényi orders: Opacus' default orders plus large ones (the random-stopping bound gains from large λ̂).
 ORDERS: tuple[float, ...] = tuple(
     [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [80, 128, 256, 512, 1024]
 )
 
 _ACCOUNTANT_ERRORS = (RuntimeError, ValueError, OverflowError, FloatingPointError, ZeroDivisionError, MemoryError)
+
+
+class DPCalibrationError(PrivgateError):
+    """No noise multiplier reaches the requested ε (e.g. ε far too small for the number of steps)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,7 @@ class Run:
 
 
 def sampling(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
-    """(q, T) of a DP-SGD run on ``n`` rows, as :func:`privgate.dp.train.train_dp` and Opacus make it.
+    """(q, T) of a DP-SGD run on ``n`` rows, as :mod:`privgate.dp.opacus_runner` and Opacus make it.
 
     Opacus' Poisson loader samples at q = 1 / len(loader) with
     len(loader) = ⌈n / min(B, n)⌉ steps per epoch.
@@ -173,11 +179,9 @@ def calibrate(
     so it is cached (a binary search over σ costs seconds).
 
     Raises:
-        privgate.dp.train.DPCalibrationError: no σ reaches the target.
+        DPCalibrationError: no σ reaches the target.
     """
     from opacus.accountants.utils import get_noise_multiplier
-
-    from privgate.dp.train import DPCalibrationError
 
     chain = [accountant] + (["rdp"] if accountant == "prv" else [])
     for name in chain:
@@ -204,6 +208,7 @@ def calibrate(
 __all__ = [
     "ORDERS",
     "Composition",
+    "DPCalibrationError",
     "Run",
     "calibrate",
     "compose",

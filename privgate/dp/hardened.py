@@ -3,6 +3,9 @@
 :func:`hardened_files` returns the bytes (the CLI writes them in one unit with
 its reports, :mod:`privgate.io.staging`); :func:`save_hardened` writes both for
 library callers, both or neither (:func:`privgate.io.atomic.write_together`).
+:func:`hardened_outputs` says, before any work, where a hardened model of either
+kind goes (a language model's is a new ``save_pretrained`` folder,
+:mod:`privgate.lm.hardened`), so the CLI can refuse an output path at once.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +21,7 @@ import numpy as np
 
 from privgate.errors import PrivgateError
 from privgate.io.atomic import write_together
-from privgate.io.guards import same_file
+from privgate.io.guards import Named, same_file
 
 if TYPE_CHECKING:
     from torch import nn
@@ -44,6 +48,59 @@ def files_named(output: str | Path) -> dict[Path, str]:
         state_dict_path(output): "hardened model's state_dict",
         card_path(output): "hardened model's card (DP statement)",
     }
+
+
+def recipe_is_module(model: Any) -> bool:
+    """Whether hardening ``model`` imports its recipe (``module:attr``); a language model's recipe is a YAML file."""
+    from privgate.inputs.targets import is_huggingface
+
+    return not is_huggingface(model)
+
+
+@dataclass(frozen=True)
+class HardenedOutputs:
+    """Where a hardened model goes, planned before any work.
+
+    Attributes:
+        planned: the paths it is written to, with what each is.
+        inputs: files beyond the audit's inputs the outputs must not overwrite (a language model's recipe file).
+    """
+
+    planned: list[Named]
+    inputs: list[Named]
+
+
+def folder_beside(model_dir: str | Path) -> Path:
+    """``runs/model`` → ``runs/model.hardened`` (a new folder beside the input)."""
+    p = Path(str(model_dir).rstrip("/\\"))
+    return p.with_name(f"{p.name}.hardened")
+
+
+def refuse_existing_folder(out: Path) -> None:
+    """A hardened model is never written over anything: the folder must not exist yet."""
+    if out.exists() or out.is_symlink():
+        raise PrivgateError(
+            f"{out}: the hardened model's folder already exists; privgate never writes over a model, so choose "
+            "another --output-model or remove it."
+        )
+
+
+def planned_folder(out: Path, default: bool) -> Named:
+    """The hardened folder as a planned output (refused at once when it exists)."""
+    refuse_existing_folder(out)
+    how = "the default, beside the model" if default else "--output-model"
+    return Named(out, f"the hardened model's folder ({how})", folder=True)
+
+
+def hardened_outputs(model: Any, output_model: str | None, recipe: str | None) -> HardenedOutputs:
+    """Where the hardened model of ``model`` goes (``output_model``, else the default beside it), by its kind."""
+    if not recipe_is_module(model):  # a save_pretrained folder; the recipe a YAML file to protect
+        out = Path(output_model) if output_model else folder_beside(model)
+        recipe_file = [Named(Path(recipe), "the recipe")] if recipe else []
+        return HardenedOutputs([planned_folder(out, output_model is None)], recipe_file)
+    out = Path(output_model) if output_model else default_output(model)
+    how = "the default, beside the model" if output_model is None else "--output-model"
+    return HardenedOutputs([Named(path, f"the {what} ({how})") for path, what in files_named(out).items()], [])
 
 
 def hardened_files(
@@ -114,4 +171,16 @@ def save_hardened(
     return described
 
 
-__all__ = ["default_output", "files_named", "hardened_files", "save_hardened", "state_dict_path"]
+__all__ = [
+    "HardenedOutputs",
+    "default_output",
+    "files_named",
+    "folder_beside",
+    "hardened_files",
+    "hardened_outputs",
+    "planned_folder",
+    "recipe_is_module",
+    "refuse_existing_folder",
+    "save_hardened",
+    "state_dict_path",
+]

@@ -1,4 +1,4 @@
-"""The ε search: retrain a failing model with DP-SGD at decreasing ε until the policy passes.
+"""The ε search: retrain a failing model with DP-SGD at decreasing ε until the policy passes — any kind of model.
 
 The procedure (Sabau 2023, master's thesis, OTH Amberg-Weiden, ch. 6: start
 DP-SGD at ε = 50 and lower ε step by step while the attack still succeeds;
@@ -24,6 +24,12 @@ tuning after Ponomareva et al. 2023, arXiv 2303.00654):
 
 Strategies: ``ladder`` and ``bisect`` (:mod:`privgate.dp.candidates`), or
 ``search: random_stopping`` (:mod:`privgate.dp.search`).
+
+This is one state machine for every kind of model (:func:`search`); what
+differs — how a candidate trains, what utility is, the model's files — is the
+kind's :class:`~privgate.dp.task.HardenTask` (a tabular model's here, through
+:func:`remediate`; a language model's DP fine-tuning from its public base in
+:mod:`privgate.lm.harden`). What follows describes the tabular task.
 
 Utility is accuracy on held-out data: the **population** when the audit has one
 (rows neither the target nor any DP candidate trains on, and that no attack
@@ -55,8 +61,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch import nn
-
 from privgate.dp.candidates import (  # noqa: F401  (re-exported)
     Candidate,
     best_of,
@@ -68,8 +72,9 @@ from privgate.dp.recipe import DPRecipe
 from privgate.dp.search import Searched, accounting_of, compose_search, random_stopping_search
 from privgate.dp.selection import Trials
 from privgate.dp.settings import check_can_remediate, choose_clip, settings_for  # noqa: F401  (re-exported)
-from privgate.dp.statement import hyperparameters, statement
-from privgate.dp.train import probe_private_training, train_dp
+from privgate.dp.statement import statement
+from privgate.dp.tabular_task import SELECTION_STATEMENT, TabularTask
+from privgate.dp.task import HardenTask, Plan
 from privgate.dp.utility import UtilityData, measure_utility, utility_data, utility_floor  # noqa: F401  (re-exported)
 from privgate.gate import check_model
 from privgate.inputs.data import AuditData, Dataset
@@ -78,33 +83,24 @@ from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.report.model import Report
-from privgate.report.remediation_section import (
-    Chosen,
-    ClipRun,
-    RemediationSection,
-    SearchRow,
-    SearchSettings,
-    UtilitySpec,
-)
+from privgate.report.remediation_section import Chosen, RemediationSection, SearchRow, UtilitySpec
 from privgate.training.threads import limit_threads
+from privgate.workload import decided
 
 RowCallback = Callable[[SearchRow], None]
 _search = search_schedule  # the name the tests knew
 
-SELECTION_STATEMENT = (
-    "Choosing ε among {n} DP-SGD candidate(s) trained on the members costs privacy beyond the chosen run's own "
-    "ε (Liu & Talwar 2019, arXiv 1811.07971; Papernot & Steinke 2022, arXiv 2110.03620): the released ε "
-    "accounts for it ({how}). The clipping norm: {clip}."
-)
+#: The multiplier of a trial's seed: trial t of a random-stopping search trains with seed + 7919·t.
+TRIAL_SEED = 7919
 
 
 @dataclass
 class Outcome:
-    """What :func:`remediate` decided: the report to hand back and, when hardened, the model."""
+    """What :func:`search` decided: the report to hand back and, when hardened, the model."""
 
     report: Report
     status: str  # not_needed | cannot_help | hardened | no_epsilon | audit_failed | budget_exceeded
-    model: nn.Module | None = None
+    model: Any = None
     recipe: DPRecipe | None = None
     candidate: Candidate | None = None
     candidates: list[Candidate] = field(default_factory=list)
@@ -132,7 +128,7 @@ def remediate(
     model_kind: str = "tabular",
     **settings: Any,
 ) -> Outcome:
-    """Audit ``target``; if it fails, search the policy's ε schedule for a DP-SGD model that passes.
+    """Audit a tabular ``target``; if it fails, search the policy's ε schedule for a DP-SGD model that passes.
 
     Args:
         target: the model under audit (never modified, never trained further).
@@ -141,6 +137,34 @@ def remediate(
         recipe: how the target was trained; DP-SGD retrains with its model
             factory and optimiser, from scratch or its public pre-trained start.
         train: the full training set (default: the audit's members).
+        original: the original model's report, when already computed.
+        on_row, memo, sweep, options: as :func:`search` takes them.
+        model_kind: what the DP statement calls the model (``tabular``).
+        **settings: single settings of :class:`~privgate.options.RunOptions`
+            (``seed=``, ``cache_dir=``, ``threads=`` …), applied on top of ``options``.
+
+    Raises:
+        PolicyError: the policy does not allow remediation.
+        RecipeError: no recipe, or one Opacus cannot make private.
+    """
+    run = RunOptions.of(options, **settings)  # search() decides threads and auto's device on the task's inputs
+    task = TabularTask(target, data, policy, recipe, train=train, run=run, model_kind=model_kind)
+    return search(task, original=original, on_row=on_row, memo=memo, sweep=sweep, options=run)
+
+
+def search(
+    task: HardenTask,
+    *,
+    original: Report | None = None,
+    on_row: RowCallback | None = None,
+    memo: dict[Any, Candidate] | None = None,
+    sweep: bool = False,
+    options: RunOptions | None = None,
+) -> Outcome:
+    """Audit ``task``'s model; if it fails, search the policy's ε schedule for a DP model that passes.
+
+    Args:
+        task: what trains, measures and audits a candidate of this kind (:class:`~privgate.dp.task.HardenTask`).
         original: the original model's report, when already computed.
         on_row: called with each candidate's row as soon as it is decided.
         memo: candidates by (ε, trial), reused instead of retraining (a
@@ -151,12 +175,9 @@ def remediate(
             are unchanged.
         options: the run's settings (:class:`privgate.options.RunOptions`): its
             seed drives every training and every audit (same seed → same
-            numbers); its thread budget holds DP training and the attacks;
-            its artefacts folder gets the original model's attack files, each
+            numbers; trial t of a random-stopping search trains with seed + 7919·t); its thread budget holds
+            DP training and the attacks; its artefacts folder gets the original model's attack files, each
             candidate's in a ``dp-eps-<ε>`` folder inside it.
-        model_kind: what the DP statement calls the model (``tabular``).
-        **settings: single settings of :class:`~privgate.options.RunOptions`
-            (``seed=``, ``cache_dir=``, ``threads=`` …), applied on top of ``options``.
 
     The report's ``duration_s`` is the time of the whole run (the original
     audit, when computed here, and the search), counted once;
@@ -164,32 +185,26 @@ def remediate(
 
     Returns:
         An :class:`Outcome` whose report carries the typed ``remediation`` section.
-
-    Raises:
-        PolicyError: the policy does not allow remediation.
-        RecipeError: no recipe, or one Opacus cannot make private.
     """
-    run = RunOptions.of(options, **settings).resolved()
-    seed, say = run.seed, run.say
-    check_can_remediate(policy, recipe)
-    assert recipe is not None
-    probe = train or data.members
-    probe_private_training(recipe, probe.x, probe.y, seed)  # a model Opacus cannot train is bad input, before any audit
+    run = decided(options or RunOptions(), task.target, task.data, task.policy, task.audit_recipe, hardening=True)
+    policy, rem = task.policy, task.policy.remediation
     t0 = time.perf_counter()
     earlier = original.duration_s if original is not None else 0.0  # audited before this call
-    original = original or check_model(target, data, policy, recipe=recipe, options=run)
+    original = original or check_model(task.target, task.data, policy, recipe=task.audit_recipe, options=run)
     clock = _Clock(t0, time.perf_counter(), earlier)
-    held_out = utility_data(data)
-    orig_utility, orig_ci = measure_utility(target, held_out, policy.confidence)
-    floor, floor_rule = utility_floor(policy.utility, orig_utility)
-    train = train or data.members
-    rem = policy.remediation
+    orig_utility, orig_ci = task.utility(task.target)
+    floor, floor_rule = task.floor(orig_utility)
     section = RemediationSection.opening(
         rem,
         original,
         orig_utility,
         orig_ci,
-        UtilitySpec(data=held_out.source, floor=None if floor is None else round(floor, 6), rule=floor_rule),
+        UtilitySpec(
+            metric=task.metric,
+            data=task.utility_source,
+            floor=None if floor is None else round(floor, 6),
+            rule=floor_rule,
+        ),
     )
     if original.verdict == "pass":
         section.status, section.reason = "not_needed", "the original model passes the policy; nothing was retrained"
@@ -202,68 +217,79 @@ def remediate(
             f"({'; '.join(f'{c.id}: {c.reason}' for c in blocked)}), so retraining would not change the verdict"
         )
         return Outcome(_with_section(original, section, clock), "cannot_help")
+    plan = task.plan(run)
+    section.settings, section.clip_search_trainings = plan.section, plan.clip_trainings
+    found, candidates = _walk(task, plan, section, floor, run, on_row, {} if memo is None else memo, sweep)
+    if found.stopped is not None:
+        return _stopped(task, original, section, found, clock)
+    chosen = found.chosen
+    if chosen is None:
+        section.status, section.first_broken = "no_epsilon", found.broke
+        section.reason = task.reason(found.reason, floor)
+        report = _with_section(original, section, clock)
+        report = report.model_copy(update={"summary": f"{original.summary} — remediation: {section.reason}"})
+        return Outcome(report, "no_epsilon", candidates=candidates)
+    summary = _hardened(task, plan, section, chosen, orig_utility, floor, len(candidates))
+    if rem.audit:
+        audit = task.one_run_audit(chosen, plan.settings, run)
+        if isinstance(audit, str):  # not run, and why
+            section.audit_summary = audit
+        else:
+            section.audit, section.audit_summary = audit, audit["summary"]
+            summary += f"; {audit['summary']}"
+            if audit["verdict"] == "fail":  # the chosen ε is provably not delivered: hand out no model
+                section.status, section.reason = "audit_failed", audit["summary"]
+                report = _with_section(chosen.report, section, clock).model_copy(
+                    update={"verdict": "fail", "summary": summary}
+                )
+                return Outcome(report, "audit_failed", candidates=candidates)
+    report = _with_section(chosen.report, section, clock).model_copy(update={"summary": summary})
+    return Outcome(report, "hardened", chosen.model, chosen.recipe, chosen, candidates)
 
-    settings = settings_for(policy, recipe, len(train))
-    clip, clip_rows, clip_from, clip_data = choose_clip(policy, recipe, data, settings, run)
-    settings = settings.with_clip(clip)
-    section.settings = SearchSettings(
-        epochs=settings.epochs,
-        batch_size=settings.batch_size,
-        max_grad_norm=settings.max_grad_norm,
-        max_grad_norm_mode="auto" if rem.max_grad_norm == "auto" else "fixed",
-        clip_search=[ClipRun(**r) for r in clip_rows],
-        clip_search_data=clip_data,
-        delta=settings.delta,
-        delta_rule="auto: 1/(10·N)" if rem.delta == "auto" else "policy",
-        accountant=settings.accountant,
-        max_physical_batch_size=settings.max_physical_batch_size,
-        n_train=len(train),
-        start=f"public pre-trained weights {recipe.pretrained}"
-        if recipe.pretrained
-        else "fresh initialisation (never the audited checkpoint)",
-    )
-    section.clip_search_trainings = len(clip_rows)
-    hyper = hyperparameters(
-        settings,
-        epochs_from="the policy (remediation.epochs)" if rem.epochs else f"the recipe '{recipe.name}'",
-        batch_from="the policy (remediation.batch_size)" if rem.batch_size else f"the recipe '{recipe.name}'",
-        clip_from=clip_from,
-        delta_from="the policy (remediation.delta)" if rem.delta != "auto" else "1/(10·N) for N training rows",
-        recipe_name=recipe.name,
-        search=rem.search,
-    )
-    memo = {} if memo is None else memo
+
+def _walk(
+    task: HardenTask,
+    plan: Plan,
+    section: RemediationSection,
+    floor: float | None,
+    run: RunOptions,
+    on_row: RowCallback | None,
+    memo: dict[Any, Candidate],
+    sweep: bool,
+) -> tuple[Searched, list[Candidate]]:
+    """Train, audit and measure candidates as the policy's search walks its schedule; account for all of them."""
+    rem, settings, say = task.policy.remediation, plan.settings, run.say
     in_search = [True]
 
     def train_candidate(eps: float, sigma: float, trial: int | None) -> Candidate:
         key = (eps, trial)
-        if key not in memo:
-            label = f"DP-SGD ε={eps:g}" + (f" (trial {trial})" if trial else "")
-            say(f"{label}: training (model {len(section.rows) + 1})")
-            run_seed = seed if trial is None else seed + 7919 * trial  # each trial draws its own noise and batches
-            with limit_threads(run.threads):
-                model, record = train_dp(
-                    recipe, train.x, train.y, run_seed, settings=settings, noise_multiplier=sigma, device=run.device
-                )
-            if record.epsilon > eps * (1 + 1e-9) + 1e-12:
-                raise RuntimeError(
-                    f"DP-SGD verification failed: the {record.accountant} accountant reports ε = "
-                    f"{record.epsilon:.4g} after training, above the target {eps:g}"
-                )
-            record = dataclasses.replace(record, target_epsilon=float(eps))
-            dp_recipe = DPRecipe.from_training(recipe, record, settings)
-            dp_target = Target(model, source=f"<{label}>", fmt="module", extra={"dp": record.to_dict()})
-            folder = f"dp-eps-{eps:g}" + (f"-trial{trial}" if trial else "")
-            artefacts = str(Path(run.artefacts_dir) / folder) if run.artefacts_dir else None
-            report = check_model(
-                dp_target,
-                data,
-                policy,
-                recipe=dp_recipe,
-                options=run.replace(artefacts_dir=artefacts, progress=lambda msg: say(f"{label}: {msg}")),
+        if key in memo:
+            return memo[key]
+        label = f"{task.trained_as} ε={eps:g}" + (f" (trial {trial})" if trial else "")
+        say(f"{label}: training (model {len(section.rows) + 1})")
+        seed = run.seed if trial is None else run.seed + TRIAL_SEED * trial  # each trial: its own noise and batches
+        with limit_threads(run.threads):
+            model, record = task.train(eps, sigma, seed, run)
+        if record.epsilon > eps * (1 + 1e-9) + 1e-12:
+            raise RuntimeError(
+                f"DP-SGD verification failed: the {record.accountant} accountant reports ε = "
+                f"{record.epsilon:.4g} after training, above the target {eps:g}"
             )
-            util, util_ci = measure_utility(dp_target, held_out, policy.confidence)
-            memo[key] = Candidate(eps, model, dp_recipe, record, report, util, util_ci, floor, trial)
+        record = dataclasses.replace(record, target_epsilon=float(eps))
+        target, recipe = task.audited(model, record, label)
+        folder = f"dp-eps-{eps:g}" + (f"-trial{trial}" if trial else "")
+        report = check_model(
+            target,
+            task.data,
+            task.policy,
+            recipe=recipe,
+            options=run.replace(
+                artefacts_dir=str(Path(run.artefacts_dir) / folder) if run.artefacts_dir else None,
+                progress=lambda msg: say(f"{label}: {msg}"),
+            ),
+        )
+        util, util_ci = task.utility(target)
+        memo[key] = task.candidate(eps, model, recipe, record, report, util, util_ci, floor, trial)
         return memo[key]
 
     def on_candidate(cand: Candidate, released_eps: float | None) -> None:
@@ -272,65 +298,50 @@ def remediate(
         if on_row:
             on_row(row)
 
+    limit = rem.max_total_epsilon
     if rem.search == "random_stopping":
         trials = Trials(rem.trials.distribution, rem.trials.mean, rem.trials.shape)
         found = random_stopping_search(
-            train_candidate,
-            rem.epsilons,
-            settings,
-            len(train),
-            trials,
-            seed,
-            max_total_epsilon=rem.max_total_epsilon,
-            on_candidate=on_candidate,
-        )
+            train_candidate, rem.epsilons, settings, task.n_units, trials, run.seed,
+            max_total_epsilon=limit, on_candidate=on_candidate,
+        )  # fmt: skip
     else:
         found = compose_search(
-            train_candidate,
-            rem.epsilons,
-            rem.strategy,
-            settings,
-            len(train),
-            max_total_epsilon=rem.max_total_epsilon,
-            on_candidate=on_candidate,
-        )
+            train_candidate, rem.epsilons, rem.strategy, settings, task.n_units,
+            max_total_epsilon=limit, on_candidate=on_candidate,
+        )  # fmt: skip
     candidates = found.candidates
     section.trainings = len(candidates)
-    section.accounting = accounting_of(found, settings, rem.search, rem.max_total_epsilon)
+    section.accounting = accounting_of(found, settings, rem.search, limit)
     if sweep and rem.search == "compose" and found.stopped is None:
         from privgate.dp.accounting import calibrate, sampling
 
         in_search[0] = False
-        q, _ = sampling(len(train), settings.batch_size, settings.epochs)
+        q, _ = sampling(task.n_units, settings.batch_size, settings.epochs)
         for eps in rem.epsilons:
             if all(c.epsilon != eps for c in candidates):
                 sigma, _ = calibrate(eps, settings.delta, q, settings.epochs, settings.accountant)
                 on_candidate(train_candidate(float(eps), sigma, None), None)
     section.architecture_changes = candidates[0].training.architecture_changes if candidates else []
     section.rows.sort(key=lambda r: (-r.epsilon, r.trial or 0))
-    section.selection_leakage = SELECTION_STATEMENT.format(
-        n=len(candidates), how=section.accounting.basis, clip=clip_from
-    )
-    if found.stopped is not None:
-        return _stopped(original, section, found, clock)
-    chosen = found.chosen
-    if chosen is None:
-        section.status, section.first_broken, section.reason = "no_epsilon", found.broke, found.reason
-        report = _with_section(original, section, clock)
-        report = report.model_copy(update={"summary": f"{original.summary} — remediation: {found.reason}"})
-        return Outcome(report, "no_epsilon", candidates=candidates)
-    public = [
-        f"the model architecture and the training recipe '{recipe.name}' (optimiser, learning rate)",
-        f"public pre-trained weights {recipe.pretrained}"
-        if recipe.pretrained
-        else "no pre-trained weights (fresh initialisation)",
-        "the ε schedule, the search's rules and the policy",
-        f"the number of training rows N = {len(train)} (it sets q and δ)",
-    ] + ([f"the {clip_data} the clip norm was tuned on"] if clip_data else [])
-    section.statement = statement(
-        chosen.training, section.accounting, hyper=hyper, public=public, model_kind=model_kind
-    )
-    tr = chosen.training
+    section.selection_leakage = task.selection_statement(len(candidates), section.accounting.basis, plan.clip_from)
+    return found, candidates
+
+
+def _hardened(
+    task: HardenTask,
+    plan: Plan,
+    section: RemediationSection,
+    chosen: Candidate,
+    original: float,
+    floor: float | None,
+    trainings: int,
+) -> str:
+    """The hardened ending: the DP statement, the chosen candidate, the reason; returns the report's summary."""
+    tr, settings = chosen.training, plan.settings
+    section.statement = statement(tr, section.accounting, hyper=plan.hyper, **task.statement())
+    if task.sampling() is not None:
+        section.statement.sampling = task.sampling()
     section.status, section.chosen_epsilon = "hardened", chosen.epsilon
     section.chosen = Chosen(
         epsilon=chosen.epsilon,
@@ -344,35 +355,19 @@ def remediate(
         accountant=tr.accountant,
     )
     section.reason = (
-        f"DP-SGD at ε = {chosen.epsilon:g} (δ = {settings.delta:.3g}) "
+        f"{task.training} at ε = {chosen.epsilon:g} (δ = {settings.delta:.3g}) "
         + ("passes every check" if chosen.report.verdict == "pass" else "passes every check the data can resolve")
-        + f" with utility {chosen.utility:.4f} (original {orig_utility:.4f}"
-        + (f", floor {floor:.4f})" if floor is not None else ")")
+        + task.utility_phrase(chosen.utility, original, floor)
     )
-    summary = (
-        f"{chosen.report.summary} — hardened: {section.reason}; {len(candidates)} training(s); "
+    return (
+        f"{chosen.report.summary} — hardened: {section.reason}; {trainings} {task.trainings}; "
         f"released ε = {section.accounting.epsilon:.3g} including the search (training ε {tr.epsilon:.3g})"
     )
-    if rem.audit:
-        from privgate.audits.dpsgd import audit_remediation
-
-        say(f"auditing DP-SGD at ε = {chosen.epsilon:g} with gradient canaries (one more training)")
-        section.audit = audit_remediation(
-            recipe, train, settings, chosen.epsilon, rem.audit_canaries, policy.confidence, seed, run.threads
-        )
-        section.audit_summary = section.audit["summary"]
-        summary += f"; {section.audit['summary']}"
-        if section.audit["verdict"] == "fail":  # the chosen ε is provably not delivered: hand out no model
-            section.status, section.reason = "audit_failed", section.audit["summary"]
-            report = _with_section(chosen.report, section, clock).model_copy(
-                update={"verdict": "fail", "summary": summary}
-            )
-            return Outcome(report, "audit_failed", candidates=candidates)
-    report = _with_section(chosen.report, section, clock).model_copy(update={"summary": summary})
-    return Outcome(report, "hardened", chosen.model, chosen.recipe, chosen, candidates)
 
 
-def _stopped(original: Report, section: RemediationSection, found: Searched, clock: _Clock) -> Outcome:
+def _stopped(
+    task: HardenTask, original: Report, section: RemediationSection, found: Searched, clock: _Clock
+) -> Outcome:
     """The released ε would exceed the policy's bound: exit 1, the best candidate named but not handed out."""
     stop = found.stopped
     assert stop is not None
@@ -380,8 +375,8 @@ def _stopped(original: Report, section: RemediationSection, found: Searched, clo
     section.status = "budget_exceeded"
     section.first_broken = "budget"
     tail = (
-        f"; the best candidate trained (ε = {best.epsilon:g}, utility {best.utility:.4f}, checks {best.privacy}) "
-        "is not handed out"
+        f"; the best candidate trained (ε = {best.epsilon:g}, {task.utility_of(best.utility)}, checks "
+        f"{best.privacy}) is not handed out"
         if best is not None
         else ""
     )
@@ -399,7 +394,7 @@ def _stopped(original: Report, section: RemediationSection, found: Searched, clo
 
 @dataclass(frozen=True)
 class _Clock:
-    """When :func:`remediate` started, when its search started, and seconds spent auditing before it was called."""
+    """When :func:`search` started, when its search started, and seconds spent auditing before it was called."""
 
     start: float
     search: float
@@ -421,12 +416,14 @@ __all__ = [
     "Candidate",
     "Outcome",
     "SELECTION_STATEMENT",
+    "TRIAL_SEED",
     "UtilityData",
     "check_can_remediate",
     "choose_clip",
     "measure_utility",
     "privacy_status",
     "remediate",
+    "search",
     "settings_for",
     "unresolvable",
     "utility_data",

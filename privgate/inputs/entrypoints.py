@@ -90,25 +90,11 @@ def _importable_from(top: str) -> Path | None:
         return None
 
 
-def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[PrivgateError]) -> Any:
-    """Import ``module:attr`` from the user's project; see the module docstring for what is refused.
-
-    Args:
-        spec: ``module:attr``, the attribute possibly dotted.
-        search_dirs: the project's folders, searched in order.
-        kind: what the entry point is, for messages (``"recipe"``, ``"data factory"``).
-        error: the :class:`PrivgateError` subclass to raise.
-
-    Returns:
-        The attribute; when it is callable, it is defined in the user's project.
-    """
-    head = f"{kind} {clip(repr(spec), 200)}"
-    if not _SPEC.match(spec):
-        example = "recipe:RECIPE" if kind == "recipe" else "data:members"
-        raise error(f"{head}: expected 'module:attribute' (e.g. '{example}').")
-    mod_name, _, attr = spec.partition(":")
-    top = mod_name.split(".")[0]
-    dirs = list(dict.fromkeys(Path(d).resolve() for d in search_dirs))
+def _refuse_not_in_project(
+    top: str, dirs: list[Path], installed: list[Path], head: str, kind: str, error: type[PrivgateError]
+) -> None:
+    """Refuse a top-level module that is not the project's own: the standard library, privgate, an installed package
+    (found in the project's folders or not), or one missing there."""
     where = clip(", ".join(str(d) for d in dirs), 300)
     if top in sys.stdlib_module_names or top in sys.builtin_module_names:
         if importlib.machinery.PathFinder.find_spec(top, [str(d) for d in dirs]) is not None:
@@ -121,7 +107,6 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
         )
     if top in OWN_PACKAGES:
         raise error(f"{head}: '{top}' is privgate itself; a {kind} must be defined in your project ({where}).")
-    installed = _installed_roots()
     found = importlib.machinery.PathFinder.find_spec(top, [str(d) for d in dirs])
     origin = _origin(found)
     if found is None or (origin is not None and _inside(origin, installed)):
@@ -137,6 +122,12 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
         raise error(
             f"{head}: your module '{top}' has the name of an installed package that is already in use; rename it."
         )
+
+
+def _import_from(mod_name: str, dirs: list[Path], installed: list[Path], head: str, error: type[PrivgateError]) -> Any:
+    """Import ``mod_name`` with the project's folders first on ``sys.path`` (for this import only); the module must
+    come from them."""
+    top = mod_name.split(".")[0]
     _evict_if_elsewhere(top, dirs)
     added = [str(d) for d in dirs if str(d) not in sys.path]
     sys.path[:0] = added
@@ -154,9 +145,16 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
                 sys.path.remove(d)
     file = _module_file(module)
     if file is None or not _inside(file, dirs) or _inside(file, installed):
+        where = clip(", ".join(str(d) for d in dirs), 300)
         raise error(
             f"{head}: module '{mod_name}' was imported from {file or 'no file'}, outside your project ({where})."
         )
+    return module
+
+
+def _attribute(module: Any, mod_name: str, attr: str, head: str, kind: str, error: type[PrivgateError]) -> Any:
+    """``module.attr`` (dotted); no dunder on the way, and a callable must be defined in the project's module."""
+    top = mod_name.split(".")[0]
     obj: Any = module
     for part in attr.split("."):
         if part.startswith("__") and part.endswith("__"):
@@ -174,6 +172,30 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
                 f"not in your project's '{mod_name}'; privgate calls only functions defined in your project."
             )
     return obj
+
+
+def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[PrivgateError]) -> Any:
+    """Import ``module:attr`` from the user's project; see the module docstring for what is refused.
+
+    Args:
+        spec: ``module:attr``, the attribute possibly dotted.
+        search_dirs: the project's folders, searched in order.
+        kind: what the entry point is, for messages (``"recipe"``, ``"data factory"``).
+        error: the :class:`PrivgateError` subclass to raise.
+
+    Returns:
+        The attribute; when it is callable, it is defined in the user's project.
+    """
+    head = f"{kind} {clip(repr(spec), 200)}"
+    if not _SPEC.match(spec):
+        example = "recipe:RECIPE" if kind == "recipe" else "data:members"
+        raise error(f"{head}: expected 'module:attribute' (e.g. '{example}').")
+    mod_name, _, attr = spec.partition(":")
+    dirs = list(dict.fromkeys(Path(d).resolve() for d in search_dirs))
+    installed = _installed_roots()
+    _refuse_not_in_project(mod_name.split(".")[0], dirs, installed, head, kind, error)
+    module = _import_from(mod_name, dirs, installed, head, error)
+    return _attribute(module, mod_name, attr, head, kind, error)
 
 
 def load_recipe(spec: str | Any, search_dirs: list[Path] | None = None) -> Recipe:

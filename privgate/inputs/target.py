@@ -111,6 +111,15 @@ class Target:
     # ------------------------------------------------------------------ capabilities
 
     @property
+    def kind(self) -> str:
+        """What kind of model this is, decided when it was loaded: ``tabular`` (a classifier on rows of features);
+        ``sklearn`` (a fitted scikit-learn classifier, :class:`~privgate.inputs.targets.sklearn.SklearnModel`:
+        its own recipe, its trees, tables with text columns); a Hugging Face folder is a ``causal_lm`` or a
+        ``sequence_classifier`` (:class:`~privgate.inputs.targets.hf_target.HFTarget`). The gate audits a target
+        by its kind (:mod:`privgate.attacks.contexts`)."""
+        return self.model.target_kind if isinstance(self.model, BlackBox) else "tabular"
+
+    @property
     def module(self) -> nn.Module | None:
         """The torch module (white-box access), or ``None`` for non-torch estimators."""
         return self.model if isinstance(self.model, nn.Module) else None

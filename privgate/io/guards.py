@@ -124,55 +124,6 @@ def is_factory(spec: str, base: Path) -> bool:
     return ":" in spec and not any(c.exists() for c in candidates) and p.suffix.lower() not in (".npz", ".pt", ".csv")
 
 
-def audit_inputs(
-    *,
-    model: str | None,
-    policy: str | None,
-    data: dict[str, str | None],
-    recipe: str | None,
-    config: Path | None,
-    base: Path,
-) -> list[Named]:
-    """Every file an audit reads, as the loaders will find them.
-
-    Args:
-        model: the checkpoint path.
-        policy: a built-in policy name or a policy file.
-        data: ``{"members": spec, ...}``: files (relative to the working
-            directory or to ``base``, as :func:`privgate.inputs.data.load_dataset`
-            resolves them) or ``module:function`` factories.
-        recipe: ``module:attr``, or a language model's recipe file (``.yaml``).
-        config: the config file in use, if any.
-        base: the config's folder (the working directory without one); module
-            specs are searched there first, then in the working directory.
-    """
-    from privgate.policy import builtin_policies
-
-    dirs = [base, Path.cwd()]
-    found: list[Named | None] = []
-    if model and not model.strip().lower().startswith(("http://", "https://")):  # an endpoint is no file
-        found.append(Named(Path(model), "the model"))
-    if policy:
-        builtin = builtin_policies().get(policy) if not Path(policy).suffix else None
-        found.append(Named(builtin or Path(policy), "the policy"))
-    for role, spec in data.items():
-        if not spec:
-            continue
-        p = Path(spec)
-        candidates = [p] if p.is_absolute() else [p, base / p]
-        if is_factory(spec, base):
-            found.append(spec_file(spec, f"the {role} data factory", dirs))
-        else:
-            found += [Named(c, f"the {role} data") for c in candidates]
-    if recipe and Path(recipe).suffix in (".yaml", ".yml"):  # a language-model recipe file (privgate.lm.recipe)
-        found.append(Named(Path(recipe), "the recipe"))
-    elif recipe:
-        found.append(spec_file(recipe, "the recipe", dirs))
-    if config:
-        found.append(Named(Path(config), "the config file"))
-    return [n for n in found if n is not None]
-
-
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISCHR, "a character device"),
@@ -227,7 +178,7 @@ def link_target(path: str | Path) -> str | None:
         target = os.readlink(path)
     except (OSError, ValueError):
         return None
-    from privgate.report.safe import clean
+    from privgate.plaintext import clean
 
     return clean(target, newlines=False, most=200)
 
@@ -397,7 +348,6 @@ def refuse_imported(outputs: Iterable[Named]) -> None:
 
 __all__ = [
     "Named",
-    "audit_inputs",
     "check_outputs",
     "inside",
     "is_factory",

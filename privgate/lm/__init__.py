@@ -1,14 +1,18 @@
-"""Language models: Hugging Face causal LMs and text classifiers as targets of ``privgate check``.
+"""Language models: only what is specific to them; the door, the gate, the ε search and the DP runner are shared.
 
-:mod:`privgate.lm.loading` reads a ``save_pretrained`` directory (or a PEFT
-adapter on its base), :mod:`privgate.lm.text` the records of text,
-:mod:`privgate.lm.scoring` scores them token by token in one batched pass,
-:mod:`privgate.lm.attacks` turns those numbers into membership scores and
-:mod:`privgate.lm.gate` decides a policy on them. The leaks of a language
-model of their own — canary exposure (:mod:`privgate.lm.exposure`, canaries in
-:mod:`privgate.lm.canaries`, candidates scored by
-:mod:`privgate.lm.continuations`), verbatim extraction
-(:mod:`privgate.lm.extraction`) — and the distribution-shift guard
-(:mod:`privgate.lm.shift`) are pure functions the gate calls. Importing this
-package imports neither torch nor transformers.
+A Hugging Face folder is read at the door (:mod:`privgate.inputs.targets.hf`,
+text records :mod:`privgate.inputs.text`) into a target of kind ``causal_lm``
+or ``sequence_classifier``. For a causal language model,
+:mod:`privgate.lm.scoring` scores every record token by token in one batched
+pass, the gate's causal-LM kind (:mod:`privgate.lm.audit`) shares those numbers
+with :mod:`privgate.lm.attacks`, which turn them into membership scores, and
+runs the distribution-shift guard (:mod:`privgate.lm.shift`) as its diagnostic;
+a sequence classifier is audited by the black-box family
+(:mod:`privgate.lm.classifier`). The leaks of a language model of their own —
+canary exposure (:mod:`privgate.lm.canary_exposure`, candidates scored by
+:mod:`privgate.lm.continuations`) and verbatim extraction
+(:mod:`privgate.lm.extraction`) — are measurements the gate runs as attacks.
+Hardening is DP fine-tuning from the public base (:mod:`privgate.lm.finetune`,
+:mod:`privgate.lm.harden`) through the one ε search (:mod:`privgate.dp.remediate`).
+Importing this package imports neither torch nor transformers.
 """

@@ -1,10 +1,11 @@
-"""A Hugging Face sequence classifier as a black-box target: ``predict_proba`` over records of text.
+"""The sequence-classifier kind: a Hugging Face classifier audited as a black box over records of text.
 
-The classifier (``…ForSequenceClassification``) is wrapped as an estimator
-whose rows are text records (an object array of shape ``[n, 1]``), so the
-existing black-box family — loss, confidence, entropy, modified entropy,
-correctness, the learned attack — runs on its logits through the ordinary gate
-(:func:`privgate.gate.check_model`) with the same statistics. Attacks that perturb or
+The classifier (``…ForSequenceClassification``) is an estimator whose rows are
+text records (:class:`privgate.inputs.targets.hf_classifier.TextClassifier`,
+an object array of shape ``[n, 1]``), so the existing black-box family — loss,
+confidence, entropy, modified entropy, correctness, the learned attack — runs
+on its logits through the tabular kind (:mod:`privgate.attacks.contexts.tabular`)
+with the same statistics. Attacks that perturb or
 learn from numeric features (label-only noise, the tabular blind baseline) do
 not apply to text and are reported as not run; white-box attacks are not
 offered (the target exposes no torch module).
@@ -16,52 +17,19 @@ from typing import Any
 
 import numpy as np
 
-from privgate.lm.loading import LoadedLM
-from privgate.lm.text import TextAudit
+from privgate.attacks.contexts.tabular import TabularAudit
+from privgate.device import placed
+from privgate.inputs.data import AuditData, Dataset
+from privgate.inputs.text import TextAudit, shorten
 from privgate.options import RunOptions
 from privgate.policy import Policy
-from privgate.report.model import Report
+from privgate.report.model import AttackSummary
 
 #: Attacks of a classifier policy that need numeric features (or weights): not run on a text classifier.
 NOT_ON_TEXT = {
     "label_only": "'label_only' perturbs numeric inputs with noise; text records cannot be perturbed that way",
     "blind": "the blind baseline learns from numeric features; text records have none",
 }
-
-
-class TextClassifier:
-    """``predict_proba`` / ``predict_log_proba`` of a sequence classifier on ``[n, 1]`` object arrays of text.
-
-    The records are tokenised onto the device the model is on at the call (:func:`privgate.device.device_of`).
-    """
-
-    def __init__(self, lm: LoadedLM, batch_size: int = 32) -> None:
-        self.lm, self.batch_size = lm, batch_size
-        self.classes_ = np.arange(int(lm.model.config.num_labels))
-
-    def predict_log_proba(self, x: np.ndarray) -> np.ndarray:
-        import torch
-
-        from privgate.device import device_of
-
-        device = device_of(self.lm.model)
-        texts = [str(t) for t in np.asarray(x, dtype=object).reshape(len(x), -1)[:, 0]]
-        out = []
-        with torch.inference_mode():
-            for i in range(0, len(texts), self.batch_size):
-                enc = self.lm.tokenizer(
-                    texts[i : i + self.batch_size],
-                    return_tensors="pt",
-                    padding=True,
-                    truncation=True,
-                    max_length=self.lm.context,
-                ).to(device)
-                logits = self.lm.model(**enc).logits.double()
-                out.append(torch.log_softmax(logits, -1).cpu().numpy())
-        return np.concatenate(out) if out else np.zeros((0, len(self.classes_)))
-
-    def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        return np.exp(self.predict_log_proba(x))
 
 
 def _text_policy(policy: Policy) -> Policy:
@@ -74,35 +42,47 @@ def _text_policy(policy: Policy) -> Policy:
     return out
 
 
-def audit_classifier(lm: LoadedLM, data: TextAudit, policy: Policy, *, options: RunOptions, batch_size: int) -> Report:
-    """Audit a text classifier with the black-box family of ``policy`` (module docstring).
+class ClassifierAudit(TabularAudit):
+    """An audit of a sequence classifier: the tabular kind over ``[n, 1]`` rows of text (module docstring).
 
-    The classifier runs on the run's device and is put back where it was afterwards.
+    Args:
+        target: an :class:`~privgate.inputs.targets.hf_target.HFTarget` of kind ``sequence_classifier``; the
+            classifier runs on the run's device and goes back where it was.
+        data: the :class:`~privgate.inputs.text.TextAudit` (labelled records).
+        policy: the policy as written; recipe: unused (reference models of a text classifier are not trained).
     """
-    from privgate.device import placed
-    from privgate.gate import check_model
-    from privgate.inputs.data import AuditData, Dataset
-    from privgate.inputs.target import Target
 
-    def rows(s: Any) -> Dataset:
-        return Dataset(np.asarray(s.texts, dtype=object).reshape(-1, 1), np.asarray(s.labels), s.source)
+    def __init__(self, target: Any, data: TextAudit, policy: Policy, recipe: Any, run: RunOptions) -> None:
+        self.texts, self.written = data, policy
+        self._placed = placed(target.lm.model, run.device)
+        self._placed.__enter__()
+        try:
+            rows = AuditData(_rows(data.members), _rows(data.nonmembers), seed=run.seed)
+            super().__init__(target, rows, _text_policy(policy), None, run)
+        except BaseException:
+            self._placed.__exit__(None, None, None)
+            raise
 
-    options = options.resolved()
-    target = Target(TextClassifier(lm, batch_size), lm.source, "huggingface", lm.sha256)
-    target.extra.update({"kind": lm.kind, "context": lm.context, **lm.extra})
-    audit_data = AuditData(rows(data.members), rows(data.nonmembers), seed=options.seed)
-    with placed(lm.model, options.device):
-        report = check_model(target, audit_data, _text_policy(policy), options=options)
-    skipped = [f"{why}: not run" for n, why in NOT_ON_TEXT.items() if n in policy.attacks_to_run()]
-    exposed = report.exposed
-    if exposed:  # the exposed members shown as their text (as for causal language models)
-        from privgate.lm.gate import shorten
+    def __exit__(self, *exc: object) -> None:
+        self._placed.__exit__(None, None, None)
 
-        exposed = {**exposed, "records": [dict(r) for r in exposed["records"]]}
-        for rec in exposed["records"]:
-            rec["text"] = shorten(data.members.texts[rec["member_index"]])
-    update = {"warnings": [*report.warnings, *skipped], "data": data.describe(), "exposed": exposed}
-    return report.model_copy(update=update)
+    def exposed(self, section: dict[str, Any], run: RunOptions) -> dict[str, Any]:
+        """The exposed members shown as their text (as for causal language models)."""
+        section = super().exposed(section, run)
+        for rec in section["records"]:
+            rec["text"] = shorten(self.texts.members.texts[rec["member_index"]])
+        return section
+
+    def data_facts(self) -> dict[str, Any]:
+        return self.texts.describe()
+
+    def warnings(self, ran: dict[str, Any], summaries: list[AttackSummary]) -> list[str]:
+        skipped = [f"{why}: not run" for n, why in NOT_ON_TEXT.items() if n in self.written.attacks_to_run()]
+        return [*super().warnings(ran, summaries), *skipped]
 
 
-__all__ = ["NOT_ON_TEXT", "TextClassifier", "audit_classifier"]
+def _rows(s: Any) -> Dataset:
+    return Dataset(np.asarray(s.texts, dtype=object).reshape(-1, 1), np.asarray(s.labels), s.source)
+
+
+__all__ = ["NOT_ON_TEXT", "ClassifierAudit"]

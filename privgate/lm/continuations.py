@@ -1,6 +1,6 @@
 """Scoring many continuations of one shared context with a causal LM: the context's key/value cache, reused.
 
-The machinery behind canary exposure (:mod:`privgate.lm.exposure`; Carlini et
+The machinery behind canary exposure (:mod:`privgate.lm.canary_exposure`; Carlini et
 al. 2019, "The Secret Sharer", arXiv 1802.08232, §4): every candidate secret
 continues the same prefix, so the prefix runs through the model once and its
 key/value cache is repeated over a batch of candidates; a candidate then costs

@@ -10,7 +10,7 @@ Min-K%++ and their learned combination), the checks stay as written (their
 reported as skipped with the reason:
 
 * the blind baseline becomes the distribution-shift guard, which the
-  language-model gate always runs (:mod:`privgate.lm.gate`);
+  language-model audit always runs as its diagnostic (:mod:`privgate.lm.audit`);
 * LiRA and RMIA become their language-model versions ``lm_lira`` and
   ``lm_rmia`` (:mod:`privgate.lm.attacks.lira`) when a language-model recipe is
   given (``--recipe recipe.yaml``): privgate fine-tunes their reference models

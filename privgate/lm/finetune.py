@@ -45,12 +45,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch import nn
 
-from privgate.dp.noise import draw_noise_on_cpu
-from privgate.dp.train import DPSettings, DPTraining
+from privgate.dp.opacus_runner import DPSettings, DPTraining, make_private
 from privgate.errors import RecipeError
-from privgate.lm.recipe import LMRecipe
+from privgate.inputs.lm_recipe import LMRecipe
+from privgate.lm.batches import RecordUnits, encode, loss_for, targets, trim
 from privgate.training.dropout import seeded_dropout
 from privgate.training.plan import dropout_seed
 from privgate.training.rng import seed_global
@@ -107,46 +106,12 @@ class FineTuneStats:
         return out
 
 
-class SequenceLoss(nn.Module):
-    """Per-record next-token loss: the mean over a record's tokens; ``reduction`` over records (Opacus' slot).
-
-    ``labels`` are the input ids with padding set to −100; the loss at position
-    t predicts token t + 1.
-    """
-
-    def __init__(self, reduction: str = "mean") -> None:
-        super().__init__()
-        self.reduction = reduction
-
-    def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        pred, gold = logits[:, :-1].float(), labels[:, 1:]
-        tok = nn.functional.cross_entropy(pred.transpose(1, 2), gold.clamp_min(0), reduction="none")
-        keep = (gold != -100).to(tok.dtype)
-        per_record = (tok * keep).sum(1) / keep.sum(1).clamp_min(1.0)
-        if self.reduction == "none":
-            return per_record
-        return per_record.sum() if self.reduction == "sum" else per_record.mean()
-
-
 def load_base(recipe: LMRecipe) -> tuple[Any, Any]:
     """(model, tokenizer) of the recipe's public base model, read locally (a pad token set if missing)."""
-    from privgate.lm.loading import load_model_dir
+    from privgate.inputs.targets.hf import load_model_dir
 
     lm = load_model_dir(recipe.base)
     return lm.model, lm.tokenizer
-
-
-def encode(tokenizer: Any, texts: Sequence[str], max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input ids, attention mask) of ``texts``, each truncated to ``max_length`` tokens, padded to the longest."""
-    ids = tokenizer(list(texts), truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
-    width = max(len(i) for i in ids)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    x = torch.full((len(ids), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(ids), width), dtype=torch.long)
-    for r, row in enumerate(ids):
-        x[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-        mask[r, : len(row)] = 1
-    return x, mask
 
 
 def _trainable(recipe: LMRecipe, model: Any, classifier: bool = False) -> Any:
@@ -184,12 +149,6 @@ def grad_sample_mode(recipe: LMRecipe, model: Any) -> str:
         return "hooks"
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
     return "hooks" if tied else "ghost"
-
-
-def _trim(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch cut to its longest record (padding columns every record has cost time, change nothing)."""
-    width = int(mask.sum(1).max().item()) if len(mask) else 1
-    return x[:, : max(width, 2)].contiguous(), mask[:, : max(width, 2)].contiguous()  # ghost clipping views ids
 
 
 #: Fields of a ``transformers`` config whose dropout a model draws without an ``nn.Dropout`` layer.
@@ -267,27 +226,28 @@ def finetune(
         model.to(dev)
         params = [p for p in model.parameters() if p.requires_grad]
         n_params = sum(p.numel() for p in params)
-        optimizer = torch.optim.AdamW(params, lr=recipe.learning_rate, weight_decay=recipe.weight_decay)
+        optimizer = torch.optim.AdamW(
+            params,
+            lr=recipe.learning_rate,
+            weight_decay=recipe.weight_decay,
+            betas=(recipe.adam_beta1, recipe.adam_beta2),
+            eps=recipe.adam_epsilon,
+        )
         with seeded_dropout(model, torch.Generator().manual_seed(dropout_seed(seed))):
             if dp is None:
                 steps, loss, seconds = _plain(recipe, model, optimizer, x, mask, y, seed, dev)
                 stats = FineTuneStats(recipe.mode, len(texts), recipe.epochs, steps, n_params, seconds, loss)
-            elif users is not None:
-                from privgate.lm.userlevel import private_by_user
-
-                if len(users) != len(texts):
-                    raise RecipeError(f"{recipe.source}: {len(users)} users for {len(texts)} records.")
-                stats = private_by_user(recipe, model, optimizer, x, mask, y, users, seed, dev, dp, n_params)
             else:
-                stats = _private(recipe, model, optimizer, x, mask, y, seed, dev, dp, n_params)
+                units = RecordUnits(x, mask, y, dev) if users is None else _by_user(recipe, users, x, mask, y, dev)
+                stats = _private(recipe, model, optimizer, units, seed, dp, n_params)
+                if recipe.max_grad_norm is not None:
+                    stats.notes.append(
+                        f"the recipe's max_grad_norm {recipe.max_grad_norm:g} is not applied under DP-SGD: each "
+                        f"{units.unit}'s gradient is clipped to C = {dp.settings.max_grad_norm:g} instead"
+                    )
     stats.notes += device_draws(model)
     model.to("cpu")
     return _finish(recipe, model, merge), tokenizer, stats
-
-
-def _target(xb: torch.Tensor, mb: torch.Tensor, yb: torch.Tensor | None) -> torch.Tensor:
-    """What the loss compares the logits with: the class (classifier) or the next tokens, padding −100."""
-    return yb if yb is not None else xb.masked_fill(mb == 0, -100)
 
 
 def _plain(
@@ -300,10 +260,18 @@ def _plain(
     seed: int,
     dev: torch.device,
 ) -> tuple[int, float, float]:
-    """Shuffled batches of ``recipe.batch_size``, AdamW on the mean per-record loss: (steps, last loss, seconds)."""
-    loss_fn = SequenceLoss() if y is None else nn.CrossEntropyLoss()
+    """Shuffled batches of ``recipe.step_batch``, AdamW on the mean per-record loss: (steps, last loss, seconds).
+
+    A step's batch is run in physical batches of ``recipe.batch_size`` (gradient accumulation, each part's loss
+    weighted by its share of the records); the learning rate follows the recipe's schedule
+    (:func:`scheduler`) and the batch gradient is clipped to ``recipe.max_grad_norm`` where it is set.
+    """
+    loss_fn = loss_for(y)
     g = torch.Generator().manual_seed(int(seed))
-    n, b = len(x), min(recipe.batch_size, len(x))
+    n, b = len(x), min(recipe.step_batch, len(x))
+    part = min(recipe.batch_size, b)
+    schedule = scheduler(recipe, optimizer, recipe.epochs * math.ceil(n / b))
+    params = [p for group in optimizer.param_groups for p in group["params"]]
     steps, losses, t0 = 0, [], time.perf_counter()
     model.train()
     for _ in range(recipe.epochs):
@@ -311,123 +279,82 @@ def _plain(
         order = torch.randperm(n, generator=g)
         for start in range(0, n, b):
             idx = order[start : start + b]
-            xb, mb = _trim(x[idx], mask[idx])
-            xb, mb = xb.to(dev), mb.to(dev)
-            yb = None if y is None else y[idx].to(dev)
-            loss = loss_fn(model(input_ids=xb, attention_mask=mb).logits, _target(xb, mb, yb))
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            total = 0.0
+            for lo in range(0, len(idx), part):
+                sub = idx[lo : lo + part]
+                xb, mb = trim(x[sub], mask[sub])
+                xb, mb = xb.to(dev), mb.to(dev)
+                yb = None if y is None else y[sub].to(dev)
+                loss = loss_fn(model(input_ids=xb, attention_mask=mb).logits, targets(xb, mb, yb))
+                if len(sub) < len(idx):
+                    loss = loss * (len(sub) / len(idx))
+                loss.backward()
+                total += float(loss.detach())
+            if recipe.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(params, recipe.max_grad_norm)
             optimizer.step()
-            losses.append(float(loss.detach()))
+            if schedule is not None:
+                schedule.step()
+            losses.append(total)
             steps += 1
     model.eval()
     return steps, float(sum(losses) / max(len(losses), 1)), time.perf_counter() - t0
 
 
-def _private(
-    recipe: LMRecipe,
-    model: Any,
-    optimizer: Any,
-    x: torch.Tensor,
-    mask: torch.Tensor,
-    y: torch.Tensor | None,
-    seed: int,
-    dev: torch.device,
-    dp: DPFineTune,
-    n_params: int,
-) -> FineTuneStats:
-    """DP-SGD with Opacus: Poisson batches, per-record clipping, Gaussian noise σ·C (module docstring)."""
-    from opacus import PrivacyEngine
-    from opacus.utils.batch_memory_manager import BatchMemoryManager
+def scheduler(recipe: LMRecipe, optimizer: Any, total_steps: int) -> Any:
+    """The recipe's learning-rate schedule over ``total_steps`` optimiser steps, as the ``Trainer`` builds it
+    (``transformers.get_scheduler``; warm-up steps = ``warmup_steps``, else ⌈``warmup_ratio`` × steps⌉);
+    ``None`` for a constant rate without warm-up (the default: the optimiser alone, as before)."""
+    if recipe.lr_scheduler_type == "constant":
+        return None
+    from transformers import get_scheduler
 
-    from privgate.dp.accounting import Run, compose
+    warmup = recipe.warmup_steps or math.ceil(recipe.warmup_ratio * total_steps)
+    return get_scheduler(
+        recipe.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max(total_steps, 1)
+    )
 
+
+def _by_user(recipe: LMRecipe, users: Sequence[str], x: Any, mask: Any, y: Any, dev: torch.device) -> Any:
+    """Each user one unit of privacy (:mod:`privgate.lm.userlevel`)."""
+    from privgate.lm.userlevel import UserUnits
+
+    if len(users) != len(x):
+        raise RecipeError(f"{recipe.source}: {len(users)} users for {len(x)} records.")
+    return UserUnits(users, x, mask, y, dev)
+
+
+def _private(recipe: LMRecipe, model: Any, optimizer: Any, units: Any, seed: int, dp: DPFineTune, n_params: int):
+    """DP-SGD with Opacus over ``units`` (records or users): Poisson batches, per-unit clipping, noise σ·C.
+
+    Records are split into physical batches of ``recipe.max_physical_batch_size``; a step's users run in one
+    pass, their records' gradients summed per user (module docstring).
+    """
     s = dp.settings
-    mode = grad_sample_mode(recipe, model)
-    loss_fn: nn.Module = SequenceLoss() if y is None else nn.CrossEntropyLoss()
-    n = len(x)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(x, mask, y if y is not None else torch.zeros(len(x), dtype=torch.long)),
-        batch_size=min(s.batch_size, n),
-        generator=torch.Generator().manual_seed(int(seed)),
-    )
-    noise_gen = torch.Generator().manual_seed(int(seed) + 0x5EED)  # on the CPU: privgate.dp.noise
-    model.train()  # Opacus validates a module in training mode
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "secure RNG turned off": stated in the DP statement's caveats
-        engine = PrivacyEngine(accountant="rdp" if s.accountant == "rdp" else "prv")
-        wrapped = engine.make_private(
-            module=model,
-            optimizer=optimizer,
-            data_loader=loader,
-            criterion=loss_fn,
-            noise_multiplier=float(dp.noise_multiplier),
-            max_grad_norm=s.max_grad_norm,
-            poisson_sampling=True,
-            noise_generator=noise_gen,
-            grad_sample_mode=mode,
-        )
-    if len(wrapped) == 4:  # ghost clipping wraps the loss too
-        module, dp_opt, criterion, dp_loader = wrapped
-    else:
-        (module, dp_opt, dp_loader), criterion = wrapped, loss_fn
-    draw_noise_on_cpu(dp_opt, noise_gen)
-    q = float(dp_loader.sample_rate)
-    if dp.instrument is not None:
-        dp.instrument(dp_opt, q)
-    t0 = time.perf_counter()
-    losses: list[float] = []
-    module.train()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Full backward hook is firing")
-        warnings.filterwarnings("ignore", message=".*Using a non-full backward hook.*")
-        for _ in range(s.epochs):
-            losses = []
-            with BatchMemoryManager(
-                data_loader=dp_loader,
-                max_physical_batch_size=recipe.max_physical_batch_size,
-                optimizer=dp_opt,
-            ) as batches:
-                for xb, mb, yb in batches:
-                    if len(xb):
-                        xb, mb = _trim(xb, mb)
-                    xb, mb = xb.to(dev), mb.to(dev)
-                    dp_opt.zero_grad(set_to_none=True)
-                    logits = module(input_ids=xb, attention_mask=mb).logits
-                    loss = criterion(logits, _target(xb, mb, None if y is None else yb.to(dev)))
-                    loss.backward()
-                    dp_opt.step()
-                    losses.append(float(loss.detach()) if len(xb) else math.nan)
-    seconds = time.perf_counter() - t0
-    module.eval()
-    history = list(engine.accountant.history)
-    steps = int(sum(h[2] for h in history))
-    sigma = float(dp_opt.noise_multiplier)
-    eps, used, note = math.inf, "none (σ = 0)", None
-    if sigma > 0:
-        comp = compose([Run(sigma, q, steps)], s.delta, s.accountant)
-        eps, used, note = comp.epsilon, comp.accountant, comp.note
-    record = DPTraining(
-        target_epsilon=dp.target_epsilon,
-        epsilon=eps,
-        delta=s.delta,
-        noise_multiplier=sigma,
-        max_grad_norm=s.max_grad_norm,
-        sample_rate=q,
-        steps=steps,
-        epochs=s.epochs,
-        batch_size=min(s.batch_size, n),
-        accountant=used,
-        n_train=n,
-        seconds=seconds,
-        accountant_note=note,
-        grad_sample_mode=mode,
-    )
-    module._close() if hasattr(module, "_close") else None  # remove Opacus' hooks from the wrapped model
+    by_user = units.unit == "user"
+    mode = "hooks" if by_user else grad_sample_mode(recipe, model)
+    run = make_private(
+        model, optimizer, units.dataset, settings=s, seed=seed, batch_size=min(s.batch_size, units.n),
+        criterion=loss_for(units.y), grad_sample_mode=mode, noise_multiplier=dp.noise_multiplier,
+        instrument=dp.instrument,
+    )  # fmt: skip
+    schedule = scheduler(recipe, run.optimizer, s.epochs * len(run.loader))  # post-processing: no privacy cost
+    physical = None if by_user else recipe.max_physical_batch_size
+    losses = run.train(units.step, s.epochs, physical, on_step=None if schedule is None else schedule.step)
+    record = run.record(
+        s, n_units=units.n, batch_size=min(s.batch_size, units.n), accounting="compose",
+        target_epsilon=dp.target_epsilon, grad_sample_mode="hooks (per-user sums)" if by_user else mode,
+    )  # fmt: skip
+    run.close()
     finite = [v for v in losses if math.isfinite(v)]
-    return FineTuneStats(
-        recipe.mode, n, s.epochs, steps, n_params, seconds, sum(finite) / max(len(finite), 1), mode, record
-    )
+    stats = FineTuneStats(
+        recipe.mode, len(units.x), s.epochs, record.steps, n_params, record.seconds,
+        sum(finite) / max(len(finite), 1), mode, record,
+    )  # fmt: skip
+    if by_user:
+        stats.notes.append(f"user-level DP: {units.n} users, {len(units.x)} records; q over users")
+    return stats
 
 
 def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: int) -> float:
@@ -442,4 +369,12 @@ def perplexity(model: Any, tokenizer: Any, texts: Sequence[str], *, max_length: 
     return float(math.exp(-total / max(s.tokens, 1)))
 
 
-__all__ = ["DPFineTune", "FineTuneStats", "SequenceLoss", "encode", "finetune", "load_base", "perplexity"]
+__all__ = [
+    "DPFineTune",
+    "FineTuneStats",
+    "finetune",
+    "grad_sample_mode",
+    "load_base",
+    "perplexity",
+    "scheduler",
+]

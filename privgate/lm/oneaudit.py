@@ -29,8 +29,8 @@ import numpy as np
 
 from privgate.audits.one_run_bound import audit_bound, max_provable_from_canaries
 from privgate.dp.train import DPSettings
+from privgate.inputs.lm_recipe import LMRecipe
 from privgate.lm.finetune import DPFineTune, finetune
-from privgate.lm.recipe import LMRecipe
 from privgate.options import RunOptions
 from privgate.training.threads import limit_threads
 
@@ -109,8 +109,8 @@ def audit_lm_recipe(recipe: LMRecipe, texts_file: str, claim: Any, run: RunOptio
 
     from privgate.audits.dpsgd import DpsgdSettings, one_run_report
     from privgate.errors import PrivgateError
+    from privgate.inputs.text import load_texts
     from privgate.lm.finetune import load_base
-    from privgate.lm.text import load_texts
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()

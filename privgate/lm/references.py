@@ -1,7 +1,7 @@
 """Reference language models privgate fine-tunes itself, from a recipe, on population text (LiRA, RMIA).
 
 A reference model is the target's training run repeated on other data: the
-recipe's public base model (:class:`privgate.lm.recipe.LMRecipe`) fine-tuned,
+recipe's public base model (:class:`privgate.inputs.lm_recipe.LMRecipe`) fine-tuned,
 with LoRA or on all weights (:func:`privgate.lm.finetune.finetune`), on
 population text — records of the audit's distribution that are neither members
 nor non-members (``--population FILE``). The design follows the offline setting
@@ -35,6 +35,7 @@ save time, never change a verdict.
 from __future__ import annotations
 
 import hashlib
+import json
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,7 +144,7 @@ def recipe_fingerprint(recipe: Any, base_digest: str) -> str:
     import torch
     import transformers
 
-    settings = recipe.model_dump_json(exclude={"base", "heldout", "source", "merge", "max_physical_batch_size"})
+    settings = json.dumps(recipe.training_settings(), separators=(",", ":"), ensure_ascii=False)
     versions = f"torch {torch.__version__}|transformers {transformers.__version__}|peft {peft.__version__}"
     text = f"lm-reference|{REFERENCE_VERSION}|{settings}|{base_digest}|{versions}"
     return hashlib.sha256(text.encode()).hexdigest()
@@ -160,7 +161,7 @@ class ReferenceFactory:
     Args:
         recipe: the language-model recipe (``None``: the attacks that need it are skipped, saying why).
         population: population records (``None``: likewise).
-        target: the audited :class:`privgate.lm.loading.LoadedLM`.
+        target: the audited :class:`privgate.inputs.targets.hf.LoadedLM`.
         texts: the pooled audit records in the order the attacks score them.
     """
 
@@ -222,7 +223,7 @@ class ReferenceFactory:
 
     def _load_base(self) -> Any:
         if self._base is None:
-            from privgate.lm.loading import directory_sha256, load_model_dir
+            from privgate.inputs.targets.hf import directory_sha256, load_model_dir
 
             base = load_model_dir(self.recipe.base)
             mine, theirs = self.target.tokenizer, base.tokenizer

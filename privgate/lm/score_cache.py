@@ -7,7 +7,7 @@ same way, so those numbers are stored in privgate's reference-model cache
 (:class:`privgate.training.cache.ModelCache`, ``--cache-dir``) under a key of
 
 * the model's content digest (the SHA-256 of its directory's files,
-  :func:`privgate.lm.loading.directory_sha256`, or of a fine-tune's recipe, base and data);
+  :func:`privgate.inputs.targets.hf.directory_sha256`, or of a fine-tune's recipe, base and data);
 * the token ids of every record, after truncation to the context (so the
   tokenizer and the records are both in the key);
 * how they are computed: whether μ/σ are computed (Min-K%++), the batch size, the

@@ -26,16 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from privgate.inputs.text import MAX_CHARS_PER_TOKEN, char_limit
+
 #: Records scored per forward pass by default.
 BATCH = 32
-#: A generous bound on the characters one token covers (English BPE averages about 4; long runs of spaces or
-#: dashes rarely reach 16): a record is cut to context × this many characters before it is tokenised.
-MAX_CHARS_PER_TOKEN = 32
-
-
-def char_limit(context: int) -> int:
-    """The most characters of a record worth tokenising for a model of ``context`` tokens."""
-    return context * MAX_CHARS_PER_TOKEN
 
 
 @dataclass(frozen=True)

@@ -23,57 +23,13 @@ batching), so memory grows with the records of a step's users.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-import time
-import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from privgate.errors import DataError
-
-
-def load_users(path: str | Path, field: str, role: str = "members", max_bytes: int | None = None) -> list[str]:
-    """The user of every record of a ``.jsonl``/``.csv`` text file (records in the order :func:`load_texts` reads).
-
-    Raises:
-        DataError: a ``.txt`` file (no columns), a file larger than ``max_bytes`` (default
-            :data:`privgate.lm.text.MAX_BYTES`), invalid JSON, or a record without the field, naming the file and line.
-    """
-    from privgate.lm.text import MAX_BYTES, _read, json_line
-
-    p = Path(path)
-    raw = _read(p, role, max_bytes or MAX_BYTES)
-    if p.suffix.lower() == ".jsonl":
-        users = []
-        for n, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            row = json_line(line, f"{p}, line {n}")
-            if not isinstance(row, dict) or row.get(field) is None or isinstance(row.get(field), (dict, list)):
-                raise DataError(f"{p}, line {n}: no user in field '{field}' (--user-field names each record's user).")
-            users.append(str(row[field]))
-        return users
-    if p.suffix.lower() == ".csv":
-        reader = csv.reader(io.StringIO(raw, newline=""))
-        header = next(reader, None) or []
-        if field not in header:
-            raise DataError(f"{p}: no column '{field}' for --user-field (columns: {', '.join(header)[:200]}).")
-        i = header.index(field)
-        users = []
-        for row in reader:
-            if not row:
-                continue
-            if not row[i].strip():
-                raise DataError(f"{p}, line {reader.line_num}: the user column '{field}' is empty.")
-            users.append(row[i])
-        return users
-    raise DataError(f"{p}: a {p.suffix or 'plain'} file has no user column; give .jsonl or .csv with --user-field.")
+from privgate.lm.batches import targets, trim
 
 
 def user_index(users: Sequence[str]) -> tuple[list[str], list[torch.Tensor]]:
@@ -94,83 +50,43 @@ def _sum_by_user(params: list[nn.Parameter], owner: torch.Tensor, n_users: int) 
         p.grad_sample = summed.index_add_(0, owner, gs)
 
 
-def private_by_user(
-    recipe: Any, model: Any, optimizer: Any, x: torch.Tensor, mask: torch.Tensor, y: torch.Tensor | None,
-    users: Sequence[str], seed: int, dev: torch.device, dp: Any, n_params: int,
-) -> Any:  # fmt: skip
-    """User-level DP-SGD with Opacus (module docstring); returns the fine-tune's stats with its DP record."""
-    from opacus import PrivacyEngine
+class UserUnits:
+    """Each user one unit of privacy (module docstring): Poisson over users, one clipped sum per user.
 
-    from privgate.dp.accounting import Run, compose
-    from privgate.dp.noise import draw_noise_on_cpu
-    from privgate.dp.train import DPTraining
-    from privgate.lm.finetune import FineTuneStats, SequenceLoss, _target, _trim
+    Args:
+        users: each record's user; x, mask: the encoded records; y: their classes (a classifier) or ``None``.
+        device: where the batches go.
+    """
 
-    s = dp.settings
-    names, rows = user_index(users)
-    n_users = len(names)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(torch.arange(n_users)),
-        batch_size=min(s.batch_size, n_users),
-        generator=torch.Generator().manual_seed(int(seed)),
-    )
-    loss_fn: nn.Module = SequenceLoss() if y is None else nn.CrossEntropyLoss()
-    noise_gen = torch.Generator().manual_seed(int(seed) + 0x5EED)  # on the CPU: privgate.dp.noise
-    model.train()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "secure RNG turned off": stated in the DP statement's caveats
-        engine = PrivacyEngine(accountant="rdp" if s.accountant == "rdp" else "prv")
-        module, dp_opt, dp_loader = engine.make_private(
-            module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=float(dp.noise_multiplier),
-            max_grad_norm=s.max_grad_norm, poisson_sampling=True, noise_generator=noise_gen, grad_sample_mode="hooks",
-        )  # fmt: skip
-    draw_noise_on_cpu(dp_opt, noise_gen)
-    q = float(dp_loader.sample_rate)
-    if dp.instrument is not None:
-        dp.instrument(dp_opt, q)
-    params = [p for p in module.parameters() if p.requires_grad]
-    t0, losses = time.perf_counter(), []
-    module.train()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*backward hook.*")
-        for _ in range(s.epochs):
-            losses = []
-            for (picked,) in dp_loader:
-                dp_opt.zero_grad(set_to_none=True)
-                if len(picked):
-                    owner = torch.cat([torch.full((len(rows[u]),), k) for k, u in enumerate(picked.tolist())])
-                    idx = torch.cat([rows[u] for u in picked.tolist()])
-                    xb, mb = _trim(x[idx], mask[idx])
-                    xb, mb = xb.to(dev), mb.to(dev)
-                    yb = None if y is None else y[idx].to(dev)
-                    loss = loss_fn(module(input_ids=xb, attention_mask=mb).logits, _target(xb, mb, yb))
-                    loss.backward()
-                    _sum_by_user(params, owner.to(dev), len(picked))
-                    losses.append(float(loss.detach()))
-                else:  # no user this step: the noise alone
-                    for p in params:
-                        p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
-                dp_opt.step()
-    seconds = time.perf_counter() - t0
-    module.eval()
-    steps = int(sum(h[2] for h in engine.accountant.history))
-    sigma = float(dp_opt.noise_multiplier)
-    eps, used, note = math.inf, "none (σ = 0)", None
-    if sigma > 0:
-        comp = compose([Run(sigma, q, steps)], s.delta, s.accountant)
-        eps, used, note = comp.epsilon, comp.accountant, comp.note
-    record = DPTraining(
-        target_epsilon=dp.target_epsilon, epsilon=eps, delta=s.delta, noise_multiplier=sigma,
-        max_grad_norm=s.max_grad_norm, sample_rate=q, steps=steps, epochs=s.epochs,
-        batch_size=min(s.batch_size, n_users), accountant=used, n_train=n_users, seconds=seconds,
-        accountant_note=note, grad_sample_mode="hooks (per-user sums)",
-    )  # fmt: skip
-    module._close() if hasattr(module, "_close") else None
-    stats = FineTuneStats(
-        recipe.mode, len(x), s.epochs, steps, n_params, seconds, sum(losses) / max(len(losses), 1), "hooks", record
-    )
-    stats.notes.append(f"user-level DP: {n_users} users, {len(x)} records; q over users")
-    return stats
+    unit = "user"
+
+    def __init__(
+        self, users: Sequence[str], x: torch.Tensor, mask: torch.Tensor, y: torch.Tensor | None, device: torch.device
+    ) -> None:
+        names, self.rows = user_index(users)
+        self.x, self.mask, self.y, self.device = x, mask, y, device
+        self.n = len(names)
+        self.dataset = torch.utils.data.TensorDataset(torch.arange(self.n))
+        self._params: list[nn.Parameter] | None = None
+
+    def step(self, module: Any, criterion: Any, batch: Any) -> float | None:
+        """The summed record gradients of a step's users; their loss (``None`` when no user was sampled)."""
+        if self._params is None:
+            self._params = [p for p in module.parameters() if p.requires_grad]
+        (picked,) = batch
+        if not len(picked):  # no user this step: the noise alone
+            for p in self._params:
+                p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
+            return None
+        owner = torch.cat([torch.full((len(self.rows[u]),), k) for k, u in enumerate(picked.tolist())])
+        idx = torch.cat([self.rows[u] for u in picked.tolist()])
+        xb, mb = trim(self.x[idx], self.mask[idx])
+        xb, mb = xb.to(self.device), mb.to(self.device)
+        yb = None if self.y is None else self.y[idx].to(self.device)
+        loss = criterion(module(input_ids=xb, attention_mask=mb).logits, targets(xb, mb, yb))
+        loss.backward()
+        _sum_by_user(self._params, owner.to(self.device), len(picked))
+        return float(loss.detach())
 
 
-__all__ = ["load_users", "private_by_user", "user_index"]
+__all__ = ["UserUnits", "user_index"]

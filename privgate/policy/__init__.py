@@ -15,7 +15,14 @@ accuracy an ε = ln 4 ≈ 1.39 guarantee would allow.
 
 from __future__ import annotations
 
-from privgate.policy.loading import POLICY_SUFFIXES, builtin_policies, load_policy, parse_policy, policy_json_schema
+from privgate.policy.loading import (
+    POLICY_SUFFIXES,
+    as_policy,
+    builtin_policies,
+    load_policy,
+    parse_policy,
+    policy_json_schema,
+)
 from privgate.policy.schema import (
     DEFAULT_ATTACKS,
     FEDERATED_METRICS,
@@ -47,6 +54,7 @@ __all__ = [
     "Sensitivity",
     "Serves",
     "Utility",
+    "as_policy",
     "builtin_policies",
     "load_policy",
     "parse_policy",

@@ -102,6 +102,11 @@ def load_policy(spec: str | Path) -> Policy:
     return policy
 
 
+def as_policy(policy: Policy | str | Path) -> Policy:
+    """A :class:`Policy` from a Policy, a built-in name or a policy file (:func:`load_policy`)."""
+    return policy if isinstance(policy, Policy) else load_policy(policy)
+
+
 def policy_json_schema() -> str:
     """JSON Schema of the policy format, for editors (yaml-language-server)."""
     schema = Policy.model_json_schema()
@@ -110,4 +115,12 @@ def policy_json_schema() -> str:
     return json.dumps(schema, indent=2)
 
 
-__all__ = ["POLICY_SUFFIXES", "builtin_policies", "load_extended", "load_policy", "parse_policy", "policy_json_schema"]
+__all__ = [
+    "POLICY_SUFFIXES",
+    "as_policy",
+    "builtin_policies",
+    "load_extended",
+    "load_policy",
+    "parse_policy",
+    "policy_json_schema",
+]

@@ -147,10 +147,10 @@ register_format(
 
 
 # the HTML pages of the claim audits and federations: their own figures
-register_job_writer("html", "audit-ldp", "privgate.audits.html:render_ldp_html")
-register_job_writer("html", "audit-dpsgd", "privgate.audits.html:render_dpsgd_html")
-register_job_writer("html", "fl-audit", "privgate.audits.federated.html:render_fl_html")
-register_job_writer("html", "fl-simulate", "privgate.audits.federated.html:render_fl_html")
+register_job_writer("html", "audit-ldp", "privgate.report.jobs.claims_html:render_ldp_html")
+register_job_writer("html", "audit-dpsgd", "privgate.report.jobs.claims_html:render_dpsgd_html")
+register_job_writer("html", "fl-audit", "privgate.report.jobs.federation_html:render_fl_html")
+register_job_writer("html", "fl-simulate", "privgate.report.jobs.federation_html:render_fl_html")
 
 _LAZY = {"AttackSummary", "BaseReport", "CheckResult", "Report"}
 

@@ -12,14 +12,13 @@ import colorsys
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from privgate.report.model import AttackSummary
+from privgate.report.numbers import is_finite_number, num
 from privgate.report.remediation import RemediationView
 from privgate.report.safe import html_text as escape
-from privgate.report.text import num
 
 #: Line colours: Tableau's 10, then 10 more (navy, maroon, dark green, goldenrod, magenta, black, slate blue,
 #: teal, yellow-green, dark slate grey) — 20 distinct colours, more than privgate has attacks.
@@ -100,6 +99,116 @@ def _tick_label(v: float, log: bool) -> str:
     return f"{v:g}"
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """A chart's plot area: where a value lands on the page (log axes clip values below the range to its end)."""
+
+    left: float
+    top: float
+    pw: float
+    ph: float
+    x_range: tuple[float, float]
+    y_range: tuple[float, float]
+    x_log: bool
+    y_log: bool
+
+    def px(self, v: float) -> float:
+        v = min(max(v, self.x_range[0]), self.x_range[1])
+        x0, x1 = (_scaled(r, self.x_log) for r in self.x_range)
+        return self.left + (_scaled(v, self.x_log) - x0) / (x1 - x0) * self.pw
+
+    def py(self, v: float) -> float:
+        v = min(max(v, self.y_range[0]), self.y_range[1])
+        y0, y1 = (_scaled(r, self.y_log) for r in self.y_range)
+        return self.top + self.ph - (_scaled(v, self.y_log) - y0) / (y1 - y0) * self.ph
+
+
+def _scaled(v: float, log: bool) -> float:
+    return math.log10(v) if log else v
+
+
+def _grid(f: _Frame, x_label: str, y_label: str, height: int) -> list[str]:
+    """Tick lines and labels on both axes, the plot's border and the axis labels."""
+    left, top, pw, ph = f.left, f.top, f.pw, f.ph
+    out = []
+    xt = _log_ticks(*f.x_range) if f.x_log else _linear_ticks(*f.x_range)
+    yt = _log_ticks(*f.y_range) if f.y_log else _linear_ticks(*f.y_range)
+    for t in xt:
+        if f.x_range[0] - 1e-12 <= t <= f.x_range[1] + 1e-12:
+            X = f.px(t)
+            out.append(f"<line x1='{X:.1f}' y1='{top}' x2='{X:.1f}' y2='{top + ph}' stroke='#e6e6e6'/>")
+            out.append(f"<text x='{X:.1f}' y='{top + ph + 16}' text-anchor='middle'>{_tick_label(t, f.x_log)}</text>")
+    for t in yt:
+        if f.y_range[0] - 1e-12 <= t <= f.y_range[1] + 1e-12:
+            Y = f.py(t)
+            out.append(f"<line x1='{left}' y1='{Y:.1f}' x2='{left + pw}' y2='{Y:.1f}' stroke='#e6e6e6'/>")
+            out.append(f"<text x='{left - 6}' y='{Y + 4:.1f}' text-anchor='end'>{_tick_label(t, f.y_log)}</text>")
+    out.append(f"<rect x='{left}' y='{top}' width='{pw}' height='{ph}' fill='none' stroke='#999'/>")
+    out.append(f"<text x='{left + pw / 2}' y='{height - 8}' text-anchor='middle'>{escape(x_label)}</text>")
+    out.append(
+        f"<text transform='translate(14,{top + ph / 2}) rotate(-90)' text-anchor='middle'>{escape(y_label)}</text>"
+    )
+    return out
+
+
+def _guides(
+    f: _Frame, diagonal: bool, vlines: Iterable[tuple[float, str]], hlines: Iterable[tuple[float, str]]
+) -> list[str]:
+    """The dashed diagonal (guessing, on a ROC) and labelled vertical and horizontal reference lines."""
+    left, top, pw, ph = f.left, f.top, f.pw, f.ph
+    out = []
+    if diagonal:
+        lo, hi = max(f.x_range[0], f.y_range[0]), min(f.x_range[1], f.y_range[1])
+        out.append(
+            f"<line x1='{f.px(lo):.1f}' y1='{f.py(lo):.1f}' x2='{f.px(hi):.1f}' y2='{f.py(hi):.1f}' stroke='#888' "
+            f"stroke-dasharray='4 4'/>"
+        )
+    for v, label in vlines:
+        X = f.px(v)
+        out.append(f"<line x1='{X:.1f}' y1='{top}' x2='{X:.1f}' y2='{top + ph}' stroke='#444' stroke-dasharray='2 3'/>")
+        out.append(f"<text x='{X + 4:.1f}' y='{top + 12}' fill='#444'>{escape(label)}</text>")
+    for v, label in hlines:
+        Y = f.py(v)
+        out.append(
+            f"<line x1='{left}' y1='{Y:.1f}' x2='{left + pw}' y2='{Y:.1f}' stroke='#444' stroke-dasharray='2 3'/>"
+        )
+        out.append(f"<text x='{left + pw - 4}' y='{Y - 4:.1f}' fill='#444' text-anchor='end'>{escape(label)}</text>")
+    return out
+
+
+def _curves(f: _Frame, series: list[Series]) -> list[str]:
+    """Each series as a polyline through its finite points (with markers when asked)."""
+    out = []
+    for s in series:
+        pts = [(f.px(x), f.py(y)) for x, y in zip(s.xs, s.ys) if is_finite_number(x) and is_finite_number(y)]
+        if not pts:
+            continue
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+        dash = " stroke-dasharray='6 3'" if s.dashed else ""
+        out.append(
+            f"<polyline class='series' data-name='{escape(s.name)}' points='{path}' fill='none' "
+            f"stroke='{s.color}' stroke-width='2'{dash}/>"
+        )
+        if s.markers:
+            out += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3' fill='{s.color}'/>" for x, y in pts]
+    return out
+
+
+def _legend(series: list[Series], left: float, top_y: float, cols: int, col_w: float, lh: int) -> list[str]:
+    """The legend below the plot and its axis label, row by row."""
+    out = []
+    for i, s in enumerate(series):
+        row, col = divmod(i, cols)
+        lx, y = left + col * col_w, top_y + row * lh + 8
+        dash = " stroke-dasharray='6 3'" if s.dashed else ""
+        out.append(
+            f"<g class='legend' data-name='{escape(s.name)}'><line x1='{lx:.1f}' y1='{y}' x2='{lx + 22:.1f}' "
+            f"y2='{y}' stroke='{s.color}' stroke-width='2'{dash}/>"
+        )
+        out.append(f"<text x='{lx + 28:.1f}' y='{y + 4}'>{escape(s.name)}</text></g>")
+    return out
+
+
 def line_chart(
     series: list[Series],
     *,
@@ -122,95 +231,25 @@ def line_chart(
     never covers a curve; the SVG is ``height`` plus the legend's rows tall.
     """
     left, right, top, bottom = 62, 16, 30, 48
-    pw, ph = width - left - right, height - top - bottom
+    frame = _Frame(left, top, width - left - right, height - top - bottom, x_range, y_range, x_log, y_log)
     lh = 16
     col_w = min(width - left, max((len(s.name) for s in series), default=0) * 6.6 + 40)
     cols = max(1, int((width - left) // col_w)) if series else 1
     legend_h = (math.ceil(len(series) / cols) * lh + 10) if series else 0
     full_height = height + legend_h
-    fx = (lambda v: math.log10(v)) if x_log else (lambda v: v)
-    fy = (lambda v: math.log10(v)) if y_log else (lambda v: v)
-    x0, x1 = fx(x_range[0]), fx(x_range[1])
-    y0, y1 = fy(y_range[0]), fy(y_range[1])
-
-    def px(v: float) -> float:
-        v = min(max(v, x_range[0]), x_range[1])
-        return left + (fx(v) - x0) / (x1 - x0) * pw
-
-    def py(v: float) -> float:
-        v = min(max(v, y_range[0]), y_range[1])
-        return top + ph - (fy(v) - y0) / (y1 - y0) * ph
-
     out = [
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{full_height}' viewBox='0 0 {width} "
-        f"{full_height}' role='img' aria-label='{escape(title)}' font-family='sans-serif' font-size='11'>"
+        f"{full_height}' role='img' aria-label='{escape(title)}' font-family='sans-serif' font-size='11'>",
+        f"<rect x='0' y='0' width='{width}' height='{full_height}' fill='#fff'/>",
+        f"<text x='{left + frame.pw / 2}' y='18' text-anchor='middle' font-size='13' "
+        f"font-weight='bold'>{escape(title)}</text>",
     ]
-    out.append(f"<rect x='0' y='0' width='{width}' height='{full_height}' fill='#fff'/>")
-    out.append(
-        f"<text x='{left + pw / 2}' y='18' text-anchor='middle' font-size='13' "
-        f"font-weight='bold'>{escape(title)}</text>"
-    )
-    xt = _log_ticks(*x_range) if x_log else _linear_ticks(*x_range)
-    yt = _log_ticks(*y_range) if y_log else _linear_ticks(*y_range)
-    for t in xt:
-        if x_range[0] - 1e-12 <= t <= x_range[1] + 1e-12:
-            X = px(t)
-            out.append(f"<line x1='{X:.1f}' y1='{top}' x2='{X:.1f}' y2='{top + ph}' stroke='#e6e6e6'/>")
-            out.append(f"<text x='{X:.1f}' y='{top + ph + 16}' text-anchor='middle'>{_tick_label(t, x_log)}</text>")
-    for t in yt:
-        if y_range[0] - 1e-12 <= t <= y_range[1] + 1e-12:
-            Y = py(t)
-            out.append(f"<line x1='{left}' y1='{Y:.1f}' x2='{left + pw}' y2='{Y:.1f}' stroke='#e6e6e6'/>")
-            out.append(f"<text x='{left - 6}' y='{Y + 4:.1f}' text-anchor='end'>{_tick_label(t, y_log)}</text>")
-    out.append(f"<rect x='{left}' y='{top}' width='{pw}' height='{ph}' fill='none' stroke='#999'/>")
-    out.append(f"<text x='{left + pw / 2}' y='{height - 8}' text-anchor='middle'>{escape(x_label)}</text>")
-    out.append(
-        f"<text transform='translate(14,{top + ph / 2}) rotate(-90)' text-anchor='middle'>{escape(y_label)}</text>"
-    )
-    if diagonal:
-        lo, hi = max(x_range[0], y_range[0]), min(x_range[1], y_range[1])
-        out.append(
-            f"<line x1='{px(lo):.1f}' y1='{py(lo):.1f}' x2='{px(hi):.1f}' y2='{py(hi):.1f}' stroke='#888' "
-            f"stroke-dasharray='4 4'/>"
-        )
-    for v, label in vlines:
-        X = px(v)
-        out.append(f"<line x1='{X:.1f}' y1='{top}' x2='{X:.1f}' y2='{top + ph}' stroke='#444' stroke-dasharray='2 3'/>")
-        out.append(f"<text x='{X + 4:.1f}' y='{top + 12}' fill='#444'>{escape(label)}</text>")
-    for v, label in hlines:
-        Y = py(v)
-        out.append(
-            f"<line x1='{left}' y1='{Y:.1f}' x2='{left + pw}' y2='{Y:.1f}' stroke='#444' stroke-dasharray='2 3'/>"
-        )
-        out.append(f"<text x='{left + pw - 4}' y='{Y - 4:.1f}' fill='#444' text-anchor='end'>{escape(label)}</text>")
-    for s in series:
-        pts = [(px(x), py(y)) for x, y in zip(s.xs, s.ys) if _ok(x) and _ok(y)]
-        if not pts:
-            continue
-        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
-        dash = " stroke-dasharray='6 3'" if s.dashed else ""
-        out.append(
-            f"<polyline class='series' data-name='{escape(s.name)}' points='{path}' fill='none' "
-            f"stroke='{s.color}' stroke-width='2'{dash}/>"
-        )
-        if s.markers:
-            out += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3' fill='{s.color}'/>" for x, y in pts]
-    # legend below the plot and its axis label, row by row
-    for i, s in enumerate(series):
-        row, col = divmod(i, cols)
-        lx, y = left + col * col_w, height + row * lh + 8
-        dash = " stroke-dasharray='6 3'" if s.dashed else ""
-        out.append(
-            f"<g class='legend' data-name='{escape(s.name)}'><line x1='{lx:.1f}' y1='{y}' x2='{lx + 22:.1f}' "
-            f"y2='{y}' stroke='{s.color}' stroke-width='2'{dash}/>"
-        )
-        out.append(f"<text x='{lx + 28:.1f}' y='{y + 4}'>{escape(s.name)}</text></g>")
+    out += _grid(frame, x_label, y_label, height)
+    out += _guides(frame, diagonal, vlines, hlines)
+    out += _curves(frame, series)
+    out += _legend(series, left, height, cols, col_w, lh)
     out.append("</svg>")
     return "".join(out)
-
-
-def _ok(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _floor_decade(v: float) -> float:
@@ -273,14 +312,14 @@ def remediation_chart(rem: RemediationView, thresholds: dict[str, float] | None 
     if not rem.plottable or rem.epsilon_key is None:
         return None
     rows = sorted(
-        (r for r in rem.rows if _ok(r.get(rem.epsilon_key)) and r[rem.epsilon_key] > 0),
+        (r for r in rem.rows if is_finite_number(r.get(rem.epsilon_key)) and r[rem.epsilon_key] > 0),
         key=lambda r: r[rem.epsilon_key],
     )
     eps = [float(r[rem.epsilon_key]) for r in rows]
     series = []
 
     def in_unit(k: str) -> bool:
-        return all(0.0 <= r[k] <= 1.0 for r in rows if _ok(r.get(k)))
+        return all(0.0 <= r[k] <= 1.0 for r in rows if is_finite_number(r.get(k)))
 
     leakage = rem.leakage_keys
     if all(in_unit(k) for k in rem.utility_keys) and any(in_unit(k) for k in leakage):
@@ -288,7 +327,7 @@ def remediation_chart(rem: RemediationView, thresholds: dict[str, float] | None 
     keys = [(k, False) for k in rem.utility_keys] + [(k, True) for k in leakage]
     values = []
     for i, (k, dashed) in enumerate(keys):
-        ys = [float(r[k]) if _ok(r.get(k)) else float("nan") for r in rows]
+        ys = [float(r[k]) if is_finite_number(r.get(k)) else float("nan") for r in rows]
         values += [y for y in ys if math.isfinite(y)]
         series.append(Series(k, eps, ys, colour(i), dashed=dashed, markers=True))
     if not values:

@@ -14,10 +14,11 @@ from rich.console import Console
 from rich.table import Table
 
 from privgate.report.exposed import view as exposed_view
+from privgate.report.labels import check_fpr_label, interval, rate_label, target_notes
 from privgate.report.model import Report
+from privgate.report.numbers import num, sig
 from privgate.report.remediation_section import CheckCell, RemediationSection, SearchRow
 from privgate.report.safe import console as e
-from privgate.report.text import check_fpr_label, interval, num, rate_label, sig, target_notes
 
 _STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
 

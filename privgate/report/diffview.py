@@ -9,7 +9,6 @@ a regression without opening either report.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from rich.console import Console
@@ -27,11 +26,12 @@ from privgate.report.diff import (
     p_text,
     signed,
 )
+from privgate.report.labels import verdict_badge
 from privgate.report.markdown import Md, cell, code
 from privgate.report.model import Report
+from privgate.report.numbers import finite_or_none, num
 from privgate.report.safe import console as escape
 from privgate.report.safe import md_code, md_text
-from privgate.report.text import num, verdict_badge
 
 #: JSON output: ``format`` and ``version`` change only when a field is removed or changes meaning.
 DIFF_FORMAT, DIFF_VERSION = "privgate-diff", 1
@@ -187,10 +187,6 @@ def _side_json(s: Side | None) -> dict[str, Any] | None:
     return out
 
 
-def _finite(v: Any) -> Any:
-    return None if isinstance(v, float) and not math.isfinite(v) else v
-
-
 def diff_dict(d: Diff) -> dict[str, Any]:
     """The diff as plain data (the JSON output)."""
 
@@ -216,8 +212,8 @@ def diff_dict(d: Diff) -> dict[str, Any]:
                 "reason": r.reason,
                 "method": r.method or None,
                 "tolerance": r.tolerance,
-                "change": _finite(r.change),
-                "change_ci": [_finite(v) for v in r.change_ci] if r.change_ci else None,
+                "change": finite_or_none(r.change),
+                "change_ci": [finite_or_none(v) for v in r.change_ci] if r.change_ci else None,
                 "p_value": r.p_value,
                 "base": _side_json(r.base),
                 "new": _side_json(r.new),

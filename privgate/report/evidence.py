@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privgate.report.model import AttackSummary, CheckResult
+from privgate.report.numbers import is_finite_number
 from privgate.stats import difference as dstats
 
 
@@ -34,10 +35,6 @@ class Side:
     n: tuple[int, int] | None = None  # evaluation members / non-members
 
 
-def _finite(*vs: Any) -> bool:
-    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in vs)
-
-
 def _counts(d: Mapping[str, Any]) -> tuple[int, int, int, int] | None:
     keys = ("tp", "evaluation_members", "fp", "evaluation_nonmembers")
     if (
@@ -50,7 +47,7 @@ def _counts(d: Mapping[str, Any]) -> tuple[int, int, int, int] | None:
 
 
 def from_interval(value: float, ci: Any, confidence: float | None) -> tuple[dstats.Bounded | None, str, str | None]:
-    if not (ci and len(ci) == 2 and _finite(value, ci[0], ci[1], confidence)):
+    if not (ci and len(ci) == 2 and all(map(is_finite_number, (value, ci[0], ci[1], confidence)))):
         return None, "", "no interval"
     est = dstats.Interval(float(value), float(min(ci[0], value)), float(max(ci[1], value)), float(confidence))
     if est.degenerate:
@@ -60,10 +57,10 @@ def from_interval(value: float, ci: Any, confidence: float | None) -> tuple[dsta
 
 def check_estimate(c: CheckResult) -> tuple[dstats.Bounded | None, str, str | None]:
     """(estimate with bounds at any level, the method's name, why there is none) for one check."""
-    if c.value is None or not _finite(c.value):
+    if c.value is None or not is_finite_number(c.value):
         return None, "", "no value" + (f" ({c.reason})" if c.reason else "")
     d = c.details or {}
-    if c.metric == "auc" and _finite(d.get("se")) and d["se"] > 0 and 0 < c.value < 1:
+    if c.metric == "auc" and is_finite_number(d.get("se")) and d["se"] > 0 and 0 < c.value < 1:
         return dstats.Normal(float(c.value), float(d["se"])), "z-test of two DeLong AUCs", None
     counts = _counts(d)
     if c.metric in ("accuracy", "advantage") and counts:
@@ -92,7 +89,7 @@ def attack_auc_estimate(a: AttackSummary, confidence: float) -> tuple[dstats.Bou
     if a.status != "ran" or a.auc is None or not a.auc_ci:
         return None, "", a.reason or f"the attack {a.status}"
     lo, hi = a.auc_ci
-    if _finite(a.auc, lo, hi) and 0 < lo < a.auc < hi < 1:
+    if all(map(is_finite_number, (a.auc, lo, hi))) and 0 < lo < a.auc < hi < 1:
         z = dstats.z_of((1 - confidence) / 2)
         se = (_logit(hi) - _logit(lo)) / (2 * z) * a.auc * (1 - a.auc)
         return dstats.Normal(float(a.auc), se), "z-test of two DeLong AUCs", None

@@ -1,6 +1,6 @@
 """The exposed-records section as every format shows it: one row per record, the same words everywhere.
 
-The JSON report's ``exposed`` section (:mod:`privgate.stats.exposure`) holds, for the
+The JSON report's ``exposed`` section (:mod:`privgate.stats.exposed_members`) holds, for the
 N members the leading attack scores highest, every attack's score, rank and
 (FPR, TPR) operating point. The other formats show a compact view of it:
 

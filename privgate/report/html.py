@@ -26,21 +26,22 @@ import numpy as np
 from privgate.io.png import png_bytes
 from privgate.report.charts import remediation_chart, roc_chart
 from privgate.report.exposed import view as exposed_view
-from privgate.report.model import Report
-from privgate.report.remediation import view as remediation_view
-from privgate.report.safe import checked_png_uri, csp_meta, png_data_uri, valid_png
-from privgate.report.safe import html_text as escape
-from privgate.report.text import (
+from privgate.report.labels import (
     attack_label,
     check_fpr_label,
     interval,
     metric_label,
-    num,
     origin_label,
     plain,
     rate_label,
     target_notes,
 )
+from privgate.report.model import Report
+from privgate.report.numbers import num
+from privgate.report.remediation import RemediationView
+from privgate.report.remediation import view as remediation_view
+from privgate.report.safe import checked_png_uri, csp_meta, png_data_uri, valid_png
+from privgate.report.safe import html_text as escape
 
 _STATUS_CLASS = {"pass": "pass", "fail": "fail", "inconclusive": "inc"}
 #: Keys of attack extras that hold images (model-inversion reconstructions and their references).
@@ -254,8 +255,8 @@ def _td(v: Any, cls: str = "") -> str:
     return f"<td{c}>{escape('' if v is None else str(v))}</td>"
 
 
-def render_html(report: Report) -> str:
-    """The report as one self-contained HTML page."""
+def _head(report: Report) -> list[str]:
+    """The page's head, the verdict, the summary and the run's facts."""
     pol, tgt, data = report.policy, report.target, report.data or {}
     vclass = _STATUS_CLASS[report.verdict]
     h: list[str] = [
@@ -285,31 +286,37 @@ def render_html(report: Report) -> str:
         )
         + "</p>",
     ]
-    h += [f"<p class='facts target'>{escape(line)}</p>" for line in target_notes(report)]
+    return h + [f"<p class='facts target'>{escape(line)}</p>" for line in target_notes(report)]
 
-    h.append("<h2>Checks</h2>")
-    if report.checks:
+
+def _checks(report: Report) -> list[str]:
+    """The checks: status, value with its interval, threshold and sample sizes, then the reason."""
+    h = ["<h2>Checks</h2>"]
+    if not report.checks:
+        return [*h, "<p>The policy requires no checks.</p>"]
+    h.append(
+        "<div class='scroll'><table "
+        "id='checks'><tr><th>status</th><th>check</th><th>attack</th><th>metric</th><th>value "
+        "[CI]</th><th>max</th><th>n in/out</th></tr>"
+    )
+    for c in report.checks:
+        cls = _STATUS_CLASS[c.status]
+        value = (num(c.value) + " " + interval(c.ci) + " " + check_fpr_label(c)).strip()
+        origin = origin_label(c, report)
+        reason = (f"{origin}: " if origin else "") + c.reason
         h.append(
-            "<div class='scroll'><table "
-            "id='checks'><tr><th>status</th><th>check</th><th>attack</th><th>metric</th><th>value "
-            "[CI]</th><th>max</th><th>n in/out</th></tr>"
+            f"<tr class='check {cls}'><td class='st {cls}'>{escape(c.status)}</td>{_td(c.id)}"
+            f"{_td(attack_label(c))}{_td(metric_label(c))}{_td(value, 'num')}{_td(f'≤ {c.threshold:g}', 'num')}"
+            f"{_td(f'{c.n_members}/{c.n_nonmembers}', 'num')}</tr>"
+            f"<tr><td></td><td colspan='6' class='reason'>{escape(reason)}</td></tr>"
         )
-        for c in report.checks:
-            cls = _STATUS_CLASS[c.status]
-            value = (num(c.value) + " " + interval(c.ci) + " " + check_fpr_label(c)).strip()
-            origin = origin_label(c, report)
-            reason = (f"{origin}: " if origin else "") + c.reason
-            h.append(
-                f"<tr class='check {cls}'><td class='st {cls}'>{escape(c.status)}</td>{_td(c.id)}"
-                f"{_td(attack_label(c))}{_td(metric_label(c))}{_td(value, 'num')}{_td(f'≤ {c.threshold:g}', 'num')}"
-                f"{_td(f'{c.n_members}/{c.n_nonmembers}', 'num')}</tr>"
-                f"<tr><td></td><td colspan='6' class='reason'>{escape(reason)}</td></tr>"
-            )
-        h.append("</table></div>")
-    else:
-        h.append("<p>The policy requires no checks.</p>")
+    h.append("</table></div>")
+    return h
 
-    h.append("<h2>Attacks</h2>")
+
+def _attacks(report: Report) -> list[str]:
+    """The attacks: their ROC curves, then a row each (why it did not run, or its numbers)."""
+    h = ["<h2>Attacks</h2>"]
     chart = roc_chart(report.attacks)
     if chart:
         h.append(
@@ -319,97 +326,105 @@ def render_html(report: Report) -> str:
             "diagonal is guessing. "
             "Rates below one example in the split cannot be shown.</figcaption></figure></div>"
         )
-    if report.attacks:
+    if not report.attacks:
+        return [*h, "<p class='muted'>No attacks were run.</p>"]
+    h.append(
+        "<div class='scroll'><table id='attacks'><tr><th>attack</th><th>access</th><th>status</th><th>AUC "
+        "[CI]</th><th>accuracy [CI]</th><th>TPR @ 0.1% FPR</th><th>TPR @ 1% FPR</th><th>n "
+        "in/out</th><th>s</th></tr>"
+    )
+    for a in report.attacks:
+        if a.status != "ran":
+            h.append(
+                f"<tr>{_td(a.name)}{_td(a.threat_model)}<td class='st inc'>{escape(a.status)}</td><td "
+                f"colspan='6' class='reason'>{escape(a.reason or '')}</td></tr>"
+            )
+            continue
+        rates = {round(p.fpr, 6): rate_label(p) for p in a.tpr_at_fpr}
         h.append(
-            "<div class='scroll'><table id='attacks'><tr><th>attack</th><th>access</th><th>status</th><th>AUC "
-            "[CI]</th><th>accuracy [CI]</th><th>TPR @ 0.1% FPR</th><th>TPR @ 1% FPR</th><th>n "
-            "in/out</th><th>s</th></tr>"
+            f"<tr>{_td(a.name)}{_td(a.threat_model)}<td class='st "
+            f"pass'>ran</td>{_td((num(a.auc) + ' ' + interval(a.auc_ci)).strip(), 'num')}"
+            f"{_td((num(a.accuracy) + ' ' + interval(a.accuracy_ci)).strip(), 'num')}"
+            f"{_td(rates.get(0.001, ''), 'num')}{_td(rates.get(0.01, ''), 'num')}"
+            f"{_td(f'{a.n_members}/{a.n_nonmembers}', 'num')}{_td(f'{a.seconds:.2f}', 'num')}</tr>"
         )
-        for a in report.attacks:
-            if a.status != "ran":
-                h.append(
-                    f"<tr>{_td(a.name)}{_td(a.threat_model)}<td class='st inc'>{escape(a.status)}</td><td "
-                    f"colspan='6' class='reason'>{escape(a.reason or '')}</td></tr>"
-                )
-                continue
-            rates = {round(p.fpr, 6): rate_label(p) for p in a.tpr_at_fpr}
-            h.append(
-                f"<tr>{_td(a.name)}{_td(a.threat_model)}<td class='st "
-                f"pass'>ran</td>{_td((num(a.auc) + ' ' + interval(a.auc_ci)).strip(), 'num')}"
-                f"{_td((num(a.accuracy) + ' ' + interval(a.accuracy_ci)).strip(), 'num')}"
-                f"{_td(rates.get(0.001, ''), 'num')}{_td(rates.get(0.01, ''), 'num')}"
-                f"{_td(f'{a.n_members}/{a.n_nonmembers}', 'num')}{_td(f'{a.seconds:.2f}', 'num')}</tr>"
-            )
-        h.append("</table></div>")
-    else:
-        h.append("<p class='muted'>No attacks were run.</p>")
+    h.append("</table></div>")
+    return h
 
+
+def _inversion(report: Report) -> list[str]:
+    """Model inversion's reconstructions, embedded; a report read back names the images it cannot embed."""
     images, not_embedded = inversion_images(report)
-    if images or not_embedded:
-        h.append("<h2>Model inversion</h2>")
-        for caption, uris, grid in images:
-            h.append(f"<p class='muted'>{escape(caption)}</p><div class='imgs inversion'>")
-            if grid:
-                h += [f"<img class='grid' alt='{escape(caption)}' src='{escape(u)}'>" for u in uris]
-            else:
-                h += [
-                    f"<figure><img class='tile' alt='{escape(caption)} #{i}' "
-                    f"src='{escape(u)}'><figcaption>#{i}</figcaption></figure>"
-                    for i, u in enumerate(uris)
-                ]
-            h.append("</div>")
-        if not_embedded:  # a report read back: its paths are names, never opened
-            h.append(
-                "<p class='muted' id='not-embedded'>Saved beside the report, not embedded: "
-                + ", ".join(f"<code>{escape(n)}</code>" for n in not_embedded[:MAX_IMAGES])
-                + "</p>"
-            )
-
-    rem = remediation_view(report)
-    if rem is not None:
-        h.append("<h2>Remediation (DP-SGD)</h2>")
-        head = (
-            f"Chosen ε: <strong>{rem.chosen_epsilon:g}</strong>"
-            if rem.chosen_epsilon is not None
-            else "No ε was chosen."
-        )
-        facts = [f"{escape(str(k))}: {escape(plain(v))}" for k, v in rem.facts.items()]
-        h.append(f"<p>{' · '.join([head, *facts])}</p>")
-        if rem.epsilon_line:
-            h.append(f"<p id='dp-epsilon-line'><strong>{escape(rem.epsilon_line)}</strong></p>")
-        rchart = remediation_chart(rem, {c.id: c.threshold for c in report.checks})
-        if rchart:
-            h.append(
-                f"<div class='charts'><figure id='remediation'>{rchart}<figcaption>Each step of the ε search: "
-                f"utility (solid) should stay above its floor while leakage (dashed) falls under the "
-                f"policy's bounds.</figcaption></figure></div>"
-            )
-        if rem.rows:
-            h.append(
-                "<div class='scroll'><table id='remediation-steps'><tr>"
-                + "".join(f"<th>{escape('ε' if k == rem.epsilon_key else k)}</th>" for k in rem.columns)
-                + "</tr>"
-            )
-            for r in rem.rows:
-                h.append("<tr>" + "".join(_td(plain(r.get(k)), "num") for k in rem.columns) + "</tr>")
-            h.append("</table></div>")
-        h += [
-            f"<p class='reason'><em>{escape(k.replace('_', ' '))}</em>: {escape(v)}</p>" for k, v in rem.notes.items()
-        ]
-        if rem.statement:  # Ponomareva et al. 2023, arXiv 2303.00654, §5.5
-            h.append("<h3>DP statement</h3><table id='dp-statement'>")
-            h += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rem.statement]
-            h.append(
-                "</table><table id='dp-hyperparameters'><tr><th>hyper-parameter</th><th>value</th><th>source</th></tr>"
-            )
+    if not (images or not_embedded):
+        return []
+    h = ["<h2>Model inversion</h2>"]
+    for caption, uris, grid in images:
+        h.append(f"<p class='muted'>{escape(caption)}</p><div class='imgs inversion'>")
+        if grid:
+            h += [f"<img class='grid' alt='{escape(caption)}' src='{escape(u)}'>" for u in uris]
+        else:
             h += [
-                f"<tr><td>{escape(n)}</td><td>{escape(v)}</td><td>{escape(s)}</td></tr>"
-                for n, v, s in rem.hyperparameters
+                f"<figure><img class='tile' alt='{escape(caption)} #{i}' "
+                f"src='{escape(u)}'><figcaption>#{i}</figcaption></figure>"
+                for i, u in enumerate(uris)
             ]
-            h.append("</table><ul class='caveats'>" + "".join(f"<li>{escape(c)}</li>" for c in rem.caveats) + "</ul>")
+        h.append("</div>")
+    if not_embedded:  # a report read back: its paths are names, never opened
+        h.append(
+            "<p class='muted' id='not-embedded'>Saved beside the report, not embedded: "
+            + ", ".join(f"<code>{escape(n)}</code>" for n in not_embedded[:MAX_IMAGES])
+            + "</p>"
+        )
+    return h
 
-    h += _exposed_html(report)  # after the remediation plot: which records to fix
 
+def _remediation(report: Report) -> list[str]:
+    """The ε search: the chosen ε, its chart and steps, and the DP statement of the hardened model."""
+    rem = remediation_view(report)
+    if rem is None:
+        return []
+    h = ["<h2>Remediation (DP-SGD)</h2>"]
+    head = "No ε was chosen."
+    if rem.chosen_epsilon is not None:
+        head = f"Chosen ε: <strong>{rem.chosen_epsilon:g}</strong>"
+    facts = [f"{escape(str(k))}: {escape(plain(v))}" for k, v in rem.facts.items()]
+    h.append(f"<p>{' · '.join([head, *facts])}</p>")
+    if rem.epsilon_line:
+        h.append(f"<p id='dp-epsilon-line'><strong>{escape(rem.epsilon_line)}</strong></p>")
+    rchart = remediation_chart(rem, {c.id: c.threshold for c in report.checks})
+    if rchart:
+        h.append(
+            f"<div class='charts'><figure id='remediation'>{rchart}<figcaption>Each step of the ε search: "
+            f"utility (solid) should stay above its floor while leakage (dashed) falls under the "
+            f"policy's bounds.</figcaption></figure></div>"
+        )
+    if rem.rows:
+        h.append(
+            "<div class='scroll'><table id='remediation-steps'><tr>"
+            + "".join(f"<th>{escape('ε' if k == rem.epsilon_key else k)}</th>" for k in rem.columns)
+            + "</tr>"
+        )
+        for r in rem.rows:
+            h.append("<tr>" + "".join(_td(plain(r.get(k)), "num") for k in rem.columns) + "</tr>")
+        h.append("</table></div>")
+    h += [f"<p class='reason'><em>{escape(k.replace('_', ' '))}</em>: {escape(v)}</p>" for k, v in rem.notes.items()]
+    return h + _dp_statement(rem)
+
+
+def _dp_statement(rem: RemediationView) -> list[str]:
+    """The hardened model's DP statement (Ponomareva et al. 2023, arXiv 2303.00654, §5.5), when it has one."""
+    if not rem.statement:
+        return []
+    h = ["<h3>DP statement</h3><table id='dp-statement'>"]
+    h += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rem.statement]
+    h.append("</table><table id='dp-hyperparameters'><tr><th>hyper-parameter</th><th>value</th><th>source</th></tr>")
+    h += [f"<tr><td>{escape(n)}</td><td>{escape(v)}</td><td>{escape(s)}</td></tr>" for n, v, s in rem.hyperparameters]
+    h.append("</table><ul class='caveats'>" + "".join(f"<li>{escape(c)}</li>" for c in rem.caveats) + "</ul>")
+    return h
+
+
+def _warnings_and_environment(report: Report) -> list[str]:
+    h = []
     if report.warnings:
         h.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in report.warnings) + "</ul>")
     env = report.environment or {}
@@ -418,6 +433,21 @@ def render_html(report: Report) -> str:
         f"<h2>Environment</h2><p class='muted'>python {escape(str(env.get('python')))} · "
         f"{escape(str(env.get('platform')))} · {escape(versions)}</p>"
     )
+    ran_on = [  # where the run computed and why (environment.device_reason, threads_reason: privgate.report.provenance)
+        f"{label} {escape(str(env[key]))}" + (f" — {escape(str(env[why]))}" if env.get(why) else "")
+        for label, key, why in (("device", "device", "device_reason"), ("threads", "threads", "threads_reason"))
+        if env.get(key) is not None
+    ]
+    if ran_on:
+        h.append("<ul class='muted'>" + "".join(f"<li>{line}</li>" for line in ran_on) + "</ul>")
+    return h
+
+
+def render_html(report: Report) -> str:
+    """The report as one self-contained HTML page."""
+    h = _head(report) + _checks(report) + _attacks(report) + _inversion(report) + _remediation(report)
+    h += _exposed_html(report)  # after the remediation plot: which records to fix
+    h += _warnings_and_environment(report)
     h.append("</body></html>")
     return "\n".join(h) + "\n"
 

@@ -4,7 +4,7 @@ The layout follows the de-facto schema that Jenkins, GitLab, GitHub test
 reporters and pytest's ``--junitxml`` share (``testsuites`` > ``testsuite`` >
 ``testcase``). A failed check is a ``<failure>``; an inconclusive one is an
 ``<error>`` (the check could not be decided, which is not a pass); both carry the
-check's full message (:func:`privgate.report.text.check_message`).
+check's full message (:func:`privgate.report.labels.check_message`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import socket
 import xml.etree.ElementTree as ET
 
 from privgate.report.exposed import view as exposed_view
+from privgate.report.labels import attack_summary, check_message, target_accuracy
 from privgate.report.model import Report
 from privgate.report.remediation import section_of
 from privgate.report.safe import xml as _clean
 from privgate.report.safe import xml_tree
-from privgate.report.text import attack_summary, check_message, target_accuracy
 
 
 def _seconds(report: Report, attack: str | None) -> float:

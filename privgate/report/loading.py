@@ -28,10 +28,10 @@ MAX_DEPTH = 64
 REPORT_CLASSES: dict[str, str] = {
     "check": "privgate.report.model:Report",
     "harden": "privgate.report.model:Report",
-    "audit-ldp": "privgate.audits.report:LdpAuditReport",
-    "audit-dpsgd": "privgate.audits.report:DpsgdAuditReport",
-    "fl-audit": "privgate.audits.federated.report:FederationReport",
-    "fl-simulate": "privgate.audits.federated.report:FederationReport",
+    "audit-ldp": "privgate.report.jobs.claims:LdpAuditReport",
+    "audit-dpsgd": "privgate.report.jobs.claims:DpsgdAuditReport",
+    "fl-audit": "privgate.report.jobs.federation:FederationReport",
+    "fl-simulate": "privgate.report.jobs.federation:FederationReport",
 }
 #: Reports written before ``job`` existed name their kind instead.
 _LEGACY_KINDS = {"ldp": "audit-ldp", "dpsgd": "audit-dpsgd", "audit": "fl-audit", "simulation": "fl-simulate"}

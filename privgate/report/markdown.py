@@ -12,22 +12,22 @@ from __future__ import annotations
 from typing import Any
 
 from privgate.report.exposed import view as exposed_view
-from privgate.report.jobs_markdown import job_section
-from privgate.report.model import BaseReport, Report
-from privgate.report.remediation import view as remediation_view
-from privgate.report.safe import md_cell, md_code, md_text
-from privgate.report.text import (
+from privgate.report.jobs.markdown_sections import job_section
+from privgate.report.labels import (
     attack_label,
     check_fpr_label,
     interval,
     metric_label,
-    num,
     origin_label,
     plain,
     rate_label,
     target_notes,
     verdict_badge,
 )
+from privgate.report.model import BaseReport, Report
+from privgate.report.numbers import num
+from privgate.report.remediation import view as remediation_view
+from privgate.report.safe import md_cell, md_code, md_text
 
 _STATUS = {"pass": "✅ pass", "fail": "❌ fail", "inconclusive": "⚠️ inconclusive"}
 
@@ -87,6 +87,95 @@ def _facts(report: BaseReport) -> list[str]:
     ]
 
 
+def _checks(report: BaseReport) -> list[str]:
+    """The checks' table, then their reasons folded under ``<details>``."""
+    if not report.checks:
+        return ["The policy requires no checks.", ""]
+    lines = ["### Checks", ""]
+    rows = []
+    for c in report.checks:
+        ci = interval(c.ci)
+        value = f"{num(c.value)} {ci} {check_fpr_label(c)}".strip()
+        rows.append(
+            [
+                _STATUS[c.status],
+                code(c.id),
+                attack_label(c),
+                metric_label(c),
+                value,
+                Md(f"≤ {c.threshold:g}"),
+                Md(f"{c.n_members}/{c.n_nonmembers}"),
+            ]
+        )
+    lines += _table(["status", "check", "attack", "metric", "value [CI]", "max", "n in/out"], rows)
+    lines += ["", "<details><summary>Reasons</summary>", ""]
+    lines += [  # Markdown text only, never raw HTML, inside <details> (privgate.report.safe)
+        f"- **{md_text(c.id)}** "
+        f"({c.status}{', ' + md_text(origin_label(c, report)) if origin_label(c, report) else ''}): "
+        f"{md_text(c.reason)}"
+        for c in report.checks
+    ]
+    return [*lines, "", "</details>", ""]
+
+
+def _attacks(report: Report) -> list[str]:
+    """The attacks' numbers on the evaluation split (or why one did not run)."""
+    if not report.attacks:
+        return []
+    rows = []
+    for a in report.attacks:
+        if a.status != "ran":
+            rows.append([a.name, a.threat_model, f"{a.status}: {a.reason or ''}", "", "", "", "", ""])
+            continue
+        rates = {round(p.fpr, 6): rate_label(p) for p in a.tpr_at_fpr}
+        rows.append(
+            [
+                a.name,
+                a.threat_model,
+                f"{num(a.auc)} {interval(a.auc_ci)}".strip(),
+                f"{num(a.accuracy)} {interval(a.accuracy_ci)}".strip(),
+                rates.get(0.001, ""),
+                rates.get(0.01, ""),
+                f"{a.n_members}/{a.n_nonmembers}",
+                f"{a.seconds:.2f}",
+            ]
+        )
+    header = ["attack", "access", "AUC [CI]", "accuracy [CI]", "TPR @ 0.1% FPR", "TPR @ 1% FPR", "n in/out", "s"]
+    return ["### Attacks (evaluation split)", "", *_table(header, rows), ""]
+
+
+def _exposed(report: BaseReport) -> list[str]:
+    exposed = exposed_view(report)
+    if exposed is None:
+        return []
+    lines = [f"### Most exposed members (by {md_code(exposed.attack)})", "", md_text(exposed.intro), ""]
+    return [*lines, *_table(exposed.header, exposed.rows), ""]
+
+
+def _remediation(report: Report) -> list[str]:
+    """The ε search: the chosen ε, its steps, and the hardened model's DP statement."""
+    rem = remediation_view(report)
+    if rem is None:
+        return []
+    lines = ["### Remediation (DP-SGD)", ""]
+    head = f"Chosen ε: **{rem.chosen_epsilon:g}**" if rem.chosen_epsilon is not None else "No ε was chosen."
+    extra = [f"{md_text(k)}: {md_text(plain(v))}" for k, v in rem.facts.items()]
+    lines += [" · ".join([head, *extra]), ""]
+    lines += [f"**{md_text(rem.epsilon_line)}**", ""] if rem.epsilon_line else []
+    lines += [f"*{md_text(k.replace('_', ' '))}*: {md_text(v)}\n" for k, v in rem.notes.items()]
+    if rem.rows:
+        cols = rem.columns
+        lines += _table(
+            ["ε" if k == rem.epsilon_key else k for k in cols], [[plain(r.get(k)) for k in cols] for r in rem.rows]
+        )
+        lines.append("")
+    if rem.statement:  # Ponomareva et al. 2023, arXiv 2303.00654, §5.5
+        lines += ["#### DP statement", ""] + _table(["", ""], [list(r) for r in rem.statement]) + [""]
+        lines += _table(["hyper-parameter", "value", "source"], [list(h) for h in rem.hyperparameters]) + [""]
+        lines += [f"- {md_text(c)}" for c in rem.caveats] + [""]
+    return lines
+
+
 def render_markdown(report: BaseReport) -> str:
     """The report as a GitHub-flavoured Markdown summary (any job: its own section after the checks)."""
     what = "policy" if isinstance(report, Report) else "claim" if report.job.startswith("audit-") else "policy"
@@ -98,88 +187,10 @@ def render_markdown(report: BaseReport) -> str:
     ]
     lines += [" · ".join(_facts(report)), ""]
     lines += [line for note in target_notes(report) for line in (md_text(note), "")]
-
-    if report.checks:
-        lines += ["### Checks", ""]
-        rows = []
-        for c in report.checks:
-            ci = interval(c.ci)
-            value = f"{num(c.value)} {ci} {check_fpr_label(c)}".strip()
-            rows.append(
-                [
-                    _STATUS[c.status],
-                    code(c.id),
-                    attack_label(c),
-                    metric_label(c),
-                    value,
-                    Md(f"≤ {c.threshold:g}"),
-                    Md(f"{c.n_members}/{c.n_nonmembers}"),
-                ]
-            )
-        lines += _table(["status", "check", "attack", "metric", "value [CI]", "max", "n in/out"], rows)
-        lines += ["", "<details><summary>Reasons</summary>", ""]
-        lines += [  # Markdown text only, never raw HTML, inside <details> (privgate.report.safe)
-            f"- **{md_text(c.id)}** "
-            f"({c.status}{', ' + md_text(origin_label(c, report)) if origin_label(c, report) else ''}): "
-            f"{md_text(c.reason)}"
-            for c in report.checks
-        ]
-        lines += ["", "</details>", ""]
-    else:
-        lines += ["The policy requires no checks.", ""]
-
-    if not isinstance(report, Report):
-        lines += job_section(report, _table)
-    elif report.attacks:
-        lines += ["### Attacks (evaluation split)", ""]
-        rows = []
-        for a in report.attacks:
-            if a.status != "ran":
-                rows.append([a.name, a.threat_model, f"{a.status}: {a.reason or ''}", "", "", "", "", ""])
-                continue
-            rates = {round(p.fpr, 6): rate_label(p) for p in a.tpr_at_fpr}
-            rows.append(
-                [
-                    a.name,
-                    a.threat_model,
-                    f"{num(a.auc)} {interval(a.auc_ci)}".strip(),
-                    f"{num(a.accuracy)} {interval(a.accuracy_ci)}".strip(),
-                    rates.get(0.001, ""),
-                    rates.get(0.01, ""),
-                    f"{a.n_members}/{a.n_nonmembers}",
-                    f"{a.seconds:.2f}",
-                ]
-            )
-        lines += _table(
-            ["attack", "access", "AUC [CI]", "accuracy [CI]", "TPR @ 0.1% FPR", "TPR @ 1% FPR", "n in/out", "s"], rows
-        )
-        lines.append("")
-
-    exposed = exposed_view(report)
-    if exposed is not None:
-        lines += [f"### Most exposed members (by {md_code(exposed.attack)})", "", md_text(exposed.intro), ""]
-        lines += _table(exposed.header, exposed.rows)
-        lines.append("")
-
-    rem = remediation_view(report) if isinstance(report, Report) else None
-    if rem is not None:
-        lines += ["### Remediation (DP-SGD)", ""]
-        head = f"Chosen ε: **{rem.chosen_epsilon:g}**" if rem.chosen_epsilon is not None else "No ε was chosen."
-        extra = [f"{md_text(k)}: {md_text(plain(v))}" for k, v in rem.facts.items()]
-        lines += [" · ".join([head, *extra]), ""]
-        lines += [f"**{md_text(rem.epsilon_line)}**", ""] if rem.epsilon_line else []
-        lines += [f"*{md_text(k.replace('_', ' '))}*: {md_text(v)}\n" for k, v in rem.notes.items()]
-        if rem.rows:
-            cols = rem.columns
-            lines += _table(
-                ["ε" if k == rem.epsilon_key else k for k in cols], [[plain(r.get(k)) for k in cols] for r in rem.rows]
-            )
-            lines.append("")
-        if rem.statement:  # Ponomareva et al. 2023, arXiv 2303.00654, §5.5
-            lines += ["#### DP statement", ""] + _table(["", ""], [list(r) for r in rem.statement]) + [""]
-            lines += _table(["hyper-parameter", "value", "source"], [list(h) for h in rem.hyperparameters]) + [""]
-            lines += [f"- {md_text(c)}" for c in rem.caveats] + [""]
-
+    lines += _checks(report)
+    lines += _attacks(report) if isinstance(report, Report) else job_section(report, _table)
+    lines += _exposed(report)
+    lines += _remediation(report) if isinstance(report, Report) else []
     if report.warnings:
         lines += ["### Warnings", ""] + [f"- {md_text(w)}" for w in report.warnings] + [""]
     return "\n".join(lines) + "\n"

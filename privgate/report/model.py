@@ -6,8 +6,8 @@ verdict and its summary line, the decided checks, what was audited (``target``)
 against what (``policy``: a policy, or the claim under audit), warnings, the
 run's provenance (``environment``) and its exit code. Each job's report
 extends it with typed sections (:class:`Report` for check/harden;
-:class:`privgate.audits.report.LdpAuditReport`, ``DpsgdAuditReport``;
-:class:`privgate.audits.federated.report.FederationReport`), so every format
+:class:`privgate.report.jobs.claims.LdpAuditReport`, ``DpsgdAuditReport``;
+:class:`privgate.report.jobs.federation.FederationReport`), so every format
 writer (:mod:`privgate.report`) that reads the base serves every job.
 
 ``schema_version`` changes only when a field is removed or changes meaning;
@@ -16,31 +16,24 @@ new optional fields keep the version.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, field_validator
 from pydantic_core import PydanticSerializationError
 
+from privgate.report.numbers import finite_or_none
 from privgate.report.remediation_section import RemediationSection
 
 SCHEMA_VERSION = 1
 
 Status = Literal["pass", "fail", "inconclusive"]
 
-#: The one verdict → exit-code map (README "exit codes"); ``None`` is a run that measured without deciding
+#: The one verdict → exit-code map (docs/cli.md, "Exit codes"); ``None`` is a run that measured without deciding
 #: a policy (``privgate fl simulate``), which exits 0.
 EXIT_CODES: dict[str | None, int] = {"pass": 0, "fail": 1, "inconclusive": 3, None: 0}
 
 #: The jobs, as the ``job`` field of their reports names them.
 Job = Literal["check", "harden", "audit-ldp", "audit-dpsgd", "fl-audit", "fl-simulate"]
-
-
-def _finite(v: Any) -> Any:
-    """NaN / inf become ``None`` so the JSON stays standard."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 class CheckResult(BaseModel):
@@ -67,12 +60,12 @@ class CheckResult(BaseModel):
     )
     details: dict[str, Any] = Field(default_factory=dict)
 
-    _v = field_validator("value", mode="before")(_finite)
+    _v = field_validator("value", mode="before")(finite_or_none)
 
     @field_validator("ci", mode="before")
     @classmethod
     def _ci(cls, v: Any) -> Any:
-        return [_finite(x) for x in v]
+        return [finite_or_none(x) for x in v]
 
 
 class RatePoint(BaseModel):
@@ -114,12 +107,12 @@ class AttackSummary(BaseModel):
     @field_validator("auc", "accuracy", mode="before")
     @classmethod
     def _f(cls, v: Any) -> Any:
-        return _finite(v)
+        return finite_or_none(v)
 
     @field_validator("auc_ci", "accuracy_ci", mode="before")
     @classmethod
     def _fci(cls, v: Any) -> Any:
-        return None if v is None else [_finite(x) for x in v]
+        return None if v is None else [finite_or_none(x) for x in v]
 
 
 class BaseReport(BaseModel):
@@ -185,9 +178,9 @@ class Report(BaseReport):
     )
     exposed: dict[str, Any] | None = Field(
         default=None,
-        description="The members the strongest attack singles out (privgate.stats.exposure): their row in the members "
-        "file, label, split, and per attack their score, rank and (fpr, tpr) point; `image` is an artefact path "
-        "for image data.",
+        description="The members the strongest attack singles out (privgate.stats.exposed_members): their row in the "
+        "members file, label, split, and per attack their score, rank and (fpr, tpr) point; `image` is an artefact "
+        "path for image data.",
     )
     #: PNG files this run wrote, {artefact path: bytes}, for the HTML to embed (privgate.report.html.attach_images);
     #: never serialised, never read from JSON: rendering a report never opens a path it names.

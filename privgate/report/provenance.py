@@ -34,22 +34,29 @@ def version_of(package: str) -> str | None:
 def environment(run: RunOptions, libraries: Iterable[str] = ()) -> dict[str, Any]:
     """What the report records of the run's settings and the software it ran on.
 
+    ``threads`` is how many threads the run used and ``threads_reason`` why
+    (a flag, a variable, the config, or the cores this process may use);
     ``device`` is where the run's tensors lived (``auto`` resolved; with the
-    GPU's model for ``cuda``); ``engine`` is the engine setting — what each
-    attack's reference models actually ran on is in its ``extras.engine`` and
-    ``extras.kernel``. ``libraries`` adds the versions of a job's own
-    dependencies (networkx for federations, transformers for language models).
+    GPU's model for ``cuda``), ``device_requested`` what was asked for and
+    ``device_reason`` why it is that device (``auto``'s estimate in one
+    sentence: :func:`privgate.device.choose_device`); ``engine`` is the engine
+    setting — what each attack's reference models actually ran on is in its
+    ``extras.engine`` and ``extras.kernel``. ``libraries`` adds the versions of a
+    job's own dependencies (networkx for federations, transformers for language models).
     """
     from privgate.device import describe_device
-    from privgate.training.threads import resolve_threads
 
+    run = run.resolved()
     return {
         "seed": run.seed,
-        "threads": resolve_threads(run.threads),
+        "threads": run.threads,
+        "threads_reason": run.threads_reason,
         "engine": run.engine,
         "executor": run.executor,
         "models_per_task": run.models_per_task,
-        **describe_device(run.resolved().device),
+        **describe_device(run.device),
+        "device_requested": run.device_requested,
+        "device_reason": run.device_reason,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "versions": {p: version_of(p) for p in (*CORE_LIBRARIES, *libraries)},

@@ -21,14 +21,11 @@ sampling, σ, C, steps, what was public, and both ε.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-
-def _finite(v: Any) -> Any:
-    return None if isinstance(v, float) and not math.isfinite(v) else v
+from privgate.report.numbers import finite_or_none
 
 
 class _Section(BaseModel):
@@ -43,7 +40,7 @@ class CheckCell(_Section):
     ci: list[float | None] | None = None
     status: str = "inconclusive"
 
-    _v = field_validator("value", mode="before")(_finite)
+    _v = field_validator("value", mode="before")(finite_or_none)
 
 
 class DPRun(_Section):
@@ -66,7 +63,7 @@ class DPRun(_Section):
     architecture_changes: list[str] = Field(default_factory=list)
     grad_sample_mode: str | None = None
 
-    _v = field_validator("epsilon", mode="before")(_finite)
+    _v = field_validator("epsilon", mode="before")(finite_or_none)
 
 
 class SearchRow(_Section):
@@ -178,7 +175,7 @@ class Accounting(_Section):
     basis: str = Field(default="", description="The theorem the bound rests on.")
     note: str | None = None
 
-    _v = field_validator("epsilon", "rdp_epsilon", "prv_epsilon", "naive_sum", mode="before")(_finite)
+    _v = field_validator("epsilon", "rdp_epsilon", "prv_epsilon", "naive_sum", mode="before")(finite_or_none)
 
 
 class DPStatement(_Section):

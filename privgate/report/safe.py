@@ -42,13 +42,9 @@ import zlib
 from html import escape as _html_escape
 from typing import Any
 
-#: C0 controls except tab and newline, DEL, C1 controls (CSI, OSC, ST...), Unicode line/paragraph separators
-#: and the bidirectional overrides that make text display in another order than it is read ("Trojan Source",
-#: Boucher & Anderson 2021, arXiv 2111.00169).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-#: Lone surrogates: cannot be encoded as UTF-8 (a write would raise).
-_SURROGATE = re.compile("[\ud800-\udfff]")
-#: What XML 1.0 (5th ed., production [2] Char) does not allow, on top of :data:`_CONTROL`.
+from privgate.plaintext import MAX_TEXT, clean, no_surrogates, one_line, text
+
+#: What XML 1.0 (5th ed., production [2] Char) does not allow, on top of the control characters :func:`clean` removes.
 _NOT_XML = re.compile("[\ufffe\uffff]")
 #: Markdown: the ASCII punctuation that can start markup in the middle of a line, backslash-escaped (CommonMark
 #: 0.31 section 2.4; GFM): code spans "`", HTML and autolinks "<", entities "&", table pipes "|", emphasis "*" and
@@ -69,8 +65,6 @@ _RICH_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 _TRAILING_BACKSLASHES = re.compile(r"\\+\Z")  # \Z: "$" would also match before a final newline
 #: A backslash run before a "[" that is no tag (rich turns every "\\[" into "[").
 _RICH_BACKSLASH_BRACKET = re.compile(r"(\\+)(\[)(?![a-z#/@][^[]*?])")
-#: The longest text kept from one value; more is cut with an ellipsis (a 1 GB message must not reach a log).
-MAX_TEXT = 20_000
 #: The largest PNG embedded in an HTML report.
 MAX_PNG_BYTES = 8 << 20
 #: The largest image (pixels) embedded.
@@ -78,46 +72,6 @@ MAX_PNG_PIXELS = 16 << 20
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_CHUNKS = {b"IHDR", b"PLTE", b"IDAT", b"IEND", b"tRNS", b"gAMA", b"sRGB", b"pHYs"}
 _PNG_URI = re.compile(r"data:image/png;base64,([A-Za-z0-9+/]*={0,2})")
-
-
-def text(value: Any) -> str:
-    """``value`` as a string: ``""`` for None, ``str()`` otherwise (a ``__str__`` that raises gives its type name)."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    try:
-        return str(value)
-    except Exception:  # noqa: BLE001 — a writer must never fail on a value
-        return f"<{type(value).__name__}>"
-
-
-def clean(value: Any, *, newlines: bool = True, most: int = MAX_TEXT) -> str:
-    """``value`` without control characters: no terminal escape sequence (ESC, CSI, OSC), no bidi override.
-
-    Tab becomes a space; newlines are kept (``newlines=False`` turns them into
-    spaces); lone surrogates become U+FFFD; text longer than ``most`` is cut
-    with ``…``.
-    """
-    s = text(value)
-    if len(s) > most:
-        s = s[:most] + "…"
-    s = s.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
-    if not newlines:
-        s = s.replace("\n", " ")
-    s = _CONTROL.sub("", s)
-    return _SURROGATE.sub("\ufffd", s)
-
-
-def no_surrogates(value: Any) -> Any:
-    """``value`` with lone surrogates (a file name that is not UTF-8, read with ``surrogateescape``) as U+FFFD;
-    other values unchanged. For documents that keep every other character, such as the JSON report."""
-    return _SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
-
-
-def one_line(value: Any, most: int = MAX_TEXT) -> str:
-    """:func:`clean` on one line (newlines become spaces): for table cells and headings."""
-    return clean(value, newlines=False, most=most)
 
 
 def console(value: Any, *, newlines: bool = True) -> str:

@@ -28,10 +28,10 @@ from typing import Any
 from urllib.parse import quote
 
 from privgate.report.exposed import view as exposed_view
+from privgate.report.labels import check_message
 from privgate.report.model import CheckResult, Report
 from privgate.report.remediation import section_of
 from privgate.report.safe import clean, deep
-from privgate.report.text import check_message
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -170,7 +170,7 @@ def _fingerprint(report: Report, c: CheckResult) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-#: The rule of an exposed training record (privgate.stats.exposure).
+#: The rule of an exposed training record (privgate.stats.exposed_members).
 EXPOSED_RULE = "exposed_record"
 RULES[EXPOSED_RULE] = (
     "ExposedTrainingRecord",
@@ -181,7 +181,7 @@ RULES[EXPOSED_RULE] = (
 )
 
 
-#: Suffixes of the audit data files privgate reads (privgate.inputs.data, privgate.lm.text).
+#: Suffixes of the audit data files privgate reads (privgate.inputs.data, privgate.inputs.text).
 _DATA_SUFFIXES = (".npz", ".pt", ".csv", ".jsonl", ".txt", ".json")
 
 

@@ -15,10 +15,10 @@ from privgate.report.safe import clean
 PRINTERS: dict[str, str] = {
     "check": "privgate.report.console:print_report",
     "harden": "privgate.report.console:print_report",
-    "audit-ldp": "privgate.audits.console:print_ldp",
-    "audit-dpsgd": "privgate.audits.console:print_dpsgd",
-    "fl-audit": "privgate.audits.federated.console:print_federation",
-    "fl-simulate": "privgate.audits.federated.console:print_federation",
+    "audit-ldp": "privgate.report.jobs.claims_console:print_ldp",
+    "audit-dpsgd": "privgate.report.jobs.claims_console:print_dpsgd",
+    "fl-audit": "privgate.report.jobs.federation_console:print_federation",
+    "fl-simulate": "privgate.report.jobs.federation_console:print_federation",
 }
 
 

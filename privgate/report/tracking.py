@@ -42,7 +42,6 @@ registry says does not exist.
 from __future__ import annotations
 
 import importlib.util
-import math
 import re
 import urllib.error
 import urllib.request
@@ -51,6 +50,7 @@ from typing import Any
 
 from privgate.errors import PrivgateError
 from privgate.report.model import Report
+from privgate.report.numbers import is_finite_number
 
 ARTIFACT_DIR = "privgate"
 INSTALL_HINT = "pip install 'privgate[mlflow]'"
@@ -94,10 +94,6 @@ def _key(*parts: str) -> str:
     return re.sub(r"[^/\w.\- ]", "_", "/".join(p.replace(":", "/") for p in parts))
 
 
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def report_metrics(report: Report) -> dict[str, float]:
     """Every number of the report MLflow can chart: checks (value, interval, threshold, n) and attacks."""
     out: dict[str, float] = {}
@@ -111,7 +107,7 @@ def report_metrics(report: Report) -> dict[str, float]:
             "n_members": c.n_members,
             "n_nonmembers": c.n_nonmembers,
         }
-        out.update({_key("privgate", "check", c.id, k): float(v) for k, v in vals.items() if _finite(v)})
+        out.update({_key("privgate", "check", c.id, k): float(v) for k, v in vals.items() if is_finite_number(v)})
     for a in report.attacks:
         if a.status != "ran":
             continue
@@ -122,7 +118,7 @@ def report_metrics(report: Report) -> dict[str, float]:
             "accuracy": a.accuracy,
             **{f"tpr_at_fpr_{p.fpr:g}": p.tpr for p in a.tpr_at_fpr},
         }
-        out.update({_key("privgate", "attack", a.name, k): float(v) for k, v in vals.items() if _finite(v)})
+        out.update({_key("privgate", "attack", a.name, k): float(v) for k, v in vals.items() if is_finite_number(v)})
     return out
 
 

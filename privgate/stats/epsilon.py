@@ -80,6 +80,28 @@ def _haldane_point(tp: int, n1: int, fp: int, n0: int, delta: float) -> float:
     return epsilon_from_rates((tp + 0.5) / (n1 + 1), (fp + 0.5) / (n0 + 1), delta)
 
 
+def _bonferroni_thresholds(
+    split: SplitScores, strategy: Bonferroni, alpha: float, delta: float
+) -> tuple[np.ndarray, int, float]:
+    """``m`` label-blind thresholds (quantiles of the pooled evaluation scores), ``m`` and the largest bound any
+    labelling could show at them (all k scores above a threshold are members)."""
+    n1, n0 = len(split.eval_in), len(split.eval_out)
+    m = max(1, strategy.n_thresholds)
+    pooled = np.r_[split.eval_in, split.eval_out]
+    thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, m + 2)[1:-1]))
+    above = [int(np.sum(pooled >= t)) for t in thresholds]
+    ceiling = max(_epsilon_lb_counts(min(k, n1), n1, max(0, k - n1), n0, alpha / m, delta) for k in above)
+    return thresholds, m, ceiling
+
+
+def _calibrated_threshold(split: SplitScores, alpha: float, delta: float) -> np.ndarray:
+    """The one threshold with the best bound on the calibration split (just below that score)."""
+    cal = np.r_[split.cal_in, split.cal_out]
+    thresholds = np.unique(cal)
+    cal_bounds = [_epsilon_lb_counts(*_counts_full(split.cal_in, split.cal_out, t), alpha, delta) for t in thresholds]
+    return np.array([_midpoint_below(cal, float(thresholds[int(np.argmax(cal_bounds))]))])
+
+
 def epsilon_lower_bound(
     split: SplitScores,
     delta: float = 1e-5,
@@ -113,21 +135,9 @@ def epsilon_lower_bound(
     e_in, e_out = split.eval_in, split.eval_out
     n1, n0 = len(e_in), len(e_out)
     if isinstance(strategy, Bonferroni):
-        m = max(1, strategy.n_thresholds)
-        pooled = np.r_[e_in, e_out]
-        thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, m + 2)[1:-1]))
-        m_eff = m
-        # the best any labelling could do at these label-blind thresholds: all k above are members
-        above = [int(np.sum(pooled >= t)) for t in thresholds]
-        ceiling = max(_epsilon_lb_counts(min(k, n1), n1, max(0, k - n1), n0, alpha / m_eff, delta) for k in above)
+        thresholds, m_eff, ceiling = _bonferroni_thresholds(split, strategy, alpha, delta)
     else:
-        cal = np.r_[split.cal_in, split.cal_out]
-        thresholds = np.unique(cal)
-        cal_bounds = [
-            _epsilon_lb_counts(*_counts_full(split.cal_in, split.cal_out, t), alpha, delta) for t in thresholds
-        ]
-        thresholds = np.array([_midpoint_below(cal, float(thresholds[int(np.argmax(cal_bounds))]))])
-        m_eff = 1
+        thresholds, m_eff = _calibrated_threshold(split, alpha, delta), 1
         ceiling = max_provable_epsilon(n1, n0, delta, confidence)
     best_lb, best_t, best_counts = -1.0, float(thresholds[0]), (0, 0)
     for t in thresholds:
@@ -147,22 +157,12 @@ def epsilon_lower_bound(
         **split.sizes(),
     }
     if check_max is not None and ceiling <= check_max:
-        return Estimate(
-            name,
-            best_lb,
-            best_lb,
-            best_lb,
-            confidence,
-            n1,
-            n0,
-            best_t,
-            resolvable=False,
-            reason=(
-                f"with {n1} members and {n0} non-members in the evaluation split no attack could prove "
-                f"ε above {ceiling:.2f} (δ={delta:g}), so a bound of {check_max:g} cannot be tested; add audit data"
-            ),
-            details=details,
+        reason = (
+            f"with {n1} members and {n0} non-members in the evaluation split no attack could prove "
+            f"ε above {ceiling:.2f} (δ={delta:g}), so a bound of {check_max:g} cannot be tested; add audit data"
         )
+        args = (best_lb, best_lb, best_lb, confidence, n1, n0, best_t)
+        return Estimate(name, *args, resolvable=False, reason=reason, details=details)
     point = max(best_lb, _haldane_point(tp, n1, fp, n0, delta))
     return Estimate(name, best_lb, best_lb, point, confidence, n1, n0, best_t, details=details)
 

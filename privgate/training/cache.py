@@ -22,7 +22,7 @@ rewrite an entry and recompute it (a pull request committing
 ``.privgate-cache/`` with the target's own weights as LiRA's references turned
 a ``fail`` into a ``pass``). The tag needs the secret key, which lives outside
 the repository (the CLI's ``$PRIVGATE_CACHE_KEY``, ``--cache-key-file`` or a
-key file in the user's config folder, :mod:`privgate.cli.cache`); a cache
+key file in the user's config folder, :mod:`privgate.cli.cache_settings`); a cache
 restored between CI runs serves only runs given the same key. Without a key
 (``secret=None``, a library caller that gave none) entries are tagged with a
 random key of this process: they serve this process only.

@@ -4,14 +4,33 @@ The setting is a parameter (``--threads`` → :func:`privgate.api.check` →
 :func:`privgate.gate.check_model` → :attr:`AttackContext.threads <privgate.attacks.base.AttackContext>`),
 never read from the environment below the CLI.
 
-Why the default is one thread: training small models and fitting small
-classifiers is a long chain of short parallel regions. On a machine whose cores
-are shared (CI runners, pytest-xdist workers, other jobs) every region waits for
-a descheduled thread, so more threads can be several times *slower* than one,
-and scikit-learn's histogram gradient boosting, which by default starts an
-OpenMP thread per core, can stall for minutes on a busy runner. One thread per
-process is the robust default; give ``--threads`` the core count on a machine
-that does nothing else.
+The default is the cores this process may use. The CLI (and the pytest
+plugin) take ``$OMP_NUM_THREADS`` when it is set, else :func:`usable_cores`:
+the CPUs of the process's affinity mask (``os.sched_getaffinity``: ``taskset``,
+a container's ``--cpuset-cpus``, a batch scheduler's allocation), capped by the
+cgroup's CPU quota (``cpu.max`` in cgroup v2, ``cpu.cfs_quota_us`` /
+``cpu.cfs_period_us`` in v1: a container's ``--cpus``, a Kubernetes CPU limit),
+rounded down — a quota of 1.5 CPUs is one thread, since a thread throttled
+at the end of the quota's period holds up every parallel region its siblings
+wait in. A library call with ``threads=None`` (:func:`library_threads`) takes
+torch's own setting (``torch.get_num_threads()``: torch reads
+``$OMP_NUM_THREADS`` and the affinity mask when it starts, and a caller may
+have set it), capped the same way: privgate never uses more threads than the
+program calling it gave torch.
+
+Why cores and not one thread: the cold check of ``benchmarks/cold_start.py``
+(a 10k-row table, LiRA 16 + RMIA 4 + shadow 4 + loss) is training and
+scoring; on two idle cores two threads take about half the time of one (the
+measurements are in ``docs/attacks.md``, "Cold start on a real table"). The
+old default of one thread was for shared cores: a CI runner's jobs and
+pytest-xdist's workers each get their own process, and threads that spin
+waiting for a descheduled sibling can be several times *slower* than one
+thread. Those cases keep one thread per process: the CLI lets idle OpenMP
+threads sleep (:func:`privgate.cli.guard.passive_openmp`), the pytest plugin
+gives each xdist worker one thread, and ``--threads`` / ``$PRIVGATE_THREADS``
+/ ``$OMP_NUM_THREADS`` set it for a runner whose cores are shared. The report
+says how many threads a run used and why (``environment.threads`` and
+``environment.threads_reason``).
 
 Three pools are held to the setting: torch's intra-op threads
 (:func:`torch_threads`), and every BLAS and OpenMP library
@@ -23,16 +42,153 @@ processes or threads of joblib) stays 1 in privgate's fits: jobs on top of
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-#: Threads used when none are asked for.
-DEFAULT_THREADS = 1
+from pathlib import Path
+from typing import NamedTuple
 
 #: The most threads ever accepted, whatever the machine.
 THREADS_CEILING = 256
+
+#: Where cgroup file systems are mounted, and the process's own cgroups (both parameters of :func:`cgroup_cpus`).
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+class Threads(NamedTuple):
+    """A thread count and why it is that (one phrase, for the report's ``environment.threads_reason``)."""
+
+    n: int
+    reason: str
+
+
+#: The default with the Ray executor: each task asks Ray for ``threads`` CPUs on whichever node runs it, and the
+#: cluster runs tasks side by side; this machine's cores say nothing of the nodes'.
+RAY_DEFAULT = Threads(1, "one thread per Ray task (the cluster runs the tasks side by side)")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _quota_v2(folder: Path) -> float | None:
+    """CPUs of ``cpu.max`` (``"150000 100000"`` → 1.5; ``"max 100000"`` → None)."""
+    text = _read(folder / "cpu.max")
+    parts = text.split() if text else []
+    if len(parts) != 2 or parts[0] == "max":
+        return None
+    try:
+        quota, period = int(parts[0]), int(parts[1])
+    except ValueError:
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def _quota_v1(folder: Path) -> float | None:
+    """CPUs of ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (a quota of -1: none)."""
+    quota, period = _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
+    try:
+        q, p = int(quota or ""), int(period or "")
+    except ValueError:
+        return None
+    return q / p if q > 0 and p > 0 else None
+
+
+def _up(root: Path, relative: str) -> list[Path]:
+    """``root/relative`` and every folder above it up to ``root`` (a quota on a parent cgroup binds its children)."""
+    parts = [p for p in relative.strip("/").split("/") if p and p != ".."]
+    return [root.joinpath(*parts[:i]) for i in range(len(parts), -1, -1)]
+
+
+def cgroup_cpus(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> float | None:
+    """The CPU quota of this process's cgroup in CPUs (1.5 = 150 ms per 100 ms), or None when there is none.
+
+    Reads ``proc_cgroup`` (``/proc/self/cgroup``) for the process's cgroup in
+    each hierarchy, then the quota of that cgroup and of every cgroup above it
+    (the smallest binds): ``cpu.max`` under ``root`` (cgroup v2, also at
+    ``root/unified`` on hybrid systems) and ``cpu.cfs_quota_us`` /
+    ``cpu.cfs_period_us`` under the v1 ``cpu`` controller's mount. Inside a
+    container the paths are the container's own (cgroup namespaces), so the
+    process's cgroup is the mount's root. Nothing readable: None.
+    """
+    found: list[float] = []
+    for line in (_read(proc_cgroup) or "").splitlines():
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, relative = fields
+        if controllers == "":  # the v2 hierarchy
+            for base in (root, root / "unified"):
+                found += [q for f in _up(base, relative) if (q := _quota_v2(f)) is not None]
+        elif "cpu" in controllers.split(","):
+            for mount in (controllers, "cpu", "cpu,cpuacct", "cpuacct,cpu"):
+                base = root / mount
+                if base.is_dir():
+                    found += [q for f in _up(base, relative) if (q := _quota_v1(f)) is not None]
+                    found += [q for q in [_quota_v1(base)] if q is not None]
+                    break
+    return min(found) if found else None
+
+
+def usable_cores(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> Threads:
+    """The cores this process may use: its CPU affinity, capped by its cgroup's CPU quota (rounded down, at least 1).
+
+    ``root`` and ``proc_cgroup`` name the files :func:`cgroup_cpus` reads (the
+    system's by default).
+    """
+    try:
+        affinity = len(os.sched_getaffinity(0))
+        where = f"CPU affinity {affinity} of {os.cpu_count() or affinity} CPUs"
+    except (AttributeError, OSError):  # no sched_getaffinity (macOS, Windows)
+        affinity = os.cpu_count() or 1
+        where = f"{affinity} CPUs"
+    quota = cgroup_cpus(root, proc_cgroup)
+    if quota is not None and math.floor(quota) < affinity:
+        n = max(1, math.floor(quota))
+        return Threads(n, f"the cores this process may use: its cgroup's CPU quota of {quota:g} CPUs ({where})")
+    limit = f"a cgroup CPU quota of {quota:g} CPUs" if quota is not None else "no cgroup CPU quota"
+    return Threads(max(1, affinity), f"the cores this process may use ({where}; {limit})")
+
+
+def omp_threads(value: str | None) -> int | None:
+    """The threads ``$OMP_NUM_THREADS`` asks for (its first number: ``"4,2"`` → 4), or None when unset or not one."""
+    head = (value or "").split(",")[0].strip()
+    return int(head) if head.isdigit() and int(head) > 0 else None
+
+
+def default_threads(omp_num_threads: str | None = None) -> Threads:
+    """The CLI's and the pytest plugin's default: ``$OMP_NUM_THREADS`` when it is a number, else the usable cores.
+
+    ``omp_num_threads`` is the variable's value as the front door read it (None:
+    unset). A value above :func:`max_threads` is capped there.
+    """
+    asked = omp_threads(omp_num_threads)
+    if asked is not None:
+        n = min(asked, max_threads())
+        capped = f", capped at {n}" if n < asked else ""
+        return Threads(n, f"$OMP_NUM_THREADS={asked}{capped}")
+    return usable_cores()
+
+
+def library_threads() -> Threads:
+    """What ``threads=None`` means below the front doors: torch's own thread setting, capped by the usable cores.
+
+    ``torch.get_num_threads()`` already follows ``$OMP_NUM_THREADS``, the
+    affinity mask and any ``torch.set_num_threads`` of the calling program;
+    the cgroup quota it does not see.
+    """
+    import torch
+
+    mine, cores = torch.get_num_threads(), usable_cores()
+    if mine <= cores.n:
+        return Threads(max(1, mine), f"torch's thread setting in this process (torch.get_num_threads() = {mine})")
+    return Threads(cores.n, f"{cores.reason}, fewer than torch's setting of {mine}")
 
 
 def max_threads() -> int:
@@ -94,8 +250,8 @@ def torch_threads(n: int | None) -> Iterator[None]:
 
 
 def resolve_threads(threads: int | None) -> int:
-    """``threads``, or :data:`DEFAULT_THREADS` when it is None; at least 1."""
-    return DEFAULT_THREADS if threads is None else max(1, int(threads))
+    """``threads``, or :func:`library_threads` when it is None; at least 1."""
+    return library_threads().n if threads is None else max(1, int(threads))
 
 
 @contextmanager
@@ -121,4 +277,17 @@ def limit_threads(threads: int | None) -> Iterator[int]:
         yield n
 
 
-__all__ = ["DEFAULT_THREADS", "SKLEARN_JOBS", "limit_threads", "native_threads", "resolve_threads", "torch_threads"]
+__all__ = [
+    "RAY_DEFAULT",
+    "SKLEARN_JOBS",
+    "Threads",
+    "cgroup_cpus",
+    "default_threads",
+    "library_threads",
+    "limit_threads",
+    "native_threads",
+    "omp_threads",
+    "resolve_threads",
+    "torch_threads",
+    "usable_cores",
+]

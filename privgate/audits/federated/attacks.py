@@ -14,7 +14,7 @@ The metric attacks of Gao 2024 (University of Zurich) reuse privgate's score fun
 2018, arXiv 1709.01604), loss (Yeom et al. 2018), maximum confidence and
 prediction entropy (Salem et al. 2019, arXiv 1806.01246), modified entropy
 (Song & Mittal 2021, arXiv 2003.10595). Reference-model attacks (RMIA, LiRA)
-come from :mod:`privgate.audits.federated.reference` when asked for.
+come from :mod:`privgate.audits.federated.reference_attacks` when asked for.
 
 Per pair the statistics are privgate's (:mod:`privgate.stats`), measured on
 the evaluation half: AUC with DeLong's interval, TPR at a fixed FPR with the
@@ -50,7 +50,7 @@ METRIC_ATTACKS: dict[str, type] = {
     "entropy": EntropyAttack,
     "modified_entropy": ModifiedEntropyAttack,
 }
-#: Reference-model attacks, trained like a node (:mod:`privgate.audits.federated.reference`).
+#: Reference-model attacks, trained like a node (:mod:`privgate.audits.federated.reference_attacks`).
 REFERENCE_ATTACKS = ("rmia", "lira")
 #: The metrics measured for every pair.
 METRICS = ("auc", "tpr_at_fpr", "precision", "recall", "f1")

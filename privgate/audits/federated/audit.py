@@ -21,7 +21,6 @@ from privgate import __version__
 from privgate.audits.federated.attacks import Victims
 from privgate.audits.federated.evaluate import evaluate, topology_result
 from privgate.audits.federated.manifest import Manifest, ManifestError
-from privgate.audits.federated.report import FederationReport
 from privgate.audits.federated.run import (
     Audited,
     FederationRun,
@@ -34,6 +33,7 @@ from privgate.audits.federated.split import Distribution
 from privgate.audits.federated.topology import Topology, parse_topology
 from privgate.inputs.data import Dataset, load_dataset
 from privgate.options import RunOptions
+from privgate.report.jobs.federation import FederationReport
 
 
 def _topology(m: Manifest, seed: int) -> Topology:
@@ -107,7 +107,7 @@ def audit_checkpoints(m: Manifest, settings: Settings | None = None, run: RunOpt
     if settings.needs_references:
         if recipe is None:
             raise ManifestError(f"{m.path}: the reference attacks (rmia, lira) train models like a node: add 'recipe'.")
-        from privgate.audits.federated.reference import reference_scorer
+        from privgate.audits.federated.reference_attacks import reference_scorer
 
         scorer = reference_scorer(
             recipe, x, y, split.population, epochs=recipe.epochs, models=settings.reference_models, seed=run.seed,

@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 
 from privgate import stats
-from privgate.audits.federated.report import FederationReport
 from privgate.audits.federated.run import Audited
 from privgate.decision import EXCLUDED, Level, check_fields, decide, estimate, status_counts, strongest
 from privgate.policy import Check, Policy
+from privgate.report.jobs.federation import FederationReport
 from privgate.report.model import CheckResult
-from privgate.report.text import sig
+from privgate.report.numbers import sig
 
 
 @dataclass
@@ -71,29 +71,40 @@ def _inconclusive(check: Check, level: Level, k: int, reason: str) -> CheckResul
     )
 
 
-def decide_federated_check(check: Check, level: Level, fed: Audited) -> CheckResult:
-    """Decide one federated check on one audited federation (module docstring)."""
-    k = max(1, len(level.policy.checks))
+@dataclass(frozen=True)
+class _Scope:
+    """What a federated check ranges over: candidate attacks, rounds (0-based) and (attacker, victim) pairs."""
+
+    attacks: list[str]
+    rounds: list[int]
+    pairs: list[tuple[int, int]]
+
+
+#: (status, reason, estimate, (round, attacker, victim, attack)) of one pair, round and attack.
+_Decided = tuple[str, str, stats.Estimate, tuple[int, int, int, str]]
+
+
+def _scope(check: Check, fed: Audited) -> _Scope | str:
+    """The attacks, rounds and pairs ``check`` ranges over on ``fed``, or why it cannot range over any."""
     scope = check.federated
-    if scope is None:
-        return _inconclusive(check, level, k, "a check of one model: decided by `privgate check`, not on a federation")
+    assert scope is not None
     ev, names = fed.evaluation, list(fed.topology.labels)
     ran = list(ev.attacks)
     if check.attack == "best":  # every attack that ran on the federation competes (--attacks and those named)
         cands = ran
     elif check.attack not in ran:
-        return _inconclusive(check, level, k, f"attack '{check.attack}' did not run on the federation")
+        return f"attack '{check.attack}' did not run on the federation"
     else:
         cands = [check.attack]
     if not cands:
-        return _inconclusive(check, level, k, "no attack ran, so the strongest attack is unknown")
+        return "no attack ran, so the strongest attack is unknown"
     rounds_total = len(ev.scores)
     if scope.round == "final":
         rounds = [rounds_total - 1]
     elif scope.round == "all":
         rounds = list(range(rounds_total))
     elif scope.round > rounds_total:
-        return _inconclusive(check, level, k, f"round {scope.round} asked for; the federation has {rounds_total}")
+        return f"round {scope.round} asked for; the federation has {rounds_total}"
     else:
         rounds = [int(scope.round) - 1]
     if scope.attackers is None:
@@ -101,31 +112,71 @@ def decide_federated_check(check: Check, level: Level, fed: Audited) -> CheckRes
     else:
         unknown = [a for a in scope.attackers if a not in names]
         if unknown:
-            return _inconclusive(check, level, k, f"attacker {unknown[0]!r} is not a node of the federation ({names})")
+            return f"attacker {unknown[0]!r} is not a node of the federation ({names})"
         attackers = [names.index(a) for a in scope.attackers]
     chosen_pairs = pairs(scope.pairs, attackers, fed.topology.hops())
     if not chosen_pairs:
-        return _inconclusive(check, level, k, f"the federation has no pair of kind '{scope.pairs}'")
-    m, n_pairs = len(cands), len(chosen_pairs) * len(rounds)
-    conf = 1.0 - level.alpha / (k * m * n_pairs)
-    decided: list[tuple[str, str, stats.Estimate, tuple[int, int, int, str]]] = []
-    for r in rounds:
-        for a, v in chosen_pairs:
-            for name in cands:
+        return f"the federation has no pair of kind '{scope.pairs}'"
+    return _Scope(cands, rounds, chosen_pairs)
+
+
+def _decide_each(check: Check, level: Level, fed: Audited, scope: _Scope, conf: float) -> list[_Decided]:
+    """Every (round, pair, attack) decided alone at confidence ``conf``."""
+    ev = fed.evaluation
+    decided: list[_Decided] = []
+    for r in scope.rounds:
+        for a, v in scope.pairs:
+            for name in scope.attacks:
                 split = fed.victims.split(ev.scores[r][name][a], v)
                 est = estimate(check, _Pair(split), conf)
                 status, reason = decide(est, check, level.policy.decision)
                 decided.append((status, reason, est, (r, a, v, name)))
-    deciding = [d for d in decided if d[0] != EXCLUDED]
-    bonferroni = {"alpha": level.alpha, "checks": k, "attacks": m, "pairs": len(chosen_pairs), "rounds": len(rounds)}
+    return decided
+
+
+def _worst(deciding: list[_Decided], names: list[str]) -> list[dict[str, Any]]:
+    """The five pairs with the highest point estimates, for the report."""
+    worst = sorted(deciding, key=lambda d: -d[2].value if math.isfinite(d[2].value) else math.inf)[:5]
+    return [
+        {
+            "attacker": names[d[3][1]],
+            "victim": names[d[3][2]],
+            "round": d[3][0] + 1,
+            "attack": d[3][3],
+            "value": sig(d[2].value),
+            "ci": [d[2].lo, d[2].hi],
+            "status": d[0],
+        }
+        for d in worst
+    ]
+
+
+def decide_federated_check(check: Check, level: Level, fed: Audited) -> CheckResult:
+    """Decide one federated check on one audited federation (module docstring)."""
+    k = max(1, len(level.policy.checks))
+    if check.federated is None:
+        return _inconclusive(check, level, k, "a check of one model: decided by `privgate check`, not on a federation")
+    scope = _scope(check, fed)
+    if isinstance(scope, str):
+        return _inconclusive(check, level, k, scope)
+    names = list(fed.topology.labels)
+    m, n_pairs = len(scope.attacks), len(scope.pairs) * len(scope.rounds)
+    conf = 1.0 - level.alpha / (k * m * n_pairs)
+    deciding = [d for d in _decide_each(check, level, fed, scope, conf) if d[0] != EXCLUDED]
+    bonferroni = {
+        "alpha": level.alpha,
+        "checks": k,
+        "attacks": m,
+        "pairs": len(scope.pairs),
+        "rounds": len(scope.rounds),
+    }
     if not deciding:
         return _inconclusive(check, level, k, f"no attack can be measured at FPR {check.fpr:g} on these pairs")
     status, reason, est, (r, a, v, name) = deciding[strongest([(d[0], d[2]) for d in deciding])]  # type: ignore[index]
     counts = status_counts(d[0] for d in deciding)
-    worst = sorted(deciding, key=lambda d: -d[2].value if math.isfinite(d[2].value) else math.inf)[:5]
     where = f"{names[a]} → {names[v]}, round {r + 1}"
     text = (
-        f"max over {len(chosen_pairs)} pair(s) ({scope.pairs}) × {len(rounds)} round(s)"
+        f"max over {len(scope.pairs)} pair(s) ({check.federated.pairs}) × {len(scope.rounds)} round(s)"
         + (f" × {m} attacks" if m > 1 else "")
         + f", each at {conf:.6g} confidence: {name} on {where}: {reason}; "
         + f"{counts['fail']} fail, {counts['inconclusive']} inconclusive, {counts['pass']} pass"
@@ -144,18 +195,7 @@ def decide_federated_check(check: Check, level: Level, fed: Audited) -> CheckRes
             "pair": {"attacker": names[a], "victim": names[v], "round": r + 1},
             "bonferroni": bonferroni,
             "counts": counts,
-            "worst": [
-                {
-                    "attacker": names[d[3][1]],
-                    "victim": names[d[3][2]],
-                    "round": d[3][0] + 1,
-                    "attack": d[3][3],
-                    "value": sig(d[2].value),
-                    "ci": [d[2].lo, d[2].hi],
-                    "status": d[0],
-                }
-                for d in worst
-            ],  # fmt: skip
+            "worst": _worst(deciding, names),
         },
     )
 

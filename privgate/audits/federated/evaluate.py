@@ -15,7 +15,9 @@ import numpy as np
 
 from privgate import stats
 from privgate.audits.federated.attacks import Matrices, Scorer, Victims, best_auc, measure, score_round
-from privgate.audits.federated.report import (
+from privgate.audits.federated.split import label_counts
+from privgate.audits.federated.topology import Topology
+from privgate.report.jobs.federation import (
     MIA,
     Accuracy,
     AttackMatrices,
@@ -25,8 +27,6 @@ from privgate.audits.federated.report import (
     cube_ci,
     hop_summary,
 )
-from privgate.audits.federated.split import label_counts
-from privgate.audits.federated.topology import Topology
 
 
 @dataclass

@@ -15,14 +15,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privgate import __version__
 from privgate.audits.federated.attacks import METRIC_ATTACKS, REFERENCE_ATTACKS, Victims
 from privgate.audits.federated.evaluate import Evaluation, evaluate, topology_result
-from privgate.audits.federated.report import FederationReport, TopologyResult
 from privgate.audits.federated.simulate import Trajectory, node_log_proba, train_federation
 from privgate.audits.federated.split import Distribution, SplitError, holdout, parse_distribution, shards
 from privgate.audits.federated.topology import Topology, parse_topology
@@ -31,6 +30,10 @@ from privgate.executors import executor_for
 from privgate.inputs.data import Dataset
 from privgate.options import RunOptions
 from privgate.recipe import Recipe
+from privgate.report.jobs.federation import FederationReport, TopologyResult
+
+if TYPE_CHECKING:
+    from privgate.audits.federated.reference_attacks import ReferenceScorer
 
 #: Gao's (2024, University of Zurich) metric attacks run by default.
 DEFAULT_ATTACKS: tuple[str, ...] = tuple(METRIC_ATTACKS)
@@ -125,11 +128,55 @@ def _scorer(
 ):
     if not settings.needs_references:
         return None
-    from privgate.audits.federated.reference import reference_scorer
+    from privgate.audits.federated.reference_attacks import reference_scorer
 
     return reference_scorer(
         recipe, x, y, split.population, epochs=epochs, models=settings.reference_models, seed=run.seed, run=run
     )
+
+
+def _population_fraction(settings: Settings, fraction: float | None, rounds: int, local_epochs: int) -> float:
+    """The attacker's share of the rows (default: 0.2 with reference attacks, else none); refuses bad run sizes."""
+    if fraction is None:
+        fraction = 0.2 if settings.needs_references else 0.0
+    if settings.needs_references and fraction <= 0:
+        raise PrivgateError("the reference attacks (rmia, lira) need --population > 0 (the attacker's own rows).")
+    if rounds < 1 or local_epochs < 1:
+        raise PrivgateError("--rounds and --local-epochs must be at least 1.")
+    return fraction
+
+
+def _attack_topology(
+    recipe: Recipe,
+    data: Dataset,
+    topo: Topology,
+    traj: Trajectory,
+    split: Split,
+    victims: Victims,
+    scorer: ReferenceScorer | None,
+    settings: Settings,
+    rounds: int,
+    local_epochs: int,
+) -> Audited:
+    """Attack every node of one trained topology from every node, round by round, and summarise it."""
+    x, y = data.x, data.y
+    ev = evaluate(
+        lambda r: node_log_proba(recipe, traj.states[r], x), rounds, y, victims, split.holdout,
+        settings.attacks, scorer=scorer, fpr=settings.fpr, confidence=settings.confidence,
+        every_round=settings.every_round,
+    )  # fmt: skip
+    training = {
+        "engine": traj.mode, "kernel": traj.kernel, "seconds": round(traj.seconds, 3),
+        "local_epochs": local_epochs, "recipe": recipe.name,
+    }  # fmt: skip
+    notes = list(traj.notes) + (list(scorer.notes) if scorer is not None else [])
+    classes = int(y.max()) + 1
+    result = topology_result(
+        topo, split.distribution.name, split.shards, y, classes, victims, ev, settings.confidence,
+        training=training, notes=notes,
+    )  # fmt: skip
+    result.seconds["training"] = round(traj.seconds, 3)
+    return Audited(topo, ev, victims, result, traj)
 
 
 def simulate(
@@ -152,17 +199,11 @@ def simulate(
     run = run or RunOptions()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    if population_fraction is None:
-        population_fraction = 0.2 if settings.needs_references else 0.0
-    if settings.needs_references and population_fraction <= 0:
-        raise PrivgateError("the reference attacks (rmia, lira) need --population > 0 (the attacker's own rows).")
-    if rounds < 1 or local_epochs < 1:
-        raise PrivgateError("--rounds and --local-epochs must be at least 1.")
+    population_fraction = _population_fraction(settings, population_fraction, rounds, local_epochs)
     topos = [parse_topology(t, nodes, run.seed) for t in topologies]
     x, y = data.x, data.y
     split = split_data(y, nodes, distribution, holdout_fraction, population_fraction, run.seed)
     victims = Victims.build(y, split.shards, split.holdout, run.seed)
-    classes = int(y.max()) + 1
     run.say("training reference models…" if settings.needs_references else "splitting…")
     scorer = _scorer(recipe, x, y, split, local_epochs * rounds, settings, run)
     fed: list[Audited] = []
@@ -175,22 +216,7 @@ def simulate(
     )
     for topo, traj in zip(topos, trajectories):
         run.say(f"{topo.name}: attacking every node from every node…")
-        ev = evaluate(
-            lambda r, traj=traj: node_log_proba(recipe, traj.states[r], x), rounds, y, victims, split.holdout,
-            settings.attacks, scorer=scorer, fpr=settings.fpr, confidence=settings.confidence,
-            every_round=settings.every_round,
-        )  # fmt: skip
-        training = {
-            "engine": traj.mode, "kernel": traj.kernel, "seconds": round(traj.seconds, 3),
-            "local_epochs": local_epochs, "recipe": recipe.name,
-        }  # fmt: skip
-        notes = list(traj.notes) + (list(scorer.notes) if scorer is not None else [])
-        result = topology_result(
-            topo, split.distribution.name, split.shards, y, classes, victims, ev, settings.confidence,
-            training=training, notes=notes,
-        )  # fmt: skip
-        result.seconds["training"] = round(traj.seconds, 3)
-        fed.append(Audited(topo, ev, victims, result, traj))
+        fed.append(_attack_topology(recipe, data, topo, traj, split, victims, scorer, settings, rounds, local_epochs))
     report = FederationReport(
         privgate_version=__version__,
         job="fl-simulate",

@@ -85,19 +85,6 @@ class Topology:
         """The hub of a star (node 0), else None."""
         return 0 if self.kind == "star" else None
 
-    def layout(self, seed: int = 0) -> np.ndarray:
-        """``[N, 2]`` positions in [−1, 1]² for drawing: a circle for rings and the complete and empty graphs,
-        the hub in the centre for a star, a force-directed layout (Fruchterman & Reingold 1991) otherwise."""
-        if self.kind == "star" and self.n > 1:
-            pos = nx.shell_layout(self.graph, nlist=[[0], list(range(1, self.n))])
-        elif self.kind in ("ring", "fully", "none"):
-            pos = nx.circular_layout(self.graph)
-        else:
-            pos = nx.spring_layout(self.graph, seed=int(seed))
-        out = np.array([pos[i] for i in range(self.n)], dtype=float).reshape(self.n, 2)
-        span = np.abs(out).max()
-        return out / span if span > 0 else out
-
     def describe(self) -> dict[str, Any]:
         degrees = [d for _, d in self.graph.degree()]
         return {

@@ -17,6 +17,8 @@ None of these formats is a pickle, so none needs ``--trust-checkpoint``.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,22 @@ URL_SCHEMES = ("http://", "https://")
 def is_endpoint(spec: Any) -> bool:
     """Whether ``spec`` names an inference endpoint (an ``http(s)://`` URL) rather than a file."""
     return isinstance(spec, str) and spec.strip().lower().startswith(URL_SCHEMES)
+
+
+def is_huggingface(model: Any) -> bool:
+    """Whether ``model`` is a Hugging Face model folder (or a target loaded from one): the one place that decides.
+
+    A folder with ``config.json`` (or a PEFT ``adapter_config.json``) is read by
+    :mod:`privgate.inputs.targets.hf_target` into a target of kind ``causal_lm`` or ``sequence_classifier``,
+    audited on records of text; anything else is a model file, an endpoint or a model in memory. Reads no file
+    but the folder's listing, imports nothing heavy.
+    """
+    if isinstance(model, (str, os.PathLike)):
+        from privgate.inputs.targets.hf import is_model_dir
+
+        return not is_endpoint(model) and is_model_dir(model)
+    loaded = sys.modules.get("privgate.inputs.targets.hf_target")  # an HFTarget exists only once its module is loaded
+    return loaded is not None and isinstance(model, loaded.HFTarget)
 
 
 def check_model_path(spec: str | Path, trust_types: tuple[str, ...] = ()) -> None:
@@ -45,9 +63,7 @@ def check_model_path(spec: str | Path, trust_types: tuple[str, ...] = ()) -> Non
     if not p.exists():
         raise TargetError(f"{p}: model file not found.")
     if p.is_dir():
-        from privgate.lm.loading import is_model_dir
-
-        if is_model_dir(p):
+        if is_huggingface(p):
             raise TargetError(
                 f"{p}: is a Hugging Face model directory; audit it on text data with privgate check "
                 "(privgate.api.check), which reads it with transformers."
@@ -98,4 +114,12 @@ def wrap_booster(obj: Any) -> BlackBox | None:
     return BoostedModel(module, obj, f"<{module}.Booster>")  # type: ignore[arg-type]
 
 
-__all__ = ["URL_SCHEMES", "BlackBox", "check_model_path", "is_endpoint", "load_served", "wrap_booster"]
+__all__ = [
+    "URL_SCHEMES",
+    "BlackBox",
+    "check_model_path",
+    "is_endpoint",
+    "is_huggingface",
+    "load_served",
+    "wrap_booster",
+]

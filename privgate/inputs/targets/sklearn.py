@@ -209,6 +209,7 @@ class SklearnModel(BlackBox):
     """
 
     fmt = "sklearn"
+    target_kind = "sklearn"  # audited by privgate.attacks.contexts.sklearn
 
     def __init__(self, estimator: Any, source: str) -> None:
         self.estimator = estimator

@@ -23,8 +23,13 @@ class LMContext(AttackContext):
         texts: the pooled records (``x`` holds the same records as an object array).
         scores: the target's :class:`TokenScores` of ``texts``.
         reference: the reference model's :class:`TokenScores` of ``texts`` (``--reference-model``), or ``None``.
-        lm: the loaded target (:class:`privgate.lm.loading.LoadedLM`).
+        lm: the loaded target (:class:`privgate.inputs.targets.hf.LoadedLM`).
         fine_tuned: the :class:`privgate.lm.references.ReferenceFactory` of LiRA and RMIA (``None``: none).
+        policy: the policy as it runs on a language model (:func:`privgate.lm.family.lm_policy`).
+        members, nonmembers: the records of each side, in file order: for the measurements and the
+            distribution-shift guard, which see membership (:mod:`privgate.lm.attacks.measures`); an attack never does.
+        canaries, max_canaries: the canaries file and the most canaries it may hold (``canary_exposure``).
+        batch_size: records per forward pass.
     """
 
     texts: list[str] = field(default_factory=list)
@@ -32,6 +37,12 @@ class LMContext(AttackContext):
     reference: TokenScores | None = None
     lm: Any = None
     fine_tuned: Any = None
+    policy: Any = None
+    members: list[str] = field(default_factory=list)
+    nonmembers: list[str] = field(default_factory=list)
+    canaries: str | None = None
+    max_canaries: int | None = None
+    batch_size: int = 32
 
 
 def lm_context(ctx: AttackContext, attack: str) -> LMContext:

@@ -94,6 +94,3 @@ class LMLearnedAttack(Attack):
             extras={"signals": names},
             fitted=scorer,
         )
-
-
-ATTACKS = (LMLearnedAttack,)

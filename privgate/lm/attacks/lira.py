@@ -163,6 +163,3 @@ class LMRMIAAttack(Attack):
         return _result(
             self, refs, scores, start, [note], a=a, a_calibration_auc={str(k): round(v, 4) for k, v in grid.items()}
         )
-
-
-ATTACKS = (LMLiRAAttack, LMRMIAAttack)

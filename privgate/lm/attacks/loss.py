@@ -24,6 +24,3 @@ class LMLossAttack(RecordAttack):
 
     def score(self, ctx: LMContext) -> np.ndarray:
         return ctx.scores.mean_logprob
-
-
-ATTACKS = (LMLossAttack,)

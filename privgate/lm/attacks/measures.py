@@ -2,14 +2,14 @@
 
 They are registered as attacks so a policy can name them in a check, but they
 do not score membership: each returns the one metric it measures (an
-:class:`~privgate.stats.Estimate` with its interval) and the language-model
-gate (:mod:`privgate.lm.gate`) runs them with what they need — the canaries
-file, the members and non-members — through :meth:`Measurement.measure`.
+:class:`~privgate.stats.Estimate` with its interval). The gate runs them as any
+attack, on the language model's context (:mod:`privgate.lm.audit`), which
+holds what they need — the canaries file, the members and non-members.
 
 * ``canary_exposure`` — metric ``exposure`` (bits), the largest over the
   canaries (Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232):
   exposure = log2 |R| − log2 rank of the inserted secret among all candidates;
-  measured by :func:`privgate.lm.exposure.measure_exposure`: exactly up to
+  measured by :func:`privgate.lm.canary_exposure.measure_exposure`: exactly up to
   ``max_exact`` candidates, else extrapolated from ``samples`` sampled ones
   (options of the attack in the policy); the notes say which.
 * ``extraction`` — metric ``extraction_rate``: the fraction of members whose
@@ -34,14 +34,15 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
-from privgate.lm.canaries import MAX_CANARIES
+from privgate.inputs.canaries import MAX_CANARIES
+from privgate.inputs.text import shorten
 
 
 @dataclass
 class MeasureInputs:
-    """What a measurement needs (the gate builds it; attacks never see membership, measurements do)."""
+    """What a measurement needs (from the language model's context; attacks never see membership, measurements do)."""
 
-    lm: Any  # privgate.lm.loading.LoadedLM
+    lm: Any  # privgate.inputs.targets.hf.LoadedLM
     members: list[str]
     nonmembers: list[str]
     canaries: str | None
@@ -58,8 +59,22 @@ def _integer(key: str, v: Any, low: int, high: int) -> int:
     return v
 
 
+def measurement_confidence(policy: Any, name: str) -> float:
+    """The confidence a measurement's interval needs: that of the most demanding check on it.
+
+    A check of level L is decided at 1 − α_L / k_L (its policy's own error budget shared by its k_L checks,
+    :mod:`privgate.decision`); a measurement has one candidate, so that is its interval's confidence. Without a
+    check it is measured at the policy's confidence, for the report.
+    """
+    levels = [1.0 - p.own_alpha / max(1, len(p.checks)) for p in policy.chain() for c in p.checks if c.attack == name]
+    return max(levels, default=policy.confidence)
+
+
 class Measurement(Attack):
-    """A registered name for a language-model metric; run by the gate through :meth:`measure`."""
+    """A registered name for a language-model metric, measured by :meth:`measure` on the language model's context.
+
+    The gate runs it as any attack; its result has no scores but the estimate of the metric it ``measures``.
+    """
 
     threat_model = "black-box"
     #: Never a candidate of a ``best`` membership check; a ``best`` check of its own metric still chooses it.
@@ -68,7 +83,18 @@ class Measurement(Attack):
     measures: ClassVar[str]
 
     def run(self, ctx: AttackContext) -> AttackResult:
-        raise AttackSkipped(f"'{self.name}' measures causal language models; the target is not one")
+        """:meth:`measure` on a causal language model's context, at :func:`measurement_confidence`."""
+        from privgate.lm.attacks.context import LMContext
+
+        if not isinstance(ctx, LMContext) or ctx.scores is None:
+            raise AttackSkipped(f"'{self.name}' measures causal language models; the target is not one")
+        inputs = MeasureInputs(
+            ctx.lm, ctx.members, ctx.nonmembers, ctx.canaries, ctx.run.device, ctx.seed,
+            measurement_confidence(ctx.policy, self.name), ctx.batch_size,
+        )  # fmt: skip
+        if ctx.max_canaries is not None:
+            inputs = dataclasses.replace(inputs, max_canaries=ctx.max_canaries)
+        return self.measure(inputs)
 
     def measure(self, inputs: MeasureInputs) -> AttackResult:
         """The metric as ``extras['estimates'][measures]`` of an :class:`AttackResult` without scores."""
@@ -98,7 +124,7 @@ class CanaryExposure(Measurement):
     measures = "exposure"
 
     def __init__(self, max_exact: int | None = None, samples: int | None = None, **options: Any) -> None:
-        from privgate.lm.exposure import MAX_EXACT, SAMPLES
+        from privgate.lm.canary_exposure import MAX_EXACT, SAMPLES
 
         super().__init__(**options)
         self.options = {
@@ -113,8 +139,8 @@ class CanaryExposure(Measurement):
         if inputs.canaries is None:
             raise AttackSkipped("no canaries were given (--canaries FILE)")
         try:
-            from privgate.lm.canaries import load_canaries
-            from privgate.lm.exposure import measure_exposure
+            from privgate.inputs.canaries import load_canaries
+            from privgate.lm.canary_exposure import measure_exposure
         except ImportError:
             raise AttackSkipped("canary exposure is not available in this version of privgate") from None
         canaries = load_canaries(Path(inputs.canaries), inputs.max_canaries)
@@ -247,12 +273,5 @@ class Extraction(Measurement):
                 + (f"; {skipped} records too short to test" if skipped else "")
             ]
         extras = {"extraction": rep.model_dump(exclude={"extracted_members", "extracted_nonmembers"})}
-        extras["extracted"] = [{"member_index": i, "text": _shorten(inputs.members[i])} for i in rep.extracted_members]
+        extras["extracted"] = [{"member_index": i, "text": shorten(inputs.members[i])} for i in rep.extracted_members]
         return self._result(start, est, extras, notes)
-
-
-def _shorten(text: str, chars: int = 200) -> str:
-    return text if len(text) <= chars else text[: chars - 1] + "…"
-
-
-ATTACKS = (CanaryExposure, Extraction)

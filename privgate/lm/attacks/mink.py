@@ -55,6 +55,3 @@ class MinKPlusPlusAttack(RecordAttack):
         return np.array(
             [lowest_mean((lp - mu) / sd, self.options["k"]) for lp, mu, sd in zip(s.logprob, s.mu, s.sigma)]
         )
-
-
-ATTACKS = (MinKAttack, MinKPlusPlusAttack)

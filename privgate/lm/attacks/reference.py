@@ -42,6 +42,3 @@ class ReferenceRatioAttack(RecordAttack):
         if self.options["form"] == "difference":
             return ref - target
         return -target / np.maximum(ref, 1e-6)
-
-
-ATTACKS = (ReferenceRatioAttack,)

@@ -35,6 +35,3 @@ class ZlibAttack(RecordAttack):
         nll = -ctx.scores.mean_logprob
         bits = np.array([zlib_bits(t) for t in ctx.texts])
         return -nll / bits
-
-
-ATTACKS = (ZlibAttack,)

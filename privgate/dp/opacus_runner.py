@@ -1,0 +1,378 @@
+"""One DP-SGD run with Opacus, whatever the model and whatever the unit of privacy (a record or a user).
+
+DP-SGD (Abadi et al. 2016, "Deep Learning with Differential Privacy", arXiv
+1607.00133): every step draws a Poisson batch of *units* — each joins
+independently with probability q = 1/⌈N/B⌉ — clips each unit's gradient to C,
+adds N(0, σ²C²·I) and steps. A unit is one training record
+(:func:`privgate.dp.train.train_dp`, :func:`privgate.lm.finetune.finetune`) or
+one user, all of whose records' gradients are summed before the clip
+(:mod:`privgate.lm.userlevel`, McMahan et al. 2018, arXiv 1710.06963): the
+runner only sees a dataset of units and a ``step`` that computes their
+per-unit gradients, so both run the same engine, the same noise and the same
+accounting.
+
+Opacus (Yousefpour et al. 2021, arXiv 2109.12298) is used as documented:
+``PrivacyEngine.make_private`` with Poisson sampling for a given σ, or
+``make_private_with_epsilon`` to calibrate σ for a target ε (the PRV
+accountant, Gopi et al. 2021, arXiv 2106.02848, falls back to RDP, Mironov
+2017, arXiv 1702.07476, where its discretisation fails);
+``BatchMemoryManager`` splits a record-level logical batch into physical ones.
+The Poisson draws come from a CPU generator seeded with the run's seed, the
+noise from another (:mod:`privgate.dp.noise`), so the same seed gives the same
+run on every device up to float rounding.
+
+The ε spent is stated in one of two ways, as the caller's report has always
+stated it: ``engine`` asks the run's own accountant (PRV, else RDP with a note),
+``compose`` composes the run (σ, q, T) with :func:`privgate.dp.accounting.compose`
+(the smaller of the RDP and PRV bounds), as the ε search composes its candidates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from privgate.dp.accounting import DPCalibrationError
+from privgate.dp.noise import draw_noise_on_cpu
+
+AccountantName = Literal["prv", "rdp"]
+#: How the spent ε is stated (module docstring); ``None``: not computed (reference models).
+Accounting = Literal["engine", "compose"]
+
+_ACCOUNTANT_ERRORS = (RuntimeError, ValueError, OverflowError, FloatingPointError, ZeroDivisionError, MemoryError)
+
+
+@dataclass(frozen=True)
+class DPSettings:
+    """How DP-SGD trains, apart from the noise (which the target ε or a given σ fixes).
+
+    Args:
+        epochs: passes over the training set (T = epochs / q steps).
+        batch_size: expected logical batch size; the sampling rate is
+            q = 1 / ceil(N / batch_size).
+        max_grad_norm: clipping norm C of every per-example gradient.
+        delta: the δ of the (ε, δ) guarantee; below 1/N.
+        accountant: ``prv`` (tighter, falls back to ``rdp`` when it fails) or ``rdp``.
+        max_physical_batch_size: most examples per forward/backward pass
+            (``BatchMemoryManager``); does not change the privacy or the result.
+        grad_sample_mode: ``ghost`` (default) clips per-example gradients
+            without materialising them — their norms come from the "ghost norm"
+            trick (Goodfellow 2015, arXiv 1510.01799; Li et al. 2021, arXiv
+            2110.05679) and a second, re-weighted backward pass gives the sum of
+            clipped gradients; the same DP-SGD update, several times faster for
+            wide layers. ``hooks`` materialises every per-example gradient
+            (Opacus' classic mode). Both agree to float rounding.
+    """
+
+    epochs: int
+    batch_size: int
+    max_grad_norm: float
+    delta: float
+    accountant: AccountantName = "prv"
+    max_physical_batch_size: int = 256
+    grad_sample_mode: Literal["ghost", "hooks"] = "ghost"
+
+    def with_clip(self, max_grad_norm: float) -> DPSettings:
+        return dataclasses.replace(self, max_grad_norm=float(max_grad_norm))
+
+
+@dataclass
+class DPTraining:
+    """What one DP-SGD run did: enough to state, and re-check, its guarantee.
+
+    ``epsilon`` is what the accountant reports for the run actually performed
+    (``inf`` for noise-free runs); ``target_epsilon`` is what was asked for.
+    """
+
+    target_epsilon: float | None
+    epsilon: float
+    delta: float
+    noise_multiplier: float
+    max_grad_norm: float
+    sample_rate: float
+    steps: int
+    epochs: int
+    batch_size: int
+    accountant: str
+    n_train: int
+    seconds: float
+    calibration_seconds: float = 0.0
+    accountant_note: str | None = None
+    architecture_changes: list[str] = field(default_factory=list)
+    grad_sample_mode: str = "ghost"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["epsilon"] = None if not math.isfinite(self.epsilon) else round(self.epsilon, 6)
+        out["seconds"] = round(self.seconds, 3)
+        out["calibration_seconds"] = round(self.calibration_seconds, 3)
+        return out
+
+
+def _engine_epsilon(
+    accountant: Any, delta: float, history: list[tuple[float, float, int]]
+) -> tuple[float, str, str | None]:
+    """(ε, accountant used, note) from the run's own accountant; PRV falls back to RDP when it fails or returns inf."""
+    from opacus.accountants import RDPAccountant
+
+    name = accountant.mechanism()
+    if name == "prv":
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # PRV sizes its grid with an RDP bound, which warns at large ε
+                eps = float(accountant.get_epsilon(delta=delta))
+            if math.isfinite(eps):
+                return eps, "prv", None
+            why = "it returned an infinite ε"
+        except _ACCOUNTANT_ERRORS as exc:
+            why = f"{exc.__class__.__name__}: {str(exc)[:120]}"
+        rdp = RDPAccountant()
+        rdp.history = list(history)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return (
+                float(rdp.get_epsilon(delta=delta)),
+                "rdp",
+                f"the PRV accountant could not compute ε ({why}); reported with RDP instead",
+            )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(accountant.get_epsilon(delta=delta)), name, None
+
+
+#: ``step(module, criterion, batch)``: forward and backward on one (physical) batch of units, leaving each
+#: parameter's per-unit gradients for Opacus to clip; returns the batch's loss (``None``: nothing to record).
+Step = Callable[[nn.Module, Any, Any], "float | None"]
+
+
+@dataclass
+class PrivateRun:
+    """A model, optimiser and Poisson loader made private by Opacus, ready for :meth:`train`.
+
+    Attributes:
+        module: the model wrapped for per-unit gradients; ``optimizer``: Opacus' DP optimiser;
+        criterion: the loss (wrapped for ghost clipping); ``loader``: the Poisson loader over the units.
+        note: why the accountant fell back, when it did; ``calibration_seconds``: time to wrap and calibrate.
+    """
+
+    engine: Any
+    module: Any
+    optimizer: Any
+    criterion: Any
+    loader: Any
+    note: str | None
+    calibration_seconds: float
+    seconds: float = 0.0
+    _on_step: Callable[[], Any] | None = None
+
+    @property
+    def sample_rate(self) -> float:
+        return float(self.loader.sample_rate)
+
+    def train(
+        self, step: Step, epochs: int, physical: int | None = None, on_step: Callable[[], Any] | None = None
+    ) -> list[float]:
+        """``epochs`` passes of DP-SGD; returns the losses ``step`` gave in the last pass.
+
+        ``physical``: split each Poisson batch into batches of at most this many units (``BatchMemoryManager``:
+        the same update, less memory); ``None``: a step's units in one pass (user-level DP sums a user's
+        records in one backward pass). ``on_step``: called after each noisy step the optimiser takes (a
+        learning-rate schedule's ``step``), not after the physical batches it skips.
+        """
+        self._on_step = on_step
+        from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+        t0 = time.perf_counter()
+        losses: list[float] = []
+        self.module.train()
+        with warnings.catch_warnings():
+            # Opacus' backward hooks warn when the inputs need no gradient: expected here
+            warnings.filterwarnings("ignore", message=".*backward hook.*")
+            for _ in range(epochs):
+                losses = []
+                if physical is None:
+                    self._pass(self.loader, step, losses)
+                    continue
+                with BatchMemoryManager(
+                    data_loader=self.loader, max_physical_batch_size=physical, optimizer=self.optimizer
+                ) as batches:
+                    self._pass(batches, step, losses)
+        self.module.eval()
+        self.seconds += time.perf_counter() - t0
+        return losses
+
+    def _pass(self, batches: Iterable[Any], step: Step, losses: list[float]) -> None:
+        for batch in batches:
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = step(self.module, self.criterion, batch)
+            self.optimizer.step()
+            if self._on_step is not None and not getattr(self.optimizer, "_is_last_step_skipped", False):
+                self._on_step()
+            if loss is not None:
+                losses.append(loss)
+
+    def record(
+        self,
+        settings: DPSettings,
+        *,
+        n_units: int,
+        batch_size: int,
+        accounting: Accounting | None,
+        target_epsilon: float | None = None,
+        grad_sample_mode: str | None = None,
+        architecture_changes: list[str] | None = None,
+    ) -> DPTraining:
+        """The run's :class:`DPTraining`: σ, q and T as Opacus ran them, and the ε spent (module docstring).
+
+        Raises:
+            RuntimeError: with ``engine`` accounting, the accountant reports more than ``target_epsilon``.
+        """
+        sigma = float(self.optimizer.noise_multiplier)
+        history = list(self.engine.accountant.history)
+        steps = int(sum(h[2] for h in history))
+        eps, used, spent_note = math.inf, self.engine.accountant.mechanism(), None
+        if accounting is not None and sigma <= 0:
+            used = "none (σ = 0)"
+        elif accounting == "engine":
+            eps, used, spent_note = _engine_epsilon(self.engine.accountant, settings.delta, history)
+        elif accounting == "compose":
+            from privgate.dp.accounting import Run, compose
+
+            comp = compose([Run(sigma, self.sample_rate, steps)], settings.delta, settings.accountant)
+            eps, used, spent_note = comp.epsilon, comp.accountant, comp.note
+        if accounting == "engine" and target_epsilon is not None and eps > target_epsilon * (1 + 1e-9) + 1e-12:
+            raise RuntimeError(
+                f"DP-SGD verification failed: the {used} accountant reports ε = {eps:.4g} after training, above "
+                f"the target {target_epsilon:g}"
+            )
+        return DPTraining(
+            target_epsilon=None if target_epsilon is None else float(target_epsilon),
+            epsilon=eps,
+            delta=settings.delta,
+            noise_multiplier=sigma,
+            max_grad_norm=settings.max_grad_norm,
+            sample_rate=self.sample_rate,
+            steps=steps,
+            epochs=settings.epochs,
+            batch_size=batch_size,
+            accountant=used,
+            n_train=n_units,
+            seconds=self.seconds,
+            calibration_seconds=self.calibration_seconds,
+            accountant_note="; ".join(s for s in (self.note, spent_note) if s) or None,
+            architecture_changes=list(architecture_changes or []),
+            grad_sample_mode=grad_sample_mode or settings.grad_sample_mode,
+        )
+
+    def close(self) -> None:
+        """Remove Opacus' hooks from the wrapped model."""
+        close = getattr(self.module, "_close", None)
+        if close is not None:
+            close()
+
+
+def make_private(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    units: torch.utils.data.Dataset,
+    *,
+    settings: DPSettings,
+    seed: int,
+    batch_size: int,
+    criterion: nn.Module,
+    grad_sample_mode: str,
+    noise_multiplier: float | None = None,
+    target_epsilon: float | None = None,
+    instrument: Callable[[Any, float], None] | None = None,
+) -> PrivateRun:
+    """``model`` and ``optimizer`` made private over ``units`` (one item per unit of privacy), Poisson-sampled.
+
+    Give exactly one of ``noise_multiplier`` (σ; 0: clipping without noise) or ``target_epsilon`` (σ
+    calibrated by ``make_private_with_epsilon`` for ``settings.epochs``, PRV falling back to RDP). The Poisson
+    batches of expected size ``batch_size`` are drawn from a CPU generator seeded with ``seed``, the noise from
+    another (seed + 0x5EED, :mod:`privgate.dp.noise`). ``instrument`` is called once with the DP optimiser and
+    q before the first step (the one-run audits add their canaries to the noisy step through it).
+
+    Raises:
+        DPCalibrationError: no σ reaches ``target_epsilon``.
+    """
+    from opacus import PrivacyEngine
+
+    if (target_epsilon is None) == (noise_multiplier is None):
+        raise ValueError("give exactly one of target_epsilon or noise_multiplier")
+    data_gen = torch.Generator().manual_seed(int(seed))
+    noise_gen = torch.Generator().manual_seed(int(seed) + 0x5EED)  # on the CPU, whatever the device
+    loader = torch.utils.data.DataLoader(units, batch_size=batch_size, generator=data_gen)
+    common = dict(
+        module=model,
+        optimizer=optimizer,
+        data_loader=loader,
+        criterion=criterion,
+        max_grad_norm=settings.max_grad_norm,
+        poisson_sampling=True,
+        noise_generator=noise_gen,
+        grad_sample_mode=grad_sample_mode,
+    )
+    t0 = time.perf_counter()
+    model.train()  # Opacus validates (and DP-SGD trains) a module in training mode
+    chain = [settings.accountant] + (["rdp"] if target_epsilon is not None and settings.accountant == "prv" else [])
+    note = None
+    for name in chain:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "secure RNG turned off": stated in the DP statement's caveats
+                engine = PrivacyEngine(accountant=name)
+                if target_epsilon is None:
+                    wrapped = engine.make_private(noise_multiplier=float(noise_multiplier), **common)
+                else:
+                    wrapped = engine.make_private_with_epsilon(
+                        target_epsilon=float(target_epsilon),
+                        target_delta=settings.delta,
+                        epochs=settings.epochs,
+                        **common,
+                    )
+            break
+        except _ACCOUNTANT_ERRORS as exc:
+            # get_noise_multiplier runs before make_private wraps anything, so retrying is clean
+            if target_epsilon is None:
+                raise
+            if name == chain[-1]:
+                raise DPCalibrationError(
+                    f"no noise multiplier reaches ε = {target_epsilon:g} at δ = {settings.delta:.3g} in "
+                    f"{settings.epochs} epochs "
+                    f"({exc.__class__.__name__}: {str(exc)[:160]}); use larger ε values in remediation.epsilons."
+                ) from None
+            note = (
+                f"the PRV accountant could not calibrate the noise for ε = {target_epsilon:g} "
+                f"({exc.__class__.__name__}: {str(exc)[:120]}); fell back to RDP, a valid and slightly more "
+                f"conservative bound"
+            )
+    if len(wrapped) == 4:  # ghost clipping also wraps the loss
+        module, dp_opt, wrapped_loss, dp_loader = wrapped
+    else:
+        (module, dp_opt, dp_loader), wrapped_loss = wrapped, criterion
+    draw_noise_on_cpu(dp_opt, noise_gen)
+    run = PrivateRun(engine, module, dp_opt, wrapped_loss, dp_loader, note, time.perf_counter() - t0)
+    if instrument is not None:
+        instrument(dp_opt, run.sample_rate)
+    return run
+
+
+__all__ = [
+    "Accounting",
+    "AccountantName",
+    "DPCalibrationError",
+    "DPSettings",
+    "DPTraining",
+    "PrivateRun",
+    "Step",
+    "make_private",
+]

@@ -1,0 +1,155 @@
+"""What the one ε search asks of a kind of model: train a candidate, measure it, audit it, state its guarantee.
+
+The search (:func:`privgate.dp.remediate.search`) is the same state machine for
+every kind of model — the original audited once, "not needed" and "cannot
+help" decided on its checks, a schedule walked (ladder, bisect) or randomly
+stopped, every candidate trained from the public start at a calibrated σ with
+its own seed, re-audited by the gate and measured, the released ε accounted
+for the whole search, and the hardened, stopped or no-ε ending stated. A
+:class:`HardenTask` supplies what differs:
+
+* **tabular** (:class:`privgate.dp.tabular_task.TabularTask`): DP-SGD
+  retraining of the recipe from scratch (:func:`privgate.dp.train.train_dp`),
+  accuracy on held-out rows, the clip norm tuned on the population, a
+  TorchScript model and its card;
+* **Hugging Face folders** (:class:`privgate.lm.harden.LMHardenTask`): DP
+  fine-tuning of the recipe's public base (:func:`privgate.lm.finetune.finetune`),
+  held-out perplexity (a causal language model) or accuracy (a sequence
+  classifier), records or users as the unit of privacy, a ``save_pretrained``
+  folder.
+
+The kind of model is decided once, at the door
+(:func:`privgate.inputs.targets.is_huggingface`); tasks are named here as
+``"module:Class"`` and imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from privgate.dp.candidates import Candidate
+    from privgate.dp.opacus_runner import DPSettings, DPTraining
+    from privgate.options import RunOptions
+    from privgate.policy import Policy
+    from privgate.report.model import Report
+    from privgate.report.remediation_section import Hyperparameter, SearchSettings
+
+#: Family of model → the task that hardens it.
+TASKS = {
+    "tabular": "privgate.dp.tabular_task:TabularTask",
+    "huggingface": "privgate.lm.harden:LMHardenTask",
+}
+
+
+class Plan:
+    """How every candidate of one search trains: the DP-SGD settings, and where each came from (for the report)."""
+
+    def __init__(
+        self,
+        settings: DPSettings,
+        section: SearchSettings,
+        hyper: list[Hyperparameter],
+        clip_from: str,
+        clip_trainings: int = 0,
+    ) -> None:
+        self.settings, self.section, self.hyper = settings, section, hyper
+        self.clip_from, self.clip_trainings = clip_from, clip_trainings
+
+
+class HardenTask:
+    """The kind-specific half of hardening (module docstring). Attributes a task sets:
+
+    Attributes:
+        policy: the policy, with its ``remediation`` and ``utility`` sections.
+        target, data, audit_recipe: what the gate audits the original on (and the recipe it gets).
+        n_units: the number of units of privacy (training rows, records or users): it sets q and δ.
+        trained_as: a candidate's label (``DP-SGD``, ``DP fine-tune``); ``training``: the training, in a sentence
+            (``DP-SGD``, ``DP fine-tuning``); ``trainings``: how the summary counts them.
+        metric, utility_source: the utility and the held-out data it is measured on.
+        candidate: the :class:`~privgate.dp.candidates.Candidate` type (whether utility is higher- or lower-better).
+    """
+
+    policy: Policy
+    target: Any
+    data: Any
+    audit_recipe: Any = None
+    n_units: int = 0
+    trained_as = "DP-SGD"
+    training = "DP-SGD"
+    trainings = "training(s)"
+    metric = "accuracy"
+    utility_source = ""
+    candidate: type[Candidate]
+
+    @classmethod
+    def open(cls, settings: Any, run: RunOptions) -> HardenTask:
+        """The task of ``settings`` (a :class:`~privgate.settings.HardenSettings`): bad input refused, inputs loaded."""
+        raise NotImplementedError
+
+    def utility(self, target: Any) -> tuple[float, list[float]]:
+        """Held-out utility of an audited model (the original, or a candidate as :meth:`audited` made it)."""
+        raise NotImplementedError
+
+    def floor(self, original: float) -> tuple[float | None, str]:
+        """The utility floor (a perplexity ceiling) and the rule that set it."""
+        raise NotImplementedError
+
+    def plan(self, run: RunOptions) -> Plan:
+        """The search's DP-SGD settings, fixed once after the original audit (it may train, e.g. the clip search)."""
+        raise NotImplementedError
+
+    def train(self, epsilon: float, sigma: float, seed: int, run: RunOptions) -> tuple[Any, DPTraining]:
+        """One candidate trained with DP-SGD at σ from the public start: the model and its DP record."""
+        raise NotImplementedError
+
+    def audited(self, model: Any, record: DPTraining, label: str) -> tuple[Any, Any]:
+        """The candidate as the gate audits it: its target and the recipe the gate gets."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ what the section says
+
+    def selection_statement(self, n: int, basis: str, clip_from: str) -> str:
+        raise NotImplementedError
+
+    def utility_phrase(self, value: float, original: float, floor: float | None) -> str:
+        """``with utility … (original …, floor …)`` of the hardened ending."""
+        raise NotImplementedError
+
+    def utility_of(self, value: float) -> str:
+        """One candidate's utility in a sentence (``utility 0.9123``)."""
+        raise NotImplementedError
+
+    def reason(self, reason: str | None, floor: float | None) -> str | None:
+        """The search's reason for finding no ε, in this kind's words."""
+        return reason
+
+    def statement(self) -> dict[str, Any]:
+        """The DP statement's parts that depend on the kind: ``public``, ``model_kind``, ``unit``, ``unit_note``."""
+        raise NotImplementedError
+
+    def sampling(self) -> str | None:
+        """How units join a step, when not rows (``None``: the statement's default)."""
+        return None
+
+    def one_run_audit(self, chosen: Candidate, settings: DPSettings, run: RunOptions) -> dict[str, Any] | str:
+        """The one-run audit of the chosen settings (``remediation.audit``), or why it was not run."""
+        raise NotImplementedError
+
+    def files(self, report: Report, chosen: Candidate) -> tuple[Report, dict[Path, tuple[str, bytes]]]:
+        """The hardened model's files to write (and the report describing them)."""
+        raise NotImplementedError
+
+
+def task_class(model: Any) -> type[HardenTask]:
+    """The task that hardens ``model`` (a path or a model in memory), by the kind decided at the door."""
+    from privgate.inputs.targets import is_huggingface
+
+    module, _, name = TASKS["huggingface" if is_huggingface(model) else "tabular"].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["TASKS", "HardenTask", "Plan", "task_class"]

@@ -1,0 +1,43 @@
+"""Numbers in reports: which values are finite numbers, JSON's stand-in for the others, and numbers for people.
+
+Two ideas, one function each, used by every writer, the decision rules and
+the report types:
+
+* :func:`finite_or_none` — what a report *stores*: standard JSON has neither
+  NaN nor ±∞, so a non-finite float is written as ``null`` (a metric that could
+  not be measured has no value, never 0); every other value is kept as it is.
+* :func:`is_finite_number` — what a reader may *compute with*: an ``int`` or
+  ``float`` (never a ``bool``, which Python counts as an ``int``) that is
+  finite. A report read back may hold anything in a field (docs/threat-model.md).
+
+:func:`num` and :func:`sig` print a number for people, ``n/a`` for anything
+that is not a finite number.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def finite_or_none(v: Any) -> Any:
+    """``None`` for a NaN or infinite float; ``v`` unchanged otherwise (``None``, ints, strings included)."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def is_finite_number(v: Any) -> bool:
+    """Whether ``v`` is a finite ``int`` or ``float`` (a ``bool`` is not a number here)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def num(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
+    """A number for people with ``digits`` decimals; ``missing`` for absent or non-finite values."""
+    return f"{v:.{digits}f}" if is_finite_number(v) else missing
+
+
+def sig(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
+    """A number for people with ``digits`` significant digits; ``missing`` for absent or non-finite values."""
+    return f"{v:.{digits}g}" if is_finite_number(v) else missing
+
+
+__all__ = ["finite_or_none", "is_finite_number", "num", "sig"]
