@@ -88,20 +88,32 @@ def _user_step(folder) -> None:
         sys.modules.pop("user_steps", None)
 
 
-def test_an_untrusted_skops_type_is_one_sentence_and_trusting_it_loads_the_model(tmp_path):
+def test_an_untrusted_skops_type_is_one_sentence_and_trusting_it_loads_the_model(tmp_path, monkeypatch):
+    import sys
+
+    from click.testing import CliRunner
+
+    from privgate.cli import cli
+
     _user_step(tmp_path)
-    r = run_cli("check", "own.skops", "--policy", "internal", "--members", "m.parquet", "--nonmembers", "n.parquet",
-                "--no-step-summary", cwd=tmp_path)  # fmt: skip
+    args = ["check", "own.skops", "--policy", "internal", "--members", "m.parquet", "--nonmembers", "n.parquet",
+            "--no-step-summary"]  # fmt: skip
+    r = run_cli(*args, cwd=tmp_path)  # as a user meets it: stderr and the exit code of the process
     assert r.returncode == 2 and "Traceback" not in r.stderr, (r.stdout, r.stderr)
     err = " ".join(r.stderr.split())
     assert err.startswith("error:") and err.count(". ") == 0, err
     assert "own.skops: the skops file names the type 'user_steps.twice', which privgate does not trust" in err
     assert "trust it with --trust-type user_steps.twice (or trust_types in privgate.toml)" in err
-    # trusted in the project's config, the model loads (its module found beside it) and is audited
+    # trusted in the project's config, the model loads (its module found beside it) and is audited: the same
+    # command, run in this process (the config read from the working directory, as in the subprocess)
     (tmp_path / "privgate.toml").write_text('trust_types = ["user_steps.twice"]\n')
-    r = run_cli("check", "own.skops", "--policy", "internal", "--members", "m.parquet", "--nonmembers", "n.parquet",
-                "--no-step-summary", "--json", "r.json", cwd=tmp_path)  # fmt: skip
-    assert r.returncode in (0, 1, 3) and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "user_steps", raising=False)
+    try:
+        run = CliRunner().invoke(cli, [*args, "--json", "r.json"])
+    finally:
+        sys.modules.pop("user_steps", None)
+    assert run.exit_code in (0, 1, 3), (run.output, run.exception)
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["target"]["estimator"] == "Pipeline(FunctionTransformer → LogisticRegression)"
     with pytest.raises(TargetError, match=r"--trust-type 'builtins.eval': privgate never trusts 'builtins'"):
@@ -124,19 +136,19 @@ def test_the_cache_serves_the_clones_again_and_refuses_entries_of_another_key(ta
     cache, key = tmp_path / "cache", secrets.token_bytes(32)
 
     def run(k: bytes):
-        return api.check(tables / "rf.skops", tables / "tabular.yaml", tables / "m.parquet", tables / "n.parquet",
+        return api.check(tables / "lr.skops", tables / "clones.yaml", tables / "m.parquet", tables / "n.parquet",
                          population=tables / "p.parquet", cache_dir=cache, cache_key=k)  # fmt: skip
 
     first, again = run(key), run(key)
     a, b = _attacks(first)["lira"], _attacks(again)["lira"]
-    assert a["models_trained"] == 8 and a["extras"]["models_from_cache"] == 0
-    assert b["models_trained"] == 0 and b["extras"]["models_from_cache"] == 8
+    assert a["models_trained"] == 4 and a["extras"]["models_from_cache"] == 0
+    assert b["models_trained"] == 0 and b["extras"]["models_from_cache"] == 4
     assert a["auc"] == b["auc"] and a["tpr_at_fpr"] == b["tpr_at_fpr"]  # the same models, the same numbers
-    assert len(list(cache.rglob("*.skl"))) == 8
+    assert len(list(cache.rglob("*.skl"))) == 4
     forged = run(secrets.token_bytes(32))  # entries written under another key are never unpickled
     c = _attacks(forged)["lira"]
-    assert c["models_trained"] == 8 and c["auc"] == a["auc"]
-    assert any("8 cache entries" in w and "had no valid tag" in w for w in forged.warnings)
+    assert c["models_trained"] == 4 and c["auc"] == a["auc"]
+    assert any("4 cache entries" in w and "had no valid tag" in w for w in forged.warnings)
 
 
 def test_a_recipe_naming_another_estimator_overrides_the_clone(tables, tmp_path, case):
@@ -146,7 +158,7 @@ def test_a_recipe_naming_another_estimator_overrides_the_clone(tables, tmp_path,
 
         RECIPE = pipeline(ExtraTreesClassifier(n_estimators=10, min_samples_leaf=3))
     """))  # fmt: skip
-    report = api.check(tables / "rf.skops", tables / "tabular.yaml", tables / "m.parquet", tables / "n.parquet",
+    report = api.check(tables / "rf.skops", tables / "clones.yaml", tables / "m.parquet", tables / "n.parquet",
                        recipe="other_forest:RECIPE", search_dirs=(tmp_path,))  # fmt: skip
     lira = _attacks(report)["lira"]
     assert lira["status"] == "ran" and any("clones of recipe 'other_forest:RECIPE'" in n for n in lira["notes"])
@@ -211,7 +223,7 @@ def test_the_action_gates_a_skops_pipeline(tables, tmp_path):
     run = run_action(
         {
             "model": str(tables / "lr.skops"),
-            "policy": str(tables / "tabular.yaml"),
+            "policy": str(tables / "clones.yaml"),
             "members": str(tables / "m.parquet"),
             "nonmembers": str(tables / "n.parquet"),
             "population": str(tables / "p.parquet"),
@@ -237,9 +249,7 @@ def test_the_clones_outputs_are_read_once_per_array_and_kept_within_the_bound(ta
     from privgate.training.sklearn_models import own_recipe, train_clones
 
     target = as_target(str(tables / "rf.skops"))
-    audit = AuditData(
-        as_dataset(tables / "m.parquet", "members"), as_dataset(tables / "n.parquet", "non-members")
-    )
+    audit = AuditData(as_dataset(tables / "m.parquet", "members"), as_dataset(tables / "n.parquet", "non-members"))
     audit.check_against(target)
     x, y = audit.members.x, audit.members.y
     ens = train_clones(own_recipe(target), target.model, x, y, paired_masks(len(x), 4, 0), model_seeds(0, 4))

@@ -80,7 +80,7 @@ def load_inputs(settings: Any, seed: int = 0, *, recipe_for_audit: bool = True) 
     dirs = list(settings.search_dirs)
     # the model's path and the data first: a run refused on them never imports torch
     if isinstance(settings.model, (str, Path)):
-        check_model_path(settings.model, settings.trust_types)
+        check_model_path(settings.model)
     base = base_of(settings)
 
     def dataset(value: Any, role: str) -> Dataset:

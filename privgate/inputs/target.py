@@ -367,7 +367,7 @@ class Target:
         if served is not None:
             return cls(served, served.source, served.fmt, getattr(served, "sha256", None))
         p = Path(path)
-        check_model_path(p, trust_types)
+        check_model_path(p)
         digest = file_sha256(p)
         suffix = p.suffix.lower()
         if suffix == ".safetensors":

@@ -49,13 +49,14 @@ def is_huggingface(model: Any) -> bool:
     return loaded is not None and isinstance(model, loaded.HFTarget)
 
 
-def check_model_path(spec: str | Path, trust_types: tuple[str, ...] = ()) -> None:
+def check_model_path(spec: str | Path) -> None:
     """What is wrong with a model path, as one :class:`~privgate.errors.TargetError`, before anything is loaded.
 
     Nothing for an endpoint URL (its server answers for it) or a non-empty
     file; torch is not imported, so a run with a missing model file is
-    refused as cheaply as one with a bad policy. A ``.skops`` file naming a type
-    that is not trusted (``trust_types``: the user's own) is refused here too.
+    refused as cheaply as one with a bad policy. A ``.skops`` file's types are
+    checked when it loads (:func:`privgate.inputs.targets.sklearn.load_skops`, after the data: reading its
+    schema imports skops, which imports every scikit-learn module and torch).
     """
     if is_endpoint(spec):
         return
@@ -73,10 +74,6 @@ def check_model_path(spec: str | Path, trust_types: tuple[str, ...] = ()) -> Non
         )
     if p.stat().st_size == 0:
         raise TargetError(f"{p}: the model file is empty.")
-    if p.suffix.lower() == ".skops":  # scikit-learn without pickle: every type it names must be trusted
-        from privgate.inputs.targets.sklearn import untrusted_types
-
-        untrusted_types(p, trust_types)
 
 
 def load_served(spec: str | Path, access: Any = None) -> BlackBox | None:
