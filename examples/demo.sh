@@ -31,6 +31,12 @@ run digits_cnn "digits CNN (conv + BatchNorm) vs LiRA and RMIA with CNN referenc
 run digits "harden the digits MLP with DP-SGD" 0 \
   --policy strict-remediate.yaml --remediate --output-model "$OUT/digits-hardened.pt" \
   --json "$OUT/digits-hardened.json" --html "$OUT/digits-hardened.html"
+# a scikit-learn Pipeline (one-hot encoded text columns + a random forest) on a real table of mortgage applications,
+# saved with skops, its members and non-members in Parquet: the pipeline is its own recipe for LiRA and RMIA
+PY="$ROOT/$VENV/bin/python"
+[ -f "$ROOT/examples/mortgage/model.skops" ] || "$PY" "$ROOT/examples/mortgage/build.py" || exit 1
+run mortgage "mortgage Pipeline (text columns, random forest) vs LiRA and RMIA on clones of it" 1 \
+  --json "$OUT/mortgage.json" --html "$OUT/mortgage.html"
 # a language model: a tiny Llama fine-tuned on synthetic patient records with canaries, built from a seed
 # (about a minute on the CPU, once), audited on its text: MIA, canary exposure and verbatim extraction
 CN="$OUT/clinical-notes"

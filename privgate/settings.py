@@ -63,6 +63,8 @@ class CheckSettings:
         recipe: how the model was trained (``module:attr`` or a :class:`~privgate.recipe.Recipe`).
         label_column: the label column of CSV data.
         trust_checkpoint: allow pickled checkpoints (loading them runs code).
+        trust_types: types a ``.skops`` model may name besides scikit-learn's, numpy's and scipy's
+            (:mod:`privgate.inputs.targets.sklearn`).
         search_dirs: folders ``module:attr`` specs and relative data paths are looked up in (first: the base).
         access: how a model given as an endpoint URL is queried (headers, query budget, output name):
             a :class:`privgate.inputs.targets.endpoint.Access`; ``None``: the defaults.
@@ -81,6 +83,7 @@ class CheckSettings:
     search_dirs: tuple[Path, ...] = ()
     access: Any = None
     text: TextOptions = field(default_factory=TextOptions)
+    trust_types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from privgate.inputs.target import Target
     from privgate.policy import Policy
 
+#: The kinds of target (:attr:`privgate.inputs.target.Target.kind`) whose work is estimated: classifiers on rows.
+ROWS_KINDS = ("tabular", "sklearn")
+
 
 def _served_attacks(policy: Policy) -> dict[str, dict[str, Any]]:
     """The policy's attacks that will run on its release's surface (as :func:`privgate.gate.run_attacks` skips)."""
@@ -165,12 +168,12 @@ def decided(
 
     The work is estimated only where it can change the answer: ``auto``, not
     yet decided, on a machine whose torch sees a CUDA GPU, for a classifier on
-    rows of features (:attr:`~privgate.inputs.target.Target.kind` ``tabular``;
-    a Hugging Face folder's work is not estimated: ``auto`` takes the GPU).
+    rows of features (:attr:`~privgate.inputs.target.Target.kind` ``tabular`` or ``sklearn``, whose work on
+    torch is none: the CPU; a Hugging Face folder's work is not estimated: ``auto`` takes the GPU).
     """
     if run.device_requested is not None or run.device != "auto":
         return run.resolved()
-    if target.kind != "tabular" or not _device.cuda_available():  # a language model's work is not estimated
+    if target.kind not in ROWS_KINDS or not _device.cuda_available():  # a language model's work is not estimated
         return run.resolved()
     work = workload_of(target, data, policy, recipe, run, hardening=hardening)
     return run.resolved(work)

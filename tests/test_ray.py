@@ -173,6 +173,26 @@ def test_check_report_numbers_are_identical_local_and_ray(cluster: str, case: An
     assert remote["environment"]["executor"] == "ray" and local["environment"]["executor"] == "local"
 
 
+def test_clones_of_a_sklearn_pipeline_train_as_ray_tasks_with_the_local_numbers(cluster: str, tables: Path) -> None:
+    """A scikit-learn target's reference models (its clones, issue 34 item 3): one Ray task each, the same models."""
+    from privgate import api
+
+    def run(executor: str) -> Any:
+        return api.check(
+            tables / "rf.skops", tables / "clones.yaml", tables / "m.parquet", tables / "n.parquet",
+            population=tables / "p.parquet", cache_dir=None, executor=executor, ray_address=cluster,
+        )  # fmt: skip
+
+    here, there = run("local"), run("ray")
+    lira = {a.name: a for a in there.attacks}["lira"]
+    assert lira.status == "ran" and "trained 4 reference model(s) as 4 Ray tasks" in lira.notes[0]
+    engines = {a.name: a.extras.get("engine") for a in there.attacks}
+    assert engines == {"loss": None, "lira": "as 4 Ray tasks", "rmia": "shared"}
+    where = VOLATILE | {"engine"}  # where the models trained: the only difference
+    assert stable(json.loads(here.to_json()), where) == stable(json.loads(there.to_json()), where)
+    assert [(c.value, c.ci) for c in here.checks] == [(c.value, c.ci) for c in there.checks]
+
+
 def test_check_without_an_address_starts_ray_here_and_gives_the_local_numbers(case: Any, tmp_path: Path) -> None:
     """The user's path: ``privgate check --executor ray`` with no address starts Ray on this machine (issue 24).
 

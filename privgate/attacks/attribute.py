@@ -140,6 +140,7 @@ class AttributeAttack(Attack):
 
     name = "attribute"
     threat_model = "black-box"
+    numeric_rows = True  # its prior and baseline learn from the rows' numbers
 
     def __init__(self, sensitive_column: int | None = None, max_values: int = 32, **options: Any) -> None:
         super().__init__(**options)

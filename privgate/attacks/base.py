@@ -145,12 +145,18 @@ class Attack(ABC):
         needs_recipe: it trains reference models, so it needs the recipe.
         diagnostic: it looks at the data only, never at the model (the blind
             baseline): it is reported, but never decides a ``best`` check.
+        reads_structure: a white-box attack that reads a fitted model's structure (a scikit-learn model's trees),
+            not a torch module's weights.
+        numeric_rows: it adds noise to the rows or learns from their numbers, so it cannot run on a table with
+            text columns. The kind of target decides both (:mod:`privgate.attacks.contexts.sklearn`).
     """
 
     name: ClassVar[str]
     threat_model: ClassVar[ThreatModel]
     needs_recipe: ClassVar[bool] = False
     diagnostic: ClassVar[bool] = False
+    reads_structure: ClassVar[bool] = False
+    numeric_rows: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         if options:

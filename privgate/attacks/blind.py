@@ -21,6 +21,14 @@ warning treats both directions.)
 
 The attack is a *diagnostic*: the gate never lets it decide an ``attack: best``
 check, and :func:`soundness_warnings` turns its result into a report warning.
+
+On a table with text or category columns (:mod:`privgate.inputs.tables`) the
+classifier reads every column: numbers as numbers (missing values as NaN, which
+the gradient-boosting classifier routes and the logistic one imputes), every
+other column as categories — native categorical splits for gradient boosting
+(up to 255 values, more as their ordinal codes), one-hot columns for the
+logistic regression — so a shift in a categorical column shows as well as one
+in a number.
 """
 
 from __future__ import annotations
@@ -38,16 +46,62 @@ from privgate.training.threads import native_threads
 CLASSIFIERS = ("gbdt", "logistic")
 
 
-def _classifier(kind: str, seed: int) -> Any:
+def _classifier(kind: str, seed: int, categorical: np.ndarray | None = None) -> Any:
+    """The audit-vs-population classifier; ``categorical``: which columns are category codes (tables)."""
+    cats = None if categorical is None or not categorical.any() else categorical
     if kind == "logistic":
+        from sklearn.impute import SimpleImputer
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
+        from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-        return make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, class_weight="balanced"))
+        lr = LogisticRegression(max_iter=2000, class_weight="balanced")
+        if cats is None:
+            return make_pipeline(SimpleImputer(strategy="median"), StandardScaler(), lr)
+        from sklearn.compose import ColumnTransformer
+
+        nums = make_pipeline(SimpleImputer(strategy="median"), StandardScaler())
+        hot = OneHotEncoder(handle_unknown="ignore", max_categories=50)
+        ct = ColumnTransformer([("num", nums, ~cats), ("cat", hot, cats)])
+        return make_pipeline(ct, lr)
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    return HistGradientBoostingClassifier(max_iter=50, max_leaf_nodes=15, class_weight="balanced", random_state=seed)
+    return HistGradientBoostingClassifier(
+        max_iter=50, max_leaf_nodes=15, class_weight="balanced", random_state=seed, categorical_features=cats
+    )
+
+
+def encode(audit: np.ndarray, pop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Audit and population rows of a table as numbers, and which columns hold category codes.
+
+    A column whose every value reads as a number stays a number (missing: NaN);
+    any other column becomes codes of its values over both sets together
+    (missing: NaN), a category when it has at most 255 values.
+    """
+    both = np.concatenate([audit, pop])
+    out = np.empty(both.shape, dtype=np.float64)
+    categorical = np.zeros(both.shape[1], dtype=bool)
+    for j in range(both.shape[1]):
+        col = both[:, j]
+        try:
+            out[:, j] = np.asarray(col, dtype=np.float64)
+            continue
+        except (TypeError, ValueError):
+            pass
+        text = np.asarray([None if _missing(v) else str(v) for v in col], dtype=object)
+        present = text != None  # noqa: E711 - elementwise
+        values, codes = np.unique(text[present].astype(str), return_inverse=True)
+        out[:, j] = np.nan
+        out[present, j] = codes
+        categorical[j] = len(values) <= 255
+    return out[: len(audit)], out[len(audit) :], categorical
+
+
+def _missing(v: Any) -> bool:
+    try:
+        return bool(v is None or v != v)  # None, NaN, pandas' NA
+    except (TypeError, ValueError):
+        return True
 
 
 class BlindAttack(Attack):
@@ -84,10 +138,14 @@ class BlindAttack(Attack):
                 f"known to be outside the training set); the audit has {have or 'none'}"
             )
         assert ctx.population is not None
-        audit = np.asarray(ctx.x, dtype=np.float64).reshape(len(ctx.x), -1)
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0xB11D]))
-        keep = np.sort(rng.permutation(have)[: max(len(audit), o["min_population"])])  # no more than the audit: cost
-        pop = np.asarray(ctx.population.x, dtype=np.float64)[keep].reshape(len(keep), -1)
+        keep = np.sort(rng.permutation(have)[: max(len(ctx.x), o["min_population"])])  # no more than the audit: cost
+        categorical = None
+        if np.asarray(ctx.x).dtype == object:  # a table with text columns: categories (module docstring)
+            audit, pop, categorical = encode(ctx.x.reshape(len(ctx.x), -1), ctx.population.x[keep])
+        else:
+            audit = np.asarray(ctx.x, dtype=np.float64).reshape(len(ctx.x), -1)
+            pop = np.asarray(ctx.population.x, dtype=np.float64)[keep].reshape(len(keep), -1)
         have = len(pop)
         fold_of = rng.permutation(len(audit)) % o["folds"]
         pop_fold = rng.permutation(have) % o["folds"]
@@ -96,7 +154,7 @@ class BlindAttack(Attack):
             held = fold_of == f
             xs = np.concatenate([audit[~held], pop[pop_fold != f]])
             ys = np.r_[np.ones(int((~held).sum())), np.zeros(int((pop_fold != f).sum()))]
-            clf = _classifier(o["classifier"], ctx.seed)
+            clf = _classifier(o["classifier"], ctx.seed, categorical)
             with native_threads(ctx.threads):  # entered after sklearn is loaded: it limits the pools it finds
                 scores[held] = clf.fit(xs, ys).decision_function(audit[held])
         return AttackResult(

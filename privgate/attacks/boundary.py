@@ -61,6 +61,7 @@ class BoundaryAttack(Attack):
 
     name = "boundary"
     threat_model = "label-only"
+    numeric_rows = True  # noise or flips added to the rows
 
     def __init__(self, queries: int = 64, scales: int = 4, noise: str = "auto", folds: int = 5, **options: Any) -> None:
         super().__init__(**options)

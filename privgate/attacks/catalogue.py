@@ -67,6 +67,7 @@ CATALOGUE: dict[str, Entry] = {
     "gradient": Entry(_T + "gradient:GradientAttack", "white-box"),
     "inversion": Entry(_T + "inversion:InversionAttack", "white-box"),
     "attribute": Entry(_T + "attribute:AttributeAttack", "black-box"),
+    "structural": Entry(_T + "structural:StructuralAttack", "white-box"),
     "lm_loss": Entry(_LM + "loss:LMLossAttack", "black-box", "language-model"),
     "zlib": Entry(_LM + "zlib:ZlibAttack", "black-box", "language-model"),
     "reference_ratio": Entry(_LM + "reference:ReferenceRatioAttack", "black-box", "language-model"),

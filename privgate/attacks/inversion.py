@@ -158,6 +158,8 @@ def image_shape(x: np.ndarray, recipe: Any = None) -> tuple[tuple[int, ...] | No
     images; flat rows of a perfect-square number (≥ 36) of non-binary features
     are square grey images (8×8 digits); anything else is a table.
     """
+    if np.asarray(x).dtype == object:  # a table with text columns (privgate.inputs.tables) is no image
+        return None, None
     row = x.shape[1:]
     d = int(np.prod(row))
     declared = recipe.extra.get("image_shape") if recipe is not None else None

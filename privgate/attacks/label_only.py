@@ -89,6 +89,7 @@ class LabelOnlyAttack(Attack):
 
     name = "label_only"
     threat_model = "label-only"
+    numeric_rows = True  # noise or flips added to the rows
 
     def __init__(self, queries: int = 64, noise: str = "auto", sigma: float | str = "auto", **options: Any) -> None:
         super().__init__(**options)

@@ -27,6 +27,17 @@ score(x) = (1/V) Σ_v [log N(φ_v; μ_in,v, σ_in,v²) − log N(φ_v; μ_out,v,
 the views treated as independent as in the paper (offline: the mean of the
 per-view one-sided scores). ``augmented_queries: false`` queries each example
 once. Otherwise the attack makes one query per example.
+
+**Probabilities of finite resolution.** A model read through ``predict_proba``
+(a random forest's vote shares, a k-NN's neighbour counts) gives p_y exactly 1
+or 0 for many rows, where φ is ±∞ (±690 at the float64 floor). A few such
+values swamp the fitted variances and the ratio stops ranking anything. Such
+saturated φ are read half a step beyond the most extreme unsaturated value of
+any model, φ_max + log 2: p = 1 becomes 1 − δ/2 where 1 − δ is the largest
+p_y < 1 seen (for a forest of T trees, δ = 1/T), the clip Carlini et al.'s code
+and SACRO-ML's LiRA make with a fixed ε, set here from the outputs' own
+resolution. The order of every model's values is kept; models read through
+their logits never saturate.
 """
 
 from __future__ import annotations
@@ -49,6 +60,26 @@ from privgate.errors import shown
 
 #: Below this many models, ``fixed_variance: auto`` shares one variance across examples.
 PER_EXAMPLE_MIN_MODELS = 64
+#: |φ| beyond this is a probability of exactly 0 or 1 (φ at the float64 floor, ±690), not a logit.
+SATURATED = 640.0
+
+
+def unsaturate(phi_target: np.ndarray, phi_ref: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """φ with every saturated value (p_y exactly 0 or 1) read at ±(φ_max + log 2); and how many there were.
+
+    ``φ_max``: the largest unsaturated |φ| of the target and the reference models together (module docstring).
+    """
+    sat_t, sat_r = np.abs(phi_target) >= SATURATED, np.abs(phi_ref) >= SATURATED
+    n = int(sat_t.sum() + sat_r.sum())
+    if n == 0:
+        return phi_target, phi_ref, 0
+    finite = np.concatenate([np.abs(phi_target[~sat_t]), np.abs(phi_ref[~sat_r])])
+    edge = (float(finite.max()) if finite.size else 0.0) + float(np.log(2.0))
+    return (
+        np.where(sat_t, np.sign(phi_target) * edge, phi_target),
+        np.where(sat_r, np.sign(phi_ref) * edge, phi_ref),
+        n,
+    )
 
 
 def _gaussian(phi: np.ndarray, use: np.ndarray, fixed: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +108,10 @@ def lira_scores(
         inside: ``[K, n]`` whether example i was in model k's training set.
         online: use IN and OUT models (likelihood ratio) or OUT only (one-sided test).
         fixed_variance: one variance per side for all examples.
+
+    Saturated φ (probabilities of exactly 0 or 1) are read by :func:`unsaturate` first.
     """
+    phi_target, phi_ref, _ = unsaturate(np.asarray(phi_target, float), np.asarray(phi_ref, float))
     mu_out, sd_out = _gaussian(phi_ref, ~inside, fixed_variance)
     if not online:
         return (phi_target - mu_out) / sd_out
@@ -147,20 +181,23 @@ class LiRAAttack(Attack):
         fixed = k < PER_EXAMPLE_MIN_MODELS if fv == "auto" else bool(fv)
         online = not self.options["offline"]
         views, notes = query_views(ctx.recipe, ctx.x, self.options.get(OPTION, True))
+        saturated = 0
         if views is None:
-            scores = lira_scores(
-                ctx.per_row(logit_confidence),  # [n], streamed: the [n, classes] outputs are never held
-                refs.per_row(logit_confidence),  # [K, n], streamed model by model
-                refs.inside,
-                online=online,
-                fixed_variance=fixed,
-            )
+            phi_target = ctx.per_row(logit_confidence)  # [n], streamed: the [n, classes] outputs are never held
+            phi_ref = refs.per_row(logit_confidence)  # [K, n], streamed model by model
+            saturated = unsaturate(phi_target, phi_ref)[2]
+            scores = lira_scores(phi_target, phi_ref, refs.inside, online=online, fixed_variance=fixed)
         else:
             scores = view_scores(ctx, refs, views, online=online, fixed_variance=fixed)
         note = (
             f"{'online' if online else 'offline'} LiRA with {'one shared' if fixed else 'per-example'} variance; "
             f"{k // 2} IN and {k - k // 2} OUT models per example"
         )
+        if saturated:
+            note += (
+                f"; {saturated} probabilit{'y' if saturated == 1 else 'ies'} of exactly 0 or 1 (of "
+                f"{(k + 1) * len(ctx.y)} read) taken at half the outputs' resolution"
+            )
         if views is not None:
             note += (
                 f"; the target and every reference model queried on {views.describe()}, one Gaussian per "

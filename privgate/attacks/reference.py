@@ -276,15 +276,21 @@ def build_references(
             )
     from privgate.executors import executor_for
     from privgate.inputs.sanity import recipe_warning
+    from privgate.sklearn_recipe import SklearnRecipe
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
     from privgate.tree_recipe import TreeRecipe
 
     trees = isinstance(ctx.recipe, TreeRecipe)
+    clones = isinstance(ctx.recipe, SklearnRecipe)  # scikit-learn: clones fitted on the same plan
     if trees:  # boosted trees (privgate.training.trees): the same plan, trained by their own library
         from privgate.training.trees import check_matches, train_trees
 
         check_matches(ctx.target.model, ctx.recipe)
+    elif clones:
+        from privgate.training.sklearn_models import check_target, train_clones
+
+        check_target(ctx.target, ctx.recipe)
     elif ctx.recipe.model_factory is not None:
         _check_recipe_matches(ctx)  # a recipe of the user's own training function only: once it returned a model
     n = len(ctx.y)
@@ -297,6 +303,10 @@ def build_references(
         every, seeds = paired_masks(n, most, ctx.seed), model_seeds(ctx.seed, most)
         if trees:
             ens = train_trees(ctx.recipe, ctx.x, ctx.y, every, seeds, threads=ctx.threads or 1)
+        elif clones:
+            ens = train_clones(ctx.recipe, ctx.target.model, ctx.x, ctx.y, every, seeds, threads=ctx.threads,
+                               executor=executor_for(ctx.run), cache_dir=ctx.run.cache, cache_key=ctx.run.cache_key,
+                               progress=ctx.run.progress)  # fmt: skip
         else:
             ens = train_ensemble(
                 ctx.recipe,

@@ -17,6 +17,7 @@ from privgate.cli.job_output import output_options
 from privgate.cli.lmoptions import text_options, text_settings
 from privgate.cli.step_summary import append_step_summary
 from privgate.cli.threads import threads_setting
+from privgate.cli.trust import trust_options, trust_settings
 from privgate.report import title_of
 from privgate.report.safe import clean
 from privgate.report.safe import console as escape
@@ -45,13 +46,16 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "policy_spec",
     help="Built-in policy name (public, internal, confidential, strict) or a policy YAML file.",
 )
-@click.option("--members", help="Members (the training set): .npz, .pt, .csv or module:function.")
-@click.option("--nonmembers", help="Non-members from the same distribution: .npz, .pt, .csv or module:function.")
+@click.option("--members", help="Members (the training set): .npz, .pt, .csv, .parquet or module:function.")
+@click.option(
+    "--nonmembers", help="Non-members from the same distribution: .npz, .pt, .csv, .parquet or module:function."
+)
 @click.option("--population", help="Optional extra same-distribution data for reference models.")
 @click.option(
     "--recipe",
-    help="Training recipe as module:attr: a privgate.Recipe, or your own train(x, y, seed, device) -> nn.Module "
-    "(needed for state_dict checkpoints and reference models).",
+    help="Training recipe as module:attr: a privgate.Recipe, your own train(x, y, seed, device) -> nn.Module, or an "
+    "unfitted scikit-learn estimator (needed for state_dict checkpoints and reference models; a scikit-learn model "
+    "is its own recipe without one).",
 )
 @click.option(
     "--config",
@@ -66,7 +70,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     help="Append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set.",
 )
 @click.option("--seed", type=int, help="Seed for every random choice (default 0).")
-@click.option("--label-column", help="Label column of CSV data (default 'label').")
+@click.option("--label-column", help="Label column of CSV and Parquet tables (default 'label').")
 @cache_options(config_key=True)
 @click.option(
     "--threads",
@@ -111,12 +115,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     help="How many of the most exposed members the reports list (their row in the members file, each attack's "
     "score, rank and FPR/TPR there); default 10, 0 for none. This flag, else the config's 'exposed'.",
 )
-@click.option(
-    "--trust-checkpoint",
-    is_flag=True,
-    default=None,
-    help="Allow loading pickled checkpoints (this runs code from the file).",
-)
+@trust_options
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @click.option("--verbose", "-v", is_flag=True, help="Print the reason of every check, passing ones too.")
 @click.option(
@@ -196,6 +195,7 @@ def check(
     max_records: int | None = None,
     max_text_mib: int | None = None,
     max_canaries: int | None = None,
+    trust_types: tuple[str, ...] = (),
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict.
 
@@ -330,8 +330,8 @@ def _settings(given: _Given, flags: dict[str, Any], cfg: Any, out: Any) -> Any:
         "nonmembers": given.nonmembers,
         "population": given.population,
         "recipe": given.recipe,
-        "label_column": pick("label_column", f["label_column"]) or "label",
-        "trust_checkpoint": bool(pick("trust_checkpoint", f["trust_checkpoint"])),
+        "label_column": f["label_column"] or cfg.get("label_column") or "label",  # a column's name, never a path
+        **trust_settings(f, pick, cfg),
         "search_dirs": (cfg.base,),
         "access": endpoint_access(
             f["headers"],

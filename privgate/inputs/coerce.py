@@ -38,12 +38,17 @@ def as_dataset(value: Any, role: str, label_column: str = "label", base: Path | 
 
 
 def as_recipe(recipe: Recipe | str | None, search_dirs: list[Path] | None = None) -> Recipe | None:
-    """A :class:`~privgate.recipe.Recipe` (or tree recipe) from one, or from its ``module:attr`` spec."""
+    """A :class:`~privgate.recipe.Recipe` (or tree recipe, or scikit-learn estimator) from one, or from its
+    ``module:attr`` spec; an unfitted scikit-learn estimator is a :class:`~privgate.sklearn_recipe.SklearnRecipe`."""
+    from privgate.inputs.targets.sklearn import is_estimator
     from privgate.recipe import Recipe
+    from privgate.sklearn_recipe import SklearnRecipe
     from privgate.tree_recipe import TreeRecipe
 
-    if recipe is None or isinstance(recipe, (Recipe, TreeRecipe)):
+    if recipe is None or isinstance(recipe, (Recipe, TreeRecipe, SklearnRecipe)):
         return recipe
+    if is_estimator(recipe) and not isinstance(recipe, type):  # an unfitted scikit-learn estimator in memory
+        return SklearnRecipe(recipe, name=type(recipe).__name__)  # type: ignore[return-value]
     return load_recipe(recipe, search_dirs)
 
 
@@ -100,12 +105,20 @@ def resolved(path: str | None, base: Path) -> str | None:
     return str(p if p.is_absolute() or p.exists() else base / p)
 
 
-def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool = False, access: Any = None) -> Target:
+def as_target(
+    model: Any,
+    recipe: Recipe | None = None,
+    trust_checkpoint: bool = False,
+    access: Any = None,
+    trust_types: tuple[str, ...] = (),
+) -> Target:
     """A :class:`Target` from a Target, a path or endpoint URL, an ``nn.Module``, a Booster or a fitted classifier.
 
     A Hugging Face model folder loads as a target of its kind
-    (:func:`privgate.inputs.targets.hf_target.load_hf_target`, default reading options).
-    ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint URL is queried.
+    (:func:`privgate.inputs.targets.hf_target.load_hf_target`, default reading options), a fitted scikit-learn
+    classifier as one of kind ``sklearn`` (:class:`~privgate.inputs.targets.sklearn.SklearnModel`).
+    ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint URL is queried;
+    ``trust_types``, which types a ``.skops`` file may name besides scikit-learn's, numpy's and scipy's.
     """
     import torch
     from torch import nn
@@ -120,7 +133,7 @@ def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool =
 
         return load_hf_target(model, trust_checkpoint=trust_checkpoint)
     if isinstance(model, (str, Path)):
-        return Target.load(model, recipe=recipe, trust_checkpoint=trust_checkpoint, access=access)
+        return Target.load(model, recipe, trust_checkpoint, access, trust_types)
     if isinstance(model, (nn.Module, torch.jit.ScriptModule)):
         return Target(model, source=f"<{type(model).__name__}>", fmt="module")
     from privgate.inputs.targets import wrap_booster
@@ -128,7 +141,10 @@ def as_target(model: Any, recipe: Recipe | None = None, trust_checkpoint: bool =
     booster = wrap_booster(model)  # an xgboost/lightgbm Booster in memory
     if booster is not None:
         return Target(booster, booster.source, booster.fmt)
-    return Target(model, source=f"<{type(model).__name__}>", fmt="sklearn")
+    from privgate.inputs.targets.sklearn import wrap_estimator  # a fitted scikit-learn classifier
+
+    estimator = wrap_estimator(model, f"<{type(model).__name__}>")
+    return Target(model if estimator is None else estimator, source=f"<{type(model).__name__}>", fmt="sklearn")
 
 
 __all__ = [

@@ -44,6 +44,7 @@ KEYS = {
     "threads": int,
     "exposed": int,
     "trust_checkpoint": bool,
+    "trust_types": list,  # types a .skops model may name (privgate.inputs.targets.sklearn)
     "device": str,
     "engine": str,
     "executor": str,
@@ -132,6 +133,8 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
             problem = threads_problem(value)
             if problem:
                 raise ConfigError(f"{path}: '{prefix}{key}': {problem}.")
+        if key == "trust_types" and not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: '{prefix}trust_types' must be a list of type names (strings).")
         if key in CHOICES and value not in CHOICES[key]:
             raise ConfigError(
                 f"{path}: '{prefix}{key}' must be one of {', '.join(CHOICES[key])}, got {shown(value, 80)}"

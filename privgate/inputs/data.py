@@ -2,7 +2,10 @@
 
 Loaders: ``.npz`` (arrays ``x`` and ``y``), ``.pt`` (a dict of tensors ``x``/``y``,
 loaded with ``weights_only=True``), ``.csv`` (a header row, a named label
-column) and ``module:function`` factories returning ``(x, y)``. Checks on load:
+column), ``.parquet`` and ``module:function`` factories returning ``(x, y)``
+(``x`` may be a pandas ``DataFrame``). A CSV of numbers is read as numbers; a
+Parquet file, a CSV with text cells and a ``DataFrame`` are tables, read as
+their scikit-learn pipeline was fitted on them (:mod:`privgate.inputs.tables`). Checks on load:
 shapes, dtypes, NaN/inf, integer labels, labels and features that fit the
 model, and rows that appear both as members and as non-members (one such row
 makes every membership number wrong).
@@ -34,20 +37,32 @@ IMBALANCE_RATIO = 2.0
 
 @dataclass(frozen=True)
 class Dataset:
-    """Inputs ``x`` (float32, one row per example) and integer labels ``y``."""
+    """Inputs ``x`` (float32, one row per example) and integer labels ``y``.
+
+    A table (:mod:`privgate.inputs.tables`) also has its ``schema`` (columns,
+    dtypes, what the codes of ``y`` stand for) and ``rows``, each row's place in
+    its file (0-based), so a message can name it after sub-sampling.
+    """
 
     x: np.ndarray
     y: np.ndarray
     source: str = "<in memory>"
+    schema: Any = None
+    rows: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.y)
 
     def subset(self, idx: np.ndarray) -> Dataset:
-        return Dataset(self.x[idx], self.y[idx], self.source)
+        rows = None if self.rows is None else self.rows[idx]
+        return Dataset(self.x[idx], self.y[idx], self.source, self.schema, rows)
 
     def sha256(self) -> str:
-        """SHA-256 of the rows as audited: dtype and shape of ``x`` and ``y``, then their bytes."""
+        """SHA-256 of the rows as audited: dtype and shape of ``x`` and ``y``, then their bytes (a table's by value)."""
+        if self.x.dtype == object:
+            from privgate.inputs.tables import sha256
+
+            return sha256(self)
         h = hashlib.sha256()
         x, y = np.ascontiguousarray(self.x), np.ascontiguousarray(self.y)
         h.update(f"x {x.dtype.str} {x.shape}|y {y.dtype.str} {y.shape}|".encode())
@@ -65,6 +80,10 @@ def _as_array(v: Any) -> np.ndarray:
 
 
 def _as_dataset(x: Any, y: Any, source: str, role: str) -> Dataset:
+    if type(x).__name__ == "DataFrame" and "pandas" in type(x).__module__:  # a table (pandas not imported here)
+        from privgate.inputs.tables import from_frame
+
+        return from_frame(x, y, source, role)
     try:
         xa, ya = _as_array(x), _as_array(y)
     except Exception as exc:
@@ -155,13 +174,15 @@ def _load_csv(p: Path, role: str, label_column: str) -> Dataset:
 
     try:
         table = np.array([r for _, r in body], dtype=np.float64)
-    except ValueError:  # find the first value that is not a number
+    except ValueError:  # a cell that is not a number: a table of text columns (privgate.inputs.tables)
+        from privgate.inputs.tables import read_csv
+
         for i, (_, r) in enumerate(body):
             for j, v in enumerate(r):
                 try:
                     float(v)
                 except ValueError:
-                    raise DataError(f"{cell(i, j)} is not a number.") from None
+                    return read_csv(p, role, label_column, f"{cell(i, j)} is not a number.")
         raise
     bad = np.argwhere(~np.isfinite(table))
     if len(bad):
@@ -170,7 +191,13 @@ def _load_csv(p: Path, role: str, label_column: str) -> Dataset:
     bad = np.flatnonzero((labels < 0) | (labels != np.round(labels)))
     if len(bad):
         raise DataError(f"{cell(int(bad[0]), li)} is not a class label (0, 1, 2, …).")
-    return _as_dataset(np.delete(table, li, axis=1), labels, str(p), role)
+    found = _as_dataset(np.delete(table, li, axis=1), labels, str(p), role)
+    columns = tuple(h for j, h in enumerate(header) if j != li)
+    integral = np.all(table == np.round(table), axis=0)
+    dtypes = tuple(np.dtype(np.int64 if integral[j] else np.float64) for j in range(len(header)) if j != li)
+    from privgate.inputs.tables import Schema  # the names a pipeline fitted on a DataFrame selects columns by
+
+    return Dataset(found.x, found.y, found.source, Schema(columns, dtypes, label_column), np.arange(len(found)))
 
 
 def load_dataset(
@@ -180,7 +207,7 @@ def load_dataset(
     s = str(spec)
     base = base or Path.cwd()
     p = Path(s) if Path(s).is_absolute() else base / s
-    if ":" in s and not p.exists() and Path(s).suffix.lower() not in (".npz", ".pt", ".csv"):
+    if ":" in s and not p.exists() and Path(s).suffix.lower() not in (".npz", ".pt", ".csv", ".parquet"):
         fn = import_factory(s, [base])
         try:
             out = fn() if callable(fn) else fn
@@ -190,13 +217,17 @@ def load_dataset(
             raise DataError(f"{s}: the data factory failed ({exc.__class__.__name__}: {exc}).") from None
         if isinstance(out, dict) and {"x", "y"} <= set(out):
             out = (out["x"], out["y"])
+        if type(out).__name__ == "DataFrame" and "pandas" in type(out).__module__:  # a table with its label column
+            from privgate.inputs.tables import from_frame
+
+            return from_frame(out, None, s, role, label_column)
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise DataError(f"{s}: a data factory must return (x, y), got {type(out).__name__}.")
         return _as_dataset(out[0], out[1], s, role)
     if not p.exists():
         raise DataError(f"{p}: {role} file not found.")
     if p.is_dir():
-        raise DataError(f"{p}: is a directory, expected a {role} file (.npz, .pt or .csv).")
+        raise DataError(f"{p}: is a directory, expected a {role} file (.npz, .pt, .csv or .parquet).")
     suffix = p.suffix.lower()
     if suffix == ".npz":
         return _load_npz(p, role)
@@ -204,10 +235,18 @@ def load_dataset(
         return _load_pt(p, role)
     if suffix == ".csv":
         return _load_csv(p, role, label_column)
-    raise DataError(f"{p}: unsupported {role} format '{suffix}' (use .npz, .pt, .csv or module:function).")
+    if suffix in (".parquet", ".pq"):
+        from privgate.inputs.tables import read_parquet
+
+        return read_parquet(p, role, label_column)
+    raise DataError(f"{p}: unsupported {role} format '{suffix}' (use .npz, .pt, .csv, .parquet or module:function).")
 
 
 def _row_hashes(d: Dataset) -> np.ndarray:
+    if d.x.dtype == object or (d.schema is not None and d.schema.labels is not None):  # by value, with the label
+        from privgate.inputs.tables import row_hashes
+
+        return row_hashes(d)
     flat = np.ascontiguousarray(d.x.reshape(len(d), -1))
     return np.array(
         [
@@ -215,6 +254,11 @@ def _row_hashes(d: Dataset) -> np.ndarray:
             for row, lbl in zip(flat, d.y)
         ]
     )
+
+
+def _row(d: Dataset, i: int) -> int:
+    """Row ``i`` of ``d`` as its file counts it (1-based; a table's place before any sub-sampling)."""
+    return (int(d.rows[i]) if d.rows is not None else i) + 1
 
 
 @dataclass
@@ -238,6 +282,10 @@ class AuditData:
     member_rows: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        from privgate.inputs.tables import unify  # tables: one schema; arrays: unchanged
+
+        roles = [("members", self.members), ("non-members", self.nonmembers), ("population", self.population)]
+        self.members, self.nonmembers, self.population = unify(roles)  # type: ignore[assignment]
         sets = [("members", self.members), ("non-members", self.nonmembers)]
         if self.population is not None:
             sets.append(("population", self.population))
@@ -245,11 +293,15 @@ class AuditData:
         for role, d in sets[1:]:
             if d.x.shape[1:] != shape:
                 raise DataError(f"{d.source}: {role} rows have shape {d.x.shape[1:]} but members rows have {shape}.")
-        overlap = np.isin(_row_hashes(self.members), _row_hashes(self.nonmembers))
+        ours, theirs = _row_hashes(self.members), _row_hashes(self.nonmembers)
+        overlap = np.isin(ours, theirs)
         if overlap.any():
+            i = int(np.argmax(overlap))
+            j = int(np.argmax(theirs == ours[i]))
+            where = f"; first: members row {_row(self.members, i)} is non-members row {_row(self.nonmembers, j)}"
             raise DataError(
                 f"{self.nonmembers.source}: {int(overlap.sum())} member row(s) also appear among the non-members "
-                "(same features and label); membership numbers would be wrong, so remove the duplicates."
+                f"(same features and label{where}); membership numbers would be wrong, so remove the duplicates."
             )
         n1, n0 = len(self.members), len(self.nonmembers)
         self.member_rows = np.arange(n1)
@@ -275,7 +327,15 @@ class AuditData:
         return x, y, m
 
     def check_against(self, target: Target) -> None:
-        """Check that the data fits the model: features run through it, labels in range."""
+        """Check that the data fits the model: features run through it, labels in range.
+
+        Tables are aligned with the model first (:func:`privgate.inputs.table_fit.fit_to_model`): a
+        scikit-learn pipeline's columns and ``classes_``, every row scored once.
+        """
+        if any(d is not None and d.schema is not None for _, d in self._sets()):
+            from privgate.inputs.table_fit import fit_to_model
+
+            fit_to_model(self, target)
         probe = self.members.x[:2]
         try:
             proba = target.predict_proba(probe)
@@ -324,6 +384,8 @@ class AuditData:
             "features": list(self.members.x.shape[1:]),
             "warnings": list(self.warnings),
         }
+        if self.members.schema is not None:  # a table: its columns, dtypes and labels
+            out["table"] = self.members.schema.describe()
         if self.balanced_from:
             out["balanced_from"] = self.balanced_from
         return out

@@ -90,7 +90,7 @@ def load_inputs(settings: Any, seed: int = 0, *, recipe_for_audit: bool = True) 
     population = dataset(settings.population, "population") if settings.population is not None else None
     data = AuditData(train, dataset(settings.nonmembers, "non-members"), population, seed=seed)
     rec = as_recipe(settings.recipe, dirs)
-    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access)
+    target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access, settings.trust_types)
     return Inputs(pol, rec, target, data, train)
 
 

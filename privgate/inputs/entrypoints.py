@@ -224,6 +224,11 @@ def load_recipe(spec: str | Any, search_dirs: list[Path] | None = None) -> Recip
     obj = import_entry(spec, list(search_dirs or []) + [Path.cwd()], "recipe", RecipeError)
     if is_training_function(obj):
         return Recipe(train_fn=obj, name=spec)
+    from privgate.inputs.targets.sklearn import is_estimator
+    from privgate.sklearn_recipe import SklearnRecipe
+
+    if is_estimator(obj) and not isinstance(obj, type):  # an unfitted scikit-learn estimator: its clones
+        return SklearnRecipe(obj, name=spec)  # type: ignore[return-value]
     if callable(obj) and not isinstance(obj, (Recipe, TreeRecipe)):
         try:
             obj = obj()
@@ -231,10 +236,12 @@ def load_recipe(spec: str | Any, search_dirs: list[Path] | None = None) -> Recip
             raise RecipeError(
                 f"recipe '{clip(spec)}': calling it failed ({exc.__class__.__name__}: {clip(str(exc))})."
             ) from None
+    if is_estimator(obj) and not isinstance(obj, type):  # a function of the project that returns an estimator
+        return SklearnRecipe(obj, name=spec)  # type: ignore[return-value]
     if not isinstance(obj, (Recipe, TreeRecipe)):
         raise RecipeError(
-            f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe, a privgate.TreeRecipe "
-            "or a training function train(x, y, seed, device) -> nn.Module."
+            f"recipe '{clip(spec)}': is a {type(obj).__name__}, expected a privgate.Recipe, a privgate.TreeRecipe, "
+            "a scikit-learn estimator or a training function train(x, y, seed, device) -> nn.Module."
         )
     return obj
 

@@ -164,11 +164,21 @@ def members_fit(members: Accuracy, nonmembers: Accuracy, baseline: float) -> Mem
 
 def recipe_warning(target: Target, recipe: Recipe | None) -> str | None:
     """A warning when a non-torch target (scikit-learn) is given a recipe, which always trains torch models."""
-    if recipe is None or target.module is not None:
+    if recipe is None or (target.module is not None and type(recipe).__name__ != "SklearnRecipe"):
         return None
     from privgate.inputs.targets.boosted import BoostedModel
     from privgate.inputs.targets.onnxfile import OnnxModel
+    from privgate.inputs.targets.sklearn import SklearnModel
+    from privgate.sklearn_recipe import SklearnRecipe
     from privgate.tree_recipe import TreeRecipe
+
+    if isinstance(recipe, SklearnRecipe):  # a scikit-learn estimator trains like a scikit-learn target only
+        if isinstance(target.model, SklearnModel):
+            return None
+        return (
+            f"recipe mismatch: recipe '{recipe.name}' fits scikit-learn estimators but the target is {target.fmt}, so "
+            "reference models are not trained like the target and their results may over- or under-state its leakage"
+        )
 
     if isinstance(target.model, OnnxModel) and not isinstance(recipe, TreeRecipe):
         return None  # an ONNX graph is typically a torch export: its recipe trains the same network

@@ -113,10 +113,11 @@ class Target:
     @property
     def kind(self) -> str:
         """What kind of model this is, decided when it was loaded: ``tabular`` (a classifier on rows of features);
-        a Hugging Face folder is a ``causal_lm`` or a ``sequence_classifier``
-        (:class:`~privgate.inputs.targets.hf_target.HFTarget`). The gate audits a target by its kind
-        (:mod:`privgate.attacks.contexts`)."""
-        return "tabular"
+        ``sklearn`` (a fitted scikit-learn classifier, :class:`~privgate.inputs.targets.sklearn.SklearnModel`:
+        its own recipe, its trees, tables with text columns); a Hugging Face folder is a ``causal_lm`` or a
+        ``sequence_classifier`` (:class:`~privgate.inputs.targets.hf_target.HFTarget`). The gate audits a target
+        by its kind (:mod:`privgate.attacks.contexts`)."""
+        return self.model.target_kind if isinstance(self.model, BlackBox) else "tabular"
 
     @property
     def module(self) -> nn.Module | None:
@@ -345,13 +346,20 @@ class Target:
 
     @classmethod
     def load(
-        cls, path: str | Path, recipe: Recipe | None = None, trust_checkpoint: bool = False, access: Any = None
+        cls,
+        path: str | Path,
+        recipe: Recipe | None = None,
+        trust_checkpoint: bool = False,
+        access: Any = None,
+        trust_types: tuple[str, ...] = (),
     ) -> Target:
         """Load a checkpoint; the file is only read, never modified.
 
         ONNX graphs, XGBoost/LightGBM files and ``http(s)://…/v2/models/NAME``
         endpoints load as black boxes (:func:`privgate.inputs.targets.load_served`);
         ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint is queried.
+        A ``.skops`` file loads when every type it names is trusted (``trust_types``: the user's own,
+        :mod:`privgate.inputs.targets.sklearn`).
         """
         from privgate.inputs.targets import check_model_path, load_served
 
@@ -366,6 +374,10 @@ class Target:
             return cls._from_state(p, cls._read_safetensors(p), recipe, "safetensors", digest)
         if suffix in (".pkl", ".pickle", ".joblib"):
             return cls._from_pickle(p, trust_checkpoint, digest)
+        if suffix == ".skops":  # scikit-learn without pickle (privgate.inputs.targets.sklearn)
+            from privgate.inputs.targets.sklearn import load_skops
+
+            return cls(load_skops(p, trust_types), str(p), "skops", digest)
         if _is_torchscript(p):
             try:
                 with (
@@ -421,6 +433,11 @@ class Target:
             obj = torch.load(str(p), map_location="cpu", weights_only=False)
         except Exception as exc:
             raise TargetError(f"{p}: cannot unpickle the checkpoint ({exc.__class__.__name__}: {exc}).") from None
+        from privgate.inputs.targets.sklearn import wrap_estimator
+
+        estimator = None if isinstance(obj, nn.Module) else wrap_estimator(obj, str(p))
+        if estimator is not None:
+            return cls(estimator, str(p), "sklearn", digest)
         if isinstance(obj, nn.Module) or hasattr(obj, "predict_proba"):
             return cls(obj, str(p), "pickle", digest)
         raise TargetError(f"{p}: the checkpoint holds a {type(obj).__name__}, not a model.")
@@ -438,6 +455,11 @@ class Target:
             obj = joblib.load(p)
         except Exception as exc:
             raise TargetError(f"{p}: cannot unpickle the file ({exc.__class__.__name__}: {exc}).") from None
+        from privgate.inputs.targets.sklearn import wrap_estimator
+
+        estimator = None if isinstance(obj, nn.Module) else wrap_estimator(obj, str(p))
+        if estimator is not None:  # a scikit-learn classifier: read as the frame it was fitted on
+            return cls(estimator, str(p), "sklearn", digest)
         if isinstance(obj, nn.Module) or hasattr(obj, "predict_proba"):
             return cls(obj, str(p), "sklearn" if not isinstance(obj, nn.Module) else "pickle", digest)
         raise TargetError(f"{p}: the pickle holds a {type(obj).__name__}, not a model with predict_proba.")

@@ -51,6 +51,7 @@ MEASURED_BY = {
     "attribute_advantage": ("attribute",),
     "exposure": ("canary_exposure",),  # language models: privgate.lm.attacks.measures
     "extraction_rate": ("extraction",),
+    "isolated_fraction": ("structural",),  # privgate.attacks.structural
 }
 
 

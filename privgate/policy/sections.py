@@ -30,6 +30,7 @@ class Metric(str, Enum):
     attribute_advantage = "attribute_advantage"
     exposure = "exposure"  # canary exposure in bits (language models, Carlini et al. 2019)
     extraction_rate = "extraction_rate"  # verbatim extraction, members in excess of non-members (language models)
+    isolated_fraction = "isolated_fraction"  # members a released tree model isolates in small leaves (structural)
 
 
 class Utility(Strict):

@@ -75,6 +75,12 @@ RULES: dict[str, tuple[str, str, str]] = {
         "Attribute-inference gain above the policy's bound",
         "Attribute-inference accuracy gain over the best guess from the population (Yeom et al. 2018).",
     ),
+    "isolated_fraction": (
+        "TreeLeafIsolation",
+        "Members isolated in small leaves of the released trees above the policy's bound",
+        "Share of training records that fall, in some tree of the released model, into a leaf holding fewer than k "
+        "training rows (SACRO-ML's structural attack; Preen & Smith 2025, arXiv 2502.09396).",
+    ),
     "utility": (
         "UtilityFloor",
         "Model utility below the policy's floor",

@@ -1,5 +1,5 @@
-"""Statistics for leakage that is not a membership score: reconstruction similarity and
-attribute-inference advantage.
+"""Statistics for leakage that is not a membership score: reconstruction similarity,
+attribute-inference advantage and the members a released tree model isolates.
 
 Pure functions over per-example arrays, like :mod:`privgate.stats`, with one
 difference: these metrics need the *true membership* of the audit examples,
@@ -245,3 +245,49 @@ class PairedGuesses:
             "only_baseline_right": c,
         }
         return Estimate(self.metric, value, lo, hi, confidence, n1, n0, details=details)
+
+
+# --------------------------------------------------------------------------- isolation (tree structure)
+
+
+@dataclass(frozen=True)
+class IsolatedFraction:
+    """Metric ``isolated_fraction``: the share of members a released tree model isolates in leaves of fewer than k rows.
+
+    A fitted decision tree, forest or boosted model stores how many training
+    rows reached each leaf. A member that falls, in some tree, into a leaf
+    holding fewer than ``k`` training rows is in a group too small to hide in:
+    whoever holds the model learns that fewer than ``k`` training records lie in
+    that region, with their labels (the k-anonymity and small-group risks of
+    SACRO-ML's structural attack, Smith et al. 2022, arXiv 2212.01233; the
+    structural metrics of Preen & Smith 2025, arXiv 2502.09396). The
+    value is c / n over the audit's members, c of them isolated, with an exact
+    Clopper-Pearson interval (Clopper & Pearson 1934) at the check's
+    confidence; ``details`` gives the same share among non-members, which a
+    model that isolates every region also scores high on.
+
+    Args:
+        smallest: per audit example, the fewest training rows of a leaf it falls into, over every tree.
+        k: a leaf with fewer training rows isolates its examples.
+    """
+
+    smallest: np.ndarray
+    k: int
+    metric: str = "isolated_fraction"
+
+    def estimate(self, membership: np.ndarray, confidence: float) -> Estimate:
+        m = np.asarray(membership, dtype=bool)
+        isolated = np.asarray(self.smallest) < self.k
+        n1, n0 = int(m.sum()), int((~m).sum())
+        if n1 == 0:
+            return Estimate.unresolved(self.metric, "no members in the audit data", confidence, n1, n0)
+        c = int(isolated[m].sum())
+        lo, hi = clopper_pearson(c, n1, confidence)
+        details = {
+            "interval": "Clopper-Pearson",
+            "k": self.k,
+            "members_isolated": c,
+            "nonmembers_isolated_fraction": float(isolated[~m].mean()) if n0 else float("nan"),
+            "median_smallest_leaf_members": float(np.median(np.asarray(self.smallest)[m])),
+        }
+        return Estimate(self.metric, c / n1, lo, hi, confidence, n1, n0, details=details)

@@ -13,6 +13,7 @@ from typing import Any
 #: Kind of target → the class that audits it.
 KINDS = {
     "tabular": "privgate.attacks.contexts.tabular:TabularAudit",
+    "sklearn": "privgate.attacks.contexts.sklearn:SklearnAudit",
     "sequence_classifier": "privgate.lm.classifier:ClassifierAudit",
     "causal_lm": "privgate.lm.audit:CausalLMAudit",
 }

@@ -41,6 +41,8 @@ class BlackBox(ABC):
     source: str = "<black box>"
     fmt: str = "black-box"
     kind: _outputs.Kind | None = None
+    #: The kind of target it makes (:attr:`privgate.inputs.target.Target.kind`; a scikit-learn model's: ``sklearn``).
+    target_kind: str = "tabular"
 
     @abstractmethod
     def raw(self, x: np.ndarray) -> np.ndarray:

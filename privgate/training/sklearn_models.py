@@ -1,0 +1,310 @@
+"""Reference models for scikit-learn targets: fresh clones fitted on the plan's halves, in parallel, cached.
+
+The plan is the one every reference-model attack shares
+(:mod:`privgate.attacks.reference`: complementary halves of the audit pool,
+one seed per model; Carlini et al. 2022, arXiv 2112.03570); the recipe is a
+:class:`~privgate.sklearn_recipe.SklearnRecipe`, by default the target's own
+``sklearn.base.clone`` (:func:`own_recipe`). Model k is a fresh clone with its
+``random_state`` set from seed k, fitted on ``x[masks[k]]`` as the frame the
+target was fitted on (the target's :meth:`~privgate.inputs.targets.sklearn.SklearnModel.rows`)
+and on the label *values* (``classes_[y]``), so its classes are the target's.
+
+**Where they train.** With ``--executor ray``, one Ray task per model
+(:mod:`privgate.executors`); otherwise in this process, one after another with
+one thread, or — with ``--threads N`` above 1 — N at a time on joblib's
+threads (scikit-learn's tree builders, BLAS and OpenMP release the GIL; no
+process starts and nothing is pickled), each fit held to one thread
+(``n_jobs`` of the clones is set to 1, BLAS and OpenMP pools to one thread),
+so a run never uses more than N cores. The seeds do not depend on where a model trains: every executor
+and thread count gives the same models.
+
+**Cache.** Each model is stored under a key over scikit-learn's version, the
+estimator's class and ``get_params(deep=True)`` (values by type, qualified
+name or bytes, never by address), the rows and labels by value
+(:func:`privgate.inputs.tables.sha256`), its mask and its seed, in the
+authenticated cache of :mod:`privgate.training.sklearn_cache`.
+
+**Outputs** are read as the target's are (its margins, or its probabilities);
+a reference model whose half lacked a class gets probability 0 for it, so
+every model has the target's classes in the target's order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privgate.inputs.outputs import TINY
+from privgate.inputs.targets.sklearn import SklearnModel, describe_estimator, margins
+from privgate.sklearn_recipe import SklearnRecipe
+
+#: Bumped when a change here would fit a different model from the same key's inputs.
+CLONE_VERSION = 1
+_ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def own_recipe(target: Any) -> SklearnRecipe | None:
+    """The target's own recipe when it is a scikit-learn model (its unfitted clone); ``None`` for any other target."""
+    model = getattr(target, "model", None)
+    if not isinstance(model, SklearnModel):
+        return None
+    try:
+        return SklearnRecipe(model.estimator, f"clone of the target ({describe_estimator(model.estimator)})", own=True)
+    except Exception:  # noqa: BLE001 - an estimator clone cannot copy: the reference attacks say they need a recipe
+        return None
+
+
+def check_target(target: Any, recipe: SklearnRecipe) -> None:
+    """A scikit-learn recipe trains like a scikit-learn target only: one sentence for any other target."""
+    if not isinstance(getattr(target, "model", None), SklearnModel):
+        from privgate.errors import RecipeError
+
+        raise RecipeError(
+            f"recipe '{recipe.name}': fits scikit-learn estimators but the target is {target.fmt}; reference models "
+            "must be trained like the target."
+        )
+
+
+@dataclass
+class SklearnEnsemble:
+    """K fitted estimators in mask order, read as the target is (the fields of an :class:`Ensemble`)."""
+
+    recipe: SklearnRecipe
+    models: list[Any]
+    masks: np.ndarray
+    seeds: list[int]
+    target: SklearnModel
+    trained: int = 0
+    cached: int = 0
+    mode: str = "sequentially"
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    kernel: str = "sklearn.base.clone + fit"
+    threads: int = 1
+    warnings: list[str] = field(default_factory=list)
+    device: str = "cpu"
+    #: raw outputs kept by :meth:`output_batches`, per array read (shared by copies made with ``dataclasses.replace``)
+    _outputs: dict[int, tuple[np.ndarray, int, list[tuple[int, int, np.ndarray]]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def first(self, k: int) -> SklearnEnsemble:
+        """The first ``k`` models (all: ``self``); the plan is prefix-stable (:mod:`privgate.attacks.sharing`).
+
+        Kept outputs of those models come along.
+        """
+        if k >= len(self.models):
+            return self
+        kept = {key: (x, b, [m for m in out if m[0] < k]) for key, (x, b, out) in self._outputs.items()}
+        return dataclasses.replace(
+            self, models=self.models[:k], masks=self.masks[:k], seeds=self.seeds[:k], _outputs=kept
+        )
+
+    def output_batches(self, x: np.ndarray, batch: int = 4096) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(model k, first row, raw outputs)`` of every model on ``x``, ``batch`` rows at a time.
+
+        Reading a pipeline rebuilds the frame and runs every step (a forest: every tree), and the attacks of one
+        run read the same models on the same rows several times (the output kind, LiRA, RMIA, the learned
+        attack). So, as :meth:`privgate.training.ensemble.Ensemble.output_batches` does, all K models' outputs
+        on an array are kept for the next call on that same array while the outputs kept stay within
+        :data:`~privgate.training.ensemble.OUTPUT_MEMO_BYTES` (the audit rows and the population's z-samples:
+        two arrays); beyond it they are streamed, one batch of one model at a time.
+        """
+        from privgate.training.ensemble import OUTPUT_MEMO_BYTES
+
+        memo = self._outputs.get(id(x))
+        if memo is not None and memo[0] is x and memo[1] == batch:
+            yield from ((k, i, out.copy()) for k, i, out in memo[2])
+            return
+        held = sum(o.nbytes for _, _, kept in self._outputs.values() for *_, o in kept)
+        keep: list[tuple[int, int, np.ndarray]] | None = []
+        size = 0
+        for k, model in enumerate(self.models):
+            for i in range(0, len(x), batch):
+                out = read_like_target(model, self.target, x[i : i + batch])
+                if keep is not None:
+                    size += out.nbytes
+                    # the whole set would be about K times the first model's: decide early
+                    whole = size * (len(self.models) if k == 0 else 1)
+                    keep = keep if held + whole <= OUTPUT_MEMO_BYTES else None
+                    if keep is not None:
+                        keep.append((k, i, out))
+                yield k, i, out.copy() if keep is not None else out
+        if keep is not None:
+            self._outputs[id(x)] = (x, batch, keep)
+
+
+def read_like_target(model: Any, target: SklearnModel, x: np.ndarray) -> np.ndarray:
+    """A reference model's raw outputs on ``x``, read as the target's are, over the target's classes in its order."""
+    rows = target.rows(x)
+    same = len(model.classes_) == len(target.classes_) and np.array_equal(model.classes_, target.classes_)
+    if target.reading == "margins" and same:
+        return margins(model, rows)
+    p = np.asarray(model.predict_proba(rows), dtype=np.float64)
+    if not same:  # a half without some class: probability 0 for it, columns in the target's order
+        full = np.zeros((len(p), len(target.classes_)))
+        where = {c: i for i, c in enumerate(target.classes_.tolist())}
+        for j, c in enumerate(np.asarray(model.classes_).tolist()):
+            full[:, where[c]] = p[:, j]
+        p = full
+    if target.reading != "margins":
+        return p
+    logp = np.log(np.maximum(p, TINY))  # margins whose softmax is p (the target's reading)
+    return logp[:, 1] - logp[:, 0] if len(target.classes_) == 2 and target.kind == "binary-logit" else logp
+
+
+def _stable(v: Any) -> str:
+    """A parameter value as a key sees it: estimators by class, callables by name, arrays by bytes, no addresses."""
+    if callable(getattr(v, "get_params", None)) and not isinstance(v, type):
+        return f"{type(v).__module__}.{type(v).__qualname__}"
+    if isinstance(v, np.ndarray):
+        return f"array{v.shape}{v.dtype}:{hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()}"
+    if callable(v) and hasattr(v, "__qualname__"):
+        return f"{getattr(v, '__module__', '?')}.{v.__qualname__}"
+    if isinstance(v, dict):
+        return (
+            "{"
+            + ",".join(f"{_stable(k)}:{_stable(val)}" for k, val in sorted(v.items(), key=lambda kv: repr(kv[0])))
+            + "}"
+        )
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_stable(i) for i in v) + "]"
+    return _ADDR.sub("", repr(v))
+
+
+def recipe_fingerprint(recipe: SklearnRecipe) -> str:
+    """SHA-256 of scikit-learn's version, the estimator's class and every parameter (deep, sorted)."""
+    import sklearn
+
+    est = recipe.estimator
+    params = est.get_params(deep=True)
+    h = hashlib.sha256(f"clone{CLONE_VERSION}|sklearn {sklearn.__version__}|{type(est).__module__}."
+                       f"{type(est).__qualname__}|".encode())  # fmt: skip
+    for k in sorted(params):
+        h.update(f"{k}={_stable(params[k])}|".encode())
+    return h.hexdigest()
+
+
+def data_fingerprint(x: np.ndarray, y: np.ndarray, schema: Any) -> str:
+    """SHA-256 of the training pool by value (a table's rows, columns, dtypes and labels)."""
+    from privgate.inputs.data import Dataset
+
+    return Dataset(x, np.asarray(y), schema=schema).sha256() if x.dtype == object or schema is not None else \
+        Dataset(np.asarray(x), np.asarray(y)).sha256()  # fmt: skip
+
+
+def model_key(recipe_fp: str, data_fp: str, mask: np.ndarray, seed: int) -> str:
+    h = hashlib.sha256(f"sklearn|{recipe_fp}|{data_fp}|{int(seed)}|{len(mask)}|".encode())
+    h.update(np.packbits(np.asarray(mask, dtype=bool)).tobytes())
+    return h.hexdigest()
+
+
+def fit_clone(recipe: SklearnRecipe, layout: Any, x: np.ndarray, y: np.ndarray, seed: int) -> tuple[Any, int]:
+    """One reference model: a fresh clone fitted on the rows ``x`` and class indices ``y``; (model, warnings seen).
+
+    ``layout``: the target's frame layout and classes (:meth:`SklearnModel.layout`), not the fitted target,
+    so a Ray task does not carry the target's trees. The caller holds BLAS and OpenMP to one thread.
+    """
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        model = recipe.train(layout.rows(x), layout.classes_[np.asarray(y)], seed)
+    return model, sum(1 for w in seen if issubclass(w.category, UserWarning))
+
+
+def train_clones(
+    recipe: SklearnRecipe,
+    target: SklearnModel,
+    x: np.ndarray,
+    y: np.ndarray,
+    masks: np.ndarray,
+    seeds: Sequence[int],
+    *,
+    threads: int | None = None,
+    executor: Any = None,
+    cache_dir: Any = None,
+    cache_key: bytes | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SklearnEnsemble:
+    """Model k: a clone fitted on ``x[masks[k]]`` with seed ``seeds[k]``, from the cache when it holds it."""
+    t0 = time.perf_counter()
+    cache = None
+    if cache_dir is not None:
+        from privgate.training.sklearn_cache import SklearnCache
+
+        cache = SklearnCache(cache_dir, cache_key)
+    keys: list[str] = []
+    models: list[Any] = [None] * len(seeds)
+    if cache is not None:
+        rfp, dfp = recipe_fingerprint(recipe), data_fingerprint(x, y, target.schema)
+        keys = [model_key(rfp, dfp, m, s) for m, s in zip(masks, seeds)]
+        models = [cache.load_model(k) for k in keys]
+    todo = [i for i, m in enumerate(models) if m is None]
+    n = max(1, int(threads or 1))
+    layout = target.layout()
+    tasks = [(recipe, layout, x[masks[i]], y[masks[i]], int(seeds[i])) for i in todo]
+    if progress and todo:
+        progress(f"fitting {len(todo)} reference models ({recipe.name})")
+    mode = "sequentially"
+    if todo and executor is not None and getattr(executor, "name", "local") == "ray":
+        done = executor.map(fit_clone, tasks, threads=1)
+        mode = f"as {len(todo)} Ray tasks"
+    elif len(todo) > 1 and n > 1:  # threads: scikit-learn's fits release the GIL, and nothing is pickled
+        from joblib import Parallel, delayed
+
+        from privgate.training.threads import native_threads
+
+        with native_threads(1):
+            done = Parallel(n_jobs=min(n, len(todo)), backend="threading")(delayed(fit_clone)(*t) for t in tasks)
+        mode = f"in parallel on {min(n, len(todo))} threads (joblib)"
+    else:
+        from privgate.training.threads import native_threads
+
+        with native_threads(1):
+            done = [fit_clone(*t) for t in tasks]
+    warned = 0
+    for i, (model, w) in zip(todo, done):
+        models[i] = model
+        warned += w
+        if cache is not None:
+            cache.store_model(keys[i], model)
+    whose = "the target" if recipe.own else f"recipe '{recipe.name}'"
+    notes = [f"reference models are clones of {whose} (sklearn.base.clone), random_state set per model from the seed"]
+    if warned:
+        notes.append(f"fitting the reference models raised {warned} warning(s) (e.g. convergence), as fitting the "
+                     "target may have")  # fmt: skip
+    return SklearnEnsemble(
+        recipe=recipe,
+        models=models,
+        masks=masks,
+        seeds=list(seeds),
+        target=target,
+        trained=len(todo),
+        cached=len(seeds) - len(todo),
+        mode=mode,
+        seconds=time.perf_counter() - t0,
+        notes=notes,
+        threads=n if mode.startswith("in parallel") else 1,
+        warnings=list(cache.warnings) if cache is not None else [],
+    )
+
+
+__all__ = [
+    "CLONE_VERSION",
+    "SklearnEnsemble",
+    "check_target",
+    "own_recipe",
+    "read_like_target",
+    "recipe_fingerprint",
+    "train_clones",
+]
