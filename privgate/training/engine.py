@@ -53,13 +53,11 @@ convolved channels-last, and no step reads a value back to the host.
 Cache (:mod:`privgate.training.cache`): every model is stored under ``cache_dir``, keyed by a
 SHA-256 of the recipe, the training data, the model's mask, its seed and its training stream
 (:func:`training_stream`: empty when both paths give the same model up to rounding). Entries are
-authenticated (an HMAC tag under the run's secret ``cache_key``) and verified on load; one that fails
-is retrained, an unusable folder skipped, each with a warning in :attr:`Ensemble.warnings`.
-Concurrent runs on one cache serialise training with an ``fcntl`` lock.
+authenticated (an HMAC tag under the run's secret ``cache_key``) and verified on load; one that fails is retrained,
+an unusable folder skipped, each with a warning in :attr:`Ensemble.warnings`; runs serialise on an ``fcntl`` lock.
 
-Threads: training runs with the caller's ``threads`` torch threads (1 by
-default) and restores the caller's setting after;
-see :mod:`privgate.training.threads` for why.
+Threads: training runs with the caller's ``threads`` torch threads and restores the caller's setting after
+(:mod:`privgate.training.threads`).
 
 ``benchmarks/ensemble_speed.py`` (MLPs), ``benchmarks/cnn_engine.py`` (a CNN
 with BatchNorm) and ``benchmarks/cifar_engine.py`` (LiRA end to end on CIFAR-shaped
@@ -338,8 +336,7 @@ def train_ensemble(
         masks: ``[K, len(x)]`` booleans, one training subset per model.
         seeds: one seed per model (initialisation and batch order).
         cache_dir: cache folder, or None for no cache.
-        cache_key: the secret key that tags the cache's entries (:class:`ModelCache`); None: a key of this
-            process only.
+        cache_key: the secret key that tags the cache's entries (:class:`ModelCache`; None: this process's).
         vectorise: train the missing models at once when the recipe allows it.
         threads: torch threads while training (default one, :mod:`privgate.training.threads`).
         engine: ``auto`` (vectorised when possible, else one model after
