@@ -59,10 +59,9 @@ an unusable folder skipped, each with a warning in :attr:`Ensemble.warnings`; ru
 Threads: training runs with the caller's ``threads`` torch threads and restores the caller's setting after
 (:mod:`privgate.training.threads`).
 
-``benchmarks/ensemble_speed.py`` (MLPs), ``benchmarks/cnn_engine.py`` (a CNN
-with BatchNorm) and ``benchmarks/cifar_engine.py`` (LiRA end to end on CIFAR-shaped
-images with a schedule, label smoothing, augmentation and bf16) measure the
-kernels against the sequential loop.
+``benchmarks/ensemble_speed.py`` (MLPs), ``benchmarks/cnn_engine.py`` (a CNN with BatchNorm) and
+``benchmarks/cifar_engine.py`` (LiRA end to end on CIFAR-shaped images with a schedule, label smoothing,
+augmentation and bf16) measure the kernels against the sequential loop.
 """
 
 from __future__ import annotations
