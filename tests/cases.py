@@ -101,6 +101,8 @@ def run_cli(
     base.pop("PRIVGATE_DEBUG", None)
     full_env = {**base, **(env or {})}
     full_env.pop("PRIVGATE_DEBUG", None)
+    # what the interpreter reads when it starts (PYTHONPATH, …) cannot reach a forked child: a fresh one then
+    fresh = fresh or any(k.startswith("PYTHON") for k in (env or {}))
     if not fresh and os.environ.get("PRIVGATE_TEST_FRESH_CLI") != "1":
         from cli_fork import run_forked
 

@@ -49,7 +49,7 @@ def test_sklearn_fits_are_held_to_threads(case, monkeypatch, threads, expected):
         def decision_function(self, x):
             return self.clf.decision_function(x)
 
-    monkeypatch.setattr(blind, "_classifier", lambda kind, seed: Spy(real(kind, seed)))
+    monkeypatch.setattr(blind, "_classifier", lambda kind, seed, *rest: Spy(real(kind, seed, *rest)))
     x, y = synthetic(200, seed=3, label_noise=0.4)
     data = AuditData(load_dataset(case.members), load_dataset(case.nonmembers), Dataset(x, y, "population"))
     before = (torch.get_num_threads(), _pools())
