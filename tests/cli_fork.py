@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 #: The server: imports, then one JSON request a line on stdin → fork → the child's pid, then its exit status.
 SERVER = r"""
@@ -44,8 +45,8 @@ for line in requests:
             os.environ.clear()
             os.environ.update(req["env"])
             null = os.open(os.devnull, os.O_RDONLY)
-            out = os.open(req["stdout"], os.O_WRONLY | os.O_TRUNC)
-            err = os.open(req["stderr"], os.O_WRONLY | os.O_TRUNC)
+            out = os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             for fd, to in ((null, 0), (out, 1), (err, 2)):
                 os.dup2(fd, to)
             sys.stdin = open(0, closefd=False)
@@ -93,8 +94,6 @@ _pending = b""
 def _line(proc: subprocess.Popen[str], deadline: float | None) -> str:
     """The server's next reply line, read from its pipe's descriptor (not the buffered file object, whose buffer
     ``select`` cannot see), waiting until ``deadline``."""
-    import time
-
     global _pending
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
@@ -115,12 +114,8 @@ def run_forked(
     args: list[str], cwd: str | None, env: dict[str, str], timeout: float, server_env: dict[str, str]
 ) -> subprocess.CompletedProcess:
     """One ``privgate`` run, forked from the server (module docstring); ``subprocess.run``'s result and timeout."""
-    import time
-
     with _lock, tempfile.TemporaryDirectory(prefix="privgate-cli-") as d:
         out, err = os.path.join(d, "stdout"), os.path.join(d, "stderr")
-        open(out, "w").close()
-        open(err, "w").close()
         proc = _start(server_env)
         assert proc.stdin is not None
         req = {"args": list(args), "cwd": str(cwd or os.getcwd()), "env": env, "stdout": out, "stderr": err}
