@@ -117,9 +117,10 @@ class Hardening:
     Attributes:
         report: the report (``job: harden``): the original audit's checks, and its
             ``remediation`` section; when hardened, ``target`` describes the hardened model.
-        status: ``not_needed``, ``cannot_help``, ``hardened``, ``no_epsilon``, ``budget_exceeded`` or
-            ``audit_failed``.
-        model: the hardened ``nn.Module`` (``None`` unless hardened).
+        status: ``not_needed``, ``cannot_help``, ``hardened``, ``no_epsilon`` (``no_setting`` for a capacity
+            search), ``budget_exceeded`` or ``audit_failed``.
+        model: the hardened model (``None`` unless hardened): an ``nn.Module``, a language model, or the fitted
+            scikit-learn estimator of a capacity search.
         files: the hardened model's files to write, ``{path: (what, bytes)}`` (empty unless hardened).
     """
 
@@ -146,7 +147,9 @@ def harden(
 
     Same arguments as :func:`check` (with :class:`HardenSettings`); the recipe is
     required (it is how the model is retrained) and the policy must allow
-    remediation — both checked before the model and data are loaded. The input
+    remediation — both checked before the model and data are loaded. A
+    scikit-learn model without a recipe has no DP-SGD to run: its own capacity
+    settings are searched instead, with no DP guarantee (:mod:`privgate.dp.capacity_task`). The input
     checkpoint is only read and nothing is written: the hardened model's files
     come back in :attr:`Hardening.files` for the caller to write together with
     its reports, after checking their paths (:mod:`privgate.io.guards`).
@@ -156,7 +159,7 @@ def harden(
     from privgate.dp.remediate import search
     from privgate.dp.task import task_class
 
-    task = task_class(s.model).open(s, run)  # by the kind of model; its bad input refused before any work
+    task = task_class(s.model, s.recipe).open(s, run)  # by the kind of model; its bad input refused before any work
     outcome = search(task, on_row=s.on_row, options=run)  # auto: decided on the inputs
     report = outcome.report.model_copy(update={"job": "harden"})
     files: dict[Path, tuple[str, bytes]] = {}

@@ -26,6 +26,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 from privgate.dp import remediate as rem
+from privgate.dp.candidates import Candidate
 from privgate.dp.clip import accuracy, search_clip_norm
 from privgate.dp.hardened import save_hardened
 from privgate.dp.recipe import DPRecipe
@@ -186,6 +187,10 @@ class _Fake:
     @property
     def accepted(self) -> bool:
         return self.privacy == "pass" and self.utility_ok
+
+    # how the search's reasons name an ε candidate (Candidate's)
+    none_pass, strongest, beyond = Candidate.none_pass, Candidate.strongest, Candidate.beyond
+    where = Candidate.where
 
 
 def _run(pattern: list[tuple[str, float]], strategy: str):

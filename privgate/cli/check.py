@@ -131,7 +131,8 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     help="With --remediate: where the hardened model goes (TorchScript; the state_dict beside it as "
     "NAME.state_dict.pt, its model card with the DP statement as NAME.card.md). "
     "Default: MODEL.hardened.pt next to the input. A language model (a model directory) is written as a new "
-    "save_pretrained folder, default MODEL_DIR.hardened; an existing one is never overwritten.",
+    "save_pretrained folder, default MODEL_DIR.hardened; an existing one is never overwritten. A scikit-learn "
+    "model without a recipe is written with skops: MODEL.hardened.skops, its card (no DP claim) beside it.",
 )
 @click.option(
     "--mlflow",
@@ -489,6 +490,8 @@ harden = click.Command(
     "passes within the policy's utility floor; write the hardened model (same as check --remediate). "
     "Exit 0: the original or a hardened model passes; 1: no ε in the schedule does both, or the released ε "
     "(the search included) would exceed the policy's max_total_epsilon; "
-    "2: bad input (no recipe, a model Opacus cannot make private, remediation not enabled); 3: inconclusive.",
+    "2: bad input (no recipe, a model Opacus cannot make private, remediation not enabled); 3: inconclusive. "
+    "A scikit-learn model given without a recipe has no DP-SGD to run: its own capacity settings are searched "
+    "instead (larger leaves, a stronger penalty), and its card says it carries no DP guarantee.",
     short_help="Retrain a failing model with DP-SGD until the policy passes.",
 )

@@ -59,6 +59,16 @@ class Candidate:
     floor: float | None
     trial: int | None = None
 
+    #: How the search's reasons name the schedule, its strong end and what lies beyond a candidate.
+    none_pass = "no ε in the schedule passes the checks"
+    strongest = "the smallest"
+    beyond = "every smaller ε would lose more utility"
+
+    @property
+    def where(self) -> str:
+        """The candidate in a reason: ``ε = 5``."""
+        return f"ε = {self.epsilon:g}"
+
     @property
     def utility_ok(self) -> bool:
         return self.floor is None or self.utility >= self.floor
@@ -151,21 +161,16 @@ def search_schedule(
 
 def utility_reason(c: Candidate) -> str:
     problem = _first_problem(c)
-    tail = (
-        f", while {_describe_check(problem)}"
-        if problem
-        else " (its checks pass, but every smaller ε would lose more utility)"
-    )
+    tail = f", while {_describe_check(problem)}" if problem else f" (its checks pass, but {c.beyond})"
     return (
-        f"the utility floor broke first: at ε = {c.epsilon:g} utility is {c.utility:.4f}, below the floor "
-        f"{c.floor:.4f}{tail}"
+        f"the utility floor broke first: at {c.where} utility is {c.utility:.4f}, below the floor {c.floor:.4f}{tail}"
     )
 
 
 def privacy_reason(c: Candidate) -> str:
     problem = _first_problem(c)
     what = _describe_check(problem) if problem else "a check does not pass"
-    return f"no ε in the schedule passes the checks: even at the smallest, ε = {c.epsilon:g}, {what}"
+    return f"{c.none_pass}: even at {c.strongest}, {c.where}, {what}"
 
 
 __all__ = [

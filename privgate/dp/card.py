@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from privgate.report.remediation_section import DPStatement, RemediationSection, statement_rows
+from privgate.report.remediation_section import DPStatement, RemediationSection, capacity_rows, statement_rows
 
 _JSON_BLOCK = re.compile(r"```json dp-statement\n(.*?)\n```", re.S)
 
@@ -66,6 +66,48 @@ def model_card(section: RemediationSection, *, model_file: str, verdict: str, su
     return "\n".join(lines)
 
 
+def capacity_card(section: RemediationSection, *, model_file: str, verdict: str, summary: str) -> str:
+    """The Markdown card of a scikit-learn model hardened by its capacity search: no DP statement, and why not.
+
+    The machine-readable block (``json capacity-statement``) is the typed
+    :class:`~privgate.report.remediation_section.CapacityStatement`; it has no ε, and says so.
+    """
+    st = section.capacity
+    if st is None:
+        raise ValueError("a capacity card needs the remediation section's capacity statement")
+    lines = [
+        f"# Model card: {Path(model_file).name}",
+        "",
+        "Hardened by privgate's capacity search over the scikit-learn model's own settings. **No differential-"
+        "privacy guarantee**: this is an empirical result, with no ε. Verdict of its audit: "
+        f"**{verdict}**.",
+        "",
+        summary,
+        "",
+        "## What was done",
+        "",
+        "| | |",
+        "| --- | --- |",
+        *[f"| {k} | {v.replace('|', '/')} |" for k, v in capacity_rows(st)],
+        "",
+        "## What it does not promise",
+        "",
+        *[f"- {c}" for c in st.caveats],
+        "",
+        "## A DP guarantee instead",
+        "",
+        st.dp_alternative[:1].upper() + st.dp_alternative[1:] + ".",
+        "",
+        "### Machine-readable",
+        "",
+        "```json capacity-statement",
+        json.dumps(st.model_dump(mode="json"), indent=2, ensure_ascii=False),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def read_statement(card: str) -> DPStatement:
     """The DP statement of a model card written by :func:`model_card`.
 
@@ -78,4 +120,4 @@ def read_statement(card: str) -> DPStatement:
     return DPStatement.model_validate_json(m.group(1))
 
 
-__all__ = ["card_path", "model_card", "read_statement"]
+__all__ = ["capacity_card", "card_path", "model_card", "read_statement"]

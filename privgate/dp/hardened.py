@@ -92,8 +92,28 @@ def planned_folder(out: Path, default: bool) -> Named:
     return Named(out, f"the hardened model's folder ({how})", folder=True)
 
 
+def skops_output(model_path: str | Path) -> Path:
+    """``rf.joblib`` → ``rf.hardened.skops`` next to the input (a scikit-learn model is handed back without pickle)."""
+    p = Path(model_path)
+    return p.with_name(f"{p.stem}.hardened.skops")
+
+
 def hardened_outputs(model: Any, output_model: str | None, recipe: str | None) -> HardenedOutputs:
     """Where the hardened model of ``model`` goes (``output_model``, else the default beside it), by its kind."""
+    from privgate.dp.task import kind_of
+
+    if kind_of(model, recipe) == "sklearn":  # a .skops file and its card (privgate.dp.capacity_task)
+        from privgate.dp.card import card_path
+
+        out = Path(output_model) if output_model else skops_output(model)
+        if out.suffix.lower() != ".skops":
+            raise PrivgateError(
+                f"{out}: a hardened scikit-learn model is written with skops (no pickle); name the --output-model "
+                "*.skops."
+            )
+        how = "the default, beside the model" if output_model is None else "--output-model"
+        named = {out: "hardened model (skops)", card_path(out): "hardened model's card (no DP guarantee)"}
+        return HardenedOutputs([Named(path, f"the {what} ({how})") for path, what in named.items()], [])
     if not recipe_is_module(model):  # a save_pretrained folder; the recipe a YAML file to protect
         out = Path(output_model) if output_model else folder_beside(model)
         recipe_file = [Named(Path(recipe), "the recipe")] if recipe else []
@@ -182,5 +202,6 @@ __all__ = [
     "recipe_is_module",
     "refuse_existing_folder",
     "save_hardened",
+    "skops_output",
     "state_dict_path",
 ]

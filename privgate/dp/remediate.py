@@ -206,6 +206,9 @@ def search(
             rule=floor_rule,
         ),
     )
+    section.method = task.method
+    if task.method != "dp":  # no ε schedule: the task's own (a capacity ladder) is set as it walks
+        section.schedule = []
     if original.verdict == "pass":
         section.status, section.reason = "not_needed", "the original model passes the policy; nothing was retrained"
         return Outcome(_with_section(original, section, clock), "not_needed")
@@ -218,19 +221,25 @@ def search(
         )
         return Outcome(_with_section(original, section, clock), "cannot_help")
     plan = task.plan(run)
-    section.settings, section.clip_search_trainings = plan.section, plan.clip_trainings
-    found, candidates = _walk(task, plan, section, floor, run, on_row, {} if memo is None else memo, sweep)
+    if plan is None:  # no DP: the task walks its own schedule (a scikit-learn model's capacity ladder)
+        found, candidates = task.walk(section, floor, run, on_row)
+    else:
+        section.settings, section.clip_search_trainings = plan.section, plan.clip_trainings
+        found, candidates = _walk(task, plan, section, floor, run, on_row, {} if memo is None else memo, sweep)
     if found.stopped is not None:
         return _stopped(task, original, section, found, clock)
     chosen = found.chosen
     if chosen is None:
-        section.status, section.first_broken = "no_epsilon", found.broke
+        section.status, section.first_broken = task.nothing, found.broke
         section.reason = task.reason(found.reason, floor)
         report = _with_section(original, section, clock)
         report = report.model_copy(update={"summary": f"{original.summary} — remediation: {section.reason}"})
-        return Outcome(report, "no_epsilon", candidates=candidates)
-    summary = _hardened(task, plan, section, chosen, orig_utility, floor, len(candidates))
-    if rem.audit:
+        return Outcome(report, task.nothing, candidates=candidates)
+    if plan is None:
+        summary = task.hardened(section, chosen, orig_utility, floor, len(candidates))
+    else:
+        summary = _hardened(task, plan, section, chosen, orig_utility, floor, len(candidates))
+    if rem.audit and plan is not None:
         audit = task.one_run_audit(chosen, plan.settings, run)
         if isinstance(audit, str):  # not run, and why
             section.audit_summary = audit

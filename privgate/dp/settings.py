@@ -22,6 +22,7 @@ from privgate.inputs.data import AuditData
 from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.recipe import Recipe
+from privgate.sklearn_recipe import SklearnRecipe
 from privgate.training.threads import limit_threads
 
 
@@ -40,17 +41,28 @@ def settings_for(policy: Policy, recipe: Recipe, n_train: int) -> DPSettings:
     )
 
 
-def check_can_remediate(policy: Policy, recipe: Recipe | None) -> None:
-    """Bad input, found before anything is loaded: remediation not allowed, or no recipe."""
+def require_enabled(policy: Policy) -> None:
+    """Bad input, found before anything is loaded: the policy does not allow remediation."""
     if not policy.remediation.enabled:
         raise PolicyError(
             f"policy '{policy.name}': remediation is not enabled (set 'remediation: {{enabled: true}}' in a "
             f"copy of the policy to allow DP-SGD retraining)."
         )
+
+
+def check_can_remediate(policy: Policy, recipe: Recipe | None) -> None:
+    """Bad input, found before anything is loaded: remediation not allowed, or no recipe."""
+    require_enabled(policy)
     if recipe is None:
         raise RecipeError(
             "remediation retrains the model with DP-SGD and needs its training recipe (--recipe module:attr, "
             "or 'recipe' in the config)."
+        )
+    if isinstance(recipe, SklearnRecipe):
+        raise RecipeError(
+            f"recipe '{recipe.name}': DP-SGD retrains torch models, not scikit-learn estimators; leave --recipe out "
+            "to search the scikit-learn model's own capacity instead (no DP guarantee), or give a torch Recipe "
+            "over the same features for DP-SGD."
         )
     if not isinstance(recipe, Recipe):
         raise RecipeError(
@@ -98,4 +110,4 @@ def choose_clip(
     return clip, rows, source, used
 
 
-__all__ = ["check_can_remediate", "choose_clip", "settings_for"]
+__all__ = ["check_can_remediate", "choose_clip", "require_enabled", "settings_for"]

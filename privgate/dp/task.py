@@ -33,16 +33,21 @@ if TYPE_CHECKING:
 
     from privgate.dp.candidates import Candidate
     from privgate.dp.opacus_runner import DPSettings, DPTraining
+    from privgate.dp.search import Searched
     from privgate.options import RunOptions
     from privgate.policy import Policy
     from privgate.report.model import Report
-    from privgate.report.remediation_section import Hyperparameter, SearchSettings
+    from privgate.report.remediation_section import Hyperparameter, RemediationSection, SearchSettings
 
 #: Family of model → the task that hardens it.
 TASKS = {
     "tabular": "privgate.dp.tabular_task:TabularTask",
     "huggingface": "privgate.lm.harden:LMHardenTask",
+    "sklearn": "privgate.dp.capacity_task:CapacityTask",
 }
+
+#: Files a scikit-learn model comes in: without a recipe, its capacity is searched (no DP-SGD to run).
+SKLEARN_SUFFIXES = (".skops", ".joblib", ".pkl", ".pickle")
 
 
 class Plan:
@@ -84,6 +89,11 @@ class HardenTask:
     metric = "accuracy"
     utility_source = ""
     candidate: type[Candidate]
+    #: ``dp``: a DP search over an ε schedule (``plan`` returns its settings); ``capacity``: no DP, ``plan``
+    #: returns ``None`` and the task walks its own schedule (:meth:`walk`, :meth:`hardened`).
+    method = "dp"
+    #: The status when no candidate is accepted.
+    nothing = "no_epsilon"
 
     @classmethod
     def open(cls, settings: Any, run: RunOptions) -> HardenTask:
@@ -98,8 +108,20 @@ class HardenTask:
         """The utility floor (a perplexity ceiling) and the rule that set it."""
         raise NotImplementedError
 
-    def plan(self, run: RunOptions) -> Plan:
-        """The search's DP-SGD settings, fixed once after the original audit (it may train, e.g. the clip search)."""
+    def plan(self, run: RunOptions) -> Plan | None:
+        """The search's DP-SGD settings, fixed once after the original audit (it may train, e.g. the clip search);
+        ``None`` for a search without DP, which the task walks itself."""
+        raise NotImplementedError
+
+    def walk(
+        self, section: RemediationSection, floor: float | None, run: RunOptions, on_row: Any
+    ) -> tuple[Searched, list[Candidate]]:
+        """A search without DP (``plan`` gave ``None``): its candidates, each row sent to ``on_row`` when decided."""
+        raise NotImplementedError
+
+    def hardened(self, section: RemediationSection, chosen: Candidate, original: float, floor: float | None,
+                 n: int) -> str:  # fmt: skip
+        """A search without DP: the hardened ending's section and the report's summary."""
         raise NotImplementedError
 
     def train(self, epsilon: float, sigma: float, seed: int, run: RunOptions) -> tuple[Any, DPTraining]:
@@ -144,12 +166,33 @@ class HardenTask:
         raise NotImplementedError
 
 
-def task_class(model: Any) -> type[HardenTask]:
-    """The task that hardens ``model`` (a path or a model in memory), by the kind decided at the door."""
+def kind_of(model: Any, recipe: Any = None) -> str:
+    """Which task hardens ``model`` (a path or a model in memory): ``huggingface`` for a model folder;
+    ``sklearn`` for a scikit-learn model given without a recipe (a ``.skops``, joblib or pickle file, or a
+    fitted estimator); else ``tabular`` (DP-SGD of the recipe). Reads no file."""
+    import os
+    from pathlib import Path
+
     from privgate.inputs.targets import is_huggingface
 
-    module, _, name = TASKS["huggingface" if is_huggingface(model) else "tabular"].partition(":")
+    if is_huggingface(model):
+        return "huggingface"
+    if recipe is None:
+        if isinstance(model, (str, os.PathLike)):
+            if Path(model).suffix.lower() in SKLEARN_SUFFIXES:
+                return "sklearn"
+        elif callable(getattr(model, "get_params", None)) or "sklearn" in (
+            getattr(model, "target_kind", None),
+            getattr(getattr(model, "model", None), "target_kind", None),  # a Target holding one
+        ):
+            return "sklearn"
+    return "tabular"
+
+
+def task_class(model: Any, recipe: Any = None) -> type[HardenTask]:
+    """The task that hardens ``model`` with ``recipe`` (:func:`kind_of`), imported on first use."""
+    module, _, name = TASKS[kind_of(model, recipe)].partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["TASKS", "HardenTask", "Plan", "task_class"]
+__all__ = ["SKLEARN_SUFFIXES", "TASKS", "HardenTask", "Plan", "kind_of", "task_class"]

@@ -57,6 +57,12 @@ def fit_to_model(data: AuditData, target: Target) -> None:
     data.population = done.get("population")
 
 
+def aligned(d: Dataset, model: Any) -> Dataset:
+    """One table aligned with a scikit-learn model as :func:`fit_to_model` aligns the audit's (its columns, its
+    ``classes_``), without scoring its rows: the member set a hardening refits on."""
+    return _for_sklearn(d, model)
+
+
 def _for_sklearn(d: Dataset, model: Any) -> Dataset:
     s = d.schema
     assert s is not None
@@ -182,4 +188,4 @@ def _for_numbers(d: Dataset, fmt: str) -> Dataset:
     return replace(d, x=np.asarray(d.x, dtype=np.float32), y=np.asarray(values, dtype=np.int64), schema=None)
 
 
-__all__ = ["SCORE_CHUNK", "fit_to_model"]
+__all__ = ["SCORE_CHUNK", "aligned", "fit_to_model"]

@@ -155,6 +155,12 @@ class Remediation(Strict):
         description="Largest released ε (the search included); a search that would exceed it stops, hands out no "
         "model and exits 1.",
     )
+    capacity: list[dict[str, int | float | str | bool | None]] | None = Field(
+        default=None,
+        description="scikit-learn models (no DP-SGD): the settings to try, least to most regularised, each a "
+        "set_params dict (e.g. [{classifier__min_samples_leaf: 8}, {classifier__min_samples_leaf: 32}]); default: "
+        "privgate's ladder for the estimator (privgate.dp.capacity).",
+    )
     max_perplexity: float | None = Field(
         default=None,
         gt=1,
@@ -181,6 +187,13 @@ class Remediation(Strict):
     def _clip(cls, v: float | str) -> float | str:
         if v != "auto" and not (math.isfinite(float(v)) and float(v) > 0):
             raise ValueError("max_grad_norm must be 'auto' or a positive number")
+        return v
+
+    @field_validator("capacity")
+    @classmethod
+    def _capacity(cls, v: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if v is not None and (not v or any(not step for step in v)):
+            raise ValueError("capacity needs at least one step, and every step at least one setting")
         return v
 
     @field_validator("epsilons")

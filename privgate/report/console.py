@@ -17,7 +17,7 @@ from privgate.report.exposed import view as exposed_view
 from privgate.report.labels import check_fpr_label, interval, rate_label, target_notes
 from privgate.report.model import Report
 from privgate.report.numbers import num, sig
-from privgate.report.remediation_section import CheckCell, RemediationSection, SearchRow
+from privgate.report.remediation_section import CheckCell, RemediationSection, SearchRow, setting_text
 from privgate.report.safe import console as e
 
 _STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
@@ -138,6 +138,11 @@ def remediation_row(row: SearchRow) -> str:
     util = f"utility {_num(row.utility)}" + ("" if row.utility_ok else " [bold red]past the floor[/]")
     checks = " · ".join(f"{e(c.id)} {_check_cell(c)}" for c in row.checks)
     outcome = "[green]accepted[/]" if row.accepted else f"[{_STYLE.get(row.verdict or '', 'white')}]{row.privacy}[/]"
+    if row.step is not None:  # a capacity search's step (no ε, no DP run)
+        return (
+            f"  step {row.step} {e(setting_text(row.setting or {}))}  fit {_g(row.fit_seconds)}s  {util}  {checks}"
+            f"  → {outcome}"
+        )
     trial = f" (trial {row.trial})" if row.trial else ""
     released = f"  released ε so far {_g(row.released_epsilon)}" if row.released_epsilon is not None else ""
     return (
@@ -147,11 +152,38 @@ def remediation_row(row: SearchRow) -> str:
     )
 
 
+def _print_capacity(rem: RemediationSection, console: Console) -> None:
+    """A scikit-learn model's capacity search: its steps' settings, utility and checks; no ε, no DP statement."""
+    orig = rem.original
+    ids = [c.id for c in rem.rows[0].checks] if rem.rows else [c.id for c in (orig.checks if orig else [])]
+    t = Table(title=f"Remediation: capacity search ({rem.strategy or '?'}) — no DP guarantee")
+    for col in ("step", "setting", "utility", *ids, "verdict"):
+        t.add_column(e(col))
+    first = ([_check_cell(c) for c in orig.checks] if orig else []) + [""] * len(ids)
+    t.add_row("original", "the model's own", _num(orig.utility if orig else None), *first[: len(ids)],
+              e(orig.verdict if orig else ""))  # fmt: skip
+    for r in rem.rows:
+        u = _num(r.utility) + ("" if r.utility_ok else " [red]<floor[/]")
+        cells = ([_check_cell(c) for c in r.checks] + [""] * len(ids))[: len(ids)]
+        t.add_row(f"{r.step}{' ✓' if r.accepted else ''}", e(setting_text(r.setting or {})), u, *cells,
+                  e(r.verdict or ""))  # fmt: skip
+    console.print(t)
+    util = rem.utility
+    if util is not None and util.floor is not None:
+        console.print(f"  utility = {e(util.metric)} on {e(util.data)}; floor {util.floor:.4f} ({e(util.rule)})")
+    if rem.capacity is not None:
+        console.print(
+            f"  [bold]no DP guarantee[/]: {e(rem.capacity.guarantee)}; for one, {e(rem.capacity.dp_alternative)}"
+        )
+
+
 def print_remediation(rem: RemediationSection, console: Console) -> None:
     """The ε–utility–attack table of the DP-SGD search, the choice, the two ε and the selection's cost."""
     util = rem.utility
     orig = rem.original
-    if rem.rows:
+    if rem.method == "capacity":
+        _print_capacity(rem, console)
+    elif rem.rows:
         ids = [c.id for c in rem.rows[0].checks]
         t = Table(title=f"Remediation: DP-SGD ε search ({rem.strategy or '?'})")
         for col in ("ε", "ε spent", "σ", "utility", *ids, "verdict", "released ε"):
@@ -196,7 +228,13 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
         )
     for change in rem.architecture_changes:
         console.print(f"  [yellow]architecture change:[/] {e(change)}")
-    style = {"hardened": "green", "no_epsilon": "bold red", "audit_failed": "bold red", "budget_exceeded": "bold red"}
+    style = {
+        "hardened": "green",
+        "no_epsilon": "bold red",
+        "no_setting": "bold red",
+        "audit_failed": "bold red",
+        "budget_exceeded": "bold red",
+    }
     if rem.status:
         console.print(f"  [{style.get(rem.status, 'white')}]remediation {e(rem.status)}[/]: {e(rem.reason or '')}")
     line = rem.epsilon_line()
@@ -205,7 +243,12 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
     audit = rem.audit or {}
     if audit.get("summary") and rem.status != "audit_failed":  # the claim next to the measured lower bound
         console.print(f"  [{_STYLE.get(audit.get('verdict', ''), 'white')}]{e(audit['summary'])}[/]")
-    if rem.output and rem.output.get("folder"):  # a language model's save_pretrained folder
+    if rem.output and rem.output.get("skops"):  # a scikit-learn model's capacity search
+        console.print(
+            f"  hardened model: {e(rem.output['skops'])} (skops), {e(rem.output.get('model_card'))} (model card: "
+            "no DP guarantee)"
+        )
+    elif rem.output and rem.output.get("folder"):  # a language model's save_pretrained folder
         console.print(f"  hardened model: {e(rem.output['folder'])} ({e(rem.output.get('format', ''))}, with its card)")
     elif rem.output:
         card = f", {e(rem.output['model_card'])} (model card, DP statement)" if rem.output.get("model_card") else ""

@@ -383,8 +383,8 @@ def _remediation(report: Report) -> list[str]:
     rem = remediation_view(report)
     if rem is None:
         return []
-    h = ["<h2>Remediation (DP-SGD)</h2>"]
-    head = "No ε was chosen."
+    h = [f"<h2>{escape(rem.title)}</h2>"]
+    head = escape(rem.head) if rem.head else "No ε was chosen."
     if rem.chosen_epsilon is not None:
         head = f"Chosen ε: <strong>{rem.chosen_epsilon:g}</strong>"
     facts = [f"{escape(str(k))}: {escape(plain(v))}" for k, v in rem.facts.items()]
@@ -415,11 +415,16 @@ def _dp_statement(rem: RemediationView) -> list[str]:
     """The hardened model's DP statement (Ponomareva et al. 2023, arXiv 2303.00654, §5.5), when it has one."""
     if not rem.statement:
         return []
-    h = ["<h3>DP statement</h3><table id='dp-statement'>"]
+    h = [f"<h3>{escape(rem.statement_title)}</h3><table id='dp-statement'>"]
     h += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rem.statement]
-    h.append("</table><table id='dp-hyperparameters'><tr><th>hyper-parameter</th><th>value</th><th>source</th></tr>")
-    h += [f"<tr><td>{escape(n)}</td><td>{escape(v)}</td><td>{escape(s)}</td></tr>" for n, v, s in rem.hyperparameters]
-    h.append("</table><ul class='caveats'>" + "".join(f"<li>{escape(c)}</li>" for c in rem.caveats) + "</ul>")
+    h.append("</table>")
+    if rem.hyperparameters:
+        h.append("<table id='dp-hyperparameters'><tr><th>hyper-parameter</th><th>value</th><th>source</th></tr>")
+        h += [
+            f"<tr><td>{escape(n)}</td><td>{escape(v)}</td><td>{escape(s)}</td></tr>" for n, v, s in rem.hyperparameters
+        ]
+        h.append("</table>")
+    h.append("<ul class='caveats'>" + "".join(f"<li>{escape(c)}</li>" for c in rem.caveats) + "</ul>")
     return h
 
 

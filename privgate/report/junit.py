@@ -64,6 +64,11 @@ def render_junit(report: Report) -> str:
             ("dp_epsilons", st.line()),
         ):
             ET.SubElement(props, "property", {"name": key, "value": _clean(str(value))})
+    cap = rem.capacity if rem is not None else None
+    if cap is not None:  # a scikit-learn model hardened by its capacity: what it is, and that it has no ε
+        for key, value in (("hardened_settings", ", ".join(f"{k}={v}" for k, v in cap.chosen.items())),
+                           ("dp_guarantee", "none (capacity search: an empirical result, no ε)")):  # fmt: skip
+            ET.SubElement(props, "property", {"name": key, "value": _clean(str(value))})
     for c in report.checks:
         case = ET.SubElement(
             suite,

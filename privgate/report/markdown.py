@@ -157,8 +157,12 @@ def _remediation(report: Report) -> list[str]:
     rem = remediation_view(report)
     if rem is None:
         return []
-    lines = ["### Remediation (DP-SGD)", ""]
-    head = f"Chosen ε: **{rem.chosen_epsilon:g}**" if rem.chosen_epsilon is not None else "No ε was chosen."
+    lines = [f"### {md_text(rem.title)}", ""]
+    head = (
+        f"Chosen ε: **{rem.chosen_epsilon:g}**"
+        if rem.chosen_epsilon is not None
+        else md_text(rem.head or "No ε was chosen.")
+    )
     extra = [f"{md_text(k)}: {md_text(plain(v))}" for k, v in rem.facts.items()]
     lines += [" · ".join([head, *extra]), ""]
     lines += [f"**{md_text(rem.epsilon_line)}**", ""] if rem.epsilon_line else []
@@ -170,8 +174,11 @@ def _remediation(report: Report) -> list[str]:
         )
         lines.append("")
     if rem.statement:  # Ponomareva et al. 2023, arXiv 2303.00654, §5.5
-        lines += ["#### DP statement", ""] + _table(["", ""], [list(r) for r in rem.statement]) + [""]
-        lines += _table(["hyper-parameter", "value", "source"], [list(h) for h in rem.hyperparameters]) + [""]
+        lines += (
+            [f"#### {md_text(rem.statement_title)}", ""] + _table(["", ""], [list(r) for r in rem.statement]) + [""]
+        )
+        if rem.hyperparameters:
+            lines += _table(["hyper-parameter", "value", "source"], [list(h) for h in rem.hyperparameters]) + [""]
         lines += [f"- {md_text(c)}" for c in rem.caveats] + [""]
     return lines
 

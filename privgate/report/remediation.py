@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privgate.report.model import BaseReport, Report
-from privgate.report.remediation_section import RemediationSection, SearchRow, statement_rows
+from privgate.report.remediation_section import (
+    RemediationSection,
+    SearchRow,
+    capacity_rows,
+    setting_text,
+    statement_rows,
+)
 
 SPENT, SIGMA, RELEASED = "ε spent", "σ", "released ε"
 EPSILON_KEY = "epsilon"
@@ -40,6 +46,10 @@ class RemediationView:
     notes: dict[str, str] = field(default_factory=dict)
     epsilon_line: str | None = None
     statement: list[tuple[str, str]] = field(default_factory=list)
+    #: How the section is headed, and its statement (a DP statement, or a capacity search's "no DP guarantee").
+    title: str = "Remediation (DP-SGD)"
+    head: str | None = None
+    statement_title: str = "DP statement"
     hyperparameters: list[tuple[str, str, str]] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
 
@@ -60,7 +70,18 @@ def finite(v: Any) -> bool:
 
 
 def _flatten(row: SearchRow, with_trial: bool, with_released: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {EPSILON_KEY: row.epsilon}
+    if row.step is not None:  # a capacity search's step: its settings, no ε, no DP run
+        out: dict[str, Any] = {"step": row.step, "setting": setting_text(row.setting or {})}
+        out["utility"] = row.utility
+        if row.utility_ci is not None and len(row.utility_ci) == 2:
+            out["utility_ci"] = f"[{row.utility_ci[0]:.4g}, {row.utility_ci[1]:.4g}]"
+        out["utility_ok"] = row.utility_ok
+        for c in row.checks:
+            out[c.id] = c.value
+            out[f"{c.id} status"] = c.status
+        out.update(privacy=row.privacy, verdict=row.verdict, accepted=row.accepted, fit_seconds=row.fit_seconds)
+        return out
+    out = {EPSILON_KEY: row.epsilon}
     if with_trial:
         out["trial"] = row.trial
     out["utility"] = row.utility
@@ -136,7 +157,7 @@ def view(report: Report) -> RemediationView | None:
         if v
     }
     st = rem.statement
-    return RemediationView(
+    view = RemediationView(
         rows=rows,
         columns=columns,
         utility_keys=["utility"] if any(finite(r.get("utility")) for r in rows) else [],
@@ -150,6 +171,28 @@ def view(report: Report) -> RemediationView | None:
         hyperparameters=[(h.name, h.shown(), h.source) for h in st.hyperparameters] if st is not None else [],
         caveats=list(st.caveats) if st is not None else [],
     )
+    if rem.method == "capacity":
+        _capacity(view, rem)
+    return view
+
+
+def _capacity(view: RemediationView, rem: RemediationSection) -> None:
+    """A scikit-learn model's capacity search: no ε anywhere, its ladder, and its statement of no DP guarantee."""
+    view.title, view.epsilon_key, view.statement_title = (
+        "Remediation (capacity search, no DP guarantee)",
+        None,
+        ("No DP guarantee"),
+    )
+    chosen = next((r for r in rem.rows if r.accepted and rem.status == "hardened"), None)
+    view.head = (
+        f"Chosen: step {chosen.step} ({setting_text(chosen.setting or {})})" if chosen else "No setting was chosen."
+    )
+    view.facts.pop("schedule", None)
+    view.facts["ladder"] = "; ".join(setting_text(s) for s in rem.ladder) or None
+    view.facts = {k: v for k, v in view.facts.items() if v is not None}
+    st = rem.capacity
+    if st is not None:
+        view.statement, view.caveats = capacity_rows(st), list(st.caveats)
 
 
 __all__ = ["RemediationView", "chosen_epsilon", "finite", "section_of", "view"]

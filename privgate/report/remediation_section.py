@@ -67,9 +67,12 @@ class DPRun(_Section):
 
 
 class SearchRow(_Section):
-    """One candidate of the ε search."""
+    """One candidate of the search: a DP run at a target ε, or a step of a capacity ladder (``step``, ``setting``)."""
 
-    epsilon: float = Field(description="The target ε of the candidate's training run.")
+    epsilon: float | None = Field(default=None, description="The target ε of the candidate's training run.")
+    step: int | None = Field(default=None, description="Capacity search: the ladder's step (1 = least regularised).")
+    setting: dict[str, Any] | None = Field(default=None, description="Capacity search: the step's set_params.")
+    fit_seconds: float | None = None
     utility: float | None = None
     utility_ci: list[float] | None = None
     utility_ok: bool = True
@@ -221,9 +224,59 @@ def epsilon_line(
     )
 
 
-class RemediationSection(_Section):
-    """``report.remediation``: what the DP-SGD search did and what it hands out."""
+class CapacityStatement(_Section):
+    """What a capacity search's model is, and is not: an empirical result with no DP guarantee (no ε)."""
 
+    estimator: str = ""
+    varied: dict[str, Any] = Field(
+        default_factory=dict, description="The model's own values of what the ladder varies."
+    )
+    chosen: dict[str, Any] = Field(default_factory=dict, description="The handed-out model's settings.")
+    ladder: str = Field(default="", description="Where the ladder came from.")
+    candidates: int = Field(default=0, description="Candidates fitted on the members and audited.")
+    confidence: float | None = Field(default=None, description="Each candidate's audit confidence (Bonferroni).")
+    selection_bits: float | None = Field(
+        default=None,
+        description="log2 of the ladder's length: what the choice can say about the members beyond the model.",
+    )
+    guarantee: str = ""
+    caveats: list[str] = Field(default_factory=list)
+    dp_alternative: str = ""
+
+
+def setting_text(step: dict[str, Any]) -> str:
+    """``classifier__min_samples_leaf=16, classifier__max_leaf_nodes=7`` (a Pipeline's step prefixes name where)."""
+    return ", ".join(
+        f"{k}={v!r}" if isinstance(v, str) else f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in step.items()
+    )
+
+
+def capacity_rows(st: CapacityStatement) -> list[tuple[str, str]]:
+    """The capacity statement as (field, value) rows, for the reports and the model card."""
+    conf = "—" if st.confidence is None else f"{st.confidence:.4g}"
+    bits = "—" if st.selection_bits is None else f"{st.selection_bits:.3g}"
+    return [
+        ("guarantee", st.guarantee),
+        ("estimator", st.estimator),
+        ("settings (the model's own)", setting_text(st.varied) or "—"),
+        ("settings (handed out)", setting_text(st.chosen) or "—"),
+        ("ladder", st.ladder),
+        ("candidates fitted on the members", str(st.candidates)),
+        ("each candidate's audit confidence", conf),
+        ("selection (bits, at most)", bits),
+        ("a DP guarantee instead", st.dp_alternative),
+    ]
+
+
+class RemediationSection(_Section):
+    """``report.remediation``: what the DP-SGD search (or a scikit-learn model's capacity search) did and hands out."""
+
+    method: Literal["dp", "capacity"] = Field(
+        default="dp",
+        description="dp: DP-SGD or DP fine-tuning over an ε schedule; capacity: a scikit-learn "
+        "model's own regularisation ladder, no DP guarantee.",
+    )
     status: str | None = None  # not_needed | cannot_help | hardened | no_epsilon | audit_failed | budget_exceeded
     reason: str | None = None
     first_broken: str | None = None
@@ -244,6 +297,8 @@ class RemediationSection(_Section):
     architecture_changes: list[str] = Field(default_factory=list)
     accounting: Accounting | None = None
     statement: DPStatement | None = None
+    ladder: list[dict[str, Any]] = Field(default_factory=list, description="Capacity search: the steps to try.")
+    capacity: CapacityStatement | None = None
     selection_leakage: str | None = None
     output: dict[str, str] | None = None
     input_sha256: str | None = None
@@ -310,6 +365,7 @@ def statement_rows(st: DPStatement) -> list[tuple[str, str]]:
 
 __all__ = [
     "Accounting",
+    "CapacityStatement",
     "CheckCell",
     "Chosen",
     "ClipRun",
@@ -322,7 +378,9 @@ __all__ = [
     "SearchSettings",
     "Trials",
     "UtilitySpec",
+    "capacity_rows",
     "epsilon_line",
     "search_name",
+    "setting_text",
     "statement_rows",
 ]

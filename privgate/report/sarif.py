@@ -298,6 +298,8 @@ def render_sarif(report: Report) -> str:
     if rem is not None and rem.statement is not None:  # the hardened model's DP statement, typed as in the JSON
         run["properties"]["dpEpsilons"] = rem.statement.line()
         run["properties"]["dpStatement"] = rem.statement.model_dump(mode="json")
+    if rem is not None and rem.capacity is not None:  # a capacity search's statement: no DP guarantee, no ε
+        run["properties"]["capacityStatement"] = rem.capacity.model_dump(mode="json")
     if policy_file is not None:
         uri, base = _uri(policy_file)
         run["artifacts"] = [{"location": {"uri": uri, **({"uriBaseId": base} if base else {})}, "roles": ["policy"]}]
