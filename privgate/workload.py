@@ -122,7 +122,8 @@ def workload_of(
     rows = len(data.members) + len(data.nonmembers)
     what = "this hardening" if hardening else "this check"
     models = planned_models(attacks, available_attacks(), population) if torch_recipe is not None else 0
-    model = torch_recipe.build(seed=0) if torch_recipe is not None else target.module
+    # the recipe's model, else the target's (a training function builds its own: privgate has no factory to call)
+    model = torch_recipe.build(seed=0) if torch_recipe is not None and torch_recipe.model_factory else target.module
     if model is None:  # a scikit-learn, ONNX or boosted target with no torch recipe
         return Workload(parameters=0, flops_per_row=0.0, layers=0, rows=rows, population=population, what=what)
     flops, layers = probe(model, data.members.x)

@@ -219,4 +219,7 @@ def test_a_language_models_check_and_hardening_take_the_gpu_without_an_estimate(
             RunOptions(threads=1), inputs.target, inputs.data, inputs.policy, inputs.recipe, hardening=hardening
         )
         assert (run.device, run.device_requested) == ("cuda", "auto")
-        assert "this job's work is not estimated (language models" in run.device_reason
+        if os.environ.get("PRIVGATE_DEVICE", "").strip().lower() == "cuda":  # the lane's choice (tests/conftest.py)
+            assert run.device_reason == "make test-gpu runs every in-process run on the GPU"
+        else:
+            assert "this job's work is not estimated (language models" in run.device_reason

@@ -12,6 +12,7 @@ privgate's own loop).
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import textwrap
@@ -330,3 +331,20 @@ def test_the_pytest_assertion_takes_a_training_function(pytester: pytest.Pyteste
     result = pytester.runpytest("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*training function 'trainer:not_a_model': returned a dict, not a torch.nn.Module.*"])
+
+
+def test_auto_on_a_machine_with_a_gpu_estimates_a_training_function_by_the_targets_network(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--device auto`` where torch sees a GPU estimates the check's work on a network; a training function has
+    no factory to build one, so the target's own is probed (it was ``Recipe.build``: exit 2 on every GPU machine)."""
+    from privgate import device
+
+    monkeypatch.setattr(device, "cuda_available", lambda: True)
+    d = tmp_path / "proj"
+    shutil.copytree(project, d)
+    env = _check(d, "trainer:train", cache_dir=str(tmp_path / "cache"), threads=1).environment
+    if os.environ.get("PRIVGATE_DEVICE", "").strip().lower() == "cuda":  # make test-gpu: in-process runs take the GPU
+        assert env["device"] == "cuda"
+        return
+    assert env["device"] == "cpu" and env["device_reason"].startswith("auto chose the CPU: this check's estimated work")
