@@ -171,6 +171,19 @@ def test_a_bad_capacity_policy_is_one_sentence_exit_2_and_no_report(big, tmp_pat
 def test_the_hardened_scikit_learn_model_is_a_skops_file(big, tmp_path):
     r = run_cli("harden", "rf.skops", "--policy", "h.yaml", *DATA, "--output-model", str(tmp_path / "x.pt"), cwd=big)
     assert r.returncode == 2 and "name the --output-model *.skops" in r.stderr, r.stderr
+    # a pickle may hold a torch model: its output is refused once it has loaded as a scikit-learn one
+    import joblib
+    import pandas as pd
+    from sklearn.ensemble import RandomForestClassifier
+    from tables_case import pipeline
+
+    m = pd.read_parquet(big / "m.parquet")
+    joblib.dump(pipeline(RandomForestClassifier(n_estimators=5)).fit(m.drop(columns="label"), m["label"]),
+                tmp_path / "rf.joblib")  # fmt: skip
+    r = run_cli("harden", str(tmp_path / "rf.joblib"), "--trust-checkpoint", "--policy", "h.yaml", *DATA,
+                "--output-model", str(tmp_path / "x.pt"), cwd=big)  # fmt: skip
+    assert r.returncode == 2 and "x.pt: a hardened scikit-learn model is written with skops" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rf.joblib"]  # nothing written
 
 
 def test_an_estimator_without_a_known_ladder_asks_for_one_in_the_policy(big, tmp_path):

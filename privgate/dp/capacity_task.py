@@ -43,11 +43,11 @@ import numpy as np
 
 from privgate.dp.candidates import Candidate, search_schedule
 from privgate.dp.capacity import Ladder, ladder, setting_text
-from privgate.dp.hardened import skops_output
+from privgate.dp.hardened import not_skops, skops_output
 from privgate.dp.search import Searched
 from privgate.dp.task import HardenTask
 from privgate.dp.utility import measure_utility, utility_data, utility_floor
-from privgate.errors import PolicyError
+from privgate.errors import PolicyError, PrivgateError
 from privgate.gate import check_model
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
@@ -149,6 +149,8 @@ class CapacityTask(HardenTask):
             check_can_remediate(pol, None)
         given = settings.model if isinstance(settings.model, (str, Path)) else "model.skops"
         out = Path(settings.output_model) if settings.output_model else skops_output(given)
+        if out.suffix.lower() != ".skops":  # a pickle's output named like a torch model's (hardened_outputs)
+            raise PrivgateError(not_skops(out))
         return cls(i.target, i.data, i.policy, train=i.members, output=out)
 
     # ------------------------------------------------------------------ the candidates

@@ -98,19 +98,25 @@ def skops_output(model_path: str | Path) -> Path:
     return p.with_name(f"{p.stem}.hardened.skops")
 
 
+def not_skops(out: Path) -> str:
+    """The sentence refusing a hardened scikit-learn model's output path that is not a ``.skops`` file."""
+    return f"{out}: a hardened scikit-learn model is written with skops (no pickle); name the --output-model *.skops."
+
+
 def hardened_outputs(model: Any, output_model: str | None, recipe: str | None) -> HardenedOutputs:
     """Where the hardened model of ``model`` goes (``output_model``, else the default beside it), by its kind."""
     from privgate.dp.task import kind_of
 
-    if kind_of(model, recipe) == "sklearn":  # a .skops file and its card (privgate.dp.capacity_task)
+    # a .skops file and its card (privgate.dp.capacity_task); a pickle may hold a torch model too: an output
+    # named otherwise is planned as one, and the capacity task refuses it once the pickle shows what it holds
+    pickled = isinstance(model, (str, Path)) and Path(model).suffix.lower() != ".skops"
+    named_skops = output_model is None or Path(output_model).suffix.lower() == ".skops"
+    if kind_of(model, recipe) == "sklearn" and (named_skops or not pickled):
         from privgate.dp.card import card_path
 
         out = Path(output_model) if output_model else skops_output(model)
         if out.suffix.lower() != ".skops":
-            raise PrivgateError(
-                f"{out}: a hardened scikit-learn model is written with skops (no pickle); name the --output-model "
-                "*.skops."
-            )
+            raise PrivgateError(not_skops(out))
         how = "the default, beside the model" if output_model is None else "--output-model"
         named = {out: "hardened model (skops)", card_path(out): "hardened model's card (no DP guarantee)"}
         return HardenedOutputs([Named(path, f"the {what} ({how})") for path, what in named.items()], [])
@@ -198,6 +204,7 @@ __all__ = [
     "folder_beside",
     "hardened_files",
     "hardened_outputs",
+    "not_skops",
     "planned_folder",
     "recipe_is_module",
     "refuse_existing_folder",
