@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import textwrap
 from pathlib import Path
 
@@ -67,7 +66,9 @@ def _sha(p: Path) -> str:
 def test_harden_hands_back_a_regularised_pipeline_with_a_card_and_no_dp_claim(big, tmp_path):
     before = _sha(big / "rf.skops")
     out, report = tmp_path / "rf.hardened.skops", tmp_path / "r.json"
-    r = run_cli("harden", "rf.skops", "--policy", "h.yaml", *DATA, "--output-model", str(out), "--json",
+    (tmp_path / "p.yaml").write_text(_remediation("{enabled: true, capacity: [{model__min_samples_leaf: 4}, "
+                                                  "{model__min_samples_leaf: 64}]}"))  # fmt: skip
+    r = run_cli("harden", "rf.skops", "--policy", str(tmp_path / "p.yaml"), *DATA, "--output-model", str(out), "--json",
                 str(report), "--markdown", str(tmp_path / "r.md"), "--sarif", str(tmp_path / "r.sarif"), "--junit",
                 str(tmp_path / "junit.xml"), cwd=big)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
@@ -77,8 +78,7 @@ def test_harden_hands_back_a_regularised_pipeline_with_a_card_and_no_dp_claim(bi
     assert rep["job"] == "harden" and rep["verdict"] == "pass"
     assert rem["method"] == "capacity" and rem["status"] == "hardened"
     assert rem["statement"] is None and rem["accounting"] is None  # no ε anywhere
-    steps = [s["model__min_samples_leaf"] for s in rem["ladder"]]
-    assert steps == [2, 4, 8, 16, 32, 64, 128]  # above the forest's own 1, at most a quarter of 600 rows
+    assert [s["model__min_samples_leaf"] for s in rem["ladder"]] == [4, 64]  # the policy's ladder
     rows = rem["rows"]
     assert [row["step"] for row in rows] == list(range(1, len(rows) + 1)) and all(r["epsilon"] is None for r in rows)
     assert [row["accepted"] for row in rows] == [False] * (len(rows) - 1) + [True]  # the ladder stops at the first
@@ -88,9 +88,10 @@ def test_harden_hands_back_a_regularised_pipeline_with_a_card_and_no_dp_claim(bi
     chosen = rows[-1]["setting"]
     st = rem["capacity"]
     assert st["chosen"] == chosen and st["varied"] == {"model__min_samples_leaf": 1}
-    assert st["candidates"] == len(rows) and "no differential-privacy guarantee" in st["guarantee"]
-    assert st["confidence"] == pytest.approx(1 - 0.05 / 7, abs=1e-6)  # Bonferroni over the ladder's 7 steps
-    assert st["selection_bits"] == pytest.approx(math.log2(7), abs=1e-3)
+    assert st["candidates"] == len(rows) == 2 and "no differential-privacy guarantee" in st["guarantee"]
+    assert st["ladder"] == "the policy (remediation.capacity, 2 step(s))"
+    assert st["confidence"] == pytest.approx(1 - 0.05 / 2, abs=1e-6)  # Bonferroni over the ladder's 2 steps
+    assert st["selection_bits"] == pytest.approx(1.0, abs=1e-3)
     assert rep["policy"]["confidence"] == pytest.approx(st["confidence"], abs=1e-6)  # the chosen one's checks
     assert "DP-SGD" in st["dp_alternative"]
     assert rep["target"]["format"] == "skops" and rep["target"]["settings"] == chosen
@@ -111,7 +112,7 @@ def test_harden_hands_back_a_regularised_pipeline_with_a_card_and_no_dp_claim(bi
 
     hardened = Target.load(out).model.estimator  # a .skops whose types privgate trusts by default: no pickle
     assert hardened.get_params()["model__min_samples_leaf"] == chosen["model__min_samples_leaf"]
-    again = run_cli("check", str(out), "--policy", "h.yaml", *DATA, "-q", cwd=big)
+    again = run_cli("check", str(out), "--policy", str(tmp_path / "p.yaml"), *DATA, "-q", cwd=big)
     assert again.returncode == 0, again.stdout + again.stderr
 
 
@@ -125,6 +126,9 @@ def test_bisect_finds_the_same_step_with_fewer_fits_in_process(big):
                        population=str(big / "p.parquet"))  # fmt: skip
     rem = found.report.remediation
     assert found.status == "hardened" and rem.strategy == "bisect"
+    steps = [s["model__min_samples_leaf"] for s in rem.ladder]
+    assert steps == [2, 4, 8, 16, 32, 64, 128]  # privgate's: above the forest's own 1, at most a quarter of 600
+    assert rem.capacity.confidence == pytest.approx(1 - 0.05 / 7, abs=1e-6)  # Bonferroni over its 7 steps
     assert len(rem.rows) <= 3 < 6  # ⌈log2(8)⌉ fits instead of the ladder's six
     assert found.model.get_params()["model__min_samples_leaf"] == 64
     assert set(found.files) == {Path(big / "rf.hardened.skops"), Path(big / "rf.hardened.card.md")}
