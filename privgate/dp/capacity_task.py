@@ -171,10 +171,10 @@ class CapacityTask(HardenTask):
         """The members as the model was fitted on them (its frame) and their label values, aligned once."""
         if self._rows is None:
             members = self.members
-            if members.schema is not None and members is not self.data.members:
+            if members.schema is not None:  # a table: its columns in the model's order, labels through classes_
                 from privgate.inputs.table_fit import aligned
 
-                members = aligned(members, self.model)
+                members = aligned(members, self.model)  # as the audit aligns it (the same on an aligned table)
             self._rows = self.model.rows(members.x), self.model.classes_[np.asarray(members.y, dtype=np.int64)]
         return self._rows
 
