@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
@@ -86,21 +87,27 @@ class Candidate:
         """Utility as "higher is better" (a language model's perplexity is lower-is-better: it overrides this)."""
         return self.utility
 
+    def outcome(self, in_search: bool) -> dict[str, Any]:
+        """What every kind of candidate's row says: its utility, its checks and the re-audit's verdict."""
+        return {
+            "utility": round(self.utility, 6),
+            "utility_ci": [round(v, 6) for v in self.utility_ci],
+            "utility_ok": self.utility_ok,
+            "checks": [CheckCell(id=c.id, value=c.value, ci=c.ci, status=c.status) for c in self.report.checks],
+            "privacy": self.privacy,
+            "verdict": self.report.verdict,
+            "accepted": self.accepted,
+            "audit_seconds": self.report.duration_s,
+            "in_search": in_search,
+        }
+
     def row(self, in_search: bool = True, released_epsilon: float | None = None) -> SearchRow:
         return SearchRow(
             epsilon=self.epsilon,
-            utility=round(self.utility, 6),
-            utility_ci=[round(v, 6) for v in self.utility_ci],
-            utility_ok=self.utility_ok,
-            checks=[CheckCell(id=c.id, value=c.value, ci=c.ci, status=c.status) for c in self.report.checks],
-            privacy=self.privacy,
-            verdict=self.report.verdict,
-            accepted=self.accepted,
             training=DPRun.model_validate(self.training.to_dict()),
-            audit_seconds=self.report.duration_s,
-            in_search=in_search,
             trial=self.trial,
             released_epsilon=None if released_epsilon is None else round(released_epsilon, 6),
+            **self.outcome(in_search),
         )
 
 

@@ -54,7 +54,7 @@ from privgate.inputs.target import Target
 from privgate.options import RunOptions
 from privgate.policy import Policy, as_policy
 from privgate.report.model import Report
-from privgate.report.remediation_section import CapacityStatement, CheckCell, DPRun, RemediationSection, SearchRow
+from privgate.report.remediation_section import CapacityStatement, DPRun, RemediationSection, SearchRow
 from privgate.training.threads import limit_threads
 
 DP_ALTERNATIVE = (
@@ -82,20 +82,9 @@ class CapacityCandidate(Candidate):
 
     def row(self, in_search: bool = True, released_epsilon: float | None = None) -> SearchRow:
         return SearchRow(
-            step=self.step,
-            setting=dict(self.setting),
-            fit_seconds=round(self.fit_seconds, 3),
-            utility=round(self.utility, 6),
-            utility_ci=[round(v, 6) for v in self.utility_ci],
-            utility_ok=self.utility_ok,
-            checks=[CheckCell(id=c.id, value=c.value, ci=c.ci, status=c.status) for c in self.report.checks],
-            privacy=self.privacy,
-            verdict=self.report.verdict,
-            accepted=self.accepted,
-            training=DPRun(),
-            audit_seconds=self.report.duration_s,
-            in_search=in_search,
-        )
+            step=self.step, setting=dict(self.setting), fit_seconds=round(self.fit_seconds, 3), training=DPRun(),
+            **self.outcome(in_search),
+        )  # fmt: skip
 
 
 class CapacityTask(HardenTask):
@@ -115,8 +104,6 @@ class CapacityTask(HardenTask):
     candidate = CapacityCandidate
     method = "capacity"
     nothing = "no_setting"
-    trained_as = "capacity"
-    training = "the capacity search"
     trainings = "candidate fit(s)"
 
     def __init__(
@@ -234,8 +221,7 @@ class CapacityTask(HardenTask):
     ) -> tuple[Searched, list[Candidate]]:
         """Walk the ladder with the policy's strategy; each candidate's row as soon as it is decided."""
         rem = self.policy.remediation
-        section.method, section.schedule, section.ladder = "capacity", [], [dict(s) for s in self.ladder.steps]
-        section.strategy = rem.strategy
+        section.ladder, section.strategy = [dict(s) for s in self.ladder.steps], rem.strategy
         if rem.search == "random_stopping":
             section.search = "compose"  # random stopping counts a DP search's ε; a ladder has none to count
         if rem.audit:
@@ -280,12 +266,6 @@ class CapacityTask(HardenTask):
         return f" with utility {value:.4f} (original {original:.4f}" + (
             f", floor {floor:.4f})" if floor is not None else ")"
         )
-
-    def utility_of(self, value: float) -> str:
-        return f"utility {value:.4f}"
-
-    def reason(self, reason: str | None, floor: float | None) -> str | None:
-        return reason
 
     def hardened(
         self, section: RemediationSection, chosen: CapacityCandidate, original: float, floor: float | None, n: int

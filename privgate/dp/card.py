@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from privgate.report.remediation_section import DPStatement, RemediationSection, capacity_rows, statement_rows
 
@@ -26,25 +27,41 @@ def card_path(output: str | Path) -> Path:
     return p.with_name(f"{p.stem}.card.md")
 
 
+def _head(model_file: str, how: str, verdict: str, summary: str) -> list[str]:
+    """A card's title, how the model was hardened with its audit's verdict, and the report's summary."""
+    return [
+        f"# Model card: {Path(model_file).name}",
+        "",
+        f"{how} Verdict of its audit: **{verdict}**.",
+        "",
+        summary,
+        "",
+    ]
+
+
+def _table(rows: list[tuple[str, str]]) -> list[str]:
+    """(field, value) rows as a two-column Markdown table (a ``|`` in a value would end its cell)."""
+    return ["| | |", "| --- | --- |", *[f"| {k} | {v.replace('|', '/')} |" for k, v in rows]]
+
+
+def _machine_readable(tag: str, statement: Any) -> list[str]:
+    """The statement as the fenced JSON block (```` ```json TAG ````) a reader parses back."""
+    data = json.dumps(statement.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    return ["### Machine-readable", "", f"```json {tag}", data, "```", ""]
+
+
 def model_card(section: RemediationSection, *, model_file: str, verdict: str, summary: str) -> str:
     """The Markdown card of the hardened model ``section`` describes (it must carry a statement)."""
     st = section.statement
     if st is None:
         raise ValueError("a model card needs the remediation section's DP statement")
     lines = [
-        f"# Model card: {Path(model_file).name}",
-        "",
-        f"Hardened by privgate with DP-SGD. Verdict of its audit: **{verdict}**.",
-        "",
-        summary,
-        "",
+        *_head(model_file, "Hardened by privgate with DP-SGD.", verdict, summary),
         "## Differential privacy statement",
         "",
         st.line(),
         "",
-        "| | |",
-        "| --- | --- |",
-        *[f"| {k} | {v.replace('|', '/')} |" for k, v in statement_rows(st)],
+        *_table(statement_rows(st)),
         "",
         "### Where each hyper-parameter came from",
         "",
@@ -56,12 +73,7 @@ def model_card(section: RemediationSection, *, model_file: str, verdict: str, su
         "",
         *[f"- {c}" for c in st.caveats],
         "",
-        "### Machine-readable",
-        "",
-        "```json dp-statement",
-        json.dumps(st.model_dump(mode="json"), indent=2, ensure_ascii=False),
-        "```",
-        "",
+        *_machine_readable("dp-statement", st),
     ]
     return "\n".join(lines)
 
@@ -75,20 +87,15 @@ def capacity_card(section: RemediationSection, *, model_file: str, verdict: str,
     st = section.capacity
     if st is None:
         raise ValueError("a capacity card needs the remediation section's capacity statement")
-    lines = [
-        f"# Model card: {Path(model_file).name}",
-        "",
+    how = (
         "Hardened by privgate's capacity search over the scikit-learn model's own settings. **No differential-"
-        "privacy guarantee**: this is an empirical result, with no ε. Verdict of its audit: "
-        f"**{verdict}**.",
-        "",
-        summary,
-        "",
+        "privacy guarantee**: this is an empirical result, with no ε."
+    )
+    lines = [
+        *_head(model_file, how, verdict, summary),
         "## What was done",
         "",
-        "| | |",
-        "| --- | --- |",
-        *[f"| {k} | {v.replace('|', '/')} |" for k, v in capacity_rows(st)],
+        *_table(capacity_rows(st)),
         "",
         "## What it does not promise",
         "",
@@ -98,12 +105,7 @@ def capacity_card(section: RemediationSection, *, model_file: str, verdict: str,
         "",
         st.dp_alternative[:1].upper() + st.dp_alternative[1:] + ".",
         "",
-        "### Machine-readable",
-        "",
-        "```json capacity-statement",
-        json.dumps(st.model_dump(mode="json"), indent=2, ensure_ascii=False),
-        "```",
-        "",
+        *_machine_readable("capacity-statement", st),
     ]
     return "\n".join(lines)
 

@@ -45,7 +45,7 @@ def fit_to_model(data: AuditData, target: Target) -> None:
     roles = (("members", data.members), ("non-members", data.nonmembers), ("population", data.population))
     sets = [(role, d) for role, d in roles if d is not None]
     if isinstance(target.model, SklearnModel):
-        done = {role: _for_sklearn(d, target.model) for role, d in sets}
+        done = {role: aligned(d, target.model) for role, d in sets}
         schema = done["members"].schema
         assert schema is not None
         target.model.bind(schema)
@@ -58,12 +58,9 @@ def fit_to_model(data: AuditData, target: Target) -> None:
 
 
 def aligned(d: Dataset, model: Any) -> Dataset:
-    """One table aligned with a scikit-learn model as :func:`fit_to_model` aligns the audit's (its columns, its
-    ``classes_``), without scoring its rows: the member set a hardening refits on."""
-    return _for_sklearn(d, model)
-
-
-def _for_sklearn(d: Dataset, model: Any) -> Dataset:
+    """One table aligned with a scikit-learn model (its columns in the model's order, labels through its
+    ``classes_``), without scoring its rows: what :func:`fit_to_model` does to each table of the audit, and to the
+    member set a hardening refits on. The same on an aligned table."""
     s = d.schema
     assert s is not None
     wanted = model.feature_names

@@ -70,19 +70,11 @@ def finite(v: Any) -> bool:
 
 
 def _flatten(row: SearchRow, with_trial: bool, with_released: bool) -> dict[str, Any]:
-    if row.step is not None:  # a capacity search's step: its settings, no ε, no DP run
-        out: dict[str, Any] = {"step": row.step, "setting": setting_text(row.setting or {})}
-        out["utility"] = row.utility
-        if row.utility_ci is not None and len(row.utility_ci) == 2:
-            out["utility_ci"] = f"[{row.utility_ci[0]:.4g}, {row.utility_ci[1]:.4g}]"
-        out["utility_ok"] = row.utility_ok
-        for c in row.checks:
-            out[c.id] = c.value
-            out[f"{c.id} status"] = c.status
-        out.update(privacy=row.privacy, verdict=row.verdict, accepted=row.accepted, fit_seconds=row.fit_seconds)
-        return out
-    out = {EPSILON_KEY: row.epsilon}
-    if with_trial:
+    capacity = row.step is not None  # a capacity search's step: its settings, no ε, no DP run
+    out: dict[str, Any] = (
+        {"step": row.step, "setting": setting_text(row.setting or {})} if capacity else {EPSILON_KEY: row.epsilon}
+    )
+    if with_trial and not capacity:
         out["trial"] = row.trial
     out["utility"] = row.utility
     if row.utility_ci is not None and len(row.utility_ci) == 2:
@@ -92,6 +84,9 @@ def _flatten(row: SearchRow, with_trial: bool, with_released: bool) -> dict[str,
         out[c.id] = c.value
         out[f"{c.id} status"] = c.status
     out.update(privacy=row.privacy, verdict=row.verdict, accepted=row.accepted)
+    if capacity:
+        out["fit_seconds"] = row.fit_seconds
+        return out
     out[SPENT] = row.training.epsilon
     out[SIGMA] = row.training.noise_multiplier
     if with_released:
@@ -187,9 +182,8 @@ def _capacity(view: RemediationView, rem: RemediationSection) -> None:
     view.head = (
         f"Chosen: step {chosen.step} ({setting_text(chosen.setting or {})})" if chosen else "No setting was chosen."
     )
-    view.facts.pop("schedule", None)
-    view.facts["ladder"] = "; ".join(setting_text(s) for s in rem.ladder) or None
-    view.facts = {k: v for k, v in view.facts.items() if v is not None}
+    if rem.ladder:  # the steps it could try (a capacity search has no ε schedule)
+        view.facts["ladder"] = "; ".join(setting_text(s) for s in rem.ladder)
     st = rem.capacity
     if st is not None:
         view.statement, view.caveats = capacity_rows(st), list(st.caveats)
