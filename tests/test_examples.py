@@ -36,6 +36,34 @@ def test_example_fails_its_policy_for_real(root, tmp_path, example, policy):
     else:
         eps = next(c for c in failed if c["metric"] == "epsilon_lb")
         assert eps["value"] > 1.0
+        # the README's and the getting-started page's sample output is this run's: a row that drifts fails here
+        shown = _rows(r.stdout)
+        for page in (root / "README.md", root / "docs" / "getting-started.md"):
+            documented = _rows(page.read_text(encoding="utf-8"))
+            assert len(documented) >= 4, page
+            for check, cells in documented.items():
+                assert shown.get(check) == cells, f"{page.name}: the row of {check} is not what the demo prints now"
+            summary = next(line for line in page.read_text().splitlines() if line.startswith("FAIL: "))
+            assert _summary(r.stdout).startswith(summary.rstrip(" …")), page.name
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    """The check table's rows in ``text`` (console output or a page quoting it): check id → its stripped cells."""
+    rows: dict[str, list[str]] = {}
+    last = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if not line.lstrip().startswith("│") or len(cells) != 6:
+            last = None
+        elif cells[0]:
+            last = rows[cells[0]] = cells
+        elif last is not None:  # a cell wrapped onto the next line of a narrow terminal
+            last[:] = [f"{a} {b}".strip() for a, b in zip(last, cells)]
+    return rows
+
+
+def _summary(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines() if line.strip()).split("FAIL: ", 1)[1].join(("FAIL: ", ""))
 
 
 def test_cnn_example_trains_its_reference_cnns_at_once_and_passes(root, tmp_path):
