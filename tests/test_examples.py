@@ -63,7 +63,9 @@ def _rows(text: str) -> dict[str, list[str]]:
 
 
 def _summary(text: str) -> str:
-    return " ".join(line.strip() for line in text.splitlines() if line.strip()).split("FAIL: ", 1)[1].join(("FAIL: ", ""))
+    """The verdict line from its start on, its wrapped lines joined."""
+    joined = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    return "FAIL: " + joined.split("FAIL: ", 1)[1]
 
 
 def test_cnn_example_trains_its_reference_cnns_at_once_and_passes(root, tmp_path):
