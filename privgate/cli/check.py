@@ -207,8 +207,7 @@ def check(
     from privgate.inputs.config import find_config, load_config
 
     flags = dict(locals())
-    code = not no_config_code  # --no-config-code: the config's code keys are refused (privgate.inputs.config)
-    cfg = load_config(config_path, code=code) if config_path else find_config(code=code)
+    cfg = load_config(config_path, code=not no_config_code) if config_path else find_config(code=not no_config_code)
     given = _given(flags, cfg)
     request = _planned_request(given, flags, cfg)
     report = _run(request, given, flags, cfg)
