@@ -90,7 +90,7 @@ def stable(value: Any, volatile: set[str]) -> Any:
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, fresh: bool = False
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, fresh: bool = False, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """Run ``privgate`` in its own process, as a user would: forked from a pre-imported server
     (:mod:`cli_fork`), or ``python -m privgate.cli`` in a fresh interpreter (:data:`privgate_cli.PRIVGATE`) when
@@ -106,5 +106,5 @@ def run_cli(
     if not fresh and os.environ.get("PRIVGATE_TEST_FRESH_CLI") != "1":
         from cli_fork import run_forked
 
-        return run_forked(list(args), None if cwd is None else str(cwd), full_env, 300, base)
-    return subprocess.run(PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300)
+        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, base)
+    return subprocess.run(PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)

@@ -95,6 +95,8 @@ def _lookup(expr: str, ctx: dict) -> str:
         return ctx["steps"].get(parts[1], {}).get(".".join(parts[3:]), "")
     if expr == "github.action_path":
         return str(ROOT)
+    if expr == "github.event_name":
+        return ctx["event"]
     if expr in ("github.workspace", "runner.temp"):
         return str(ctx["workspace"])
     raise AssertionError(f"the local runner does not know the expression {expr!r}")
@@ -137,15 +139,17 @@ def run_action(
     only: list[str] | None = None,
     preset: dict | None = None,
     path_prefix: Path | None = None,
+    event: str = "push",
 ) -> ActionRun:
-    """Run action.yml's run-steps locally with ``inputs`` (defaults from the file) in ``workspace``."""
+    """Run action.yml's run-steps locally with ``inputs`` (defaults from the file) in ``workspace``, as the workflow
+    ``event`` (``github.event_name``) would."""
     action = load_action()
     declared = action["inputs"]
     unknown = set(inputs) - set(declared)
     assert not unknown, f"inputs not declared in action.yml: {unknown}"
     values = {k: str(v.get("default", "")) for k, v in declared.items()}
     values.update({k: str(v) for k, v in inputs.items()})
-    ctx = {"inputs": values, "steps": dict(preset or {}), "workspace": workspace}
+    ctx = {"inputs": values, "steps": dict(preset or {}), "workspace": workspace, "event": event}
     gh = workspace / ".github-runner"
     gh.mkdir(exist_ok=True)
     summary, env_file = gh / "step_summary.md", gh / "env"
@@ -439,6 +443,38 @@ def test_action_without_a_report_says_error(fake_privgate, tmp_path, monkeypatch
     assert f"--threads {cpus}" in " ".join((tmp_path / "args.txt").read_text().splitlines())  # default: auto
     assert "privgate: error (exit 2)" in run.summary
     assert run.step("Enforce the verdict").returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("event", "value", "on"),
+    [
+        ("pull_request_target", "auto", True),  # secrets at hand, the checkout may be the pull request's files
+        ("workflow_run", "auto", True),
+        ("pull_request", "auto", False),
+        ("push", "auto", False),
+        ("push", "true", True),
+        ("pull_request_target", "false", False),
+    ],
+)
+def test_no_config_code_is_on_where_a_pull_requests_files_meet_secrets(tmp_path, monkeypatch, event, value, on):
+    """The gate passes --no-config-code (privgate refuses the config's code keys, tests/test_config_code.py) by
+    default on the events that run with secrets on files a pull request may have written."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "privgate").write_text('#!/usr/bin/env bash\nprintf \'%s\\n\' "$@" > "$FAKE_ARGS"\nexit 2\n')
+    (bindir / "privgate").chmod(0o755)
+    monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args.txt"))
+    inputs = {"config": "privgate.toml", "no-config-code": value}
+    run = run_action(inputs, tmp_path, only=["Run the privacy gate"], path_prefix=bindir, event=event)
+    args = (tmp_path / "args.txt").read_text().splitlines()
+    assert args[:3] == ["check", "--config", "privgate.toml"] and ("--no-config-code" in args) == on
+    assert run.outputs["exit-code"] == "2" and run.outputs["verdict"] == "error"
+
+
+def test_a_misspelt_no_config_code_stops_the_gate(tmp_path):
+    run = run_action({"no-config-code": "yes"}, tmp_path, only=["Run the privacy gate"])
+    gate = run.step("Run the privacy gate")
+    assert gate.returncode == 2 and "input no-config-code must be auto, true or false, got 'yes'" in gate.log
 
 
 # --------------------------------------------------------------------------- baseline: privgate diff after the check

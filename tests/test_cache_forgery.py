@@ -149,7 +149,7 @@ def test_the_default_cache_is_the_users_and_not_the_working_folders(work, tmp_pa
     "env, needle",
     [
         ({"PRIVGATE_CACHE_KEY": "short"}, "$PRIVGATE_CACHE_KEY: a cache key needs at least 32 bytes, this one has 5"),
-        ({"PRIVGATE_CACHE_KEY_FILE": "no-such-key"}, "no-such-key: the cache key file (--cache-key-file) cannot be"),
+        ({"PRIVGATE_CACHE_KEY_FILE": "no-such-key"}, "no-such-key: cannot read the cache key file named by"),
     ],
 )
 def test_a_bad_cache_key_is_one_sentence_and_exit_2(work, tmp_path, env, needle):

@@ -20,7 +20,10 @@ with a warning in the report. The key is, in this order:
    at once agree on one key).
 
 A key has at least :data:`MIN_KEY_BYTES` bytes (surrounding whitespace
-removed); a shorter one is exit 2. The key never comes from the config file
+removed); a shorter one is exit 2, and so is a key file that is not a regular
+file (a FIFO, ``/dev/zero``) or holds more than :data:`MAX_KEY_FILE_BYTES`. A key
+file others may read (mode looser than 0600) or reached through a symbolic link
+is used, with a warning on stderr. The key never comes from the config file
 (``privgate.toml`` / ``[tool.privgate]`` is repository content a pull request
 can change), and the default key file lives in the config folder, not in the
 cache folder: a cache folder that is committed, copied or restored by CI
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,9 +50,13 @@ from privgate.options import CACHE_OFF
 
 #: The fewest bytes a cache key may have (64 hex digits, or 32 random bytes, are what privgate writes).
 MIN_KEY_BYTES = 32
+#: The most bytes a key file may hold: a key is 32 to a few hundred bytes.
+MAX_KEY_FILE_BYTES = 4096
 #: The name of the user's key file, in ``$XDG_CONFIG_HOME/privgate/``.
 KEY_FILE_NAME = "cache-key"
 _MAKE_KEY = 'python -c "import secrets; print(secrets.token_hex(32))"'
+_DELETE = "delete the file: privgate creates a new one"
+_NAMED, _USERS = "the cache key file named by --cache-key-file", "the user's cache key file"
 
 
 def cache_options(config_key: bool = False) -> Callable[[Any], Any]:
@@ -116,14 +124,27 @@ def _checked(key: bytes, where: str, fix: str) -> bytes:
     return key
 
 
-def _read_key_file(path: Path, named: str, fix: str) -> bytes:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise PrivgateError(
-            f"{path}: the cache key file ({named}) cannot be read ({exc.strerror or exc.__class__.__name__})."
-        ) from None
-    return _checked(raw, f"{path} ({named})", fix)
+def _read_key_file(path: Path, what: str, fix: str) -> bytes:
+    """The key in ``path``: a regular file of at most :data:`MAX_KEY_FILE_BYTES` (exit 2 otherwise, never a hang);
+    one others may read, or reached through a symbolic link, is used with a warning."""
+    from privgate.inputs.textfile import read_regular
+
+    raw, st = read_regular(path, what, PrivgateError, MAX_KEY_FILE_BYTES)
+    if os.path.islink(path):
+        _warn(
+            f"{path} ({what}) is a symbolic link to {os.path.realpath(path)}; the key is read there: keep it in a "
+            "private file outside any repository or shared folder"
+        )
+    if os.name == "posix" and st.st_mode & 0o077:
+        _warn(
+            f"{path} ({what}) has mode {stat.S_IMODE(st.st_mode):04o}: whoever can read it can forge cache entries "
+            f"privgate trusts; make it private: chmod 600 {path}"
+        )
+    return _checked(raw, f"{path} ({what})", fix)
+
+
+def _warn(message: str) -> None:
+    err_console().print(f"warning: {message}", markup=False, highlight=False)
 
 
 def _create_key_file(path: Path) -> bytes:
@@ -143,8 +164,8 @@ def _create_key_file(path: Path) -> bytes:
             os.fsync(f.fileno())
         try:
             os.link(tmp, path)
-        except FileExistsError:
-            return path.read_bytes()
+        except FileExistsError:  # another run's, read as any key file
+            return _read_key_file(path, _USERS, _DELETE)
         except OSError:  # a file system without hard links: the rename is atomic, a concurrent first run may differ
             os.replace(tmp, path)
     finally:
@@ -156,21 +177,23 @@ def resolve_key(env: Environment, key_file: str | None) -> tuple[bytes | None, s
     """The run's cache key (see the module docstring), or ``(None, why)`` when the user's key file cannot be had.
 
     Raises:
-        PrivgateError: a key file named by ``--cache-key-file`` that cannot be read, or a key that is too short
-            (exit 2).
+        PrivgateError: a key file (named, or the user's that exists) that cannot be read, is not a regular file or
+            holds more than :data:`MAX_KEY_FILE_BYTES`, or a key that is too short (exit 2).
     """
     if key_file:
-        return _read_key_file(Path(key_file), "--cache-key-file", f"write one with {_MAKE_KEY}"), None
+        return _read_key_file(Path(key_file), _NAMED, f"write one with {_MAKE_KEY}"), None
     if env.cache_key is not None:
         return _checked(env.cache_key.encode(), "$PRIVGATE_CACHE_KEY", f"make one with {_MAKE_KEY}"), None
     path = default_key_file(env)
     if path is None:
         return None, "there is no home folder for the cache key file (set $XDG_CONFIG_HOME or $PRIVGATE_CACHE_KEY)"
+    if os.path.lexists(path):  # read as a named key file: exit 2 when it is not one
+        return _read_key_file(path, _USERS, _DELETE), None
     try:
-        raw = path.read_bytes() if path.is_file() else _create_key_file(path)
+        raw = _create_key_file(path)
     except OSError as exc:
-        return None, f"the cache key file {path} cannot be read or created ({exc.strerror or exc.__class__.__name__})"
-    return _checked(raw, f"{path} (the user's cache key)", "delete the file: privgate creates a new one"), None
+        return None, f"the cache key file {path} cannot be created ({exc.strerror or exc.__class__.__name__})"
+    return _checked(raw, f"{path} ({_USERS})", _DELETE), None
 
 
 def cache_settings(cache_dir: str | Path | None, key_file: str | None) -> dict[str, Any]:
@@ -194,4 +217,12 @@ def cache_settings(cache_dir: str | Path | None, key_file: str | None) -> dict[s
     return {"cache_dir": folder, "cache_key": key}
 
 
-__all__ = ["MIN_KEY_BYTES", "cache_options", "cache_settings", "default_cache_dir", "default_key_file", "resolve_key"]
+__all__ = [
+    "MAX_KEY_FILE_BYTES",
+    "MIN_KEY_BYTES",
+    "cache_options",
+    "cache_settings",
+    "default_cache_dir",
+    "default_key_file",
+    "resolve_key",
+]

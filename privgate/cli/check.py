@@ -197,6 +197,7 @@ def check(
     max_text_mib: int | None = None,
     max_canaries: int | None = None,
     trust_types: tuple[str, ...] = (),
+    no_config_code: bool = False,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict.
 
@@ -206,7 +207,7 @@ def check(
     from privgate.inputs.config import find_config, load_config
 
     flags = dict(locals())
-    cfg = load_config(config_path) if config_path else find_config()
+    cfg = load_config(config_path, code=not no_config_code) if config_path else find_config(code=not no_config_code)
     given = _given(flags, cfg)
     request = _planned_request(given, flags, cfg)
     report = _run(request, given, flags, cfg)
@@ -226,6 +227,7 @@ class _Given:
     recipe: str | None
     executor: dict[str, Any]  # RunOptions' executor settings
     threads: dict[str, Any]  # RunOptions' threads and their reason (privgate.cli.threads)
+    code_dir: Path  # where module:attr specs are imported from first: the config's folder, with --no-config-code cwd
 
 
 @dataclass
@@ -265,8 +267,9 @@ def _given(flags: dict[str, Any], cfg: Any) -> _Given:
     if members is None or nonmembers is None:
         raise click.UsageError("audit data missing: pass --members and --nonmembers (or set them in the config).")
     population, recipe = pick("population", flags["population"]), pick("recipe", flags["recipe"])
+    code_dir = Path.cwd() if flags["no_config_code"] else base  # a file's folder never decides what code runs
     return _Given(
-        pick, model_path, policy_value, members, nonmembers, population, recipe, executor_given, threads_given
+        pick, model_path, policy_value, members, nonmembers, population, recipe, executor_given, threads_given, code_dir
     )
 
 
@@ -300,7 +303,7 @@ def _planned_request(given: _Given, flags: dict[str, Any], cfg: Any) -> _Request
         policy=given.policy,
         recipe=module_recipe,
         config=cfg.path,
-        base=cfg.base,
+        base=given.code_dir,
         data={"members": given.members, "non-members": given.nonmembers, "population": given.population},
     )
     json_from = "--json" if json_typed is not None else f"'json' in {cfg.path}"
@@ -314,7 +317,7 @@ def _planned_request(given: _Given, flags: dict[str, Any], cfg: Any) -> _Request
     check_outputs(planned, inputs)
     # before the audit: a wrong name costs nothing
     mlflow_plan = _mlflow_plan(flags["mlflow_log"], flags["mlflow_model"])
-    _imported_project(planned, module_recipe, [given.members, given.nonmembers, given.population], cfg.base)
+    _imported_project(planned, module_recipe, [given.members, given.nonmembers, given.population], given.code_dir)
     return _Request(outputs, json_out, artefacts_dir, mlflow_plan)
 
 
@@ -333,7 +336,7 @@ def _settings(given: _Given, flags: dict[str, Any], cfg: Any, out: Any) -> Any:
         "recipe": given.recipe,
         "label_column": f["label_column"] or cfg.get("label_column") or "label",  # a column's name, never a path
         **trust_settings(f, pick, cfg),
-        "search_dirs": (cfg.base,),
+        "search_dirs": (given.code_dir,),
         "access": endpoint_access(
             f["headers"],
             f["max_queries"],

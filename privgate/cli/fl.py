@@ -12,6 +12,7 @@ from privgate.cli.executor import connect, executor_options, executor_settings, 
 from privgate.cli.guard import cap_threads, guard, out_console
 from privgate.cli.job_output import output_options, planned, write_and_show
 from privgate.cli.threads import threads_setting
+from privgate.cli.trust import NO_CONFIG_CODE
 from privgate.report.safe import clean
 
 _ATTACKS_HELP = (
@@ -144,6 +145,7 @@ def simulate_cmd(
 @click.argument("manifest", type=click.Path(dir_okay=False))
 @click.option("--policy", "-p", "policy_spec", help="A policy with federated checks (built-in name or YAML file).")
 @_common
+@NO_CONFIG_CODE
 @output_options("fl-audit")
 @guard
 def audit_cmd(
@@ -151,12 +153,13 @@ def audit_cmd(
     threads: int | None, cache_dir: str | None, cache_key_file: str | None, attacker: int, quiet: bool,
     outputs: dict[str, str | None],
     executor: str | None = None, ray_address: str | None = None, models_per_task: int | None = None,
+    no_config_code: bool = False,
 ) -> int:  # fmt: skip
     """Audit a real federation's checkpoints (federation.yaml) and, with --policy, gate it."""
     from privgate.audits.federated.manifest import load_manifest
     from privgate.io.guards import Named, check_outputs
 
-    m = load_manifest(manifest)  # read first: the guard needs the files it names
+    m = load_manifest(manifest, code=not no_config_code)  # read first: the guard needs the files it names
     inputs = [Named(m.path, "the federation manifest"), *[Named(p, "a node's data") for p in m.data]]
     inputs += [Named(p, "a checkpoint") for cps in m.checkpoints for p in cps] + [
         Named(m.nonmembers, "the non-members")

@@ -4,6 +4,9 @@ A pickle (``.pkl``, ``.joblib``, a full ``nn.Module``) runs code from the file
 when it is loaded, so it needs ``--trust-checkpoint``; a ``.skops`` file runs
 only the types it names, which must be scikit-learn's, numpy's or scipy's, or
 named with ``--trust-type`` (:mod:`privgate.inputs.targets.sklearn`).
+``--no-config-code`` refuses a config file's code, trust switches and servers
+(:data:`privgate.inputs.config.CODE_KEYS`): for CI that gates a pull request's
+files with secrets at hand (docs/ci.md).
 """
 
 from __future__ import annotations
@@ -13,9 +16,23 @@ from typing import Any
 
 import click
 
+#: ``--no-config-code``: what a file may not decide, for commands that read a config file or a manifest.
+NO_CONFIG_CODE = click.option(
+    "--no-config-code",
+    "no_config_code",
+    is_flag=True,
+    default=False,
+    envvar="PRIVGATE_NO_CONFIG_CODE",
+    show_envvar=True,
+    help="Refuse (exit 2, naming the key) every recipe, module:function data factory, trust_* switch, Ray executor "
+    "or endpoint URL a config file or manifest names: only the command line may name code. For CI that gates a "
+    "pull request's model and data files where secrets are at hand (pull_request_target, workflow_run).",
+)
+
 
 def trust_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--trust-checkpoint`` and ``--trust-type`` to a command."""
+    """Add ``--trust-checkpoint``, ``--trust-type`` and ``--no-config-code`` to a command."""
+    f = NO_CONFIG_CODE(f)
     f = click.option(
         "--trust-type",
         "trust_types",
@@ -41,4 +58,4 @@ def trust_settings(flags: dict[str, Any], pick: Callable[[str, Any], Any], cfg: 
     }
 
 
-__all__ = ["trust_options", "trust_settings"]
+__all__ = ["NO_CONFIG_CODE", "trust_options", "trust_settings"]

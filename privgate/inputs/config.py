@@ -10,7 +10,9 @@ names for privgate to *write* (:data:`OUTPUTS`: the JSON report, beside which
 the artefacts folder goes, and the reference-model cache) must lie inside the
 config's own folder once ``..`` and symbolic links are resolved; anything else
 is refused naming the key (exit 2). A path outside it is given on the command
-line (``--json``, ``--cache-dir``), which is the user's own.
+line (``--json``, ``--cache-dir``), which is the user's own. With ``code=False``
+(``--no-config-code``, for privileged CI) every key that would run code, flip a
+trust switch or send data to a server (:data:`CODE_KEYS`) is refused too.
 """
 
 from __future__ import annotations
@@ -71,6 +73,19 @@ KEYS = {
 
 #: Keys naming something privgate writes, with the flags that may name the same outside the config's folder.
 OUTPUTS: dict[str, str] = {"json": "--json", "cache_dir": "--cache-dir or $PRIVGATE_CACHE_DIR"}
+#: Keys that can make privgate run code, trust code a model file names, or send the audit data to a server, with
+#: the command-line flag that says the same (refused with ``code=False``: ``--no-config-code``).
+CODE_KEYS: dict[str, str] = {
+    "model": "the MODEL argument",  # an endpoint URL
+    "members": "--members",  # module:function, as the three data keys
+    "nonmembers": "--nonmembers",
+    "population": "--population",
+    "recipe": "--recipe",
+    "trust_checkpoint": "--trust-checkpoint",
+    "trust_types": "--trust-type",
+    "executor": "--executor",
+    "ray_address": "--ray-address",
+}
 #: Values of ``cache_dir`` that turn the cache off (privgate.options.CACHE_OFF): no folder.
 _NO_FOLDER = ("off", "none", "0", "false", "")
 
@@ -108,7 +123,38 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML (nested too deeply).") from None
 
 
-def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
+def _code_in(key: str, value: Any) -> str | None:
+    """What ``key = value`` would have privgate run, trust or send that a file may not decide, or None."""
+    from privgate.inputs.entrypoints import is_entry_spec
+
+    if key == "recipe":
+        return "names a training recipe, code privgate would import and run"
+    if key in ("members", "nonmembers", "population") and is_entry_spec(value):
+        return "names a data factory (module:function), code privgate would import and run"
+    if key == "trust_checkpoint" and value:
+        return "switches on loading pickled checkpoints, which runs code from the model file"
+    if key == "trust_types" and value:
+        return "trusts types a .skops model may have privgate import"
+    if key == "executor" and value != "local":
+        return "sends the training to a Ray cluster"
+    if key == "ray_address":
+        return "names a Ray cluster the training would be sent to"
+    if key == "model" and value.strip().lower().startswith(("http://", "https://")):
+        return "names an endpoint the audit data would be sent to"
+    return None
+
+
+def _refuse_code(key: str, value: Any, path: Path, prefix: str) -> None:
+    what = _code_in(key, value)
+    if what:
+        raise ConfigError(
+            f"{path}: '{prefix}{key}' {what}; --no-config-code ($PRIVGATE_NO_CONFIG_CODE) refuses code, trust "
+            f"switches and servers a file names: give it on the command line ({CODE_KEYS[key]}) of a trusted "
+            "workflow, or remove it from the file."
+        )
+
+
+def _validate(table: Any, path: Path, prefix: str, code: bool = True) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: '{prefix or 'privgate'}' must be a table.")
     for key, value in table.items():
@@ -148,6 +194,8 @@ def _validate(table: Any, path: Path, prefix: str) -> dict[str, Any]:
             raise ConfigError(f"{path}: '{prefix}exposed' must be 0 or more, got {value}.")
         if key in OUTPUTS:
             _confined(key, value, path, prefix)
+        if not code and key in CODE_KEYS:
+            _refuse_code(key, value, path, prefix)
     return dict(table)
 
 
@@ -171,8 +219,11 @@ def _confined(key: str, value: str, path: Path, prefix: str) -> None:
         )
 
 
-def load_config(path: str | Path) -> Config:
-    """Load an explicit config file (``privgate.toml`` or a ``pyproject.toml``)."""
+def load_config(path: str | Path, *, code: bool = True) -> Config:
+    """Load an explicit config file (``privgate.toml`` or a ``pyproject.toml``).
+
+    ``code=False``: refuse every key of :data:`CODE_KEYS` that would run code, trust or send data (module docstring).
+    """
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{p}: config file not found.")
@@ -181,18 +232,18 @@ def load_config(path: str | Path) -> Config:
         table = data.get("tool", {}).get("privgate")
         if table is None:
             raise ConfigError(f"{p}: has no [tool.privgate] table.")
-        return Config(_validate(table, p, "tool.privgate."), p.resolve())
-    return Config(_validate(data, p, ""), p.resolve())
+        return Config(_validate(table, p, "tool.privgate.", code), p.resolve())
+    return Config(_validate(data, p, "", code), p.resolve())
 
 
-def find_config(start: Path | None = None) -> Config:
-    """The nearest config from ``start`` (default: cwd) upward, or an empty one."""
+def find_config(start: Path | None = None, *, code: bool = True) -> Config:
+    """The nearest config from ``start`` (default: cwd) upward, or an empty one; ``code`` as :func:`load_config`."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "privgate.toml"
         if candidate.is_file():
-            return load_config(candidate)
+            return load_config(candidate, code=code)
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file() and "privgate" in _read(pyproject).get("tool", {}):
-            return load_config(pyproject)
+            return load_config(pyproject, code=code)
     return Config()

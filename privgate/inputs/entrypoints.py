@@ -174,6 +174,11 @@ def _attribute(module: Any, mod_name: str, attr: str, head: str, kind: str, erro
     return obj
 
 
+def is_entry_spec(value: str) -> bool:
+    """Whether ``value`` has the form of a ``module:attr`` entry point (what :func:`import_entry` would import)."""
+    return bool(_SPEC.match(value.strip()))
+
+
 def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[PrivgateError]) -> Any:
     """Import ``module:attr`` from the user's project; see the module docstring for what is refused.
 
@@ -266,4 +271,4 @@ def import_modules(recipe: str | None, factories: list[str], search_dirs: list[P
         import_entry(spec, dirs, "data factory", DataError)
 
 
-__all__ = ["OWN_PACKAGES", "import_entry", "import_factory", "import_modules", "load_recipe"]
+__all__ = ["OWN_PACKAGES", "import_entry", "import_factory", "import_modules", "is_entry_spec", "load_recipe"]

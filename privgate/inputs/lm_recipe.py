@@ -62,6 +62,10 @@ TRAINER_DEFAULTS_OFF: dict[str, object] = {
     "gradient_accumulation_steps": 1,
 }
 
+#: Most records a step (``batch_size``) or a forward pass may hold: the records a text file holds by default
+#: (privgate.inputs.text.MAX_RECORDS); a larger batch than every record is a typo, not a setting.
+MAX_BATCH = 100_000
+
 #: Every linear layer of a Llama block: LoRA on all of them learns most (Hu et al. 2021, arXiv 2106.09685, §7.1).
 LLAMA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -69,7 +73,7 @@ LLAMA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
 class LoraSettings(BaseModel):
     """LoRA adapters (Hu et al. 2021, "LoRA: low-rank adaptation of large language models", arXiv 2106.09685)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     r: int = Field(8, ge=1, le=1024, description="rank of the update matrices")
     alpha: float = Field(16.0, gt=0, description="scale: the update is multiplied by alpha / r")
@@ -119,7 +123,7 @@ class LMRecipe(BaseModel):
             logging, saving), set by the reader; shown in the report.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # .inf is no weight decay, clipping norm or scale
 
     base: Path
     mode: Literal["lora", "full"] = "lora"
@@ -127,8 +131,8 @@ class LMRecipe(BaseModel):
     epochs: int = Field(3, ge=1, le=1000)
     learning_rate: float = Field(5e-3, gt=0, le=10)
     weight_decay: float = Field(0.0, ge=0)
-    batch_size: int = Field(16, ge=1)
-    max_physical_batch_size: int = Field(16, ge=1)
+    batch_size: int = Field(16, ge=1, le=MAX_BATCH)
+    max_physical_batch_size: int = Field(16, ge=1, le=MAX_BATCH)
     max_length: int = Field(128, ge=4, le=1_000_000)
     heldout: Path | None = None
     grad_sample_mode: Literal["auto", "hooks", "ghost"] = "auto"
@@ -201,14 +205,15 @@ def parse_lm_recipe(text: str, source: str = "<recipe>", base: Path | None = Non
     if not isinstance(data, dict):
         raise RecipeError(f"{source}: a language-model recipe must be a YAML mapping with at least 'base'.")
     notes: list[str] = []
+    moved: dict[str, tuple[str, ...]] = {}  # a field set in training_arguments: where the file writes it
     if "training_arguments" in data:
         from privgate.inputs.trainer_args import merge_training_arguments
 
-        data, notes = merge_training_arguments(data, source)
+        data, notes, moved = merge_training_arguments(data, source, tree)
     try:
         recipe = LMRecipe.model_validate(data)
     except ValidationError as exc:
-        raise RecipeError(describe(exc, tree, source, LMRecipe)) from None
+        raise RecipeError(describe(exc, tree, source, LMRecipe, moved)) from None
     folder = base if base is not None else Path.cwd()
     fix = {"base": recipe.base if recipe.base.is_absolute() else folder / recipe.base, "source": source, "notes": notes}
     if recipe.heldout is not None and not recipe.heldout.is_absolute():
@@ -239,6 +244,7 @@ def load_lm_recipe(path: str | Path) -> LMRecipe:
 
 __all__ = [
     "LLAMA_MODULES",
+    "MAX_BATCH",
     "TRAINER_DEFAULTS_OFF",
     "LMRecipe",
     "LoraSettings",

@@ -1,4 +1,4 @@
-"""Reading a user's settings file (policy YAML, privgate.toml, pyproject.toml) with a size limit.
+"""Reading a user's settings file (policy YAML, privgate.toml, pyproject.toml, a key file) with a size limit.
 
 A settings file is a few kilobytes; one of many megabytes is a mistake (the
 wrong path) or hostile, and parsing it would take the time and memory of its
@@ -24,6 +24,32 @@ def _size(n: int) -> str:
     return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 and n % (1 << 10) == 0 else f"{n:,} bytes"
 
 
+def read_regular(
+    path: str | Path, what: str, error: type[PrivgateError] = PrivgateError, limit: int = MAX_BYTES
+) -> tuple[bytes, os.stat_result]:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes, and its status (of the open descriptor).
+
+    Raises ``error`` (one sentence naming the file and ``what`` it is) for a FIFO, a device, a socket or a folder
+    (never waiting on one), a larger file, or one that cannot be read.
+    """
+    p = Path(path)
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                mode = st.st_mode
+                kind = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
+                raise error(f"{p}: {what} is {kind}, not a regular file.")
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise error(f"{p}: cannot read {what} ({exc.strerror or exc.__class__.__name__}).") from None
+    if len(data) > limit:
+        raise error(f"{p}: {what} is larger than {_size(limit)}, the most privgate reads; is this the right file?")
+    return data, st
+
+
 def read_limited(
     path: str | Path, what: str, error: type[PrivgateError] = PrivgateError, limit: int = MAX_BYTES
 ) -> str:
@@ -37,24 +63,11 @@ def read_limited(
         error: the :class:`PrivgateError` subclass to raise.
         limit: the most bytes accepted.
     """
-    p = Path(path)
-    try:
-        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                kind = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a device or socket"
-                raise error(f"{p}: {what} is {kind}, not a regular file.")
-            data = f.read(limit + 1)
-    except OSError as exc:
-        raise error(f"{p}: cannot read {what} ({exc.strerror or exc.__class__.__name__}).") from None
-    if len(data) > limit:
-        raise error(f"{p}: {what} is larger than {_size(limit)}, the most privgate reads; is this the right file?")
+    data, _ = read_regular(path, what, error, limit)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise error(f"{p}: {what} is not UTF-8 text (byte {exc.start}).") from None
+        raise error(f"{Path(path)}: {what} is not UTF-8 text (byte {exc.start}).") from None
 
 
-__all__ = ["MAX_BYTES", "read_limited"]
+__all__ = ["MAX_BYTES", "read_limited", "read_regular"]

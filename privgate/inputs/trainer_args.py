@@ -20,13 +20,21 @@ dropped 4.x's ``warmup_ratio``, still accepted here). Three kinds of field:
   ``max_steps``, another optimiser, …) or is not a ``TrainingArguments`` field: one sentence naming it
   (:class:`~privgate.errors.RecipeError`, exit 2) — a reference fine-tune that silently differs from the target's
   is the quiet false PASS this block exists to prevent.
+
+Every error names the line of the block's key (a value the recipe's own fields refuse too, such as ``.inf``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privgate.errors import RecipeError
+from privgate.inputs.yamlsafe import locate
+
+if TYPE_CHECKING:
+    import yaml
+
+_BLOCK = "training_arguments"
 
 #: ``TrainingArguments`` field → the recipe's field, with the ``Trainer``'s default.
 MAPPED: dict[str, tuple[str, object]] = {
@@ -77,50 +85,63 @@ AT_VALUE: dict[str, tuple[object, ...]] = {
 }
 
 
-def merge_training_arguments(data: dict[str, Any], source: str) -> tuple[dict[str, Any], list[str]]:
+def merge_training_arguments(
+    data: dict[str, Any], source: str, tree: yaml.Node | None = None
+) -> tuple[dict[str, Any], list[str], dict[str, tuple[str, ...]]]:
     """The recipe mapping with its ``training_arguments`` block folded into the recipe's own fields.
 
-    Returns ``(data, notes)``: the mapping the recipe is validated from, and one note listing the bookkeeping
-    fields that were accepted without effect (none: no note).
+    Returns ``(data, notes, moved)``: the mapping the recipe is validated from; one note listing the bookkeeping
+    fields that were accepted without effect (none: no note); and, for each recipe field the block set, where the
+    file writes it (``("training_arguments", name)``), so that a value the recipe refuses is named at its line
+    (:func:`privgate.inputs.validation.describe`). ``tree``: the file's YAML nodes, for the lines.
 
     Raises:
         RecipeError: the block is not a mapping, names a field privgate cannot reproduce or does not know, or
             sets what the recipe's top level sets too.
     """
-    block = data.get("training_arguments")
+
+    def at(name: str | None = None) -> str:
+        line, _ = locate(tree, (_BLOCK, name) if name else (_BLOCK,))
+        return f"{source}: line {line}:" if line else f"{source}:"
+
+    block = data.get(_BLOCK)
     if not isinstance(block, dict):
         raise RecipeError(
-            f"{source}: field 'training_arguments' must be a mapping of TrainingArguments fields "
+            f"{at()} field 'training_arguments' must be a mapping of TrainingArguments fields "
             "(learning_rate: 5.0e-5, lr_scheduler_type: cosine, …)."
         )
-    out = {k: v for k, v in data.items() if k != "training_arguments"}
+    out = {k: v for k, v in data.items() if k != _BLOCK}
     given = {str(k): v for k, v in block.items()}
+    moved: dict[str, tuple[str, ...]] = {}
     for name, (field, default) in MAPPED.items():
         if field in out:
             if name in given:
                 raise RecipeError(
-                    f"{source}: field '{field}' and field 'training_arguments.{name}' both set it: keep one."
+                    f"{at(name)} field '{field}' and field 'training_arguments.{name}' both set it: keep one."
                 )
             continue
-        out[field] = _value(given.get(name, default), name, source)
-    _warmup(out, given, source)
+        out[field] = _value(given.get(name, default), name, at(name))
+        if name in given:
+            moved[field] = (_BLOCK, name)
+    if _warmup(out, given, at("warmup_steps")):
+        moved["warmup_ratio"] = (_BLOCK, "warmup_steps")
     optim = given.get("optim", "adamw_torch")
     if str(optim) not in ADAMW:
         raise RecipeError(
-            f"{source}: field 'training_arguments.optim': {str(optim)[:60]!r} is not reproduced by privgate's "
+            f"{at('optim')} field 'training_arguments.optim': {str(optim)[:60]!r} is not reproduced by privgate's "
             f"fine-tune, which runs torch's AdamW ({', '.join(sorted(ADAMW))})."
         )
     for name, allowed in AT_VALUE.items():
         if name in given and given[name] not in allowed:
             raise RecipeError(
-                f"{source}: field 'training_arguments.{name}': {str(given[name])[:60]} changes the training in a "
+                f"{at(name)} field 'training_arguments.{name}': {str(given[name])[:60]} changes the training in a "
                 "way privgate's fine-tune does not reproduce; reference models fine-tuned without it would be "
                 "unlike the target (remove it, or fine-tune the references yourself)."
             )
     unknown = sorted(set(given) - set(MAPPED) - IGNORED - set(AT_VALUE) - {"optim"})
     if unknown:
         raise RecipeError(
-            f"{source}: field 'training_arguments.{unknown[0]}' is not a TrainingArguments setting privgate "
+            f"{at(unknown[0])} field 'training_arguments.{unknown[0]}' is not a TrainingArguments setting privgate "
             "reproduces or knows to leave out"
             + (f" (nor are {', '.join(unknown[1:4])})" if len(unknown) > 1 else "")
             + "."
@@ -133,30 +154,33 @@ def merge_training_arguments(data: dict[str, Any], source: str) -> tuple[dict[st
             + ", ".join(ignored)
             + " do not change the weights and are not used (privgate seeds each reference model itself)"
         )
-    return out, notes
+    return out, notes, moved
 
 
-def _warmup(out: dict[str, Any], given: dict[str, Any], source: str) -> None:
-    """``warmup_steps`` below 1 is a fraction of the steps (``transformers`` 5, which dropped ``warmup_ratio``)."""
+def _warmup(out: dict[str, Any], given: dict[str, Any], where: str) -> bool:
+    """``warmup_steps`` below 1 is a fraction of the steps (``transformers`` 5, which dropped ``warmup_ratio``):
+    whether it was moved to ``warmup_ratio``."""
     steps = out.get("warmup_steps")
     if isinstance(steps, float) and "warmup_steps" in given:
         if steps < 1:
             if given.get("warmup_ratio"):
                 raise RecipeError(
-                    f"{source}: field 'training_arguments.warmup_steps' ({steps:g}, a fraction of the steps) and "
+                    f"{where} field 'training_arguments.warmup_steps' ({steps:g}, a fraction of the steps) and "
                     "field 'training_arguments.warmup_ratio' both set the warm-up: keep one."
                 )
             out["warmup_steps"], out["warmup_ratio"] = 0, steps
-        elif steps.is_integer():
+            return True
+        if steps.is_integer():
             out["warmup_steps"] = int(steps)
+    return False
 
 
-def _value(value: object, name: str, source: str) -> object:
+def _value(value: object, name: str, where: str) -> object:
     """``num_train_epochs`` may be a float in the ``Trainer``: privgate runs whole epochs only."""
     if name == "num_train_epochs" and isinstance(value, float):
         if not value.is_integer():
             raise RecipeError(
-                f"{source}: field 'training_arguments.num_train_epochs': {value:g} is not a whole number of "
+                f"{where} field 'training_arguments.num_train_epochs': {value:g} is not a whole number of "
                 "epochs, which privgate's fine-tune runs."
             )
         return int(value)

@@ -92,7 +92,13 @@ def _choices_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return out
 
 
-def describe(exc: ValidationError, root: yaml.Node | None, source: str, model: type[BaseModel]) -> str:
+def describe(
+    exc: ValidationError,
+    root: yaml.Node | None,
+    source: str,
+    model: type[BaseModel],
+    moved: dict[str, tuple[str, ...]] | None = None,
+) -> str:
     """One sentence for the first error of ``exc`` (an unknown key first): ``source: line N: field 'a.b': problem.``
 
     Args:
@@ -100,6 +106,8 @@ def describe(exc: ValidationError, root: yaml.Node | None, source: str, model: t
         root: the YAML node graph of the file (:func:`privgate.inputs.yamlsafe.load_yaml`), for line numbers.
         source: the file name.
         model: the validated model class, for known keys and allowed values.
+        moved: fields the file writes elsewhere than the model has them (a recipe's ``training_arguments`` block):
+            the model's field → its location in the file, which the sentence names with its line.
     """
     errors = exc.errors()
     # a misspelt key also makes its field "missing": the unknown key, with its suggestion, says more
@@ -112,6 +120,9 @@ def describe(exc: ValidationError, root: yaml.Node | None, source: str, model: t
         loc, msg = loc + cause.loc, str(cause)
     elif msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
+    model_loc = loc
+    if moved and loc and loc[0] in moved:
+        loc = moved[loc[0]] + loc[1:]
     line, loc = locate(root, loc)
     where = f"{source}: line {line}:" if line else f"{source}:"
     msg = msg.rstrip(".")
@@ -124,7 +135,7 @@ def describe(exc: ValidationError, root: yaml.Node | None, source: str, model: t
     if kind not in ("value_error", "missing", "assertion_error") and "input" in err:
         detail = f", got {shown(err['input'])}"
         if kind in ("enum", "literal_error"):
-            detail += did_you_mean(err["input"], _choices_at(model, loc))
+            detail += did_you_mean(err["input"], _choices_at(model, model_loc))
     return f"{where} field '{field}': {msg}{detail}."
 
 

@@ -166,8 +166,11 @@ def _expand(pattern: str, rounds: int | None, tree: yaml.Node | None, source: Pa
     return [pattern.format(round=r, node=i) for r in range(1, rounds + 1)]
 
 
-def load_manifest(path: str | Path) -> Manifest:
-    """Read and validate ``federation.yaml``; every error names the file, the line and the field."""
+def load_manifest(path: str | Path, *, code: bool = True) -> Manifest:
+    """Read and validate ``federation.yaml``; every error names the file, the line and the field.
+
+    ``code=False`` (``--no-config-code``): a ``recipe``, code privgate would import and run, is refused.
+    """
     p = Path(path)
     if not p.is_file():
         raise ManifestError(f"{p}: federation manifest not found.")
@@ -181,6 +184,13 @@ def load_manifest(path: str | Path) -> Manifest:
         raise ManifestError(describe(exc, tree, str(p), ManifestSpec)) from None
     except FieldError as exc:  # pragma: no cover - validators raise ValueError
         raise _at(tree, p, exc.loc, str(exc)) from None
+    if not code and spec.recipe is not None:
+        raise _at(
+            tree, p, ("recipe",),
+            "names a training recipe, code privgate would import and run; --no-config-code "
+            "($PRIVGATE_NO_CONFIG_CODE) refuses code a file names: audit TorchScript checkpoints, which need no "
+            "recipe, or run without the flag where the manifest is trusted",
+        )  # fmt: skip
     base = p.parent
     n = len(spec.nodes)
     if len({node.name for node in spec.nodes}) != n:
