@@ -105,7 +105,7 @@ def code_of(value: Any, most: int = MAX_OBJECTS) -> list[Any]:
         Uncovered: ``value`` holds more than ``most`` objects.
     """
     found: list[Any] = []
-    seen: set[int] = set()
+    seen: dict[int, Any] = {}  # by id, each object held so that no id is reused while the walk runs
     todo = [value]
     while todo:
         v = todo.pop()
@@ -113,7 +113,7 @@ def code_of(value: Any, most: int = MAX_OBJECTS) -> list[Any]:
             continue
         if len(seen) >= most:
             raise Uncovered(f"the recipe holds more than {most} objects")
-        seen.add(id(v))
+        seen[id(v)] = v
         if isinstance(v, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
             found.append(v)
             if isinstance(v, types.FunctionType):
