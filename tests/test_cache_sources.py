@@ -275,3 +275,26 @@ def test_the_walk_is_bounded_and_past_its_bounds_the_cache_is_skipped_with_a_war
         _fresh("train", "ck_bound_nets", "ck_bound_layers")
     assert [(e.trained, e.cached) for e in runs] == [(2, 0), (2, 0)]
     assert runs[1].warnings == warned and not list((tmp_path / "cache").rglob("*.pt"))
+
+
+def test_a_training_functions_cached_models_load_without_an_architecture(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A target that carries no torch module (ONNX, an endpoint) gives no architecture to check cached states
+    against: they load (authenticated), model 0 is trained again for its architecture; it once raised TypeError."""
+    from privgate.inputs.entrypoints import load_recipe
+    from privgate.training.engine import train_ensemble
+    from privgate.training.plan import model_seeds, paired_masks
+
+    d = _project(tmp_path / "proj", nets="ck_arch_nets", layers="ck_arch_layers")
+    monkeypatch.syspath_prepend(str(d))
+    x, y = synthetic(40, seed=3, label_noise=0.0)
+    masks, seeds = paired_masks(40, 2, seed=0), model_seeds(0, 2)
+    try:
+        recipe = load_recipe("train:train", [d])
+        runs = [train_ensemble(recipe, x, y, masks, seeds, cache_dir=tmp_path / "cache") for _ in range(2)]
+    finally:
+        _fresh("train", "ck_arch_nets", "ck_arch_layers")
+    assert [(e.trained, e.cached) for e in runs] == [(2, 0), (1, 1)]
+    assert "model 0 was trained again for its architecture" in " ".join(runs[1].notes)
+    np.testing.assert_array_equal(runs[0].logits(x), runs[1].logits(x))
