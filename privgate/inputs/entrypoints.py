@@ -24,30 +24,17 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import re
-import site
 import sys
-import sysconfig
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privgate.errors import DataError, PrivgateError, RecipeError, clip
+from privgate.io.sources import OWN_PACKAGES, installed_roots
 
 if TYPE_CHECKING:  # the recipe module loads torch; importing an entry point does not need it
     from privgate.recipe import Recipe
 
 _SPEC = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-
-#: Top-level packages that are privgate, not the user's project.
-OWN_PACKAGES = ("privgate", "pytest_privgate")
-
-
-def _installed_roots() -> list[Path]:
-    """Folders of the standard library and of installed packages (site-packages, the user's site)."""
-    paths = [sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
-    paths += site.getsitepackages() if hasattr(site, "getsitepackages") else []
-    user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
-    paths += [user] if isinstance(user, str) else []
-    return list(dict.fromkeys(Path(p).resolve() for p in paths if p))
 
 
 def _inside(path: Path, folders: list[Path]) -> bool:
@@ -197,7 +184,7 @@ def import_entry(spec: str, search_dirs: list[Path], kind: str, error: type[Priv
         raise error(f"{head}: expected 'module:attribute' (e.g. '{example}').")
     mod_name, _, attr = spec.partition(":")
     dirs = list(dict.fromkeys(Path(d).resolve() for d in search_dirs))
-    installed = _installed_roots()
+    installed = list(installed_roots())
     _refuse_not_in_project(mod_name.split(".")[0], dirs, installed, head, kind, error)
     module = _import_from(mod_name, dirs, installed, head, error)
     return _attribute(module, mod_name, attr, head, kind, error)

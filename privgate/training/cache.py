@@ -159,12 +159,13 @@ class ModelCache:
             "", f"the reference-model cache {self.root} cannot be used ({_reason(exc)}); models were trained without it"
         )
 
-    def load(self, key: str, like: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+    def load(self, key: str, like: Mapping[str, torch.Tensor] | None) -> dict[str, torch.Tensor] | None:
         """The verified state for ``key``, or None (a miss, or an entry that failed: see :attr:`warnings`).
 
         Args:
             key: the model's cache key.
-            like: a state_dict of the model being trained: names and shapes an entry must have.
+            like: a state_dict of the model being trained: names and shapes an entry must have (None: a
+                training function's model, whose architecture is known once one is trained, and checked then).
         """
         p = self.path(key)
         try:
@@ -199,7 +200,7 @@ class ModelCache:
         return hmac.compare_digest(tag.encode(), entry_tag(self._secret, digest).encode())
 
     @staticmethod
-    def _verify(key: str, entry: Any, like: Mapping[str, torch.Tensor]) -> str:
+    def _verify(key: str, entry: Any, like: Mapping[str, torch.Tensor] | None) -> str:
         """Empty when ``entry`` is this key's, unmodified, with the model's tensors; else what is wrong."""
         if (
             not isinstance(entry, dict)
@@ -211,8 +212,8 @@ class ModelCache:
         if stored != key:
             return f"it holds the model of another key, {str(stored)[:12]}, e.g. a copied or swapped file"
         state = entry["state"]
-        if set(state) != set(like) or any(
-            not isinstance(state[n], torch.Tensor) or state[n].shape != like[n].shape for n in like
+        if not all(isinstance(t, torch.Tensor) for t in state.values()) or (
+            like is not None and (set(state) != set(like) or any(state[n].shape != like[n].shape for n in like))
         ):
             return "its tensors are not this model's"
         if entry.get("sha256") != entry_digest(key, state):

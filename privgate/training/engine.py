@@ -37,10 +37,9 @@ extra steps unchanged. The results agree with the sequential loop up to float
 rounding (tested for both kernels, with BatchNorm statistics and dropout).
 
 Recipes the engine cannot replicate (a ``train`` override without DP-SGD, BatchNorm with
-``momentum=None``, random draws outside dropout, a forward patched on the instance, bf16 on the
-vmap kernel) train with
-``recipe.train`` per model (engine ``auto``, :attr:`Ensemble.notes` says why) or are refused
-(engine ``vectorised``). A kernel's forward pass is first compared with the model's own.
+``momentum=None``, random draws outside dropout, a forward patched on the instance, bf16 on the vmap
+kernel) train with ``recipe.train`` per model (engine ``auto``, :attr:`Ensemble.notes` says why) or are
+refused (engine ``vectorised``). A kernel's forward pass is first compared with the model's own.
 
 Device: the models train where ``device`` says (:mod:`privgate.device`); the
 random draws that decide a model (batch order, dropout masks, crops and flips,
@@ -50,14 +49,13 @@ CPU. On a GPU the training rows stay on the device for the whole training, each
 epoch's batch plan crosses once (:meth:`StackedModel.begin_epoch`), images are
 convolved channels-last, and no step reads a value back to the host.
 
-Cache (:mod:`privgate.training.cache`): every model is stored under ``cache_dir``, keyed by a
-SHA-256 of the recipe, the training data, the model's mask, its seed and its training stream
-(:func:`training_stream`: empty when both paths give the same model up to rounding). Entries are
-authenticated (an HMAC tag under the run's secret ``cache_key``) and verified on load; one that fails is retrained,
-an unusable folder skipped, each with a warning in :attr:`Ensemble.warnings`; runs serialise on an ``fcntl`` lock.
+Cache (:mod:`privgate.training.cache`): each model is stored under ``cache_dir``, keyed by a SHA-256 of the recipe
+and its code's project sources (:mod:`privgate.io.sources`), the data, the model's mask, seed and training stream
+(:func:`training_stream`: empty when both paths give the same model up to rounding). Entries are authenticated (an
+HMAC tag under the run's secret ``cache_key``) and verified on load; a failed one is retrained, an unusable folder
+(or code past the sources' bounds) skipped, each with a warning in :attr:`Ensemble.warnings`; runs lock (``fcntl``).
 
-Threads: training runs with the caller's ``threads`` torch threads and restores the caller's setting after
-(:mod:`privgate.training.threads`).
+Threads: the caller's ``threads`` torch threads while training, restored after (:mod:`privgate.training.threads`).
 
 ``benchmarks/ensemble_speed.py`` (MLPs), ``benchmarks/cnn_engine.py`` (a CNN with BatchNorm) and
 ``benchmarks/cifar_engine.py`` (LiRA end to end on CIFAR-shaped images with a schedule, label smoothing,
@@ -79,6 +77,7 @@ from torch import nn
 
 from privgate.errors import RecipeError, out_of_memory
 from privgate.executors import Executor
+from privgate.io.sources import key_or_warning
 from privgate.recipe import OPTIMIZERS, Recipe
 from privgate.training import augment, grouped, mlp
 from privgate.training.cache import ModelCache
@@ -373,11 +372,12 @@ def train_ensemble(
 
     k = len(seeds)
     states: list[dict[str, torch.Tensor] | None] = [None] * k
-    cache = ModelCache(cache_dir, cache_key) if cache_dir is not None else None
+    rfp, unkeyed = key_or_warning(recipe_fingerprint, recipe) if cache_dir is not None else ("", [])
+    cache = ModelCache(cache_dir, cache_key) if rfp else None
     keys: list[str] = []
     vectorise = vectorise and engine != "sequential"
     if cache is not None:
-        rfp, dfp = recipe_fingerprint(recipe), data_fingerprint(x, y)
+        dfp = data_fingerprint(x, y)
         fn = recipe.own_loop  # the user's function: one call per model, its own random draws (its key says which)
         stacks = vectorise and not fn and probe is not None and _stacks_dp(recipe, probe)
         planned = "vectorised" if stacks else "sequential"
@@ -433,7 +433,7 @@ def train_ensemble(
         threads=resolve_threads(threads) if trained else 0,
         seconds=time.perf_counter() - start,
         notes=notes,
-        warnings=list(cache.warnings) if cache is not None else [],
+        warnings=(list(cache.warnings) if cache is not None else []) + unkeyed,
         device=device,
         architecture=skeleton,
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from privgate.io.sources import code_of, project_sources
 from privgate.recipe import Recipe
 
 #: Bumped when a change to the engine or the cache format changes what a cached model would be
@@ -52,16 +53,21 @@ def recipe_fingerprint(recipe: Recipe) -> str:
 
     Covers the recipe's class, every dataclass field (callables by qualified
     name; an :class:`~privgate.recipe.Augment` field by field, its transform by
-    qualified name), the bytes of a public ``pretrained`` start, the
-    architecture (``str(model)``) and every tensor of a fresh build under seed 0.
-    A recipe of the user's own training function (:attr:`~privgate.recipe.Recipe.own_loop`)
-    is that function's name and source files instead
-    (:func:`privgate.training.function.function_fingerprint`): its other
-    settings only describe it. The training settings of
+    qualified name), the source of every function and class the recipe and a
+    fresh build hold and of every project module they reach
+    (:func:`privgate.io.sources.project_sources`), the bytes of a public
+    ``pretrained`` start, the architecture (``str(model)``) and every tensor of
+    a fresh build under seed 0. A recipe of the user's own training function
+    (:attr:`~privgate.recipe.Recipe.own_loop`) is that function's name and
+    sources instead (:func:`privgate.training.function.function_fingerprint`):
+    its other settings only describe it. The training settings of
     :data:`~privgate.recipe.TRAINING_DEFAULTS` (and ``train_fn``) enter only
     when set: a recipe written before they existed keeps its key (and its
     cached models, which they do not change), and one with a schedule,
     augmentation or any other of them never shares a key with one without.
+
+    Raises:
+        Uncovered: the sources it reaches are past the walk's bounds (no key covers them).
     """
     from privgate.recipe import TRAINING_DEFAULTS
 
@@ -81,6 +87,7 @@ def recipe_fingerprint(recipe: Recipe) -> str:
     if recipe.pretrained and Path(recipe.pretrained).is_file():
         h.update(Path(recipe.pretrained).read_bytes())
     net = recipe.build(seed=0)
+    h.update(project_sources(code_of(recipe) + code_of(net)).digest.encode())
     h.update(str(net).encode())
     for name, t in net.state_dict().items():
         h.update(name.encode())

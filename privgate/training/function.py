@@ -29,9 +29,9 @@ else or a model with other outputs is one sentence naming it
 (:class:`~privgate.errors.RecipeError`, exit 2).
 
 Cache key (:func:`function_fingerprint`): the SHA-256 of the function's
-qualified name and of the source files of its module and of the project
-modules that module uses (:func:`source_files`), so editing the training
-script retrains and an unchanged one reloads.
+qualified name and of every project file its imports reach, transitively
+(:mod:`privgate.io.sources`), so editing the training script or any module
+it uses retrains and an unchanged project reloads.
 """
 
 from __future__ import annotations
@@ -39,8 +39,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import random
-import types
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,6 +46,7 @@ import torch
 from torch import nn
 
 from privgate.errors import RecipeError, clip, out_of_memory
+from privgate.io.sources import code_of, project_sources
 
 if TYPE_CHECKING:
     from privgate.recipe import Recipe
@@ -111,53 +110,17 @@ def function_name(fn: Any) -> str:
     return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
-def _file_of(obj: Any) -> Path | None:
-    try:
-        f = inspect.getsourcefile(obj) if not isinstance(obj, types.ModuleType) else getattr(obj, "__file__", None)
-    except (TypeError, OSError):
-        return None
-    return Path(f).resolve() if f else None
-
-
-def source_files(fn: Any) -> list[Path]:
-    """The source files behind ``fn``: its own, then those of the project modules its module uses.
-
-    The project is the folder of ``fn``'s file: a module, class or function
-    that ``fn``'s module holds (``import model``, ``from nets import Net``) and
-    whose file lies below that folder adds its file, so a change to the network
-    definition a training script imports retrains too. Installed packages and
-    files elsewhere are left out.
-    """
-    own = _file_of(fn)
-    if own is None:
-        return []
-    root = own.parent
-    found = [own]
-    for value in list(getattr(fn, "__globals__", {}).values()):
-        if not isinstance(value, (types.ModuleType, type, types.FunctionType)):
-            continue
-        f = _file_of(value)
-        if f is None or f in found or root not in f.parents or "site-packages" in f.parts:
-            continue
-        found.append(f)
-    return found
-
-
 def function_fingerprint(fn: Any) -> str:
-    """SHA-256 of ``fn``'s qualified name and of its source files (:func:`source_files`), for the cache key."""
-    h = hashlib.sha256()
-    h.update(f"train_fn|{function_name(fn)}|".encode())
-    files = source_files(fn)
-    if not files:  # no source file (a builtin, a function made at run time): its compiled code stands in
-        code = getattr(fn, "__code__", None)
-        h.update(code.co_code if code is not None else repr(fn).encode())
-    for f in files:
-        h.update(f"{f.name}|".encode())
-        try:
-            h.update(f.read_bytes())
-        except OSError:
-            h.update(b"<unreadable>")
-    return h.hexdigest()
+    """SHA-256 of ``fn``'s qualified name and of every project source it reaches, for the cache key.
+
+    :func:`privgate.io.sources.project_sources`: its module's file and every project module its imports
+    reach, transitively (installed packages by version; compiled code for a function without a file).
+
+    Raises:
+        Uncovered: the project files it reaches are past the walk's bounds.
+    """
+    sources = project_sources(code_of(fn))
+    return hashlib.sha256(f"train_fn|{function_name(fn)}|{sources.digest}".encode()).hexdigest()
 
 
 def _head(recipe: Recipe) -> str:
@@ -308,6 +271,5 @@ __all__ = [
     "function_name",
     "is_training_function",
     "signature_problem",
-    "source_files",
     "takes_device",
 ]

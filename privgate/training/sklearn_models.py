@@ -20,7 +20,8 @@ and thread count gives the same models.
 
 **Cache.** Each model is stored under a key over scikit-learn's version, the
 estimator's class and ``get_params(deep=True)`` (values by type, qualified
-name or bytes, never by address), the rows and labels by value
+name or bytes, never by address), the source of their classes and functions and of
+the project modules they reach (:mod:`privgate.io.sources`), the rows and labels by value
 (:func:`privgate.inputs.tables.sha256`), its mask and its seed, in the
 authenticated cache of :mod:`privgate.training.sklearn_cache`.
 
@@ -44,6 +45,7 @@ import numpy as np
 
 from privgate.inputs.outputs import TINY
 from privgate.inputs.targets.sklearn import SklearnModel, describe_estimator, margins
+from privgate.io.sources import code_of, key_or_warning, project_sources
 from privgate.sklearn_recipe import SklearnRecipe
 
 #: Bumped when a change here would fit a different model from the same key's inputs.
@@ -184,7 +186,15 @@ def _stable(v: Any) -> str:
 
 
 def recipe_fingerprint(recipe: SklearnRecipe) -> str:
-    """SHA-256 of scikit-learn's version, the estimator's class and every parameter (deep, sorted)."""
+    """SHA-256 of scikit-learn's version, the estimator's class, every parameter (deep, sorted) and their code.
+
+    The code: the source of the estimator's class, of every class and function
+    among its parameters (a ``FunctionTransformer``'s ``func``, a custom step)
+    and of every project module they reach (:func:`privgate.io.sources.project_sources`).
+
+    Raises:
+        Uncovered: the sources it reaches are past the walk's bounds.
+    """
     import sklearn
 
     est = recipe.estimator
@@ -193,6 +203,7 @@ def recipe_fingerprint(recipe: SklearnRecipe) -> str:
                        f"{type(est).__qualname__}|".encode())  # fmt: skip
     for k in sorted(params):
         h.update(f"{k}={_stable(params[k])}|".encode())
+    h.update(project_sources(code_of(est)).digest.encode())
     return h.hexdigest()
 
 
@@ -245,8 +256,10 @@ def train_clones(
         cache = SklearnCache(cache_dir, cache_key)
     keys: list[str] = []
     models: list[Any] = [None] * len(seeds)
+    rfp, unkeyed = key_or_warning(recipe_fingerprint, recipe) if cache is not None else ("", [])
+    cache = cache if rfp else None
     if cache is not None:
-        rfp, dfp = recipe_fingerprint(recipe), data_fingerprint(x, y, target.schema)
+        dfp = data_fingerprint(x, y, target.schema)
         keys = [model_key(rfp, dfp, m, s) for m, s in zip(masks, seeds)]
         models = [cache.load_model(k) for k in keys]
     todo = [i for i, m in enumerate(models) if m is None]
@@ -295,7 +308,7 @@ def train_clones(
         seconds=time.perf_counter() - t0,
         notes=notes,
         threads=n if mode.startswith("in parallel") else 1,
-        warnings=list(cache.warnings) if cache is not None else [],
+        warnings=(list(cache.warnings) if cache is not None else []) + unkeyed,
     )
 
 

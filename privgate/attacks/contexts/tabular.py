@@ -82,6 +82,34 @@ def policy_warnings(policy: Policy) -> list[str]:
     ]
 
 
+#: The attacks that query the views of a recipe's ``augment`` (:mod:`privgate.attacks.views`).
+VIEW_ATTACKS = ("lira", "rmia")
+
+
+def unaugmented_warning(recipe: Recipe | None, x: np.ndarray, ran: dict[str, Any]) -> list[str]:
+    """A warning when LiRA or RMIA ran on images with a training function that declares no augmentation.
+
+    privgate cannot see whether the user's loop crops or flips; if it does, the
+    attacks read the unaugmented images only (Carlini et al. 2022, arXiv
+    2112.03570, §V) and may understate the leak. The recipe says it with ``augment``.
+    """
+    asked = [a for a in VIEW_ATTACKS if a in ran]
+    if (
+        recipe is None
+        or not getattr(recipe, "own_loop", False)
+        or recipe.augment is not None
+        or x.ndim != 4
+        or not asked
+    ):
+        return []
+    return [
+        f"recipe '{recipe.name}' is a training function that declares no augmentation, so {' and '.join(asked)} "
+        "queried each image once, as it is; if your loop crops or flips, declare it to query the views it trained "
+        'on: Recipe(train_fn=train, augment=Augment(crop_padding=4, flip=True)) (docs/attacks.md, "A model trained '
+        'by your own loop")'
+    ]
+
+
 class TabularAudit(AuditKind):
     """An audit of a tabular target (module docstring).
 
@@ -187,7 +215,8 @@ class TabularAudit(AuditKind):
             + (self.sanity.warnings if self.sanity is not None else [])
             + soundness_warnings(summaries)  # blind: Das 2024
             + cache_warnings(ran)
+            + unaugmented_warning(self.recipe, self.rows.x, ran)
         )
 
 
-__all__ = ["AuditRows", "TabularAudit", "audit_rows", "policy_warnings"]
+__all__ = ["AuditRows", "TabularAudit", "VIEW_ATTACKS", "audit_rows", "policy_warnings", "unaugmented_warning"]
