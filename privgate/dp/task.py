@@ -76,6 +76,8 @@ class HardenTask:
             (``DP-SGD``, ``DP fine-tuning``); ``trainings``: how the summary counts them.
         metric, utility_source: the utility and the held-out data it is measured on.
         candidate: the :class:`~privgate.dp.candidates.Candidate` type (whether utility is higher- or lower-better).
+        original_seconds: how long the original model's audit took (the search sets it once it is known), what a
+            task that walks its own schedule estimates the walk's time from.
     """
 
     policy: Policy
@@ -88,6 +90,7 @@ class HardenTask:
     trainings = "training(s)"
     metric = "accuracy"
     utility_source = ""
+    original_seconds = 0.0
     candidate: type[Candidate]
     #: ``dp``: a DP search over an ε schedule (``plan`` returns its settings); ``capacity``: no DP, ``plan``
     #: returns ``None`` and the task walks its own schedule (:meth:`walk`, :meth:`hardened`).
