@@ -55,6 +55,7 @@ from privgate.options import RunOptions
 from privgate.policy import Policy, as_policy
 from privgate.report.model import Report
 from privgate.report.remediation_section import CapacityStatement, DPRun, RemediationSection, SearchRow
+from privgate.stats.trivial import trivial_accuracy
 from privgate.training.threads import limit_threads
 
 DP_ALTERNATIVE = (
@@ -158,7 +159,11 @@ class CapacityTask(HardenTask):
         return measure_utility(target, held_out, self.policy.confidence)
 
     def floor(self, original: float) -> tuple[float | None, str]:
-        return utility_floor(self.policy.utility, original)
+        """The policy's floor, and never below beating a constant model on the held-out rows."""
+        names = [str(c) for c in self.model.classes_]
+        trivial = trivial_accuracy(self.members.y, utility_data(self.data).y)
+        self.baseline = trivial.as_dict(names)
+        return utility_floor(self.policy.utility, original, trivial, names[trivial.label])
 
     def plan(self, run: RunOptions) -> None:
         """No DP-SGD settings: the search walks :meth:`walk` instead (:func:`privgate.dp.remediate.search`)."""

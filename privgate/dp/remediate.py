@@ -205,6 +205,7 @@ def search(
             data=task.utility_source,
             floor=None if floor is None else round(floor, 6),
             rule=floor_rule,
+            baseline=task.baseline,
         ),
     )
     section.method = task.method
