@@ -112,7 +112,7 @@ class TabularTask(HardenTask):
 
     def floor(self, original: float) -> tuple[float | None, str]:
         """The policy's floor, and never below beating a constant model on the held-out rows."""
-        trivial = trivial_accuracy(self.members.y, self.held_out.y)
+        trivial = trivial_accuracy(self.train_set.y, self.held_out.y)
         self.baseline = trivial.as_dict()
         return utility_floor(self.policy.utility, original, trivial, str(trivial.label))
 
