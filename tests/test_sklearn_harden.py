@@ -157,7 +157,8 @@ def test_no_setting_that_passes_writes_nothing_and_says_where_the_ladder_ended(b
     [
         (
             "{enabled: true, capacity: [{model__min_sample_leaf: 8}]}",
-            ["capacity[0]: 'model__min_sample_leaf' is not a parameter", "did you mean 'model__min_samples_leaf'"],
+            ["capacity[0] (step 1): 'model__min_sample_leaf' is not a setting",
+             "did you mean 'model__min_samples_leaf'"],
         ),
         ("{enabled: true, capacity: []}", ["capacity needs at least one step"]),
         ("{enabled: false}", ["remediation is not enabled"]),

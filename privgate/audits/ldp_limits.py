@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from privgate.report.numbers import duration
+
 #: The largest claimed ε audited. Refuting ε needs about e^ε trials (a distinguisher's lower bound grows like the
 #: log of its trial count: 2,000 trials prove at most ε ≈ 5); above 100 no audit could ever refute the claim, and
 #: e^ε overflows a float beyond 709.
@@ -17,13 +19,6 @@ MAX_EPSILON = 100.0
 #: shared 2-core machine (`privgate audit ldp --epsilon 1 --trials 2000`); 10⁹ games is about two days.
 MAX_GAMES = 10**9
 GAMES_PER_SECOND = 6_000
-
-
-def duration(seconds: float) -> str:
-    for unit, size in (("years", 365 * 86400), ("days", 86400), ("hours", 3600), ("minutes", 60)):
-        if seconds >= size:
-            return f"{seconds / size:,.0f} {unit}"
-    return f"{seconds:.0f} seconds"
 
 
 def epsilon_problem(eps: float) -> str | None:

@@ -28,22 +28,31 @@ named through the Pipeline's ``step__param`` keys):
 
 A step whose leaf size or neighbour count exceeds a quarter of the training rows
 is left out. Any other estimator, or another ladder, is named in the policy
-(``remediation.capacity``: a list of ``set_params`` dicts).
+(``remediation.capacity``: a list of ``set_params`` dicts of the settings
+:mod:`privgate.policy.capacity_rules` allows). A step may lower a setting that
+costs work (``n_estimators``, ``max_iter``) from the model's own value, never
+raise it, and the walk is refused when its estimated time (:func:`cost_problem`)
+is above :data:`MAX_LADDER_SECONDS`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from privgate.errors import PolicyError
 from privgate.inputs.suggest import did_you_mean
+from privgate.policy.capacity_rules import SETTINGS
+from privgate.report.numbers import duration
 from privgate.report.remediation_section import setting_text
 
 #: Leaf sizes (rows) of the tree ladders; steps above a quarter of the training rows are dropped.
 LEAVES = (2, 4, 8, 16, 32, 64, 128, 256, 512)
 #: Steps of the multiplicative ladders (C down, alpha up): five decades.
 DECADES = 5
+#: The longest a ladder's walk may be estimated to take: a GitHub-hosted runner ends a job after six hours.
+MAX_LADDER_SECONDS = 6 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -129,12 +138,19 @@ def ladder(estimator: Any, n_train: int, given: list[dict[str, Any]] | None, pol
     name = type(final).__name__
     if given:
         for i, step in enumerate(given):
-            for key in step:
+            for key, value in step.items():
                 if key not in own:
                     raise PolicyError(
                         f"policy '{policy_name}': remediation.capacity[{i}]: {key!r} is not a parameter of the "
                         f"model ({name}){did_you_mean(key, [str(k) for k in own])}; name them as set_params does "
                         f"(a Pipeline's step, two underscores, the parameter: {prefix or 'step__'}min_samples_leaf)."
+                    )
+                rule, mine = SETTINGS.get(key.rsplit("__", 1)[-1]), _int(own[key])
+                if rule is not None and rule.costs and mine is not None and value > mine:
+                    raise PolicyError(
+                        f"policy '{policy_name}': remediation.capacity[{i}] (step {i + 1}): {key}={value:,} is "
+                        f"above the model's own {mine:,}; a capacity ladder may lower {rule.meaning}, never raise "
+                        f"them (each of the step's fits would cost {value / mine:,.3g} times the model's own)."
                     )
         steps = [dict(s) for s in given]
         source = f"the policy (remediation.capacity, {len(steps)} step(s))"
@@ -152,4 +168,38 @@ def ladder(estimator: Any, n_train: int, given: list[dict[str, Any]] | None, pol
     return Ladder(steps, source, name, {k: own.get(k) for k in keys})
 
 
-__all__ = ["DECADES", "LEAVES", "Ladder", "family_ladder", "final_step", "ladder", "setting_text"]
+def walked(steps: int, strategy: str) -> int:
+    """The most candidates a search over ``steps`` steps fits and audits (``bisect``: one per halving, and one)."""
+    return steps if strategy == "ladder" else min(steps, math.ceil(math.log2(steps + 1)) + 1)
+
+
+def cost_problem(steps: int, strategy: str, audit_seconds: float, limit: float = MAX_LADDER_SECONDS) -> str | None:
+    """Why walking ``steps`` steps is refused (a sentence with its estimated time), or None.
+
+    Each candidate is one fit and one audit like the original model's (its settings may not cost more than the
+    model's own), so ``audit_seconds`` — what the original's audit took — times the candidates is the estimate.
+    """
+    n = walked(steps, strategy)
+    estimate = n * max(audit_seconds, 0.0)
+    if estimate <= limit:
+        return None
+    other = "" if strategy == "bisect" else f", or strategy: bisect ({walked(steps, 'bisect')} candidates)"
+    return (
+        f"remediation.capacity: the ladder's {steps} step(s) are up to {n} fit(s) and audit(s) like the original "
+        f"model's, which took {duration(audit_seconds)}: about {duration(estimate)}; privgate walks a ladder "
+        f"estimated at up to {duration(limit)}: name fewer steps in the policy{other}."
+    )
+
+
+__all__ = [
+    "DECADES",
+    "LEAVES",
+    "MAX_LADDER_SECONDS",
+    "Ladder",
+    "cost_problem",
+    "family_ladder",
+    "final_step",
+    "ladder",
+    "setting_text",
+    "walked",
+]

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from privgate.dp.candidates import Candidate, search_schedule
-from privgate.dp.capacity import Ladder, ladder, setting_text
+from privgate.dp.capacity import MAX_LADDER_SECONDS, Ladder, cost_problem, ladder, setting_text, walked
 from privgate.dp.hardened import not_skops, skops_output
 from privgate.dp.search import Searched
 from privgate.dp.task import HardenTask
@@ -55,6 +55,7 @@ from privgate.options import RunOptions
 from privgate.policy import Policy, as_policy
 from privgate.report.model import Report
 from privgate.report.remediation_section import CapacityStatement, DPRun, RemediationSection, SearchRow
+from privgate.stats.trivial import trivial_accuracy
 from privgate.training.threads import limit_threads
 
 DP_ALTERNATIVE = (
@@ -96,9 +97,11 @@ class CapacityTask(HardenTask):
         policy: the policy, with ``remediation`` (``capacity``: the ladder, else privgate's) and ``utility``.
         train: the full member set the candidates are fitted on (default: the audit's members).
         output: where the hardened model goes (a ``.skops`` file; its card beside it).
+        max_seconds: the longest the walk may be estimated to take (:func:`privgate.dp.capacity.cost_problem`).
 
     Raises:
-        PolicyError: remediation is not enabled, or a step of the policy's ladder names no parameter of the model.
+        PolicyError: remediation is not enabled, a step of the policy's ladder names no parameter of the model or
+            raises a costly one above the model's own; :meth:`walk`: the walk's estimated time is over the limit.
     """
 
     candidate = CapacityCandidate
@@ -107,12 +110,20 @@ class CapacityTask(HardenTask):
     trainings = "candidate fit(s)"
 
     def __init__(
-        self, target: Target, data: AuditData, policy: Policy, *, train: Dataset | None = None, output: Any = None
+        self,
+        target: Target,
+        data: AuditData,
+        policy: Policy,
+        *,
+        train: Dataset | None = None,
+        output: Any = None,
+        max_seconds: float = MAX_LADDER_SECONDS,
     ) -> None:
         from privgate.dp.settings import require_enabled
 
         require_enabled(policy)
         self.target, self.data, self.policy, self.output = target, data, policy, output
+        self.max_seconds = max_seconds
         self.audit_recipe = None  # the gate's reference models are each audited model's own clones
         self.model = target.model
         self.members = train or data.members
@@ -148,7 +159,11 @@ class CapacityTask(HardenTask):
         return measure_utility(target, held_out, self.policy.confidence)
 
     def floor(self, original: float) -> tuple[float | None, str]:
-        return utility_floor(self.policy.utility, original)
+        """The policy's floor, and never below beating a constant model on the held-out rows."""
+        names = [str(c) for c in self.model.classes_]
+        trivial = trivial_accuracy(self.members.y, utility_data(self.data).y)
+        self.baseline = trivial.as_dict(names)
+        return utility_floor(self.policy.utility, original, trivial, names[trivial.label])
 
     def plan(self, run: RunOptions) -> None:
         """No DP-SGD settings: the search walks :meth:`walk` instead (:func:`privgate.dp.remediate.search`)."""
@@ -242,7 +257,12 @@ class CapacityTask(HardenTask):
                 f"{self.ladder.source}; name stronger ones in the policy (remediation.capacity)"
             )
             return Searched(None, "privacy", reason), []
-        chosen, broke, reason = search_schedule(evaluate, len(self.ladder.steps), rem.strategy)
+        n = len(self.ladder.steps)
+        problem = cost_problem(n, rem.strategy, self.original_seconds, self.max_seconds)
+        if problem:
+            raise PolicyError(f"policy '{self.policy.name}': {problem}")
+        run.say(f"capacity search: up to {walked(n, rem.strategy)} candidate(s), each fitted and audited")
+        chosen, broke, reason = search_schedule(evaluate, n, rem.strategy)
         candidates = [tried[i] for i in sorted(tried)]
         section.rows.sort(key=lambda r: r.step or 0)
         section.trainings = len(candidates)

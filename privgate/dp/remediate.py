@@ -191,6 +191,7 @@ def search(
     t0 = time.perf_counter()
     earlier = original.duration_s if original is not None else 0.0  # audited before this call
     original = original or check_model(task.target, task.data, policy, recipe=task.audit_recipe, options=run)
+    task.original_seconds = float(original.duration_s or 0.0)
     clock = _Clock(t0, time.perf_counter(), earlier)
     orig_utility, orig_ci = task.utility(task.target)
     floor, floor_rule = task.floor(orig_utility)
@@ -204,6 +205,7 @@ def search(
             data=task.utility_source,
             floor=None if floor is None else round(floor, 6),
             rule=floor_rule,
+            baseline=task.baseline,
         ),
     )
     section.method = task.method

@@ -38,6 +38,7 @@ from privgate.policy import Policy, as_policy
 from privgate.recipe import Recipe
 from privgate.report.model import Report
 from privgate.report.remediation_section import ClipRun, SearchSettings
+from privgate.stats.trivial import trivial_accuracy
 
 SELECTION_STATEMENT = (
     "Choosing ε among {n} DP-SGD candidate(s) trained on the members costs privacy beyond the chosen run's own "
@@ -110,7 +111,10 @@ class TabularTask(HardenTask):
         return measure_utility(target, self.held_out, self.policy.confidence)
 
     def floor(self, original: float) -> tuple[float | None, str]:
-        return utility_floor(self.policy.utility, original)
+        """The policy's floor, and never below beating a constant model on the held-out rows."""
+        trivial = trivial_accuracy(self.train_set.y, self.held_out.y)
+        self.baseline = trivial.as_dict()
+        return utility_floor(self.policy.utility, original, trivial, str(trivial.label))
 
     def plan(self, run: RunOptions) -> Plan:
         policy, recipe, rem = self.policy, self.recipe, self.policy.remediation

@@ -76,6 +76,8 @@ class HardenTask:
             (``DP-SGD``, ``DP fine-tuning``); ``trainings``: how the summary counts them.
         metric, utility_source: the utility and the held-out data it is measured on.
         candidate: the :class:`~privgate.dp.candidates.Candidate` type (whether utility is higher- or lower-better).
+        original_seconds: how long the original model's audit took (the search sets it once it is known), what a
+            task that walks its own schedule estimates the walk's time from.
     """
 
     policy: Policy
@@ -88,6 +90,9 @@ class HardenTask:
     trainings = "training(s)"
     metric = "accuracy"
     utility_source = ""
+    original_seconds = 0.0
+    #: The held-out baselines (:meth:`privgate.stats.trivial.Trivial.as_dict`) when utility is accuracy (set by floor).
+    baseline: dict[str, Any] | None = None
     candidate: type[Candidate]
     #: ``dp``: a DP search over an ε schedule (``plan`` returns its settings); ``capacity``: no DP, ``plan``
     #: returns ``None`` and the task walks its own schedule (:meth:`walk`, :meth:`hardened`).
@@ -146,7 +151,13 @@ class HardenTask:
         raise NotImplementedError
 
     def reason(self, reason: str | None, floor: float | None) -> str | None:
-        """The search's reason for finding no ε, in this kind's words."""
+        """The search's reason for finding no ε, in this kind's words (and when the floor is the baseline's, so)."""
+        b = self.baseline
+        if reason and floor is not None and b and b.get("floor") == floor and "utility floor" in reason:
+            reason += (
+                f" — the floor is the baseline's: a model no better than always predicting the most common label "
+                f"{str(b.get('label'))!r} ({b['majority']:.4f} on these rows) is never handed out"
+            )
         return reason
 
     def statement(self) -> dict[str, Any]:

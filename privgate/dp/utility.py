@@ -4,7 +4,8 @@ Utility is measured on the audit's **population** when it has one (rows
 neither the target nor any DP candidate trains on, and that no attack
 calibrates a threshold on), else on its **non-members** (never trained on; the
 attacks only read them). Accuracy comes with a Clopper-Pearson interval
-(Clopper & Pearson 1934); the floor is decided on the point estimate.
+(Clopper & Pearson 1934); the floor is decided on the point estimate, and is
+never below one row more than always predicting the most common label gets right.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from privgate import stats
 from privgate.inputs.data import AuditData
 from privgate.inputs.target import Target
 from privgate.policy import Utility
+from privgate.stats.trivial import Trivial
 
 
 @dataclass(frozen=True)
@@ -51,14 +53,19 @@ def measure_utility(model: Any, held_out: UtilityData, confidence: float) -> tup
     return correct / n, [lo, hi]
 
 
-def utility_floor(policy: Utility | None, original: float) -> tuple[float | None, str]:
-    """The floor utility must stay at or above, and the rule that set it."""
-    if policy is None or (policy.min is None and policy.max_drop is None):
-        return None, "no utility floor in the policy"
+def utility_floor(
+    policy: Utility | None, original: float, trivial: Trivial | None = None, label: str = ""
+) -> tuple[float | None, str]:
+    """The floor utility must stay at or above, and the rule that set it.
+
+    With ``trivial`` (the held-out rows' baselines, :mod:`privgate.stats.trivial`), the floor is at least one row
+    more than always predicting the training labels' most common value (``label``, as the user knows it) gets
+    right: a model no better than a constant one is never handed out, whatever the policy's floor.
+    """
     floors: list[tuple[float, str]] = []
-    if policy.min is not None:
+    if policy is not None and policy.min is not None:
         floors.append((policy.min, f"min {policy.min:g}"))
-    if policy.max_drop is not None:
+    if policy is not None and policy.max_drop is not None:
         if policy.relative:
             floors.append(
                 (
@@ -70,6 +77,16 @@ def utility_floor(policy: Utility | None, original: float) -> tuple[float | None
             floors.append(
                 (original - policy.max_drop, f"at most {policy.max_drop:g} below the original {original:.4f}")
             )
+    if trivial is not None and trivial.n:
+        floors.append(
+            (
+                trivial.better_floor,
+                f"better than always predicting the most common label{f' {label!r}' if label else ''} "
+                f"({trivial.majority:.4f} on these rows)",
+            )
+        )
+    if not floors:
+        return None, "no utility floor in the policy"
     value, rule = max(floors)
     return max(0.0, value), rule + (
         " (the stricter of " + " and ".join(r for _, r in floors) + ")" if len(floors) > 1 else ""

@@ -69,6 +69,7 @@ from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.outputs import PROBE_ROWS
 from privgate.inputs.target import Target
 from privgate.recipe import Recipe
+from privgate.stats.trivial import trivial_accuracy
 
 #: Prefix of the warnings this module adds, so readers and tests can pick them out.
 WARNING_PREFIX = "target sanity"
@@ -210,6 +211,7 @@ class Sanity:
     probe_rows: int
     outputs_note: str | None = None
     warnings: list[str] = field(default_factory=list)
+    trivial: dict[str, Any] | None = None  # the non-members' majority and prior baselines (privgate.stats.trivial)
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -223,6 +225,7 @@ class Sanity:
                 "trained_level": self.fit.level,
                 "p_members_below": self.fit.p_below,
                 "p_members_above": self.fit.p_above,
+                **({"trivial": self.trivial} if self.trivial else {}),
             }
         }
         if self.outputs is not None:
@@ -251,9 +254,19 @@ def inspect_target(target: Target, data: AuditData, recipe: Recipe | None, confi
     )
     # a model privgate trained itself on these members (DP-SGD remediation records "dp") needs no doubt about them
     doubt = None if "dp" in target.extra else fit.warning
-    warnings = [w for w in (doubt, hint and f"{WARNING_PREFIX}: {hint}", recipe_warning(target, recipe)) if w]
+    trivial = trivial_accuracy(data.members.y, data.nonmembers.y)
+    shown = trivial.as_dict(target.class_names)
+    constant = None
+    if not trivial.beaten_by(nonmembers.correct):
+        constant = (
+            f"{WARNING_PREFIX}: the model is no more accurate on its non-members ({nonmembers.label()}) than always "
+            f"predicting the members' most common label {str(shown['label'])!r} ({trivial.majority:.3f} on the same "
+            f"rows; guessing at the members' label frequencies scores {trivial.prior:.3f}): a constant model would "
+            "serve as well, and leak nothing"
+        )
+    warnings = [w for w in (doubt, constant, hint and f"{WARNING_PREFIX}: {hint}", recipe_warning(target, recipe)) if w]
     kind = target.outputs if target.module is not None else None
-    return Sanity(members, nonmembers, classes, fit, kind, len(x), note, warnings)
+    return Sanity(members, nonmembers, classes, fit, kind, len(x), note, warnings, shown)
 
 
 __all__ = [

@@ -329,6 +329,12 @@ class Target:
         c = getattr(self.model, "classes_", None)
         return len(c) if c is not None else None
 
+    @property
+    def class_names(self) -> list[str] | None:
+        """The labels as the model knows them (scikit-learn's ``classes_``: label ``k`` is ``classes_[k]``), or None."""
+        c = getattr(self.model, "classes_", None)
+        return None if c is None else [str(v) for v in np.asarray(c).ravel()]
+
     def describe(self) -> dict[str, Any]:
         served = {} if self.surface is None else {"served": {**self.surface.describe(), "queries": self.queries.rows}}
         return {

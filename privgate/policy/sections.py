@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from privgate.policy.capacity_rules import ladder_problem
+
 
 class Strict(BaseModel):
     """A policy section: unknown keys are errors."""
@@ -155,11 +157,12 @@ class Remediation(Strict):
         description="Largest released ε (the search included); a search that would exceed it stops, hands out no "
         "model and exits 1.",
     )
-    capacity: list[dict[str, int | float | str | bool | None]] | None = Field(
+    capacity: list[dict[str, Any]] | None = Field(
         default=None,
         description="scikit-learn models (no DP-SGD): the settings to try, least to most regularised, each a "
-        "set_params dict (e.g. [{classifier__min_samples_leaf: 8}, {classifier__min_samples_leaf: 32}]); default: "
-        "privgate's ladder for the estimator (privgate.dp.capacity).",
+        "set_params dict of regularisation settings to numbers (e.g. [{classifier__min_samples_leaf: 8}, "
+        "{classifier__min_samples_leaf: 32}]), at most 32 steps, only the settings privgate.policy.capacity_rules "
+        "allows; default: privgate's ladder for the estimator (privgate.dp.capacity).",
     )
     max_perplexity: float | None = Field(
         default=None,
@@ -189,11 +192,12 @@ class Remediation(Strict):
             raise ValueError("max_grad_norm must be 'auto' or a positive number")
         return v
 
-    @field_validator("capacity")
+    @field_validator("capacity", mode="before")
     @classmethod
-    def _capacity(cls, v: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-        if v is not None and (not v or any(not step for step in v)):
-            raise ValueError("capacity needs at least one step, and every step at least one setting")
+    def _capacity(cls, v: Any) -> Any:
+        problem = None if v is None else ladder_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("epsilons")

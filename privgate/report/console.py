@@ -167,10 +167,15 @@ def _print_capacity(rem: RemediationSection, console: Console) -> None:
         cells = ([_check_cell(c) for c in r.checks] + [""] * len(ids))[: len(ids)]
         t.add_row(f"{r.step}{' ✓' if r.accepted else ''}", e(setting_text(r.setting or {})), u, *cells,
                   e(r.verdict or ""))  # fmt: skip
+    base = (rem.utility.baseline or {}) if rem.utility else {}
+    if isinstance(base.get("majority"), (int, float)):  # the constant model, beside the candidates' utility
+        t.add_row("baseline", e(f"always {str(base.get('label'))!r}"), _num(base["majority"]), *[""] * len(ids), "")
     console.print(t)
     util = rem.utility
     if util is not None and util.floor is not None:
         console.print(f"  utility = {e(util.metric)} on {e(util.data)}; floor {util.floor:.4f} ({e(util.rule)})")
+    if util is not None and util.baseline_line():
+        console.print(f"  baseline: {e(util.baseline_line())}")
     if rem.capacity is not None:
         console.print(
             f"  [bold]no DP guarantee[/]: {e(rem.capacity.guarantee)}; for one, {e(rem.capacity.dp_alternative)}"
@@ -218,6 +223,8 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
         if util is not None and util.floor is not None:
             bound = "ceiling" if util.metric == "perplexity" else "floor"  # lower perplexity is better
             console.print(f"  utility = {e(util.metric)} on {e(util.data)}; {bound} {util.floor:.4f} ({e(util.rule)})")
+        if util is not None and util.baseline_line():
+            console.print(f"  baseline: {e(util.baseline_line())}")
     settings = rem.settings
     if settings is not None:
         mode = f" ({settings.max_grad_norm_mode})" if settings.max_grad_norm_mode else ""

@@ -12,7 +12,7 @@ import contextlib
 from typing import Any
 
 from privgate.report.model import AttackSummary, BaseReport, CheckResult, RatePoint, Report
-from privgate.report.numbers import num
+from privgate.report.numbers import is_finite_number, num
 
 #: Attack statuses that mean "this attack never produced scores".
 NOT_RUN = ("unavailable", "skipped", "error")
@@ -172,7 +172,16 @@ def target_accuracy(report: BaseReport) -> str | None:
         return None
     conf = acc.get("confidence")
     level = f", {conf * 100:.4g}% {acc.get('interval', 'Clopper-Pearson')} CI" if isinstance(conf, (int, float)) else ""
-    return f"target accuracy: members {_rate(acc.get('members'))} · non-members {_rate(acc.get('nonmembers'))}{level}"
+    base = acc.get("trivial")
+    constant = (
+        f" · always {str(base.get('label'))!r} {num(base['majority'])}, at the label frequencies {num(base['prior'])}"
+        if isinstance(base, dict) and is_finite_number(base.get("majority")) and is_finite_number(base.get("prior"))
+        else ""
+    )
+    return (
+        f"target accuracy: members {_rate(acc.get('members'))} · non-members {_rate(acc.get('nonmembers'))}"
+        f"{constant}{level}"
+    )
 
 
 def target_served(report: BaseReport) -> str | None:

@@ -11,7 +11,7 @@ the report types:
   finite. A report read back may hold anything in a field (docs/threat-model.md).
 
 :func:`num` and :func:`sig` print a number for people, ``n/a`` for anything
-that is not a finite number.
+that is not a finite number; :func:`duration` a number of seconds.
 """
 
 from __future__ import annotations
@@ -40,4 +40,12 @@ def sig(v: float | None, digits: int = 3, missing: str = "n/a") -> str:
     return f"{v:.{digits}g}" if is_finite_number(v) else missing
 
 
-__all__ = ["finite_or_none", "is_finite_number", "num", "sig"]
+def duration(seconds: float) -> str:
+    """``seconds`` for people, in its largest whole unit (``3 hours``, ``12 minutes``, ``40 seconds``)."""
+    for unit, size in (("years", 365 * 86400), ("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= size:
+            return f"{seconds / size:,.0f} {unit}"
+    return f"{seconds:.0f} seconds"
+
+
+__all__ = ["duration", "finite_or_none", "is_finite_number", "num", "sig"]

@@ -141,6 +141,8 @@ def view(report: Report) -> RemediationView | None:
     facts["seconds"] = rem.seconds
     if finite(floor):
         facts["utility floor"] = floor
+    if rem.utility is not None and rem.utility.baseline_line():
+        facts["utility baseline"] = rem.utility.baseline_line()
     notes = {
         k: v
         for k, v in (

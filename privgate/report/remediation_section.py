@@ -101,6 +101,21 @@ class UtilitySpec(_Section):
     data: str | None = None
     floor: float | None = None
     rule: str | None = None
+    baseline: dict[str, Any] | None = Field(
+        default=None,
+        description="Accuracy on the same rows of a model that ignores its input (privgate.stats.trivial): "
+        "majority (always the training labels' most common label), prior (guessing at their frequencies), label, n.",
+    )
+
+    def baseline_line(self) -> str | None:
+        """``always predicting 'fair' scores 0.7370 on these rows, guessing at the training frequencies 0.4100``."""
+        b = self.baseline
+        if not b or not isinstance(b.get("majority"), (int, float)) or not isinstance(b.get("prior"), (int, float)):
+            return None
+        return (
+            f"always predicting the most common label {str(b.get('label'))!r} scores {b['majority']:.4f} on these "
+            f"rows, guessing at the training labels' frequencies {b['prior']:.4f}"
+        )
 
 
 class ClipRun(_Section):
