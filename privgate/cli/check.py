@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from privgate.cli.budget import budget_option, budget_setting
 from privgate.cli.cache_settings import cache_options, cache_settings
 from privgate.cli.endpoint import endpoint_access, endpoint_options
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
@@ -116,6 +117,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "score, rank and FPR/TPR there); default 10, 0 for none. This flag, else the config's 'exposed'.",
 )
 @trust_options
+@budget_option
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @click.option("--verbose", "-v", is_flag=True, help="Print the reason of every check, passing ones too.")
 @click.option(
@@ -197,6 +199,7 @@ def check(
     max_text_mib: int | None = None,
     max_canaries: int | None = None,
     trust_types: tuple[str, ...] = (),
+    budget: float | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict.
 
@@ -322,8 +325,7 @@ def _settings(given: _Given, flags: dict[str, Any], cfg: Any, out: Any) -> Any:
     """The flags as the job's settings (:class:`~privgate.settings.CheckSettings` or ``HardenSettings``)."""
     from privgate.settings import CheckSettings, HardenSettings
 
-    pick = given.pick
-    f = flags
+    pick, f = given.pick, flags
     inputs_given = {
         "model": given.model,
         "policy": given.policy,
@@ -333,6 +335,7 @@ def _settings(given: _Given, flags: dict[str, Any], cfg: Any, out: Any) -> Any:
         "recipe": given.recipe,
         "label_column": f["label_column"] or cfg.get("label_column") or "label",  # a column's name, never a path
         **trust_settings(f, pick, cfg),
+        **budget_setting(f),
         "search_dirs": (cfg.base,),
         "access": endpoint_access(
             f["headers"],
