@@ -27,6 +27,9 @@ PROBE_ROWS = 256
 FOLD_S = 0.1
 #: Passes of the target that the gradient attack's per-example gradients cost (per audit row: vmap over rows).
 GRADIENT_PASSES = 150.0
+#: Only attacks estimated at this many seconds or more tell how much slower than estimated the run is: a
+#: cheaper one's time is mostly fixed costs its estimate leaves out.
+CALIBRATING_S = 0.5
 #: A trained row costs this many scored rows: forward and backward (3), in small batches (× 4).
 TRAINED_ROW_PASSES = 12.0
 
@@ -157,7 +160,7 @@ class Budget:
 
     def ran(self, estimate: float | None, seconds: float) -> None:
         """An attack ran: estimates from now on are scaled by how much slower than estimated the run is."""
-        if estimate is None or estimate <= 0:
+        if estimate is None or estimate < CALIBRATING_S:
             return
         self._estimated += estimate
         self._actual += seconds
@@ -181,6 +184,7 @@ class Budget:
 
 
 __all__ = [
+    "CALIBRATING_S",
     "FOLD_S",
     "GRADIENT_PASSES",
     "PROBE_ROWS",
