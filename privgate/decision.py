@@ -27,6 +27,9 @@ The rules (documented for users in ``docs/policies.md`` and ``docs/statistics.md
   :func:`privgate.stats.measurable_at`) leaves the candidate list — more data
   would not make it measurable — unless its lower bound alone proves a
   violation; the check's details list it as "not measurable".
+* **Time budget.** A ``best`` check some of whose attacks were left out for
+  want of time (:mod:`privgate.attacks.budget`) is not passed on the others:
+  a pass becomes inconclusive; a fail stands (:func:`over_budget`).
 """
 
 from __future__ import annotations
