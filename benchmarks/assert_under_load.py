@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -85,6 +86,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="turns (default 2)")
     ap.add_argument("--attack", default="best", help="the assertion's attack= (best: black-box; all: every kind)")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops the busy processes (finally)
     print(f"cores: affinity {len(os.sched_getaffinity(0))} of {os.cpu_count()}; load {os.getloadavg()}", flush=True)
     times: dict[tuple[str, str], list[float]] = {}
     for turn in range(1, args.repeat + 1):
