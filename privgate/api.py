@@ -107,7 +107,7 @@ def check(
     i = load_inputs(s, run.seed)  # the kind of model decided once, at the door (privgate.inputs.door)
     from privgate.gate import check_model  # scipy, scikit-learn: bad input exits 2 without them
 
-    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run)  # auto: decided on the inputs
+    return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run, budget_s=s.budget_s)  # auto: decided
 
 
 @dataclass

@@ -76,14 +76,19 @@ def run_check(
     recipe: Recipe | str | None = None,
     seed: int = 0,
     trust_checkpoint: bool = False,
+    budget_s: float | None = None,
     label: str = "privgate",
 ) -> Report:
-    """Audit through :func:`privgate.check` and tell the observers (the pytest summary)."""
+    """Audit through :func:`privgate.check` and tell the observers (the pytest summary).
+
+    ``budget_s`` None: the session's (the plugin's ``--privgate-budget``), else no time budget.
+    """
     import privgate
 
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
     run = settings.get("run") or {}  # the pytest plugin's threads for its session (pytest_privgate.plugin)
-    report = privgate.check(model, policy, members, nonmembers, **sources, **run)
+    budget = budget_s if budget_s is not None else settings.get("budget_s")
+    report = privgate.check(model, policy, members, nonmembers, **sources, budget_s=budget, **run)
     _notify(report, label)
     return report
 
@@ -105,7 +110,7 @@ def _decided(
 def enforce(report: Report, on_inconclusive: OnInconclusive | None = None, what: str = "privacy assertion") -> Report:
     """Raise on a failed check; on an inconclusive one, fail or skip. Returns the report otherwise."""
     __tracebackhide__ = True
-    from privgate.report.labels import check_message
+    from privgate.report.labels import check_message, over_budget_line
 
     mode = on_inconclusive or settings.get("on_inconclusive") or "fail"
     if mode not in ("fail", "skip"):
@@ -113,41 +118,20 @@ def enforce(report: Report, on_inconclusive: OnInconclusive | None = None, what:
     failed = [c for c in report.checks if c.status == "fail"]
     undecided = [c for c in report.checks if c.status == "inconclusive"]
     where = f"policy '{report.policy.get('name')}' on {report.target.get('path')}"
+    over = over_budget_line(report)
     if failed or (undecided and mode == "fail"):
         kind = "failed" if failed else "inconclusive"
         lines = [f"{what} {kind} ({where}):"] + [f"  {check_message(c, report)}" for c in failed + undecided]
-        raise PrivacyAssertionError("\n".join(lines), report)
+        raise PrivacyAssertionError("\n".join(lines + ([f"  {over}"] if over else [])), report)
     if undecided:
         raise unittest.SkipTest(
-            f"{what} inconclusive ({where}): " + "; ".join(check_message(c, report) for c in undecided)
+            f"{what} inconclusive ({where}): "
+            + "; ".join([check_message(c, report) for c in undecided] + ([over] if over else []))
         )
     return report
 
 
 # --------------------------------------------------------------------------- policies in code
-
-
-#: Registered attacks that are not membership inference by default: ``attribute`` needs a
-#: declared sensitive column, ``inversion`` reconstructs classes (see assert_inversion_below).
-NOT_MEMBERSHIP = ("attribute", "inversion")
-
-
-def default_attacks(recipe: Any = None, white_box: bool = False, population: bool = False) -> dict[str, dict[str, Any]]:
-    """The attacks ``attack="best"`` takes the maximum over: every registered membership-inference
-    attack that fits — black-box and label-only ones always, white-box ones when the model's weights
-    are available, and those that train reference models only when there is a recipe. Diagnostic
-    attacks (the blind baseline, which never decides a check but warns about unsound audit data)
-    run when there is population data for them."""
-    from privgate.attacks import available_attacks
-
-    return {
-        name: {}
-        for name, cls in available_attacks().items()
-        if name not in NOT_MEMBERSHIP
-        and (white_box or cls.threat_model != "white-box")
-        and (recipe is not None or not cls.needs_recipe)
-        and (population or not cls.diagnostic)
-    }
 
 
 def _plan(
@@ -156,16 +140,21 @@ def _plan(
     options: Mapping[str, Mapping[str, Any]] | None,
     white_box: bool,
     population: bool,
+    text: bool = False,
 ) -> tuple[str, dict[str, dict[str, Any]]]:
-    """(check attack, attacks to run) for ``attack`` = 'best', one name, or several names (best of them)."""
+    """(check attack, attacks to run) for ``attack`` = 'best', 'all', one name, or several names (best of them)."""
+    from privgate.attacks.selection import membership_attacks  # what the bounds need: black-box; 'all': every kind
+
     if isinstance(attack, str):
-        attacks = default_attacks(recipe, white_box, population) if attack == "best" else {attack: {}}
-        name = attack
+        scoped = attack in ("best", "all")
+        kw = {"recipe": recipe is not None, "white_box": white_box, "population": population}
+        attacks = membership_attacks(attack, **kw, family=None if text else "classifier") if scoped else {attack: {}}
+        name = "best" if scoped else attack
     else:
         attacks = {a: {} for a in attack}
         name = "best"
         if not attacks:
-            raise ValueError("attack: give 'best', an attack name or a non-empty list of names")
+            raise ValueError("attack: give 'best', 'all', an attack name or a non-empty list of names")
     for a, opts in (options or {}).items():
         attacks[a] = dict(opts)
     return name, attacks
@@ -218,6 +207,7 @@ def assert_mia_below(
     decision: str = "upper_bound",
     trust_checkpoint: bool = False,
     on_inconclusive: OnInconclusive | None = None,
+    budget_s: float | None = None,
 ) -> Report:
     """Assert that membership inference against ``model`` stays under every bound given.
 
@@ -229,10 +219,14 @@ def assert_mia_below(
         tpr_at_fpr: bound on the true-positive rate at false-positive rate ``fpr``.
         advantage: bound on max(TPR − FPR).
         attack: ``"best"`` (the strongest of the available black-box attacks,
-            Bonferroni-corrected), one attack name, or a list of names.
+            Bonferroni-corrected: :mod:`privgate.attacks.selection`), ``"all"`` (label-only and
+            white-box ones too), one attack name, or a list of names.
         confidence: confidence level of every interval.
         seed: drives every random choice.
         on_inconclusive: ``"fail"`` (default) or ``"skip"`` when the data cannot decide.
+        budget_s: a time budget for the attacks in seconds (None: the pytest plugin's ``--privgate-budget``,
+            else none): the attacks whose estimated cost does not fit are not run and named in the message, and
+            a check they would have decided is inconclusive, never passed on the others (docs/compute.md).
 
     Returns:
         The :class:`privgate.Report` when every check passes.
@@ -245,7 +239,7 @@ def assert_mia_below(
         raise TypeError("assert_mia_below: give at least one bound: accuracy=, auc=, tpr_at_fpr= or advantage=")
     text = is_huggingface(model)
     target = model if text else _target(model, recipe, trust_checkpoint)
-    name, attacks = _plan(attack, recipe, attack_options, not text and target.white_box, population is not None)
+    name, attacks = _plan(attack, recipe, attack_options, not text and target.white_box, population is not None, text)
     attacks = {a: o for a, o in attacks.items() if not text or a not in ("canary_exposure", "extraction")}
     checks = [
         Check(
@@ -260,6 +254,7 @@ def assert_mia_below(
     ]
     policy = make_policy("assert_mia_below", checks, attacks, confidence, decision)
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    sources["budget_s"] = budget_s
     return _decided("assert_mia_below", target, policy, members, nonmembers, sources, on_inconclusive)
 
 
@@ -278,6 +273,7 @@ def assert_epsilon_below(
     attack_options: Mapping[str, Mapping[str, Any]] | None = None,
     trust_checkpoint: bool = False,
     on_inconclusive: OnInconclusive | None = None,
+    budget_s: float | None = None,
 ) -> Report:
     """Assert that no attack proves, at ``confidence``, a privacy loss above ``epsilon`` (with ``delta``).
 
@@ -295,6 +291,7 @@ def assert_epsilon_below(
     checks = [Check(id="empirical-epsilon", attack=name, metric="epsilon_lb", max=epsilon, delta=delta)]
     policy = make_policy("assert_epsilon_below", checks, attacks, confidence)
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    sources["budget_s"] = budget_s  # as assert_mia_below's
     return _decided("assert_epsilon_below", target, policy, members, nonmembers, sources, on_inconclusive)
 
 
@@ -353,12 +350,14 @@ def assert_policy(
     seed: int = 0,
     trust_checkpoint: bool = False,
     on_inconclusive: OnInconclusive | None = None,
+    budget_s: float | None = None,
 ) -> Report:
     """Assert that ``model`` passes ``policy`` (a :class:`privgate.Policy`, a built-in name or a file).
 
     ``data`` is a :class:`privgate.AuditData`, a mapping with ``members``,
     ``nonmembers`` and optionally ``population``, or a ``(members, nonmembers[,
-    population])`` tuple; each part as :func:`privgate.check` accepts it.
+    population])`` tuple; each part as :func:`privgate.check` accepts it. ``budget_s``: as
+    :func:`assert_mia_below`'s.
     """
     __tracebackhide__ = True
     from privgate.inputs.data import AuditData
@@ -370,11 +369,13 @@ def assert_policy(
 
         rec = as_recipe(recipe)
         target = as_target(model, rec, trust_checkpoint)
-        report = privgate.check_model(target, data, as_policy(policy), recipe=rec, seed=seed)
+        budget = budget_s if budget_s is not None else settings.get("budget_s")
+        report = privgate.check_model(target, data, as_policy(policy), recipe=rec, seed=seed, budget_s=budget)
         _notify(report, "assert_policy")
         return enforce(report, on_inconclusive, "assert_policy")
     members, nonmembers, population = _split_data(data)
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    sources["budget_s"] = budget_s
     return _decided("assert_policy", model, policy, members, nonmembers, sources, on_inconclusive)
 
 
@@ -492,7 +493,6 @@ __all__ = [
     "assert_inversion_below",
     "assert_mia_below",
     "assert_policy",
-    "default_attacks",
     "enforce",
     "make_policy",
     "remove_observer",

@@ -27,12 +27,15 @@ The rules (documented for users in ``docs/policies.md`` and ``docs/statistics.md
   :func:`privgate.stats.measurable_at`) leaves the candidate list — more data
   would not make it measurable — unless its lower bound alone proves a
   violation; the check's details list it as "not measurable".
+* **Time budget.** A ``best`` check some of whose attacks were left out for
+  want of time (:mod:`privgate.attacks.budget`) is not passed on the others:
+  a pass becomes inconclusive; a fail stands (:func:`over_budget`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -294,14 +297,40 @@ def decide_check(
     )
 
 
+def over_budget(result: CheckResult, check: Check, level: Level, over: Mapping[str, float]) -> CheckResult:
+    """A ``best`` check some of whose attacks did not run for want of time: never passed on the others.
+
+    A pass becomes ``inconclusive`` (the attacks left out might have failed it); a fail stands (an attack that
+    ran proves it); either way the reason names the attacks left out (:mod:`privgate.attacks.budget`).
+    """
+    left_out = sorted(n for n in over if n in level.attacks) if check.attack == "best" else []
+    if not left_out or result.value is None:  # no attack ran: the check already says why, naming them
+        return result
+    names = ", ".join(f"{n} (≈ {over[n]:.2g} s)" for n in left_out)
+    if result.status == "pass":
+        reason = (
+            f"{result.reason}; but {len(left_out)} of its attacks did not run within the time budget: {names}, so "
+            "it is not passed on the others (raise budget_s, or name the attacks to run)"
+        )
+        return result.model_copy(update={"status": "inconclusive", "reason": reason})
+    return result.model_copy(update={"reason": f"{result.reason}; not run within the time budget: {names}"})
+
+
 def decide_policy(
-    policy: Policy, ran: dict[str, Scored], missing: dict[str, str], diagnostic: set[str]
+    policy: Policy,
+    ran: dict[str, Scored],
+    missing: dict[str, str],
+    diagnostic: set[str],
+    over: Mapping[str, float] | None = None,
 ) -> list[CheckResult]:
-    """Every check of ``policy`` and of the policies it extends: its own first, then inherited ones."""
+    """Every check of ``policy`` and of the policies it extends: its own first, then inherited ones.
+
+    ``over``: attacks left out for want of time, with their estimated seconds (:func:`over_budget`).
+    """
     out: list[CheckResult] = []
     for p in reversed(policy.chain()):
         level = Level.of(p, policy)
-        out += [decide_check(c, level, ran, missing, diagnostic) for c in p.checks]
+        out += [over_budget(decide_check(c, level, ran, missing, diagnostic), c, level, over or {}) for c in p.checks]
     return out
 
 
@@ -320,6 +349,7 @@ __all__ = [
     "decide_check",
     "decide_policy",
     "estimate",
+    "over_budget",
     "status_counts",
     "strongest",
     "verdict_of",

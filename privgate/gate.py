@@ -33,6 +33,7 @@ import numpy as np
 from privgate import stats
 from privgate.attacks import AttackResult, available_attacks, get_attack, threat_model_of
 from privgate.attacks.base import AttackSkipped
+from privgate.attacks.budget import Budget
 from privgate.attacks.contexts import audit_kind
 from privgate.attacks.contexts.base import AuditKind
 from privgate.attacks.contexts.tabular import AuditRows, audit_rows
@@ -207,20 +208,52 @@ def _run_one(
     return ran, summarise(name, ran, confidence)
 
 
-def attack_loop(audit: AuditKind, run: RunOptions) -> tuple[dict[str, Ran], dict[str, str], list[AttackSummary]]:
-    """Run the attacks of ``audit``'s policy, then its diagnostics: (ran, missing reasons, summaries)."""
+def _budgeted(audit: AuditKind, todo: dict[str, dict[str, Any]], budget: Budget) -> tuple[list[str], dict]:
+    """The attacks in the order a budget runs them (cheapest first), and each one's estimated seconds."""
+    from privgate.attacks.budget import cost_facts
+
+    with limit_threads(audit.ctx.run.threads):
+        facts = cost_facts(audit.ctx)
+    estimates: dict[str, float | None] = {}
+    for name, options in todo.items():
+        try:
+            estimates[name] = None if facts is None else get_attack(name)(**options).estimated_seconds(facts)
+        except Exception:  # noqa: BLE001 - an unknown attack or bad options: reported when it runs
+            estimates[name] = None
+    return budget.order(estimates), estimates
+
+
+def attack_loop(
+    audit: AuditKind, run: RunOptions, budget: Budget | None = None
+) -> tuple[dict[str, Ran], dict[str, str], list[AttackSummary]]:
+    """Run the attacks of ``audit``'s policy, then its diagnostics: (ran, missing reasons, summaries).
+
+    With a ``budget`` the attacks run cheapest first, and those whose estimated cost does not fit in what is
+    left are not run (:mod:`privgate.attacks.budget`): their summaries say so, ``extras['budget']`` holds it.
+    """
     ran: dict[str, Ran] = {}
     missing, summaries = dict(audit.missing), list(audit.summaries)
     confidence = audit.shown_policy.confidence
     todo = audit.todo()
-    for i, (name, options) in enumerate(todo.items(), 1):
+    order, estimates = _budgeted(audit, todo, budget) if budget is not None else (list(todo), {})
+    for i, name in enumerate(order, 1):
+        options = todo[name]
         why = audit.unavailable(name)
         if why is not None:
             missing[name] = why[1]
             summaries.append(_skipped(name, why[1], options, why[0]))
             continue
+        refused = budget.refusal(name, estimates.get(name)) if budget is not None else None
+        if refused is not None:
+            missing[name] = refused
+            summaries.append(_skipped(name, refused, options))
+            summaries[-1].extras["budget"] = {"budget_s": budget.seconds, "estimated_s": budget.over[name]}
+            continue
         run.say(f"running attack {name} ({i}/{len(todo)})")
+        t0 = time.perf_counter()
         found = _run_one(name, get_attack(name)(**options), options, audit, run, confidence)
+        if budget is not None:
+            budget.ran(estimates.get(name), time.perf_counter() - t0)
         if isinstance(found, str):
             missing[name] = found
             summaries.append(_skipped(name, found, options))
@@ -283,6 +316,7 @@ def check_model(
     *,
     recipe: Any = None,
     options: RunOptions | None = None,
+    budget_s: float | None = None,
     **settings: Any,
 ) -> Report:
     """Run ``policy`` against ``target`` on ``data`` and return the decided :class:`Report`.
@@ -298,6 +332,8 @@ def check_model(
         options: how the run is carried out (:class:`privgate.options.RunOptions`);
             its threads and device are resolved here (``auto`` → ``cuda`` or ``cpu``:
             :func:`privgate.workload.decided`) and the target's model moved there (a copy: ``target`` is not changed).
+        budget_s: a time budget for the attacks in seconds (None: none); an attack that does not fit is not run,
+            and a check it could have decided is not passed on the others (:func:`privgate.decision.decide_policy`).
         **settings: single settings of :class:`~privgate.options.RunOptions`
             (``seed=``, ``threads=``, ``cache_dir=``, ``artefacts_dir=`` …),
             applied on top of ``options``.
@@ -305,9 +341,10 @@ def check_model(
     run = decided(RunOptions.of(options, **settings), target, data, policy, recipe)  # threads, then auto's device
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
+    budget = None if budget_s is None else Budget(float(budget_s), t0)
     with audit_kind(target)(target, data, policy, recipe, run) as audit:
         audit.inspect()  # fixes how outputs are read: first
-        ran, missing, summaries = attack_loop(audit, run)
+        ran, missing, summaries = attack_loop(audit, run, budget)
         for summary in summaries:
             files = ran[summary.name].result.extras.get("artefacts") if summary.name in ran else None
             if files:
@@ -318,7 +355,8 @@ def check_model(
         diagnostic = {n for n, cls in available_attacks().items() if cls.diagnostic}
         diagnostic |= {d.name for d in audit.diagnostics}
         exposed = _exposed(audit, ran, summaries, diagnostic, run)
-        checks = _guarded(decide_policy(audit.policy, ran, missing, diagnostic), audit.guards(ran))
+        over = budget.over if budget is not None else {}
+        checks = _guarded(decide_policy(audit.policy, ran, missing, diagnostic, over), audit.guards(ran))
         verdict = verdict_of(checks)
         from privgate import __version__
 
@@ -331,7 +369,7 @@ def check_model(
             data=audit.data_facts(),
             checks=checks,
             attacks=summaries,
-            warnings=audit.warnings(ran, summaries),
+            warnings=audit.warnings(ran, summaries) + ([w] if budget is not None and (w := budget.warning()) else []),
             exposed=exposed,
             environment=environment(run),
             started=started.isoformat(timespec="seconds"),

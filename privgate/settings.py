@@ -70,6 +70,8 @@ class CheckSettings:
             a :class:`privgate.inputs.targets.endpoint.Access`; ``None``: the defaults.
         text: for a Hugging Face model directory, how its text records, reference model and canaries are read
             (:class:`TextOptions`).
+        budget_s: a time budget for the attacks, in seconds (None: none): the attacks are run cheapest first and
+            those whose estimated cost does not fit are left out and named (:mod:`privgate.attacks.budget`).
     """
 
     model: Any
@@ -84,6 +86,12 @@ class CheckSettings:
     access: Any = None
     text: TextOptions = field(default_factory=TextOptions)
     trust_types: tuple[str, ...] = ()
+    budget_s: float | None = None
+
+    def __post_init__(self) -> None:
+        b = self.budget_s
+        if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not b > 0):
+            raise ValueError(f"budget_s must be a positive number of seconds, got {b!r}")
 
 
 @dataclass(frozen=True)

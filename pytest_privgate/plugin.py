@@ -10,6 +10,9 @@ only wires it into pytest.
   JSON report there (``privgate report render`` turns them into HTML, SARIF...).
 * ``--privgate-on-inconclusive fail|skip`` / ini ``privgate_on_inconclusive``:
   what an undecidable check does to a test (default: fail).
+* ``--privgate-budget SECONDS`` / ini ``privgate_budget_s``: a time budget for the
+  attacks of every audit whose call gives none (``budget_s=``): the attacks that
+  do not fit are not run, named in the test's message and in the summary.
 * Under pytest-xdist each worker sends its audits to the controller through
   ``workeroutput``; the controller prints the one summary.
 * Threads: the audits run with the CLI's default — ``$OMP_NUM_THREADS``, else
@@ -71,6 +74,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="what a check the audit data cannot decide does to its test: fail (default) or skip.",
     )
+    group.addoption(
+        "--privgate-budget",
+        dest="privgate_budget",
+        metavar="SECONDS",
+        default=None,
+        help="time budget for each audit's attacks (those that do not fit are not run, and named).",
+    )
+    parser.addini("privgate_budget_s", "time budget in seconds for each privacy audit's attacks.", default=None)
     parser.addini(
         "privgate_policy",
         "policy for the privgate_policy fixture (built-in name or file, relative to the ini file).",
@@ -121,6 +132,17 @@ def _setting(config: pytest.Config, option: str, ini: str) -> tuple[str | None, 
     return (str(value), _ini_base(config)) if value else (None, _ini_base(config))
 
 
+def _seconds(value: str) -> float:
+    """A time budget as given (``--privgate-budget``, ``privgate_budget_s``): a positive number of seconds."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise pytest.UsageError(f"privgate budget: expected a positive number of seconds, got {value!r}")
+    return seconds
+
+
 def _looks_like_path(spec: str) -> bool:
     return bool(Path(spec).suffix) or "/" in spec or "\\" in spec
 
@@ -141,6 +163,9 @@ class PrivgateSession:
         self._saved_settings = dict(assertions.settings)
         if mode:
             assertions.settings["on_inconclusive"] = mode
+        budget, _ = _setting(config, "privgate_budget", "privgate_budget_s")
+        if budget is not None:
+            assertions.settings["budget_s"] = _seconds(budget)
         assertions.settings["run"] = session_threads(config)
         self._counts: dict[str, int] = {}
 
@@ -148,7 +173,7 @@ class PrivgateSession:
 
     def observe(self, report: Report, label: str) -> None:
         """An audit ran (called by :mod:`privgate.assertions`): keep its rows, write its JSON."""
-        from privgate.report.labels import attack_label, interval, metric_label
+        from privgate.report.labels import attack_label, interval, metric_label, over_budget_line
         from privgate.report.numbers import num
 
         nodeid = self.current or "<outside a test>"
@@ -166,6 +191,7 @@ class PrivgateSession:
                 "policy": report.policy.get("name"),
                 "verdict": report.verdict,
                 "report": str(path) if path else None,
+                "over_budget": over_budget_line(report),
                 "checks": [
                     {
                         "status": c.status,
@@ -222,6 +248,8 @@ class PrivgateSession:
             for c in rec["checks"]:
                 counts[c["status"]] += 1
                 tr.write_line(f"  {c['status']:<12} {c['id']:<22} {c['text']}", **colour[c["status"]])
+            if rec.get("over_budget"):
+                tr.write_line(f"  {rec['over_budget']}", yellow=True)
         total = sum(counts.values())
         tr.write_line(
             f"{total} privacy checks in {len(self.records)} audits: {counts['pass']} pass, {counts['fail']} "

@@ -63,9 +63,10 @@ def test_mia_pass_returns_the_report(blind):
     assert report.verdict == "pass"
     assert [c.id for c in report.checks] == ["mia-accuracy", "mia-auc"]
     assert all(c.ci[1] <= 0.8 for c in report.checks)
-    # 'best' ran every black-box and label-only membership attack, not attribute or white-box ones
+    # 'best' ran the black-box membership attacks: not label-only, white-box or attribute ones (tests/test_budget.py)
     ran = {a.name for a in report.attacks}
-    assert {"loss", "confidence", "correctness"} <= ran and not ran & {"attribute", "inversion", "gradient", "blind"}
+    assert {"loss", "confidence", "learned"} <= ran
+    assert not ran & {"correctness", "label_only", "attribute", "inversion", "gradient", "blind"}
 
 
 def test_mia_with_named_attacks_and_torch_inputs():

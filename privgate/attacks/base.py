@@ -21,6 +21,7 @@ from privgate.options import RunOptions
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from privgate.attacks.budget import CostFacts
     from privgate.attacks.crossfit import CalibrationLabels
     from privgate.inputs.data import Dataset
     from privgate.inputs.target import Target
@@ -182,6 +183,14 @@ class Attack(ABC):
             f"unknown option {shown(first)}{more}{did_you_mean(first, known)}"
             f" (options of '{getattr(cls, 'name', cls.__name__)}': {', '.join(known) or 'none'})"
         )
+
+    def estimated_seconds(self, facts: CostFacts) -> float | None:
+        """Seconds this attack, with its options, is expected to take on ``facts`` (:mod:`privgate.attacks.budget`).
+
+        The default is one pass of the target over the audit rows; an attack
+        that queries more, trains or fits says so. None: not known.
+        """
+        return facts.pass_s
 
     @abstractmethod
     def run(self, ctx: AttackContext) -> AttackResult:

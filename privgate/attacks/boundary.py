@@ -33,13 +33,16 @@ Every query is one row sent to the served model and counted there.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.attacks.label_only import FLIP_GRID, GAUSSIAN_GRID, NOISES, robustness
 from privgate.errors import shown
+
+if TYPE_CHECKING:
+    from privgate.attacks.budget import CostFacts
 
 #: The strengths probed, as multiples of t₅₀: ``scales`` of them from 0.25 up (from 0.125 for 5 or 6).
 SCALE_FACTORS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -73,6 +76,14 @@ class BoundaryAttack(Attack):
         if noise not in NOISES:
             raise ValueError(f"option noise must be one of {', '.join(NOISES)}, got {shown(noise)}")
         self.options = {"queries": queries, "scales": scales, "noise": noise, "folds": folds}
+
+    def estimated_seconds(self, facts: CostFacts) -> float | None:
+        from privgate.attacks.budget import fit_seconds
+
+        rows = max(facts.rows, 1)
+        calibration = min(_CALIBRATION_ROWS, facts.population or rows) * (1 + _CALIBRATION_QUERIES * 9) / rows
+        fit = fit_seconds(self.options["folds"], rows // 2, scale=0.2)  # a logistic regression
+        return facts.pass_s * (1 + self.options["queries"] + calibration) + fit
 
     def run(self, ctx: AttackContext) -> AttackResult:
         from privgate.attacks.learned import learned_scorer

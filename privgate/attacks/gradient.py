@@ -41,9 +41,12 @@ from privgate.errors import shown
 from privgate.inputs import outputs
 from privgate.training.threads import native_threads
 
-if TYPE_CHECKING:  # torch is imported when the attack runs, so validating a policy does not load it
+if TYPE_CHECKING:
+    # torch is imported when the attack runs, so validating a policy does not load it
     import torch
     from torch import nn
+
+    from privgate.attacks.budget import CostFacts
 
 #: Fewest population rows per reference-model half for the classifier mode.
 MIN_REFERENCE = 20
@@ -186,6 +189,16 @@ class GradientAttack(Attack):
 
     def _can_train(self, ctx: AttackContext) -> bool:
         return ctx.recipe is not None and ctx.population is not None and len(ctx.population) >= 2 * MIN_REFERENCE
+
+    def estimated_seconds(self, facts: CostFacts) -> float | None:
+        from privgate.attacks.budget import GRADIENT_PASSES, trained_seconds
+
+        gradients = facts.pass_s * GRADIENT_PASSES
+        if self.options["mode"] == "norm" or facts.epochs == 0 or facts.population < 2 * MIN_REFERENCE:
+            return gradients
+        half = facts.population // 2  # classifier mode: reference models on population halves, their gradients too
+        others = trained_seconds(facts, self.options["n_reference"], half)
+        return gradients * (1 + self.options["n_reference"] * half / max(facts.rows, 1)) + others
 
     def run(self, ctx: AttackContext) -> AttackResult:
         start = time.perf_counter()

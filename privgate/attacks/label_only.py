@@ -23,12 +23,15 @@ where distances to the decision boundary differ most between examples.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.errors import shown
+
+if TYPE_CHECKING:
+    from privgate.attacks.budget import CostFacts
 
 NOISES = ("auto", "gaussian", "flip")
 GAUSSIAN_GRID = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0)
@@ -102,6 +105,12 @@ class LabelOnlyAttack(Attack):
         if noise == "flip" and sigma != "auto" and sigma >= 1:
             raise ValueError(f"option sigma is a flip probability for noise: flip and must be below 1, got {sigma}")
         self.options = {"queries": queries, "noise": noise, "sigma": sigma if sigma == "auto" else float(sigma)}
+
+    def estimated_seconds(self, facts: CostFacts) -> float | None:
+        rows = max(facts.rows, 1)
+        calibration = min(_CALIBRATION_ROWS, rows) * _CALIBRATION_QUERIES * len(GAUSSIAN_GRID) / rows
+        sigma = 0 if self.options["sigma"] != "auto" else calibration
+        return facts.pass_s * (1 + self.options["queries"] + sigma)
 
     def run(self, ctx: AttackContext) -> AttackResult:
         start = time.perf_counter()

@@ -47,13 +47,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.attacks.crossfit import CalibrationLabels, cross_fit
 from privgate.errors import shown
+
+if TYPE_CHECKING:
+    from privgate.attacks.budget import CostFacts
 
 CLASSIFIERS = ("gbdt", "logistic", "mlp")
 SIGNALS = ("all", "loss", "outputs")
@@ -284,6 +287,11 @@ class LearnedAttack(Attack):
             raise ValueError(f"option folds must be an integer from 2 to 20, got {shown(folds)}")
         self.options = {"signals": signals, "classifier": classifier, "folds": folds}
 
+    def estimated_seconds(self, facts: CostFacts) -> float | None:
+        from privgate.attacks.budget import fit_seconds
+
+        return facts.pass_s + fit_seconds(self.options["folds"], facts.rows // 2)
+
     def _features(self, ctx: AttackContext) -> tuple[np.ndarray, list[str], list[str], int, int]:
         """(features, names, notes, models used, models trained)."""
         return (*_target_signals(ctx, self.options["signals"]), [], 0, 0)
@@ -345,6 +353,11 @@ class LearnedReferenceAttack(LearnedAttack):
         super().__init__(signals=signals, classifier=classifier, folds=folds, **options)
         check_models(models, 4)
         self.options = {"models": models, **self.options}
+
+    def estimated_seconds(self, facts: CostFacts) -> float | None:
+        from privgate.attacks.budget import fit_seconds, reference_seconds
+
+        return reference_seconds(facts, self.options["models"]) + fit_seconds(self.options["folds"], facts.rows // 2)
 
     def _features(self, ctx: AttackContext) -> tuple[np.ndarray, list[str], list[str], int, int]:
         from privgate.attacks.reference import build_references, cost_notes

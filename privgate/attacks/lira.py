@@ -43,7 +43,7 @@ their logits never saturate.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -57,6 +57,9 @@ from privgate.attacks.reference import (
 )
 from privgate.attacks.views import OPTION, Views, check_option, query_views
 from privgate.errors import shown
+
+if TYPE_CHECKING:
+    from privgate.attacks.budget import CostFacts
 
 #: Below this many models, ``fixed_variance: auto`` shares one variance across examples.
 PER_EXAMPLE_MIN_MODELS = 64
@@ -172,6 +175,11 @@ class LiRAAttack(Attack):
         self.options = {"models": models, "offline": offline, "fixed_variance": fixed_variance}
         if not check_option(augmented_queries):  # listed only when turned off: reports without it stay comparable
             self.options[OPTION] = False
+
+    def estimated_seconds(self, facts: CostFacts) -> float | None:
+        from privgate.attacks.budget import reference_seconds
+
+        return reference_seconds(facts, self.options["models"])
 
     def run(self, ctx: AttackContext) -> AttackResult:
         start = time.perf_counter()

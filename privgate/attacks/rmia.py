@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -57,6 +57,9 @@ from privgate.attacks.reference import (
 )
 from privgate.attacks.views import OPTION, Views, check_option, query_views
 from privgate.errors import shown
+
+if TYPE_CHECKING:
+    from privgate.attacks.budget import CostFacts
 
 _TINY = 1e-300
 #: Grid searched for ``a`` (paper: a ∈ [0, 1]).
@@ -257,6 +260,11 @@ class RMIAAttack(Attack):
         }
         if not check_option(augmented_queries):  # listed only when turned off: reports without it stay comparable
             self.options[OPTION] = False
+
+    def estimated_seconds(self, facts: CostFacts) -> float | None:
+        from privgate.attacks.budget import reference_seconds
+
+        return reference_seconds(facts, self.options["models"])
 
     def run(self, ctx: AttackContext) -> AttackResult:
         start = time.perf_counter()

@@ -20,7 +20,7 @@ is the classifier's log-odds of "member".
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.attacks.reference import build_references, check_models, logit_confidence, reference_result, true_class
 from privgate.errors import shown
 from privgate.training.threads import native_threads
+
+if TYPE_CHECKING:
+    from privgate.attacks.budget import CostFacts
 
 CLASSIFIERS = ("gbdt", "logistic", "mlp")
 MIN_PER_CLASS = 20
@@ -95,6 +98,11 @@ class ShadowAttack(Attack):
         if classifier not in CLASSIFIERS:
             raise ValueError(f"option classifier must be one of {', '.join(CLASSIFIERS)}, got {shown(classifier)}")
         self.options = {"models": models, "per_class": per_class, "classifier": classifier}
+
+    def estimated_seconds(self, facts: CostFacts) -> float | None:
+        from privgate.attacks.budget import reference_seconds
+
+        return reference_seconds(facts, self.options["models"])
 
     def run(self, ctx: AttackContext) -> AttackResult:
         start = time.perf_counter()

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from privgate.cli.budget import budget_option, budget_setting
 from privgate.cli.cache_settings import cache_options, cache_settings
 from privgate.cli.endpoint import endpoint_access, endpoint_options
 from privgate.cli.executor import connect, executor_options, executor_settings, models_option
 from privgate.cli.guard import cap_threads, err_console, guard, out_console, progress_wanted
 from privgate.cli.job_output import output_options
 from privgate.cli.lmoptions import text_options, text_settings
+from privgate.cli.mlflow_flags import mlflow_options
 from privgate.cli.step_summary import append_step_summary
 from privgate.cli.threads import threads_setting
 from privgate.cli.trust import trust_options, trust_settings
@@ -116,6 +118,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "score, rank and FPR/TPR there); default 10, 0 for none. This flag, else the config's 'exposed'.",
 )
 @trust_options
+@budget_option
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 @click.option("--verbose", "-v", is_flag=True, help="Print the reason of every check, passing ones too.")
 @click.option(
@@ -134,20 +137,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     "save_pretrained folder, default MODEL_DIR.hardened; an existing one is never overwritten. A scikit-learn "
     "model without a recipe is written with skops: MODEL.hardened.skops, its card (no DP claim) beside it.",
 )
-@click.option(
-    "--mlflow",
-    "mlflow_log",
-    is_flag=True,
-    help="Log the verdict, every check's value and interval, the attack table and the reports to the active MLflow "
-    "run (one is started when none is; MLflow reads MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME, MLFLOW_RUN_ID). "
-    "Needs privgate[mlflow].",
-)
-@click.option(
-    "--mlflow-model",
-    "mlflow_model",
-    metavar="NAME:VERSION",
-    help="Also set the tag privgate.verdict on this registered model version, for a promotion rule (implies --mlflow).",
-)
+@mlflow_options
 @text_options
 @output_options("check")
 @guard
@@ -198,6 +188,7 @@ def check(
     max_canaries: int | None = None,
     trust_types: tuple[str, ...] = (),
     no_config_code: bool = False,
+    budget: float | None = None,
 ) -> int:
     """Audit MODEL against a policy and exit with the verdict.
 
@@ -325,8 +316,7 @@ def _settings(given: _Given, flags: dict[str, Any], cfg: Any, out: Any) -> Any:
     """The flags as the job's settings (:class:`~privgate.settings.CheckSettings` or ``HardenSettings``)."""
     from privgate.settings import CheckSettings, HardenSettings
 
-    pick = given.pick
-    f = flags
+    pick, f = given.pick, flags
     inputs_given = {
         "model": given.model,
         "policy": given.policy,
@@ -336,6 +326,7 @@ def _settings(given: _Given, flags: dict[str, Any], cfg: Any, out: Any) -> Any:
         "recipe": given.recipe,
         "label_column": f["label_column"] or cfg.get("label_column") or "label",  # a column's name, never a path
         **trust_settings(f, pick, cfg),
+        **budget_setting(f),
         "search_dirs": (given.code_dir,),
         "access": endpoint_access(
             f["headers"],

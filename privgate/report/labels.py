@@ -155,6 +155,16 @@ def check_message(c: CheckResult, report: BaseReport | None = None) -> str:
     return f"{head} — check {body} — {missing or c.reason}"
 
 
+def over_budget_line(report: BaseReport | None) -> str | None:
+    """``not run for want of time (budget_s = 5 s): boundary (≈ 9.4 s), gradient (≈ 14 s)``; None when all ran."""
+    attacks = report.attacks if isinstance(report, Report) else []
+    over = [(a.name, a.extras["budget"]) for a in attacks if isinstance(a.extras.get("budget"), dict)]
+    if not over:
+        return None
+    names = ", ".join(f"{n} (≈ {b['estimated_s']:.2g} s)" for n, b in over)
+    return f"not run for want of time (budget_s = {over[0][1]['budget_s']:g} s): {names}"
+
+
 def verdict_badge(verdict: str | None) -> str:
     return {"pass": "✅ PASS", "fail": "❌ FAIL", "inconclusive": "⚠️ INCONCLUSIVE"}.get(verdict or "", "ℹ️ MEASURED")
 
@@ -227,6 +237,7 @@ __all__ = [
     "target_accuracy",
     "target_notes",
     "target_served",
+    "over_budget_line",
     "unavailable_reason",
     "value_label",
     "verdict_badge",

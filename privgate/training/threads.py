@@ -4,19 +4,21 @@ The setting is a parameter (``--threads`` → :func:`privgate.api.check` →
 :func:`privgate.gate.check_model` → :attr:`AttackContext.threads <privgate.attacks.base.AttackContext>`),
 never read from the environment below the CLI.
 
-The default is the cores this process may use. The CLI (and the pytest
-plugin) take ``$OMP_NUM_THREADS`` when it is set, else :func:`usable_cores`:
+The default is the cores this process may use that other work leaves free.
+The CLI (and the pytest plugin) take ``$OMP_NUM_THREADS`` when it is set, else :func:`usable_cores`:
 the CPUs of the process's affinity mask (``os.sched_getaffinity``: ``taskset``,
 a container's ``--cpuset-cpus``, a batch scheduler's allocation), capped by the
 cgroup's CPU quota (``cpu.max`` in cgroup v2, ``cpu.cfs_quota_us`` /
 ``cpu.cfs_period_us`` in v1: a container's ``--cpus``, a Kubernetes CPU limit),
 rounded down — a quota of 1.5 CPUs is one thread, since a thread throttled
 at the end of the quota's period holds up every parallel region its siblings
-wait in. A library call with ``threads=None`` (:func:`library_threads`) takes
+wait in — less the cores other runnable work holds (:func:`free_cores`,
+:mod:`privgate.training.load`): an intra-op thread that waits for a busy
+core holds up its siblings. A library call with ``threads=None`` (:func:`library_threads`) takes
 torch's own setting (``torch.get_num_threads()``: torch reads
 ``$OMP_NUM_THREADS`` and the affinity mask when it starts, and a caller may
-have set it), capped the same way: privgate never uses more threads than the
-program calling it gave torch.
+have set it), capped the same way and by the free cores: privgate never uses
+more threads than the program calling it gave torch.
 
 Why cores and not one thread: the cold check of ``benchmarks/cold_start.py``
 (a 10k-row table, LiRA 16 + RMIA 4 + shadow 4 + loss) is training and
@@ -49,6 +51,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
+
+from privgate.training.load import Load, machine_load, threads_under_load
 
 #: The most threads ever accepted, whatever the machine.
 THREADS_CEILING = 256
@@ -156,6 +160,21 @@ def usable_cores(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> T
     return Threads(max(1, affinity), f"the cores this process may use ({where}; {limit})")
 
 
+def free_cores(cores: Threads, load: Load | None, machine_cpus: int) -> Threads:
+    """``cores`` less what other runnable work holds of them (:func:`~privgate.training.load.threads_under_load`).
+
+    ``load`` None (nothing readable): ``cores`` as it is.
+    """
+    if load is None:
+        return cores
+    n = threads_under_load(cores.n, load.others, machine_cpus)
+    return Threads(n, f"{cores.reason}, {n} of them free ({load.others:.1f} other runnable threads: {load.source})")
+
+
+def _free_now(cores: Threads) -> Threads:
+    return free_cores(cores, machine_load(), os.cpu_count() or cores.n)
+
+
 def omp_threads(value: str | None) -> int | None:
     """The threads ``$OMP_NUM_THREADS`` asks for (its first number: ``"4,2"`` → 4), or None when unset or not one."""
     head = (value or "").split(",")[0].strip()
@@ -163,7 +182,7 @@ def omp_threads(value: str | None) -> int | None:
 
 
 def default_threads(omp_num_threads: str | None = None) -> Threads:
-    """The CLI's and the pytest plugin's default: ``$OMP_NUM_THREADS`` when it is a number, else the usable cores.
+    """The CLI's and the pytest plugin's default: ``$OMP_NUM_THREADS`` when it is a number, else the free usable cores.
 
     ``omp_num_threads`` is the variable's value as the front door read it (None:
     unset). A value above :func:`max_threads` is capped there.
@@ -173,11 +192,11 @@ def default_threads(omp_num_threads: str | None = None) -> Threads:
         n = min(asked, max_threads())
         capped = f", capped at {n}" if n < asked else ""
         return Threads(n, f"$OMP_NUM_THREADS={asked}{capped}")
-    return usable_cores()
+    return _free_now(usable_cores())
 
 
 def library_threads() -> Threads:
-    """What ``threads=None`` means below the front doors: torch's own thread setting, capped by the usable cores.
+    """What ``threads=None`` means below the front doors: torch's own thread setting, capped by the free usable cores.
 
     ``torch.get_num_threads()`` already follows ``$OMP_NUM_THREADS``, the
     affinity mask and any ``torch.set_num_threads`` of the calling program;
@@ -185,7 +204,10 @@ def library_threads() -> Threads:
     """
     import torch
 
-    mine, cores = torch.get_num_threads(), usable_cores()
+    mine = torch.get_num_threads()
+    if mine <= 1:
+        return Threads(1, "torch's thread setting in this process (torch.get_num_threads() = 1)")
+    cores = _free_now(usable_cores())
     if mine <= cores.n:
         return Threads(max(1, mine), f"torch's thread setting in this process (torch.get_num_threads() = {mine})")
     return Threads(cores.n, f"{cores.reason}, fewer than torch's setting of {mine}")
@@ -283,6 +305,7 @@ __all__ = [
     "Threads",
     "cgroup_cpus",
     "default_threads",
+    "free_cores",
     "library_threads",
     "limit_threads",
     "native_threads",
