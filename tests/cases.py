@@ -90,11 +90,18 @@ def stable(value: Any, volatile: set[str]) -> Any:
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, fresh: bool = False, timeout: float = 300
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    fresh: bool = False,
+    memory: int | None = None,
+    timeout: float = 300,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``privgate`` in its own process, as a user would: forked from a pre-imported server
     (:mod:`cli_fork`), or ``python -m privgate.cli`` in a fresh interpreter (:data:`privgate_cli.PRIVGATE`) when
-    ``fresh`` or ``$PRIVGATE_TEST_FRESH_CLI=1`` (what a run imports, or reads from the environment at import)."""
+    ``fresh`` or ``$PRIVGATE_TEST_FRESH_CLI=1`` (what a run imports, or reads from the environment at import).
+    ``memory``: the bytes the run may map beyond privgate's imports (an address-space limit; in a fresh
+    interpreter, beyond what this test process maps)."""
     from privgate_cli import PRIVGATE
 
     base = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
@@ -106,5 +113,17 @@ def run_cli(
     if not fresh and os.environ.get("PRIVGATE_TEST_FRESH_CLI") != "1":
         from cli_fork import run_forked
 
-        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, base)
-    return subprocess.run(PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, base, memory)
+    limit = None
+    if memory:
+        import resource
+
+        with open("/proc/self/statm") as f:
+            vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") + memory
+
+        def limit() -> None:
+            resource.setrlimit(resource.RLIMIT_AS, (vm, vm))
+
+    return subprocess.run(
+        PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, preexec_fn=limit
+    )

@@ -53,6 +53,11 @@ for line in requests:
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
             sys.argv = ["privgate", *req["args"]]
+            if req.get("memory"):  # what the run may allocate beyond the server's imports (RLIMIT_AS)
+                import resource
+                with open("/proc/self/statm") as f:
+                    vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+                resource.setrlimit(resource.RLIMIT_AS, (vm + req["memory"], vm + req["memory"]))
             try:
                 main()
                 code = 0
@@ -111,14 +116,23 @@ def _line(proc: subprocess.Popen[str], deadline: float | None) -> str:
 
 
 def run_forked(
-    args: list[str], cwd: str | None, env: dict[str, str], timeout: float, server_env: dict[str, str]
+    args: list[str],
+    cwd: str | None,
+    env: dict[str, str],
+    timeout: float,
+    server_env: dict[str, str],
+    memory: int | None = None,
 ) -> subprocess.CompletedProcess:
-    """One ``privgate`` run, forked from the server (module docstring); ``subprocess.run``'s result and timeout."""
+    """One ``privgate`` run, forked from the server (module docstring); ``subprocess.run``'s result and timeout.
+
+    ``memory``: the bytes the run may map beyond what the server's imports hold (its address-space limit).
+    """
     with _lock, tempfile.TemporaryDirectory(prefix="privgate-cli-") as d:
         out, err = os.path.join(d, "stdout"), os.path.join(d, "stderr")
         proc = _start(server_env)
         assert proc.stdin is not None
-        req = {"args": list(args), "cwd": str(cwd or os.getcwd()), "env": env, "stdout": out, "stderr": err}
+        req = {"args": list(args), "cwd": str(cwd or os.getcwd()), "env": env, "stdout": out, "stderr": err,
+               "memory": memory}  # fmt: skip
         proc.stdin.write(json.dumps(req) + "\n")
         proc.stdin.flush()
         deadline = time.monotonic() + timeout

@@ -2,8 +2,8 @@
 
 A pickle (``.pkl``, ``.joblib``, a full ``nn.Module``) runs code from the file
 when it is loaded, so it needs ``--trust-checkpoint``; a ``.skops`` file runs
-only the types it names, which must be scikit-learn's, numpy's or scipy's, or
-named with ``--trust-type`` (:mod:`privgate.inputs.targets.sklearn`).
+only the names it holds, which must be on privgate's allow-list or classes
+named with ``--trust-type`` (:mod:`privgate.inputs.targets.skops_trust`).
 ``--no-config-code`` refuses a config file's code, trust switches and servers
 (:data:`privgate.inputs.config.CODE_KEYS`): for CI that gates a pull request's
 files with secrets at hand (docs/ci.md).
@@ -38,9 +38,9 @@ def trust_options(f: Callable[..., Any]) -> Callable[..., Any]:
         "trust_types",
         multiple=True,
         metavar="MODULE.NAME",
-        help="A type a .skops model may name besides scikit-learn's, numpy's and scipy's (your own transformer, the "
-        "function of a FunctionTransformer); repeatable; loading it imports its module. Else the config's "
-        "'trust_types'.",
+        help="A class a .skops model may name beyond privgate's allow-list (your own transformer, a library's "
+        "estimator, a function of your own code in a FunctionTransformer); repeatable; loading it imports its "
+        "module. Else the config's 'trust_types'.",
     )(f)
     return click.option(
         "--trust-checkpoint",

@@ -29,7 +29,8 @@ MAX_RATIO = 200
 RATIO_FROM = 64 << 20
 
 
-def _size(n: float) -> str:
+def size_text(n: float) -> str:
+    """``n`` bytes for a sentence: ``60.0 MiB``."""
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
@@ -65,34 +66,46 @@ def check_npz(path: str | Path, most: int = MAX_ARRAY_BYTES) -> None:
     except (zipfile.BadZipFile, OSError, ValueError):
         return  # np.load gives its own error (or reads a plain .npy)
     with zf:
-        for info in zf.infolist():
-            name = clip(info.filename, 60)
-            if info.file_size > most:
-                raise DataError(
-                    f"{p}: array '{name}' inflates to {_size(info.file_size)}, more than the {_size(most)} "
-                    f"privgate loads from one array."
-                )
-            if info.file_size > RATIO_FROM and info.file_size > MAX_RATIO * max(info.compress_size, 1):
-                raise DataError(
-                    f"{p}: array '{name}' inflates {info.file_size / max(info.compress_size, 1):,.0f} times (from "
-                    f"{_size(info.compress_size)} to {_size(info.file_size)}): a compression bomb, not audit data."
-                )
-            if not info.filename.endswith(".npy"):
-                continue
-            found = _header(zf, info)
-            if found is None:
-                continue
-            shape, dtype = found
-            declared = math.prod(shape) * dtype.itemsize
-            if declared > most or declared > max(info.file_size, 0) + 65536:
-                raise DataError(
-                    f"{p}: array '{name}' declares shape {shape} of {dtype} ({_size(declared)}), "
-                    + (
-                        f"more than the {_size(most)} privgate loads from one array."
-                        if declared > most
-                        else f"but its entry holds only {_size(info.file_size)}: the file is damaged or forged."
-                    )
-                )
+        check_zip(zf, str(p), most)
 
 
-__all__ = ["MAX_ARRAY_BYTES", "MAX_RATIO", "RATIO_FROM", "check_npz"]
+def check_zip(zf: zipfile.ZipFile, where: str, most: int = MAX_ARRAY_BYTES) -> dict[str, int | None]:
+    """:func:`check_npz` on an open zip, named ``where`` in its sentences: each ``.npy`` entry's declared bytes."""
+    declared: dict[str, int | None] = {}
+    for info in zf.infolist():
+        name = clip(info.filename, 60)
+        if info.file_size > most:
+            raise DataError(
+                f"{where}: array '{name}' inflates to {size_text(info.file_size)}, more than the {size_text(most)} "
+                f"privgate loads from one array."
+            )
+        if info.file_size > RATIO_FROM and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+            raise DataError(
+                f"{where}: array '{name}' inflates {info.file_size / max(info.compress_size, 1):,.0f} times (from "
+                f"{size_text(info.compress_size)} to {size_text(info.file_size)}): a compression bomb, not audit data."
+            )
+        if info.filename.endswith(".npy"):
+            declared[info.filename] = npy_bytes(zf, info, where, most)
+    return declared
+
+
+def npy_bytes(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, most: int = MAX_ARRAY_BYTES) -> int | None:
+    """The bytes the ``.npy`` entry ``info`` declares (shape × dtype), checked; None when it is not an ``.npy``."""
+    found = _header(zf, info)
+    if found is None:
+        return None
+    shape, dtype = found
+    declared = math.prod(shape) * dtype.itemsize
+    if declared > most or declared > max(info.file_size, 0) + 65536:
+        raise DataError(
+            f"{where}: array '{clip(info.filename, 60)}' declares shape {shape} of {dtype} ({size_text(declared)}), "
+            + (
+                f"more than the {size_text(most)} privgate loads from one array."
+                if declared > most
+                else f"but its entry holds only {size_text(info.file_size)}: the file is damaged or forged."
+            )
+        )
+    return declared
+
+
+__all__ = ["MAX_ARRAY_BYTES", "MAX_RATIO", "RATIO_FROM", "check_npz", "check_zip", "npy_bytes", "size_text"]

@@ -54,9 +54,9 @@ def check_model_path(spec: str | Path) -> None:
 
     Nothing for an endpoint URL (its server answers for it) or a non-empty
     file; torch is not imported, so a run with a missing model file is
-    refused as cheaply as one with a bad policy. A ``.skops`` file's types are
-    checked when it loads (:func:`privgate.inputs.targets.sklearn.load_skops`, after the data: reading its
-    schema imports skops, which imports every scikit-learn module and torch).
+    refused as cheaply as one with a bad policy. A ``.skops`` file's names are
+    checked when it loads (:func:`privgate.inputs.targets.sklearn.load_skops`, after the data: loading it
+    imports skops, which imports every scikit-learn module and torch).
     """
     if is_endpoint(spec):
         return

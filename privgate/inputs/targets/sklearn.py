@@ -1,29 +1,12 @@
 """scikit-learn classifiers as targets: ``.skops`` files of trusted types, pickles only with ``--trust-checkpoint``.
 
-**Loading.** A ``.skops`` file (skops.io, a zip of JSON and ``.npy`` arrays) is
-data until it names a type: loading it imports and instantiates every type it
-names. privgate loads one only when every type skops lists as untrusted
-(:func:`skops.io.get_untrusted_types`) is trusted here:
-
-* scikit-learn's, numpy's and scipy's own types and functions (by module:
-  ``sklearn.``, ``numpy.``, ``scipy.``; skops 0.16 still lists
-  ``sklearn.tree._tree.Tree``, in every random forest, and a histogram
-  gradient-boosting model's ``TreePredictor`` as untrusted), ``functools.partial``
-  (which binds arguments to a function that must itself be trusted) and
-  ``collections.OrderedDict`` (a dict);
-* the names the user gives (``--trust-type NAME``, repeatable; ``trust_types``
-  in ``privgate.toml``): their own transformer classes, a function of a
-  ``FunctionTransformer``, a library's estimator (``xgboost.sklearn.XGBClassifier``).
-  Trusting a name means privgate imports its module, as naming a recipe does (found on
-  the interpreter's path, else in the model's folder or the working directory);
-  names that reach the interpreter itself (``builtins.eval``, ``os``,
-  ``subprocess``, ``importlib``, ``pickle`` …, :data:`NEVER`) are never trusted.
-
-Any other type is refused before anything is imported, in one sentence naming
-it (exit 2). The zip's entries are size-checked first
-(:func:`privgate.inputs.npzlimits.check_npz`). ``.joblib``, ``.pkl`` and
-``.pickle`` files are pickles: loading them runs code from the file, so they
-need ``--trust-checkpoint`` (:meth:`privgate.inputs.target.Target.load`).
+**Loading.** A ``.skops`` file names the types skops imports and calls to load it:
+it loads only when every name is allowed for what skops does with it (an exact
+allow-list, :mod:`~privgate.inputs.targets.skops_types`) or is a class the user
+trusts (:mod:`~privgate.inputs.targets.skops_trust`), its schema and arrays
+bounded first (:mod:`~privgate.inputs.targets.skops_schema`); else one sentence,
+exit 2, before anything is imported. Pickles (``.joblib``, ``.pkl``) need
+``--trust-checkpoint`` (:meth:`privgate.inputs.target.Target.load`).
 
 **Reading.** :class:`SklearnModel` is the black box the
 :class:`~privgate.inputs.target.Target` wraps: any fitted classifier with
@@ -42,7 +25,6 @@ forest's vote shares, an SVC's Platt scaling) the probabilities are read.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -52,61 +34,57 @@ from typing import Any
 
 import numpy as np
 
-from privgate.errors import DataError, TargetError, clip, shown
+from privgate.errors import TargetError, clip, shown
 from privgate.inputs import outputs as _outputs
 from privgate.inputs.targets.blackbox import BlackBox
+from privgate.inputs.targets.skops_schema import MAX_DECODED
+from privgate.inputs.targets.skops_trust import NEVER, check_imported, trusted_names, untrusted_types, vet
 
-#: Modules whose types and functions a skops file may name without being trusted by the user.
-TRUSTED_MODULES = ("sklearn", "numpy", "scipy")
-#: Single names trusted besides those modules (see the module docstring).
-TRUSTED_NAMES = frozenset({"functools.partial", "collections.OrderedDict"})
-#: Modules (and built-ins) never trusted, whoever names them: they reach the interpreter, the shell or pickle.
-NEVER = frozenset(
-    {"builtins", "os", "posix", "nt", "sys", "subprocess", "shutil", "importlib", "runpy", "pickle", "marshal",
-     "ctypes", "code", "codeop", "pty", "socket", "operator", "types", "io", "pathlib", "tempfile", "joblib",
-     "dill", "cloudpickle", "shelve", "webbrowser", "multiprocessing", "threading", "signal", "gc", "inspect"}
-)  # fmt: skip
 #: Largest gap between predict_proba and the softmax of the margins for the margins to be read as logits.
 MARGIN_TOL = 1e-6
-_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 
 
-def trusted_names(names: Sequence[str], where: str = "--trust-type") -> tuple[str, ...]:
-    """The user's trusted type names, checked: dotted ``module.Name`` and none of :data:`NEVER`."""
-    out = []
-    for name in names:
-        if not isinstance(name, str) or not _NAME.match(name.strip()):
-            raise TargetError(
-                f"{where} {shown(name, 80)}: expected a dotted type name such as 'mymodule.MyTransformer'."
-            )
-        name = name.strip()
-        if name.split(".")[0] in NEVER:
-            raise TargetError(
-                f"{where} {shown(name, 80)}: privgate never trusts '{name.split('.')[0]}', which can run any code; "
-                "a model should not need it."
-            )
-        out.append(name)
-    return tuple(dict.fromkeys(out))
+def load_skops(path: Path, trust_types: Sequence[str] = (), most: int = MAX_DECODED) -> SklearnModel:
+    """A fitted classifier from a ``.skops`` file whose every name is trusted; one sentence otherwise.
 
-
-def trusted_by_default(name: str) -> bool:
-    """Whether privgate trusts a type a skops file names without being told to (the module docstring)."""
-    return name in TRUSTED_NAMES or name.split(".")[0] in TRUSTED_MODULES
-
-
-def load_skops(path: Path, trust_types: Sequence[str] = ()) -> SklearnModel:
-    """A fitted classifier from a ``.skops`` file whose every type is trusted; one sentence otherwise."""
+    ``most``: the bytes the file's arrays may decode to (:data:`~privgate.inputs.targets.skops_schema.MAX_DECODED`).
+    """
+    vetted = vet(path, trust_types, most)  # before skops (and scikit-learn) is imported
     sio = _skops(path)
-    listed = untrusted_types(path, trust_types)
-    try:
-        with _project_path(path if trust_types else None):  # the user's trusted types live in their project
-            model = sio.load(path, trusted=list(listed))
-    except Exception as exc:  # noqa: BLE001 - skops and the types it builds raise their own errors
-        raise TargetError(f"{path}: the skops file cannot be loaded ({_first(exc)}).") from None
+    with _project_path(path if vetted.mine else None):  # the user's trusted types live in their project
+        check_imported(vetted.mine)  # their modules imported, each name a class (or their function) before any call
+        try:
+            model = sio.load(path, trusted=vetted.trusted)
+        except Exception as exc:  # noqa: BLE001 - skops and the types it builds raise their own errors
+            raise TargetError(f"{path}: the skops file cannot be loaded ({_first(exc)}).") from None
+    inert(model, str(path))
     wrapped = wrap_estimator(model, str(path))
     if wrapped is None:
         raise TargetError(f"{path}: the skops file holds a {type(model).__name__}, not a fitted classifier.")
     return wrapped
+
+
+def inert(model: Any, source: str) -> None:
+    """Refuse a model whose parameters make scikit-learn read or load files: a ``memory`` (joblib caches fitted
+    steps there as pickles, and loads them back when privgate refits the model) or a text vectorizer's ``input``
+    of ``'filename'``/``'file'`` (it opens whatever its data names)."""
+    get_params = getattr(model, "get_params", None)
+    try:
+        params = get_params(deep=True) if callable(get_params) else {}
+    except Exception:  # noqa: BLE001 - a foreign estimator's parameters: nothing of scikit-learn's to read
+        return
+    for key, value in params.items():
+        last = key.rpartition("__")[2]
+        if last == "memory" and value is not None:
+            raise TargetError(
+                f"{source}: the model's {shown(key, 60)} is {shown(value, 80)}: joblib would cache fitted steps there "
+                "as pickles and load them back when privgate refits it; save the model with memory=None."
+            )
+        if last == "input" and isinstance(value, str) and value in ("filename", "file"):
+            raise TargetError(
+                f"{source}: the model's {shown(key, 60)} is {value!r}: its vectorizer would open the files its data "
+                "names; save the model with input='content'."
+            )
 
 
 def _skops(path: Path) -> Any:
@@ -117,38 +95,6 @@ def _skops(path: Path) -> Any:
             f"{path}: is a skops file; reading it needs skops (pip install 'privgate[sklearn]')."
         ) from None
     return sio
-
-
-def untrusted_types(path: Path, trust_types: Sequence[str] = ()) -> list[str]:
-    """The types skops lists as untrusted in ``path``, once every one is trusted here; one sentence otherwise.
-
-    Reads the zip's entry sizes and its schema, never an object: nothing is imported.
-    """
-    sio = _skops(path)
-    from privgate.inputs.npzlimits import check_npz
-
-    try:
-        check_npz(path)  # a zip of .npy arrays: entry sizes and declared shapes before anything inflates
-    except DataError as exc:
-        raise TargetError(str(exc)) from None
-    mine = set(trusted_names(trust_types))
-    try:
-        listed = sio.get_untrusted_types(file=path)
-    except Exception as exc:  # noqa: BLE001 - a damaged zip, foreign JSON, nesting too deep
-        raise TargetError(f"{path}: not a readable skops file ({_first(exc)}); the file may be truncated.") from None
-    refused = [t for t in listed if not trusted_by_default(t) and t not in mine]
-    if refused:
-        more = (
-            f" (and {len(refused) - 1} more: {', '.join(shown(t, 60) for t in refused[1:4])})"
-            if len(refused) > 1
-            else ""
-        )
-        raise TargetError(
-            f"{path}: the skops file names the type {shown(refused[0], 100)}{more}, which privgate does not trust: "
-            f"loading it would import and run its module's code; if it is yours, trust it with --trust-type "
-            f"{clip(refused[0], 100)} (or trust_types in privgate.toml)."
-        )
-    return list(listed)
 
 
 @contextmanager
@@ -223,6 +169,8 @@ class SklearnModel(BlackBox):
         if classes is None:
             raise TargetError(f"{source}: the {name} is not fitted (it has no classes_); audit the fitted model.")
         self.classes_ = np.asarray(classes)
+        if self.classes_.ndim != 1 or len(self.classes_) < 2:
+            raise TargetError(f"{source}: the {name}'s classes_ is not a list of two or more classes.")
         names = getattr(estimator, "feature_names_in_", None)
         self.feature_names: list[Any] | None = None if names is None else list(names)
         n = getattr(estimator, "n_features_in_", None)
@@ -342,15 +290,13 @@ def _reproduces(z: np.ndarray, p: np.ndarray) -> bool:
 
 __all__ = [
     "NEVER",
-    "TRUSTED_MODULES",
-    "TRUSTED_NAMES",
     "Layout",
     "SklearnModel",
     "describe_estimator",
     "is_estimator",
+    "inert",
     "load_skops",
     "margins",
-    "trusted_by_default",
     "trusted_names",
     "untrusted_types",
     "wrap_estimator",
