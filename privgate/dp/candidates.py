@@ -4,7 +4,9 @@ A candidate is one DP-SGD retraining on the members at a target ε and what
 the re-audit found. It is *accepted* when no check fails, no check is undecided
 (point estimate within the threshold but the upper bound over it) and utility
 is at or above the floor; checks the audit data cannot resolve at all stay
-``inconclusive`` and do not block (no amount of noise resolves them).
+``inconclusive`` and do not block (no amount of noise resolves them). A search that no candidate could win at
+this audit size — a check even a model that leaks nothing cannot pass here (:func:`undecidable`) — stops before
+training any; every row says why the search did not take it (:meth:`Candidate.why_not`).
 
 Both strategies assume leakage falls and utility falls as ε falls:
 
@@ -169,10 +171,11 @@ def undecidable(original: Report, policy: Policy, audit_policy: Policy) -> str |
 
     A candidate is audited at ``audit_policy``'s confidence (a capacity search's is stricter: Bonferroni over its
     steps), so each of the original's checks is sized at its own confidence with the error budget scaled the same
-    way, for a model that leaks nothing (:func:`privgate.planning` — the best any candidate can be). A check the
-    data cannot resolve at all (no value) is left out: it does not block a candidate (module docstring).
+    way, for a model that leaks nothing (:func:`privgate.planning` — the best any candidate can be). A check no
+    candidate can measure at this size, or whose attack did not run, is left out: it has no value for any
+    candidate, so it does not block one (module docstring).
     """
-    from privgate.stats.power import SIZED, needed, null_value
+    from privgate.stats.power import SIZED, needed, null_value, resolvable
 
     members, nonmembers = _sizes(original)
     scale = (1.0 - audit_policy.confidence) / (1.0 - policy.confidence)
@@ -180,8 +183,10 @@ def undecidable(original: Report, policy: Policy, audit_policy: Policy) -> str |
     blocked: list[str] = []
     for c in original.checks:
         null = null_value(c.metric, c.fpr) if c.metric in SIZED else None
-        if null is None or (c.status == "inconclusive" and c.value is None):
-            continue
+        if null is None or not resolvable(c.metric, members, nonmembers, c.fpr):
+            continue  # no value for any candidate: it does not block one (module docstring)
+        if c.value is None and not c.details.get("excluded"):
+            continue  # its attack did not run: no candidate's will (an attack not measurable here may be)
         conf = 1.0 - (1.0 - c.confidence) * scale
         found = needed(c.metric, null, c.threshold, conf, ratio=ratio, fpr=c.fpr, delta=c.delta or 1e-5)
         if not found.covers(members, nonmembers):

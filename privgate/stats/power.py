@@ -72,6 +72,16 @@ def assumed_value(metric: str, threshold: float, share: float, fpr: float | None
     return None if null is None else null + share * (threshold - null)
 
 
+def resolvable(metric: str, members: int, nonmembers: int, fpr: float | None = None) -> bool:
+    """Whether an audit of this size measures ``metric`` at all (a value, however wide its interval): every
+    calibration/evaluation group holds :data:`MIN_GROUP` rows and, for TPR at FPR f, each split ⌈1/f⌉ non-members."""
+    (c1, e1), (c0, e0) = _halves(members), _halves(nonmembers)
+    if min(c1, e1, c0, e0) < MIN_GROUP:
+        return False
+    need = math.ceil(1.0 / fpr - 1e-9) if metric == "tpr_at_fpr" and fpr else 0
+    return min(c0, e0) >= need
+
+
 # --------------------------------------------------------------------------- one size, decided or not
 
 
@@ -281,4 +291,5 @@ __all__ = [
     "needed",
     "null_value",
     "order_stat_ranks",
+    "resolvable",
 ]
