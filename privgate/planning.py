@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from privgate.stats.power import POWER, SIZED, Needed, Rates, assumed_value, needed, null_value
+from privgate.stats.power import POWER, SIZED, Needed, Rates, assumed_value, measurable_sizes, needed, null_value
 
 DEFAULT_DELTA = 1e-5  # privgate.decision's, without importing the gate's numpy stack
 
@@ -129,14 +129,13 @@ def _candidates(check: Any, attacks: frozenset[str]) -> int:
     return max(1, sum(1 for e in entries if e is None or not e.diagnostic))
 
 
-def plan(policy: Any, members: int, nonmembers: int, *, share: float = 0.0, ways: int = 1) -> list[PlanRow]:
+def plan(policy: Any, members: int, nonmembers: int, *, share: float = 0.0) -> list[PlanRow]:
     """Per check of ``policy`` (its extended policies' first, as the report lists them): the audit that decides it.
 
     Args:
         policy: the loaded policy.
         members, nonmembers: the rows the audit has.
         share: the assumed value, as a share of the way from leaking nothing (0) to the threshold (1).
-        ways: audits sharing the error budget (a capacity search's ladder steps): each level's α is divided by it.
     """
     rows: list[PlanRow] = []
     for p in reversed(policy.chain()):
@@ -145,9 +144,11 @@ def plan(policy: Any, members: int, nonmembers: int, *, share: float = 0.0, ways
         attacks = frozenset(p.attacks_to_run())
         for c in p.checks:
             m = _candidates(c, attacks)
-            conf = 1.0 - p.own_alpha / (k * m * max(1, ways))
+            conf = 1.0 - p.own_alpha / (k * m)
             value = assumed_value(c.metric.value, c.max, share, c.fpr)
-            if c.federated is not None:
+            if p.decision.value == "point" and value is not None:  # no interval to clear: measured is decided
+                found = measurable_sizes(c.metric.value, c.fpr)
+            elif c.federated is not None:
                 value, found = None, Needed(None, None, "a federated check: privgate fl audit decides it")
             elif value is None:
                 found = needed(c.metric.value, math.nan, c.max, conf)

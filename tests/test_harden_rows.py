@@ -109,3 +109,21 @@ def test_a_search_no_candidate_can_win_at_this_audit_size_stops_before_fitting(f
     # the verdict is the original's, never softer: it fails (exit 1) or is inconclusive (exit 3)
     assert r.returncode == {"fail": 1, "inconclusive": 3}[rep["verdict"]], r.stdout + r.stderr
     assert "no candidate can pass" in r.stdout and not (tmp_path / "o.skops").exists()
+
+
+def test_the_stop_sizes_at_the_candidates_confidence_and_never_for_a_point_decision():
+    from privgate.dp.candidates import undecidable
+    from privgate.policy import parse_policy
+    from privgate.report.model import CheckResult, Report
+
+    low = CheckResult(id="low", attack="loss", metric="tpr_at_fpr", value=0.03, ci=[0.0, 0.2], threshold=0.05,
+                      status="inconclusive", reason="…", confidence=0.99, fpr=0.01)  # fmt: skip
+    original = Report(privgate_version="0", verdict="inconclusive", summary="", checks=[low], attacks=[],
+                      data={"members": {"n": 2000}, "nonmembers": {"n": 2000}})  # fmt: skip
+    text = "name: p\nsensitivity: confidential\nrelease: api\nconfidence: 0.99\nattacks: {loss: {}}\nchecks:\n" \
+           "  - {id: low, attack: loss, metric: tpr_at_fpr, fpr: 0.01, max: 0.05}\n"  # fmt: skip
+    policy = parse_policy(text)
+    assert undecidable(original, policy, policy) is None  # 2,000 + 2,000 rows pass a model leaking nothing
+    why = undecidable(original, policy, policy.split_budget(8))  # at 1 − 0.01/8 they no longer do
+    assert why is not None and "'low'" in why and "2,000 non-members" in why
+    assert undecidable(original, parse_policy(text + "decision: point\n"), policy.split_budget(8)) is None

@@ -177,6 +177,8 @@ def undecidable(original: Report, policy: Policy, audit_policy: Policy) -> str |
     """
     from privgate.stats.power import SIZED, needed, null_value, resolvable
 
+    if policy.decision.value == "point":  # decided on the point estimate: any audit that measures a check decides it
+        return None
     members, nonmembers = _sizes(original)
     scale = (1.0 - audit_policy.confidence) / (1.0 - policy.confidence)
     ratio = members / nonmembers if members > 0 and nonmembers > 0 else 1.0

@@ -82,6 +82,13 @@ def resolvable(metric: str, members: int, nonmembers: int, fpr: float | None = N
     return min(c0, e0) >= need
 
 
+def measurable_sizes(metric: str, fpr: float | None = None) -> Needed:
+    """The fewest members and non-members that measure ``metric`` at all: what a point decision needs."""
+    need = math.ceil(1.0 / fpr - 1e-9) if metric == "tpr_at_fpr" and fpr else 0
+    m, n = 2 * MIN_GROUP, max(2 * MIN_GROUP, 2 * need)
+    return Needed(m, n, f"decided on the point estimate: {m:,} members and {n:,} non-members measure {metric} at all")
+
+
 # --------------------------------------------------------------------------- one size, decided or not
 
 
@@ -290,6 +297,7 @@ __all__ = [
     "hanley_mcneil_var",
     "needed",
     "null_value",
+    "measurable_sizes",
     "order_stat_ranks",
     "resolvable",
 ]
