@@ -110,6 +110,37 @@ def check(
     return check_model(i.target, i.data, i.policy, recipe=i.recipe, options=run, budget_s=s.budget_s)  # auto: decided
 
 
+def plan(
+    policy: Policy | str | Path,
+    members: DataLike,
+    nonmembers: DataLike,
+    *,
+    share: float = 0.0,
+    label_column: str = "label",
+    base: Path | None = None,
+) -> Any:
+    """How many members and non-members decide each check of ``policy``, before any model is audited.
+
+    Reads the audit data as :func:`check` does (an unbalanced set is sub-sampled as the audit would), and sizes
+    every check at its Bonferroni-split confidence (:func:`privgate.planning.plan`) for a model ``share`` of the
+    way from leaking nothing (0) to the threshold. Returns a :class:`privgate.planning.Planned` (exit 3 when
+    the data cannot decide a check).
+    """
+    from privgate.errors import PrivgateError
+    from privgate.inputs.data import AuditData
+    from privgate.planning import Planned
+    from privgate.planning import plan as plan_checks
+
+    if not (0.0 <= share < 1.0):
+        raise PrivgateError(f"share {share:g}: the assumed value is a share of the way to the threshold, in [0, 1).")
+    pol = as_policy(policy)
+    data = AuditData(
+        as_dataset(members, "members", label_column, base), as_dataset(nonmembers, "non-members", label_column, base)
+    )
+    m, n = len(data.members), len(data.nonmembers)
+    return Planned(pol.name, m, n, share, plan_checks(pol, m, n, share=share))
+
+
 @dataclass
 class Hardening:
     """What :func:`harden` decided.
@@ -372,5 +403,6 @@ __all__ = [
     "audit_ldp",
     "check",
     "harden",
+    "plan",
     "simulate_federation",
 ]

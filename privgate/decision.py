@@ -42,6 +42,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from privgate import stats
+from privgate.planning import for_estimate, inconclusive_reason
 from privgate.policy import Check, Decision, Metric, Policy
 from privgate.policy.schema import MEASURED_BY
 from privgate.report.model import CheckResult
@@ -269,6 +270,10 @@ def decide_check(
         reason = f"{chosen}: {reason} (best of {len(deciding)} attacks"
         reason += f"; {len(excluded)} not measurable at FPR {check.fpr:g}" if excluded else ""
         reason += f", each at {_pct(conf)} for {k} check(s) × {m} attacks at {_pct(1 - level.alpha)} jointly)"
+    needed = None
+    if status == "inconclusive":  # how much audit data would decide it (privgate.planning)
+        found = for_estimate(check, est)
+        reason, needed = inconclusive_reason(reason, found), found.as_dict()
     details: dict[str, Any] = dict(est.details)
     details["bonferroni"] = bonferroni
     if check.attack == "best":
@@ -294,6 +299,7 @@ def decide_check(
         n_nonmembers=est.n_nonmembers,
         chosen_attack=chosen if check.attack == "best" else None,
         details=details,
+        needed=needed,
     )
 
 

@@ -21,6 +21,7 @@ from privgate.cli.diff import diff
 from privgate.cli.fl import fl
 from privgate.cli.guard import Environment
 from privgate.cli.init import init_cmd
+from privgate.cli.plan import plan
 from privgate.cli.policy import policy
 from privgate.cli.report import report
 
@@ -71,6 +72,7 @@ def cli(
 
 
 cli.add_command(check)
+cli.add_command(plan)
 cli.add_command(harden)
 cli.add_command(report)
 cli.add_command(diff)

@@ -4,7 +4,9 @@ A candidate is one DP-SGD retraining on the members at a target ε and what
 the re-audit found. It is *accepted* when no check fails, no check is undecided
 (point estimate within the threshold but the upper bound over it) and utility
 is at or above the floor; checks the audit data cannot resolve at all stay
-``inconclusive`` and do not block (no amount of noise resolves them).
+``inconclusive`` and do not block (no amount of noise resolves them). A search that no candidate could win at
+this audit size — a check even a model that leaks nothing cannot pass here (:func:`undecidable`) — stops before
+training any; every row says why the search did not take it (:meth:`Candidate.why_not`).
 
 Both strategies assume leakage falls and utility falls as ε falls:
 
@@ -26,6 +28,7 @@ from torch import nn
 
 from privgate.dp.recipe import DPRecipe
 from privgate.dp.train import DPTraining
+from privgate.policy import Policy
 from privgate.report.model import CheckResult, Report
 from privgate.report.remediation_section import CheckCell, DPRun, SearchRow
 
@@ -64,6 +67,8 @@ class Candidate:
     none_pass = "no ε in the schedule passes the checks"
     strongest = "the smallest"
     beyond = "every smaller ε would lose more utility"
+    #: Which accepted candidate a ladder or bisect search takes.
+    taken = "it takes the largest accepted ε"
 
     @property
     def where(self) -> str:
@@ -93,13 +98,27 @@ class Candidate:
             "utility": round(self.utility, 6),
             "utility_ci": [round(v, 6) for v in self.utility_ci],
             "utility_ok": self.utility_ok,
-            "checks": [CheckCell(id=c.id, value=c.value, ci=c.ci, status=c.status) for c in self.report.checks],
+            "checks": [CheckCell.of(c) for c in self.report.checks],
             "privacy": self.privacy,
             "verdict": self.report.verdict,
             "accepted": self.accepted,
             "audit_seconds": self.report.duration_s,
             "in_search": in_search,
+            "reason": self.why_not(),
         }
+
+    def why_not(self) -> str | None:
+        """Why the search cannot take this candidate (None when it is accepted): its first failing or undecided
+        check with its interval, and its utility against the floor."""
+        problem = _first_problem(self)
+        parts = [_describe_check(problem)] if problem is not None else []
+        if not self.utility_ok:
+            parts.append(f"utility {self.utility:.4f} is below the floor {self.floor:.4f}")
+        return "; ".join(parts) or None
+
+    def is_row(self, row: SearchRow) -> bool:
+        """Whether ``row`` is this candidate's row in the search."""
+        return row.in_search and row.epsilon == self.epsilon and row.trial == self.trial
 
     def row(self, in_search: bool = True, released_epsilon: float | None = None) -> SearchRow:
         return SearchRow(
@@ -125,8 +144,73 @@ def _first_problem(c: Candidate) -> CheckResult | None:
 
 
 def _describe_check(c: CheckResult) -> str:
+    """``check 'mia-auc' is fail (auc 0.761 [0.712, 0.804], max 0.7)``, and an undecided check's needed audit size."""
     value = "n/a" if c.value is None else f"{c.value:.3g}"
-    return f"check '{c.id}' is {c.status} ({c.metric} {value}, max {c.threshold:g})"
+    lo, hi = (list(c.ci) + [None, None])[:2]
+    ci = f" [{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None else ""
+    tail = ""
+    if c.status == "inconclusive" and c.needed:
+        tail = f"; about {c.needed['members']:,} members and {c.needed['nonmembers']:,} non-members would decide it"
+    elif c.status == "inconclusive" and c.value is not None:
+        tail = "; no audit size decides it at this value"
+    return f"check '{c.id}' is {c.status} ({c.metric} {value}{ci}, max {c.threshold:g}{tail})"
+
+
+def _sizes(report: Report) -> tuple[int, int]:
+    """The audit's members and non-members (the report's data facts; else twice the evaluation split)."""
+    data = report.data or {}
+    n = [(data.get(role) or {}).get("n") for role in ("members", "nonmembers")]
+    if all(isinstance(v, int) for v in n):
+        return int(n[0]), int(n[1])
+    first = next(iter(report.checks), None)
+    return (2 * first.n_members, 2 * first.n_nonmembers) if first is not None else (0, 0)
+
+
+def undecidable(original: Report, policy: Policy, audit_policy: Policy) -> str | None:
+    """Why no candidate can be accepted at this audit size, before any is trained (None when one can).
+
+    A candidate is audited at ``audit_policy``'s confidence (a capacity search's is stricter: Bonferroni over its
+    steps), so each of the original's checks is sized at its own confidence with the error budget scaled the same
+    way, for a model that leaks nothing (:func:`privgate.planning` — the best any candidate can be). A check no
+    candidate can measure at this size, or whose attack did not run, is left out: it has no value for any
+    candidate, so it does not block one (module docstring).
+    """
+    from privgate.stats.power import SIZED, needed, null_value, resolvable
+
+    if policy.decision.value == "point":  # decided on the point estimate: any audit that measures a check decides it
+        return None
+    members, nonmembers = _sizes(original)
+    scale = (1.0 - audit_policy.confidence) / (1.0 - policy.confidence)
+    ratio = members / nonmembers if members > 0 and nonmembers > 0 else 1.0
+    blocked: list[str] = []
+    for c in original.checks:
+        null = null_value(c.metric, c.fpr) if c.metric in SIZED else None
+        if null is None or not resolvable(c.metric, members, nonmembers, c.fpr):
+            continue  # no value for any candidate: it does not block one (module docstring)
+        if c.value is None and not c.details.get("excluded"):
+            continue  # its attack did not run: no candidate's will (an attack not measurable here may be)
+        conf = 1.0 - (1.0 - c.confidence) * scale
+        found = needed(c.metric, null, c.threshold, conf, ratio=ratio, fpr=c.fpr, delta=c.delta or 1e-5)
+        if not found.covers(members, nonmembers):
+            size = f"{found.members:,} members and {found.nonmembers:,} non-members" if found.decidable else "no size"
+            at = f" at FPR {c.fpr:g}" if c.fpr is not None else ""
+            blocked.append(f"'{c.id}' ({c.metric}{at} ≤ {c.threshold:g}: {size}, at {conf * 100:.4g}% confidence)")
+    if not blocked:
+        return None
+    split = "" if scale == 1.0 else ", each candidate's interval at the search's stricter confidence (Bonferroni)"
+    return (
+        f"no candidate can pass check {', '.join(blocked)} on this audit data: even a model that leaks nothing "
+        f"needs about that many rows to pass{split}, and the audit has {members:,} members and {nonmembers:,} "
+        "non-members; nothing was trained: add audit data (privgate plan says how much), or bound this metric in a "
+        "policy the data can decide"
+    )
+
+
+def mark_not_taken(rows: list[SearchRow], chosen: Candidate, rule: str) -> None:
+    """Give every accepted row the search did not take its reason: ``chosen`` was taken, by ``rule``."""
+    for row in rows:
+        if row.accepted and not chosen.is_row(row) and row.reason is None:
+            row.reason = f"accepted, but the search took {chosen.where} ({rule})"
 
 
 def search_schedule(
@@ -183,9 +267,11 @@ def privacy_reason(c: Candidate) -> str:
 __all__ = [
     "Candidate",
     "best_of",
+    "mark_not_taken",
     "privacy_reason",
     "privacy_status",
     "search_schedule",
+    "undecidable",
     "unresolvable",
     "utility_reason",
 ]

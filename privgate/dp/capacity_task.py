@@ -76,10 +76,14 @@ class CapacityCandidate(Candidate):
     none_pass = "no setting of the capacity ladder passes the checks"
     strongest = "the most regularised"
     beyond = "every stronger setting would lose more utility"
+    taken = "it takes the least regularised accepted step"
 
     @property
     def where(self) -> str:
         return f"step {self.step} ({setting_text(self.setting)})"
+
+    def is_row(self, row: SearchRow) -> bool:
+        return row.step == self.step
 
     def row(self, in_search: bool = True, released_epsilon: float | None = None) -> SearchRow:
         return SearchRow(
@@ -131,7 +135,7 @@ class CapacityTask(HardenTask):
         self.ladder: Ladder = ladder(self.model.estimator, self.n_units, policy.remediation.capacity, policy.name)
         steps = max(1, len(self.ladder.steps))
         self.confidence = 1.0 - (1.0 - policy.confidence) / steps  # Bonferroni over the ladder (module docstring)
-        self.audit_policy = policy.model_copy(update={"confidence": self.confidence})
+        self.audit_policy = policy.split_budget(steps)  # every level's budget: an extended policy's checks too
         self._rows: tuple[Any, np.ndarray] | None = None
 
     @classmethod

@@ -64,8 +64,10 @@ from typing import Any
 from privgate.dp.candidates import (  # noqa: F401  (re-exported)
     Candidate,
     best_of,
+    mark_not_taken,
     privacy_status,
     search_schedule,
+    undecidable,
     unresolvable,
 )
 from privgate.dp.recipe import DPRecipe
@@ -222,6 +224,12 @@ def search(
             f"({'; '.join(f'{c.id}: {c.reason}' for c in blocked)}), so retraining would not change the verdict"
         )
         return Outcome(_with_section(original, section, clock), "cannot_help")
+    blocked = undecidable(original, policy, task.audit_policy or policy)
+    if blocked is not None:  # no candidate could pass at this audit size: stop before training any
+        section.status, section.first_broken, section.reason = task.nothing, "audit_size", blocked
+        report = _with_section(original, section, clock)
+        report = report.model_copy(update={"summary": f"{original.summary} — remediation: {blocked}"})
+        return Outcome(report, task.nothing)
     plan = task.plan(run)
     if plan is None:  # no DP: the task walks its own schedule (a scikit-learn model's capacity ladder)
         found, candidates = task.walk(section, floor, run, on_row)
@@ -237,6 +245,8 @@ def search(
         report = _with_section(original, section, clock)
         report = report.model_copy(update={"summary": f"{original.summary} — remediation: {section.reason}"})
         return Outcome(report, task.nothing, candidates=candidates)
+    random = rem.search == "random_stopping" and plan is not None
+    mark_not_taken(section.rows, chosen, "the accepted trial with the best utility" if random else chosen.taken)
     if plan is None:
         summary = task.hardened(section, chosen, orig_utility, floor, len(candidates))
     else:

@@ -81,6 +81,8 @@ class HardenTask:
     """
 
     policy: Policy
+    #: The policy each candidate is audited under, when stricter than ``policy`` (a capacity search's budget split).
+    audit_policy: Policy | None = None
     target: Any
     data: Any
     audit_recipe: Any = None

@@ -205,6 +205,13 @@ class Policy(_Strict):
             p = p.parent
         return out
 
+    def split_budget(self, ways: int) -> Policy:
+        """This policy with the error budget of it and every policy it extends divided by ``ways`` (each confidence
+        c becomes 1 − (1 − c)/ways): ``ways`` audits that all hold at once at this policy's confidence (Bonferroni)."""
+        out = self.model_copy(update={"confidence": 1.0 - (1.0 - self.confidence) / max(1, ways)})
+        out._parent = self.parent.split_budget(ways) if self.parent is not None else None
+        return out
+
     @property
     def own_alpha(self) -> float:
         """The error budget of this policy's own checks: 1 − confidence, less what the extended policy spends."""

@@ -242,6 +242,11 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
         "audit_failed": "bold red",
         "budget_exceeded": "bold red",
     }
+    for row in rem.rows:  # why each candidate the search did not take was not taken
+        if row.reason:
+            where = f"step {row.step}" if row.step is not None else f"ε = {_g(row.epsilon)}"
+            where += f" (trial {row.trial})" if row.trial else ""
+            console.print(f"  [dim]{e(where)} not taken:[/] {e(row.reason)}", highlight=False)
     if rem.status:
         console.print(f"  [{style.get(rem.status, 'white')}]remediation {e(rem.status)}[/]: {e(rem.reason or '')}")
     line = rem.epsilon_line()

@@ -59,6 +59,11 @@ class CheckResult(BaseModel):
         default=None, description="The policy that declared the check (an extended one for inherited checks)."
     )
     details: dict[str, Any] = Field(default_factory=dict)
+    needed: dict[str, int] | None = Field(
+        default=None,
+        description="An inconclusive check: the members and non-members (in all) that would decide it at the observed "
+        "value and this confidence in 80 % of audits; null when no size does (the reason says why).",
+    )
 
     _v = field_validator("value", mode="before")(finite_or_none)
 

@@ -33,14 +33,29 @@ class _Section(BaseModel):
 
 
 class CheckCell(_Section):
-    """One check of a candidate (or of the original): its value, interval and status."""
+    """One check of a candidate (or of the original): its value, interval, status, the reason and — inconclusive —
+    the audit size that would decide it (:attr:`privgate.report.model.CheckResult.needed`)."""
 
     id: str
     value: float | None = None
     ci: list[float | None] | None = None
     status: str = "inconclusive"
+    reason: str | None = None
+    needed: dict[str, int] | None = None
 
     _v = field_validator("value", mode="before")(finite_or_none)
+
+    @field_validator("ci", mode="before")
+    @classmethod
+    def _ci(cls, v: Any) -> Any:
+        return None if v is None else [finite_or_none(x) for x in v]
+
+    @classmethod
+    def of(cls, check: Any) -> CheckCell:
+        """The cell of a decided :class:`~privgate.report.model.CheckResult`."""
+        return cls(
+            id=check.id, value=check.value, ci=check.ci, status=check.status, reason=check.reason, needed=check.needed
+        )
 
 
 class DPRun(_Section):
@@ -86,6 +101,9 @@ class SearchRow(_Section):
     trial: int | None = Field(default=None, description="Random stopping: the trial (1, 2, …) that trained it.")
     released_epsilon: float | None = Field(
         default=None, description="The released ε of the search up to and including this candidate."
+    )
+    reason: str | None = Field(
+        default=None, description="Why the search did not take this candidate (null for the one it took)."
     )
 
 
@@ -334,7 +352,7 @@ class RemediationSection(_Section):
                 verdict=original.verdict,
                 utility=round(utility, 6),
                 utility_ci=[round(v, 6) for v in utility_ci],
-                checks=[CheckCell(id=c.id, value=c.value, status=c.status) for c in original.checks],
+                checks=[CheckCell.of(c) for c in original.checks],
             ),
             utility=spec,
         )
