@@ -4,6 +4,7 @@
     python benchmarks/augmented_queries.py                        # the same where torch sees no GPU
     python benchmarks/augmented_queries.py --device cuda          # more rows, wider networks, on a GPU
     python benchmarks/augmented_queries.py --tasks digits         # one task (digits, shapes, user-loop)
+    python benchmarks/augmented_queries.py --views --tasks shapes  # 1, 2 and 18 views of the same models (issue 43)
 
 Issue 35, items 2 and 3. **Tasks** (no download):
 
@@ -37,8 +38,9 @@ splits them:
 * (b) reference models **trained like the target** (the recipe with its
   schedule and augmentation; for the user loop, the user's function itself),
   queried once per row (``augmented_queries: false``);
-* (c) the same models with **augmented queries** (the default: 18 views of each
-  row, :mod:`privgate.attacks.views`);
+* (c) the same models with **augmented queries** (18 views of each row,
+  :mod:`privgate.attacks.views`; ``--views``: 1, 2 and 18 views of the same
+  models instead of (a), (b), (c) and Privacy Meter, with the seconds each takes);
 * **Privacy Meter's RMIA-16** (:mod:`_privacy_meter_rmia`, the house's
   re-implementation of its offline RMIA: temperature 1, its ``a`` tuning) on
   reference models as its loader trains them — without augmentation: the (a)
@@ -295,19 +297,26 @@ def run_task(task: Task, args: argparse.Namespace) -> dict[str, Any]:
             result = get_attack(name)(models=REFERENCES, **options).run(ctx(which))
         extras = result.extras.get("augmented_queries")
         print(
-            f"  {name} ({which}{', augmented_queries' if extras else ''}): {time.perf_counter() - t:.0f} s"
+            f"  {name} ({which}, {len(extras) if extras else 1} view(s)): {time.perf_counter() - t:.1f} s"
             + (f", {result.models_trained} models trained" if result.models_trained else ""),
             flush=True,
         )
         return final_scores(result, rows.calibration, rows.membership)
 
     out: dict[str, Any] = {}
-    for label, which, opts in (
-        ("(a) plain recipe", "plain", {}),
-        ("(b) like the target", "like", {"augmented_queries": False}),
-        ("(c) like the target + augmented queries", "like", {}),
-    ):
+    settings = (
+        [(f"{v} view{'s' if v > 1 else ''}", "like", {"augmented_queries": v if v > 1 else False}) for v in (1, 2, 18)]
+        if args.views
+        else [
+            ("(a) plain recipe", "plain", {}),
+            ("(b) like the target", "like", {"augmented_queries": False}),
+            ("(c) like the target + augmented queries", "like", {"augmented_queries": 18}),
+        ]
+    )
+    for label, which, opts in settings:
         out[label] = {name: attack(which, name, **opts) for name in ("lira", "rmia")}
+    if args.views:
+        return {"rows": rows, "scores": out}
 
     def p1(lp: np.ndarray, y: np.ndarray) -> np.ndarray:
         return tempered_true_class(lp, y, 1.0)
@@ -386,6 +395,7 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--views", action="store_true", help="1, 2 and 18 views of the models trained like the target")
     ap.add_argument("--epochs", type=int, default=None)
     ap.add_argument("--width", type=int, default=None)
     args = ap.parse_args()
@@ -408,7 +418,7 @@ def main() -> None:
         task = make_task(name, args)
         result = run_task(task, args)
         measured = report(name, result)
-        if name != "user-loop":
+        if name != "user-loop" and not args.views:
             goal_line(name, measured)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
 

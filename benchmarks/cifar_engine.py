@@ -37,7 +37,9 @@ privgate, once), data generation, target training, the small check, and inside t
 reference training (``train_ensemble``), reference scoring (every reference
 model's forward passes on the audit rows: ``Ensemble.output_batches``), target
 scoring (``Target``'s forward passes), and the rest (loading, attack statistics,
-checks, report). Then the ratio sequential / vectorised, LiRA's AUC and TPR at
+checks, report); the most forward passes any reference model made over the
+audit rows and the z-samples under one view after LiRA and RMIA (1: they shared
+one scoring pass, issue 43). Then the ratio sequential / vectorised, LiRA's AUC and TPR at
 1 % FPR of each run (the same models up to float rounding give the same numbers
 up to noise), and the goal line: LiRA-64 on 50,000 rows ≤ 120 s end to end on
 one H100-class GPU and ≥ 3× ``--engine sequential`` on it. On the CPU the
@@ -53,6 +55,7 @@ T_START = time.perf_counter()
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
+import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -190,12 +193,13 @@ class Timers:
             engine.train_ensemble, Ensemble.output_batches, Target._raw_batches = train, outputs, raw
 
 
-def policy(references: int):  # noqa: ANN201
+def policy(references: int, views: str | None = None):  # noqa: ANN201
     from privgate.policy import parse_policy
 
+    aq = f", augmented_queries: {views}" if views else ""
     return parse_policy(
         f"name: cifar-bench\nsensitivity: internal\nrelease: api\n"
-        f"attacks: {{lira: {{models: {references}}}, rmia: {{models: {min(4, references)}}}}}\n"
+        f"attacks: {{lira: {{models: {references}{aq}}}, rmia: {{models: {min(4, references)}{aq}}}}}\n"
         "checks:\n  - {id: tpr, attack: lira, metric: tpr_at_fpr, fpr: 0.01, max: 1.0}\n"
     )
 
@@ -213,11 +217,12 @@ def run_check(engine: str, target: nn.Module, data: dict, recipe: Recipe, args: 
     with timers.installed():
         t0 = time.perf_counter()
         report = privgate.api.check(
-            target, policy(args.references), data["members"], data["nonmembers"], population=data["population"],
-            recipe=recipe, options=opts,
+            target, policy(args.references, getattr(args, "views", None)), data["members"], data["nonmembers"],
+            population=data["population"], recipe=recipe, options=opts,
         )  # fmt: skip
         total = time.perf_counter() - t0
     lira = next(a for a in report.attacks if a.name == "lira")
+    rmia = next(a for a in report.attacks if a.name == "rmia")
     tpr = next((p for p in lira.tpr_at_fpr if abs(p.fpr - 0.01) < 1e-9), None)
     times = dict(timers.t)
     times["rest of the check"] = total - sum(times.values())
@@ -228,6 +233,9 @@ def run_check(engine: str, target: nn.Module, data: dict, recipe: Recipe, args: 
         "lira": lira,
         "tpr": tpr,
         "kernel": f"{lira.extras.get('engine')}/{lira.extras.get('kernel')}",
+        # the most forward passes any reference model made over the rows under one view, after both attacks
+        "passes": rmia.extras.get("reference_passes", {}),
+        "views": len(lira.extras.get("augmented_queries", [])) or 1,
     }
 
 
@@ -244,6 +252,8 @@ def main() -> int:
     )
     ap.add_argument("--models-per-task", type=int, default=None, help="default: all references in one task")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="also write each run's numbers to this file (gpu_check.sh)")
+    ap.add_argument("--views", choices=("2", "18", "50", "false"), default=None, help="augmented_queries (default 2)")
     ap.add_argument(
         "--small", action="store_true", help="CPU, 1,000 rows, 4 references, width 8, 2 epochs (the CPU's default)"
     )
@@ -316,6 +326,11 @@ def main() -> int:
         tpr_s = f"{tpr.tpr:.3f} [{tpr.ci[0]:.3f}, {tpr.ci[1]:.3f}]" if known else "n/a"
         auc_s = f"{lira.auc:.3f}" if lira.auc is not None else "n/a"
         print(f"  {r['engine']}: LiRA AUC {auc_s}, TPR at 1% FPR {tpr_s} ({lira.n_members}+{lira.n_nonmembers} rows)")
+        passes = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in r["passes"].items()) or "not counted"
+        print(
+            f"  {r['engine']}: forward passes per reference model and view ({r['views']} view(s), LiRA then RMIA): "
+            f"{passes}" + (" (scored once)" if r["passes"] and max(r["passes"].values()) == 1 else "")
+        )
     if len(runs) == 2:
         train_ratio = runs[1]["times"]["reference training"] / max(runs[0]["times"]["reference training"], 1e-9)
         end_ratio = ends[1] / ends[0]
@@ -323,6 +338,17 @@ def main() -> int:
             f"\n[{args.device}] sequential / vectorised: reference training {train_ratio:.2f}x, end to end "
             f"{end_ratio:.2f}x"
         )
+    if args.json:
+        summary = [
+            {
+                "device": where, "rows": args.rows, "references": args.references, "engine": r["engine"],
+                "kernel": r["kernel"], "views": r["views"], "passes": r["passes"], "check_s": r["check"],
+                "end_to_end_s": e, **{k.replace(" ", "_") + "_s": v for k, v in r["times"].items()},
+                "lira_auc": r["lira"].auc, "lira_tpr_1pct": r["tpr"].tpr if r["tpr"] is not None else None,
+            }
+            for r, e in zip(runs, ends)
+        ]  # fmt: skip
+        Path(args.json).write_text(json.dumps(summary, indent=1))
     vec = next((e for r, e in zip(runs, ends) if r["engine"] == "vectorised"), None)
     if args.device == "cuda":
         ok_time = vec is not None and vec <= GOAL_SECONDS

@@ -104,11 +104,12 @@ def _attack(report: Any, name: str) -> Any:
 def test_the_views_of_crops_and_flips_are_the_papers_eighteen_and_what_numpy_makes() -> None:
     from privgate.attacks.views import views_for
 
-    views = views_for(Augment(crop_padding=4, flip=True))
+    views = views_for(Augment(crop_padding=4, flip=True), 18)
     assert views is not None and len(views) == 18 and views.shift == 2
     assert views.names[:3] == ["identity", "shift(-2,-2)", "shift(-2,+0)"] and views.names[9] == "mirror"
     assert views.names[-1] == "mirror+shift(+2,+2)"
     assert len(views_for(Augment(flip=True))) == 2 and len(views_for(Augment(crop_padding=1))) == 9
+    assert views_for(Augment(crop_padding=4, flip=True)).names == ["identity", "mirror"]  # the default: LiRA's two
     assert views_for(Augment(transform=lambda b, g: b)) is None and views_for(None) is None
 
     x = np.random.default_rng(0).normal(size=(5, 2, 7, 6)).astype(np.float32)
@@ -120,7 +121,7 @@ def test_the_views_of_crops_and_flips_are_the_papers_eighteen_and_what_numpy_mak
             want = want[..., 2 - view.dx : 8 - view.dx]
         assert np.array_equal(views.apply(view, x), want), view.name
     assert views.apply(views.views[0], x) is x  # the identity is the rows themselves (their outputs are shared)
-    reflect = views_for(Augment(crop_padding=2, padding_mode="reflect"))
+    reflect = views_for(Augment(crop_padding=2, padding_mode="reflect"), 18)
     edge = reflect.apply(next(v for v in reflect if v.name == "shift(-1,+0)"), x)
     assert np.array_equal(edge[:, :, 0], x[:, :, 1]) and np.array_equal(edge[:, :, 1:], x[:, :, :-1])
 
@@ -174,7 +175,7 @@ def test_lira_fits_one_gaussian_per_view_and_averages_the_log_likelihood_ratios(
     from privgate.attacks.reference import logit_confidence
 
     refs, views = _by_hand(context)
-    result = LiRAAttack(models=4).run(context)
+    result = LiRAAttack(models=4, augmented_queries=18).run(context)
     want = np.mean(
         [
             lira_scores(
@@ -193,7 +194,7 @@ def test_lira_fits_one_gaussian_per_view_and_averages_the_log_likelihood_ratios(
     assert not np.allclose(plain.scores, result.scores)  # the augmented queries change the scores
     assert result.extras["augmented_queries"][:2] == ["identity", "shift(-1,-1)"]
     assert len(result.extras["augmented_queries"]) == 18 and "augmented_queries" not in plain.extras
-    assert plain.options["augmented_queries"] is False and "augmented_queries" not in result.options
+    assert plain.options["augmented_queries"] is False and result.options["augmented_queries"] == 18
 
 
 def test_rmia_averages_the_likelihood_ratio_over_the_views(context: Any) -> None:
@@ -220,9 +221,9 @@ def test_rmia_averages_the_likelihood_ratio_over_the_views(context: Any) -> None
         rx = rx + context.target.map_rows(v, context.y, p) / px
         rz = rz + context.target.map_rows(zv, zy, p) / offline_px(pz_ref.mean(0), a)
     want = rmia_scores(np.log(rx / 18), np.log(rz / 18), 1.0)
-    result = RMIAAttack(models=4, a=a, min_population=50, z_samples=60).run(context)
+    result = RMIAAttack(models=4, a=a, min_population=50, z_samples=60, augmented_queries=18).run(context)
     np.testing.assert_allclose(result.scores, want, rtol=1e-9, atol=1e-12)
-    auto = RMIAAttack(models=4, min_population=50, z_samples=60).run(context)
+    auto = RMIAAttack(models=4, min_population=50, z_samples=60, augmented_queries=18).run(context)
     assert set(auto.extras["a_calibration_auc"]) == {str(g) for g in np.round(np.linspace(0, 1, 21), 2)}
     plain = RMIAAttack(models=4, a=a, min_population=50, z_samples=60, augmented_queries=False).run(context)
     assert not np.allclose(plain.scores, result.scores)
@@ -242,16 +243,14 @@ def test_the_report_lists_the_views_and_a_plain_recipe_queries_once(images: Path
     plain = _check(images, str(images / "policy.yaml"), recipe="digits_recipe:PLAIN", cache_dir=cache)
     for name in ("lira", "rmia"):
         a, b, c = _attack(on, name), _attack(once, name), _attack(plain, name)
-        assert len(a.extras["augmented_queries"]) == 18 and b.extras["models_from_cache"] == 4
+        assert a.extras["augmented_queries"] == ["identity", "mirror"] and b.extras["models_from_cache"] == 4
+        assert "augmented_queries" not in a.options  # the default (2 views when the recipe flips) is not listed
         assert (a.auc, a.roc) != (b.auc, b.roc)  # the same reference models, other scores
         assert "no augmented queries (augmented_queries: false)" in " ".join(b.notes)
         assert "augmented_queries" not in c.extras and "augmented" not in " ".join(c.notes)
         assert "augmented_queries" not in c.options
     lira = next(a for a in json.loads(inproc.render(on, "json")["json"])["attacks"] if a["name"] == "lira")
-    assert lira["extras"]["augmented_queries"][-1] == "mirror+shift(+1,+1)"
-    assert "18 fixed augmentations of each example (identity, shifts of ±1 px (zeros padding), mirrored)" in (
-        " ".join(lira["notes"])
-    )
+    assert "2 fixed augmentations of each example (identity, mirrored)" in " ".join(lira["notes"])
 
 
 def test_rows_that_are_not_images_are_queried_once_with_a_note(tmp_path: Path) -> None:
@@ -276,7 +275,7 @@ def test_a_bad_option_is_refused_when_the_policy_is_read(images: Path, tmp_path:
 
     bad = tmp_path / "bad.yaml"
     bad.write_text(POLICY.replace("lira: {models: 4}", "lira: {models: 4, augmented_queries: sometimes}"))
-    with pytest.raises(PolicyError, match="augmented_queries must be true or false"):
+    with pytest.raises(PolicyError, match="augmented_queries must be true, false, 2, 18 or 50"):
         _check(images, str(bad))
 
 
@@ -291,8 +290,8 @@ def test_the_cli_queries_the_views_of_an_augmented_recipe(images: Path, tmp_path
     assert r.returncode in (0, 1), r.stderr
     report = json.loads(out.read_text())
     for attack in report["attacks"]:
-        assert attack["status"] == "ran" and len(attack["extras"]["augmented_queries"]) == 18
-        assert attack["extras"]["augmented_queries"][9] == "mirror"
+        assert attack["status"] == "ran" and attack["extras"]["augmented_queries"] == ["identity", "mirror"]
+        assert attack["extras"]["reference_passes"]["audit_rows"] == 1  # RMIA read LiRA's outputs: one pass each
 
 
 PLUGIN_TEST = textwrap.dedent(
@@ -314,7 +313,7 @@ PLUGIN_TEST = textwrap.dedent(
             attack_options={"lira": {"models": 4}, "rmia": {"models": 4, "min_population": 50}},
         )
         for attack in report.attacks:
-            assert len(attack.extras["augmented_queries"]) == 18, attack.name
+            assert len(attack.extras["augmented_queries"]) == 2, attack.name
     """
 )
 

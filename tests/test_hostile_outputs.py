@@ -13,7 +13,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import cmarkgfm
@@ -21,6 +20,7 @@ import inproc
 import pytest
 from cases import run_cli
 from cmarkgfm.cmark import Options
+from privgate_cli import PRIVGATE
 from test_hostile_input import _bad
 
 from privgate.cli.report import DEFAULT_REPORT_MIB
@@ -92,10 +92,9 @@ def test_a_link_to_stdout_is_written_to_stdout_and_stays_a_link(saved, tmp_path)
     assert json.loads((tmp_path / "r2.json").read_text())["verdict"] == "fail"
     # stdout a regular file, the output a link in the working tree to /proc/self/fd/1
     (tmp_path / "fd1.md").symlink_to("/proc/self/fd/1")
-    exe = Path(sys.executable).with_name("privgate")
     with open(tmp_path / "captured.txt", "wb") as out:
         done = subprocess.run(
-            [str(exe), "report", "render", str(saved / "r.json"), "--markdown", "fd1.md"],
+            [*PRIVGATE, "report", "render", str(saved / "r.json"), "--markdown", "fd1.md"],
             cwd=tmp_path, stdout=out, stderr=subprocess.PIPE, timeout=120,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -153,11 +152,9 @@ def test_a_pyproject_table_is_confined_alike_and_names_its_key(tmp_path):
 
 def _init(directory: Path, *args: str) -> subprocess.CompletedProcess:
     """``privgate init DIRECTORY`` with a short timeout: a run that waits on a FIFO fails here instead of hanging."""
-    exe = Path(sys.executable).with_name("privgate")
     env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run(
-        [str(exe), "init", str(directory), *args], capture_output=True, text=True, timeout=60, env=env
-    )
+    cmd = [*PRIVGATE, "init", str(directory), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_init_leaves_a_gitignore_that_is_no_regular_file_alone(tmp_path):

@@ -132,9 +132,8 @@ def view_scores(
     """LiRA on augmented queries: :func:`lira_scores` per view, averaged (one view's statistics held at a time)."""
     total = np.zeros(len(ctx.y))
     for view in views:
-        xv = views.apply(view, ctx.x)
-        phi_target = ctx.target.map_rows(xv, ctx.y, logit_confidence)
-        phi_ref = refs.per_row(logit_confidence, xv)
+        phi_target = views.target_rows(ctx.target, view, ctx.x, ctx.y, logit_confidence)
+        phi_ref = refs.per_row(logit_confidence, view=views.query(view))  # shared with RMIA: one pass per view
         total += lira_scores(phi_target, phi_ref, refs.inside, online=online, fixed_variance=fixed_variance)
     return total / len(views)
 
@@ -146,8 +145,9 @@ class LiRAAttack(Attack):
         models: reference models to train (≥ 4; each example is IN for half of them).
         offline: use only the models that did not train on each example.
         fixed_variance: ``true``, ``false`` or ``auto`` (fixed below 64 models).
-        augmented_queries: query the fixed augmentations of each example when the
-            recipe crops or flips images (default true; the module docstring).
+        augmented_queries: query fixed augmentations of each example when the recipe
+            crops or flips images: 2, 18, 50 or false (default true: 2 when it flips;
+            :mod:`privgate.attacks.views`).
     """
 
     name = "lira"
@@ -159,7 +159,7 @@ class LiRAAttack(Attack):
         models: int = 16,
         offline: bool = False,
         fixed_variance: bool | str = "auto",
-        augmented_queries: bool = True,
+        augmented_queries: bool | int = True,
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -173,8 +173,8 @@ class LiRAAttack(Attack):
                 f"per-example variances (fixed_variance: false) need at least 8 models (4 per side), got {models}"
             )
         self.options = {"models": models, "offline": offline, "fixed_variance": fixed_variance}
-        if not check_option(augmented_queries):  # listed only when turned off: reports without it stay comparable
-            self.options[OPTION] = False
+        if check_option(augmented_queries) is not True:  # listed only when set: reports without it stay comparable
+            self.options[OPTION] = augmented_queries
 
     def estimated_seconds(self, facts: CostFacts) -> float | None:
         from privgate.attacks.budget import reference_seconds

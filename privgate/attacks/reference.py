@@ -79,22 +79,38 @@ class References:
     def k(self) -> int:
         return len(self.inside)
 
-    def per_row(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], x: np.ndarray | None = None) -> np.ndarray:
+    def per_row(
+        self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], x: np.ndarray | None = None, view: Any = None
+    ) -> np.ndarray:
         """``[K, n, …]``: ``fn(log_proba, y)`` of every model on every audit row, streamed batch by batch.
 
         ``fn`` maps one batch's ``[rows, classes]`` float64 log-probabilities and
         labels to one value (or one vector) per row, using each row alone, so the
         result equals ``fn`` applied to the whole ``[n, classes]`` matrix. ``x``:
-        the audit rows as another query shows them (an augmented view of each,
-        :mod:`privgate.attacks.views`), in the same order.
+        the audit rows as another query shows them, in the same order; ``view``: an
+        augmented view made on the models' device from each batch
+        (:meth:`privgate.attacks.views.Views.query`), whose outputs later attacks share.
         """
-        return self._stream(self.x if x is None else x, self.y, fn)
+        return self._stream(self.x if x is None else x, self.y, fn, view)
 
-    def z_per_row(self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], x: np.ndarray | None = None) -> np.ndarray:
-        """``[K, m, …]``: :meth:`per_row` on the population z-samples (``x``: a view of them)."""
+    def z_per_row(
+        self, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], x: np.ndarray | None = None, view: Any = None
+    ) -> np.ndarray:
+        """``[K, m, …]``: :meth:`per_row` on the population z-samples (``x``, ``view``: a view of them)."""
         if self.z_x is None or self.z_y is None:
             raise ValueError("no z-samples were requested from build_references")
-        return self._stream(self.z_x if x is None else x, self.z_y, fn)
+        return self._stream(self.z_x if x is None else x, self.z_y, fn, view)
+
+    def passes(self) -> dict[str, int]:
+        """The most forward passes any of these models has made over the audit rows (and the z-samples) under one
+        view in this run: 1 when every attack that read them shared one scoring pass; {} when not counted."""
+        count = getattr(self.ensemble, "passes", None)
+        if count is None:
+            return {}
+        out = {"audit_rows": count(self.x)}
+        if self.z_x is not None:
+            out["z_samples"] = count(self.z_x)
+        return out
 
     @cached_property
     def log_proba(self) -> np.ndarray:
@@ -110,10 +126,13 @@ class References:
         """``[K, m, classes]`` reference log-probabilities on the z-samples (None without z-samples)."""
         return None if self.z_x is None else self.z_per_row(_identity)
 
-    def _stream(self, x: np.ndarray, y: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    def _stream(
+        self, x: np.ndarray, y: np.ndarray, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], view: Any = None
+    ) -> np.ndarray:
         parts: list[list[np.ndarray]] = [[] for _ in range(self.k)]
         seen: list[set[outputs.Kind | None]] = [set() for _ in range(self.k)]
-        for m, start, raw in self.ensemble.output_batches(x):
+        batches = self.ensemble.output_batches(x) if view is None else self.ensemble.output_batches(x, transform=view)
+        for m, start, raw in batches:
             bk = outputs.kind_of(raw)
             seen[m].add(bk)
             if self.expected is not None and not _may_be(bk, self.expected):
@@ -388,6 +407,7 @@ def reference_result(
             "threads": refs.ensemble.threads,
             "device": refs.ensemble.device,
             "cache_warnings": list(refs.ensemble.warnings),
+            **({"reference_passes": refs.passes()} if refs.passes() else {}),
             **extras,
         },
     )

@@ -161,9 +161,10 @@ def view_ratios(
     cx = [np.zeros((len(grid), int(m.sum()))) for m in members]
     cz = [np.zeros((len(grid), len(refs.z_y))) for _ in pseudo]
     for view in views:
-        xv, zv = views.apply(view, ctx.x), views.apply(view, refs.z_x)
-        p_ref, pz_ref = refs.per_row(p_true, xv), refs.z_per_row(p_true, zv)
-        p_t, pz_t = ctx.target.map_rows(xv, ctx.y, p_true), ctx.target.map_rows(zv, refs.z_y, p_true)
+        q = views.query(view)  # made on the models' device; LiRA's outputs on the audit rows are shared
+        p_ref, pz_ref = refs.per_row(p_true, view=q), refs.z_per_row(p_true, view=q)
+        p_t = views.target_rows(ctx.target, view, ctx.x, ctx.y, p_true)
+        pz_t = views.target_rows(ctx.target, view, refs.z_x, refs.z_y, p_true)
         p_out, pz_mean = _mean_over(p_ref, ~refs.inside), pz_ref.mean(axis=0)
         for g, av in enumerate(grid):
             px = p_ref.mean(axis=0) if online else offline_px(p_out, av)
@@ -219,8 +220,8 @@ class RMIAAttack(Attack):
         min_population: fewest population rows to run at all.
         online: use IN and OUT models for Pr(x) (no approximation).
         temperature: T of the softmax behind Pr(x | θ) (1 = the model's own probabilities).
-        augmented_queries: average the likelihood ratio over the fixed augmentations of
-            each row when the recipe crops or flips images (default true; module docstring).
+        augmented_queries: average the likelihood ratio over fixed augmentations of each
+            row when the recipe crops or flips images: 2, 18, 50 or false (as LiRA's).
     """
 
     name = "rmia"
@@ -236,7 +237,7 @@ class RMIAAttack(Attack):
         min_population: int = 100,
         online: bool = False,
         temperature: float = 2.0,
-        augmented_queries: bool = True,
+        augmented_queries: bool | int = True,
         **options: Any,
     ) -> None:
         super().__init__(**options)
@@ -258,8 +259,8 @@ class RMIAAttack(Attack):
             "online": online,
             "temperature": float(temperature),
         }
-        if not check_option(augmented_queries):  # listed only when turned off: reports without it stay comparable
-            self.options[OPTION] = False
+        if check_option(augmented_queries) is not True:  # listed only when set: reports without it stay comparable
+            self.options[OPTION] = augmented_queries
 
     def estimated_seconds(self, facts: CostFacts) -> float | None:
         from privgate.attacks.budget import reference_seconds

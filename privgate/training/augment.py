@@ -38,6 +38,9 @@ import torch.nn.functional as F
 
 from privgate.errors import RecipeError
 
+#: Most bytes of float32 image rows augmented or scored at once (views and forward passes of reference models).
+SLAB_BYTES = 64 << 20
+
 
 def crop_seed(seed: int) -> int:
     """The seed of a model's crop-and-flip generator, derived from its training seed (its own stream)."""
@@ -49,8 +52,26 @@ def transform_seed(seed: int) -> int:
     return int(np.random.SeedSequence([int(seed), 0x7F0]).generate_state(1)[0])
 
 
+def check_padding(augment: Any, name: str, row_shape: Sequence[int] | None = None) -> int:
+    """``augment.crop_padding`` as a whole number of pixels ≥ 0, smaller than the images (one sentence if not).
+
+    Checked where the padding is used (training, the attacks' views): a recipe can be changed after it was
+    made, and a padding larger than the images would pad every batch to a size of its own choosing.
+    """
+    p = augment.crop_padding
+    if not isinstance(p, int) or isinstance(p, bool) or p < 0:
+        raise RecipeError(f"recipe '{name}': augment.crop_padding must be a whole number of pixels >= 0, got {p!r}.")
+    if p and row_shape is not None and len(row_shape) == 3 and p >= min(int(row_shape[1]), int(row_shape[2])):
+        raise RecipeError(
+            f"recipe '{name}': augment.crop_padding {p} must be smaller than the images' height and width "
+            f"{tuple(int(s) for s in row_shape[1:])}."
+        )
+    return p
+
+
 def check_rows(augment: Any, row_shape: Sequence[int], name: str) -> None:
-    """Refuse crop or flip on rows that are not images ``[C, H, W]`` (one sentence)."""
+    """Refuse crop or flip on rows that are not images ``[C, H, W]``, and a padding they cannot take (one sentence)."""
+    check_padding(augment, name)
     if not (augment.crop_padding or augment.flip):
         return
     if len(row_shape) != 3:
@@ -58,12 +79,20 @@ def check_rows(augment: Any, row_shape: Sequence[int], name: str) -> None:
             f"recipe '{name}': augment's crop and flip need image rows [channels, height, width]; the training "
             f"rows have shape {tuple(int(s) for s in row_shape)}."
         )
-    p = int(augment.crop_padding)
-    if augment.padding_mode == "reflect" and p >= min(int(row_shape[1]), int(row_shape[2])):
-        raise RecipeError(
-            f"recipe '{name}': augment.crop_padding {p} with reflect padding must be smaller than the images' "
-            f"height and width {tuple(int(s) for s in row_shape[1:])}."
-        )
+    check_padding(augment, name, row_shape)
+
+
+def slab_rows(row_shape: Sequence[int], padding: int = 0, budget: int = SLAB_BYTES, most: int | None = None) -> int:
+    """How many float32 rows of ``row_shape``, each padded by ``padding`` on every side, fit in ``budget`` bytes.
+
+    At least one, at most ``most``: views and forward passes of large images go a few rows at a time
+    (3×512×512 images: 21 rows in 64 MiB), small ones as many as ``most`` asks.
+    """
+    shape = [int(s) for s in row_shape]
+    if len(shape) == 3 and padding:
+        shape = [shape[0], shape[1] + 2 * int(padding), shape[2] + 2 * int(padding)]
+    rows = max(1, int(budget) // (4 * max(1, int(np.prod(shape)))))
+    return rows if most is None else max(1, min(rows, int(most)))
 
 
 def draw(augment: Any, gen: torch.Generator, rows: int) -> torch.Tensor | None:
@@ -165,4 +194,16 @@ def stacked(augmenters: Sequence[Augmenter], models: Sequence[int], x: torch.Ten
     return x
 
 
-__all__ = ["Augmenter", "check_rows", "check_transform", "crop_flip", "crop_seed", "draw", "stacked", "transform_seed"]
+__all__ = [
+    "SLAB_BYTES",
+    "Augmenter",
+    "check_padding",
+    "check_rows",
+    "slab_rows",
+    "check_transform",
+    "crop_flip",
+    "crop_seed",
+    "draw",
+    "stacked",
+    "transform_seed",
+]

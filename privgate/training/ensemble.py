@@ -9,7 +9,7 @@ so no ``[K, n, classes]`` matrix is ever held unless asked for.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,9 @@ from torch import nn
 
 from privgate.recipe import Recipe
 
-#: Most bytes of reference-model outputs :meth:`Ensemble.output_batches` keeps for the next attack (64 MiB).
-OUTPUT_MEMO_BYTES = 64 << 20
+#: Reference-model outputs :meth:`Ensemble.output_batches` keeps for the next attack: at least 64 MiB, more up to the
+#: audit rows' own size, never more than 1 GiB (:func:`memo_bytes`).
+OUTPUT_MEMO_BYTES, OUTPUT_MEMO_MAX = 64 << 20, 1 << 30
 
 
 @dataclass
@@ -68,7 +69,7 @@ class Ensemble:
     warnings: list[str] = field(default_factory=list)
     device: str = "cpu"
     architecture: nn.Module | None = field(default=None, repr=False, compare=False)
-    #: raw outputs kept by :meth:`output_batches` (shared by copies made with ``dataclasses.replace``)
+    #: raw outputs kept by :meth:`output_batches` and its pass counts (shared by copies: ``dataclasses.replace``)
     _outputs: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -79,17 +80,13 @@ class Ensemble:
 
         Reference-model plans are prefix-stable (:mod:`privgate.attacks.sharing`),
         so an attack asking for ``k`` models reads the first ``k`` of a larger
-        set. Kept outputs of those models come along.
+        set; the outputs kept of those models are shared (the same dictionary).
         """
         if k >= len(self.states):
             return self
         import dataclasses
 
-        memo = self._outputs.get("x")
-        kept = {} if memo is None else {"x": (memo[0], memo[1], [m for m in memo[2] if m[0] < k])}
-        return dataclasses.replace(
-            self, states=self.states[:k], masks=self.masks[:k], seeds=self.seeds[:k], _outputs=kept
-        )
+        return dataclasses.replace(self, states=self.states[:k], masks=self.masks[:k], seeds=self.seeds[:k])
 
     def logits(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
         """Logits of every model on ``x``: float64 array ``[K, n, classes]`` (eval mode, no grad, on :attr:`device`).
@@ -111,54 +108,82 @@ class Ensemble:
             warnings.simplefilter("ignore", UserWarning)
             return self.architecture.to(self.device)
 
-    def output_batches(self, x: np.ndarray, batch: int = 4096) -> Iterator[tuple[int, int, np.ndarray]]:
-        """``(model k, first row, raw outputs)`` of every model on ``x``, one batch of rows at a time.
+    def output_batches(
+        self, x: np.ndarray, batch: int = 4096, transform: Callable[[torch.Tensor], torch.Tensor] | None = None
+    ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(model k, first row, raw outputs)`` of every model on ``x``, ``batch`` rows at a time, model after model.
 
-        The outputs are float64 (the forward pass's float32, cast), model after
-        model in state order, ``batch`` rows at a time in row order: the pieces of
-        :meth:`logits`, without ever holding more than one batch of one model
-        (on a GPU, where the rows stay on the device while every model runs,
-        one model's outputs: one transfer back per model instead of per batch).
+        The outputs are float64 (the forward pass's float32, cast). ``transform``: a hashable
+        function of a batch on the device (an augmented view, :class:`privgate.attacks.views.Query`),
+        applied to each batch where it already is. Each model runs once over ``x`` per call: its
+        forward passes go a byte-bounded number of rows at a time
+        (:func:`privgate.training.augment.slab_rows`), their outputs stay on the device and cross
+        back once per model. On a GPU the rows stay there while every model runs.
 
-        When all K models' raw outputs on ``x`` fit in :data:`OUTPUT_MEMO_BYTES`
-        (in the forward pass's own dtype, so keeping them loses nothing), they are
-        kept for the next call on the same array — the attacks that share these
-        models (RMIA, LiRA, the learned attack) run the forward passes once.
+        Every model's outputs on ``(x, transform)`` are kept for the next call on the same array
+        while all outputs kept take no more than :func:`memo_bytes` of ``x`` — so LiRA, RMIA and the
+        learned attack, which share these models, run each model's forward passes once per view;
+        :meth:`passes` counts them.
         """
-        memo = self._outputs.get("x")
-        if memo is not None and memo[0] is x and memo[1] == batch:
-            for k, i, out in memo[2]:
-                yield k, i, out.double().numpy()
-            return
-        kept: list[tuple[int, int, torch.Tensor]] | None = []
-        size = 0
-        net = self._model()
-        xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
-        resident = self.device != "cpu" and _fits(xt, self.device)
-        layout = torch.channels_last if self.device.startswith("cuda") and xt.dim() == 4 else torch.contiguous_format
-        if resident:  # on a GPU: the rows cross once, not once per model; channels-last convolutions
-            xt = xt.to(self.device).contiguous(memory_format=layout)
-            net = net.to(memory_format=layout)
+        from privgate.training.augment import slab_rows
+
+        memo, counts = self._outputs.setdefault("memo", {}), self._outputs.setdefault("passes", {})
+        key = (id(x), transform)
+        entry = memo.get(key)
+        if entry is None or entry[0] is not x:
+            entry = memo[key] = (x, {})
+        kept: dict[int, torch.Tensor] = entry[1]
+        seen = counts.get(id(x))
+        if seen is None or seen[0] is not x:
+            seen = counts[id(x)] = (x, {})
+        net: nn.Module | None = None
+        xt: torch.Tensor | None = None
+        resident = False
+        layout = torch.contiguous_format
+        rows = slab_rows(np.shape(x)[1:], getattr(transform, "shift", 0), most=batch)
         with torch.no_grad():
             for k, state in enumerate(self.states):
-                net.load_state_dict(state)
-                net.eval()
-                pieces: Any
-                if resident:  # one transfer back per model
-                    whole = torch.cat([net(xt[i : i + batch]) for i in range(0, len(xt), batch)]).cpu()
-                    pieces = [whole[i : i + batch] for i in range(0, len(xt), batch)]
-                else:
-                    pieces = (net(xt[i : i + batch].to(self.device)).cpu() for i in range(0, len(xt), batch))
-                for i, out in zip(range(0, len(xt), batch), pieces):
-                    if kept is not None:
-                        size += out.element_size() * out.numel()
-                        # the whole set would be about K times the first model's: decide early
-                        kept = kept if size * (len(self.states) if k == 0 else 1) <= OUTPUT_MEMO_BYTES else None
-                        if kept is not None:
-                            kept.append((k, i, out))
-                    yield k, i, out.double().numpy()
-        if kept is not None:
-            self._outputs["x"] = (x, batch, kept)
+                whole = kept.get(k)
+                if whole is None:
+                    if net is None:
+                        net = self._model()
+                        xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+                        resident = self.device != "cpu" and _fits(xt, self.device)
+                        if self.device.startswith("cuda") and xt.dim() == 4:
+                            layout = torch.channels_last  # channels-last convolutions on a GPU
+                            net = net.to(memory_format=layout)
+                        if resident:  # on a GPU: the rows cross once, not once per model
+                            xt = xt.to(self.device).contiguous(memory_format=layout)
+                    assert xt is not None
+                    net.load_state_dict(state)
+                    net.eval()
+                    outs = []
+                    for i in range(0, len(xt), rows):
+                        xb = xt[i : i + rows].to(self.device, non_blocking=True)
+                        if transform is not None:
+                            xb = transform(xb).contiguous(memory_format=layout)
+                        outs.append(net(xb))
+                    whole = (torch.cat(outs) if outs else torch.zeros((0,))).cpu()  # one transfer back per model
+                    seen[1][(transform, k)] = seen[1].get((transform, k), 0) + 1
+                    held = self._outputs.get("held", 0)
+                    if held + whole.element_size() * whole.numel() <= memo_bytes(x):
+                        kept[k] = whole
+                        self._outputs["held"] = held + whole.element_size() * whole.numel()
+                for i in range(0, len(whole), batch):
+                    yield k, i, whole[i : i + batch].double().numpy()
+
+    def passes(self, x: np.ndarray) -> int:
+        """The most forward passes over ``x`` any of these models has made under one transform (0: none yet)."""
+        seen = self._outputs.get("passes", {}).get(id(x))
+        if seen is None or seen[0] is not x:
+            return 0
+        mine = [n for (_, k), n in seen[1].items() if k < len(self.states)]
+        return max(mine, default=0)
+
+
+def memo_bytes(x: np.ndarray) -> int:
+    """The most bytes of outputs kept for later attacks: as many as the audit rows take, within the two bounds."""
+    return int(min(max(OUTPUT_MEMO_BYTES, np.asarray(x).nbytes), OUTPUT_MEMO_MAX))
 
 
 def _fits(xt: torch.Tensor, device: str) -> bool:
@@ -169,4 +194,4 @@ def _fits(xt: torch.Tensor, device: str) -> bool:
     return xt.element_size() * xt.numel() <= free // 4
 
 
-__all__ = ["OUTPUT_MEMO_BYTES", "Ensemble"]
+__all__ = ["OUTPUT_MEMO_BYTES", "OUTPUT_MEMO_MAX", "Ensemble", "memo_bytes"]
