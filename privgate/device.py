@@ -118,6 +118,32 @@ SCORING_BATCH = 4096
 
 
 @dataclass(frozen=True)
+class Costs:
+    """What ``auto``'s estimate charges: this machine's measured rates (:mod:`privgate.calibration`), else the
+    documented constants above.
+
+    Attributes:
+        cpu_flops_per_thread: CPU training arithmetic, FLOP/s per thread.
+        cpu_op_seconds: a training step's overhead per launch (:attr:`Workload.launches_per_step`) on the CPU.
+        gpu_start_seconds: the GPU's start-up (context, libraries, first kernels).
+        gpu_flops: GPU training arithmetic, FLOP/s.
+        gpu_launch_seconds: a training step's overhead per launch on the GPU.
+        source: where the numbers come from (``"constants"``, ``"measured"``, ``"cache"``).
+    """
+
+    cpu_flops_per_thread: float = CPU_FLOPS_PER_THREAD
+    cpu_op_seconds: float = CPU_OP_SECONDS
+    gpu_start_seconds: float = GPU_START_SECONDS
+    gpu_flops: float = GPU_FLOPS
+    gpu_launch_seconds: float = GPU_LAUNCH_SECONDS
+    source: str = "constants"
+
+
+#: The documented constants, used where nothing was measured.
+DOCUMENTED = Costs()
+
+
+@dataclass(frozen=True)
 class Workload:
     """What a run will compute on torch: facts of the inputs and the plan, gathered once they are loaded.
 
@@ -184,13 +210,13 @@ class Workload:
         scoring = batches * (self.layers + 2) * self.repeats
         return (self.steps + self.optimisation_steps * self.repeats) * self.launches_per_step + scoring
 
-    def cpu_seconds(self, threads: int) -> float:
+    def cpu_seconds(self, threads: int, costs: Costs = DOCUMENTED) -> float:
         """Estimated seconds on ``threads`` CPU threads."""
-        return self.flops / (max(threads, 1) * CPU_FLOPS_PER_THREAD) + self.launches * CPU_OP_SECONDS
+        return self.flops / (max(threads, 1) * costs.cpu_flops_per_thread) + self.launches * costs.cpu_op_seconds
 
-    def gpu_seconds(self) -> float:
+    def gpu_seconds(self, costs: Costs = DOCUMENTED) -> float:
         """Estimated seconds on a GPU, its start-up included."""
-        return GPU_START_SECONDS + self.flops / GPU_FLOPS + self.launches * GPU_LAUNCH_SECONDS
+        return costs.gpu_start_seconds + self.flops / costs.gpu_flops + self.launches * costs.gpu_launch_seconds
 
     def describe(self) -> str:
         """The work in a few words: ``16 reference models × 1,800 steps (stacked), 940 GFLOP, 97,000 launches``."""
@@ -234,8 +260,9 @@ def _seconds(s: float) -> str:
     return f"{s:.2g} s" if s < 10 else f"{s:,.0f} s"
 
 
-def choose_device(work: Workload | None, cuda: bool, threads: int) -> DeviceChoice:
-    """What ``auto`` runs on: a pure function of the run's work, whether torch sees a CUDA GPU and the CPU threads.
+def choose_device(work: Workload | None, cuda: bool, threads: int, costs: Costs = DOCUMENTED) -> DeviceChoice:
+    """What ``auto`` runs on: a pure function of the run's work, whether torch sees a CUDA GPU, the CPU threads and
+    the machine's costs (measured by :mod:`privgate.calibration`, else the documented constants).
 
     * no CUDA GPU: the CPU;
     * ``work`` None (a job whose work is not estimated: a language model, a
@@ -243,9 +270,9 @@ def choose_device(work: Workload | None, cuda: bool, threads: int) -> DeviceChoi
     * nothing on torch (``work.flops_per_row`` 0: a scikit-learn target without
       a torch recipe): the CPU;
     * else the device with the smaller estimate: on the CPU, the FLOPs at
-      :data:`CPU_FLOPS_PER_THREAD` per thread plus :data:`CPU_OP_SECONDS` per
-      operation; on the GPU, :data:`GPU_START_SECONDS` plus the FLOPs at
-      :data:`GPU_FLOPS` plus :data:`GPU_LAUNCH_SECONDS` per kernel. A small
+      ``costs.cpu_flops_per_thread`` per thread plus ``costs.cpu_op_seconds`` per
+      launch; on the GPU, ``costs.gpu_start_seconds`` plus the FLOPs at
+      ``costs.gpu_flops`` plus ``costs.gpu_launch_seconds`` per launch. A small
       model's training is a chain of tiny kernels (the digits MLP: 0.9 TFLOP in
       about 150k launches), which a GPU does not speed up; a large one's is
       arithmetic (the CIFAR-shaped check of ``benchmarks/cifar_engine.py``: 4
@@ -261,13 +288,15 @@ def choose_device(work: Workload | None, cuda: bool, threads: int) -> DeviceChoi
         )  # fmt: skip
     if work.flops_per_row <= 0:
         return DeviceChoice("cpu", f"auto chose the CPU: nothing in {work.what} runs on torch")
-    cpu, gpu = work.cpu_seconds(threads), work.gpu_seconds()
+    cpu, gpu = work.cpu_seconds(threads, costs), work.gpu_seconds(costs)
     device = "cuda" if gpu < cpu else "cpu"
     on = f"{threads} CPU thread{'s' if threads != 1 else ''}"
+    source = {"measured": ", measured on this machine", "cache": ", measured on this machine earlier (cached)"}
     estimate = (
         f"{work.what}'s estimated work ({work.describe()}) takes about {_seconds(cpu)} on {on} "
-        f"and about {_seconds(gpu)} on the GPU, its {GPU_START_SECONDS:g} s start-up and "
-        f"{GPU_LAUNCH_SECONDS * 1e6:g} µs per kernel launch included"
+        f"and about {_seconds(gpu)} on the GPU, its {costs.gpu_start_seconds:.2g} s start-up and "
+        f"{costs.gpu_launch_seconds * 1e6:.2g} µs per kernel launch included"
+        f"{source.get(costs.source, ' (documented constants, not measured here)')}"
     )
     return DeviceChoice(device, f"auto chose the {'GPU' if device == 'cuda' else 'CPU'}: {estimate}")
 
@@ -326,6 +355,8 @@ __all__ = [
     "CPU_FLOPS_PER_THREAD",
     "CPU_OP_SECONDS",
     "DEVICES",
+    "DOCUMENTED",
+    "Costs",
     "DeviceChoice",
     "DeviceError",
     "GPU_FLOPS",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from privgate.device import Workload
+    from privgate.device import Costs, Workload
 
 #: The fewest bytes a secret cache key may have (128 bits).
 MIN_CACHE_KEY_BYTES = 16
@@ -71,6 +71,9 @@ class RunOptions:
             :meth:`resolved` has replaced ``device``; ``None`` before.
         device_reason: why the run uses its device, one sentence (``auto``'s
             estimate, or that it was asked for); filled by :meth:`resolved`.
+        device_estimate: ``auto``'s estimate where it made one: seconds on
+            each device, the threads, and the costs it charged with their
+            source (:mod:`privgate.calibration`); ``None`` otherwise.
         executor: where independent tasks run (:mod:`privgate.executors`):
             ``local`` (this process, one after another) or ``ray`` (Ray tasks on
             a cluster); the same tasks and seeds either way, so the same numbers.
@@ -96,6 +99,7 @@ class RunOptions:
     device: str = "auto"
     device_requested: str | None = None
     device_reason: str | None = None
+    device_estimate: dict[str, Any] | None = None
     executor: str = "local"
     ray_address: str | None = None
     models_per_task: int = DEFAULT_MODELS_PER_TASK
@@ -139,31 +143,49 @@ class RunOptions:
         value = str(self.cache_dir)
         return None if value.strip().lower() in CACHE_OFF else Path(value)
 
-    def resolved(self, work: Workload | None = None) -> RunOptions:
+    def resolved_threads(self) -> tuple[int, str]:
+        """The threads the run uses and why (:meth:`resolved` records them)."""
+        from privgate.training.threads import RAY_DEFAULT, library_threads
+
+        if self.threads is None:
+            return RAY_DEFAULT if self.executor == "ray" else library_threads()
+        return self.threads, self.threads_reason or f"threads={self.threads} was asked for"
+
+    def resolved(
+        self, work: Workload | None = None, costs: Costs | None = None, probe: dict[str, Any] | None = None
+    ) -> RunOptions:
         """A copy whose ``device`` is where tensors will live (``cpu`` or ``cuda``) and whose ``threads`` is a number.
 
         Each is decided once, with its reason (``threads_reason``,
         ``device_reason``); a run already resolved is returned as it is.
         ``auto`` is decided by :func:`privgate.device.choose_device` on ``work``
         (the run's estimated work, :mod:`privgate.workload`; ``None`` for a job
-        whose work is not estimated). Imports torch.
+        whose work is not estimated) with ``costs`` (this machine's, measured:
+        :mod:`privgate.calibration`; else the documented constants), ``probe``
+        the measurement's facts for the report. Imports torch.
 
         Raises:
             privgate.device.DeviceError: ``cuda`` on a machine where torch sees no CUDA GPU.
         """
-        from privgate.device import asked_for, choose_device, cuda_available, resolve_device
-        from privgate.training.threads import RAY_DEFAULT, library_threads
+        from privgate.device import DOCUMENTED, asked_for, choose_device, cuda_available, resolve_device
 
         changes: dict[str, Any] = {}
-        threads = self.threads
-        if threads is None:
-            threads, changes["threads_reason"] = RAY_DEFAULT if self.executor == "ray" else library_threads()
-            changes["threads"] = threads
+        threads, why = self.resolved_threads()
+        if self.threads is None:
+            changes.update(threads=threads, threads_reason=why)
         elif self.threads_reason is None:
-            changes["threads_reason"] = f"threads={threads} was asked for"
+            changes["threads_reason"] = why
         if self.device_requested is None:
             if self.device == "auto":
-                device, reason = choose_device(work, cuda_available(), threads)
+                cuda, costs = cuda_available(), costs or DOCUMENTED
+                device, reason = choose_device(work, cuda, threads, costs)
+                if cuda and work is not None and work.flops_per_row > 0:
+                    changes["device_estimate"] = {
+                        "cpu_seconds": round(work.cpu_seconds(threads, costs), 3),
+                        "gpu_seconds": round(work.gpu_seconds(costs), 3),
+                        "threads": threads,
+                        "costs": probe or {"source": costs.source},
+                    }
             else:
                 device, reason = resolve_device(self.device), asked_for(self.device)
             changes.update(device=device, device_requested=self.device, device_reason=reason)
@@ -179,7 +201,7 @@ class RunOptions:
         if "threads" in changes and "threads_reason" not in changes:
             changes["threads_reason"] = None
         if "device" in changes and "device_reason" not in changes:
-            changes.update(device_requested=None, device_reason=None)
+            changes.update(device_requested=None, device_reason=None, device_estimate=None)
         return dataclasses.replace(self, **changes)
 
     @classmethod

@@ -170,14 +170,25 @@ def decided(
     The work is estimated only where it can change the answer: ``auto``, not
     yet decided, on a machine whose torch sees a CUDA GPU, for a classifier on
     rows of features (:attr:`~privgate.inputs.target.Target.kind` ``tabular`` or ``sklearn``, whose work on
-    torch is none: the CPU; a Hugging Face folder's work is not estimated: ``auto`` takes the GPU).
+    torch is none: the CPU; a Hugging Face folder's work is not estimated: ``auto`` takes the GPU). Where work
+    on torch is estimated, the machine's costs are measured or read from the cache (:mod:`privgate.calibration`).
     """
     if run.device_requested is not None or run.device != "auto":
         return run.resolved()
     if target.kind not in ROWS_KINDS or not _device.cuda_available():  # a language model's work is not estimated
         return run.resolved()
     work = workload_of(target, data, policy, recipe, run, hardening=hardening)
-    return run.resolved(work)
+    if work.flops_per_row <= 0:  # nothing on torch: the CPU, with no probe
+        return run.resolved(work)
+    from privgate.calibration import machine_costs
+
+    threads = run.resolved_threads()[0]
+    run.say("measuring this machine's CPU and GPU for --device auto")
+    try:
+        probe = machine_costs(threads)
+    except Exception as exc:  # noqa: BLE001 - a probe that fails decides on the documented constants
+        return run.resolved(work, None, {"source": "constants", "probe_failed": f"{type(exc).__name__}: {exc}"[:300]})
+    return run.resolved(work, probe.costs, probe.facts())
 
 
 __all__ = ["decided", "probe", "workload_of"]

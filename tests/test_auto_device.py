@@ -184,6 +184,9 @@ def test_the_report_says_which_device_auto_chose_and_why(case, monkeypatch):
     assert (env["device"], env["device_requested"], env["threads"]) == ("cpu", "auto", 1)
     assert env["device_reason"].startswith("auto chose the CPU: this check's estimated work (")
     assert "takes about" in env["device_reason"] and "on 1 CPU thread and about 5" in env["device_reason"]
+    # the probe (privgate.calibration) cannot start this machine's missing GPU: the documented constants decide
+    assert env["device_estimate"]["costs"]["source"] == "constants" and env["device_estimate"]["costs"]["probe_failed"]
+    assert env["device_reason"].endswith("(documented constants, not measured here)")
     page = inproc.render(rep, "html")["html"]  # the HTML report's environment says it too
     assert "<li>device cpu — auto chose the CPU: this check" in page and "<li>threads 1 — threads=1 was asked" in page
     asked = inproc.check(case.safe_ts, policy, case.members, case.nonmembers, device="cpu").environment

@@ -39,7 +39,9 @@ def environment(run: RunOptions, libraries: Iterable[str] = ()) -> dict[str, Any
     ``device`` is where the run's tensors lived (``auto`` resolved; with the
     GPU's model for ``cuda``), ``device_requested`` what was asked for and
     ``device_reason`` why it is that device (``auto``'s estimate in one
-    sentence: :func:`privgate.device.choose_device`); ``engine`` is the engine
+    sentence: :func:`privgate.device.choose_device`) and, where ``auto`` made an
+    estimate, ``device_estimate`` (seconds on each device and the costs charged,
+    measured or cached: :mod:`privgate.calibration`); ``engine`` is the engine
     setting — what each attack's reference models actually ran on is in its
     ``extras.engine`` and ``extras.kernel``. ``libraries`` adds the versions of a
     job's own dependencies (networkx for federations, transformers for language models).
@@ -57,6 +59,7 @@ def environment(run: RunOptions, libraries: Iterable[str] = ()) -> dict[str, Any
         **describe_device(run.device),
         "device_requested": run.device_requested,
         "device_reason": run.device_reason,
+        **({"device_estimate": run.device_estimate} if run.device_estimate else {}),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "versions": {p: version_of(p) for p in (*CORE_LIBRARIES, *libraries)},
