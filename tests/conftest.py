@@ -68,9 +68,9 @@ def _gpu_lane():
 
     real = device.choose_device
 
-    def on_the_gpu(work, cuda, threads):
+    def on_the_gpu(work, cuda, threads, *costs):
         if not cuda:
-            return real(work, cuda, threads)
+            return real(work, cuda, threads, *costs)
         return device.DeviceChoice("cuda", "make test-gpu runs every in-process run on the GPU")
 
     device.choose_device = on_the_gpu
