@@ -195,3 +195,42 @@ def test_an_entry_that_inflates_too_far_is_refused_before_loading(exported, tmp_
         zout.writestr("net/data/constants/tensor_9", b"\0" * (2 << 20))
     with pytest.raises(TargetError, match=r"inflates [\d,]+ times"):
         Target.load(path)
+
+
+class _Branches(torch.nn.Module):
+    """A model whose forward branches on its data: torch.export refuses it, TorchScript scripts it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(20, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if bool(x.sum() > 0):
+            return self.layer(x)
+        return -self.layer(x)
+
+
+def test_harden_writes_a_pt2_and_torchscript_only_for_a_model_that_cannot_export(tmp_path):
+    from privgate.dp.hardened import files_named, hardened_files
+
+    x, _ = synthetic(8, seed=3, label_noise=0.0)
+    torch.manual_seed(0)
+    net = make_model().eval()
+    files, described = hardened_files(net, tmp_path / "m.hardened.pt2", x)
+    assert (
+        set(files)
+        == {tmp_path / "m.hardened.pt2", tmp_path / "m.hardened.state_dict.pt"}
+        <= set(files_named(tmp_path / "m.hardened.pt2"))
+    )
+    assert described["format"] == "torch.export" and "export_refused" not in described
+    for path, data in files.items():
+        path.write_bytes(data)
+    loaded = Target.load(tmp_path / "m.hardened.pt2")
+    assert loaded.fmt == "torch.export" and loaded.white_box
+    with torch.no_grad():
+        assert torch.allclose(loaded.module(torch.from_numpy(x)), net(torch.from_numpy(x)), atol=1e-6)
+
+    files, described = hardened_files(_Branches().eval(), tmp_path / "b.pt2", x)
+    assert tmp_path / "b.pt" in files and tmp_path / "b.pt2" not in files and described["format"] == "torchscript"
+    assert described["export_refused"].startswith("torch.export cannot export the model (")
+    assert tmp_path / "b.pt" in files_named(tmp_path / "b.pt2")
