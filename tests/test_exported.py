@@ -4,7 +4,8 @@
   format ``torch.export``, white-box) with the report numbers its TorchScript gives;
 * a fixed batch dimension, a graph calling ``aten::from_file``, pickled sample inputs (that would write a file
   when unpickled), guard code, a name that would be written into Python, an oversized entry and a damaged archive
-  are each one sentence and exit 2, and nothing in the file runs.
+  are each one sentence and exit 2, and nothing in the file runs; so is a weight that declares 40 TB (torch would
+  allocate it).
 """
 
 from __future__ import annotations
@@ -161,9 +162,22 @@ def _hostile(src: Path, d: Path) -> dict[str, tuple[Path, str]]:
             _forge(src, d / "use_pickle.pt2", lambda n, b: b.replace(b'"use_pickle": false', b'"use_pickle": true')),
             "pickled",
         ),
+        "oversized": (
+            _forge(src, d / "oversized.pt2", lambda n, b: _declare(b) if n.endswith("weights_config.json") else b),
+            "declares shape [100000, 100000, 1000]",
+        ),
         "extra": (_forge(src, d / "extra.pt2", lambda n, b: b), "code"),  # replaced below with an extra entry
         "truncated": (d / "truncated.pt2", "not a readable zip archive"),
     }
+
+
+def _declare(config: bytes) -> bytes:
+    """A weights config whose first weight declares 40 TB (stored empty: torch would allocate it as zeros)."""
+    g = json.loads(config)
+    meta = next(iter(g["config"].values()))["tensor_meta"]
+    meta["sizes"] = [{"as_int": 100000}, {"as_int": 100000}, {"as_int": 1000}]
+    meta["strides"] = [{"as_int": 100000000}, {"as_int": 1000}, {"as_int": 1}]
+    return json.dumps(g).encode()
 
 
 def test_hostile_archives_are_one_sentence_and_run_nothing(exported, tmp_path):

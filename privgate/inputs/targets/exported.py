@@ -71,7 +71,7 @@ def _refuse(p: Path, why: str) -> TargetError:
 def _read_json(p: Path, zf: zipfile.ZipFile, name: str) -> Any:
     try:
         return json.loads(zf.read(name))
-    except (ValueError, zipfile.BadZipFile, OSError) as exc:
+    except (ValueError, RecursionError, zipfile.BadZipFile, OSError) as exc:
         raise _refuse(p, f"entry '{clip(name, 60)}' is not readable JSON ({exc.__class__.__name__})") from None
 
 
@@ -134,7 +134,10 @@ def _check_graph(p: Path, model: dict[str, Any]) -> None:
                 f"its graph calls '{clip(target, 80)}', not an aten/prims operator privgate allows "
                 "(custom operators, higher-order operators and operators that touch files are refused)",
             )
-    _walk_strings(p, model)
+    try:
+        _walk_strings(p, model)
+    except RecursionError:
+        raise _refuse(p, "its program nests too deeply") from None
 
 
 def check_archive(p: Path) -> None:
@@ -161,6 +164,7 @@ def check_archive(p: Path) -> None:
             if rest.endswith(".json") and info.file_size > MAX_JSON:
                 raise _refuse(p, f"entry '{name}' is {info.file_size:,} bytes of JSON")
         names = [i.filename.partition("/")[2] for i in infos]
+        sizes = {i.filename.partition("/")[2]: i.file_size for i in infos}
         models = [n for n in names if n.startswith("models/")]
         if len(models) != 1:
             raise _refuse(p, f"it holds {len(models)} programs, not one")
@@ -174,12 +178,39 @@ def check_archive(p: Path) -> None:
                     stored = str(entry.get("path_name", ""))
                     if entry.get("use_pickle") or not stored.startswith(("weight_", "tensor_")):
                         raise _refuse(p, "a weight or constant in it is pickled (loading it would run file code)")
+                    folder = n.rsplit("/", 1)[0]
+                    _check_payload(p, entry, sizes.get(f"{folder}/{stored}", 0))
             elif n.startswith("data/sample_inputs/"):
                 try:  # torch.export.load falls back to a full unpickle when this fails: it must not
                     torch.load(io.BytesIO(zf.read(f"{root}/{n}")), weights_only=True)
                 except Exception:  # noqa: BLE001 - any failure means torch would unpickle it
                     raise _refuse(p, "its sample inputs are pickled objects, not tensors") from None
         _check_graph(p, _read_json(p, zf, f"{root}/{models[0]}"))
+
+
+def _check_payload(p: Path, entry: dict[str, Any], stored: int) -> None:
+    """A weight's or constant's declared shape must fit the bytes it is stored in (torch allocates what an empty
+    entry declares)."""
+    from torch._export.serde.serialize import _SERIALIZE_TO_TORCH_DTYPE
+
+    meta = entry.get("tensor_meta")
+    try:
+        dtype = _SERIALIZE_TO_TORCH_DTYPE[meta["dtype"]]
+        sizes = [int(d["as_int"]) for d in meta["sizes"]]
+        strides = [int(d["as_int"]) for d in meta["strides"]]
+        offset = int(meta["storage_offset"]["as_int"])
+    except (KeyError, TypeError, ValueError):
+        raise _refuse(p, f"weight '{clip(str(entry.get('path_name')), 40)}' has no plain shape") from None
+    if min(sizes, default=1) < 0 or min(strides, default=0) < 0 or offset < 0 or len(sizes) != len(strides):
+        raise _refuse(p, f"weight '{clip(str(entry.get('path_name')), 40)}' has a negative shape")
+    extent = 0 if 0 in sizes else offset + 1 + sum((n - 1) * st for n, st in zip(sizes, strides))
+    needed = extent * torch.empty((), dtype=dtype).element_size()
+    if needed > stored:
+        raise _refuse(
+            p,
+            f"weight '{clip(str(entry.get('path_name')), 40)}' declares shape {clip(str(sizes), 60)} "
+            f"({needed:,} bytes) but its entry holds {stored:,}",
+        )
 
 
 class ExportedModule(nn.Module):
