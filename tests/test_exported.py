@@ -225,7 +225,9 @@ class _Branches(torch.nn.Module):
 
 
 def test_harden_writes_a_pt2_and_torchscript_only_for_a_model_that_cannot_export(tmp_path):
-    from privgate.dp.hardened import files_named, hardened_files
+    from privgate.dp.hardened import default_output, files_named, hardened_files
+
+    assert default_output("m.pt2").name == "m.hardened.pt2" and default_output("m.pt").name == "m.hardened.pt"
 
     x, _ = synthetic(8, seed=3, label_noise=0.0)
     torch.manual_seed(0)
