@@ -254,7 +254,7 @@ def test_harden_cli_and_api_give_the_same_report_and_files(tiny, tmp_path, monke
                               search_dirs=(d,))  # fmt: skip
     result = api.harden(settings, cache_dir="off")
     # TorchScript archives are not byte-reproducible; the weights are: the state_dict's sha256 is compared
-    rep = _same(tmp_path / "h.json", result.report, also=frozenset({"sha256", "torchscript_sha256"}))
+    rep = _same(tmp_path / "h.json", result.report, also=frozenset({"sha256", "torchscript_sha256", "model_sha256"}))
     assert rep["remediation"]["output"]["state_dict_sha256"] == result.report.remediation.output["state_dict_sha256"]
     assert result.status == "hardened" and result.exit_code == 0 and rep["job"] == "harden"
     assert {p.name: what for p, (what, _) in result.files.items()} == {

@@ -556,20 +556,24 @@ def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
     before = _sha(d / "model.pt")
     t0 = time.perf_counter()
     r = _cli(
-        tiny, "harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--json", "hard.json"
-    )
+        tiny, "harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--json",
+        "hard.json", "--output-model", "model.hardened.pt2",
+    )  # fmt: skip
     wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stdout + r.stderr
     assert _sha(d / "model.pt") == before
-    assert (d / "model.hardened.pt").is_file() and (d / "model.hardened.state_dict.pt").is_file()
+    assert (d / "model.hardened.pt2").is_file() and (d / "model.hardened.state_dict.pt").is_file()
+    assert not (d / "model.hardened.pt").exists()  # the model exports: a torch.export program, no TorchScript
     report = json.loads((d / "hard.json").read_text())
     section = report["remediation"]
     assert report["verdict"] == "pass" and section["chosen_epsilon"] == 8 and section["input_sha256"] == before
     # every audit counted once: the run's duration fits in the process's wall time, the search in the run
     assert section["rows"][0]["audit_seconds"] < section["seconds"] <= report["duration_s"] <= wall
-    assert report["target"]["path"].endswith("model.hardened.pt") and report["target"]["sha256"] == _sha(
-        d / "model.hardened.pt"
+    assert report["target"]["path"].endswith("model.hardened.pt2") and report["target"]["sha256"] == _sha(
+        d / "model.hardened.pt2"
     )
+    assert report["target"]["format"] == section["output"]["format"] == "torch.export"
+    assert "model.hardened.pt2 (torch.export)" in " ".join(r.stdout.split())
     assert "ε = 8" in r.stdout and "accepted" in r.stdout and "Remediation: DP-SGD ε search" in r.stdout
     # the DP statement: in the JSON, in one console line, and in the model card written beside the model
     from privgate.dp.card import read_statement
@@ -582,9 +586,9 @@ def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
     assert (
         read_statement((d / "model.hardened.card.md").read_text()) == st and st.released_epsilon >= st.training_epsilon
     )
-    # the hardened TorchScript passes the policy when audited on its own, without a recipe (in process: the CLI's
+    # the hardened .pt2 passes the policy when audited on its own, without a recipe (in process: the CLI's
     # report, tests/test_front_door.py)
-    again = inproc.check(d / "model.hardened.pt", str(d / "passable.yaml"), d / "members.npz", d / "nonmembers.npz",
+    again = inproc.check(d / "model.hardened.pt2", str(d / "passable.yaml"), d / "members.npz", d / "nonmembers.npz",
                          population=str(d / "population.npz"))  # fmt: skip
     assert again.exit_code == 0, again.summary
 

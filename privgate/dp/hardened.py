@@ -1,4 +1,7 @@
-"""The hardened model's files: TorchScript at the output path, a state_dict and its model card beside it.
+"""The hardened model's files: the model at the output path, a state_dict and its model card beside it.
+
+An output path ending ``.pt2`` gets a ``torch.export`` program (batch dimension dynamic), or TorchScript beside it
+(``x.pt``) when the model cannot export, the report saying why; any other path gets TorchScript.
 
 :func:`hardened_files` returns the bytes (the CLI writes them in one unit with
 its reports, :mod:`privgate.io.staging`); :func:`save_hardened` writes both for
@@ -28,23 +31,25 @@ if TYPE_CHECKING:
 
 
 def default_output(model_path: str | Path) -> Path:
-    """``model.pt`` → ``model.hardened.pt`` next to the input."""
+    """``model.pt`` → ``model.hardened.pt`` next to the input; ``model.pt2`` → ``model.hardened.pt2``."""
     p = Path(model_path)
-    return p.with_name(f"{p.stem}.hardened.pt")
+    return p.with_name(f"{p.stem}.hardened{'.pt2' if p.suffix.lower() == '.pt2' else '.pt'}")
 
 
 def state_dict_path(output: str | Path) -> Path:
     """Where the state_dict goes for a TorchScript output path: ``x.pt`` → ``x.state_dict.pt``."""
     p = Path(output)
-    return p.with_name(f"{p.stem}.state_dict{p.suffix or '.pt'}")
+    return p.with_name(f"{p.stem}.state_dict{'.pt' if p.suffix.lower() in ('', '.pt2') else p.suffix}")
 
 
 def files_named(output: str | Path) -> dict[Path, str]:
     """Every file of a hardened model at ``output``, with what it is (for messages and output guards)."""
     from privgate.dp.card import card_path
 
+    fallback = {Path(output).with_suffix(".pt"): "hardened model as TorchScript (it cannot export)"}
     return {
         Path(output): "hardened model",
+        **(fallback if Path(output).suffix.lower() == ".pt2" else {}),
         state_dict_path(output): "hardened model's state_dict",
         card_path(output): "hardened model's card (DP statement)",
     }
@@ -132,22 +137,30 @@ def hardened_outputs(model: Any, output_model: str | None, recipe: str | None) -
 def hardened_files(
     model: nn.Module, output: str | Path, example: np.ndarray, card: str | None = None
 ) -> tuple[dict[Path, bytes], dict[str, Any]]:
-    """The bytes of ``model`` as TorchScript (at ``output``) and as a state_dict (beside it), not yet written.
+    """The bytes of ``model`` (at ``output``, as the module says) and its state_dict (beside it), not yet written.
 
     ``card``: the model card's Markdown (:func:`privgate.dp.card.model_card`), written beside them.
 
-    TorchScript loads without the recipe (``torch.jit.script``, or ``torch.jit.trace``
-    on ``example`` when scripting fails). The state_dict needs the recipe's
+    A ``.pt2`` or TorchScript loads without the recipe (``torch.export`` on ``example``; ``torch.jit.script``,
+    or ``torch.jit.trace`` on ``example`` when scripting fails). The state_dict needs the recipe's
     architecture *after* Opacus' fixes (the report lists them).
 
     Returns:
-        ``({path: bytes}, description)``, the description with both paths, their
-        SHA-256 and how the TorchScript was made, as the report records it.
+        ``({path: bytes}, description)``, the description with both paths (``model``, ``state_dict``), its
+        ``format``, their SHA-256, how a TorchScript was made and why the model did not export, as the report
+        records it.
     """
     import torch
 
-    ts_path, sd_path = Path(output), state_dict_path(output)
+    ts_path = Path(output)
     model = model.eval()
+    described: dict[str, Any] = {}
+    if ts_path.suffix.lower() == ".pt2":
+        exported, why = exported_bytes(model, example)
+        if exported is not None:
+            described = {"model": str(ts_path), "format": "torch.export"}
+            return _with_state(model, {ts_path: exported}, output, card, described)
+        ts_path, described = ts_path.with_suffix(".pt"), {"export_refused": why}
     with warnings.catch_warnings():
         warnings.simplefilter(
             "ignore"
@@ -161,17 +174,39 @@ def hardened_files(
         buf = io.BytesIO()
         torch.jit.save(scripted, buf)
     ts_bytes = buf.getvalue()
+    described.update(torchscript=str(ts_path), torchscript_sha256=hashlib.sha256(ts_bytes).hexdigest())
+    described.update(torchscript_mode=how, model=str(ts_path), format="torchscript")
+    return _with_state(model, {ts_path: ts_bytes}, output, card, described)
+
+
+def exported_bytes(model: nn.Module, example: np.ndarray) -> tuple[bytes | None, str]:
+    """``model`` as a ``torch.export`` program with a dynamic batch dimension, or ``None`` and why it cannot export."""
+    import torch
+
+    x = torch.as_tensor(np.asarray(example[:4]), dtype=torch.float32)
+    try:
+        program = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+        buf = io.BytesIO()
+        torch.export.save(program, buf)
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for models it cannot trace
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        return None, f"torch.export cannot export the model ({exc.__class__.__name__}: {first})"
+    return buf.getvalue(), ""
+
+
+def _with_state(
+    model: nn.Module, files: dict[Path, bytes], output: str | Path, card: str | None, described: dict[str, Any]
+) -> tuple[dict[Path, bytes], dict[str, Any]]:
+    """``files`` with the model's state_dict (and ``card``) beside ``output``, and their description."""
+    import torch
+
+    data, sd_path = next(iter(files.values())), state_dict_path(output)
     buf = io.BytesIO()
     torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, buf)
     sd_bytes = buf.getvalue()
-    described = {
-        "torchscript": str(ts_path),
-        "torchscript_sha256": hashlib.sha256(ts_bytes).hexdigest(),
-        "torchscript_mode": how,
-        "state_dict": str(sd_path),
-        "state_dict_sha256": hashlib.sha256(sd_bytes).hexdigest(),
-    }
-    files = {ts_path: ts_bytes, sd_path: sd_bytes}
+    described.update(model_sha256=hashlib.sha256(data).hexdigest(), state_dict=str(sd_path))
+    described.update(state_dict_sha256=hashlib.sha256(sd_bytes).hexdigest())
+    files = {**files, sd_path: sd_bytes}
     if card is not None:
         from privgate.dp.card import card_path
 
@@ -200,6 +235,7 @@ def save_hardened(
 __all__ = [
     "HardenedOutputs",
     "default_output",
+    "exported_bytes",
     "files_named",
     "folder_beside",
     "hardened_files",

@@ -199,7 +199,7 @@ class TabularTask(HardenTask):
         )  # fmt: skip
 
     def files(self, report: Report, chosen: Candidate) -> tuple[Report, dict[Path, tuple[str, bytes]]]:
-        """TorchScript at the output path, its state_dict and model card beside it; the report describes them."""
+        """The model at the output path (:mod:`privgate.dp.hardened`), its state_dict and card beside it, described."""
         from privgate.dp.card import model_card
         from privgate.dp.hardened import files_named, hardened_files
 
@@ -210,9 +210,9 @@ class TabularTask(HardenTask):
         files = {path: (named[path], data) for path, data in written_files.items()}
         section = report.remediation.model_copy(update={"output": written, "input_sha256": self.target.sha256})
         described = {
-            "path": written["torchscript"],
-            "format": "torchscript",
-            "sha256": written["torchscript_sha256"],
+            "path": written["model"],
+            "format": written["format"],
+            "sha256": written["model_sha256"],
             "white_box": True,
             "parameters": sum(p.numel() for p in model.parameters()),
             "state_dict": written["state_dict"],

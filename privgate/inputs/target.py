@@ -9,7 +9,8 @@ A torch model's raw outputs are read by :mod:`privgate.inputs.outputs`: logits
 that already are probabilities (a final softmax). :meth:`Target.detect_outputs`
 fixes the reading from a probe of the audit data before any attack runs.
 
-Formats: TorchScript (``torch.jit.save``), a ``state_dict`` loaded with
+Formats: ``torch.export`` programs (``.pt2``, :mod:`~privgate.inputs.targets.exported`),
+TorchScript (``torch.jit.save``), a ``state_dict`` loaded with
 ``torch.load(weights_only=True)`` plus the recipe's model factory, safetensors
 plus the recipe, and pickled objects (a whole ``nn.Module``, a scikit-learn
 estimator). Unpickling runs arbitrary code, so pickles are refused unless the
@@ -38,6 +39,7 @@ from privgate.errors import RecipeError, TargetError
 from privgate.inputs import outputs as _outputs
 from privgate.inputs.surface import QueryLog, Surface
 from privgate.inputs.targets.blackbox import BlackBox
+from privgate.inputs.targets.exported import is_exported, load_exported
 from privgate.io.digest import file_sha256
 from privgate.recipe import Recipe
 
@@ -384,6 +386,8 @@ class Target:
             from privgate.inputs.targets.sklearn import load_skops
 
             return cls(load_skops(p, trust_types), str(p), "skops", digest)
+        if is_exported(p):  # torch.export: the graph only, checked before it is loaded
+            return cls(load_exported(p), str(p), "torch.export", digest)
         if _is_torchscript(p):
             try:
                 with (

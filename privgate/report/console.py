@@ -264,9 +264,12 @@ def print_remediation(rem: RemediationSection, console: Console) -> None:
         console.print(f"  hardened model: {e(rem.output['folder'])} ({e(rem.output.get('format', ''))}, with its card)")
     elif rem.output:
         card = f", {e(rem.output['model_card'])} (model card, DP statement)" if rem.output.get("model_card") else ""
+        fmt = "torch.export" if rem.output.get("format") == "torch.export" else "TorchScript"
         console.print(
-            f"  hardened model: {e(rem.output.get('torchscript'))} (TorchScript), {e(rem.output.get('state_dict'))} "
-            f"(state_dict){card}"
+            f"  hardened model: {e(rem.output.get('model') or rem.output.get('torchscript'))} ({fmt}), "
+            f"{e(rem.output.get('state_dict'))} (state_dict){card}"
         )
+        if rem.output.get("export_refused"):
+            console.print(f"  [yellow]written as TorchScript: {e(rem.output['export_refused'])}[/]")
     if rem.selection_leakage:
         console.print(f"  [dim]{e(rem.selection_leakage)}[/]")
