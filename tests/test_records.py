@@ -53,7 +53,7 @@ def test_one_record_per_audited_row_with_its_row_label_split_and_every_attacks_s
     assert set(t["split"]) == {"calibration", "evaluation"}
     m = t["side"] == "member"
     assert t.loc[m, "score:loss"].mean() > t.loc[~m, "score:loss"].mean()  # higher = more likely member
-    # the check's decision: the threshold calibrated on the calibration non-members at FPR 0.1 flags at most 10 % of them
+    # the check's decision: the threshold calibrated on the calibration non-members at FPR 0.1 flags ≤ 10 % of them
     cal_out = t[(t["split"] == "calibration") & ~m]
     assert 0 < cal_out["flagged:loss@0.1"].sum() <= 0.1 * len(cal_out)
     assert (t["flagged:loss@0.1"] == (t["score:loss"] >= t.loc[t["flagged:loss@0.1"], "score:loss"].min())).all()
@@ -87,17 +87,20 @@ def test_an_unknown_extension_is_one_sentence_and_writes_nothing(audit):
     assert not (d / "r.xlsx").exists()
 
 
-def test_rows_index_the_users_file_before_sub_sampling(tables, audit):
-    """200 members against 60 non-members are sub-sampled to 60 each: each record's row is still its row in m.parquet."""
+@pytest.mark.parametrize("few", ["m", "n"])
+def test_rows_index_the_users_file_before_sub_sampling(tables, audit, few):
+    """200 rows on one side against 60 on the other are sub-sampled to 60 each: each record's row is still its row in
+    the user's 200-row file, its label that row's."""
     d, _ = audit
-    few = pd.read_parquet(tables / "n.parquet").iloc[:60]
-    few.to_parquet(d / "few.parquet")
-    report = api.check(tables / "rf.skops", d / "p.yaml", tables / "m.parquet", d / "few.parquet", cache_dir="off")
+    files = {"m": tables / "m.parquet", "n": tables / "n.parquet"}
+    pd.read_parquet(files[few]).iloc[:60].to_parquet(d / "few.parquet")
+    full = "n" if few == "m" else "m"
+    files[few] = d / "few.parquet"
+    report = api.check(tables / "rf.skops", d / "p.yaml", files["m"], files["n"], cache_dir="off")
     t = pd.DataFrame(report.records_table())
-    rows = t.loc[t["side"] == "member", "row"]
-    assert len(rows) == 60 and rows.max() > 60  # rows of the 200-row file, not positions among the 60 kept
-    members = pd.read_parquet(tables / "m.parquet")
-    assert t.loc[t["side"] == "member", "label"].tolist() == members["label"].iloc[rows].tolist()
+    mine = t[t["side"] == ("member" if full == "m" else "non-member")]
+    assert len(mine) == 60 and mine["row"].max() >= 60  # rows of the 200-row file, not positions among the 60 kept
+    assert mine["label"].tolist() == pd.read_parquet(files[full])["label"].iloc[mine["row"]].tolist()
 
 
 @pytest.mark.parametrize("width", [80, 120])
