@@ -144,7 +144,10 @@ def test_the_cli_writes_the_records_with_the_json_report(tables, audit):
 
 @pytest.mark.parametrize(
     ("name", "needle"),
-    [("r.txt", "--records {p}: unknown extension '.txt'; name a .csv or .parquet file."), ("m.parquet", "--records")],
+    [
+        ("r.txt", "--records {p}: unknown extension '.txt'; name a .csv or .parquet file."),
+        ("m.parquet", "the records file (--records) would overwrite an input, the members data"),
+    ],
 )
 def test_the_cli_refuses_a_bad_records_path_before_any_work(tables, audit, tmp_path, name, needle):
     d, _ = audit
