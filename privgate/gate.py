@@ -275,7 +275,9 @@ def _class_names(audit: AuditKind, labels: np.ndarray) -> list[str] | None:
     return names if names and len(labels) and int(np.min(labels)) >= 0 and int(np.max(labels)) < len(names) else None
 
 
-def _records(audit: AuditKind, ran: dict[str, Ran], diagnostic: set[str], checks: list[CheckResult]):
+def _records(
+    audit: AuditKind, ran: dict[str, Ran], diagnostic: set[str], checks: list[CheckResult]
+) -> dict[str, list[Any]] | None:
     """Every audited row's scores (:mod:`privgate.report.records`); None when the kind knows no row's file index."""
     from privgate.report.records import build, thresholds_of
 
