@@ -141,6 +141,21 @@ def plan(
     return Planned(pol.name, m, n, share, plan_checks(pol, m, n, share=share))
 
 
+def write_records(report: Report, path: str | Path) -> Report:
+    """Write every audited row's membership scores of ``report`` (from :func:`check`) to ``path``, atomically.
+
+    ``path`` ends in ``.csv`` or ``.parquet`` (pyarrow); the columns are described in
+    :mod:`privgate.report.records`. Returns the report referencing the file (``report.records``: path, rows,
+    columns), for a JSON report written after it; the scores themselves are also ``report.records_table()``.
+    """
+    from privgate.io.atomic import write_atomic
+    from privgate.report.records import attach
+
+    referenced, data = attach(report, path, flag="records path")
+    write_atomic(path, data)
+    return referenced
+
+
 @dataclass
 class Hardening:
     """What :func:`harden` decided.
@@ -405,4 +420,5 @@ __all__ = [
     "harden",
     "plan",
     "simulate_federation",
+    "write_records",
 ]

@@ -294,7 +294,34 @@ def _exposed(audit: AuditKind, ran: dict[str, Ran], summaries: list[AttackSummar
     }
     p = audit.pooled
     section = exposed_members(attacks, p.membership, p.calibration, p.member_rows, p.labels, run.exposed)
-    return None if section is None else audit.exposed(section, run)
+    if section is None:
+        return None
+    names = _class_names(audit, p.labels)
+    for rec in section["records"] if names else []:
+        rec["class"] = names[rec["label"]]  # the label as the model knows it ("Yes"), beside its encoding
+    return audit.exposed(section, run)
+
+
+def _class_names(audit: AuditKind, labels: np.ndarray) -> list[str] | None:
+    """The target's class names (scikit-learn's ``classes_``) when they name every label of the audit rows."""
+    names = getattr(getattr(audit, "target", None), "class_names", None)
+    return names if names and len(labels) and int(np.min(labels)) >= 0 and int(np.max(labels)) < len(names) else None
+
+
+def _records(
+    audit: AuditKind, ran: dict[str, Ran], diagnostic: set[str], checks: list[CheckResult]
+) -> dict[str, list[Any]] | None:
+    """Every audited row's scores (:mod:`privgate.report.records`); None when the kind knows no row's file index."""
+    from privgate.report.records import build, thresholds_of
+
+    p = audit.pooled
+    if p.rows is None:
+        return None
+    scores = {n: r.scores for n, r in ran.items() if n not in diagnostic and r.scores is not None}
+    names = _class_names(audit, p.labels)
+    labels = [names[int(v)] for v in p.labels] if names else [int(v) for v in p.labels]
+    cut = thresholds_of(checks, scores, p.membership, p.calibration)
+    return build(p.rows, p.membership, p.calibration, labels, scores, cut)
 
 
 def _guarded(checks: list[CheckResult], guards: list[str]) -> list[CheckResult]:
@@ -360,7 +387,7 @@ def check_model(
         verdict = verdict_of(checks)
         from privgate import __version__
 
-        return Report(
+        report = Report(
             privgate_version=__version__,
             verdict=verdict,
             summary=summary_line(verdict, checks),
@@ -375,6 +402,8 @@ def check_model(
             started=started.isoformat(timespec="seconds"),
             duration_s=round(time.perf_counter() - t0, 3),
         )
+        report._records = _records(audit, ran, diagnostic, checks)
+        return report
 
 
 __all__ = [

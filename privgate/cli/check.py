@@ -17,6 +17,7 @@ from privgate.cli.guard import cap_threads, err_console, guard, out_console, pro
 from privgate.cli.job_output import output_options
 from privgate.cli.lmoptions import text_options, text_settings
 from privgate.cli.mlflow_flags import mlflow_options
+from privgate.cli.records import planned_records, records_option, with_records
 from privgate.cli.step_summary import append_step_summary
 from privgate.cli.threads import threads_setting
 from privgate.cli.trust import trust_options, trust_settings
@@ -117,6 +118,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     help="How many of the most exposed members the reports list (their row in the members file, each attack's "
     "score, rank and FPR/TPR there); default 10, 0 for none. This flag, else the config's 'exposed'.",
 )
+@records_option
 @trust_options
 @budget_option
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
@@ -165,6 +167,7 @@ def check(
     device: str | None = None,
     engine: str | None = None,
     exposed: int | None = None,
+    records_path: str | None = None,
     mlflow_log: bool = False,
     mlflow_model: str | None = None,
     executor: str | None = None,
@@ -299,6 +302,7 @@ def _planned_request(given: _Given, flags: dict[str, Any], cfg: Any) -> _Request
     )
     json_from = "--json" if json_typed is not None else f"'json' in {cfg.path}"
     planned = _planned(outputs, artefacts_dir, json_from, artefacts_path is None)
+    planned += planned_records(flags["records_path"])
     if remediate:
         from privgate.dp.hardened import hardened_outputs
 
@@ -387,8 +391,8 @@ def _run(request: _Request, given: _Given, flags: dict[str, Any], cfg: Any) -> A
         report = staging.relocate(staged)
         artefacts = staging.files()
         report = attach_images(report, artefacts)  # the HTML embeds what this run wrote; it never reads a path
-        files = rendered(report, request.outputs)
-        files.update(model_files)
+        report, records = with_records(report, f["records_path"])  # the JSON references it: before rendering
+        files = rendered(report, request.outputs) | records | model_files
         files.update({path: ("attack artefact", data) for path, data in artefacts.items()})
         commit(files)
     return report
@@ -413,9 +417,10 @@ def _show(report: Any, request: _Request, flags: dict[str, Any]) -> int:
         return report.exit_code
     if request.json_out:
         out.print(f"JSON report: {escape(request.json_out)}")
-    for fmt, path in request.outputs.items():
-        if path and fmt != "json":
-            out.print(f"{title_of(fmt)}: {clean(path)}", markup=False)
+    named = [(title_of(fmt), path) for fmt, path in request.outputs.items() if fmt != "json"]
+    for what, path in [*named, ("records", flags["records_path"])]:
+        if path:
+            out.print(f"{what}: {clean(path)}", markup=False)
     images = any(r.get("image") for r in (report.exposed or {}).get("records", []))
     if request.artefacts_dir and (images or any(a.extras.get("artefacts") for a in report.attacks)):
         out.print(f"artefacts: {escape(request.artefacts_dir)}")
@@ -457,13 +462,8 @@ def _planned(
 
     planned = planned_reports(outputs, lambda fmt: json_from if fmt == "json" else f"--{fmt}")
     if artefacts_dir:
-        planned.append(
-            Named(
-                Path(artefacts_dir),
-                f"the artefacts folder ({'beside the JSON report' if default_artefacts else '--artefacts'})",
-                folder=True,
-            )
-        )
+        how = "beside the JSON report" if default_artefacts else "--artefacts"
+        planned.append(Named(Path(artefacts_dir), f"the artefacts folder ({how})", folder=True))
     return planned
 
 

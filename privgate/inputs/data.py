@@ -280,6 +280,8 @@ class AuditData:
     balanced_from: dict[str, int] | None = None
     #: each audit member's row in the members file as given (they differ after sub-sampling)
     member_rows: np.ndarray | None = None
+    #: each audit non-member's row in the non-members file as given
+    nonmember_rows: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         from privgate.inputs.tables import unify  # tables: one schema; arrays: unchanged
@@ -304,7 +306,7 @@ class AuditData:
                 f"(same features and label{where}); membership numbers would be wrong, so remove the duplicates."
             )
         n1, n0 = len(self.members), len(self.nonmembers)
-        self.member_rows = np.arange(n1)
+        self.member_rows, self.nonmember_rows = np.arange(n1), np.arange(n0)
         if max(n1, n0) > IMBALANCE_RATIO * min(n1, n0):
             rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0xBA1]))
             k = min(n1, n0)
@@ -313,7 +315,8 @@ class AuditData:
                 self.member_rows = np.sort(rng.choice(n1, k, replace=False))
                 self.members = self.members.subset(self.member_rows)
             else:
-                self.nonmembers = self.nonmembers.subset(np.sort(rng.choice(n0, k, replace=False)))
+                self.nonmember_rows = np.sort(rng.choice(n0, k, replace=False))
+                self.nonmembers = self.nonmembers.subset(self.nonmember_rows)
             self.warnings.append(
                 f"members ({n1}) and non-members ({n0}) are very unbalanced; sub-sampled both to {k} with "
                 f"seed {self.seed}"

@@ -21,6 +21,8 @@ from privgate.report.remediation_section import CheckCell, RemediationSection, S
 from privgate.report.safe import console as e
 
 _STYLE = {"pass": "green", "fail": "bold red", "inconclusive": "yellow"}
+#: The widest the exposed-members table's label (or text) and "also flagged by" columns may be, by column.
+_EXPOSED_WIDTHS = {2: 24, 7: 30}
 
 
 def _num(v: float | None) -> str:
@@ -97,13 +99,13 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
         console.print(t)
     exposed = exposed_view(report)
     if exposed is not None:
-        t = Table(title=f"Most exposed members (by {e(exposed.attack)})")
-        for col in exposed.header:
-            t.add_column(e(col))
+        t = Table(title=f"Most exposed members (by {e(exposed.attack)})", caption=e(exposed.caption))
+        for i, col in enumerate(exposed.header):  # within the console's width: labels cut, lists of attacks folded
+            t.add_column(e(col), max_width=_EXPOSED_WIDTHS.get(i), overflow="ellipsis" if i == 2 else "fold")
         for row in exposed.rows:
             t.add_row(*(e(v) for v in row))  # a language model's records are text: never rich markup
         console.print(t)
-        console.print(e(exposed.intro), style="dim")
+        console.print(e(exposed.intro), style="dim", soft_wrap=False)
     if report.remediation is not None:
         from privgate.report.remediation import section_of
 

@@ -4,15 +4,18 @@ The JSON report's ``exposed`` section (:mod:`privgate.stats.exposed_members`) ho
 N members the leading attack scores highest, every attack's score, rank and
 (FPR, TPR) operating point. The other formats show a compact view of it:
 
-* the record's index in the members file, its label and split;
+* the record's 0-based row in the members file as given (the caption says so), its label as the model knows
+  it (the class name where the report has it) and split;
 * the leading attack's score, the FPR at which an attacker flagging everyone
-  down to this record would operate, and the TPR it would reach there;
+  down to this record would operate, and the TPR it would reach there (an evaluation member only: a calibration
+  member's TPR on the evaluation split reads 0 % at the top of the ranking, which says nothing);
 * which other attacks also flag the record at FPR ≤ :data:`FLAG_FPR`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from privgate.report.model import BaseReport
@@ -20,7 +23,7 @@ from privgate.report.model import BaseReport
 #: An attack "flags" a record when its score's FPR is at most this.
 FLAG_FPR = 0.01
 
-HEADER = ["#", "member", "label", "split", "score", "FPR", "TPR", f"also at FPR ≤ {FLAG_FPR:g}"]
+HEADER = ["#", "row", "label", "split", "score", "FPR", "TPR", f"also at FPR ≤ {FLAG_FPR:g}"]
 #: Characters of a text record (language models) shown in the label's column.
 TEXT_CHARS = 60
 
@@ -40,6 +43,7 @@ class ExposedView:
     rows: list[list[str]]
     images: list[str | None] = field(default_factory=list)  # artefact path of each record's image, when saved
     records: list[dict[str, Any]] = field(default_factory=list)
+    caption: str = ""  # what the row numbers count: "row = 0-based index in members.parquet"
 
 
 def _pct(v: float) -> str:
@@ -67,26 +71,29 @@ def _view(report: BaseReport) -> ExposedView | None:
             [
                 str(i),
                 str(rec["member_index"]),
-                _shown_text(rec["text"]) if "text" in rec else str(rec["label"]),
+                _shown_text(rec["text"]) if "text" in rec else str(rec.get("class", rec["label"])),
                 rec["split"],
                 f"{mine['score']:.4g}",
                 _pct(mine["fpr"]),
-                _pct(mine["tpr"]),
+                _pct(mine["tpr"]) if rec["split"] == "evaluation" else "—",
                 ", ".join(also) or "—",
             ]
         )
         images.append(rec.get("image"))
     intro = (
         f"The {len(rows)} members that '{lead}' (the strongest attack at low FPR) scores highest, of "
-        f"{ex.get('n_members', '?')}: 'member' is the row in the members file; FPR and TPR are where an attacker "
-        "flagging everyone down to this record operates on the evaluation split "
-        f"({ex.get('n_eval_members', '?')} members, {ex.get('n_eval_nonmembers', '?')} non-members). "
+        f"{ex.get('n_members', '?')}: 'row' is the 0-based index in the members file as given; FPR and TPR are "
+        "where an attacker flagging everyone down to this record operates on the evaluation split "
+        f"({ex.get('n_eval_members', '?')} members, {ex.get('n_eval_nonmembers', '?')} non-members; "
+        "TPR only for evaluation members). "
         "Remove, deduplicate or down-weight these records before retraining."
     )
     header = list(HEADER)
     if any("text" in rec for rec in ex["records"]):  # a language model's records: the text instead of a label
         header[2] = "text"
-    return ExposedView(lead, intro, header, rows, images, list(ex["records"]))
+    source = ((getattr(report, "data", None) or {}).get("members") or {}).get("source")
+    caption = f"row = 0-based index in {PurePath(str(source)).name if source else 'the members file'}"
+    return ExposedView(lead, intro, header, rows, images, list(ex["records"]), caption)
 
 
 __all__ = ["FLAG_FPR", "HEADER", "ExposedView", "view"]

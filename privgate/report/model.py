@@ -187,9 +187,21 @@ class Report(BaseReport):
         "members file, label, split, and per attack their score, rank and (fpr, tpr) point; `image` is an artefact "
         "path for image data.",
     )
+    records: dict[str, Any] | None = Field(
+        default=None,
+        description="The records file (--records; privgate.report.records): its path, rows, columns and the base of "
+        "`row`; the per-row scores are in that file, never in the JSON.",
+    )
     #: PNG files this run wrote, {artefact path: bytes}, for the HTML to embed (privgate.report.html.attach_images);
     #: never serialised, never read from JSON: rendering a report never opens a path it names.
     _images: dict[str, bytes] = PrivateAttr(default_factory=dict)
+    #: every audited row's scores as columns (privgate.report.records.build); never serialised
+    _records: dict[str, list[Any]] | None = PrivateAttr(default=None)
+
+    def records_table(self) -> dict[str, list[Any]] | None:
+        """Every audited row's membership scores as columns (``privgate.report.records``), or None (a report read
+        back from JSON, or a kind without per-row records)."""
+        return self._records
 
     @classmethod
     def from_json(cls, text: str) -> Report:

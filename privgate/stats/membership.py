@@ -264,6 +264,11 @@ def _threshold_at_fpr(out_scores: np.ndarray, fpr: float) -> float:
     return float(np.nextafter(s[k], np.inf))
 
 
+def threshold_at_fpr(out_scores: np.ndarray, fpr: float) -> float:
+    """The calibrated threshold of a TPR-at-FPR check: the lowest whose FPR on ``out_scores`` is at most ``fpr``."""
+    return _threshold_at_fpr(out_scores, fpr)
+
+
 def _order_stat_thresholds(out_scores: np.ndarray, fpr: float, a: float) -> tuple[float | None, float | None]:
     """Thresholds whose true FPR is ≥ ``fpr`` (resp. ≤ ``fpr``) with probability ≥ 1 − a.
 

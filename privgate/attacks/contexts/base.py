@@ -40,12 +40,14 @@ class Pooled:
         calibration: the calibration split (thresholds, learned scores); the rest is the evaluation split.
         member_rows: each member's row in the members file as given; −1 for non-members.
         labels: each row's class label (language models: 0).
+        rows: each row's 0-based index in its own file as given (members or non-members), when the kind knows it.
     """
 
     membership: np.ndarray
     calibration: np.ndarray
     member_rows: np.ndarray
     labels: np.ndarray
+    rows: np.ndarray | None = None
 
 
 def pooled_order(n_members: int, n_nonmembers: int, seed: int) -> np.ndarray:

@@ -45,6 +45,7 @@ class AuditRows:
         membership: the true membership (never shown to an attack).
         calibration: the calibration split (thresholds, learned scores); the rest is the evaluation split.
         member_rows: each member's row in the members file as given; −1 for non-members.
+        rows: each row's 0-based index in its own file as given (members or non-members file).
     """
 
     x: np.ndarray
@@ -52,6 +53,7 @@ class AuditRows:
     membership: np.ndarray
     calibration: np.ndarray
     member_rows: np.ndarray
+    rows: np.ndarray | None = None
 
 
 def audit_rows(data: AuditData, seed: int) -> AuditRows:
@@ -60,15 +62,17 @@ def audit_rows(data: AuditData, seed: int) -> AuditRows:
     y = np.r_[data.members.y, data.nonmembers.y]
     membership = np.r_[np.ones(n1, bool), np.zeros(n0, bool)]
     rows = np.r_[data.member_rows if data.member_rows is not None else np.arange(n1), np.full(n0, -1)]
+    own = np.r_[rows[:n1], data.nonmember_rows if data.nonmember_rows is not None else np.arange(n0)]
     perm = pooled_order(n1, n0, seed)
-    y, membership, rows = y[perm], membership[perm], rows[perm]  # attacks never see membership, nor its order
+    # attacks never see membership, nor its order
+    y, membership, rows, own = y[perm], membership[perm], rows[perm], own[perm]
     # x = pooled x[perm], written in place: pooled row j goes to where[j], so no pooled copy of x is made
     where = np.empty_like(perm)
     where[perm] = np.arange(len(perm))
     x = np.empty((n1 + n0, *data.members.x.shape[1:]), dtype=np.result_type(data.members.x, data.nonmembers.x))
     x[where[:n1]] = data.members.x
     x[where[n1:]] = data.nonmembers.x
-    return AuditRows(x, y, membership, stats.calibration_mask(membership, seed), rows)
+    return AuditRows(x, y, membership, stats.calibration_mask(membership, seed), rows, own)
 
 
 def policy_warnings(policy: Policy) -> list[str]:
@@ -126,7 +130,8 @@ class TabularAudit(AuditKind):
         self.target = target.to_device(run.device).serving(self.surface)
         self.data, self.policy, self.shown_policy, self.recipe, self.run = data, policy, policy, recipe, run
         self.rows = audit_rows(data, run.seed)
-        self.pooled = Pooled(self.rows.membership, self.rows.calibration, self.rows.member_rows, self.rows.y)
+        r = self.rows
+        self.pooled = Pooled(r.membership, r.calibration, r.member_rows, r.y, r.rows)
         self.ctx = AttackContext(
             target=self.target, x=self.rows.x, y=self.rows.y, population=data.population, recipe=recipe, run=run
         )
