@@ -1,29 +1,10 @@
 """Where independent pieces of a run execute: in this process (``local``) or as Ray tasks (``ray``).
 
-privgate hands an executor a list of *tasks* — one function and one argument
-tuple per task, every random choice fixed by a seed inside the arguments — and
-gets the results back in submission order. Because the decomposition into
-tasks, the seeds and the thread count inside each task are the same whatever
-the executor, a run gives the same numbers on either (on machines with the same
-CPU instruction set: float rounding of a BLAS kernel can differ across CPUs as
-it would locally).
-
-What is submitted as tasks:
-
-* groups of reference models (:func:`privgate.training.engine.train_ensemble`:
-  at most :attr:`~privgate.options.RunOptions.models_per_task` models per task,
-  each group vectorised inside its task; the cache stays on the driver);
-* the DP-SGD clip-norm search runs of a remediation
-  (:func:`privgate.dp.clip.search_clip_norm`); the ε candidates themselves stay
-  one after another because each step of the ladder or the bisection depends on
-  the last, and each candidate's reference models are groups as above;
-* the topologies of a federated simulation (:func:`privgate.audits.federated.run.simulate`);
-* the (adversary, ε) cells of an LDP audit (:func:`privgate.audits.ldp.audit_ldp`),
-  each with its own seeded generator.
-
-The CLI chooses the executor (``--executor``, ``--ray-address``); code below it
-receives it through :class:`~privgate.options.RunOptions` and calls
-:func:`executor_for`.
+An executor gets a list of tasks — a function and an argument tuple each, every random choice fixed by a seed in the
+arguments — and returns the results in submission order. The tasks, seeds and per-task threads do not depend on the
+executor, so a run gives the same numbers on either (up to a CPU's BLAS rounding). The CLI chooses it (``--executor``,
+``--ray-address``); code below receives it through :class:`~privgate.options.RunOptions` and calls
+:func:`executor_for`. What runs as tasks: ``docs/ray.md``.
 """
 
 from __future__ import annotations

@@ -1,32 +1,11 @@
 """The Ray executor: tasks as Ray remote calls on a cluster, results gathered in submission order.
 
-Connecting (:func:`connect`, once per process):
-
-* no address: start a Ray instance on this machine (``address="local"``), as
-  many workers as it has cores — one machine, several tasks at once. Ray binds
-  the processes it starts (GCS, raylet, workers) to the *thread* that started
-  them (Linux ``PR_SET_PDEATHSIG``: they are killed when that thread ends), so
-  the start runs in a thread that lives as long as the process (:func:`_init`);
-  started from a short-lived helper thread, Ray's GCS died the moment
-  ``ray.init`` returned and the run hung until Ray's own 60 s timeout ended the
-  process with exit code 1;
-* ``auto``: the cluster ``ray start`` started on this machine;
-* ``host:port`` (the head's GCS port, 6379 by default) or
-  ``ray://host:port`` (a Ray Client server, 10001 by default): a remote cluster.
-  The port is probed first (:data:`CONNECT_TIMEOUT_S`: a TCP connection and
-  the HTTP/2 handshake every gRPC server — Ray's GCS, a Ray Client server —
-  answers), and ``ray.init`` is given :data:`INIT_TIMEOUT_S` in a helper
-  thread, so a wrong address is one sentence within seconds, never a hang.
-
-When Ray is already initialised in this process (a notebook, a test session),
-that connection is used.
-
-Each task asks Ray for ``threads`` CPUs (and a GPU when the run trains on
-``cuda``) and runs with torch and BLAS held to ``threads`` threads, as the
-local executor does. Large arguments shared by several tasks (the audit rows)
-are put in Ray's object store once. Functions and recipes from the user's own
-modules (a recipe file next to the model, a recipe's own training function) are sent by value, so workers on
-other machines need privgate installed but not the user's files.
+:func:`connect` (once per process): no address starts a local Ray from a thread that lives as long as the process
+(:func:`_init`; Ray kills what it started when the starting thread ends), ``auto`` joins this machine's cluster,
+``host:port`` / ``ray://host:port`` a remote one, probed first (:data:`CONNECT_TIMEOUT_S`, :data:`INIT_TIMEOUT_S`) so
+a wrong address is one sentence within seconds; an initialised Ray is reused. Each task asks for ``threads`` CPUs
+(and a GPU on ``cuda``) and holds torch and BLAS to them; shared arguments go to the object store once; the user's
+modules travel by value. Details: ``docs/ray.md`` and ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Atomic file output: every file privgate writes appears whole or not at all.
 
-One file (:func:`write_atomic`) or several that belong together
-(:func:`write_together`, e.g. a hardened model, its state_dict and its
-reports): each payload goes to a temporary file in its destination folder,
-flushed and fsynced; only when every temporary file is complete are they moved
-over their destinations with ``os.replace``. A failure or an interrupt at any
-point removes every temporary file, puts back each file a rename had already
-replaced, removes the new files and the folders it created: the destinations
-are as they were. While the renames run, SIGINT and SIGTERM are held back (they
-are delivered right after, :func:`signals_held`), so Ctrl-C never leaves half
-of a set renamed.
-
-Temporary names are recognisably privgate's, ``.NAME.privgate-PID-XXXXXXXX.tmp``
-next to ``NAME``. A run killed outright (SIGKILL, power loss) cannot remove
-its own; the next write of the same ``NAME`` removes those whose process is
-gone.
+:func:`write_atomic` (one file) and :func:`write_together` (a set): each payload goes to a fsynced temporary file
+``.NAME.privgate-PID-XXXXXXXX.tmp`` beside its destination, then all are moved with ``os.replace``. A failure or an
+interrupt removes the temporaries and puts back what a rename had replaced; SIGINT and SIGTERM are held back during
+the renames (:func:`signals_held`). Temporaries of a killed process are removed by the next write of the same name.
 """
 
 from __future__ import annotations

@@ -1,39 +1,12 @@
 """Output-path guards: nothing privgate writes may land on a file the user gave it to read.
 
-Before any work, the CLI lists its inputs (the model, the audit data, the
-policy, the config file, and the Python files behind ``--recipe`` and data
-factories ``module:function``, found without importing them) and its outputs
-(reports, the artefacts folder, the hardened model and its state_dict), and
-:func:`check_outputs` refuses, with one sentence and exit code 2, an output
-that
-
-* is an input (compared after resolving symlinks, ``./x`` against ``x`` and
-  ``..``, and hard links when both files exist),
-* is another output, or lies inside another output (a report inside the
-  artefacts folder, where attack files are written),
-* is an existing folder, or lies below a file (it could never be created),
-* exists and is not a regular file — a FIFO, a device such as ``/dev/full``,
-  a socket (:func:`special_kind`): replacing it would break whatever uses it,
-  and writing into it could block or fill a disk,
-* is a symbolic link (:func:`link_target`): the rename of an atomic write
-  would replace the link with a file, and writing through it would send the
-  report wherever the link points — a pull request controls the working tree
-  and may commit ``reports/r.json -> ~/.bashrc``. The one exception is a link
-  to the very file this process writes its standard output or error to
-  (``/dev/stdout``, ``/proc/self/fd/1``, whether that is a pipe, a terminal or
-  a file, :func:`stream_of`): the report is written to that stream after every
-  file is in place (:func:`privgate.io.staging.commit`), nothing is replaced,
-* has a name longer than the file system allows (``ENAMETOOLONG``),
-
-and an artefacts folder that holds an input. Nothing has been written then.
-
-The Python files of the user's project are inputs too, but most of them are
-only known once imported: the recipe module's own ``import defs``, a data
-factory's helpers, a mechanism's or a trainer's. :func:`refuse_imported`
-refuses an output that is the file of any module the process has imported; the
-CLI calls it once the entry points are imported (before any work) and
-:func:`privgate.io.staging.commit` calls it again right before writing, which
-also catches a module a recipe function imports only when it runs.
+Before any work the CLI lists its inputs and outputs, and :func:`check_outputs` refuses, with one sentence and exit
+code 2, an output that is an input (after resolving links, ``..`` and hard links), another output or inside one, a
+folder, below a file, not a regular file (:func:`special_kind`), a symbolic link (:func:`link_target`; except one to
+this process's own stdout/stderr, :func:`stream_of`) or a name too long; and an artefacts folder holding an input.
+:func:`refuse_imported` refuses the file of any imported module, called once the entry points are imported and again
+by :func:`privgate.io.staging.commit`. Nothing has been written then. Why each rule: ``docs/outputs.md`` and
+``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """What one CLI run writes — reports, attack artefacts, a hardened model — written as one unit.
 
-Nothing reaches its destination until the run has finished: attack artefacts
-go to a hidden staging folder beside the artefacts folder
-(``.NAME.privgate-PID-XXXXXXXX.tmp/``), reports and the hardened model are
-rendered in memory, and :func:`commit` writes them all with
-:func:`privgate.io.atomic.write_together`: every file appears, or none does and
-files already there are left as they were. An error, Ctrl-C or SIGTERM before
-the end removes the staging folder; one left by a killed run is removed by the
-next run writing the same artefacts folder.
+Nothing reaches its destination until the run has finished: artefacts go to a hidden staging folder beside the
+artefacts folder (``.NAME.privgate-PID-XXXXXXXX.tmp/``), reports and the hardened model are rendered in memory, and
+:func:`commit` writes them all with :func:`privgate.io.atomic.write_together`: every file appears, or none does. An
+error, Ctrl-C or SIGTERM removes the staging folder; one left by a killed run is removed by the next run.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Statistics: pure functions over attack scores and counts, no I/O (jax_privacy's auditing style).
 
-* :mod:`privgate.stats.binomial` — Clopper-Pearson bounds, Bonferroni;
-* :mod:`privgate.stats.membership` — membership metrics with intervals on a
-  calibration/evaluation split (AUC, balanced accuracy, advantage, TPR at FPR);
-* :mod:`privgate.stats.epsilon` — ε ↔ accuracy and empirical ε lower bounds;
-* :mod:`privgate.stats.leakage` — reconstruction similarity and attribute-inference advantage;
-* :mod:`privgate.stats.precision` — attack precision (at equal priors), recall and F1 at a calibrated threshold.
-* :mod:`privgate.stats.difference` — is a metric worse in one report than in another (``privgate diff``).
-
-Every function's docstring gives its formula and the paper behind it.
+:mod:`~privgate.stats.binomial` (Clopper-Pearson bounds, Bonferroni), :mod:`~privgate.stats.membership` (membership
+metrics with intervals on a calibration/evaluation split), :mod:`~privgate.stats.epsilon` (ε ↔ accuracy, empirical ε
+lower bounds), :mod:`~privgate.stats.leakage` (reconstruction similarity, attribute-inference advantage),
+:mod:`~privgate.stats.precision` (precision at equal priors, recall, F1), :mod:`~privgate.stats.difference` (is a
+metric worse in one report than in another, ``privgate diff``). Every function's docstring gives its formula and the
+paper behind it.
 """
 
 from __future__ import annotations

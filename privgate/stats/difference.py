@@ -1,63 +1,12 @@
 """Is a metric worse in one report than in another, beyond the noise of both measurements?
 
-Pure functions over two independent estimates of the same metric, a *base*
-θ̂₁ (the release in production) and a *new* θ̂₂ (the candidate), each given with
-what its own report knows about its sampling error. For a tolerance τ ≥ 0 and
-a one-sided level a, the question is the test
-
-    H₀: θ₂ − θ₁ ≤ τ   against   H₁: θ₂ − θ₁ > τ   ("worse by more than τ")
-
-decided, like privgate's checks, on a confidence bound: H₀ is rejected when the
-one-sided 1 − a **lower** bound L(a) of the change θ₂ − θ₁ is above τ — the
-data *prove* the metric got worse by more than the tolerance. Every metric here
-is a leak (higher = worse).
-
-The bound is MOVER, the "method of variance estimates recovery" (Zou & Donner
-2008, Stat. Med. 27:1693, doi:10.1002/sim.3095): given each estimate's own
-one-sided bounds l, u at level a,
-
-    L(a) = θ̂₂ − θ̂₁ − √((θ̂₂ − l₂)² + (u₁ − θ̂₁)²)
-    U(a) = θ̂₂ − θ̂₁ + √((u₂ − θ̂₂)² + (θ̂₁ − l₁)²).
-
-Each squared distance is a variance recovered from the side of an interval
-that matters, so skewed intervals (proportions near 0 or 1, an AUC near 1) are
-combined without a symmetric normal approximation. Special cases:
-
-* :class:`Normal` — an estimate with a standard error. With two of them MOVER
-  is exactly the z-test of two independent estimates, z = (θ̂₂ − θ̂₁ − τ)/√(se₁² + se₂²);
-  for AUC with DeLong's standard errors (DeLong, DeLong & Clarke-Pearson 1988,
-  Biometrics 44:837) this is the classical comparison of two independent ROC
-  areas (Hanley & McNeil 1983, Radiology 148:839).
-* :class:`Rates` — balanced accuracy ½(TPR + 1 − FPR) or advantage TPR − FPR
-  at a calibrated threshold, from the exact counts, bounded with
-  Clopper-Pearson bounds (Clopper & Pearson 1934) as the report bounds it; the
-  class says why not with Newcombe's tighter score interval.
-* :class:`Epsilon` — the ε implied by a (TPR, FPR) pair, ε(TPR, FPR) =
-  max(0, ln((TPR − δ)/FPR), ln((1 − δ − FPR)/(1 − TPR))) (Kairouz, Oh &
-  Viswanath 2015, arXiv 1311.0776). It rises with TPR and falls with FPR, so
-  Wilson bounds on both (at a/2 each, Bonferroni) bound it; the point is the
-  Haldane-corrected ε of :func:`privgate.stats.epsilon_lower_bound`. With no
-  false positive (or no missed member) its upper bound is infinite: such a run
-  cannot bound ε from above, so no change against it is ever significant.
-* :class:`Interval` — only a reported interval [lo, hi] at confidence c is
-  known (TPR at a fixed FPR, whose interval carries the uncertainty of the
-  estimated threshold; similarity; attribute advantage). Each side's standard
-  error is recovered as (θ̂ − lo)/z and (hi − θ̂)/z with z = Φ⁻¹(1 − (1 − c)/2),
-  and rescaled to the level asked for — MOVER's recovery, with a normal shape
-  assumed for the rescaling.
-
-**Independence.** The two reports are separate runs; their estimates are
-treated as independent. Both reports audit the *same* examples (the diff
-refuses reports with different data), so in practice their estimates are
-usually positively correlated — an example easy to spot as a member for one
-model tends to be easy for the other — and then Var(θ̂₂ − θ̂₁) = V₁ + V₂ − 2·Cov
-is *smaller* than V₁ + V₂: the test is conservative (it rejects less often than
-a). Identical runs give a change of exactly 0 and p = ½.
-
-**p-value.** The p-value of H₀ is the level at which the bound meets τ:
-p = a* with L(a*) = τ when the change is above τ (L grows with a, so
-"L(a) > τ ⇔ p < a"), and p = 1 − a* with U(a*) = τ when it is below (for
-two normal estimates both are 1 − Φ(z) exactly).
+Pure functions over two independent estimates of one leak metric (higher = worse), a base θ̂₁ and a new θ̂₂: the
+one-sided test of H₀: θ₂ − θ₁ ≤ τ, rejected when the 1 − a lower bound of θ₂ − θ₁ is above τ. The bound is MOVER
+(Zou & Donner 2008, Stat. Med. 27:1693, doi:10.1002/sim.3095), built from each estimate's own bounds:
+:class:`Normal` (a standard error; DeLong's for AUC), :class:`Rates` (Clopper-Pearson counts), :class:`Epsilon`
+(Kairouz, Oh & Viswanath 2015, arXiv 1311.0776; Wilson bounds) and :class:`Interval` (a reported interval). The
+two runs are treated as independent, which is conservative for reports on the same examples.
+Formulas and the p-value: ``docs/internals-training-stats.md``; use: ``docs/ci.md``.
 """
 
 from __future__ import annotations

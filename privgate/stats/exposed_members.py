@@ -1,25 +1,10 @@
 """Which records leak: the members the strongest attack singles out, with every attack's view of them.
 
-An aggregate number (TPR at 1 % FPR) says *how much* a model leaks; a user who
-wants to fix the data — remove, deduplicate or down-weight records — needs to
-know *which* records. For every attack that ran, each member's score is placed
-on that attack's evaluation-split ROC curve:
-
-* ``rank``: 1 for the member the attack scores highest among all audit members;
-* ``fpr``: the fraction of evaluation non-members scoring at least as high —
-  the false-positive rate of an attacker who flags everyone down to this record;
-* ``tpr``: the fraction of evaluation members scoring at least as high, the
-  attack's TPR at that FPR (Carlini et al. 2022, arXiv 2112.03570, argue for
-  reading attacks at low FPR: a member flagged at FPR 0.1 % is exposed with
-  high confidence, one at FPR 30 % is not).
-
-The records listed are the N members with the highest scores under the
-*leading* attack: the one with the highest TPR at the lowest FPR that could be
-measured (see :func:`leading_attack`); every other attack's score, rank and
-operating point are reported for the same records. The scores of every attack
-are blind to the evaluation split's membership (cross-fitted where an attack
-learns), so calibration and evaluation members are ranked alike; each record
-says which split it is in.
+Each member's score is placed on every attack's evaluation-split ROC curve: its ``rank`` among the members, ``fpr``
+(evaluation non-members scoring at least as high) and ``tpr`` (evaluation members scoring at least as high; Carlini
+et al. 2022, arXiv 2112.03570, read attacks at low FPR). The records are the N members the *leading* attack
+(:func:`leading_attack`) scores highest; each says which split it is in. What the report shows:
+``docs/attacks.md`` ("Which records leak"); why: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

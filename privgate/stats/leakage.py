@@ -1,22 +1,11 @@
 """Statistics for leakage that is not a membership score: reconstruction similarity,
 attribute-inference advantage and the members a released tree model isolates.
 
-Pure functions over per-example arrays, like :mod:`privgate.stats`, with one
-difference: these metrics need the *true membership* of the audit examples,
-which attacks never see. An attack therefore hands the gate a **measure** — a
-frozen dataclass holding the per-example quantities it computed blind
-(similarity of each audit example to its class's reconstruction; whether the
-attack's and the baseline's guess of each example's sensitive value is right) —
-and the gate calls ``measure.estimate(membership, confidence)``. The contract:
-
-* ``AttackResult.extras["estimates"][metric]`` is either a
-  :class:`privgate.stats.Estimate` (a metric that needs no membership) or a
-  :class:`Measure` (anything with ``estimate(membership, confidence) -> Estimate``);
-* measures are decided on *all* audit examples: they pick no threshold on the
-  audit data, so no calibration split is needed.
-
-Both intervals are chosen to be honest at small sample sizes; the choices are
-documented on each class and in ``docs/whitebox.md``.
+These metrics need the true membership, which attacks never see: an attack puts in
+``AttackResult.extras["estimates"][metric]`` either a :class:`privgate.stats.Estimate` or a :class:`Measure`
+(per-example quantities computed blind, with ``estimate(membership, confidence) -> Estimate``), and the gate calls
+it on all audit examples (no threshold is picked on them, so no calibration split). The interval choices are on
+each class and in ``docs/whitebox.md``.
 """
 
 from __future__ import annotations

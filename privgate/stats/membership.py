@@ -1,29 +1,12 @@
 """Statistics over membership-inference scores: pure functions, no I/O.
 
-Everything here works on attack scores of *members* (held-in, label 1) and
-*non-members* (held-out, label 0); a higher score means "more likely a member"
-and an example is called a member when its score is ``>= threshold``.
-
-Honesty rules that every function follows:
-
-* Threshold-based metrics choose their threshold on a **calibration** split and
-  are measured on a disjoint **evaluation** split (:class:`SplitScores`), so a
-  number is never tuned on the data it is reported on.
-* Rates come from exact counts with Clopper-Pearson intervals (Clopper &
-  Pearson 1934). A quantity built from a TPR and an FPR uses each at level
-  α/2 (Bonferroni), so the joint statement holds at 1 − α.
-* A metric the data cannot resolve is returned with ``resolvable=False`` and
-  the reason, never as a number that looks decided. The rules:
-
-  - every one of the four groups (calibration/evaluation × members/non-members)
-    needs at least :data:`MIN_GROUP` examples;
-  - TPR at FPR ``f`` needs at least ``ceil(1/f)`` non-members in *each* split:
-    with fewer, the calibration split cannot place a threshold at FPR ``f``
-    (it can only sit above every non-member) and the evaluation split expects
-    less than one false positive, so the operating point is not measured;
-  - the ε lower bound needs counts that could prove a value above the bound
-    being checked (see :func:`privgate.stats.epsilon.max_provable_epsilon`); otherwise passing would be
-    a foregone conclusion.
+Scores of members (label 1) and non-members (label 0), higher = "more likely a member", a member called at
+``score >= threshold``. Threshold metrics pick their threshold on a calibration split and are measured on a disjoint
+evaluation split (:class:`SplitScores`); rates come with Clopper-Pearson intervals (Clopper & Pearson 1934), a TPR
+and an FPR combined each at α/2 (Bonferroni). A metric the data cannot resolve comes back ``resolvable=False`` with
+the reason, never as a number that looks decided (:data:`MIN_GROUP` per group; ``ceil(1/f)`` non-members per split
+for TPR at FPR ``f``; the ε bound, :func:`privgate.stats.epsilon.max_provable_epsilon`).
+Why: ``docs/statistics.md`` and ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

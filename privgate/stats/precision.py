@@ -1,23 +1,11 @@
 """Attack precision, recall and F1 at a calibrated threshold, with intervals (the measures of
 the federated audit of Gao 2024, University of Zurich).
 
-At the threshold that maximises TPR − FPR on the **calibration** split
-(:func:`privgate.stats.membership.balanced_accuracy`), the **evaluation**
-split gives TPR = TP/n₁ and FPR = FP/n₀. Precision depends on how many
-members there are among the candidates; it is reported at equal priors, the
-setting of balanced member/non-member sets (Shokri et al. 2017, arXiv
-1610.05820; Gao's (2024, University of Zurich) AP, where 0.5 is guessing), so it does not change with
-the evaluation's own ratio:
-
-    precision = TPR / (TPR + FPR),   recall = TPR,
-    F1 = 2·precision·recall / (precision + recall) = 2·TPR / (1 + TPR + FPR).
-
-Precision and F1 increase in TPR and decrease in FPR, so Clopper-Pearson
-intervals on TPR and FPR, each at 1 − α/2 (Bonferroni), give intervals that
-hold jointly at 1 − α by evaluating the formulas at the corners. Recall's
-interval is Clopper-Pearson at 1 − α. The threshold maximises the advantage
-rather than F1: at equal priors, calling every row a member already scores
-F1 = 2/3, so an F1-maximising threshold is pushed towards that useless rule.
+At the calibration split's advantage-maximising threshold (:func:`privgate.stats.membership.balanced_accuracy`), the
+evaluation split gives TPR and FPR; precision is reported at equal priors (Shokri et al. 2017, arXiv 1610.05820),
+precision = TPR / (TPR + FPR), recall = TPR, F1 = 2·TPR / (1 + TPR + FPR). Intervals: Clopper-Pearson on TPR and
+FPR at 1 − α/2 each (Bonferroni), evaluated at the corners; recall's at 1 − α.
+Why that threshold and not F1's: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Maximum-likelihood skew-normal fits, fast enough to bootstrap: the extrapolation behind canary exposure.
 
-The skew-normal distribution (Azzalini 1985, Scand. J. Statist. 12:171) has density
-
-    f(x) = (2/ω) φ(z) Φ(αz),   z = (x − ξ)/ω,
-
-so a sample's negative log-likelihood and its gradient are, with r = φ(αz)/Φ(αz)
-(computed as exp(log φ − log Φ), ``scipy.special.log_ndtr``, stable far in the tails),
-
-    NLL = n log ω + Σ z²/2 − Σ log Φ(αz) (+ const),
-    ∂/∂α = −Σ r z,   ∂/∂ξ = −Σ (z − α r)/ω,   ∂/∂log ω = n − Σ (z² − α r z).
-
-:func:`fit` minimises it with L-BFGS-B from a starting point: the maximum of the
-same likelihood :func:`scipy.stats.skewnorm.fit` finds (used for the first fit),
-at a tenth of its cost per refit, which is what a bootstrap of the fit needs
-(Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232, §4.3, fit a
-skew-normal to sampled log-perplexities; privgate reports the fit's bootstrap
-interval, Efron 1979, beside the distribution-free one).
+The skew-normal (Azzalini 1985, Scand. J. Statist. 12:171), f(x) = (2/ω) φ(z) Φ(αz), z = (x − ξ)/ω. :func:`fit`
+minimises the negative log-likelihood with its analytic gradient by L-BFGS-B from a starting point: the maximum
+:func:`scipy.stats.skewnorm.fit` finds, at a tenth of its cost per refit — what a bootstrap (Efron 1979) of the fit
+of Carlini et al. 2019 ("The Secret Sharer", arXiv 1802.08232, §4.3) needs. The likelihood and its gradient:
+``docs/internals-training-stats.md``; its use: ``docs/lm-leakage.md``.
 """
 
 from __future__ import annotations

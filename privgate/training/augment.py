@@ -1,30 +1,11 @@
 """Data augmentation of a recipe, drawn per model from the model's own generators: the same both ways.
 
-Image models are usually trained on randomly shifted and mirrored copies of
-their images (Krizhevsky et al. 2012; He et al. 2016, arXiv 1512.03385: pad
-by 4, crop back to 32×32, flip horizontally with probability ½); reference
-models trained without it memorise differently from the target, and LiRA's
-and RMIA's statistics then understate its leak (Carlini et al. 2022, arXiv
-2112.03570, §VI). :class:`privgate.recipe.Augment` describes it:
-
-* ``crop_padding = p``: each image ``[C, H, W]`` is padded by ``p`` on every
-  side (zeros, or ``reflect``) and an ``H×W`` window at a uniformly random
-  offset ``(dy, dx) ∈ {0..2p}²`` is kept;
-* ``flip``: each image is mirrored left-right with probability ½;
-* ``transform(batch, generator)``: the user's own tensor transform, called
-  once per mini-batch with the batch (on the training device, after the
-  crop and flip) and a seeded CPU ``torch.Generator`` to draw from; it returns
-  a batch of the same shape.
-
-The draws that decide a model come from that model's CPU generators, seeded
-from its training seed (:func:`crop_seed`, :func:`transform_seed`): at every
-step, ``randint(0, 2p+1, (rows, 2))`` then ``rand(rows) < ½`` for the batch's
-rows in batch order, then the transform's own draws. ``Recipe.train`` and the
-vectorised engine (:mod:`privgate.training.stacked`) draw exactly so, which
-is why a model trained K at a time equals the one trained alone up to float
-rounding, whatever else was trained beside it and on whatever device. Crop
-and flip are one gather on the device (no per-row Python loop, no host
-synchronisation).
+Random crops with padding and horizontal flips (Krizhevsky et al. 2012; He et al. 2016, arXiv 1512.03385) and a
+user transform, as :class:`privgate.recipe.Augment` describes; reference models trained without the target's
+augmentation understate its leak (Carlini et al. 2022, arXiv 2112.03570, §VI). Every draw comes from the model's CPU
+generators, seeded from its training seed (:func:`crop_seed`, :func:`transform_seed`), in the same order in
+``Recipe.train`` and the engine, so a model trained K at a time equals the one trained alone up to float rounding.
+The draw order: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

@@ -1,42 +1,12 @@
 """The reference-model cache: trained models on disk, authenticated and verified on every load, never able to
 change a verdict.
 
-Each model is one file, ``models/<ab>/<key>.pt`` under the cache folder, a
-``torch.save`` of::
-
-    {"format": "privgate-model-cache", "version": 2, "key": KEY, "sha256": DIGEST, "tag": TAG,
-     "state": {name: tensor}}
-
-where ``DIGEST`` is the SHA-256 of the key and of every tensor's name, dtype,
-shape and raw bytes in name order (:func:`entry_digest`), and ``TAG`` is the
-HMAC-SHA256 of ``DIGEST`` under a secret key (:func:`entry_tag`; Bellare,
-Canetti & Krawczyk 1996, "Keying hash functions for message authentication",
-RFC 2104). On load the entry's tag must be this cache's (compared in constant
-time, :func:`hmac.compare_digest`), the entry must name the requested key (a
-genuine entry copied or swapped under another model's key is caught here), its
-tensors must hash to ``DIGEST`` (zeroed, edited or bit-flipped weights are
-caught here) and have the model's shapes.
-
-Why a tag: the SHA-256 is public, so anyone who can write the folder can
-rewrite an entry and recompute it (a pull request committing
-``.privgate-cache/`` with the target's own weights as LiRA's references turned
-a ``fail`` into a ``pass``). The tag needs the secret key, which lives outside
-the repository (the CLI's ``$PRIVGATE_CACHE_KEY``, ``--cache-key-file`` or a
-key file in the user's config folder, :mod:`privgate.cli.cache_settings`); a cache
-restored between CI runs serves only runs given the same key. Without a key
-(``secret=None``, a library caller that gave none) entries are tagged with a
-random key of this process: they serve this process only.
-
-An entry that fails is not used: the model is retrained and the entry
-overwritten with a valid tag. :attr:`ModelCache.warnings` says so, for the
-report: one sentence per entry that fails its integrity check, and one
-sentence, with their number, for every entry without a valid tag (written
-under another key, by a privgate before tags, or forged).
-
-The cache only saves time. A folder that cannot be created or written (read
-only, disk full, a path through a file) is skipped with one warning and the
-run goes on training without it. Writes are atomic (:mod:`privgate.io.atomic`).
-Concurrent runs serialise the training of one ensemble with an ``fcntl`` lock.
+One ``torch.save`` per model, ``models/<ab>/<key>.pt``: the state with a SHA-256 digest (:func:`entry_digest`) and an
+HMAC-SHA256 tag of it under a secret key (:func:`entry_tag`; Bellare, Canetti & Krawczyk 1996, RFC 2104). An entry
+that fails its tag, key, digest or shapes is retrained and overwritten, with a warning
+(:attr:`ModelCache.warnings`); an unwritable folder is skipped. Without a key (``secret=None``) entries serve this
+process only. Writes are atomic; runs lock per ensemble (``fcntl``). Format and rationale: ``docs/attacks.md``
+(the cache) and ``docs/threat-model.md`` ("The cache").
 """
 
 from __future__ import annotations

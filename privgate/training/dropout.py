@@ -1,22 +1,10 @@
 """Dropout masks drawn per model from the model's own generator, the same way trained one at a time or K at once.
 
-Dropout (Srivastava et al. 2014, JMLR 15) multiplies a layer's input by a mask
-``m = keep / (1 − p)``, ``keep ~ Bernoulli(1 − p)`` elementwise (``nn.Dropout``)
-or per channel (``nn.Dropout1d/2d/3d``: one draw per row and channel, broadcast
-over the spatial dimensions). ``nn.Dropout`` draws ``keep`` from torch's global
-generator, which K models trained at once share: model k's masks would then
-depend on which other models were trained beside it (and on the device).
-
-Here every model draws its masks from its own CPU generator, seeded from the
-model's seed (:func:`privgate.training.plan.dropout_seed`): at every training
-step, for each dropout call of the forward pass in call order,
-``keep = rand(rows, *mask_shape, generator) ≥ p``. The sequential path
-(:meth:`privgate.recipe.Recipe.train`, through :func:`seeded_dropout`) and the
-vectorised engine (:class:`DropoutPlan`, the masks passed to
-``functional_call`` as buffers of :class:`StackedDropout`) draw the *same*
-masks for the same seed, so a dropout model trained K at a time equals the one
-trained alone up to float rounding — and does not depend on which other models
-were trained beside it, on the device or on the cache.
+Dropout (Srivastava et al. 2014, JMLR 15) draws from torch's global generator, which K models trained at once would
+share. Here every model draws ``keep = rand(rows, *mask_shape, generator) ≥ p`` from its own CPU generator, seeded
+by :func:`privgate.training.plan.dropout_seed`, per dropout call in call order; :func:`seeded_dropout` (sequential)
+and :class:`DropoutPlan` / :class:`StackedDropout` (engine) draw the same masks, so a model does not depend on the
+models beside it, the device or the cache. Details: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

@@ -1,65 +1,11 @@
 """Train K models of one recipe at once, each on its own subset with its own seed, and cache them.
 
-Reference-model attacks (shadow models, Shokri et al. 2017, arXiv 1610.05820;
-LiRA, Carlini et al. 2022, arXiv 2112.03570; RMIA, Zarifzadeh et al. 2024,
-arXiv 2312.03262) need many models "like the target". Training them one after
-another pays every step's fixed costs K times; this engine trains all K at once:
-
-* the K freshly built models are stacked (``torch.func.stack_module_state``);
-* one training step computes every model's gradient on its own mini-batch with
-  one of two kernels:
-
-  - the **MLP kernel** (:mod:`privgate.training.mlp`), for an ``nn.Sequential`` of
-    Linear layers and Tanh/ReLU/Sigmoid/LeakyReLU: backpropagation written out
-    with batched matrix products into buffers allocated once;
-  - the **general kernel** (``"vmap"``, :mod:`privgate.training.stacked`), for
-    any other model ``vmap`` can map — convolutions, BatchNorm with per-model
-    running statistics, LayerNorm, dropout with per-model masks, embeddings:
-    ``vmap(functional_call)`` over the stacked parameters and buffers, one
-    autograd backward pass for all K;
-
-* the recipe's optimiser (Adam, AdamW, or SGD with momentum, Nesterov's or not,
-  and L2 weight decay) is applied functionally to the stacked parameters, with
-  exactly the update rule of ``torch.optim``, each model at the learning rate of
-  its own step of the recipe's schedule and its gradient clipped by its own norm
-  (:mod:`privgate.training.optimisers`, :mod:`privgate.training.schedules`);
-  label smoothing, bf16 autocast and augmentation drawn from each model's own
-  generators (:mod:`privgate.training.augment`) are the kernels' (a recipe with
-  none of these trains bit for bit as before they existed).
-
-Model ``k`` is initialised, shuffled and masked exactly as ``recipe.train(x[mask_k],
-y[mask_k], seed=seeds[k])`` would do it (same ``torch.manual_seed`` before
-building, same ``randperm`` generator per epoch, the same dropout masks from its
-own generator, :mod:`privgate.training.dropout`); a smaller last batch is
-weighted as its mean, or run on its own rows where the model couples a batch's
-rows (BatchNorm); models whose subsets need fewer steps per epoch sit out the
-extra steps unchanged. The results agree with the sequential loop up to float
-rounding (tested for both kernels, with BatchNorm statistics and dropout).
-
-Recipes the engine cannot replicate (a ``train`` override without DP-SGD, BatchNorm with
-``momentum=None``, random draws outside dropout, a forward patched on the instance, bf16 on the vmap
-kernel) train with ``recipe.train`` per model (engine ``auto``, :attr:`Ensemble.notes` says why) or are
-refused (engine ``vectorised``). A kernel's forward pass is first compared with the model's own.
-
-Device: the models train where ``device`` says (:mod:`privgate.device`); the
-random draws that decide a model (batch order, dropout masks, crops and flips,
-DP-SGD batches and noise) come from CPU generators, so a model does not depend
-on the device beyond float rounding. States come back, and are cached, on the
-CPU. On a GPU the training rows stay on the device for the whole training, each
-epoch's batch plan crosses once (:meth:`StackedModel.begin_epoch`), images are
-convolved channels-last, and no step reads a value back to the host.
-
-Cache (:mod:`privgate.training.cache`): each model is stored under ``cache_dir``, keyed by a SHA-256 of the recipe
-and its code's project sources (:mod:`privgate.io.sources`), the data, the model's mask, seed and training stream
-(:func:`training_stream`: empty when both paths give the same model up to rounding). Entries are authenticated (an
-HMAC tag under the run's secret ``cache_key``) and verified on load; a failed one is retrained, an unusable folder
-(or code past the sources' bounds) skipped, each with a warning in :attr:`Ensemble.warnings`; runs lock (``fcntl``).
-
-Threads: the caller's ``threads`` torch threads while training, restored after (:mod:`privgate.training.threads`).
-
-``benchmarks/ensemble_speed.py`` (MLPs), ``benchmarks/cnn_engine.py`` (a CNN with BatchNorm) and
-``benchmarks/cifar_engine.py`` (LiRA end to end on CIFAR-shaped images with a schedule, label smoothing,
-augmentation and bf16) measure the kernels against the sequential loop.
+The reference models of shadow models (Shokri et al. 2017, arXiv 1610.05820), LiRA (Carlini et al. 2022, arXiv
+2112.03570) and RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262). Model ``k`` equals ``recipe.train(x[mask_k],
+y[mask_k], seed=seeds[k])`` up to float rounding, on any device; states come back, and are cached, on the CPU.
+Recipes the kernels cannot replicate train one at a time (engine ``auto``, :attr:`Ensemble.notes` says why) or are
+refused (``vectorised``). Kernels: :mod:`privgate.training.kernels`; cache: :mod:`privgate.training.cache`;
+threads: :mod:`privgate.training.threads`. How it works: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

@@ -1,37 +1,11 @@
 """The team's own training loop as a recipe: ``train(x, y, seed, device) -> nn.Module``, called once per model.
 
-Some targets are trained by code no :class:`~privgate.recipe.Recipe` setting
-describes (a curriculum, mixup, a custom loss, a framework's trainer).
-Reference models unlike the target make LiRA and RMIA understate its leak
-(Carlini et al. 2022, arXiv 2112.03570, §VI), so the training script itself
-can be the recipe: ``--recipe module:train`` naming a function of the user's
-project, or ``Recipe(train_fn=train, …)`` when the other settings (an
-``augment`` for augmented queries, a ``model_factory`` for a state_dict target)
-should come with it.
-
-privgate calls it once per reference model with
-
-* ``x``: that model's training rows, a float32 numpy array (a copy);
-* ``y``: their labels, int64;
-* ``seed``: the model's seed from the reference-model plan
-  (:func:`privgate.training.plan.model_seeds`), the same whatever the executor;
-* ``device``: ``"cpu"`` or ``"cuda"`` (a function of three arguments is
-  called without it),
-
-with torch's, numpy's and Python's global generators seeded from ``seed``
-(and restored afterwards), so a function that draws from them is reproducible
-too. The calls run as tasks of the run's executor (:mod:`privgate.executors`:
-here one after another, or Ray workers, one model per task). Each returned
-object is checked before it is used: an ``nn.Module`` whose outputs on the
-first training rows have the shape ``[rows, classes]`` (or one logit per row),
-cover every label and are finite. A function that raises, returns something
-else or a model with other outputs is one sentence naming it
-(:class:`~privgate.errors.RecipeError`, exit 2).
-
-Cache key (:func:`function_fingerprint`): the SHA-256 of the function's
-qualified name and of every project file its imports reach, transitively
-(:mod:`privgate.io.sources`), so editing the training script or any module
-it uses retrains and an unchanged project reloads.
+For targets trained by code no :class:`~privgate.recipe.Recipe` setting describes: reference models unlike the target
+make LiRA and RMIA understate its leak (Carlini et al. 2022, arXiv 2112.03570, §VI). Called per reference model with
+float32 rows (a copy), int64 labels, the plan's seed and ``"cpu"``/``"cuda"`` (omitted for a three-argument
+function), the global generators seeded from ``seed`` and restored after. Each result is checked; a function that
+raises or returns a bad model is one sentence (:class:`~privgate.errors.RecipeError`, exit 2). Cache key:
+:func:`function_fingerprint`. Details: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

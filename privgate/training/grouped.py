@@ -1,33 +1,11 @@
 """The grouped kernel: a stack of convolutions, normalisations and linear layers run as one K-times-wider network.
 
-K convolutions with the same hyper-parameters are one grouped convolution:
-stacking model k's channels in block k of a ``[B, K·C, …]`` tensor and its
-weights in block k of a ``[K·O, C/g, …]`` weight, ``conv(…, groups=K·g)``
-computes every model's output from its own input only (the grouped convolution
-of Krizhevsky et al. 2012, used here to keep models apart). Per-channel
-operations then need nothing new: BatchNorm over the ``K·C`` channels
-normalises each of model k's channels by model k's batch and updates model k's
-running statistics (Ioffe & Szegedy 2015, arXiv 1502.03167); GroupNorm with
-``K·G`` groups; pooling and activations act per channel. Flat features are kept
-as ``[K, B, F]``: a linear layer is one batched product ``x_k W_kᵀ + b_k``
-(``baddbmm``), LayerNorm normalises the last axis with model k's affine
-(Ba et al. 2016, arXiv 1607.06450). Dropout masks come from
-:class:`~privgate.training.dropout.DropoutPlan`, as for every kernel. A ReLU
-right before a max-pooling runs after it instead: ``max`` commutes with a
-non-decreasing function, so the outputs are the same numbers, and so are the
-gradients (the same window element is selected, and ReLU's derivative at the
-maximum is the one at that element) — on a quarter of the values for 2×2 pooling.
-
-This is what ``vmap``'s batching rules do for these layers, written once in
-the layout the layers take natively, without the functional transforms'
-per-operation dispatch and layout changes between operations. Autograd
-computes the backward pass. (Images stay in the standard NCHW layout:
-channels-last ran no faster here, and its convolutions and BatchNorm reduce
-in another order, which Adam amplified to differences of 1e-3 from
-``recipe.train`` within an epoch.) :func:`plan` decides whether a model qualifies — an
-``nn.Sequential`` (nested ones allowed) of the layers in :data:`SUPPORTED`, no
-hooks, no parameter outside them — and the engine compares the kernel's
-training-mode forward pass with the model's own before using it.
+K convolutions with the same hyper-parameters are one grouped convolution (Krizhevsky et al. 2012), ``groups=K·g``;
+BatchNorm (Ioffe & Szegedy 2015, arXiv 1502.03167), GroupNorm, pooling and activations then act per model; linear
+layers are one ``baddbmm`` on ``[K, B, F]``, LayerNorm per model (Ba et al. 2016, arXiv 1607.06450). Autograd computes
+the backward pass. :func:`plan` decides whether a model qualifies (an ``nn.Sequential`` of :data:`SUPPORTED` layers,
+no hooks) and the engine compares the kernel's forward pass with the model's own before using it.
+Details: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Gradient kernels: how K stacked models compute their gradients, each on its own mini-batch, in one step.
 
-Two kernels, chosen by :func:`gradient_kernel`:
-
-* the **MLP kernel** (:mod:`privgate.training.mlp`), for an ``nn.Sequential`` of
-  Linear layers and Tanh/ReLU/Sigmoid/LeakyReLU: backpropagation written out
-  with batched matrix products into buffers allocated once;
-* the **vmap kernel**, for any other model without buffers:
-  ``torch.func.vmap`` over ``torch.func.grad`` of a ``functional_call``, the
-  K models' parameters, batches, labels and loss weights as mapped axes.
-
-The training engine (:mod:`privgate.training.engine`) trains reference models
-with them; the federated simulation (:mod:`privgate.audits.federated.simulate`)
-trains the nodes of a federation with them, round after round.
+:func:`gradient_kernel` chooses the **MLP kernel** (:mod:`privgate.training.mlp`) for an ``nn.Sequential`` of Linear
+layers and Tanh/ReLU/Sigmoid/LeakyReLU, else the **vmap kernel** for a model without buffers: ``torch.func.vmap`` over
+``torch.func.grad`` of a ``functional_call``. Used by the engine (:mod:`privgate.training.engine`) and the federated
+simulation (:mod:`privgate.audits.federated.simulate`).
 """
 
 from __future__ import annotations

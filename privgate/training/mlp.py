@@ -1,31 +1,11 @@
 """A closed-form training step for K stacked MLPs: the reference-model engine's fast kernel.
 
-Most models a CI job audits on tabular data are multi-layer perceptrons: an
-``nn.Sequential`` of ``nn.Linear`` layers and elementwise activations. For
-those, this module computes the K models' gradients without ``torch.func`` or
-autograd: backpropagation (Rumelhart, Hinton & Williams 1986, *Learning
-representations by back-propagating errors*) written out with batched matrix
-products over the model axis,
-
-* forward: ``a_j = act_j(a_{j-1} W_jᵀ + b_j)`` with ``torch.baddbmm`` on
-  ``[K, B, d]`` activations, stored in buffers allocated once;
-* loss: the gradient of the batch-mean cross-entropy in closed form,
-  ``(softmax(z) − onehot(y)) · w`` with ``w`` the per-row weight of
-  :func:`privgate.training.plan.epoch_schedule` (1/batch length, 0 for padding);
-  for a single-logit output, BCE-with-logits: ``(σ(z) − y) · w``;
-* backward: ``∂W_j = δ_jᵀ a_{j-1}`` and ``δ_{j-1} = (δ_j W_j) ⊙ act'(a_{j-1})``,
-  the activation derivative taken from the stored output (``1 − a²`` for tanh,
-  ``a(1 − a)`` for sigmoid, ``a > 0`` for ReLU and LeakyReLU), written into
-  gradient buffers allocated once.
-
-It is the same arithmetic autograd performs on ``recipe.train``'s model, so
-models agree with the sequential loop up to float rounding (tested). What it
-saves is everything that is not a matrix product: per-op dispatch through the
-vmap and grad transforms, and — on CPU the larger part — allocating fresh
-megabyte-sized tensors every step, whose page faults cost as much as the
-arithmetic. :func:`plan` decides whether a model qualifies; anything else
-(convolutions, normalisation, dropout, custom ``forward``) goes to the
-``vmap`` kernel.
+For an ``nn.Sequential`` of ``nn.Linear`` layers and Tanh/ReLU/Sigmoid/LeakyReLU: backpropagation (Rumelhart, Hinton &
+Williams 1986) written out with batched matrix products (``baddbmm``) into buffers allocated once, the cross-entropy
+(or BCE-with-logits) gradient in closed form with the per-row weights of
+:func:`privgate.training.plan.epoch_schedule`. The same arithmetic as autograd, so models agree with the sequential
+loop up to float rounding. :func:`plan` decides whether a model qualifies; anything else goes to the ``vmap`` kernel.
+Formulas and why it is faster: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

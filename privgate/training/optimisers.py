@@ -1,17 +1,9 @@
 """The recipe's optimiser applied to K stacked models at once, with ``torch.optim``'s exact update rules.
 
-Adam (Kingma & Ba 2014, arXiv 1412.6980), AdamW (decoupled weight decay,
-Loshchilov & Hutter 2017, arXiv 1711.05101) and SGD with momentum (Nesterov's
-or not) and L2 weight decay, in place on stacked ``[K, ...]`` parameters, each
-model with its own step count (a model without a batch at a step stays exactly
-as it was) and its own learning rate of the recipe's schedule
-(:mod:`privgate.training.schedules`: model k at its own step of its own
-``T_k`` steps), each model's whole gradient clipped to the recipe's norm by its
-own norm (``clip_grad_norm_`` per model).
-
-No host synchronisation per step: the step count Adam reads lives on the
-device, learning rates are Python floats (or one ``[K]`` tensor when models'
-schedules differ), and nothing reads a device value back.
+Adam (Kingma & Ba 2014, arXiv 1412.6980), AdamW (Loshchilov & Hutter 2017, arXiv 1711.05101) and SGD with momentum
+(Nesterov's or not) and L2 weight decay, in place on stacked ``[K, ...]`` parameters: each model with its own step
+count (a model without a batch stays as it was), its own learning rate (:mod:`privgate.training.schedules`) and its
+gradient clipped by its own norm. No step reads a device value back to the host.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """torch's global random generator, one per process and shared by every thread: seeded under one lock.
 
-A user's model factory draws its initial weights from the global generator,
-and so may a forward pass (noise layers, anything but dropout, which
-:mod:`privgate.training.dropout` routes to per-model generators). Seeding it
-in one thread while another is half-way through a seeded build changes the
-other's weights: two concurrent runs on one cache then fingerprint the same
-recipe differently (:func:`privgate.training.fingerprint.recipe_fingerprint`)
-and both train every model. Every place privgate seeds the global generator
-goes through here.
+A model factory draws its initial weights from the global generator (so may a forward pass, except dropout,
+:mod:`privgate.training.dropout`). Seeding it in one thread mid-way through another's seeded build changes the other's
+weights, and two concurrent runs on one cache then fingerprint one recipe differently
+(:func:`privgate.training.fingerprint.recipe_fingerprint`) and both train every model. Every place privgate seeds the
+global generator goes through here.
 """
 
 from __future__ import annotations

@@ -1,31 +1,11 @@
 """Learning-rate schedules of a recipe: torch's schedulers for ``recipe.train``, their closed forms for the engine.
 
-A recipe's ``schedule`` sets the learning rate of every optimiser step; the
-schedule advances once per step (not per epoch) over the ``T = epochs ·
-ceil(n / batch_size)`` steps of one model's training, after an optional
-linear warm-up of ``W`` steps:
-
-* **warm-up** (every schedule but one-cycle): ``LinearLR`` from ``lr/(W+1)``
-  to ``lr`` over ``W`` steps, i.e. step ``t < W`` runs at ``lr·(t+1)/(W+1)``
-  (Goyal et al. 2017, arXiv 1706.02677), then the main schedule starts from
-  its own step 0 (``SequentialLR``);
-* ``constant``: ``lr`` (as recipes before schedules existed);
-* ``step``: ``StepLR``, the rate times ``lr_gamma`` every ``lr_step_epochs``
-  epochs (of this model's steps per epoch);
-* ``cosine``: ``CosineAnnealingLR`` from ``lr`` to ``min_lr`` over the ``T − W``
-  steps after the warm-up (Loshchilov & Hutter 2016, arXiv 1608.03983);
-* ``one-cycle``: ``OneCycleLR`` (Smith & Topin 2017, arXiv 1708.07120) with
-  ``max_lr = lr``, cosine annealing and torch's defaults ``div_factor = 25``,
-  ``final_div_factor = 1e4``, the momentum not cycled; its rising phase is the
-  warm-up, ``pct_start = W / T`` (``warmup_fraction`` itself when given; 0.3,
-  torch's default, without a warm-up).
-
-:meth:`privgate.recipe.Recipe.train` steps torch's own scheduler objects
-(:func:`torch_scheduler`); the vectorised engine computes the same rates in
-closed form for every model at once (:func:`rates`), each model at its own
-step count and its own ``T`` (models on subsets of different sizes take
-different numbers of steps). The two agree step by step up to float rounding
-(tested).
+The schedule advances once per optimiser step over ``T = epochs · ceil(n / batch_size)`` steps, after an optional
+linear warm-up (Goyal et al. 2017, arXiv 1706.02677): ``constant``, ``step``, ``cosine`` (Loshchilov & Hutter 2016,
+arXiv 1608.03983) or ``one-cycle`` (Smith & Topin 2017, arXiv 1708.07120). :meth:`privgate.recipe.Recipe.train` steps
+torch's own schedulers (:func:`torch_scheduler`); the engine computes the same rates in closed form per model
+(:func:`rates`), each at its own step count and ``T``; the two agree up to float rounding.
+Formulas: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

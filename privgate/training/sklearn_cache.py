@@ -1,20 +1,10 @@
 """The reference-model cache for scikit-learn models: fitted estimators, authenticated before they are read.
 
-A fitted estimator has no state_dict of tensors: it is stored as its pickle,
-``models/<ab>/<key>.skl`` under the same folder and key as the torch cache
-(:mod:`privgate.training.cache`)::
-
-    {"format": "privgate-sklearn-cache", "version": 1, "key": KEY, "sha256": DIGEST, "tag": TAG}\\n<pickle bytes>
-
-``DIGEST`` is the SHA-256 of the key and the pickle's bytes, ``TAG`` the
-HMAC-SHA256 of the digest under the cache's secret key (RFC 2104). Unpickling
-runs code, so an entry is unpickled only after its tag verifies in constant
-time and its bytes hash to its digest: only a holder of the secret key — this
-run, or an earlier one given the same key — can have written it. An entry
-without a valid tag (written under another key, forged, committed by a pull
-request) is never unpickled; it is refitted and rewritten, with the torch
-cache's warnings. Without a key (a library caller that gave none) entries are
-tagged with a random key of this process and serve this process only.
+Each estimator is its pickle, ``models/<ab>/<key>.skl`` beside the torch cache (:mod:`privgate.training.cache`),
+after a one-line JSON header holding the key, the SHA-256 of key and pickle, and an HMAC-SHA256 tag of that digest
+under the cache's secret key (RFC 2104). Unpickling runs code, so an entry is unpickled only after its tag verifies
+in constant time and its bytes hash to its digest; any other entry is refitted and rewritten, with the torch cache's
+warnings. Without a key, entries serve this process only. Format: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

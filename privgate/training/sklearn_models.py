@@ -1,33 +1,11 @@
 """Reference models for scikit-learn targets: fresh clones fitted on the plan's halves, in parallel, cached.
 
-The plan is the one every reference-model attack shares
-(:mod:`privgate.attacks.reference`: complementary halves of the audit pool,
-one seed per model; Carlini et al. 2022, arXiv 2112.03570); the recipe is a
-:class:`~privgate.sklearn_recipe.SklearnRecipe`, by default the target's own
-``sklearn.base.clone`` (:func:`own_recipe`). Model k is a fresh clone with its
-``random_state`` set from seed k, fitted on ``x[masks[k]]`` as the frame the
-target was fitted on (the target's :meth:`~privgate.inputs.targets.sklearn.SklearnModel.rows`)
-and on the label *values* (``classes_[y]``), so its classes are the target's.
-
-**Where they train.** With ``--executor ray``, one Ray task per model
-(:mod:`privgate.executors`); otherwise in this process, one after another with
-one thread, or — with ``--threads N`` above 1 — N at a time on joblib's
-threads (scikit-learn's tree builders, BLAS and OpenMP release the GIL; no
-process starts and nothing is pickled), each fit held to one thread
-(``n_jobs`` of the clones is set to 1, BLAS and OpenMP pools to one thread),
-so a run never uses more than N cores. The seeds do not depend on where a model trains: every executor
-and thread count gives the same models.
-
-**Cache.** Each model is stored under a key over scikit-learn's version, the
-estimator's class and ``get_params(deep=True)`` (values by type, qualified
-name or bytes, never by address), the source of their classes and functions and of
-the project modules they reach (:mod:`privgate.io.sources`), the rows and labels by value
-(:func:`privgate.inputs.tables.sha256`), its mask and its seed, in the
-authenticated cache of :mod:`privgate.training.sklearn_cache`.
-
-**Outputs** are read as the target's are (its margins, or its probabilities);
-a reference model whose half lacked a class gets probability 0 for it, so
-every model has the target's classes in the target's order.
+The plan is the one every reference-model attack shares (:mod:`privgate.attacks.reference`; Carlini et al. 2022,
+arXiv 2112.03570); model k is a clone of the :class:`~privgate.sklearn_recipe.SklearnRecipe` (by default the
+target's own, :func:`own_recipe`) with ``random_state`` from seed k, fitted on the target's frame and label values.
+Models train as Ray tasks or N at a time on joblib threads, each fit on one thread; every executor and thread count
+gives the same models. Cached in :mod:`privgate.training.sklearn_cache`; outputs read as the target's, in its class
+order. Details: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

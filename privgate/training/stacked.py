@@ -1,41 +1,11 @@
 """The general kernel: K models of any stackable architecture trained at once with ``torch.func``.
 
-Every model's parameters and buffers are stacked along a new leading axis
-(``torch.func.stack_module_state``); one forward pass of all K models is
-``vmap(functional_call(base, (params_k, buffers_k), x_k))`` over that axis,
-``base`` being a copy of the architecture on the ``meta`` device; the K
-models' losses are summed and one ordinary autograd backward pass gives every
-model's gradient (model k's loss depends on model k's parameters only, so
-∂(Σ_j L_j)/∂θ_k = ∂L_k/∂θ_k). This is faster than ``vmap(grad(...))``: the
-backward pass runs on the batched operations autograd recorded, without the
-functional transforms' dispatch.
-
-What it trains like :meth:`privgate.recipe.Recipe.train` does, up to float rounding:
-
-* any layer ``vmap`` has a batching rule for: linear, convolutions, pooling,
-  LayerNorm/GroupNorm, embeddings, attention, elementwise activations;
-* **BatchNorm** with running statistics: the buffers are stacked and mapped
-  like the parameters, so each model normalises by its own batch's statistics
-  and updates its own ``running_mean``/``running_var``/``num_batches_tracked``
-  in place (as ``nn.BatchNorm`` does in training mode). BatchNorm couples the
-  rows of a batch, so a short last batch cannot be padded: at each step the
-  models are grouped by their batch length (all of them, except at an epoch's
-  last steps) and each group runs on its real rows only;
-* **Dropout** (``nn.Dropout``, ``nn.Dropout1d/2d/3d``): the layers are replaced
-  by :class:`~privgate.training.dropout.StackedDropout` and every model's mask
-  is drawn from its own generator exactly as ``Recipe.train`` draws it
-  (:mod:`privgate.training.dropout`), so with dropout too the models equal the
-  sequential ones up to float rounding.
-
-* the recipe's **label smoothing**, **bf16 autocast** (the grouped kernel only:
-  vmap's batching rules run convolutions outside ``torch.autocast``) and
-  **augmentation**, each model's crops, flips and transform drawn from its own
-  generators (:mod:`privgate.training.augment`), as :class:`Training` says.
-
-Any other random draw in the forward pass (``F.dropout`` called in a custom
-``forward``, noise layers) would come from one generator shared by the K
-models; ``vmap(randomness="error")`` refuses it and the engine trains that
-recipe one model at a time (:class:`NotStackable`).
+Parameters and buffers are stacked on a leading axis (``torch.func.stack_module_state``); the forward pass is
+``vmap(functional_call(base, (params_k, buffers_k), x_k))`` and one autograd backward pass of the summed losses gives
+every model's gradient. BatchNorm keeps per-model running statistics (short last batches run on their real rows);
+dropout and augmentation draw from each model's own generators, so models equal ``Recipe.train``'s up to float
+rounding. Any other random draw in ``forward`` is refused (:class:`NotStackable`) and the engine trains that recipe
+one model at a time. Details: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

@@ -1,45 +1,11 @@
 """How many threads privgate's numerical work may use, and holding every thread pool to it.
 
-The setting is a parameter (``--threads`` → :func:`privgate.api.check` →
-:func:`privgate.gate.check_model` → :attr:`AttackContext.threads <privgate.attacks.base.AttackContext>`),
-never read from the environment below the CLI.
-
-The default is the cores this process may use that other work leaves free.
-The CLI (and the pytest plugin) take ``$OMP_NUM_THREADS`` when it is set, else :func:`usable_cores`:
-the CPUs of the process's affinity mask (``os.sched_getaffinity``: ``taskset``,
-a container's ``--cpuset-cpus``, a batch scheduler's allocation), capped by the
-cgroup's CPU quota (``cpu.max`` in cgroup v2, ``cpu.cfs_quota_us`` /
-``cpu.cfs_period_us`` in v1: a container's ``--cpus``, a Kubernetes CPU limit),
-rounded down — a quota of 1.5 CPUs is one thread, since a thread throttled
-at the end of the quota's period holds up every parallel region its siblings
-wait in — less the cores other runnable work holds (:func:`free_cores`,
-:mod:`privgate.training.load`): an intra-op thread that waits for a busy
-core holds up its siblings. A library call with ``threads=None`` (:func:`library_threads`) takes
-torch's own setting (``torch.get_num_threads()``: torch reads
-``$OMP_NUM_THREADS`` and the affinity mask when it starts, and a caller may
-have set it), capped the same way and by the free cores: privgate never uses
-more threads than the program calling it gave torch.
-
-Why cores and not one thread: the cold check of ``benchmarks/cold_start.py``
-(a 10k-row table, LiRA 16 + RMIA 4 + shadow 4 + loss) is training and
-scoring; on two idle cores two threads take about half the time of one (the
-measurements are in ``docs/attacks.md``, "Cold start on a real table"). The
-old default of one thread was for shared cores: a CI runner's jobs and
-pytest-xdist's workers each get their own process, and threads that spin
-waiting for a descheduled sibling can be several times *slower* than one
-thread. Those cases keep one thread per process: the CLI lets idle OpenMP
-threads sleep (:func:`privgate.cli.guard.passive_openmp`), the pytest plugin
-gives each xdist worker one thread, and ``--threads`` / ``$PRIVGATE_THREADS``
-/ ``$OMP_NUM_THREADS`` set it for a runner whose cores are shared. The report
-says how many threads a run used and why (``environment.threads`` and
-``environment.threads_reason``).
-
-Three pools are held to the setting: torch's intra-op threads
-(:func:`torch_threads`), and every BLAS and OpenMP library
-loaded in the process — numpy/scipy's OpenBLAS and scikit-learn's OpenMP —
-through ``threadpoolctl.threadpool_limits``. scikit-learn's ``n_jobs`` (worker
-processes or threads of joblib) stays 1 in privgate's fits: jobs on top of
-``threads`` threads each would multiply the two.
+The setting is a parameter (``--threads`` → :func:`privgate.api.check` → :attr:`AttackContext.threads
+<privgate.attacks.base.AttackContext>`), never read from the environment below the CLI. :func:`usable_cores` is the
+affinity mask capped by the cgroup CPU quota, rounded down, less the cores other work holds (:func:`free_cores`);
+:func:`library_threads` caps torch's own setting the same way. torch's intra-op pool (:func:`torch_threads`) and
+every BLAS/OpenMP pool (``threadpoolctl``) are held to it; scikit-learn's ``n_jobs`` stays 1.
+Why, and the measurements: ``docs/compute.md`` ("Threads") and ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations

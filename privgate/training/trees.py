@@ -1,17 +1,10 @@
 """Reference models for boosted-tree targets: K boosters of one :class:`~privgate.tree_recipe.TreeRecipe`.
 
-The plan is the one every reference-model attack shares
-(:mod:`privgate.attacks.reference`: complementary halves of the audit pool,
-one seed per model, Carlini et al. 2022, arXiv 2112.03570); only the training
-differs from :mod:`privgate.training.engine`: each booster is trained by its
-own library, one after another, with the run's thread budget, and its margins
-are read exactly as the target's are (:func:`privgate.inputs.targets.boosted.margins`),
-so the target and its references are compared on the same scale.
-
-:class:`TreeEnsemble` answers what the attacks ask of an
-:class:`~privgate.training.ensemble.Ensemble`: its length, the cost fields
-and :meth:`TreeEnsemble.output_batches`. Boosters are not cached: they train
-in well under a second each on audit-sized tables.
+The plan is the one every reference-model attack shares (:mod:`privgate.attacks.reference`; Carlini et al. 2022,
+arXiv 2112.03570); each booster trains with its own library, one after another, with the run's thread budget, and
+its margins are read as the target's are (:func:`privgate.inputs.targets.boosted.margins`). :class:`TreeEnsemble`
+answers what attacks ask of an :class:`~privgate.training.ensemble.Ensemble`. Boosters are not cached: they train in
+well under a second each on audit-sized tables.
 """
 
 from __future__ import annotations
