@@ -1,30 +1,12 @@
 """``privgate audit dpsgd``: audit a DP-SGD claim with one training run and m canaries.
 
-Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training Run"
-(arXiv 2305.08846). m canaries (default 1,000) are each included in the training
-run independently with probability 1/2; the model is trained once; each canary
-is scored; the auditor guesses the highest scores "in" and the lowest "out" and
-the number of right guesses becomes an ε lower bound at the claimed δ
-(:mod:`privgate.audits.one_run_bound`, their (ε, δ) bound with its δ term,
-Bonferroni over a guess grid fixed in advance).
-
-Two ways to train:
-
-* white-box (default, or ``--recipe``): privgate's own DP-SGD — Opacus with
-  ``make_private_with_epsilon``, the path ``privgate harden`` takes — with
-  Dirac gradient canaries injected into the noisy step
-  (:mod:`privgate.audits.dpsgd_whitebox`);
-* black-box (``--train module:function``): the user's trainer, called once on
-  the data plus the included mislabelled canaries, scored by loss
-  (:mod:`privgate.audits.dpsgd_blackbox`).
-
-Decision: ``fail`` when ε_lb exceeds the claimed ε (the training does not
-deliver its claim, at the stated confidence); ``inconclusive`` when m canaries
-could never prove more than the claim (one-run audits with m = 1,000 top out
-near ε = 5.3 at 95 %, so a claim of ε = 8 needs more canaries); ``pass``
-otherwise — no violation found. One-run bounds are loose for correct
-Gaussian-noise training (Steinke et al. §7): a pass says the claim was not
-refuted, not how close the true ε is to it.
+Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training Run" (arXiv 2305.08846): m canaries
+(default 1,000), each included with probability 1/2, one training run, the right guesses turned into an ε lower
+bound at the claimed δ (:mod:`privgate.audits.one_run_bound`). White-box on privgate's own DP-SGD
+(:mod:`privgate.audits.dpsgd_whitebox`) or black-box on the user's trainer
+(:mod:`privgate.audits.dpsgd_blackbox`). ``fail`` when ε_lb exceeds the claim; ``inconclusive`` when m canaries
+could never prove more than it; else ``pass`` — the claim was not refuted, which one-run bounds (loose for
+Gaussian noise, §7) cannot turn into "tight". See ``docs/audits.md``.
 """
 
 from __future__ import annotations

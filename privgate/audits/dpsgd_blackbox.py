@@ -1,17 +1,10 @@
 """Black-box canaries for a user's training code: mislabelled examples, scored by their loss.
 
-Steinke, Nasr & Jagielski 2023 (arXiv 2305.08846, §6, black-box): the auditor
-only calls the trainer and reads the final model. Canary i is a real example of
-the data with a wrong label ỹᵢ (drawn uniformly among the other classes); the m
-canary rows are withheld from the always-included rows, and each canary is
-added to the training set independently with probability 1/2. A model that
-memorises its training set fits an included canary's wrong label; an excluded
-one it never saw is predicted as its true class, so its wrong label gets a high
-loss. The score is the negative loss −ℓ(f(xᵢ), ỹᵢ) (higher = more likely
-included), as in the loss attack of Yeom et al. 2018 (arXiv 1709.01604).
-
-The trainer is ``train(x, y, epsilon, delta, seed) -> torch.nn.Module``,
-imported only from the user's project (:func:`privgate.inputs.entrypoints.import_entry`).
+Steinke, Nasr & Jagielski 2023 (arXiv 2305.08846, §6, black-box): canary i is a real row with a wrong label
+(drawn among the other classes), withheld from the always-included rows and added with probability 1/2; the
+score is the negative loss on the wrong label (higher = more likely included), the loss attack of Yeom et al.
+2018 (arXiv 1709.01604). The trainer is ``train(x, y, epsilon, delta, seed) -> torch.nn.Module``, imported only
+from the user's project (:func:`privgate.inputs.entrypoints.import_entry`).
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """White-box canaries for privgate's own DP-SGD: Dirac gradient canaries inside Opacus' optimiser step.
 
-Steinke, Nasr & Jagielski 2023 (arXiv 2305.08846, §6, white-box): canary i is a
-*gradient*, C·e_{jᵢ}, zero everywhere but one coordinate jᵢ of the model's
-parameters (distinct coordinates for distinct canaries), with norm exactly the
-clipping norm C, so clipping leaves it unchanged. It is a training record like
-any other: when included (probability 1/2, once, before training) it joins each
-step's Poisson batch independently with the run's sampling rate q, and its
-clipped gradient is added to the sum of clipped gradients before the Gaussian
-noise N(0, σ²C²·I). This is hooked into Opacus' ``DPOptimizer.add_noise`` —
-the step every privgate DP-SGD run (``privgate harden``, remediation) takes — so
-the audited noise, σ (from ``make_private_with_epsilon``), q and the number of
-steps are exactly those of the run.
-
-The auditor observes every step's noisy gradient sum g̃_t (the output whose
-privacy the accountant composes) and knows the other training records — the
-adversary of the DP definition does — so it subtracts their clipped sum d_t:
-
-    score_i = Σ_t (g̃_t − d_t)[jᵢ] = C · #{steps that sampled canary i} + N(0, T σ² C²)   (included)
-                                  = N(0, T σ² C²)                                        (excluded).
-
-What remains is exactly the privacy mechanism: a bug in σ, in its calibration
-to ε, or noise that is never added shows up in these scores; clipping of real
-examples is not exercised (the canaries are born clipped).
+Steinke, Nasr & Jagielski 2023 (arXiv 2305.08846, §6, white-box): canary i is the gradient C·e_{jᵢ} (already
+clipped), which joins each step's Poisson batch at the run's rate q when included, before the Gaussian noise;
+it is hooked into Opacus' ``DPOptimizer.add_noise``, so σ, q and the steps audited are exactly the run's. The
+auditor knows the other records and subtracts their clipped sum, so a score is C·(steps that sampled it) plus
+N(0, Tσ²C²): a bug in σ, its calibration or the noise shows; clipping of real examples is not exercised. The
+derivation: ``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

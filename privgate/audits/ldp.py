@@ -1,24 +1,11 @@
 """``privgate audit ldp``: does a local randomiser deliver the ε it claims? Matsumoto et al.'s (2022) test harness.
 
-Matsumoto, Takahashi, Liew & Oguchi, "Measuring Lower Bounds of Local
-Differential Privacy via Adversary Instantiations in Federated Learning"
-(Matsumoto et al. 2022 (arXiv 2206.09122)). For every claimed ε, adversary (:mod:`privgate.audits.ldp_adversaries`)
-and distinguisher (:mod:`privgate.audits.ldp_game`), K trials of the game give
-FP and FN counts; :mod:`privgate.audits.ldp_estimate` turns them into seed
-001's point value ε_emp (Eq. 3, reported, never deciding) and a lower bound
-valid at the report's confidence jointly over all cells (Clopper-Pearson,
-Bonferroni over claims × adversaries × distinguishers).
-
-Decision per claimed ε: ``fail`` when some cell's lower bound exceeds it (the
-randomiser provably does not deliver it), ``inconclusive`` when even a
-distinguisher that never errs could not prove more than the claim with K
-trials (a pass would be a foregone conclusion), ``pass`` otherwise. The
-verdict: fail if any claim fails, else inconclusive if any is, else pass.
-
-Gradients come from a real model on real data: θ_t is the recipe trained on
-the data (default: :data:`privgate.audits.bundled.LDP_RECIPE` on digits), and
-the malicious model of ``collusion`` is the recipe trained on the examples of
-the most frequent label only.
+Matsumoto, Takahashi, Liew & Oguchi 2022 (arXiv 2206.09122): for every claimed ε, adversary
+(:mod:`privgate.audits.ldp_adversaries`) and distinguisher (:mod:`privgate.audits.ldp_game`), K trials give FP
+and FN counts; :mod:`privgate.audits.ldp_estimate` turns them into Eq. 3's point value (reported, never
+deciding) and a lower bound valid jointly over all cells. Per claim: ``fail`` when some lower bound exceeds
+it, ``inconclusive`` when K trials could never prove more, else ``pass``. Gradients come from a real model on
+real data (default :data:`privgate.audits.bundled.LDP_RECIPE` on digits). See ``docs/audits.md``.
 """
 
 from __future__ import annotations

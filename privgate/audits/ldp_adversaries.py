@@ -1,29 +1,11 @@
-"""The six crafters of Matsumoto et al. 2022 (arXiv 2206.09122;
-"Measuring Lower Bounds of Local Differential Privacy via
-Adversary Instantiations in Federated Learning", §3.4, Table 1), precomputed on a pool of real examples.
+"""The six crafters of Matsumoto et al. 2022 (arXiv 2206.09122, §3.4, Table 1), precomputed on a pool of real examples.
 
-Each adversary produces the two candidate gradients (g₁, g₂) of a trial, the
-model θ_t the server holds, and which black-box rule its distinguisher uses.
-Gradients are computed once for a pool of P examples; a trial draws its
-example(s) from the pool, so K trials cost K random draws, not K backward
-passes. With f the training loss and α the step of the crafter:
-
-* ``benign`` — g₁ = ∇f(x₁; θ_t), g₂ = ∇f(x₂; θ_t) for two different
-  examples; black-box rule Eq. 6 (the example whose loss moved more).
-* ``input_perturbation`` — x₂ = x₁ + α·sgn(∇ₓf(x₁; θ_t)) (FGSM, Goodfellow et
-  al. 2014, arXiv 1412.6572; the paper sets α = 1); g₁ = ∇f(x₁), g₂ = ∇f(x₂);
-  Eq. 4.
-* ``parameter_retrogression`` — θ'_t = θ_t + α·∇f(x₁; θ_t); g₁ = ∇f(x₁; θ_t),
-  g₂ = ∇f(x₁; θ'_t); Eq. 4.
-* ``gradient_flip`` — g₁ = ∇f(x₁; θ_t), g₂ = −g₁; Eq. 4.
-* ``collusion`` — the server hands out a malicious model θ̃_t trained only on
-  the examples of one label (the most frequent); x₁ has another label, so its
-  loss, and gradient, is large; g₁ = ∇f(x₁; θ̃_t), g₂ = −g₁; Eq. 4 on θ̃_t.
-* ``dummy_gradient`` — g₁ = (λ, …, λ) with λ = L/√d (norm exactly L, so the
-  norm projection never flips it), g₂ = −g₁; Eq. 7 (the sign of the
-  parameters' movement). Dummy gradient and gradient flip with the white-box
-  distinguisher are the worst case: its accuracy is e^ε/(1 + e^ε), the most
-  ε-LDP allows (Matsumoto et al. 2022, Proposition 1).
+Each adversary produces a trial's two candidate gradients (g₁, g₂), the model θ_t the server holds and the
+black-box rule of its distinguisher (:data:`BLACK_BOX_RULE`): ``benign``, ``input_perturbation`` (FGSM,
+Goodfellow et al. 2014, arXiv 1412.6572), ``parameter_retrogression``, ``gradient_flip``, ``collusion`` (a
+malicious model trained on one label) and ``dummy_gradient`` (the worst case with gradient flip: Proposition
+1). Gradients are computed once for a pool of examples, so K trials cost K draws, not K backward passes. The
+table: ``docs/audits.md``.
 """
 
 from __future__ import annotations

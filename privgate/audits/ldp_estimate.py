@@ -1,29 +1,11 @@
-"""ε of an LDP mechanism from a distinguisher's error counts: the point value of
-Matsumoto et al. 2022 (arXiv 2206.09122) and a sound lower bound.
+"""ε of an LDP mechanism from a distinguisher's error counts: the point value and a sound lower bound.
 
-A mechanism M is ε-LDP iff for every pair of inputs and every rejection region
-S, with FP = P[M(x) ∈ S] and FN = P[M(x') ∉ S] (Kairouz, Oh & Viswanath 2015,
-arXiv 1311.0776; Matsumoto et al. 2022 (arXiv 2206.09122), Theorem 1):
-
-    FP + e^ε·FN ≥ 1   and   e^ε·FP + FN ≥ 1.
-
-Both are linear in (FP, FN), so they also hold for the average over pairs
-drawn at random (the game draws a pair per trial). Hence
-
-* the point value (Matsumoto et al. 2022, Eq. 3): ε_emp = max(ln((1−FP)/FN), ln((1−FN)/FP))
-  from the observed rates — it can exceed the true ε by chance (Matsumoto et al. 2022 (arXiv 2206.09122)
-  reports 4.07 at ε = 4) and never decides anything here;
-* the lower bound: with Clopper-Pearson upper bounds FP⁺ and FN⁺ (Clopper &
-  Pearson 1934), each at level α/2, both rates lie below their bounds with
-  probability ≥ 1 − α, and then ε ≥ max(0, ln((1−FP⁺)/FN⁺), ln((1−FN⁺)/FP⁺)).
-  So P[lower bound > true ε] ≤ α (the auditing bound of Jagielski et al. 2020,
-  arXiv 2006.07709, and Nasr et al. 2021, arXiv 2101.04535, for LDP).
-
-When one verdict reports m cells (adversary × distinguisher × claimed ε), each
-cell's bound is taken at α/m (Bonferroni), so every bound in the report holds
-at once with probability ≥ 1 − α. The largest bound K trials can ever show
-(no error at all) is :func:`max_provable_from_trials`: a claim at or above it can
-never be refuted by this audit.
+ε-LDP implies FP + e^ε·FN ≥ 1 and e^ε·FP + FN ≥ 1 (Kairouz, Oh & Viswanath 2015, arXiv 1311.0776; Matsumoto
+et al. 2022, arXiv 2206.09122, Theorem 1). The point value ε_emp (Eq. 3) is reported and never decides; the
+lower bound puts Clopper-Pearson upper bounds of FP and FN (each at α/2) into the same expression, so
+P[bound > true ε] ≤ α (as in Jagielski et al. 2020, arXiv 2006.07709; Nasr et al. 2021, arXiv 2101.04535). A
+report of m cells takes each at α/m (Bonferroni). :func:`max_provable_from_trials` is the most K trials can
+ever show. See ``docs/audits.md`` ("The estimate").
 """
 
 from __future__ import annotations

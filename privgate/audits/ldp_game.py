@@ -1,33 +1,11 @@
 """The distinguishing game of Matsumoto et al. 2022 (arXiv 2206.09122) (Algorithms 3 and 4), K trials at once.
 
-One trial: the crafter makes (g₁, g₂) and submits the randomised report of one
-of them; the distinguisher, which knows g₁ and g₂ (white-box, Algorithm 4) or
-only θ_t, θ_{t+1} and the examples (black-box, Algorithm 3), guesses which. The
-null hypothesis H₀ is "the report came from g₁":
-
-* FP = P[guess g₂ | the source was g₁] (H₀ rejected although true),
-* FN = P[guess g₁ | the source was g₂].
-
-Trials alternate g₁, g₂, g₁, … so each hypothesis gets ⌈K/2⌉ or ⌊K/2⌋ of them
-(the choice carries no information the distinguisher can see: its inputs are
-drawn independently of it). A cell's trials run in chunks of whole tensors
-(draw examples, select g, randomise, guess) whose size bounds memory; both
-distinguishers of one adversary read the same randomised reports, so one pass
-over the trials serves both of its cells (each cell is still K independent
-trials; Bonferroni needs no independence between cells).
-
-Distinguishers (the black-box rule per adversary is in
-:data:`privgate.audits.ldp_adversaries.BLACK_BOX_RULE`):
-
-* white-box, Eq. 5: g₁ iff cos(ĝ, g₁) ≥ cos(ĝ, g₂);
-* black-box, after the server step θ_{t+1} = Π_C(θ_t − η g_t) of Algorithm 2:
-  Eq. 4, g₁ iff f(x₁; θ_{t+1}) ≤ f(x₁; θ_t); Eq. 6, g₁ iff
-  |f(x₁; θ_{t+1}) − f(x₁; θ_t)| ≥ |f(x₂; θ_{t+1}) − f(x₂; θ_t)|; Eq. 7, g₁ iff
-  Σᵢ sgn(θ_{t+1} − θ_t)ᵢ ≤ 0. Matsumoto et al. 2022 (arXiv 2206.09122) writes Eq. 7 with "≥ 0"; the server
-  steps *against* the gradient, so a report aligned with g₁ = λ·1 moves most
-  coordinates down, and the rule is oriented that way here (the other
-  orientation is the same test with its answers swapped, whose Eq. 3 value is
-  negative).
+A trial submits the randomised report of g₁ or g₂ (alternating, so each gets about K/2) and a distinguisher —
+white-box (Eq. 5, cosine) or black-box after the server step (Eqs. 4, 6, 7; the rule per adversary is
+:data:`privgate.audits.ldp_names.BLACK_BOX_RULE`) — guesses which; FP = P[guess g₂ | g₁], FN = P[guess
+g₁ | g₂]. Trials run in chunks of whole tensors that bound memory; both distinguishers of an adversary read the
+same reports. Eq. 7 is oriented against the server's step (the paper prints "≥ 0"): see
+``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Gradients of a real model on real data, as the LDP game needs them: per example, per trial, batched.
 
-A :class:`FunctionalModel` views an ``nn.Module`` as a function of one flat
-parameter vector θ ∈ R^d (``torch.func.functional_call``), so that
-
-* per-example gradients ∇_θ f(xᵢ; θ) of a pool of examples come from one
-  ``vmap(grad(...))`` call (chunked to bound memory),
-* gradients at *per-example* parameters θᵢ (parameter retrogression) and
-  input gradients ∇_x f(x; θ) (FGSM) likewise,
-* the losses f(xₖ; θₖ) of K trials, each at its own updated model θₖ (the
-  black-box distinguisher), are one batched call in float64 — a single LDP-SGD
-  step moves θ by about ‖C‖/d, so the loss change the distinguisher reads is
-  small and float32 rounding would blur its sign.
-
-The loss f is the negative log-likelihood privgate trains with
-(:func:`privgate.inputs.outputs.nll`: cross-entropy on logits, BCE-with-logits on one
-logit, NLL on probabilities); the output kind is fixed once from a probe batch,
-since ``vmap`` allows no data-dependent branch.
+A :class:`FunctionalModel` views an ``nn.Module`` as a function of one flat parameter vector θ
+(``torch.func.functional_call``): per-example gradients, gradients at per-example parameters and input
+gradients come from chunked ``vmap(grad(...))`` calls, and the losses of K trials at their own updated models
+are one batched call in float64 (one LDP-SGD step moves θ so little that float32 would blur the sign the
+distinguisher reads). The loss is :func:`privgate.inputs.outputs.nll`, its output kind fixed once from a probe
+batch (``vmap`` allows no data-dependent branch).
 """
 
 from __future__ import annotations

@@ -1,38 +1,12 @@
 """LDP-SGD: the client randomiser and the server step, batched over trials.
 
-Client side (Erlingsson et al. 2020, "Encode, Shuffle, Analyze Privacy
-Revisited", arXiv 2001.03618, after Duchi, Jordan & Wainwright 2018; Matsumoto et al. 2022 (arXiv 2206.09122)
-— Matsumoto et al., "Measuring Lower Bounds of Local Differential Privacy via
-Adversary Instantiations in Federated Learning" — Algorithm 1). For a gradient
-g ∈ R^d, clipping norm L and privacy parameter ε:
-
-1. clip: x = g · min(1, L / ‖g‖₂);
-2. gradient norm projection: z = +L·x/‖x‖₂ with probability 1/2 + ‖x‖₂/(2L),
-   else z = −L·x/‖x‖₂ (a zero gradient has no direction; its z is ±L·e₁ with
-   probability 1/2 each, so the output below is uniform on the sphere, as the
-   algorithm's output for x = 0 is);
-3. random gradient sampling: v uniform on the unit sphere S^{d−1};
-   ẑ = sgn(⟨z, v⟩)·v with probability e^ε/(1 + e^ε), else −sgn(⟨z, v⟩)·v.
-
-The output ẑ is ε-LDP: for any two gradients the density ratio of an output
-is at most e^ε (step 3 alone is randomised response on the sign of ⟨z, v⟩).
-
-The mean of a report is E[ẑ] = tanh(ε/2) · c_d · x / L with
-c_d = E|v₁| = Γ(d/2) / (√π Γ((d+1)/2)) (tested in ``tests/test_audit_ldp.py``).
-
-Server side (Matsumoto et al. 2022, Algorithm 2, with n clients per round):
-g_t = (L√π / 2) · Γ((d−1)/2 + 1) / Γ(d/2 + 1) · (e^ε + 1)/(e^ε − 1) · (1/n) Σᵢ ẑᵢ,
-step size η = ‖C‖₂ √n / (L √d) · (e^ε − 1)/(e^ε + 1), and
-θ_{t+1} = Π_C(θ_t − η g_t), the ℓ₂ projection onto the parameter set C, here the
-ball of radius ‖C‖₂ about 0. As printed in Matsumoto et al. 2022 (arXiv 2206.09122) the factor of g_t is 1/d of
-the one that makes g_t unbiased (L / (c_d · tanh(ε/2)), Duchi et al. 2018's
-norm B); it is kept as printed: it only sets the length of the server's step,
-η·g_t ≈ ‖C‖₂ √(π/2) / d per report, and the black-box distinguishers read the
-direction of that step (a sign of a loss change, of parameter changes).
-
-A user's randomiser replaces :func:`ldp_sgd_randomise`; it has the signature
-``randomise(grads [K, d], epsilon, clip, generator) -> Tensor [K, d]`` and its
-output goes through the same server step.
+Client: Matsumoto et al. 2022 (arXiv 2206.09122), Algorithm 1, after Erlingsson et al. 2020 (arXiv
+2001.03618) and Duchi, Jordan & Wainwright 2018 — clip to L, project the norm to ±L at random, report a
+random unit vector on the side of the sign kept with probability e^ε/(1 + e^ε); the output is ε-LDP. Server:
+Algorithm 2, its scale kept as printed (1/d of the unbiased one: it only sets the step's length), then the
+projection onto the ball of radius ‖C‖₂. A user's randomiser replaces :func:`ldp_sgd_randomise`:
+``randomise(grads [K, d], epsilon, clip, generator) -> Tensor [K, d]``, its output through the same server
+step. The formulas: ``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

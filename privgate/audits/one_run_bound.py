@@ -1,34 +1,11 @@
-"""The ε lower bound of one-run auditing (Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training
-Run", arXiv 2305.08846): pure functions over counts, no training, no I/O.
+"""The ε lower bound of one-run auditing: pure functions over counts, no training, no I/O.
 
-The game: m canaries, each included in the training data independently with
-probability 1/2 (S ∈ {−1, +1}^m uniform); one training run; the auditor scores
-every canary and guesses T ∈ {−1, 0, +1}^m (0 = abstain) from the output alone;
-r guesses are made and W of them are right. If training is (ε, δ)-DP with
-respect to each canary, their main result for (ε, δ)-DP (§5; the p-value
-computed in their Appendix D) gives, for every v,
-
-    P[W ≥ v] ≤ f_ε(v) = P[Bin(r, q) ≥ v] + 2mδ · max_{1 ≤ i ≤ v} P[v − i ≤ Bin(r, q) < v] / i,
-
-with q = e^ε/(1 + e^ε), the accuracy of ε-DP randomised response. The δ term
-is kept: several public re-implementations drop it, which makes the bound
-unsound for δ > 0.
-
-**The lower bound.** ε_lb = sup{ε : f_ε(W) ≤ α}, found by bisection. This is
-valid at level 1 − α because f_ε(v) is non-decreasing in ε and non-increasing
-in v whenever c = 2mδ ≤ 1 (so {ε_lb > ε_true} = {f_{ε_true}(W) ≤ α} = {W ≥ v*}
-for a v* with P[W ≥ v*] ≤ f(v*) ≤ α). Proof sketch, with B ~ Bin(r, q) and
-B' ~ Bin(r − 1, q): d/dq P[B ≥ v] = r·P[B' = v − 1] and
-d/dq P[v − i ≤ B < v] ≥ −r·P[B' = v − 1], so every term of the max plus
-P[B ≥ v]/c has a non-negative derivative in q when c ≤ 1; and
-f(v + 1) − f(v) ≤ −P[B = v] + c·P[B = v] ≤ 0. With c > 1 (δ ≥ 1/(2m)) the
-bound is not used: the audit proves nothing (ε_lb = 0) and says so.
-
-**The guesses.** The auditor guesses the k highest scores "in" and the k
-lowest "out" (r = 2k). Picking k after seeing which guesses were right would
-be tuning on the answer, so k comes from a grid fixed in advance
-(:data:`GUESS_FRACTIONS` of m) and every grid point is tested at α/|grid|
-(Bonferroni); the report keeps the largest bound.
+Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training Run" (arXiv 2305.08846), their (ε, δ)
+result (§5, the p-value of Appendix D) with its δ term kept (dropping it, as some re-implementations do, is
+unsound for δ > 0): ε_lb = sup{ε : f_ε(W) ≤ α} for W right guesses of r, by bisection. Valid while 2mδ ≤ 1;
+beyond, the audit proves nothing (ε_lb = 0) and says so. The number of guesses comes from a grid fixed in
+advance (:data:`GUESS_FRACTIONS`), each point at α/|grid| (Bonferroni). The bound and the proof of its
+validity: ``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

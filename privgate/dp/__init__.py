@@ -1,16 +1,11 @@
 """Remediation with differential privacy: DP-SGD retraining (:mod:`.train`) and the ε search (:mod:`.remediate`).
 
-DP-SGD (Abadi et al. 2016, arXiv 1607.00133) bounds how much any one training
-example can change the trained model, so it bounds every membership-inference
-attack at once: an (ε, δ)-DP training run caps any attack's balanced accuracy at
-(e^ε + δ)/(1 + e^ε) (Kairouz, Oh & Viswanath 2015, arXiv 1311.0776). privgate
-retrains a failing model with DP-SGD through Opacus (Yousefpour et al. 2021,
-arXiv 2109.12298) at decreasing ε and re-attacks each candidate until the policy
-passes within its utility floor.
-
-Opacus is imported lazily (inside the functions that train), and so are this
-package's names (torch comes with them): ``privgate harden`` refused on its
-input, or naming its output (:mod:`.hardened`), never imports torch.
+A failing model is retrained with DP-SGD (Abadi et al. 2016, arXiv 1607.00133) through Opacus (Yousefpour et
+al. 2021, arXiv 2109.12298) at decreasing ε, each candidate re-attacked, until the policy passes within its
+utility floor; (ε, δ)-DP caps any membership attack's balanced accuracy at (e^ε + δ)/(1 + e^ε) (Kairouz, Oh &
+Viswanath 2015, arXiv 1311.0776). Opacus and this package's names are imported lazily: ``privgate harden``
+refused on its input, or naming its output (:mod:`.hardened`), never imports torch. Details:
+``docs/remediation.md``, ``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

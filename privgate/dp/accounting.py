@@ -1,24 +1,11 @@
 """Accounting for several DP-SGD runs on the same data: the ε of everything the ε search trained.
 
-Every candidate of the ε search is a DP-SGD run on the members: T steps of the
-Poisson-sampled Gaussian mechanism with noise multiplier σ and sampling rate q
-(Abadi et al. 2016, arXiv 1607.00133). The model the search hands out is
-chosen among them, so its guarantee is that of the whole search, not of the one
-run (Liu & Talwar 2019, "Private selection from private candidates", arXiv
-1811.07971; Papernot & Steinke 2022, "Hyperparameter tuning with Rényi
-differential privacy", arXiv 2110.03620). The safe bound composes every run
-that was trained:
-
-* **RDP** (Mironov 2017, "Rényi Differential Privacy", arXiv 1702.07476):
-  Rényi DP of order α adds up over runs, ρ(α) = Σᵢ ρᵢ(α), and is converted
-  to (ε, δ) once, at the best order — far tighter than adding up the runs' ε.
-* **PRV** (Gopi, Lee & Wutschitz 2021, arXiv 2106.02848): the privacy random
-  variables of all runs composed numerically; tighter still where it works.
-
-Both come from Opacus' accountants (``RDPAccountant``/``PRVAccountant`` with
-the runs' histories); the smaller of the two valid upper bounds is reported,
-with the accountant that gave it. Nothing here depends on the model type: a
-run is (σ, q, T), so a language-model DP fine-tuning composes the same way.
+A run is (σ, q, T) of the Poisson-sampled Gaussian mechanism (Abadi et al. 2016, arXiv 1607.00133), whatever
+the model. The handed-out model was chosen among the candidates, so its guarantee composes every run trained
+(Liu & Talwar 2019, arXiv 1811.07971; Papernot & Steinke 2022, arXiv 2110.03620): by RDP, added order by order
+and converted once (Mironov 2017, arXiv 1702.07476), and by PRV (Gopi, Lee & Wutschitz 2021, arXiv
+2106.02848), both through Opacus' accountants; the smaller of the two valid upper bounds is reported with the
+accountant that gave it (``docs/remediation.md``, "Two ε").
 """
 
 from __future__ import annotations

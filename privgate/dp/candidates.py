@@ -1,21 +1,11 @@
 """The candidates of the ε search and the rules that walk the schedule (ladder, bisect).
 
-A candidate is one DP-SGD retraining on the members at a target ε and what
-the re-audit found. It is *accepted* when no check fails, no check is undecided
-(point estimate within the threshold but the upper bound over it) and utility
-is at or above the floor; checks the audit data cannot resolve at all stay
-``inconclusive`` and do not block (no amount of noise resolves them). A search that no candidate could win at
-this audit size — a check even a model that leaks nothing cannot pass here (:func:`undecidable`) — stops before
-training any; every row says why the search did not take it (:meth:`Candidate.why_not`).
-
-Both strategies assume leakage falls and utility falls as ε falls:
-
-* ``ladder`` walks the schedule from the largest ε down and stops at the first
-  accepted ε, or as soon as utility falls below the floor (every smaller ε
-  would be worse);
-* ``bisect`` binary-searches the schedule for the largest ε whose checks pass:
-  ⌈log₂(n+1)⌉ trainings instead of up to n; it stops early when a probe fails
-  both the checks and the floor.
+A candidate is one DP-SGD retraining at a target ε and what the re-audit found; it is *accepted* when no
+check fails, none is undecided and utility is at or above the floor (checks the data cannot resolve stay
+``inconclusive`` and do not block). ``ladder`` walks from the largest ε down; ``bisect`` binary-searches the
+schedule in ⌈log₂(n+1)⌉ trainings; both assume leakage and utility fall as ε falls. A search no candidate could
+win at this audit size (:func:`undecidable`) trains none; every row says why it was not taken
+(:meth:`Candidate.why_not`). See ``docs/remediation.md`` ("Strategies").
 """
 
 from __future__ import annotations

@@ -1,38 +1,11 @@
 """The capacity ladder of a scikit-learn model: its own regularisation settings, from the fitted value upwards.
 
-DP-SGD cannot retrain a random forest, and IBM's diffprivlib (the DP
-scikit-learn library) does not import with current scikit-learn. What a
-scikit-learn model that leaks can be given instead is less capacity to memorise
-single rows: larger leaves, shallower trees, a stronger penalty, more
-neighbours. Membership leakage grows with generalisation error and with how far
-one row moves the fitted model (Yeom et al. 2018, arXiv 1709.01604; for trees,
-rows isolated in small leaves: Preen & Smith 2025, arXiv 2502.09396), and each
-of these settings bounds that. The ladder is a list of ``set_params`` steps
-ordered from the least to the most regularised, each a step beyond the model's
-own setting (:func:`ladder`); the search (:class:`privgate.dp.capacity_task.CapacityTask`)
-walks it as the ε search walks its schedule.
-
-Which settings, by the final estimator's family (the last step of a Pipeline,
-named through the Pipeline's ``step__param`` keys):
-
-* trees and forests (``DecisionTree``, ``RandomForest``, ``ExtraTrees``,
-  ``GradientBoosting`` classifiers): ``min_samples_leaf`` 2, 4, … 512 rows;
-* ``HistGradientBoostingClassifier``: ``min_samples_leaf`` doubled (up to the
-  cap below) and ``max_leaf_nodes`` halved together, four steps;
-* XGBoost's ``XGBClassifier``: ``min_child_weight``; LightGBM's
-  ``LGBMClassifier``: ``min_child_samples``;
-* linear models and SVMs with ``C`` (``LogisticRegression``, ``LinearSVC``,
-  ``SVC``): ``C`` divided by 10 per step; ``SGDClassifier``, ``RidgeClassifier``
-  and ``MLPClassifier``: ``alpha`` multiplied by 10;
-* ``KNeighborsClassifier``: ``n_neighbors`` doubled.
-
-A step whose leaf size or neighbour count exceeds a quarter of the training rows
-is left out. Any other estimator, or another ladder, is named in the policy
-(``remediation.capacity``: a list of ``set_params`` dicts of the settings
-:mod:`privgate.policy.capacity_rules` allows). A step may lower a setting that
-costs work (``n_estimators``, ``max_iter``) from the model's own value, never
-raise it, and the walk is refused when its estimated time (:func:`cost_problem`)
-is above :data:`MAX_LADDER_SECONDS`.
+DP-SGD cannot retrain a random forest; what a leaking scikit-learn model can be given instead is less capacity
+to memorise single rows (Yeom et al. 2018, arXiv 1709.01604; for trees, Preen & Smith 2025, arXiv 2502.09396):
+larger leaves, a stronger penalty, more neighbours. :func:`ladder` lists ``set_params`` steps, least to most
+regularised, each beyond the model's own setting, by the final estimator's family; a policy may name its own
+(``remediation.capacity``, checked by :mod:`privgate.policy.capacity_rules`). A walk estimated above
+:data:`MAX_LADDER_SECONDS` is refused (:func:`cost_problem`). The ladders per family: ``docs/sklearn.md``.
 """
 
 from __future__ import annotations

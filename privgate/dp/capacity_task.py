@@ -1,32 +1,12 @@
 """Hardening a scikit-learn model: its own capacity ladder, searched by the gate — an empirical result, no DP.
 
-The scikit-learn kind's half of the one search (:func:`privgate.dp.remediate.search`,
-the protocol in :mod:`privgate.dp.task`). The original is audited once and
-"not needed" / "cannot help" are decided as for every kind; then, instead of an
-ε schedule, the search walks the model's capacity ladder (:mod:`privgate.dp.capacity`:
-larger leaves, a stronger penalty, …), least regularised first, with the
-policy's strategy (``ladder``, or ``bisect`` over the steps):
-
-* each candidate is a fresh ``sklearn.base.clone`` of the whole model — a
-  Pipeline keeps its encoders — with the step's ``set_params``, fitted on the
-  members as the model was fitted on them (the table's frame, the label values);
-  a ``random_state`` the model left unset is drawn from the run's seed, so the
-  same seed gives the same candidates;
-* the gate re-audits it with its own clones as reference models (LiRA, RMIA,
-  shadow models train like the candidate, not like the original);
-* utility is accuracy on held-out rows (:mod:`privgate.dp.utility`), the floor
-  the policy's.
-
-**What it hands out, honestly.** A model that passed these attacks on this
-data, with no differential-privacy guarantee — and a card that says so and how
-a guarantee could be had (a torch recipe over the same features, hardened
-with DP-SGD). Choosing among candidates fitted on the members leaks through
-the choice, as the ε search's selection does (Papernot & Steinke 2022, arXiv
-2110.03620); without an ε it is stated two ways: each candidate is audited at
-confidence ``1 − (1 − c)/L`` for a ladder of L steps (Bonferroni's union bound),
-so whichever step the search stops at, the handed-out model's checks hold at
-the policy's confidence ``c``; and the choice among L steps can say at most
-log₂ L bits about the members beyond the model itself.
+The scikit-learn kind's half of the one search (:func:`privgate.dp.remediate.search`, the protocol in
+:mod:`privgate.dp.task`): instead of an ε schedule it walks :mod:`privgate.dp.capacity`'s ladder; each
+candidate is a ``sklearn.base.clone`` of the whole model with the step's ``set_params``, fitted on the members
+and re-audited with its own clones as reference models. It hands out a model that passed these attacks on
+this data with **no differential-privacy guarantee**, and a card that says so. The choice among L steps is
+stated by auditing each at confidence ``1 − (1 − c)/L`` (Bonferroni; Papernot & Steinke 2022, arXiv
+2110.03620) and as at most log₂ L bits (``docs/sklearn.md``).
 """
 
 from __future__ import annotations

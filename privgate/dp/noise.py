@@ -1,19 +1,10 @@
 """Opacus' DP-SGD noise drawn from a CPU generator, so the same seed gives the same noise on every device.
 
-DP-SGD (Abadi et al. 2016, arXiv 1607.00133) adds N(0, σ²C²·I) to the sum of
-clipped per-example gradients at every step. Opacus (Yousefpour et al. 2021,
-arXiv 2109.12298) draws it in ``DPOptimizer.add_noise`` with
-``torch.normal(…, device=grad.device, generator=noise_generator)``: the
-generator must live on the gradients' device, and a CUDA generator seeded with
-s gives another stream than a CPU generator seeded with s (Philox against
-Mersenne Twister). The same seed then trained another model on a GPU than on
-the CPU — a hardened model, or a whole ε search, that depended on the machine.
-
-:func:`draw_noise_on_cpu` replaces one optimiser's ``add_noise`` with the same
-draw made from a CPU generator and copied to the gradients' device: on the CPU
-it is the very call Opacus makes (the same noise, bit for bit), on any other
-device the same numbers. It supports Opacus' non-secure mode only (privgate
-never turns secure mode on; its caveat is stated with every DP statement).
+DP-SGD (Abadi et al. 2016, arXiv 1607.00133) adds N(0, σ²C²·I) per step; Opacus (Yousefpour et al. 2021,
+arXiv 2109.12298) draws it from a generator on the gradients' device, and a CUDA generator gives another
+stream than a CPU one for the same seed. :func:`draw_noise_on_cpu` replaces one optimiser's ``add_noise`` with
+the same draw from a CPU generator, copied to the device: on the CPU bit for bit Opacus' own call. Non-secure
+mode only (privgate never turns secure mode on). Why: ``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

@@ -1,30 +1,12 @@
 """One DP-SGD run with Opacus, whatever the model and whatever the unit of privacy (a record or a user).
 
-DP-SGD (Abadi et al. 2016, "Deep Learning with Differential Privacy", arXiv
-1607.00133): every step draws a Poisson batch of *units* — each joins
-independently with probability q = 1/⌈N/B⌉ — clips each unit's gradient to C,
-adds N(0, σ²C²·I) and steps. A unit is one training record
-(:func:`privgate.dp.train.train_dp`, :func:`privgate.lm.finetune.finetune`) or
-one user, all of whose records' gradients are summed before the clip
-(:mod:`privgate.lm.userlevel`, McMahan et al. 2018, arXiv 1710.06963): the
-runner only sees a dataset of units and a ``step`` that computes their
-per-unit gradients, so both run the same engine, the same noise and the same
-accounting.
-
-Opacus (Yousefpour et al. 2021, arXiv 2109.12298) is used as documented:
-``PrivacyEngine.make_private`` with Poisson sampling for a given σ, or
-``make_private_with_epsilon`` to calibrate σ for a target ε (the PRV
-accountant, Gopi et al. 2021, arXiv 2106.02848, falls back to RDP, Mironov
-2017, arXiv 1702.07476, where its discretisation fails);
-``BatchMemoryManager`` splits a record-level logical batch into physical ones.
-The Poisson draws come from a CPU generator seeded with the run's seed, the
-noise from another (:mod:`privgate.dp.noise`), so the same seed gives the same
-run on every device up to float rounding.
-
-The ε spent is stated in one of two ways, as the caller's report has always
-stated it: ``engine`` asks the run's own accountant (PRV, else RDP with a note),
-``compose`` composes the run (σ, q, T) with :func:`privgate.dp.accounting.compose`
-(the smaller of the RDP and PRV bounds), as the ε search composes its candidates.
+DP-SGD (Abadi et al. 2016, arXiv 1607.00133) over *units* — one record, or one user whose records' gradients
+are summed before the clip (McMahan et al. 2018, arXiv 1710.06963) — with Opacus (Yousefpour et al. 2021,
+arXiv 2109.12298) as documented: ``make_private`` for a given σ or ``make_private_with_epsilon`` for a target ε
+(PRV, Gopi et al. 2021, arXiv 2106.02848, falling back to RDP, Mironov 2017, arXiv 1702.07476), Poisson
+sampling from a seeded CPU generator, noise from :mod:`privgate.dp.noise`. The ε spent is stated by the
+run's own accountant (``engine``) or by :func:`privgate.dp.accounting.compose` (``compose``). Details:
+``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

@@ -1,55 +1,12 @@
 """The ε search: retrain a failing model with DP-SGD at decreasing ε until the policy passes — any kind of model.
 
-The procedure (Sabau 2023, master's thesis, OTH Amberg-Weiden, ch. 6: start
-DP-SGD at ε = 50 and lower ε step by step while the attack still succeeds;
-tuning after Ponomareva et al. 2023, arXiv 2303.00654):
-
-1. Audit the original model. If it passes, nothing is retrained.
-2. Fix the DP-SGD settings once: epochs and logical batch size (the policy's,
-   else the recipe's), δ (``auto`` = 1/(10·N) for N training rows, below the
-   1/N that would allow releasing one whole record), the clip norm (a number,
-   or ``auto``: :func:`~privgate.dp.clip.search_clip_norm` on the population).
-3. For each ε of the schedule the strategy picks, train from scratch with
-   DP-SGD (:func:`~privgate.dp.train.train_dp`), re-run the policy's attacks on
-   the new model with the DP recipe as the recipe — so reference-model attacks
-   (LiRA, RMIA, shadow models) train their reference models with the same
-   clipping, noise, sampling rate and epochs as the target now is — and
-   measure utility.
-4. A candidate is *accepted* when no check fails, no check is undecided (point
-   estimate within the threshold but the upper bound over it) and utility is at
-   or above the floor. Checks the audit data cannot resolve at all (e.g. TPR at
-   FPR 0.001 with fewer than 1000 non-members per split, or an attack that did
-   not run) stay ``inconclusive`` — no amount of noise resolves them — so an
-   accepted model with such a check is reported ``inconclusive``, never ``pass``.
-
-Strategies: ``ladder`` and ``bisect`` (:mod:`privgate.dp.candidates`), or
-``search: random_stopping`` (:mod:`privgate.dp.search`).
-
-This is one state machine for every kind of model (:func:`search`); what
-differs — how a candidate trains, what utility is, the model's files — is the
-kind's :class:`~privgate.dp.task.HardenTask` (a tabular model's here, through
-:func:`remediate`; a language model's DP fine-tuning from its public base in
-:mod:`privgate.lm.harden`). What follows describes the tabular task.
-
-Utility is accuracy on held-out data: the **population** when the audit has one
-(rows neither the target nor any DP candidate trains on, and that no attack
-calibrates a threshold on), else the **non-members** (never trained on; the
-attacks only read them, so measuring accuracy there biases neither number).
-The floor is decided on the point estimate; its Clopper-Pearson interval is
-reported. The same rows also pick the ε, so the reported utility of the chosen
-model is slightly optimistic — the price of not holding out a third set.
-
-Choosing ε among several candidates trained on the same members costs privacy
-beyond the chosen run's own ε (hyper-parameter selection leaks: Liu & Talwar
-2019, arXiv 1811.07971; Papernot & Steinke 2022, arXiv 2110.03620). The report
-gives two ε: the chosen run's *training ε*, and the *released ε* of the
-handed-out model including the search (:mod:`privgate.dp.search`): every
-candidate composed, or — with ``search: random_stopping`` — the
-random-stopping bound. A policy's ``max_total_epsilon`` bounds the released ε.
-No hyper-parameter is chosen by noise-free training on the members: the clip
-norm search (``max_grad_norm: auto``) trains on the population, and without one
-the default C = 1 is used. Every hardened model carries a DP statement
-(:mod:`privgate.dp.statement`).
+After Sabau 2023 (master's thesis, OTH Amberg-Weiden, ch. 6), tuned after Ponomareva et al. 2023 (arXiv
+2303.00654): audit the original; fix the DP-SGD settings once; for each ε the strategy picks
+(:mod:`privgate.dp.candidates`, or ``random_stopping``: :mod:`privgate.dp.search`) retrain from scratch,
+re-audit with the DP recipe and measure utility on held-out rows. One state machine (:func:`search`) for every
+kind; what differs is the kind's :class:`~privgate.dp.task.HardenTask` (:func:`remediate`: tabular). The report
+gives the training ε and the released ε of the whole search (Liu & Talwar 2019, arXiv 1811.07971; Papernot &
+Steinke 2022, arXiv 2110.03620); an unresolvable check keeps it ``inconclusive`` (``docs/remediation.md``).
 """
 
 from __future__ import annotations

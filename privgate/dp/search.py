@@ -1,21 +1,11 @@
 """The two accounted ε searches: compose every candidate (ladder or bisect), or random stopping.
 
-Both train candidates through one callable, ``train(ε, σ, trial)`` (σ is
-calibrated here, once, so the budget can be checked *before* a run spends
-it), and both keep the released ε up to date after every candidate:
-
-* :func:`compose_search` — the policy's ``ladder``/``bisect`` strategy
-  (:func:`privgate.dp.candidates.search_schedule`); the released ε composes
-  every candidate trained so far (:func:`privgate.dp.accounting.compose`).
-* :func:`random_stopping_search` — Papernot & Steinke 2022 (arXiv
-  2110.03620): K trials, K drawn from the policy's distribution with the run's
-  seed; each trial trains at an ε drawn uniformly from the schedule; the
-  accepted candidate with the best utility is released. Its released ε is
-  Theorem 2 (or 6) of the paper (:mod:`privgate.dp.selection`), known before
-  any training.
-
-A search that would take the released ε over ``max_total_epsilon`` stops
-before the run that would exceed it is trained (:attr:`Searched.stopped`).
+Both train through one callable, ``train(ε, σ, trial)`` (σ calibrated here, so the budget is checked *before*
+a run spends it), and keep the released ε up to date after every candidate. :func:`compose_search` composes
+every candidate trained (:func:`privgate.dp.accounting.compose`); :func:`random_stopping_search` is Papernot &
+Steinke 2022 (arXiv 2110.03620): K trials drawn with the run's seed, each at an ε drawn from the schedule, the
+best accepted one released, its ε known before training (:mod:`privgate.dp.selection`). A run that would take
+the released ε over ``max_total_epsilon`` is not trained (:attr:`Searched.stopped`).
 """
 
 from __future__ import annotations

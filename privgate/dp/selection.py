@@ -1,29 +1,11 @@
 """Private selection with a random number of trials: the released ε of a random-stopping search.
 
-Papernot & Steinke 2022 ("Hyperparameter tuning with Rényi differential
-privacy", arXiv 2110.03620): run a randomised algorithm Q — one DP-SGD
-training with hyper-parameters drawn at random, and its score — K times, K
-itself random, and output only the best run. If Q is (λ, ε)- and (λ̂, ε̂)-RDP,
-the whole search is (λ, ε′)-RDP with
-
-* **Theorem 2** (K ~ truncated negative binomial with shape η ≥ 0 and
-  parameter γ; η = 1 is the geometric distribution of Liu & Talwar 2019, arXiv
-  1811.07971, η = 0 the logarithmic distribution)::
-
-      ε′ = ε + (1 + η)·(1 − 1/λ̂)·ε̂ + (1 + η)·log(1/γ)/λ̂ + log(E[K])/(λ − 1)
-
-  minimised over λ̂ (any order of Q's curve);
-* **Theorem 6** (K ~ Poisson(μ)), when Q is also (ε̂, δ̂)-DP with
-  e^ε̂ ≤ 1 + 1/(λ − 1)::
-
-      ε′ = ε + μ·δ̂ + log(μ)/(λ − 1)
-
-so the total is a small constant factor of one run, however many trials the
-draw gives — unlike composing every trial. Q may draw its hyper-parameters
-(here: the target ε of the run, uniformly from the schedule) independently of
-the data: its Rényi divergence is then at most the largest of its
-components' (joint quasi-convexity, van Erven & Harremoës 2014, arXiv
-1206.2459, Thm. 13).
+Papernot & Steinke 2022 ("Hyperparameter tuning with Rényi differential privacy", arXiv 2110.03620): run a
+randomised algorithm K times, K itself random, output only the best run; the whole search's RDP is Theorem 2
+(truncated negative binomial K, the geometric case being Liu & Talwar 2019, arXiv 1811.07971) or Theorem 6
+(Poisson K), a small constant factor of one run. Drawing the run's ε from the schedule independently of the
+data is covered by joint quasi-convexity (van Erven & Harremoës 2014, arXiv 1206.2459). The formulas:
+``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The DP statement of a hardened model: what the guarantee protects, how it was accounted, what was public.
 
-Following the reporting guidance of Ponomareva et al. 2023 ("How to DP-fy
-ML", arXiv 2303.00654, §5.5): the unit of privacy, the accountant, δ, the
-sampling method and rate, the noise multiplier, the clipping norm, epochs and
-steps, what was treated as public, where every hyper-parameter came from, and
-two ε — the training run's and the released model's, the search included
-(:mod:`privgate.dp.accounting`, :mod:`privgate.dp.selection`).
-
-Nothing here depends on the model type: a DP fine-tuning of a language model
-states the same fields with ``model_kind`` and ``public`` (its base model) set
-by its caller.
+The reporting guidance of Ponomareva et al. 2023 ("How to DP-fy ML", arXiv 2303.00654, §5.5): unit of
+privacy, accountant, δ, sampling, σ, C, epochs and steps, what was public, each hyper-parameter's source, and
+two ε — the training run's and the released model's (:mod:`privgate.dp.accounting`,
+:mod:`privgate.dp.selection`). Independent of the model type: callers set ``model_kind`` and ``public``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Hardening a tabular model: DP-SGD retraining of its recipe from scratch (:class:`TabularTask`).
 
-The kind-specific half of the ε search (:mod:`privgate.dp.remediate`, the
-protocol in :mod:`privgate.dp.task`) for a classifier on rows of features:
-
-* the DP-SGD settings are fixed once — epochs and batch size from the policy,
-  else the recipe; δ; the clip norm the policy's, or tuned without noise on the
-  population (:mod:`privgate.dp.settings`);
-* each candidate retrains the recipe from scratch (or its public pre-trained
-  start) with DP-SGD (:func:`privgate.dp.train.train_dp`) and is re-audited with
-  the DP recipe as its recipe, so reference-model attacks train their references
-  as the target now is (:class:`privgate.dp.recipe.DPRecipe`);
-* utility is accuracy on held-out rows (:mod:`privgate.dp.utility`);
-* the one-run audit adds gradient canaries to one more training
-  (:func:`privgate.audits.dpsgd.audit_remediation`);
-* the hardened model is TorchScript with its state_dict and model card beside it
-  (:mod:`privgate.dp.hardened`).
+The kind-specific half of the ε search (:mod:`privgate.dp.remediate`, the protocol in :mod:`privgate.dp.task`)
+for a classifier on rows of features: settings fixed once (:mod:`privgate.dp.settings`), each candidate
+retrained with :func:`privgate.dp.train.train_dp` and re-audited with :class:`privgate.dp.recipe.DPRecipe`,
+utility from :mod:`privgate.dp.utility`, the optional one-run audit
+(:func:`privgate.audits.dpsgd.audit_remediation`), the hardened model written by :mod:`privgate.dp.hardened`.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """What the one ε search asks of a kind of model: train a candidate, measure it, audit it, state its guarantee.
 
-The search (:func:`privgate.dp.remediate.search`) is the same state machine for
-every kind of model — the original audited once, "not needed" and "cannot
-help" decided on its checks, a schedule walked (ladder, bisect) or randomly
-stopped, every candidate trained from the public start at a calibrated σ with
-its own seed, re-audited by the gate and measured, the released ε accounted
-for the whole search, and the hardened, stopped or no-ε ending stated. A
-:class:`HardenTask` supplies what differs:
-
-* **tabular** (:class:`privgate.dp.tabular_task.TabularTask`): DP-SGD
-  retraining of the recipe from scratch (:func:`privgate.dp.train.train_dp`),
-  accuracy on held-out rows, the clip norm tuned on the population, a
-  TorchScript model and its card;
-* **Hugging Face folders** (:class:`privgate.lm.harden.LMHardenTask`): DP
-  fine-tuning of the recipe's public base (:func:`privgate.lm.finetune.finetune`),
-  held-out perplexity (a causal language model) or accuracy (a sequence
-  classifier), records or users as the unit of privacy, a ``save_pretrained``
-  folder.
-
-The kind of model is decided once, at the door
-(:func:`privgate.inputs.targets.is_huggingface`); tasks are named here as
-``"module:Class"`` and imported on first use.
+The search (:func:`privgate.dp.remediate.search`) is one state machine for every kind of model; a
+:class:`HardenTask` supplies what differs — tabular DP-SGD retraining
+(:class:`privgate.dp.tabular_task.TabularTask`), DP fine-tuning of a Hugging Face folder's public base
+(:class:`privgate.lm.harden.LMHardenTask`). The kind is decided once, at the door
+(:func:`privgate.inputs.targets.is_huggingface`); tasks are named ``"module:Class"`` and imported on first
+use. Each kind's part: ``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

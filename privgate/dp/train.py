@@ -1,50 +1,12 @@
 """DP-SGD retraining of a recipe with Opacus.
 
-DP-SGD (Abadi et al. 2016, "Deep Learning with Differential Privacy", arXiv
-1607.00133). With N training examples and sampling rate q, every step draws a
-Poisson batch (each example joins independently with probability q), clips each
-per-example gradient to ``ĝᵢ = gᵢ · min(1, C / ‖gᵢ‖₂)``, and updates the model
-with ``(Σᵢ ĝᵢ + N(0, σ²C²·I)) / (qN)``. One step is the sampled Gaussian
-mechanism; ``T = epochs / q`` steps compose. An accountant turns (σ, q, T, δ)
-into the ε of the whole run:
-
-* ``rdp`` — Rényi DP of the sampled Gaussian mechanism (Mironov 2017, "Rényi
-  Differential Privacy", arXiv 1702.07476; Mironov, Talwar & Zhang 2019, arXiv
-  1908.10530), converted to (ε, δ). A valid upper bound, somewhat loose.
-* ``prv`` — privacy random variables composed numerically (Gopi, Lee &
-  Wutschitz 2021, "Numerical Composition of Differential Privacy", arXiv
-  2106.02848). Tighter, so the same ε buys less noise; but at large ε / small σ
-  its discretisation can fail or run for minutes (Opacus issues #591, #601 and
-  #604; microsoft/prv_accountant#36). privgate then falls back to RDP — still a
-  valid bound, only more conservative — and records that it did.
-
-Opacus (Yousefpour et al. 2021, arXiv 2109.12298) is used as documented:
-``ModuleValidator.validate``/``fix`` replace layers DP-SGD cannot train (BatchNorm
-mixes examples of a batch → GroupNorm) and the change is recorded;
-the run itself — ``PrivacyEngine.make_private_with_epsilon`` calibrating σ for a
-target ε with Poisson sampling, ``BatchMemoryManager`` splitting large logical
-batches into physical ones, the accountant's ε checked against the target after
-training — is the one Opacus runner every DP-SGD run of privgate shares
-(:mod:`privgate.dp.opacus_runner`).
-
-Training always starts from ``recipe.build()`` — a fresh initialisation, or the
-*public* pre-trained start the recipe names — never from the checkpoint under
-audit: fine-tuning a model that has already memorised its data gives no
-guarantee about that data.
-
-Tuning follows published practice (Ponomareva et al. 2023, "How to DP-fy ML",
-arXiv 2303.00654, §5.4): the clipping norm is chosen by
-:func:`privgate.dp.clip.search_clip_norm`, a short noise-free run with clipping
-at C = 10^k, lowering k until accuracy drops clearly.
-
-Opacus uses PyTorch's default pseudo-random generator for the noise here
-(``secure_mode=False``), seeded for reproducibility. That is the usual research
-setting; a release that must resist attacks on the noise sampler itself
-(floating-point attacks, Mironov 2012) should retrain with Opacus' secure mode.
-The noise is drawn from a CPU generator and moved to the training device
-(:mod:`privgate.dp.noise`), the Poisson batches from another CPU generator and
-dropout masks from a third (:mod:`privgate.training.dropout`): the same seed
-trains the same model on a GPU as on the CPU, up to float rounding.
+DP-SGD (Abadi et al. 2016, arXiv 1607.00133) through Opacus (Yousefpour et al. 2021, arXiv 2109.12298): layers
+it cannot train are replaced (``ModuleValidator.fix``, recorded), σ is calibrated for the target ε with Poisson
+sampling and the run goes through :mod:`privgate.dp.opacus_runner`; ε by PRV (Gopi, Lee & Wutschitz 2021, arXiv
+2106.02848) or RDP (Mironov 2017, arXiv 1702.07476), PRV falling back to RDP where it fails. Training always
+starts from ``recipe.build()`` (fresh or a *public* start), never from the checkpoint under audit. The clip
+norm comes from :func:`privgate.dp.clip.search_clip_norm` (Ponomareva et al. 2023, arXiv 2303.00654, §5.4).
+Noise is non-secure (seeded, reproducible across devices). See ``docs/remediation.md``.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Every node attacks every node: membership scores per round, attacker and row, and the metrics of each pair.
 
-Gao's (2024, University of Zurich) audit launches its attacks from every participant against the
-training data of every participant after every round. Here, after round r,
-the model of node a (the **attacker**'s model) scores every row; for a
-**victim** v the members are v's training rows and the non-members are
-held-out rows no node trained on, drawn to match v's label mix
-(:func:`privgate.audits.federated.split.matched_nonmembers`). Each victim's
-members and non-members are split once (seeded, stratified) into a
-calibration and an evaluation half, the same for every round and attacker.
-
-The metric attacks of Gao 2024 (University of Zurich) reuse privgate's score functions
-(:mod:`privgate.attacks.threshold`): prediction correctness (Yeom et al.
-2018, arXiv 1709.01604), loss (Yeom et al. 2018), maximum confidence and
-prediction entropy (Salem et al. 2019, arXiv 1806.01246), modified entropy
-(Song & Mittal 2021, arXiv 2003.10595). Reference-model attacks (RMIA, LiRA)
-come from :mod:`privgate.audits.federated.reference_attacks` when asked for.
-
-Per pair the statistics are privgate's (:mod:`privgate.stats`), measured on
-the evaluation half: AUC with DeLong's interval, TPR at a fixed FPR with the
-FPR its calibrated threshold achieved, and precision / recall / F1 at the
-threshold calibrated on the other half. Intervals in the matrices are
-pointwise at the report's confidence; a policy's federated checks recompute
-theirs with the Bonferroni correction over the pairs and attacks they range
-over (:mod:`privgate.audits.federated.decide`).
+After round r the model of node a (the **attacker**) scores every row; for a **victim** v the members are v's
+training rows and the non-members held-out rows matched to v's label mix
+(:func:`privgate.audits.federated.split.matched_nonmembers`), each split once into calibration and evaluation
+halves. Gao's (2024, University of Zurich) metric attacks reuse :mod:`privgate.attacks.threshold` (Yeom et al.
+2018, arXiv 1709.01604; Salem et al. 2019, arXiv 1806.01246; Song & Mittal 2021, arXiv 2003.10595); RMIA and
+LiRA come from :mod:`privgate.audits.federated.reference_attacks`. Per pair: AUC (DeLong), TPR at FPR,
+precision / recall / F1, intervals pointwise; :mod:`privgate.audits.federated.decide` applies Bonferroni.
 """
 
 from __future__ import annotations

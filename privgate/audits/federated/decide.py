@@ -1,24 +1,11 @@
 """A policy's federated checks, decided over attacker × victim pairs with privgate's rules.
 
-A check with a ``federated:`` block (:class:`privgate.policy.Federated`)
-bounds the **largest** value of its metric over a set of pairs P (``others``:
-every attacker against every other node's data; ``self``; ``all``;
-``neighbours``; ``non_neighbours``) in one round (``final``, a number) or in
-every round (``all``), by one attack or the best of the m that ran. The rules
-are those of :mod:`privgate.decision`, applied to each (pair, round, attack):
-
-* every interval is two-sided at 1 − α/(k · m · |P|·|rounds|) — the policy's own
-  error budget α shared by its k checks (Bonferroni), then by the candidate
-  attacks and by every pair and round the maximum ranges over — so that all of
-  them hold at once with probability ≥ 1 − α/k;
-* **fail** when some pair's lower bound is above ``max`` (a proven violation),
-  **pass** when every pair's upper bound is within ``max``, else
-  **inconclusive**; the result names the pair, round and attack that decided
-  (the highest point estimate among those with the deciding status).
-
-A check without ``federated:`` is about one model and is reported
-inconclusive here ("decided by privgate check"), as a federated check is in
-``privgate check``: a policy is never silently half-decided.
+A check with a ``federated:`` block (:class:`privgate.policy.Federated`) bounds the **largest** value of its
+metric over a set of pairs, rounds and attacks, each interval two-sided at 1 − α/(k · m · |P| · |rounds|)
+(Bonferroni), with the rules of :mod:`privgate.decision`: **fail** when some lower bound is above ``max``,
+**pass** when every upper bound is within it, else **inconclusive**, naming the deciding pair, round and
+attack. A check without ``federated:`` is reported inconclusive here ("decided by privgate check"): a policy
+is never silently half-decided. See ``docs/policies.md`` ("Federated checks").
 """
 
 from __future__ import annotations

@@ -1,47 +1,12 @@
 """Flower (``privgate[flower]``): a strategy wrapper that saves every round in the manifest layout.
 
-:class:`AuditedStrategy` wraps any strategy of Flower's Message API
-(``flwr.serverapp.strategy.Strategy``: ``FedAvg``, ``FedProx``, ``FedAdam``, a
-differential-privacy wrapper …) and delegates every method to it. In each
-round's ``aggregate_train`` it records
-
-* the global model the round produced (the wrapped strategy's aggregate — the
-  model every client holds after the round, the setting of Gao 2024 (University of Zurich) and of
-  ``privgate fl simulate``), and
-* each client's fitted parameters, exactly as the server received them in the
-  client's reply (before aggregation),
-
-and after every round writes, in one atomic step
-(:func:`privgate.io.atomic.write_together`), the layout of
-:mod:`privgate.audits.federated.manifest`::
-
-    OUT/federation.yaml       nodes = the clients; round r = the global model after round r
-    OUT/updates.yaml          the same clients; round r = the parameters the client sent in round r
-    OUT/data/nonmembers.npz   shared non-members (or a reference to the user's file)
-    OUT/data/node0.npz …      each client's training data (or references to the user's files)
-    OUT/rounds/r00/global.pt  the initial model
-    OUT/rounds/r01/global.pt, OUT/rounds/r01/node0.pt, …
-
-so after any completed round ``privgate fl audit OUT/federation.yaml`` (or
-``OUT/updates.yaml``) audits the federation so far. Flower's server averages
-all sampled clients, so every client receives the average of all: the FedAvg
-mixing of a fully connected graph, recorded as ``topology: fully``.
-
-Which reply is whose: ``client_key`` names a key that each ClientApp returns
-in a ``ConfigRecord`` or ``MetricRecord`` of its reply (default
-``partition-id``, the value Flower's simulation hands each ClientApp in
-``context.node_config``), or is a function of the reply ``Message`` (e.g.
-``lambda m: m.metadata.src_node_id`` in a deployment whose node ids are
-known). ``clients`` maps that key to the client's training data — a file
-(``.npz``, ``.pt``, ``.csv``; referenced, not copied) or ``(x, y)`` arrays
-(written to ``data/``) — or is a function of the key returning one.
-
-A client that sent nothing in a round (not sampled, or failed) keeps, in
-``updates.yaml``, the model it sent last, or before its first reply the
-global model it would have started from; such rounds are listed in the
-file's header. Checkpoints are state_dicts of ``recipe``'s model (arrays
-matched by name, or by order when the client sent nameless arrays), or, with
-``model=`` instead, TorchScript that needs no recipe to audit.
+:class:`AuditedStrategy` wraps any strategy of Flower's Message API (``flwr.serverapp.strategy.Strategy``)
+and delegates every method to it. Each round's ``aggregate_train`` records the global model the round produced
+and each client's parameters as the server received them, and writes them in one atomic step
+(:func:`privgate.io.atomic.write_together`) in the layout of :mod:`privgate.audits.federated.manifest`
+(``federation.yaml``: the global model, the setting of Gao 2024; ``updates.yaml``: the clients' updates), so
+``privgate fl audit`` runs after any completed round. The layout, ``client_key``, ``clients`` and partial
+participation: ``docs/federated.md`` ("Flower").
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
 """A real federation's checkpoints: ``federation.yaml``, validated at the door with file/line errors.
 
-```yaml
-version: 1
-name: hospitals                # shown in reports
-recipe: recipe:RECIPE          # module:attr; needed for state_dict checkpoints (TorchScript needs none)
-topology: ring                 # fully | star | ring | random:P | none | a graph file; or give edges:
-edges: [[0, 1], [1, 2]]        # pairs of node indices (overrides topology)
-nonmembers: data/nonmembers.npz  # shared held-out rows no node trained on (.npz, .pt, .csv)
-nodes:
-  - name: hospital-a
-    data: data/node0.npz       # the node's training data
-    checkpoints:               # the node's model after each round, in order
-      - rounds/r01/node0.pt
-      - rounds/r02/node0.pt
-```
-
-Paths are relative to the manifest's folder. ``checkpoints`` may instead be
-a pattern with ``{round}`` (1-based) and optionally ``{node}`` (the node's
-index from 0), each with at most a zero-padded width (``{round:02d}``; no
-other format spec, no attribute access: :func:`check_pattern`), together with
-a top-level ``rounds: R`` (at most :data:`MAX_ROUNDS`; nodes × rounds at most
-:data:`MAX_CHECKPOINTS`). Repeated YAML keys are refused, naming both lines. Every node must have the same number
-of rounds. A checkpoint is TorchScript or a state_dict loaded with
-``weights_only=True`` into the recipe's model (never a pickle).
-:func:`write_manifest` writes a simulation in this layout, so
-``privgate fl audit`` runs on a saved simulation.
+The manifest names the recipe, the topology (or ``edges``), the shared non-members and each node's data and
+checkpoints (a list, or a ``{round}``/``{node}`` pattern with ``rounds: R`` checked by :func:`check_pattern`,
+at most :data:`MAX_ROUNDS` rounds and :data:`MAX_CHECKPOINTS` checkpoints); paths are relative to its folder,
+repeated YAML keys are refused, and a checkpoint is TorchScript or a state_dict loaded with
+``weights_only=True`` (never a pickle). :func:`manifest_files` lays a simulation out this way. The format:
+``docs/federated.md``; its rules: ``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

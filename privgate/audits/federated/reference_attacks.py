@@ -1,25 +1,11 @@
 """Reference-model attacks on a federation's nodes: RMIA and LiRA with reference models trained like a node.
 
-The attacker holds a **population**: rows of the task's distribution that no
-node trains on and that are not the audit's non-members. It splits them into
-a training part and a z part, and trains K reference models like a node that
-does not federate: the nodes' recipe, ``local_epochs × rounds`` epochs, on
-complementary random halves of the training part (pairs as in Carlini et al.
-2022, arXiv 2112.03570, §IV; through privgate's vectorised engine and its
-cache). Every audited row — victims' members and non-members alike — is
-outside every reference model, so both attacks run **offline**:
-
-* RMIA (Zarifzadeh, Liu, Nasr & Shokri 2024, arXiv 2312.03262):
-  score(x) = Pr_z[ (p_θ(x)/Pr(x)) / (p_θ(z)/Pr(z)) > γ ], with
-  Pr(·) ≈ ½((1 + a)·mean_k p_k(·) + (1 − a)) and ``a`` calibrated on the
-  reference models (:func:`privgate.attacks.rmia.calibrate_a`);
-* LiRA (Carlini et al. 2022): the one-sided offline test on the logit-scaled
-  confidence, (φ_θ(x) − μ_out(x)) / σ_out with one shared σ (fixed variance)
-  (:func:`privgate.attacks.lira.lira_scores`).
-
-These reference models mimic a node's *local* training, not the federation's
-averaging, so against federated models they are an attacker's best guess, not
-a replication (Gao 2024, §6.3: shadow models lose their edge in FL).
+The attacker's **population** (rows no node trains on, not the audit's non-members) trains K reference models
+like a node that does not federate (the recipe, ``local_epochs × rounds`` epochs, paired halves as in Carlini
+et al. 2022, arXiv 2112.03570), so both attacks run **offline**: RMIA (Zarifzadeh, Liu, Nasr & Shokri 2024,
+arXiv 2312.03262; :func:`privgate.attacks.rmia.calibrate_a`) and LiRA's fixed-variance test
+(:func:`privgate.attacks.lira.lira_scores`). They mimic local training, not the averaging: against federated
+models an attacker's best guess, not a replication (Gao 2024, §6.3). Details: ``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations

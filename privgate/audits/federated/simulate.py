@@ -1,29 +1,11 @@
 """Simulate a decentralised federation: N nodes × R rounds of local training and FedAvg over a topology.
 
-Every node starts from the same initial model (one seeded build of the recipe,
-as FedAvg does: McMahan et al. 2017, arXiv 1602.05629). In round r each node
-
-1. trains its current model on its own shard for ``local_epochs`` epochs with
-   the recipe's optimiser, batch size and learning rate (a fresh optimiser
-   every round, as ``recipe.train`` does; the recipe's own ``epochs`` is not
-   used), then
-2. replaces it by the sample-weighted average of its closed neighbourhood,
-   ``Θ ← W Θ`` with W the topology's mixing matrix
-   (:func:`privgate.audits.federated.topology.mixing_matrix`).
-
-The model node i holds at the end of round r — after aggregation, what it
-would share or release next — is what the audit attacks.
-
-**Stacked** (``engine`` ``auto``/``vectorised``): the N node models are one
-stack of parameters ``[N, …]`` trained together by the vectorised engine's
-gradient kernels (:mod:`privgate.training.kernels`; one step trains every
-node on its own mini-batch) and the recipe's optimiser applied to the stack
-(:mod:`privgate.training.optimisers`); aggregation is one matrix product per
-parameter tensor. **Sequential** (``engine: sequential``, or a model the
-engine cannot stack — buffers such as BatchNorm statistics, a recipe with its
-own ``train``): one ``recipe.train(..., model=net)`` call per node per round.
-Both draw node i's batches in round r from the same seeded generator, so they
-agree up to float rounding (tested).
+All nodes start from one seeded build of the recipe (FedAvg, McMahan et al. 2017, arXiv 1602.05629); each round
+every node trains ``local_epochs`` epochs on its shard, then takes the weighted average of its neighbourhood
+(:func:`privgate.audits.federated.topology.mixing_matrix`); the model after aggregation is what is attacked.
+**Stacked**: the N models are one parameter stack trained by :mod:`privgate.training.kernels`, aggregation one
+matrix product per tensor; **sequential** (``engine: sequential``, or a model the engine cannot stack): one
+``recipe.train`` call per node per round. Both draw the same batches and agree up to float rounding (tested).
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Who holds which rows: a seeded split into node shards, shared non-members and the attacker's population.
 
-``iid``: the training rows are shuffled and dealt into N shards of (nearly)
-equal size, so every shard has about the same label mix.
-
-``dirichlet:α``: the label-skewed non-IID split of Hsu, Qi & Brown (2019,
-"Measuring the effects of non-identical data distribution for federated
-visual classification", arXiv 1909.06335), used by Gao 2024 (University of Zurich) with α = 0.1: for
-every class c a vector q_c ~ Dir(α·1_N) gives the share of class c's rows that
-each node gets. Small α gives each node a few dominant classes and very
-different shard sizes; α → ∞ approaches ``iid``. A node left with fewer than
-``min_rows`` rows is refilled by redrawing (at most 100 tries, then an error).
-
-Non-members for the attacks are the **held-out** rows, which no node trains on.
-When the shards are label-skewed, a loss- or confidence-based attack on a
-victim would separate "the victim's classes" from "other classes" instead of
-"trained on" from "not trained on", so each victim's non-members are drawn to
-match its label mix (:func:`matched_nonmembers`).
+``iid`` deals shuffled rows into N near-equal shards; ``dirichlet:α`` is the label-skewed split of Hsu, Qi &
+Brown 2019 (arXiv 1909.06335), used by Gao 2024 (University of Zurich) with α = 0.1. Non-members are held-out
+rows no node trains on, drawn per victim to match its label mix (:func:`matched_nonmembers`): otherwise an
+attack on a label-skewed shard would separate its classes, not membership. See ``docs/federated.md``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """Who aggregates with whom: the federation's graph (networkx) and its FedAvg mixing matrix.
 
-Topologies of a decentralised federation (Beltrán et al. 2023, "Decentralized
-federated learning: fundamentals, state of the art, frameworks, trends, and
-challenges", arXiv 2211.08413), the ones Gao's (2024, University of Zurich) audit compares:
-
-* ``fully`` — every node aggregates with every other (the complete graph);
-* ``star`` — node 0 is the hub, every other node (a leaf) aggregates with it only;
-* ``ring`` — node i aggregates with i − 1 and i + 1 (mod N);
-* ``random:P`` — an Erdős–Rényi graph G(N, P) drawn from the seed
-  (Erdős & Rényi 1959); isolated nodes train alone;
-* ``none`` — no edges: local training only, the no-federation baseline;
-* a graph file — ``.edgelist``/``.txt`` (one ``a b`` pair per line), ``.graphml``,
-  ``.gml`` or ``.json`` (networkx node-link data); its nodes, in sorted order,
-  are nodes 0 … N − 1.
-
-After local training, node i replaces its model by the sample-weighted average
-of its closed neighbourhood N[i] = {i} ∪ neighbours(i) (FedAvg, McMahan et al.
-2017, arXiv 1602.05629, applied per node as in decentralised FL):
-
-    θ_i ← Σ_{j ∈ N[i]} W_ij θ_j,   W_ij = n_j / Σ_{k ∈ N[i]} n_k,
-
-with n_j node j's number of training rows. W is row-stochastic, so averaging
-all N stacked models is one matrix product ``W @ Θ``.
+Topologies of decentralised FL (Beltrán et al. 2023, arXiv 2211.08413), those Gao's (2024, University of
+Zurich) audit compares: ``fully``, ``star`` (node 0 the hub), ``ring``, ``random:P`` (Erdős–Rényi from the
+seed), ``none`` (local only) or a graph file (``.edgelist``/``.txt``, ``.graphml``, ``.gml``, node-link
+``.json``). Node i averages its closed neighbourhood weighted by rows (FedAvg per node, McMahan et al. 2017,
+arXiv 1602.05629): θ_i ← Σ_{j ∈ N[i]} W_ij θ_j, W_ij = n_j / Σ_{k ∈ N[i]} n_k; W is row-stochastic, so
+aggregation is ``W @ Θ``.
 """
 
 from __future__ import annotations
