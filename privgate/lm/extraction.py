@@ -104,7 +104,7 @@ def _plain(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
 def fitted_lengths(
     lengths: Sequence[int], prefix_tokens: int | None = None, suffix_tokens: int | None = None
 ) -> tuple[int, int]:
-    """(k, m) for records of these token lengths (module docstring); a length the caller set is kept."""
+    """(k, m) for records of these token lengths (``docs/lm-leakage.md``); a length the caller set is kept."""
     most = int(np.quantile(np.asarray(lengths), QUANTILE, method="lower")) if len(lengths) else 0
     m = suffix_tokens if suffix_tokens is not None else min(SUFFIX, max(MIN_SUFFIX, most // 3))
     k = prefix_tokens if prefix_tokens is not None else min(PREFIX, max(MIN_PREFIX, most - m))

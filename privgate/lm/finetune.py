@@ -116,7 +116,7 @@ def _trainable(recipe: LMRecipe, model: Any, classifier: bool = False) -> Any:
 
 
 def grad_sample_mode(recipe: LMRecipe, model: Any) -> str:
-    """The recipe's per-example gradient mode, ``auto`` resolved (module docstring)."""
+    """The recipe's per-example gradient mode, ``auto`` resolved (``docs/remediation.md``)."""
     if recipe.grad_sample_mode != "auto":
         return recipe.grad_sample_mode
     if recipe.mode == "lora":

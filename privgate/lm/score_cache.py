@@ -91,7 +91,8 @@ def cached_score_texts(
     Args:
         model: the scoring model; ``None`` is allowed when the caller only wants a hit (then a miss raises).
         tokenizer: the tokenizer the records are read with (the target's).
-        digest: the model's content digest (module docstring).
+        digest: the model's content digest (the SHA-256 of its directory's files,
+            :func:`privgate.inputs.targets.hf.directory_sha256`, or of a fine-tune's recipe, base and data).
         cache: :func:`open_cache`'s cache, or ``None`` (no cache: always scored).
         device: the device a lookup without a model keys on; a model is scored where it is, and keyed so.
     """
