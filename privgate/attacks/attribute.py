@@ -1,34 +1,10 @@
 """Attribute inference: recover a declared sensitive column of the training records from the model.
 
-The attacker knows a record's other columns and its label and wants its
-sensitive value s (a diagnosis, a genotype). Fredrikson et al. (2014, "Privacy
-in Pharmacogenetics", USENIX Security) query the model with every candidate
-value and pick the one that best explains the known label, weighted by a
-prior; Yeom et al. (2018, arXiv 1709.01604) formalise the attack and its
-advantage; Mehnaz et al. (2022, arXiv 2201.09370) show that confidence scores
-alone make it work against real models. This attack is that Bayes rule:
-
-    ŝ = argmax_v  p_target(y | x₋ₛ, s = v) · π(v | x₋ₛ)
-
-where π is the attacker's prior fitted on the population data: the marginal, a
-logistic imputation model of s from the other columns, or gradient-boosted
-trees (up to :data:`MAX_BOOSTED_FEATURES` features), whichever predicts s best
-in 3-fold cross-validation on the population.
-
-It is compared with the **best model-free guess** of s: the most accurate (same
-cross-validation) of the population's most frequent value and the same
-imputation models of s from the other columns *and the label*, trained on the
-population without the target. The difference in accuracy on the members
-is the metric ``attribute_advantage`` (:class:`privgate.stats.leakage.PairedGuesses`),
-with an exact paired interval. Because the baseline sees the label too, a model
-that only learnt the population's relation between s and y gives no advantage;
-a model that memorised its members does.
-
-The membership score of an example is log q(s | ·) − log b(s | ·): how much
-more the attack believes the true value than the baseline does.
-
-Threat model: black-box (it needs only ``predict_proba``), so it also runs
-against scikit-learn targets.
+Fredrikson et al. 2014 ("Privacy in Pharmacogenetics", USENIX Security), Yeom et al. 2018 (arXiv 1709.01604),
+Mehnaz et al. 2022 (arXiv 2201.09370): ŝ = argmax_v p_target(y | x₋ₛ, s = v) · π(v | x₋ₛ), π the attacker's prior
+fitted on the population. The metric ``attribute_advantage`` is its accuracy on the members minus that of the best
+model-free guess (which sees the label too), with an exact paired interval; the membership score is
+log q(s | ·) − log b(s | ·). Black-box (``predict_proba`` only). Derivation: ``docs/whitebox.md``.
 """
 
 from __future__ import annotations

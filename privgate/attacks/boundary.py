@@ -1,33 +1,11 @@
 """Label-only attack: how far the label survives perturbation, at several distances, learned on the calibration split.
 
-Choquette-Choo, Tramèr, Carlini & Papernot 2021 (arXiv 2007.14321) and Li &
-Zhang 2021 (arXiv 2007.15528) show that a model's training examples lie
-farther from its decision boundary than unseen examples, and that an attacker
-who sees only the predicted label can measure that distance with queries.
-The robustness attack (:mod:`privgate.attacks.label_only`) counts how often
-the label survives noise of *one* strength: rows far from that strength all
-score 0 or 1, and which strength separates members best differs between
-models and data sets. This attack measures the label's
-survival curve — the distribution of the distance to the boundary along random
-directions — and learns how to read it:
-
-* the strengths: ``scales`` multiples of ``t₅₀`` (by default 0.25, 0.5, 1 and 2;
-  :data:`SCALE_FACTORS`), the
-  strength at which half of the correctly classified calibration rows keep
-  their label, found on a grid on data known not to be members (the
-  population when the audit has one, else the pooled audit rows with no
-  membership used); Gaussian noise ``N(0, (t·s)²)`` with ``s`` the per-feature
-  standard deviations for real-valued features, each feature flipped with
-  probability ``t`` for 0/1 features (the paper's choice for binary data);
-* the signals: the clean label's correctness and, per strength, the fraction of
-  ``queries / scales`` perturbed queries that keep the true label;
-* the score: a logistic regression of membership on these signals, fitted
-  on the calibration split's membership
-  and cross-fitted (:mod:`privgate.attacks.crossfit`, Chernozhukov et al. 2018,
-  arXiv 1608.00060), so no row is scored by a model that saw its label and the
-  evaluation split stays out of sample.
-
-Every query is one row sent to the served model and counted there.
+Choquette-Choo, Tramèr, Carlini & Papernot 2021 (arXiv 2007.14321) and Li & Zhang 2021 (arXiv 2007.15528): members
+lie farther from the decision boundary. Signals: the clean label's correctness and, per strength (the multiples
+:data:`SCALE_FACTORS` of the strength ``t₅₀`` found on non-member data), the fraction of perturbed queries that keep
+the label; the score is a logistic regression cross-fitted on the calibration split
+(:mod:`privgate.attacks.crossfit`). Every query is one row sent to the served model and counted there.
+Details: ``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """A time budget for an audit's attacks: each one's cost estimated before it runs, cheapest first; those that do
 not fit are left out, and said so.
 
-An estimate is the attack's :meth:`~privgate.attacks.base.Attack.estimated_seconds`
-on the run's :class:`CostFacts`: the seconds of one pass of the target over the
-audit rows (timed on a probe of them before any attack) times the passes the
-attack makes, plus what it fits. Estimates are scaled up by how much slower
-the attacks that already ran were than their own estimates (a busy machine).
-The rule, and the measurements behind the constants, are in ``docs/compute.md``
-("Time budgets").
+An estimate is :meth:`~privgate.attacks.base.Attack.estimated_seconds` on the run's :class:`CostFacts` (one pass
+of the target over the audit rows, timed on a probe, times the attack's passes, plus what it fits), scaled up by how
+much slower the attacks that already ran were than their own estimates (a busy machine). The rule and the
+measurements behind the constants: ``docs/compute.md`` ("Time budgets").
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Every attack privgate implements, as data: where its class lives and what a policy needs to know about it.
 
-A policy is validated against this table (:mod:`privgate.policy.schema`): the
-names it may use, the access each attack needs (``black-box``, ``label-only``,
-``white-box``: an API-only release cannot be attacked with the weights) and
-which ones only look at the data. Nothing here imports an attack module, so
-loading or listing policies never loads numpy, torch or scikit-learn for the
-attacks; :mod:`privgate.attacks.registry` imports a class when a run (or an
-option to validate) asks for it. ``tests/test_attack_registry.py`` checks that
-every entry agrees with the class it names, so the two cannot drift apart.
-
-:data:`PLANNED` holds attacks a policy may name that this version does not
-implement (a policy written for a newer privgate): a check on one of them is
-reported as unavailable (``inconclusive``), never silently dropped. Every
-attack this version knows is implemented, so it is empty.
+Policies are validated against this table (:mod:`privgate.policy.schema`): the names, the access each attack needs
+(``black-box``, ``label-only``, ``white-box``) and which only look at the data. Nothing here imports an attack
+module; :mod:`privgate.attacks.registry` imports a class when a run asks for it, and
+``tests/test_attack_registry.py`` checks every entry against its class. :data:`PLANNED` (empty) holds attacks a
+policy may name that this version does not implement: a check on one is ``inconclusive``, never dropped.
 """
 
 from __future__ import annotations

@@ -1,32 +1,11 @@
 """Scores fitted on the calibration split's membership, cross-fitted so no score is tuned on itself.
 
-Most attacks score an example without knowing any membership. A few learn how
-to score from examples whose membership is known: a membership classifier over
-per-example signals (:mod:`privgate.attacks.learned`) or a two-sided threshold
-whose centre is the non-members' median (:mod:`privgate.attacks.tails`). The
-audit has such examples — the calibration split — and this module is the only
-way an attack may learn from them:
-
-* The gate hands a :class:`CalibrationLabels` to the attack's fitted scorer:
-  the calibration mask and the membership of the **calibration rows only**.
-  The evaluation split's membership never leaves the gate, so the numbers the
-  report measures there stay out of sample.
-* Inside the calibration split the scores are **cross-fitted** (Chernozhukov
-  et al. 2018, "double/debiased machine learning", arXiv 1608.00060): the
-  calibration rows are cut into K folds stratified by membership, and the
-  rows of fold k are scored by a model fitted on the other K − 1 folds. No
-  calibration row is scored by a model that saw its label, so the gate can
-  still choose thresholds on calibration scores.
-* Every evaluation row is assigned to one fold at random (balanced, seeded,
-  label-blind) and scored by that fold's model. Fold k's model therefore
-  scores its calibration rows and its evaluation rows alike — neither was in
-  its training data — and the calibration and evaluation scores are draws from
-  the same mixture over the K models. A threshold placed at FPR f on the
-  calibration non-members thus has FPR f on the evaluation non-members in
-  expectation, which is what the order-statistic intervals of
-  :func:`privgate.stats.tpr_at_fpr` assume. (Averaging the K models on the
-  evaluation rows would score them more smoothly than the calibration rows and
-  break that.)
+The only way an attack may learn from known membership: the gate hands it a :class:`CalibrationLabels` (the
+calibration rows' membership only; the evaluation split's never leaves the gate). Calibration rows are scored
+out of fold over K folds stratified by membership (Chernozhukov et al. 2018, arXiv 1608.00060); each evaluation row
+is scored by one fold's model, assigned at random, so calibration and evaluation scores come from the same mixture
+and a threshold at FPR f on calibration non-members has FPR f on evaluation non-members in expectation. Why the K
+models are not averaged: ``docs/attacks.md``.
 """
 
 from __future__ import annotations

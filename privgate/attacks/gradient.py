@@ -1,30 +1,11 @@
-"""White-box membership inference from per-example gradients (Nasr, Shokri & Houmansadr 2019).
+"""White-box membership inference from per-example gradients (Nasr, Shokri & Houmansadr 2019, arXiv 1812.00910).
 
-Training drives the loss gradient of every training example towards zero, so
-the gradient of the loss with respect to the parameters is smaller on members
-than on unseen examples — and an attacker who holds the weights can compute it.
-Nasr et al. ("Comprehensive Privacy Analysis of Deep Learning", IEEE S&P 2019,
-arXiv 1812.00910) show that the per-layer gradient norms are among the most
-informative white-box features.
-
-For each audit example (x, y) this attack computes gₗ = ‖∇_{θₗ} ℓ(f_θ(x), y)‖₂
-for every layer ℓ (the parameters of one sub-module, e.g. a Linear's weight and
-bias) and the total ‖∇_θ ℓ‖₂ = √Σₗ gₗ², vectorised with ``torch.func``
-(``vmap(grad(functional_call))``; TorchScript modules and modules that
-torch.func cannot transform, e.g. with autograd hooks, fall back to a loop).
-
-Modes (option ``mode``):
-
-* ``norm``: score = −‖∇_θ ℓ‖₂ (members have small gradients). Needs nothing
-  but the weights.
-* ``classifier``: a logistic-regression attack model over the features
-  (log gₗ for each layer, log ℓ), trained on reference models: the recipe
-  trains ``n_reference`` models on random halves of the population data, whose
-  membership is known, as in Nasr et al.'s supervised white-box attack (a
-  linear model stands in for their per-layer networks, to stay cheap). The
-  score is the attack model's log-odds on the target's features.
-* ``auto`` (default): ``classifier`` when a recipe and at least
-  ``2 × MIN_REFERENCE`` population rows are available, else ``norm``.
+Members have smaller loss gradients. Per audit example the attack computes the per-layer norms
+gₗ = ‖∇_{θₗ} ℓ‖₂ and their total, vectorised with ``torch.func`` (a loop where it cannot transform the module).
+``mode``: ``norm`` scores −‖∇_θ ℓ‖₂ (weights only); ``classifier`` is a logistic regression over (log gₗ, log ℓ)
+trained on ``n_reference`` reference models fitted on population halves; ``auto`` (default) is ``classifier`` when
+a recipe and ``2 × MIN_REFERENCE`` population rows are available, else ``norm``. Details:
+``docs/whitebox.md``.
 """
 
 from __future__ import annotations

@@ -1,39 +1,11 @@
 """Model inversion: reconstruct a representative input of every class from the weights.
 
-Fredrikson, Jha & Ristenpart ("Model Inversion Attacks that Exploit Confidence
-Information and Basic Countermeasures", CCS 2015, doi:10.1145/2810103.2813677)
-recover recognisable training faces by gradient descent on the input, minimising
-c(x) = 1 − f_c(x) + AuxTerm(x). This implementation minimises, for every class c
-at once (one batch of K inputs),
-
-    J_c(x) = −log(p_c(x) / (1 − p_c(x))) + λ_tv · TV(u) + λ_prior · ‖D(u) − u‖² / d,   u = (x − lo)/(hi − lo)
-
-with Adam, projecting x onto the data range [lo, hi] after every step. The
-log-odds replaces Fredrikson et al.'s 1 − p_c, which saturates: a memorising
-model is already 99.9 % sure at the population mean, and the optimisation
-would stop before the input moved (docs/whitebox.md gives the measurement). TV is
-the (squared) total variation of images, the usual natural-image regulariser
-(Mahendran & Vedaldi 2015, arXiv 1412.0035). D is an optional small denoising
-autoencoder trained on the population data: its residual D(u) − u points
-towards higher data density (Alain & Bengio 2014, arXiv 1211.4246), the prior
-used in published evaluations of inversion (e.g. Zhang et al. 2020, arXiv
-1911.07135, use a GAN for the same role). A class stops on ``steps``, on
-reaching ``confidence_target`` (off at its default 1.0) or when J has not
-improved for ``patience`` steps; its best iterate is kept.
-
-Success is a number, not a picture: every audit example is compared with the
-reconstruction of its class (cosine similarity after centring on the reference
-mean, and SSIM for images, Wang et al. 2004, doi:10.1109/TIP.2003.819861).
-The gate turns those per-example similarities into the metric ``similarity`` —
-how much closer reconstructions are to training records than to unseen records
-of the same class — with :class:`privgate.stats.leakage.ReconstructionSimilarity`.
-The same similarity is the attack's membership score (higher = more likely a
-member), normalised per class.
-
-The optimisation itself (torch) is in :mod:`privgate.attacks.inversion_search`.
-
-Reconstructions are returned as artefacts (``reconstructions.png`` for images,
-``reconstructions.csv`` always); the gate writes them next to the report.
+Fredrikson, Jha & Ristenpart 2015 (CCS, doi:10.1145/2810103.2813677), with the log-odds in place of 1 − p_c, a
+total-variation term (Mahendran & Vedaldi 2015, arXiv 1412.0035) and an optional denoising-autoencoder prior
+(Alain & Bengio 2014, arXiv 1211.4246); the optimisation is in :mod:`privgate.attacks.inversion_search`. Success is
+a number: the metric ``similarity`` (:class:`privgate.stats.leakage.ReconstructionSimilarity`), how much closer
+reconstructions are to training records than to unseen ones of their class, also the membership score.
+Artefacts: ``reconstructions.png`` (images), ``reconstructions.csv``. Objective: ``docs/whitebox.md``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Label-only attack: robustness of the predicted label under noise.
 
-Choquette-Choo, Tramèr, Carlini & Papernot 2021, arXiv 2007.14321.
-
-A model that fitted an example tends to keep predicting its label in a wider
-neighbourhood of it. The attack needs only the predicted label (``predict``),
-so it applies to APIs that return a class and nothing else: each audit example
-is queried once clean and ``queries`` times perturbed, and the score is the
-fraction of those predictions that equal the true label (the paper's
-"data augmentation" / "noise robustness" attacks):
-
-* ``noise: gaussian`` — x + N(0, (σ·s)²) per feature, s the pooled feature standard deviation;
-* ``noise: flip`` — each binary feature flipped with probability σ (the paper's
-  choice for binary tabular data such as Purchase-100);
-* ``noise: auto`` — ``flip`` when every feature is 0/1, else ``gaussian``.
-
-``sigma: auto`` picks the strength from a grid without any membership
-information: the one at which correctly classified audit examples keep their
-label in about :data:`TARGET_ROBUSTNESS` of the perturbed queries, the regime
-where distances to the decision boundary differ most between examples.
+Choquette-Choo, Tramèr, Carlini & Papernot 2021, arXiv 2007.14321. Needs only ``predict``: each audit example is
+queried once clean and ``queries`` times perturbed (``noise``: ``gaussian``, ``flip`` for 0/1 features, or
+``auto``), and the score is the fraction of predictions equal to the true label. ``sigma: auto`` picks, without
+membership, the strength at which correctly classified examples keep their label in about
+:data:`TARGET_ROBUSTNESS` of the queries. Details: ``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

@@ -1,46 +1,12 @@
 """Learned membership classifiers over per-example signals, cross-fitted on the calibration split.
 
-A threshold attack decides on one signal and one direction: "loss below t".
-Members are not always the low-loss rows — on a real table a model may be as
-sure of an easy non-member as of a member, and what gives a member away is its
-loss *for its class*, or its loss compared with its confidence, or with what
-reference models trained without it predict. A membership classifier learns
-such combinations from examples whose membership is known (Shokri, Stronati,
-Song & Shmatikov 2017, arXiv 1610.05820, train theirs on shadow models; IBM
-ART's ``MembershipInferenceBlackBox`` on known members and non-members of the
-target). Here the known examples are the audit's calibration split, and every
-score is cross-fitted (:mod:`privgate.attacks.crossfit`): no row is scored by
-a classifier that saw its label, and the evaluation split's membership is never
-used.
-
-Signals of one output (log-probabilities ``log p``, label ``y``), computed
-from log-probabilities so confident outputs do not saturate:
-
-* ``loss``: log p_y (Yeom et al. 2018, arXiv 1709.01604);
-* ``margin``: log p_y − max_{k≠y} log p_k, and the logit-scaled confidence
-  φ = log p_y − log Σ_{k≠y} p_k (Carlini et al. 2022, arXiv 2112.03570);
-* ``confidence`` log max_k p_k and ``entropy`` Σ_k p_k log p_k (Salem et al.
-  2019, arXiv 1806.01246); ``modified entropy`` −Mentr (Song & Mittal 2021,
-  arXiv 2003.10595); whether the prediction is correct;
-* the sorted log-probabilities (at most :data:`TOP_K`);
-* per-class terms: the class as a one-hot vector and log p_y and φ
-  standardised per class by the training folds' non-members (Song & Mittal's
-  class-dependent thresholds, learned).
-
-With reference models (``learned_reference``, :mod:`privgate.attacks.reference`)
-the signals add what the models trained without and with each example predict:
-LiRA's online and offline statistics (Carlini et al. 2022) with one shared
-variance and with per-example variances, μ_in(x), μ_out(x), and RMIA's
-log-ratio log(Pr(x|θ) / Pr_OUT(x)) at temperature 2 (Zarifzadeh et al. 2024,
-arXiv 2312.03262).
-
-``signals: loss`` restricts the classifier to the loss and the class,
-``signals: outputs`` to the probability vector and the class — what ART's
-``input_type='loss'`` and ``'prediction'`` attacks see — so the two can be
-compared on the same information.
-
-The classifier is scikit-learn's histogram gradient boosting by default
-(``logistic`` and ``mlp`` are options); the score is its log-odds of "member".
+Shokri, Stronati, Song & Shmatikov 2017 (arXiv 1610.05820), over the signals of Yeom et al. 2018 (arXiv 1709.01604),
+Salem et al. 2019 (arXiv 1806.01246), Song & Mittal 2021 (arXiv 2003.10595) and, with ``learned_reference``, LiRA's
+and RMIA's statistics (Carlini et al. 2022, arXiv 2112.03570; Zarifzadeh et al. 2024, arXiv 2312.03262). It learns
+from the calibration split, cross-fitted (:mod:`privgate.attacks.crossfit`): the evaluation split's membership is
+never used. ``signals`` (``loss``, ``outputs``) restricts what it sees; the classifier is histogram gradient
+boosting by default (``logistic``, ``mlp``), the score its log-odds of "member". Signals:
+``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

@@ -1,43 +1,11 @@
 """LiRA, the likelihood-ratio attack (Carlini, Chien, Nasr, Song, Terzis & Tramèr 2022, arXiv 2112.03570).
 
-For each audit example (x, y) the attack looks at the logit-scaled confidence
-φ(x) = log(p_y(x) / (1 − p_y(x))), which is close to Gaussian across models
-trained with and without x. Reference models from the recipe
-(:mod:`privgate.attacks.reference`) give, per example, the φ values of the
-models that trained on x (IN) and of those that did not (OUT):
-
-* **online**: fit N(μ_in(x), σ_in²) and N(μ_out(x), σ_out²) and score the
-  target's φ by the log likelihood ratio
-  log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²);
-* **offline**: OUT models only, a one-sided test: score = (φ − μ_out(x)) / σ_out,
-  a monotone transform of the paper's 1 − Pr[Z > φ], Z ~ N(μ_out, σ_out²).
-
-With few reference models a per-example variance is noisy; the paper's
-*fixed-variance* variant shares one σ_in and one σ_out across all examples
-(here: the pooled within-example variances). ``fixed_variance: auto`` uses it
-below 64 models (32 per side), where the paper finds it stronger.
-
-**Augmented queries** (the paper's §V): when the recipe trains with crops or
-flips and the audit rows are images, the target and every reference model are
-queried on the same fixed views of each example (:mod:`privgate.attacks.views`:
-the identity, shifts, the mirror); a Gaussian is fitted per view (μ and σ over
-the IN and OUT models on that view, the shared or per-example variance as
-above) and the per-view scores are averaged:
-score(x) = (1/V) Σ_v [log N(φ_v; μ_in,v, σ_in,v²) − log N(φ_v; μ_out,v, σ_out,v²)],
-the views treated as independent as in the paper (offline: the mean of the
-per-view one-sided scores). ``augmented_queries: false`` queries each example
-once. Otherwise the attack makes one query per example.
-
-**Probabilities of finite resolution.** A model read through ``predict_proba``
-(a random forest's vote shares, a k-NN's neighbour counts) gives p_y exactly 1
-or 0 for many rows, where φ is ±∞ (±690 at the float64 floor). A few such
-values swamp the fitted variances and the ratio stops ranking anything. Such
-saturated φ are read half a step beyond the most extreme unsaturated value of
-any model, φ_max + log 2: p = 1 becomes 1 − δ/2 where 1 − δ is the largest
-p_y < 1 seen (for a forest of T trees, δ = 1/T), the clip Carlini et al.'s code
-and SACRO-ML's LiRA make with a fixed ε, set here from the outputs' own
-resolution. The order of every model's values is kept; models read through
-their logits never saturate.
+Per example, the logit-scaled confidence φ = log(p_y / (1 − p_y)) of the reference models
+(:mod:`privgate.attacks.reference`) that trained on it (IN) and did not (OUT) is fitted by Gaussians: **online**
+scores the target's φ by log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²), **offline** by (φ − μ_out) / σ_out.
+``fixed_variance: auto`` shares one variance below 64 models; augmented queries (§V) average per-view scores over
+:mod:`privgate.attacks.views`. Saturated φ (p_y exactly 0 or 1) are read half a step beyond the most extreme
+unsaturated value. Derivation: ``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

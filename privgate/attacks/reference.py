@@ -1,24 +1,10 @@
 """Reference models for the attacks that compare the target with models trained like it.
 
-One plan, shared by the shadow-model attack, LiRA and RMIA so that the cache
-trains each model once per audit:
-
-* **Training pool = the audit examples** (members and non-members pooled, their
-  membership unknown to privgate's attacks). Reference models 2p and 2p+1 train
-  on complementary random halves of the pool (:func:`privgate.training.plan.paired_masks`),
-  so every audit example is IN for half of the models and OUT for the other
-  half, and each model trains on about as many rows as the target's training
-  set. This is the experimental design of Carlini et al. (2022, arXiv
-  2112.03570): *online* attacks use the IN and OUT models of each example,
-  *offline* attacks only its OUT models. Which models hold which example is
-  drawn from the seed, never from the true membership.
-* **Population = known non-members of everything.** Population rows are never
-  trained on, by the target or by a reference model; RMIA uses them as its
-  z-samples and to calibrate its ``a`` parameter.
-
-The target must be reproducible by the recipe: when the recipe's model does not
-have the target's parameter shapes, or outputs another number of classes, the
-comparison is meaningless and the audit stops with a :class:`RecipeError`.
+One plan shared by shadow models, LiRA and RMIA (Carlini et al. 2022, arXiv 2112.03570), so the cache trains each
+model once: models 2p and 2p+1 train on complementary random halves of the pooled audit examples
+(:func:`privgate.training.plan.paired_masks`), drawn from the seed, never from the true membership; population rows
+are never trained on (RMIA's z-samples). A recipe whose model does not have the target's parameter shapes or
+classes stops the audit with a :class:`RecipeError`. Details: ``docs/attacks.md``.
 """
 
 from __future__ import annotations

@@ -1,41 +1,10 @@
 """RMIA, the relative membership-inference attack (Zarifzadeh, Liu, Nasr & Shokri 2024, arXiv 2312.03262).
 
-RMIA compares the likelihood ratio of a candidate x with those of population
-samples z that are known non-members:
-
-    LR(x, z) = [Pr(x | θ) / Pr(x)] / [Pr(z | θ) / Pr(z)],
-    score(x) = Pr_z( LR(x, z) > γ ),
-
-where Pr(x | θ) is the target's probability of the true label and Pr(x) is
-its average over reference models trained on random population subsets. With
-few reference models privgate runs the paper's **offline** variant: only the
-models that did not train on x are used, and the missing IN half of the average
-is approximated linearly (paper §3, "offline"):
-
-    Pr(x) ≈ ½ · ((1 + a) · Pr_OUT(x) + (1 − a)).
-
-The parameter ``a`` is calibrated as in the paper (Appendix B.2): one reference
-model plays the target, the others the references, and ``a`` is the value on a
-grid over [0, 1] that maximises that simulated attack's AUC. Here the simulated
-members are the audit rows the pseudo-target trained on and the simulated
-non-members are the population rows, which no model trained on; true
-membership is never used. ``online: true`` uses the IN and OUT models of each x
-for Pr(x) instead.
-
-With one fixed set of z-samples, score(x) is a non-decreasing function of
-Pr(x | θ) / Pr(x); privgate breaks its ties by that ratio's rank so the low-FPR
-end of the ROC curve is not flattened by the finite number of z-samples.
-
-**Augmented queries**: when the recipe trains with crops or flips and the
-audit rows are images, the target and every reference model are queried on the
-same fixed views of each x and each z (:mod:`privgate.attacks.views`), and the
-likelihood ratio is averaged over the V views (Zarifzadeh et al. 2024, §4, as
-Carlini et al. 2022, arXiv 2112.03570, §V do for LiRA):
-
-    Pr(x | θ) / Pr(x)  →  (1/V) Σ_v Pr(x_v | θ) / Pr(x_v),
-
-each Pr(x_v) from the reference models on that view; ``a`` is calibrated on the
-same view-averaged ratios. ``augmented_queries: false`` queries each row once.
+score(x) = Pr_z(LR(x, z) > γ), LR(x, z) = [Pr(x | θ) / Pr(x)] / [Pr(z | θ) / Pr(z)], over population samples z
+known to be non-members. Offline by default: Pr(x) ≈ ½((1 + a)·Pr_OUT(x) + (1 − a)), ``a`` calibrated without true
+membership (Appendix B.2); ``online: true`` uses the IN and OUT models. Ties are broken by the ratio's rank;
+augmented queries average the ratio over views (:mod:`privgate.attacks.views`). Derivation:
+``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Which membership-inference attacks a check built in code runs when it names none: what its bounds need.
 
-A bound on ``accuracy``, ``auc``, ``advantage``, ``tpr_at_fpr`` or
-``epsilon_lb`` is a bound on what an attacker with the model's outputs can
-infer: ``best`` runs the black-box attacks (with a recipe, the reference-model
-ones too; with population data, the blind baseline beside them). An attacker
-who sees only labels learns no more than one who sees the outputs, so the
-label-only attacks are left out, and the white-box ones (the weights) too,
-unless the caller asks for them: ``all`` runs every membership attack that
-fits the target, or the caller names them.
+A bound on ``accuracy``, ``auc``, ``advantage``, ``tpr_at_fpr`` or ``epsilon_lb`` bounds what an attacker with the
+model's outputs can infer: ``best`` runs the black-box attacks (with a recipe, the reference-model ones too; with
+population data, the blind baseline beside them). Label-only attacks learn no more, so they are left out, and the
+white-box ones too unless asked: ``all`` runs every membership attack that fits the target, or the caller names
+them.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Shadow-model attack (Shokri, Stronati, Song & Shmatikov 2017, arXiv 1610.05820).
 
-Shadow models are trained like the target on data whose membership the
-attacker controls; an *attack classifier* learns to tell, from a model's output
-on an example, whether the example was in that model's training set, and is
-then applied to the target's outputs. Here the shadow models are the shared
-reference models (:mod:`privgate.attacks.reference`): each audit example is IN
-for half of them and OUT for the other half, which gives K·n labelled training
-rows without using the audit set's true membership.
-
-Features of one output (probability vector p, label y): log p_y, the
-logit-scaled confidence log(p_y / (1 − p_y)), the three largest log
-probabilities, the prediction entropy and whether the prediction is correct
-(the rank-ordered vector of Salem et al. 2019, arXiv 1806.01246, plus the label
-signals). ``per_class: true`` trains one classifier per class as in Shokri et
-al. (classes with fewer than 20 IN or OUT rows use the global one). The score
-is the classifier's log-odds of "member".
+An attack classifier learns from the shared reference models (:mod:`privgate.attacks.reference`; each audit example
+is IN for half of them) to tell a model's output on a training example from one on an unseen example, then scores
+the target's outputs by its log-odds of "member". Features: log p_y, log(p_y / (1 − p_y)), the three largest log
+probabilities, the entropy and correctness (Salem et al. 2019, arXiv 1806.01246). ``per_class: true`` trains one
+classifier per class (the global one for classes with fewer than 20 IN or OUT rows). Details:
+``docs/attacks.md``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """One set of reference models per run: the attacks that ask for fewer read the first of the most any asks for.
 
-Every reference-model attack (shadow models, Shokri et al. 2017, arXiv
-1610.05820; LiRA, Carlini et al. 2022, arXiv 2112.03570; RMIA, Zarifzadeh et
-al. 2024, arXiv 2312.03262; the learned attack) trains on the plan of
-:mod:`privgate.attacks.reference`: the audit pool, complementary halves in
-pairs (:func:`privgate.training.plan.paired_masks`) and per-model seeds
-(:func:`privgate.training.plan.model_seeds`), whose first ``k`` models are the
-same whatever the total. So a run whose policy asks for shadow 4, RMIA 4 and
-LiRA 16 trains 16 models once, at the first attack that needs any, and hands
-the others the first 4 — instead of 4 and then 12 more (or 4 and 16 without a
-cache): one vectorised training of K models costs much less than two of K/2.
+Every reference-model attack (shadow models, Shokri et al. 2017, arXiv 1610.05820; LiRA, Carlini et al. 2022, arXiv
+2112.03570; RMIA, Zarifzadeh et al. 2024, arXiv 2312.03262; the learned attack) trains on the plan of
+:mod:`privgate.attacks.reference`, whose first ``k`` models are the same whatever the total. So shadow 4, RMIA 4
+and LiRA 16 train 16 models once, at the first attack that needs any, and hand the others the first 4: one
+vectorised training of K models costs much less than two of K/2.
 """
 
 from __future__ import annotations

@@ -1,37 +1,11 @@
 """Structural attack: what a released tree model's own structure says about its training records.
 
-A fitted decision tree, random forest, extra-trees, gradient-boosting or
-histogram gradient-boosting model stores, for every leaf, how many training
-rows reached it (scikit-learn's ``tree_.n_node_samples``, a histogram
-predictor's node ``count``, LightGBM's ``leaf_count``) and, for a classifier's
-trees, the class mix of those rows. Whoever holds the model (``release:
-model``) reads these without a single query; SACRO-ML's structural attack
-(Smith et al. 2022, arXiv 2212.01233) and the structural metrics of Preen &
-Smith (2025, arXiv 2502.09396) screen tree models with them before any
-expensive membership attack: small leaves are small groups (k-anonymity), and
-small groups of one label are class disclosure.
-
-For every audit row (membership unknown to the attack) privgate routes it
-through every tree (``apply``, or the predictor itself for histogram gradient
-boosting) after the pipeline's preprocessing, and reads:
-
-* ``smallest`` — the fewest training rows of a leaf it falls into, over all
-  trees: a member with ``smallest < k`` sits, in at least one tree, in a group
-  of fewer than ``k`` training records. The check ``metric: isolated_fraction``
-  bounds the share of members so isolated, with a Clopper-Pearson interval
-  (:class:`privgate.stats.leakage.IsolatedFraction`);
-* the membership score — the row's *isolation*, its expected share of the
-  leaves it lands in, ``(1/T) Σ_t [c_t(y) > 0] / n_t`` over the T trees, where
-  ``n_t`` is the leaf's training count and ``c_t(y) > 0`` says the leaf holds
-  training rows of the row's label (always true for the regression trees of
-  gradient boosting). A training record is in every leaf it lands in (in
-  every tree that drew it), so members score high where leaves are small and
-  pure; every membership metric (AUC, TPR at low FPR, ε lower bound) of the
-  gate applies to it.
-
-XGBoost stores hessian covers, not training counts, so its models are not
-read. The attack is white-box: it runs only when the policy releases the
-model (``release: model``), and is skipped for a model with no trees.
+SACRO-ML's structural attack (Smith et al. 2022, arXiv 2212.01233) and Preen & Smith 2025 (arXiv 2502.09396): each
+audit row is routed through every tree; ``smallest``, the fewest training rows of a leaf it lands in, feeds
+``metric: isolated_fraction`` (:class:`privgate.stats.leakage.IsolatedFraction`), and its isolation
+(1/T) Σ_t [c_t(y) > 0] / n_t is the membership score. White-box: runs only with ``release: model`` on a model with
+trees (scikit-learn trees, forests and gradient boosting, LightGBM; not XGBoost, which stores hessian covers).
+Details: ``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

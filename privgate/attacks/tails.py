@@ -1,27 +1,10 @@
 """Threshold attacks both ways: which direction of a signal gives members away.
 
-A metric attack (:mod:`privgate.attacks.threshold`) calls an example a member
-when its score is *high* — low loss, high confidence. That misses a model whose
-members are *unusual* rather than low-loss: a member can stand out by a loss
-that is too low for its class, or, on a model that fits some members badly
-and others perfectly, at both ends. The ``direction`` option of a metric
-attack chooses:
-
-* ``higher`` (default): member iff score ≥ t;
-* ``lower``: member iff score ≤ t (the score is negated);
-* ``two_sided``: member iff the score is far in *either* tail of the
-  non-members' distribution: score' = −log(2·min(F(s), 1 − F(s))), the
-  two-sided p-value of s under the empirical distribution function F of the
-  calibration non-members (per class with ``class_dependent: true``, so each
-  class gets its own pair of thresholds at the same FPR; Song & Mittal 2021,
-  arXiv 2003.10595, for class-dependent thresholds).
-
-F is fitted on non-members of the calibration split only and cross-fitted
-(:mod:`privgate.attacks.crossfit`): a calibration row's F never includes
-itself, and the evaluation split's membership is never used. The empirical
-distribution function is smoothed, F(s) = (#{r < s} + ½·#{r = s} + 1) / (m + 2)
-over the m reference scores r, so a score beyond every reference keeps a finite
-p-value that still ranks above the last reference.
+A metric attack's ``direction``: ``higher`` (default, member iff score ≥ t), ``lower``, or ``two_sided`` — far in
+either tail of the calibration non-members' distribution, score' = −log(2·min(F(s), 1 − F(s))), per class with
+``class_dependent: true`` (Song & Mittal 2021, arXiv 2003.10595). F is fitted on calibration non-members only,
+cross-fitted (:mod:`privgate.attacks.crossfit`), and smoothed so a score beyond every reference keeps a finite
+p-value. Details: ``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

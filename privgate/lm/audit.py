@@ -1,23 +1,11 @@
 """The causal language-model kind: every record scored once, the policy translated, the shift guard as diagnostic.
 
-As for a classifier on rows (:mod:`privgate.attacks.contexts.tabular`), the
-members and non-members are pooled and shuffled with the seed, split into
-calibration and evaluation halves, and every attack scores every record
-without seeing membership; the gate (:mod:`privgate.gate`) runs them through
-its one loop and decides the checks. What a language model adds:
-
-* the target's per-token log-probabilities of every record are computed once
-  (:mod:`privgate.lm.scoring`) and shared by all attacks (the reference
-  model's too, with ``--reference-model``, read through the score cache);
-* the policy's attacks are translated to the language-model family
-  (:mod:`privgate.lm.family`); the reference models LiRA and RMIA fine-tune
-  come from a language-model recipe on population text
-  (:class:`privgate.lm.references.ReferenceFactory`);
-* measurements (``canary_exposure``, ``extraction``) read the records of each
-  side and give their metric directly (:mod:`privgate.lm.attacks.measures`);
-* the **distribution-shift guard** (Duan et al. 2024, arXiv 2402.07841) is the
-  kind's diagnostic (:mod:`privgate.lm.shift_guard`): when it separates
-  members from non-members without the model, no membership check can pass.
+As for a classifier on rows (:mod:`privgate.attacks.contexts.tabular`): records pooled, shuffled, split into
+calibration and evaluation halves, scored blind to membership. It adds per-token log-probabilities computed once
+(:mod:`privgate.lm.scoring`) and shared; the policy translated to the language-model family
+(:mod:`privgate.lm.family`), with references from :class:`privgate.lm.references.ReferenceFactory`; measurements
+(:mod:`privgate.lm.attacks.measures`); and the shift guard (Duan et al. 2024, arXiv 2402.07841,
+:mod:`privgate.lm.shift_guard`): when it separates the sets without the model, no membership check can pass.
 """
 
 from __future__ import annotations

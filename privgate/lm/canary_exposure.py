@@ -1,75 +1,11 @@
 """Canary exposure: how far a language model prefers an inserted random secret over every other secret.
 
-Carlini, Liu, Erlingsson, Kos & Song (2019), "The Secret Sharer", arXiv
-1802.08232, §4. A canary is a prefix p followed by a secret s drawn uniformly
-from the randomness space R (every string over its alphabet of its length,
-:mod:`privgate.inputs.canaries`). The model's log-perplexity of a candidate r is
-
-    Px(r) = −Σᵢ log₂ Pr(xᵢ | x₁ … xᵢ₋₁)   over the tokens of p + r,
-
-and the secret's rank is its position when every candidate is sorted by Px
-(rank 1 = the model's favourite). Then
-
-    exposure(s) = log₂ |R| − log₂ rank(s)     (bits, in [0, log₂ |R|]).
-
-A model that never saw s ranks it uniformly at random, so P(exposure ≥ x) =
-2⁻ˣ: about 0 to a few bits (mean log₂ e ≈ 1.44). A model that memorised it
-ranks it first: exposure = log₂ |R|. The tokens of p, shared by all candidates,
-add the same constant to every Px, so only the candidate's tokens are scored:
-here ``log_perplexity`` is the secret's part of Px, in bits.
-
-**Ties.** rank = 1 + #{candidates with strictly lower Px}: a tie counts in the
-secret's favour, the larger exposure (the cautious side for a privacy gate).
-
-**Exact** (|R| ≤ ``max_exact``, 10⁵ by default): every candidate is scored.
-The candidates are enumerated ``chunk`` (8,192) at a time — each chunk built,
-tokenised, scored and dropped, the rank counted on the fly — so memory is
-bounded by the chunk, never by |R| (holding all 10⁶ tokenised candidates of a
-6-digit secret at once took 5.3 GB, and tokenising them 30 of the 48 seconds).
-The prefix runs through the model once per chunk
-(:mod:`privgate.lm.continuations`): its key/value cache is repeated over
-``batch_size`` candidates per forward pass, and candidates that differ only
-in their last token share one pass. The tokens every candidate shares come
-from the secret's own chunk; should a later chunk share fewer (a tokenizer
-merging the prefix's end with some first characters), the shared part is
-shortened and all chunks are scored again, so every candidate is scored
-alike. The rank is exact for the model as given: the interval has width 0.
-
-**Extrapolated** (|R| > ``max_exact``): ``samples`` candidates (10⁴ by
-default) are drawn uniformly (with replacement) from R and scored, in chunks
-as above: the cost is that of ``samples`` candidates whatever |R| is.
-
-* The point estimate is the paper's extrapolation (§4.3): a skew-normal
-  distribution (Azzalini 1985) is fitted by maximum likelihood to the sampled
-  Px and the fraction of R below the secret is read from its CDF F:
-  rank ≈ 1 + F(Px(s))·(|R| − 1). It can resolve exposures far beyond log₂ of
-  the sample size, but only as far as the skew-normal shape holds in the tail.
-* The interval is distribution-free: with k of n sampled candidates scoring
-  strictly below the secret, the fraction q of R\\{s} below it has the
-  Clopper-Pearson interval [q_lo, q_hi] (Clopper & Pearson 1934), and since
-  exposure = log₂ |R| − log₂(1 + q(|R| − 1)) falls with q,
-
-      exposure ∈ [log₂|R| − log₂(1 + q_hi(|R| − 1)),  log₂|R| − log₂(1 + q_lo(|R| − 1))].
-
-  Its coverage holds whatever the shape of the distribution. When no sampled
-  candidate beats the secret (k = 0), q_lo = 0 and the upper end is log₂ |R|:
-  the sample proves the secret is in the top q_hi ≈ −ln(α/2)/n of R, and no
-  more. The point estimate is clipped into this interval (a fit that
-  contradicts the sample is not reported), and the fit's own sampling spread —
-  a bootstrap percentile interval over the sample (Efron 1979), ``bootstrap``
-  resamples, refitted each time — is reported beside it as ``fit_lo``/``fit_hi``
-  (model-based: it assumes the skew-normal shape). On a tiny LM with 10⁵
-  candidates per canary (``benchmarks/lm_exposure_extrapolation.py``, 1,000
-  samples) the distribution-free interval held the exact exposure for 12 of
-  12 canaries, while the fit fell short in the tail (an exact 14.6 bits read
-  as 11.4) and its bootstrap interval missed the exact value for 5 of 12:
-  decide on ``lo``/``hi``.
-
-**Several canaries.** The report's largest exposure carries an interval that
-holds jointly: each extrapolated canary's interval is at confidence
-1 − α/m for the m extrapolated canaries (Bonferroni), so all of them — and
-hence [max lo, max hi] for the largest exposure — hold with probability
-≥ ``confidence``. Exact canaries have no sampling error.
+Carlini, Liu, Erlingsson, Kos & Song 2019, "The Secret Sharer", arXiv 1802.08232, §4:
+exposure(s) = log₂ |R| − log₂ rank(s) in bits, rank 1 the model's favourite by log-perplexity (in bits, over the
+secret's tokens); ties count in the secret's favour. Exact up to ``max_exact`` candidates (scored in chunks, memory
+bounded by the chunk); beyond it ``samples`` candidates are drawn, the point estimate is the paper's skew-normal
+extrapolation and the interval ``lo``/``hi`` is distribution-free (Clopper-Pearson, Bonferroni over extrapolated
+canaries): decide on it. Derivation and measurements: ``docs/lm-leakage.md``, ``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The sequence-classifier kind: a Hugging Face classifier audited as a black box over records of text.
 
-The classifier (``…ForSequenceClassification``) is an estimator whose rows are
-text records (:class:`privgate.inputs.targets.hf_classifier.TextClassifier`,
-an object array of shape ``[n, 1]``), so the existing black-box family — loss,
-confidence, entropy, modified entropy, correctness, the learned attack — runs
-on its logits through the tabular kind (:mod:`privgate.attacks.contexts.tabular`)
-with the same statistics. Attacks that perturb or
-learn from numeric features (label-only noise, the tabular blind baseline) do
-not apply to text and are reported as not run; white-box attacks are not
-offered (the target exposes no torch module).
+The classifier is an estimator whose rows are text records
+(:class:`privgate.inputs.targets.hf_classifier.TextClassifier`, shape ``[n, 1]``), so the black-box family runs on
+its logits through the tabular kind (:mod:`privgate.attacks.contexts.tabular`) with the same statistics. Attacks
+that perturb or learn from numeric features (label-only noise, the tabular blind baseline) are reported as not
+run; white-box attacks are not offered (the target exposes no torch module).
 """
 
 from __future__ import annotations

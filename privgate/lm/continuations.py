@@ -1,13 +1,9 @@
 """Scoring many continuations of one shared context with a causal LM: the context's key/value cache, reused.
 
-The machinery behind canary exposure (:mod:`privgate.lm.canary_exposure`; Carlini et
-al. 2019, "The Secret Sharer", arXiv 1802.08232, §4): every candidate secret
-continues the same prefix, so the prefix runs through the model once and its
-key/value cache is repeated over a batch of candidates; a candidate then costs
-a forward pass over its own tokens only, and candidates that differ only in
-their last token share one pass (the last position's distribution scores all
-of them). ``benchmarks/lm_exposure_speed.py`` compares it with a plain
-forward loop.
+For canary exposure (:mod:`privgate.lm.canary_exposure`; Carlini et al. 2019, arXiv 1802.08232, §4): the prefix
+runs through the model once and its key/value cache is repeated over a batch of candidates, so a candidate costs a
+pass over its own tokens, and candidates that differ only in their last token share one pass.
+``benchmarks/lm_exposure_speed.py`` compares it with a plain forward loop.
 """
 
 from __future__ import annotations

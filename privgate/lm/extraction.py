@@ -1,50 +1,11 @@
 """Verbatim extraction: does greedy decoding from a record's first k tokens reproduce its next m tokens?
 
-Definition (Carlini et al. 2021, "Extracting Training Data from Large Language
-Models", arXiv 2012.07805; stated as *discoverable memorisation* by Carlini et
-al. 2022, "Quantifying Memorization Across Neural Language Models", arXiv
-2202.07646, and used in that form by Nasr et al. 2023, "Scalable Extraction of
-Training Data from (Production) Language Models", arXiv 2311.17035, §2): a
-record x is *extracted* when greedy decoding from its first k tokens x₁…x_k
-generates exactly x_{k+1}…x_{k+m}. (Nasr et al.'s stronger *extractable*
-memorisation asks an attacker to find a prompt without knowing the record;
-prompting with the record's own prefix is the test an auditor who holds the
-training data can run.) Records
-with fewer than k + m tokens cannot be tested; they are skipped and counted.
-Tokens are the tokenizer's own, without the special tokens it adds (a
-leading ``<s>`` is kept in front of the k-token prompt when the tokenizer adds
-one, as the model saw it in training).
-
-**Lengths that fit the records.** Carlini et al. 2022 prompt with 50 tokens
-and ask for the next 50 of web documents; personal data are often short
-records (a clinical note of 30 tokens), which fixed lengths would skip
-entirely. Unless the caller sets them, k and m follow the records (members and
-non-members pooled, one rule for both, so the comparison stays fair): with
-L the 10th percentile of their token lengths (so at least 90 % are tested),
-m = min(16, max(2, ⌊L/3⌋)) and k = min(32, max(4, L − m)) — long records get
-the usual k = 32, m = 16. A record still shorter than k + m is skipped and
-counted; when no member or no non-member can be tested the rate is not
-measured (``None``), never 0.
-
-**Members against non-members.** A fluent model completes a formulaic
-record (a date, a boilerplate sentence) it never saw; that is generalisation,
-not leakage. The same test therefore runs on non-members of the same
-distribution, and the metric is the **excess extraction rate**
-
-    Δ = r₁ − r₀,   r₁ = k₁/n₁ (members extracted),  r₀ = k₀/n₀ (non-members "extracted").
-
-Each rate has its exact Clopper-Pearson interval (Clopper & Pearson 1934) at
-``confidence``. Δ's interval is Newcombe's construction for a difference of
-independent proportions (Newcombe 1998, Stat. Med. 17:873, "method 10";
-the MOVER of Zou & Donner 2008, doi:10.1002/sim.3095) with the Clopper-Pearson
-intervals [l₁, u₁], [l₀, u₀] as its components instead of Wilson's:
-
-    L = Δ − √((r₁ − l₁)² + (u₀ − r₀)²),   U = Δ + √((u₁ − r₁)² + (r₀ − l₀)²),
-
-which keeps the exact intervals' behaviour at rates of 0 and 1, where
-extraction rates live (a Wald interval collapses to a point there). Beside
-it, the one-sided Fisher exact test (Fisher 1935) of H₀: r₁ ≤ r₀ gives a
-p-value for "members are extracted more often".
+Carlini et al. 2021 (arXiv 2012.07805); the *discoverable memorisation* of Carlini et al. 2022 (arXiv 2202.07646),
+as used by Nasr et al. 2023 (arXiv 2311.17035, §2). k and m fit the records unless set; shorter records are skipped
+and counted, and a side with none testable gives ``None``, never 0. The metric is the excess rate Δ = r₁ − r₀ over
+the non-members, with a Clopper-Pearson interval per rate, Newcombe's MOVER interval for Δ (Newcombe 1998; Zou &
+Donner 2008) and a one-sided Fisher exact p-value. Details: ``docs/lm-leakage.md``,
+``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations
@@ -143,7 +104,7 @@ def _plain(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
 def fitted_lengths(
     lengths: Sequence[int], prefix_tokens: int | None = None, suffix_tokens: int | None = None
 ) -> tuple[int, int]:
-    """(k, m) for records of these token lengths (module docstring); a length the caller set is kept."""
+    """(k, m) for records of these token lengths (``docs/lm-leakage.md``); a length the caller set is kept."""
     most = int(np.quantile(np.asarray(lengths), QUANTILE, method="lower")) if len(lengths) else 0
     m = suffix_tokens if suffix_tokens is not None else min(SUFFIX, max(MIN_SUFFIX, most // 3))
     k = prefix_tokens if prefix_tokens is not None else min(PREFIX, max(MIN_PREFIX, most - m))

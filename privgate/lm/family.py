@@ -1,32 +1,11 @@
 """How a policy written for classifiers applies to a causal language model.
 
-A policy names attacks on a classifier's outputs (loss, entropy, the learned
-attack …). A causal language model has no class probabilities: its outputs are
-next-token distributions over a record. So for a language model every
-black-box or label-only membership attack of a policy stands for the
-language-model family (:data:`LM_FAMILY`: loss, zlib, reference ratio, Min-K%,
-Min-K%++ and their learned combination), the checks stay as written (their
-``best`` chooses among the family), and the attacks that do not apply are
-reported as skipped with the reason:
-
-* the blind baseline becomes the distribution-shift guard, which the
-  language-model audit always runs as its diagnostic (:mod:`privgate.lm.audit`);
-* LiRA and RMIA become their language-model versions ``lm_lira`` and
-  ``lm_rmia`` (:mod:`privgate.lm.attacks.lira`) when a language-model recipe is
-  given (``--recipe recipe.yaml``): privgate fine-tunes their reference models
-  from it on population text (``--population FILE``); the options they share
-  (``models``, ``fixed_variance``, ``a``, ``gamma``, ``min_population``) carry
-  over, the rest (online variants, temperature) do not apply, the LM versions
-  being offline. Without a recipe they are skipped with the reason, and
-  ``reference_ratio`` with ``--reference-model DIR`` is the reference-calibrated
-  attack. Shadow models and the learned reference attack have no
-  language-model version;
-* white-box attacks on classifiers (gradients, inversion, attribute inference)
-  do not apply.
-
-Attacks of the family, and the measurements ``canary_exposure`` and
-``extraction``, run as the policy names them. Every translated policy keeps its
-name, confidence and checks, so its error budget is spent as on a classifier.
+Every black-box or label-only membership attack of a policy stands for the language-model family
+(:data:`LM_FAMILY`); the checks stay as written. The blind baseline becomes the shift guard; LiRA and RMIA become
+``lm_lira``/``lm_rmia`` (:mod:`privgate.lm.attacks.lira`) with a language-model recipe, else are skipped with the
+reason; shadow models, the learned reference attack and white-box attacks do not apply; ``canary_exposure`` and
+``extraction`` run as named. A translated policy keeps its name, confidence and checks, so its error budget is
+spent as on a classifier. Details: ``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

@@ -1,37 +1,11 @@
 """Fine-tune a causal language model from its public base: plainly, or with DP-SGD (Opacus).
 
-:func:`finetune` is the one entry point. Without ``dp`` it is the ordinary
-fine-tune a team runs (AdamW, shuffled batches) — what the reference models of
-LiRA/RMIA need. With ``dp`` (:class:`DPFineTune`) it is DP-SGD (Abadi et al.
-2016, arXiv 1607.00133) on the LoRA adapters or on all weights, following Yu et
-al. 2022 ("Differentially private fine-tuning of language models", arXiv
-2110.06500) and Li et al. 2022 ("Large language models can be strong
-differentially private learners", arXiv 2110.05679):
-
-* the unit of privacy is one record (one line of the training text); each
-  record's loss is the mean of its tokens' next-token losses, so its gradient
-  is one per-example gradient, clipped to C;
-* records join each step by **Poisson sampling** with rate q = 1/⌈N/B⌉
-  (Opacus' ``DPDataLoader``), so the run is (σ, q, T) for the accountants of
-  :mod:`privgate.dp.accounting` — the same as a tabular DP-SGD run, and
-  composed the same way by the ε search;
-* per-example gradients: Opacus' hooks for LoRA (an adapter's gradient is
-  r·(d_in + d_out) numbers per record, small), ghost clipping for all weights
-  (Li et al. 2022: the norms without materialising the gradients) unless the
-  embeddings are tied to the output layer; modules without an Opacus grad
-  sampler (Llama's RMSNorm) get theirs from functorch.
-
-Training always starts from the recipe's public base model, never from a
-checkpoint under audit. The same seed gives the same model on every device, up
-to float rounding: the LoRA adapters are initialised on the CPU before the
-model moves, and batch order or Poisson draws, the DP noise
-(:mod:`privgate.dp.noise`) and the masks of the model's ``nn.Dropout`` layers
-(LoRA's dropout included, :mod:`privgate.training.dropout`) come from CPU
-generators seeded with the seed. Dropout a model draws inside its forward pass
-without an ``nn.Dropout`` layer (attention dropout in a fused attention kernel)
-uses the device's generator: such a fine-tune is reproducible on one kind of
-device only, and :class:`FineTuneStats` says so in its notes. The global RNG
-state is restored afterwards; the model comes back on the CPU.
+:func:`finetune` is the one entry point: without ``dp`` an ordinary AdamW fine-tune (LiRA/RMIA references); with
+``dp`` (:class:`DPFineTune`) DP-SGD (Abadi et al. 2016, arXiv 1607.00133) on the LoRA adapters or all weights (Yu
+et al. 2022, arXiv 2110.06500; Li et al. 2022, arXiv 2110.05679): one record is the unit of privacy, Poisson
+sampling makes the run (σ, q, T) for :mod:`privgate.dp.accounting`. Training always starts from the recipe's public
+base. A seed gives the same model on every device up to float rounding, except dropout drawn inside a fused kernel,
+which :class:`FineTuneStats` notes. Details: ``docs/remediation.md``, ``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations
@@ -142,7 +116,7 @@ def _trainable(recipe: LMRecipe, model: Any, classifier: bool = False) -> Any:
 
 
 def grad_sample_mode(recipe: LMRecipe, model: Any) -> str:
-    """The recipe's per-example gradient mode, ``auto`` resolved (module docstring)."""
+    """The recipe's per-example gradient mode, ``auto`` resolved (``docs/remediation.md``)."""
     if recipe.grad_sample_mode != "auto":
         return recipe.grad_sample_mode
     if recipe.mode == "lora":

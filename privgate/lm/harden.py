@@ -1,26 +1,11 @@
 """``privgate harden`` on a Hugging Face model: DP fine-tuning from the public base (:class:`LMHardenTask`).
 
-The language-model task of the one ε search (:mod:`privgate.dp.remediate`,
-the protocol in :mod:`privgate.dp.task`), with the same accounting
-(:mod:`privgate.dp.search`): each candidate is a DP-SGD fine-tune
-(:func:`privgate.lm.finetune.finetune`; Yu et al. 2022, arXiv 2110.06500; Li
-et al. 2022, arXiv 2110.05679) of the recipe's **public base model** on the
-members — never a continuation of the leaking checkpoint — with σ calibrated
-by the accountant for the candidate's ε, re-audited by the gate as the original
-was (membership inference, canary exposure, extraction for a causal language
-model; the black-box family for a sequence classifier).
-
-The unit of privacy is one record, or — with a user field (``--user-field`` or
-the recipe's ``user_field``) — one user (:mod:`privgate.lm.userlevel`).
-Utility is held-out perplexity (a causal language model) or accuracy (a
-sequence classifier) on the recipe's ``heldout`` text when it names one, else
-on the non-members (:mod:`privgate.lm.utility`).
-
-The hardened model is a ``save_pretrained`` folder (adapters merged into the
-base, or — ``merge: false`` in the recipe — the adapter naming its base) with
-its model card (``README.md``, the DP statement inside) and the JSON report,
-returned as bytes for the caller to write all or nothing into a folder that
-does not exist yet (:mod:`privgate.lm.hardened`).
+The language-model task of the one ε search (:mod:`privgate.dp.remediate`, protocol :mod:`privgate.dp.task`): each
+candidate is a DP-SGD fine-tune (:func:`privgate.lm.finetune.finetune`; Yu et al. 2022, arXiv 2110.06500; Li et
+al. 2022, arXiv 2110.05679) of the recipe's public base on the members, never the leaking checkpoint, re-audited by
+the gate. Unit of privacy: a record, or a user (:mod:`privgate.lm.userlevel`); utility: :mod:`privgate.lm.utility`.
+The result (a ``save_pretrained`` folder, its model card, the JSON report) is returned as bytes for the caller to
+write all or nothing (:mod:`privgate.lm.hardened`). Details: ``docs/remediation.md``.
 """
 
 from __future__ import annotations

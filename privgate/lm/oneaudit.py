@@ -1,21 +1,11 @@
 """One-run audit of a DP fine-tune of a language model: text canaries, half of them trained on.
 
-Steinke, Nasr & Jagielski 2023 ("Privacy auditing with one (1) training run",
-arXiv 2305.08846), black-box with input canaries: m text records, each a fixed
-phrase around a random secret, are drawn from a seed; each is included in the
-fine-tuning text independently with probability 1/2; **one** DP fine-tune runs
-with the hardened model's settings (its ε, δ, C, epochs and batch size, σ
-calibrated for that ε at the sampling rate of the enlarged training set). The
-auditor scores every canary by how much the fine-tune raised its
-log-likelihood over the public base model (the base saw none of them, so the
-difference isolates what training did), guesses the top scores "in" and the
-bottom ones "out", and the number of right guesses gives an ε lower bound at
-the policy's confidence (:mod:`privgate.audits.one_run_bound`, the (ε, δ)
-bound with its 2mδ term). A lower bound above the claimed ε refutes the claim,
-and ``privgate harden`` then hands out no model.
-
-The bound is only usable with 2mδ ≤ 1, so m is capped at ⌊1/(2δ)⌋; the
-hardened model itself carries no canary.
+Steinke, Nasr & Jagielski 2023 (arXiv 2305.08846), black-box with input canaries: m seeded text canaries, each
+trained on with probability ½ in **one** DP fine-tune with the hardened model's settings, are scored by how much
+the fine-tune raised their log-likelihood over the public base; the right guesses give an ε lower bound
+(:mod:`privgate.audits.one_run_bound`). A bound above the claimed ε refutes it and ``privgate harden`` hands out
+no model. m ≤ ⌊1/(2δ)⌋ (the bound needs 2mδ ≤ 1); the hardened model carries no canary. Details:
+``docs/remediation.md``.
 """
 
 from __future__ import annotations

@@ -1,35 +1,12 @@
 """Reference language models privgate fine-tunes itself, from a recipe, on population text (LiRA, RMIA).
 
-A reference model is the target's training run repeated on other data: the
-recipe's public base model (:class:`privgate.inputs.lm_recipe.LMRecipe`) fine-tuned,
-with LoRA or on all weights (:func:`privgate.lm.finetune.finetune`), on
-population text — records of the audit's distribution that are neither members
-nor non-members (``--population FILE``). The design follows the offline setting
-of Carlini et al. (2022, "Membership Inference Attacks From First Principles",
-arXiv 2112.03570) and Zarifzadeh et al. (2024, "Low-Cost High-Power Membership
-Inference Attacks", arXiv 2312.03262):
-
-* the population, shuffled with the seed, is split once into a **training pool**
-  and **z-samples** (a quarter, at most :data:`MAX_Z`), the latter never
-  trained on by any model;
-* references 2p and 2p + 1 fine-tune on complementary random halves of the pool
-  (:func:`privgate.training.plan.paired_masks`), so every pool record is IN for
-  half of them — what RMIA calibrates its offline parameter on — while **no
-  reference ever trains on an audit record**: every audit record is OUT for
-  every reference (the offline attacks);
-* each reference reads the audit records, the pool and the z-samples once, with
-  the target's tokenizer (:mod:`privgate.lm.scoring`); the attacks use the
-  per-record mean token log-probability.
-
-Cache (``--cache-dir``, :mod:`privgate.training.cache`): each fine-tune is
-stored under a content hash of the recipe (every training setting), the base
-model's files, the pool's text, its half and its seed, and the library
-versions that train it; and its token scores under that hash and the token ids
-read (:mod:`privgate.lm.score_cache`), each entry tagged with the run's secret
-cache key. A second run with the same inputs and key fine-tunes nothing and
-reads the same numbers. An entry without a valid tag, or that fails its check,
-is ignored (the model is fine-tuned again, the report says so): a cache can
-save time, never change a verdict.
+Offline setting of Carlini et al. 2022 (arXiv 2112.03570) and Zarifzadeh et al. 2024 (arXiv 2312.03262): the
+population is split into a training pool and z-samples (at most :data:`MAX_Z`, never trained on); references 2p and
+2p + 1 fine-tune the recipe's base on complementary halves of the pool, and **no reference ever trains on an audit
+record**. Fine-tunes and their token scores are cached (:mod:`privgate.training.cache`,
+:mod:`privgate.lm.score_cache`) under content hashes, tagged with the run's secret key; an entry that fails its
+check is ignored and the report says so: a cache can save time, never change a verdict. Details:
+``docs/language-models.md``.
 """
 
 from __future__ import annotations

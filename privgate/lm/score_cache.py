@@ -1,24 +1,11 @@
 """Token scores of reference language models, cached by content hash, never able to change a verdict.
 
-Scoring records with a reference model (``--reference-model DIR``, or the
-references privgate fine-tunes for LiRA and RMIA, :mod:`privgate.lm.references`)
-gives the same numbers every time the same model reads the same token ids the
-same way, so those numbers are stored in privgate's reference-model cache
-(:class:`privgate.training.cache.ModelCache`, ``--cache-dir``) under a key of
-
-* the model's content digest (the SHA-256 of its directory's files,
-  :func:`privgate.inputs.targets.hf.directory_sha256`, or of a fine-tune's recipe, base and data);
-* the token ids of every record, after truncation to the context (so the
-  tokenizer and the records are both in the key);
-* how they are computed: whether μ/σ are computed (Min-K%++), the batch size, the
-  device type and the torch version (each may change the last bits).
-
-An entry holds the concatenated per-token numbers, authenticated and checked on
-load like every cache entry (its HMAC tag under the run's secret cache key, its
-key, a SHA-256 of its tensors, the shapes the records' token counts imply:
-:mod:`privgate.training.cache`): a forged, corrupt, truncated or swapped entry
-is ignored, the records are scored again, and the report says so. A cache that
-cannot be written only costs time.
+Stored in the reference-model cache (:class:`privgate.training.cache.ModelCache`, ``--cache-dir``) under a key of
+the model's content digest, every record's token ids after truncation, and how they are computed (Min-K%++
+statistics, batch size, device type, torch version). Entries are authenticated and checked on load like every
+cache entry (:mod:`privgate.training.cache`): a forged, corrupt, truncated or swapped entry is ignored, the records
+are scored again and the report says so; a cache that cannot be written only costs time. Details:
+``docs/language-models.md``.
 """
 
 from __future__ import annotations
@@ -104,7 +91,8 @@ def cached_score_texts(
     Args:
         model: the scoring model; ``None`` is allowed when the caller only wants a hit (then a miss raises).
         tokenizer: the tokenizer the records are read with (the target's).
-        digest: the model's content digest (module docstring).
+        digest: the model's content digest (the SHA-256 of its directory's files,
+            :func:`privgate.inputs.targets.hf.directory_sha256`, or of a fine-tune's recipe, base and data).
         cache: :func:`open_cache`'s cache, or ``None`` (no cache: always scored).
         device: the device a lookup without a model keys on; a model is scored where it is, and keyed so.
     """

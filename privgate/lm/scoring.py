@@ -1,22 +1,11 @@
 """Per-token log-probabilities of a causal language model on records of text, batched, in one pass.
 
-Every record is cut to :func:`char_limit` characters (the context times
-:data:`MAX_CHARS_PER_TOKEN`) *before* it is tokenised, so a 10 MB record costs
-no more than a full context, then tokenised once and truncated to the model's
-context; a record cut either way counts as truncated. The records
-are sorted by length so a batch pads as little as possible, each batch is
-right-padded with an attention mask, and one forward pass gives, per token t of
-a record (t ≥ 1):
-
-* ``log p(x_t | x_<t)`` — the loss, zlib, reference and Min-K% attacks;
-* ``μ_t = E_{z∼p(·|x_<t)}[log p(z | x_<t)]`` and ``σ_t`` — the mean and
-  standard deviation of the log-probability under the model's own next-token
-  distribution, which Min-K%++ standardises by (Zhang et al. 2024, arXiv 2404.02936).
-
-Log-softmax is taken in float32 on the model's device: the token ids and masks
-are made where the model is (:func:`privgate.device.device_of`), whichever
-device it was put on, and only the per-token numbers leave it. Padded positions
-never reach a record's numbers.
+Each record is cut to :func:`char_limit` characters before it is tokenised (a 10 MB record costs no more than a
+context), then truncated to the model's context (either cut counts as truncated); records are sorted by length and
+right-padded with an attention mask. Per token t ≥ 1 it gives ``log p(x_t | x_<t)`` and, for Min-K%++ (Zhang et
+al. 2024, arXiv 2404.02936), the mean μ_t and standard deviation σ_t of the log-probability under the model's own
+next-token distribution. Log-softmax is taken in float32 on the model's device; only the per-token numbers leave
+it, and padded positions never reach a record's numbers.
 """
 
 from __future__ import annotations

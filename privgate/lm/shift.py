@@ -1,43 +1,11 @@
 """Distribution-shift guard: can a classifier that never queries the model tell members from non-members?
 
-Duan et al. (2024), "Do Membership Inference Attacks Work on Large Language
-Models?" (MIMIR), arXiv 2402.07841, show that many reported successes of
-membership inference on language models measure a shift between the member
-and non-member texts (e.g. non-members written after the training cut-off),
-not memorisation; Das, Zhang & Tramèr (2024), arXiv 2406.16201, beat published
-attacks with "blind" bag-of-words classifiers that never look at the model.
-An audit whose texts can be told apart without the model cannot show that the
-model does *not* leak: any attack could be reading the shift.
-
-The guard is such a blind classifier: TF-IDF weighted word 1–2-grams and
-character 1–4-grams (within word boundaries, case kept), then an
-L2-regularised logistic regression (scikit-learn). It is fitted on a
-**calibration** half of the texts (seeded, stratified by membership:
-:func:`privgate.stats.membership.calibration_mask`) — vocabulary, IDF weights
-and classifier alike — and measured on the disjoint **evaluation** half: the
-ROC AUC of its scores there, with DeLong's interval
-(:func:`privgate.stats.membership.auc`; DeLong, DeLong & Clarke-Pearson 1988),
-which is valid for a classifier fixed before the evaluation texts are seen.
-
-``biased`` is True when the interval's lower bound is above ½ at
-``confidence``: the texts are separable without the model. When members and
-non-members share one distribution, ``biased`` is a false alarm with
-probability about (1 − confidence)/2 (DeLong's interval is asymptotic).
-
-**Why not K-fold cross-fitting.** Pooling the out-of-fold scores of K fold
-models into one AUC uses every text for measurement, but the scores of
-different fold models are not one classifier's, and DeLong's variance misses
-the spread between them (there is no unbiased estimator of K-fold
-cross-validation's variance: Bengio & Grandvalet 2004, JMLR 5:1089). Measured
-on 150 same-distribution audits of 60 + 60 random texts
-(``python benchmarks/lm_shift_false_alarms.py --seeds 150``), the pooled
-5-fold AUC had a standard deviation of 0.073 where DeLong assumed about
-0.053, and raised the alarm in 10 of 150 (6.7 % ± 2.0 %) at a nominal 2.5 %;
-the held-out half did so in 2 of 150 (1.3 % ± 0.9 %), and flagged 97 % of
-audits whose non-members used the letter "e" three times as often.
-
-``member_ngrams`` / ``nonmember_ngrams`` list the n-grams with the largest
-weights of the calibration fit, for a reader to see what separates the sets.
+Duan et al. 2024 (MIMIR, arXiv 2402.07841) and Das, Zhang & Tramèr 2024 (arXiv 2406.16201): texts separable
+without the model cannot show that the model does not leak. The guard is TF-IDF word 1–2-grams and character
+1–4-grams with an L2 logistic regression (scikit-learn), fitted on a seeded, stratified calibration half and
+measured on the other: its AUC with DeLong's interval (DeLong et al. 1988). ``biased`` when the lower bound is above
+½ (a false alarm with probability about (1 − confidence)/2). ``member_ngrams``/``nonmember_ngrams`` show what
+separates the sets. Why not K-fold, measured: ``docs/lm-leakage.md``, ``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The distribution-shift guard as the language-model audit's diagnostic, run by the gate's one loop.
 
-Duan et al. (2024), "Do Membership Inference Attacks Work on Large Language
-Models?" (MIMIR), arXiv 2402.07841: a blind n-gram classifier that never
-queries the model is fitted to tell the members' texts from the non-members'
-(:func:`privgate.lm.shift.distribution_shift`). When its AUC interval excludes ½
-the audit data are biased — the attacks may be measuring the shift, not
-memorisation — and no membership check can pass on them
-(:meth:`DistributionShift.guard`). It is a diagnostic, as the blind baseline of a
-tabular policy is (Das et al. 2024, arXiv 2406.16201): it looks at the data, not
-at the model, and never decides a ``best`` check. Every causal language-model
-audit runs it, whatever the policy names, so it is not in the attack registry
-(nor in :mod:`privgate.lm.attacks`, whose classes are the registry's).
+Duan et al. 2024 (MIMIR, arXiv 2402.07841): when the blind n-gram classifier
+(:func:`privgate.lm.shift.distribution_shift`) tells the members' texts from the non-members' (its AUC interval
+excludes ½), no membership check can pass on them (:meth:`DistributionShift.guard`). Like the tabular blind
+baseline (Das et al. 2024, arXiv 2406.16201) it looks at the data, not the model, and never decides a ``best``
+check. Every causal language-model audit runs it whatever the policy names, so it is not in the attack registry.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """User-level DP fine-tuning: the unit of privacy is a user (all of a user's records), not one record.
 
-Ponomareva et al. 2023 ("How to DP-fy ML", arXiv 2303.00654, §"unit of
-privacy"): when one person wrote many records, record-level DP protects that
-person only as a group of k records (roughly k·ε). With a user column
-(``--user-field NAME`` for ``.jsonl``/``.csv``, or ``user_field`` in the
-language-model recipe) DP fine-tuning instead
-
-* samples **users** at each step by Poisson sampling with rate q = 1/⌈U/B⌉
-  over the U users (B: the expected number of users per step), so the
-  accountant composes (σ, q over users, T);
-* takes each record's gradient (Opacus' per-example hooks), **sums the
-  gradients of a user's records** and clips the sum to C: one user is one
-  contribution of norm ≤ C, whatever their number of records (the
-  user-level DP-SGD of McMahan et al. 2018, "Learning differentially private
-  recurrent language models", arXiv 1710.06963, with the per-user sum);
-* adds N(0, σ²C²) noise and divides by the expected number of users, q·U.
-
-The membership evaluation stays per record (an attacker still asks about one
-record). A step's users are processed in one forward pass (no physical
-batching), so memory grows with the records of a step's users.
+Ponomareva et al. 2023 (arXiv 2303.00654): with a user column (``--user-field NAME``, or the recipe's
+``user_field``), users are Poisson-sampled with rate q = 1/⌈U/B⌉, the gradients of a user's records are summed and
+the sum clipped to C (McMahan et al. 2018, arXiv 1710.06963), then N(0, σ²C²) noise is added and the sum divided by
+q·U. Membership is still evaluated per record. A step's users run in one forward pass, so memory grows with their
+records. Details: ``docs/remediation.md``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The held-out utility of a DP fine-tune, and its floor: what differs between a causal LM and a sequence classifier.
 
-The language-model task of the ε search (:class:`privgate.lm.harden.LMHardenTask`)
-measures every candidate on held-out text:
-
-* **causal LM** (:class:`HeldOutPerplexity`) — utility is held-out perplexity
-  (lower is better), the floor a perplexity ceiling
-  (``remediation.max_perplexity`` / ``max_perplexity_ratio``), its interval a
-  percentile bootstrap over records (Efron & Tibshirani 1993);
-* **sequence classifier** (:class:`HeldOutAccuracy`) — utility is held-out
-  accuracy with its Clopper-Pearson interval (Clopper & Pearson 1934) and the
-  policy's ``utility`` floor, exactly as for a tabular model
-  (:func:`privgate.dp.utility.utility_floor`); the fine-tune's loss is the
-  record's cross-entropy on its label.
+For the ε search's language-model task (:class:`privgate.lm.harden.LMHardenTask`): a causal LM's utility is
+held-out perplexity (:class:`HeldOutPerplexity`, lower is better) under ``remediation.max_perplexity`` /
+``max_perplexity_ratio``, its interval a percentile bootstrap over records (Efron & Tibshirani 1993); a sequence
+classifier's is held-out accuracy (:class:`HeldOutAccuracy`) with its Clopper-Pearson interval and the policy's
+``utility`` floor, as for a tabular model (:func:`privgate.dp.utility.utility_floor`); its fine-tune's loss is the
+record's cross-entropy on its label.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """What one audit of one kind of target gives the gate: the policy as it runs there, the pooled rows, the context.
 
-The gate (:mod:`privgate.gate`) runs every kind of target through one loop: it
-asks the target's kind (:func:`privgate.attacks.contexts.audit_kind`) for an
-:class:`AuditKind`, runs the attacks it names on the context it built — the
-attacks of one run share it, so what they all need (a classifier's outputs,
-a language model's token scores, the reference models) is computed once —
-decides the checks and assembles the report from what the kind says about its
-target and data. A kind is a file; adding one is adding a file and one line in
-:data:`privgate.attacks.contexts.KINDS`.
-
-Besides the policy's attacks a kind may run **diagnostics**: attacks that look
-at the audit data, not at the model (the blind baseline of a tabular policy,
-Das et al. 2024, arXiv 2406.16201; the distribution-shift guard of a language
-model, Duan et al. 2024, arXiv 2402.07841). They are reported, never decide a
-``best`` check, and a diagnostic that finds the data unsound says so through
-:meth:`AuditKind.guards`: the gate then lets no membership check pass on them.
+The gate (:mod:`privgate.gate`) asks the target's kind (:func:`privgate.attacks.contexts.audit_kind`) for an
+:class:`AuditKind` and runs the attacks it names on one shared context; adding a kind is a file and one line in
+:data:`privgate.attacks.contexts.KINDS`. A kind may run **diagnostics** that look at the data, not the model (the
+blind baseline, Das et al. 2024, arXiv 2406.16201; the shift guard, Duan et al. 2024, arXiv 2402.07841): they never
+decide a ``best`` check, and one that finds the data unsound says so through :meth:`AuditKind.guards`, so no
+membership check passes. Details: ``docs/internals-attacks-lm.md``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """The scikit-learn kind: a fitted scikit-learn classifier, often a Pipeline over a table with text columns.
 
-It is audited as a classifier on rows (:class:`~privgate.attacks.contexts.tabular.TabularAudit`:
-the same pooled rows, served surface, sanity probe, blind baseline and report),
-with what a scikit-learn model changes:
-
-* **its own recipe.** With no recipe, the reference models of LiRA (Carlini et
-  al. 2022, arXiv 2112.03570), RMIA (Zarifzadeh et al. 2024, arXiv
-  2312.03262), shadow models and the learned attack are clones of the target
-  (``sklearn.base.clone``, :func:`privgate.training.sklearn_models.own_recipe`),
-  fitted on the shared plan; a recipe given (another estimator) overrides it;
-* **white-box is the fitted structure.** A released model's trees are read
-  by the attacks that read structure (the structural attack, Preen & Smith
-  2025, arXiv 2502.09396: ``reads_structure``); the attacks that need a torch
-  module's weights (gradients, inversion) are skipped as for any non-torch model;
-* **tables with text columns** (:mod:`privgate.inputs.tables`): the attacks
-  that add noise to the rows or learn from their numbers (``numeric_rows``:
-  the label-only robustness attacks, attribute inference) are skipped naming
-  the text columns; every other attack reads the model's outputs on the rows as
-  the model was fitted on them.
-
-A target is of this kind when its model is a
-:class:`~privgate.inputs.targets.sklearn.SklearnModel` (a ``.skops`` file, a
-trusted pickle or a fitted estimator in memory: :attr:`privgate.inputs.target.Target.kind`).
+Audited as a classifier on rows (:class:`~privgate.attacks.contexts.tabular.TabularAudit`) for any
+:class:`~privgate.inputs.targets.sklearn.SklearnModel`, except that with no recipe the reference models are clones
+of the target (:func:`privgate.training.sklearn_models.own_recipe`); white-box means the fitted trees
+(``reads_structure``, Preen & Smith 2025, arXiv 2502.09396), never torch weights; and with text columns
+(:mod:`privgate.inputs.tables`) the ``numeric_rows`` attacks are skipped, naming them. Details:
+``docs/sklearn.md``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The tabular kind: a classifier on rows of features (tables, images), audited from its outputs or weights.
 
-The members and non-members are pooled and shuffled with the seed
-(:func:`audit_rows`), the attacks read the target through an
-:class:`~privgate.attacks.base.AttackContext` over the pooled rows — through the
-policy's ``serves:`` surface when the model is released behind an API — and
-attacks that train reference models share them (:mod:`privgate.attacks.sharing`).
-Before any attack, the target's outputs are read on a probe of the data, which
-fixes how they are read, and its accuracy on members and non-members is
-measured (:func:`privgate.inputs.sanity.inspect_target`). The blind baseline
-(Das, Zhang & Tramèr 2024, arXiv 2406.16201) is the policy's diagnostic; its
-findings are warnings (:func:`privgate.attacks.blind.soundness_warnings`). Exposed
-members of grey-image data are shown as images in the artefacts folder.
+Members and non-members are pooled and shuffled with the seed (:func:`audit_rows`) and read through an
+:class:`~privgate.attacks.base.AttackContext` (through the policy's ``serves:`` surface when served by an API);
+reference models are shared (:mod:`privgate.attacks.sharing`); a probe fixes how outputs are read and measures the
+accuracy on each side (:func:`privgate.inputs.sanity.inspect_target`). The blind baseline (Das, Zhang & Tramèr
+2024, arXiv 2406.16201) is its diagnostic, its findings warnings (:func:`privgate.attacks.blind.soundness_warnings`).
+Exposed members of grey-image data are shown as images in the artefacts folder.
 """
 
 from __future__ import annotations

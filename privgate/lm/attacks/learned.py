@@ -1,14 +1,10 @@
 """A learned combination of the language-model signals, cross-fitted on the calibration split.
 
-Each signal above sees one side of memorisation: the loss (Yeom et al. 2018,
-arXiv 1709.01604), the loss against zlib's entropy and against a reference
-model (Carlini et al. 2021, arXiv 2012.07805), the least likely tokens (Min-K%,
-Shi et al. 2023, arXiv 2310.16789; Min-K%++, Zhang et al. 2024, arXiv
-2404.02936). A membership classifier over all of them — the learned attack
-of :mod:`privgate.attacks.learned`, on these signals — learns how they combine
-from the calibration split, cross-fitted (:mod:`privgate.attacks.crossfit`):
-no record is scored by a classifier that saw its membership, and the
-evaluation split's membership is never used.
+A membership classifier (:mod:`privgate.attacks.learned`) over the loss (Yeom et al. 2018, arXiv 1709.01604), the
+zlib and reference ratios (Carlini et al. 2021, arXiv 2012.07805), Min-K% (Shi et al. 2023, arXiv 2310.16789) and
+Min-K%++ (Zhang et al. 2024, arXiv 2404.02936), each of which sees one side of memorisation, learns how they
+combine on the calibration split, cross-fitted (:mod:`privgate.attacks.crossfit`): no record is scored by a
+classifier that saw its membership, and the evaluation split's membership is never used.
 """
 
 from __future__ import annotations

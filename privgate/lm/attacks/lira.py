@@ -1,26 +1,11 @@
 """LiRA and RMIA on a causal language model, with references privgate fine-tunes from a recipe.
 
-The references (:mod:`privgate.lm.references`) are the recipe's base model
-fine-tuned on random halves of population text; none trained on an audit
-record, so both attacks run in their **offline** form. The per-record statistic
-is the mean token log-probability φ(x) = (1/T) Σ_t log p(x_t | x_<t), the
-record's log-likelihood per token.
-
-* ``lm_lira`` — offline LiRA (Carlini, Chien, Nasr, Song, Terzis & Tramèr 2022,
-  "Membership Inference Attacks From First Principles", arXiv 2112.03570, §IV-C
-  and the fixed-variance variant): the references' φ(x) are modelled as
-  N(μ_out(x), σ_out²) and the target's φ(x) is scored by the one-sided test
-  (φ − μ_out(x)) / σ_out; :func:`privgate.attacks.lira.lira_scores`. φ, a
-  log-likelihood, plays the role of the paper's logit-scaled confidence, which
-  is the log-odds of a probability for the same reason: it is close to Gaussian
-  across models.
-* ``lm_rmia`` — offline RMIA (Zarifzadeh, Liu, Nasr & Shokri 2024, "Low-Cost
-  High-Power Membership Inference Attacks", arXiv 2312.03262): Pr(x | θ) is the
-  per-token likelihood exp φ(x) ∈ (0, 1), Pr(x) the references' average with the
-  paper's offline approximation ½((1 + a)·Pr_OUT(x) + (1 − a)), ``a`` calibrated
-  on the references themselves (a reference plays the target, its pool halves
-  the members, the z-samples the non-members), and score(x) = the fraction of
-  population z-samples with LR(x, z) > γ; :mod:`privgate.attacks.rmia`.
+The references (:mod:`privgate.lm.references`) never train on an audit record, so both run **offline**, on the
+per-record mean token log-probability φ(x), which plays the role of the logit-scaled confidence (close to Gaussian
+across models). ``lm_lira``: offline fixed-variance LiRA (Carlini et al. 2022, arXiv 2112.03570, §IV-C),
+(φ − μ_out(x)) / σ_out by :func:`privgate.attacks.lira.lira_scores`. ``lm_rmia``: offline RMIA (Zarifzadeh et al.
+2024, arXiv 2312.03262) with Pr(x | θ) = exp φ(x) and ``a`` calibrated on the references themselves
+(:mod:`privgate.attacks.rmia`). Details: ``docs/language-models.md``.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """Measurements of a causal language model that a policy bounds: canary exposure and verbatim extraction.
 
-They are registered as attacks so a policy can name them in a check, but they
-do not score membership: each returns the one metric it measures (an
-:class:`~privgate.stats.Estimate` with its interval). The gate runs them as any
-attack, on the language model's context (:mod:`privgate.lm.audit`), which
-holds what they need — the canaries file, the members and non-members.
-
-* ``canary_exposure`` — metric ``exposure`` (bits), the largest over the
-  canaries (Carlini et al. 2019, "The Secret Sharer", arXiv 1802.08232):
-  exposure = log2 |R| − log2 rank of the inserted secret among all candidates;
-  measured by :func:`privgate.lm.canary_exposure.measure_exposure`: exactly up to
-  ``max_exact`` candidates, else extrapolated from ``samples`` sampled ones
-  (options of the attack in the policy); the notes say which.
-* ``extraction`` — metric ``extraction_rate``: the fraction of members whose
-  next ``suffix_tokens`` tokens greedy decoding reproduces exactly from their
-  first ``prefix_tokens`` (Carlini et al. 2021, arXiv 2012.07805; Nasr et al.
-  2023, arXiv 2311.17035), in excess of the same rate on non-members (a model
-  that completes text it never saw is fluent, not leaking); measured by
-  :func:`privgate.lm.extraction.measure_extraction`. Lengths the policy does not
-  set are fitted to the records; when no member or no non-member is long
-  enough to test, the metric has no value and the check is inconclusive.
+Registered as attacks so a check can name them, but they score no membership: each returns its one metric (an
+:class:`~privgate.stats.Estimate` with its interval) from the context of :mod:`privgate.lm.audit`.
+``canary_exposure`` gives ``exposure`` in bits, the largest over the canaries (Carlini et al. 2019, arXiv
+1802.08232; :func:`privgate.lm.canary_exposure.measure_exposure`); ``extraction`` gives ``extraction_rate`` in
+excess of the non-members' (Carlini et al. 2021, arXiv 2012.07805; Nasr et al. 2023, arXiv 2311.17035;
+:func:`privgate.lm.extraction.measure_extraction`), inconclusive when no record of a side is long enough.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Min-K% Prob (Shi et al. 2023, arXiv 2310.16789) and Min-K%++ (Zhang et al. 2024, arXiv 2404.02936).
 
-Min-K%: the mean log-probability of the k % least likely tokens of a record.
-A text the model never saw has a few outlier tokens of very low probability;
-a memorised one has few.
-
-Min-K%++: each token's log-probability is first standardised by the model's
-own next-token distribution at that position, (log p(x_t) − μ_t) / σ_t with
-μ_t = E_z log p(z) and σ_t its standard deviation, since training makes a
+Min-K%: the mean log-probability of the k % least likely tokens of a record (an unseen text has a few outlier
+tokens of very low probability; a memorised one has few). Min-K%++ first standardises each token's log-probability
+by the model's own next-token distribution at that position, (log p(x_t) − μ_t) / σ_t, since training makes a
 training token a mode of that distribution; then the mean of the k % lowest.
 """
 

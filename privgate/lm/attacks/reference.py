@@ -1,13 +1,10 @@
 """Reference-model ratio (Carlini et al. 2021, "Extracting Training Data from Large Language Models", arXiv 2012.07805).
 
-A reference model that never saw the audit records — typically the base model
-before fine-tuning (``--reference-model DIR``) — says how easy each record is
-for a model of that kind. A member is a record the target finds much easier
-than the reference does. ``form: ratio`` is the paper's ratio of
-log-perplexities (score = −log ppl_target / log ppl_reference);
-``form: difference`` is the difference log ppl_reference − log ppl_target (the
-difficulty calibration of Watson et al. 2022, arXiv 2111.08440), steadier
-when the reference's log-perplexity is near zero.
+A reference model that never saw the audit records (``--reference-model DIR``, typically the base model before
+fine-tuning) says how easy each record is; a member is one the target finds much easier. ``form: ratio`` is the
+paper's −log ppl_target / log ppl_reference; ``form: difference`` is log ppl_reference − log ppl_target (the
+difficulty calibration of Watson et al. 2022, arXiv 2111.08440), steadier when the reference's log-perplexity is
+near zero.
 """
 
 from __future__ import annotations
