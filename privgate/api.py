@@ -1,29 +1,12 @@
 """The one entry: one function per job, each taking a typed settings object and the run's options.
 
-==========================  ===============================  ======================================
-job                         settings (:mod:`privgate.settings`)  returns
-==========================  ===============================  ======================================
-:func:`check`               :class:`CheckSettings`           :class:`~privgate.report.model.Report`
-:func:`harden`              :class:`HardenSettings`          :class:`Hardening` (report, model, files)
-:func:`audit_ldp`           :class:`LdpAuditSettings`        ``LdpAuditReport``
-:func:`audit_dpsgd`         :class:`DpsgdAuditSettings`      ``DpsgdAuditReport``
-:func:`audit_federation`    :class:`FederationAuditSettings` ``FederationReport``
-:func:`simulate_federation` :class:`SimulationSettings`      :class:`Simulation` (report, files)
-==========================  ===============================  ======================================
-
-Every report is of one family (:class:`~privgate.report.model.BaseReport`), so
-every format writer serves every job. Inputs are loaded and validated at the
-door (:mod:`privgate.inputs.door`, :mod:`privgate.inputs.coerce`: paths,
-``module:attr`` specs or objects in memory), where what the model is — and so
-which kind audits and hardens it — is decided once. Nothing is written: files
-a job produces (a hardened model, a saved federation) come back for the caller
-to write with its reports (:mod:`privgate.io.staging`). The CLI, the pytest
-plugin and the action only adapt to these functions, and the same settings and
-options give the same report through any of them. How a run is carried out
-travels as one :class:`~privgate.options.RunOptions`; :func:`check` and
-:func:`harden` also take a model, policy and data positionally and the common
-settings by keyword (``seed=``, ``recipe=`` …), for library users.
-Nothing below this module calls back up into it.
+:func:`check`, :func:`harden`, :func:`audit_ldp`, :func:`audit_dpsgd`, :func:`audit_federation` and
+:func:`simulate_federation` take their settings (:mod:`privgate.settings`) and one
+:class:`~privgate.options.RunOptions`, and return a report of the one family
+(:class:`~privgate.report.model.BaseReport`). Inputs are validated at the door (:mod:`privgate.inputs.door`);
+nothing is written — files a job produces come back for the caller to write. The CLI, the pytest plugin and
+the action only adapt to these functions. Nothing below this module calls back up into it. The job table
+and the rest: docs/internals-core.md.
 """
 
 from __future__ import annotations

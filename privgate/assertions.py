@@ -1,18 +1,10 @@
 """Privacy assertions for test suites: a policy built in code, run through ``privgate.check``.
 
-Each assertion turns its keyword arguments into a :class:`privgate.Policy` with
-one check per bound, audits the model with :func:`privgate.check` and raises
-:class:`PrivacyAssertionError` (an ``AssertionError``) when a check fails. Its
-message names the attack, the metric, the value with its interval, the
-threshold and the sample sizes. A check the data cannot decide is never a pass:
-it fails with "inconclusive" and the reason, or — with
-``on_inconclusive="skip"`` (or the pytest ini key ``privgate_on_inconclusive``)
-— skips the test. On success the :class:`privgate.Report` is returned so a test
-can look at the numbers.
-
-Nothing here imports pytest or torch at import time: ``privgate`` re-exports
-these functions lazily and they work in any test runner (a skip is raised as
-``unittest.SkipTest``, which pytest and unittest both honour).
+Each assertion builds a :class:`privgate.Policy` with one check per bound, audits with :func:`privgate.check`
+and raises :class:`PrivacyAssertionError` (an ``AssertionError`` naming attack, metric, value with interval,
+threshold and sample sizes) when a check fails. An undecided check is never a pass: it fails, or skips with
+``on_inconclusive="skip"`` (pytest ini ``privgate_on_inconclusive``; raised as ``unittest.SkipTest``). On
+success the :class:`privgate.Report` is returned. Nothing here imports pytest or torch at import time.
 """
 
 from __future__ import annotations

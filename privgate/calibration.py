@@ -1,14 +1,10 @@
 """``auto``'s costs measured on this machine: a short timed probe of the CPU and the GPU, cached per machine.
 
-:func:`machine_costs` gives the :class:`privgate.device.Costs` that
-:func:`privgate.device.choose_device` charges. It runs only where ``auto`` has a
-GPU to weigh (:func:`privgate.workload.decided`): the GPU's start-up (context,
-cuBLAS/cuDNN, the first training step), a tiny training step on each device
-(per-launch overhead) and a stacked-matmul and convolution forward+backward on
-each (FLOP/s; the CPU with the run's threads). The result is kept in
-``$XDG_CACHE_HOME/privgate/device-probe.json`` keyed by the GPU, its driver, torch
-and the CPU count and threads; a cache file that is corrupt, foreign or out of
-range is ignored and the probe runs again: the file can only change the device.
+:func:`machine_costs` gives the :class:`privgate.device.Costs` that :func:`privgate.device.choose_device`
+charges, only where ``auto`` has a GPU to weigh: GPU start-up, per-launch overhead and FLOP/s on each
+device. Cached in ``$XDG_CACHE_HOME/privgate/device-probe.json`` keyed by GPU, driver, torch, CPUs and
+threads; a corrupt, foreign or out-of-range cache is ignored and re-probed — the file can only change the
+device. What is timed: docs/compute.md.
 """
 
 from __future__ import annotations

@@ -1,35 +1,12 @@
 """Decision rules: turn one check's estimates into pass / fail / inconclusive.
 
-The rules (documented for users in ``docs/policies.md`` and ``docs/statistics.md``):
-
-* **Error budget.** A policy's ``confidence`` c is the probability that every
-  decision in its report is right. Its own k checks share α = 1 − c (less what
-  an extended policy spends, see :attr:`privgate.policy.Policy.own_alpha`);
-  a check whose attack is ``best`` splits its share over the m candidate
-  attacks. Every interval is therefore two-sided at 1 − α/(k·m) (Bonferroni
-  1936; Dunn 1961), and all of them hold simultaneously with probability ≥ c.
-* ``decision: upper_bound`` (default): **pass** when the upper bound is within
-  ``max``; **fail** when the lower bound is above it — the data *prove* the
-  violation; **inconclusive** when the interval straddles ``max``. A model
-  whose true values are within every threshold therefore fails with
-  probability ≤ 1 − c, and one that exceeds a threshold passes with
-  probability ≤ 1 − c.
-* ``decision: point``: fail when the point estimate is over ``max``, else pass
-  — no error control; for exploring, not for gating.
-* ``epsilon_lb`` is itself a lower confidence bound: fail when it is above
-  ``max`` (an attack proves ε > max); pass otherwise, provided the counts could
-  have proved more than ``max`` at all (else inconclusive,
-  :func:`privgate.stats.epsilon_lower_bound`).
-* **Best of m.** ``best`` fails when any candidate fails, else is inconclusive
-  when any is, else passes; it names the candidate with the highest point
-  estimate among those with the deciding status. A candidate whose scores
-  cannot be placed at the check's FPR at all (ties, two-valued scores:
-  :func:`privgate.stats.measurable_at`) leaves the candidate list — more data
-  would not make it measurable — unless its lower bound alone proves a
-  violation; the check's details list it as "not measurable".
-* **Time budget.** A ``best`` check some of whose attacks were left out for
-  want of time (:mod:`privgate.attacks.budget`) is not passed on the others:
-  a pass becomes inconclusive; a fail stands (:func:`over_budget`).
+A policy's ``confidence`` c is the probability that every decision in its report is right: its checks and
+their candidate attacks share α = 1 − c (Bonferroni 1936; Dunn 1961). ``decision: upper_bound`` (default)
+passes only on an upper bound within ``max`` and fails only on a lower bound above it, else inconclusive;
+``decision: point`` compares the point estimate (no error control). ``epsilon_lb`` is itself a lower bound.
+``best`` of m fails when any candidate fails; a candidate not measurable at the check's FPR leaves the list;
+a pass with attacks left out for want of time becomes inconclusive (:func:`over_budget`). The rules in full:
+docs/policies.md, docs/statistics.md and docs/internals-core.md.
 """
 
 from __future__ import annotations

@@ -1,40 +1,12 @@
 """Where a run's tensors live: ``auto``, ``cpu`` or ``cuda``, resolved once at the door.
 
-``--device`` (the CLI), ``device`` in ``privgate.toml`` / ``[tool.privgate]`` and
-:attr:`privgate.options.RunOptions.device` take one of :data:`DEVICES`;
-:func:`resolve_device` turns it into the device the run uses:
-
-* ``cpu`` — always available;
-* ``cuda`` — the current CUDA GPU; asking for it on a machine where torch sees
-  none is bad input (:class:`DeviceError`, exit 2), never a silent CPU run;
-* ``auto`` — the device that will finish this run sooner (:func:`choose_device`):
-  ``cpu`` where torch sees no CUDA GPU; otherwise, for a check or a hardening
-  of a classifier, decided once the inputs are loaded from an estimate of the
-  run's work (:class:`Workload`, built by :mod:`privgate.workload`): the GPU
-  only when the time it saves on arithmetic outweighs what it costs to start
-  and to launch every kernel. Jobs whose work is not estimated (language
-  models, claim audits, federations) take the GPU when there is one.
-
-The report's ``environment`` says the device, what was asked for
-(``device_requested``) and why (``device_reason``: ``auto``'s one-sentence
-estimate, or that the device was asked for).
-
-What runs there: target scoring (:class:`privgate.inputs.target.Target`),
-reference models (:mod:`privgate.training.engine`), DP-SGD
-(:mod:`privgate.dp.train`), language-model scoring and fine-tuning
-(:mod:`privgate.lm`) and the white-box attacks. Random draws that decide
-*which* model is trained — batch order, dropout masks, Poisson batches and the
-DP-SGD noise (the engine's and Opacus', :mod:`privgate.dp.noise`) — come from
-CPU generators seeded per model and are then moved to the device, so a model's
-draws do not depend on the device; the arithmetic differs between devices by
-float rounding only. (A draw inside a model's own forward pass that is not an
-``nn.Dropout`` layer — e.g. attention dropout inside a fused kernel — uses the
-device's generator: see :mod:`privgate.training.dropout`.)
-
-Every tensor a step makes to meet a model is made where the model is
-(:func:`device_of`), never where a separate argument says it should be; a
-function that runs a caller's model on the run's device puts it back after
-(:func:`placed`), so a model handed back is on the device it came from.
+:func:`resolve_device` turns one of :data:`DEVICES` (``--device``, the config's ``device``,
+:attr:`privgate.options.RunOptions.device`) into the run's device: ``cuda`` where torch sees no GPU is bad
+input (:class:`DeviceError`, exit 2), never a silent CPU run; ``auto`` picks the device that finishes sooner
+(:func:`choose_device`, from a :class:`Workload` estimated by :mod:`privgate.workload`). Random draws that
+decide which model is trained come from seeded CPU generators, so devices differ by float rounding only.
+A tensor meeting a model is made where the model is (:func:`device_of`); :func:`placed` hands a caller's
+model back on the device it came from. Details: docs/compute.md and docs/internals-core.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """The gate: policy → attacks → metrics with intervals → decided checks → verdict, for every kind of target.
 
-This is privgate's façade (as ``PrivacyEngine`` is Opacus's): it wires the
-registries together and holds the decision rules, nothing else. One loop runs
-the attacks of any kind of target: the target's kind
-(:mod:`privgate.attacks.contexts`: a classifier on rows, a causal language
-model, a sequence classifier over text) pools the members and non-members
-(shuffled with the seed, membership hidden), builds what the attacks share —
-a classifier's outputs, a language model's token scores of every record, the
-reference models — translates the policy to the attacks that apply to it, and
-adds its diagnostics (the blind baseline, the distribution-shift guard).
-The loop runs each attack, splits its scores into calibration and evaluation
-halves, summarises them, and the checks are decided on the evaluation split.
-An attack that measures a metric instead of scoring membership (its class
-names the metric it ``measures``: canary exposure, extraction) gives its
-estimate directly.
-
-The decision rules — pass only on an upper bound within the threshold, fail
-only on a lower bound above it, one error budget per policy shared by its
-checks and their candidate attacks, ``extends`` chains decided verbatim — live
-in :mod:`privgate.decision`.
+privgate's façade (as ``PrivacyEngine`` is Opacus's): it wires the registries together, nothing else. The
+target's kind (:mod:`privgate.attacks.contexts`) pools members and non-members, builds what the attacks
+share and adds its diagnostics; one loop runs each attack, splits its scores into calibration and
+evaluation halves and decides the checks on the evaluation split (an attack that ``measures`` a metric
+gives its estimate directly). The decision rules live in :mod:`privgate.decision`; the loop in detail is
+in docs/internals-core.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """How a run is carried out, as one object passed down: seed, threads, cache, engine, device, executor, progress.
 
-The CLI, the pytest plugin and library callers build a :class:`RunOptions`
-(the CLI from its flags, the config file and the environment: nothing below
-the CLI reads an environment variable) and hand it to :mod:`privgate.api`;
-the gate, the attacks (through :class:`~privgate.attacks.base.AttackContext`),
-the training engine and DP remediation read their settings from it.
-
-None of these settings changes what is measured, only how: the same inputs
-and seed give the same report numbers whatever the threads, cache or engine
-(the engine's kernels agree with the sequential loop up to float rounding).
+The CLI (from flags, config and environment: nothing below it reads an environment variable), the pytest
+plugin and library callers build a :class:`RunOptions` for :mod:`privgate.api`; the gate, the attacks
+(:class:`~privgate.attacks.base.AttackContext`), the training engine and DP remediation read it. None of
+these settings changes what is measured: the same inputs and seed give the same numbers whatever the
+threads, cache or engine (up to float rounding in the engine's kernels).
 """
 
 from __future__ import annotations

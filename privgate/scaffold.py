@@ -1,23 +1,11 @@
 """``privgate init``: a starter policy and a CI workflow for a project, never overwriting a file.
 
-The starter policy is a built-in policy (``internal`` unless asked otherwise)
-with its reasoning comments, renamed for the project and preceded by a short
-guide to editing it. The workflow runs the privgate GitHub Action on every pull
-request, uploads the SARIF to code scanning and the reports as an artifact.
-Either every file is written or none is: if one already exists, nothing is
-touched and the error names it. The one file ``init`` may change is the
-project's ``.gitignore``: a project-local reference-model cache
-(``.privgate-cache/``, the folder a config's ``cache_dir`` usually names; the
-default cache is the user's, outside the project) is appended to it, keeping
-every existing line, or a ``.gitignore`` is created; a line that already
-ignores the cache is never added twice. A committed cache would not be trusted
-anyway (its entries need a tag under a key outside the repository,
-:mod:`privgate.training.cache`), but it would cost every run a retraining.
-A ``.gitignore``
-that is not a regular file — a symbolic link (which could point anywhere, and
-a rename would replace it), a FIFO (reading it would wait forever), a device
-such as ``/dev/zero`` (it never ends) — or one over 1 MiB is refused before
-anything is read or written; ``--no-gitignore`` leaves it alone.
+The starter policy is a built-in one (``internal`` by default) renamed for the project; the workflow runs
+the privgate GitHub Action on every pull request. Every file is written or none: an existing one is named
+in the error and nothing is touched. The one file ``init`` may change is ``.gitignore``, to which the
+project-local cache ``.privgate-cache/`` is appended once; a ``.gitignore`` that is not a regular file or
+is over 1 MiB is refused before anything is read or written (``--no-gitignore`` leaves it alone). Why:
+docs/internals-core.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """SklearnRecipe: a scikit-learn estimator as the recipe of reference models — by default the target's own clone.
 
-Reference-model attacks — LiRA (Carlini et al. 2022, arXiv 2112.03570), RMIA
-(Zarifzadeh et al. 2024, arXiv 2312.03262), shadow models (Shokri et al. 2017,
-arXiv 1610.05820) and the learned attack over their signals — compare the
-target with models trained the same way on known halves of the audit pool.
-For a scikit-learn model the recipe is already in the file:
-``sklearn.base.clone(model)`` is an unfitted estimator with the same
-hyper-parameters, pipeline steps and encoders (IBM ART's ``clone_for_refitting``
-and SACRO-ML's LiRA train their shadow models the same way). So a scikit-learn
-target with no ``--recipe`` is its own recipe
-(:func:`privgate.training.sklearn_models.own_recipe`); a recipe file can still
-name another estimator (other parameters, another model)::
-
-    from sklearn.ensemble import RandomForestClassifier
-
-    RECIPE = RandomForestClassifier(n_estimators=300, min_samples_leaf=2)
-
-Each reference model is a fresh clone with every ``random_state`` of the
-estimator and its nested steps (the ``get_params(deep=True)`` keys ending in
-``random_state``) set from the model's seed, and every ``n_jobs`` set to 1:
-privgate trains the models in parallel itself (:mod:`privgate.training.sklearn_models`).
+Reference-model attacks — LiRA (Carlini et al. 2022, arXiv 2112.03570), RMIA (Zarifzadeh et al. 2024,
+arXiv 2312.03262), shadow models (Shokri et al. 2017, arXiv 1610.05820) — train models the same way as the
+target. For scikit-learn, ``sklearn.base.clone(model)`` is that recipe, so a target with no ``--recipe`` is
+its own (:func:`privgate.training.sklearn_models.own_recipe`); a recipe file may name another estimator.
+Each reference model is a clone with every nested ``random_state`` set from its seed and every ``n_jobs``
+set to 1 (:mod:`privgate.training.sklearn_models` parallelises). Example: docs/sklearn.md.
 """
 
 from __future__ import annotations

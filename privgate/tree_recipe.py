@@ -1,22 +1,11 @@
 """TreeRecipe: how a gradient-boosted tree model was trained, so privgate can train reference models like it.
 
-The counterpart of :class:`privgate.recipe.Recipe` for XGBoost and LightGBM
-targets (:mod:`privgate.inputs.targets.boosted`). Reference-model attacks —
-LiRA (Carlini et al. 2022, arXiv 2112.03570), RMIA (Zarifzadeh et al. 2024,
-arXiv 2312.03262), shadow models (Shokri et al. 2017, arXiv 1610.05820) —
-compare the target with models trained *the same way* on known subsets; for a
-boosted model that means the same library, objective, tree parameters and
-number of boosting rounds. A recipe file gives one as ``module:attr``::
-
-    from privgate import TreeRecipe
-
-    RECIPE = TreeRecipe("xgboost", {"objective": "multi:softprob", "num_class": 10, "max_depth": 6, "eta": 0.3},
-                        rounds=100)
-
-Each reference model gets its own seed (``seed``) and trains with the run's
-thread budget (``nthread`` / ``num_threads``); :mod:`privgate.training.trees`
-trains them. DP-SGD remediation retrains torch models only, so a tree recipe
-cannot harden a model.
+The counterpart of :class:`privgate.recipe.Recipe` for XGBoost and LightGBM targets
+(:mod:`privgate.inputs.targets.boosted`): reference-model attacks — LiRA (Carlini et al. 2022, arXiv
+2112.03570), RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262), shadow models (Shokri et al. 2017, arXiv
+1610.05820) — need the same library, objective, tree parameters and rounds, given in a recipe file as
+``RECIPE = TreeRecipe("xgboost", {...}, rounds=100)``. Each reference model gets its own ``seed`` and the
+run's threads (:mod:`privgate.training.trees`). A tree recipe cannot harden a model (DP-SGD is torch only).
 """
 
 from __future__ import annotations

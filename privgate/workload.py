@@ -1,26 +1,11 @@
 """What a check of a classifier will compute on torch, estimated once its inputs are loaded; and ``auto``'s device.
 
-:func:`decided` is where a check (:func:`privgate.gate.check_model`) and a
-hardening (:func:`privgate.dp.remediate.remediate`) resolve their run: the
-threads, then the device. For ``device="auto"`` on a machine with a CUDA GPU
-it gathers the facts of :class:`privgate.device.Workload` and lets
-:func:`privgate.device.choose_device` pick the device that finishes sooner:
-
-* the model the run trains and scores — the recipe's (the reference models')
-  when the policy's attacks train any, else the target's — and its forward
-  pass on a probe row of the audit data: parameters, FLOPs per row (its
-  ``Linear`` and convolution layers, counted by forward hooks) and the
-  modules that run (each about one kernel launch);
-* the plan: the reference models the policy's attacks will train (one set
-  shared by all of them, :mod:`privgate.attacks.sharing`), the recipe's
-  epochs and batch size, the audit rows (each model trains on half), whether
-  the engine stacks them and how many per stack;
-* what white-box attacks add: the gradient attack's reference models (trained
-  one at a time on population halves) and model inversion's optimisation steps;
-* for a hardening, one audit per candidate ε and the DP-SGD trainings.
-
-No estimate is made where it cannot change the answer (no GPU, or a device
-asked for). Nothing here reads the audit rows' membership or changes a model.
+:func:`decided` is where a check (:func:`privgate.gate.check_model`) and a hardening
+(:func:`privgate.dp.remediate.remediate`) resolve their threads, then their device. For ``device="auto"``
+with a CUDA GPU it gathers a :class:`privgate.device.Workload` (the model's size and FLOPs per row, the
+reference models and epochs the policy will train, the white-box attacks' extra work, a hardening's
+trainings) for :func:`privgate.device.choose_device`. No estimate is made where it cannot change the answer;
+nothing here reads the audit rows' membership or changes a model. What is counted: docs/internals-core.md.
 """
 
 from __future__ import annotations

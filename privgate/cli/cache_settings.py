@@ -1,35 +1,12 @@
 """Where the CLI keeps the reference-model cache, and the secret key that authenticates its entries.
 
-Folder: ``--cache-dir``, else ``$PRIVGATE_CACHE_DIR``, else the config's
-``cache_dir`` (``check``), else the user's cache folder,
-``$XDG_CACHE_HOME/privgate`` (``~/.cache/privgate`` when that is unset or not
-absolute, as the XDG Base Directory specification says): outside the working
-tree, where a pull request cannot commit files. ``off`` turns the cache off.
-
-Key: every entry carries an HMAC-SHA256 tag under a secret key
-(:mod:`privgate.training.cache`); an entry without a valid tag is retrained,
-with a warning in the report. The key is, in this order:
-
-1. the content of ``--cache-key-file FILE`` (or ``$PRIVGATE_CACHE_KEY_FILE``,
-   e.g. a CI system's file-type secret);
-2. ``$PRIVGATE_CACHE_KEY``, the key itself (a CI secret: a cache restored
-   between CI runs serves only runs given the same key);
-3. the user's key file, ``$XDG_CONFIG_HOME/privgate/cache-key``
-   (``~/.config/privgate/cache-key``), created on first use: 32 random bytes
-   from :mod:`secrets`, written in hex, mode 0600, atomically (two first runs
-   at once agree on one key).
-
-A key has at least :data:`MIN_KEY_BYTES` bytes (surrounding whitespace
-removed); a shorter one is exit 2, and so is a key file that is not a regular
-file (a FIFO, ``/dev/zero``) or holds more than :data:`MAX_KEY_FILE_BYTES`. A key
-file others may read (mode looser than 0600) or reached through a symbolic link
-is used, with a warning on stderr. The key never comes from the config file
-(``privgate.toml`` / ``[tool.privgate]`` is repository content a pull request
-can change), and the default key file lives in the config folder, not in the
-cache folder: a cache folder that is committed, copied or restored by CI
-(``actions/cache``) never carries the key that authenticates it. When the
-default key file cannot be created (a read-only home), the run goes on without
-a cache, with a warning on stderr.
+Folder: ``--cache-dir``, else ``$PRIVGATE_CACHE_DIR``, else the config's ``cache_dir``, else
+``$XDG_CACHE_HOME/privgate`` (``off`` turns the cache off). Key (HMAC-SHA256 tags,
+:mod:`privgate.training.cache`): ``--cache-key-file`` / ``$PRIVGATE_CACHE_KEY_FILE``, else
+``$PRIVGATE_CACHE_KEY``, else the user's ``$XDG_CONFIG_HOME/privgate/cache-key``, created on first use. A key
+shorter than :data:`MIN_KEY_BYTES`, or a key file that is not a regular file or exceeds
+:data:`MAX_KEY_FILE_BYTES`, is exit 2. The key never comes from the config file (repository content), nor
+lives in the cache folder. The reasons and edge cases: docs/threat-model.md, docs/internals-core.md.
 """
 
 from __future__ import annotations

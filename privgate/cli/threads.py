@@ -1,14 +1,10 @@
 """How many threads a command's run may use, and why: the one place the CLI decides it.
 
-In order: ``--threads``, else ``$PRIVGATE_THREADS`` (click reads it as the
-flag's default), else the config's ``threads`` (``privgate check``), else
-``$OMP_NUM_THREADS``, else the cores this process may use — its CPU affinity
-capped by its cgroup's CPU quota (:func:`privgate.training.threads.default_threads`);
-with ``--executor ray``, one thread per Ray task.
-The reason goes into the report (``environment.threads_reason``). With more
-than one thread, OpenMP's idle threads are told to sleep before torch loads
-(:func:`privgate.cli.guard.passive_openmp`), so the command must call this
-before it imports the user's modules (which import torch).
+``--threads``, else ``$PRIVGATE_THREADS``, else the config's ``threads``, else ``$OMP_NUM_THREADS``, else
+the cores this process may use (:func:`privgate.training.threads.default_threads`); one per Ray task with
+``--executor ray``. The reason goes into ``environment.threads_reason``. With more than one thread OpenMP's
+idle threads are told to sleep before torch loads (:func:`privgate.cli.guard.passive_openmp`), so call this
+before importing the user's modules.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The policy's ``serves:`` block: what an API-released model returns to whoever queries it.
 
-.. code-block:: yaml
-
-   release: api
-   serves:
-     output: probabilities   # logits | probabilities | label
-     top_k: 3                # only the k highest classes are returned
-     decimals: 2             # returned values rounded to this many decimals
-
-A model released as an API is attacked through exactly what the API returns
-(:mod:`privgate.inputs.surface` applies it to every black-box query, the
-reference models' included). Without a ``serves:`` block an API serves every
-class's probability at full precision, as before. ``serves`` with
-``release: model`` is an error: whoever holds the weights computes any output.
+``serves: {output: logits | probabilities | label, top_k: K, decimals: D}`` under ``release: api``: the
+model is attacked through exactly what the API returns (:mod:`privgate.inputs.surface` applies it to every
+black-box query, the reference models' included). Without it an API serves every class's probability at
+full precision; with ``release: model`` it is an error (whoever holds the weights computes any output).
+See docs/policies.md and docs/served.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Report formats: a registry of writers, one file per format.
 
-A format is registered once with :func:`register_format`: its name (which is
-also the CLI flag, ``--NAME PATH``), what its file is called in messages, the
-flag's help, and a writer ``fn(report, **options) -> str`` that reads the base
-of the report family (:class:`~privgate.report.model.BaseReport`), so it
-serves every job. A job whose report has more to show registers a writer of
-its own for a format (:func:`register_job_writer`: the HTML pages of the claim
-audits and federations); :func:`render` picks it. The CLI builds every
-command's output flags from this registry (:func:`formats_for`): adding a
-format is one module and one ``register_format`` line, never editing a command.
-
-Writers may be named ``"module:function"``: the registry (what the CLI reads to
-build its flags) then costs no import of the report model or the writers, so a
-run refused on its inputs never loads them; :func:`render` imports a writer on
-first use. The report types re-exported here load on first access.
+:func:`register_format` registers a format once — its name (also the CLI flag ``--NAME PATH``) and a writer
+``fn(report, **options) -> str`` over :class:`~privgate.report.model.BaseReport`, so it serves every job;
+:func:`register_job_writer` adds a job's own writer, which :func:`render` picks. The CLI builds its output
+flags from this registry (:func:`formats_for`). Writers named ``"module:function"`` are imported on first
+use, so a run refused on its inputs never loads them; the report types re-exported here load lazily.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Can two reports be compared? Only when they measured the same things on the same data.
 
-``privgate diff`` (:mod:`privgate.report.diff`) compares two reports number by
-number; that means something only when both ran the same policy — the same
-checks with the same thresholds, the same attacks with the same options, the
-same confidence and decision rule — on the same audit data. :func:`comparability`
-says why not, in one sentence naming the first difference, or returns None.
-
-The data are identified by ``data.sha256``, the SHA-256 the gate records of the
-members, non-members and population it audited (after any balancing
-sub-sample), with one digest per set so the reason can say which differs.
-The policy is identified by what the report records of it, not by its file path,
-which differs between checkouts.
+:func:`comparability` returns None, or one sentence naming the first difference: the policy as the report
+records it (checks, thresholds, attacks and options, confidence, decision rule — not its file path), or
+the audit data's ``data.sha256``, one SHA-256 per set (members, non-members, population, after any
+balancing sub-sample) so the reason says which differs. Used by ``privgate diff``
+(:mod:`privgate.report.diff`).
 """
 
 from __future__ import annotations

@@ -1,54 +1,12 @@
 """Compare two reports: did the new model leak significantly more than the base, by more than a tolerance?
 
-``privgate diff BASE.json NEW.json`` answers the question a team asks on every
-pull request — did this change make the model leak more than the one in
-production? — with pure functions over two :class:`~privgate.report.model.Report`
-objects:
-
-1. **Comparable at all?** (:func:`comparability`) Both reports must have the
-   same schema version, the same policy (name, sensitivity, release,
-   confidence, decision rule, the chain it extends, every check's definition and
-   every attack's options) and the same audit data (``data.sha256``, the
-   SHA-256 of the members, non-members and population the gate audited). Else
-   the diff refuses, with the first difference as the reason (exit 2).
-2. **Check by check and attack by attack** (:func:`diff_reports`): each check
-   present in both, and each attack's AUC where it ran in both, gives the value
-   and interval of each side and the change new − base with a confidence
-   interval and a one-sided p-value (:mod:`privgate.stats.difference`, which states the
-   math and the papers):
-
-   ========================  ====================================================
-   metric                    evidence in the report → test of the difference
-   ========================  ====================================================
-   ``auc``                   DeLong standard errors (``details.se``; for the
-                             attacks table recovered from the logit interval) →
-                             z-test of two independent AUCs
-   ``accuracy``,             the evaluation counts ``tp``, ``fp`` and split sizes →
-   ``advantage``             MOVER with Clopper-Pearson TPR/FPR bounds, as the
-                             report bounds them (not Newcombe's: see
-                             :class:`privgate.stats.difference.Rates`)
-   ``epsilon_lb``            the counts at the check's threshold → MOVER on
-                             ε̂(TPR, FPR) with Wilson bounds
-   ``tpr_at_fpr`` and        the reported interval (for TPR at FPR f it includes
-   the rest                  the uncertainty of the estimated threshold) → MOVER
-                             with variances recovered from it
-   ========================  ====================================================
-
-3. **Decision.** The policy's error budget α = 1 − confidence is shared by the
-   m comparisons that have numbers on both sides (Bonferroni): each change is
-   tested one-sided at α/m. A comparison **regressed** when the lower end of
-   its change interval is above its tolerance — the data prove the metric got
-   worse by more than the tolerance (H₀: change ≤ tolerance rejected at α/m,
-   i.e. p < α/m). It **improved** when the upper end is below −tolerance. Else
-   the change is ``within tolerance`` (|change| ≤ tolerance) or ``not
-   significant`` (a larger change the data cannot tell from noise). So when no
-   metric truly got worse by more than its tolerance, the diff reports a
-   regression with probability at most α. Each end of a change interval is a
-   one-sided 1 − α/m bound.
-
-Tolerances (absolute, in the metric's units) come from the policy's
-``regression:`` section as recorded in the report (``policy.regression``),
-overridden per run by ``--tolerance``; see ``docs/policies.md``.
+``privgate diff BASE.json NEW.json``, as pure functions over two :class:`~privgate.report.model.Report`:
+:func:`comparability` refuses (exit 2) reports of another schema, policy or audit data; :func:`diff_reports`
+gives every shared check's and attack's change new − base with a one-sided interval
+(:mod:`privgate.stats.difference`). The error budget α = 1 − confidence is shared by the m comparisons
+(Bonferroni): a change **regressed** only when its lower bound at α/m is above its tolerance. Tolerances
+come from the policy's ``regression:`` section, overridden by ``--tolerance`` (docs/policies.md); the metric
+by metric evidence and the decision rule are in docs/ci.md and docs/internals-core.md.
 """
 
 from __future__ import annotations

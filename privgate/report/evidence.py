@@ -1,13 +1,9 @@
 """What a report knows about the sampling error of each of its numbers, for ``privgate diff``.
 
-Each compared number becomes an estimate with one-sided bounds at any level
-(:mod:`privgate.stats.difference`), built from the strongest evidence the report
-keeps: DeLong's standard error for an AUC (``details.se`` of a check; for an
-attack summary, recovered from its logit-scale interval), the evaluation counts
-for balanced accuracy, advantage and ε, and otherwise the reported interval
-itself (TPR at a fixed FPR, whose interval includes the threshold's
-uncertainty; similarity; attribute advantage). :class:`Side` is what a diff
-shows of one report's number.
+Each compared number becomes an estimate with one-sided bounds at any level (:mod:`privgate.stats.difference`)
+from the strongest evidence kept: DeLong's standard error for an AUC, the evaluation counts for balanced
+accuracy, advantage and ε, else the reported interval itself (TPR at a fixed FPR, similarity, attribute
+advantage). :class:`Side` is what a diff shows of one report's number.
 """
 
 from __future__ import annotations

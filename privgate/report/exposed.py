@@ -1,15 +1,9 @@
 """The exposed-records section as every format shows it: one row per record, the same words everywhere.
 
-The JSON report's ``exposed`` section (:mod:`privgate.stats.exposed_members`) holds, for the
-N members the leading attack scores highest, every attack's score, rank and
-(FPR, TPR) operating point. The other formats show a compact view of it:
-
-* the record's 0-based row in the members file as given (the caption says so), its label as the model knows
-  it (the class name where the report has it) and split;
-* the leading attack's score, the FPR at which an attacker flagging everyone
-  down to this record would operate, and the TPR it would reach there (an evaluation member only: a calibration
-  member's TPR on the evaluation split reads 0 % at the top of the ranking, which says nothing);
-* which other attacks also flag the record at FPR ≤ :data:`FLAG_FPR`.
+A compact view of the JSON ``exposed`` section (:mod:`privgate.stats.exposed_members`): each record's 0-based
+row in the members file, label and split; the leading attack's score, the FPR of flagging everyone down to
+it and the TPR reached there (evaluation members only: a calibration member's would read 0 %); and the
+other attacks flagging it at FPR ≤ :data:`FLAG_FPR`.
 """
 
 from __future__ import annotations

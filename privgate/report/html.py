@@ -1,17 +1,10 @@
 """HTML: one self-contained page (no scripts, no external files) for people reviewing a model.
 
-Safe to open whatever the report holds (docs/threat-model.md): every text and
-attribute goes through :mod:`privgate.report.safe`, a Content-Security-Policy
-allows no script and no load from anywhere, and images are only PNGs privgate
-encoded itself — rendering never opens a path the report names.
-
-Sections: the verdict; the checks table with reasons; ROC curves of every attack
-that ran, on log-log axes — the way membership-inference results are read, since
-what matters is the true-positive rate at low false-positive rates (Carlini et
-al. 2022, arXiv 2112.03570); the attacks table; the DP remediation search as an
-ε–utility–leakage plot when the report has one; model-inversion
-reconstructions when an attack left images in its extras; warnings and the
-environment. Charts are inline SVG, images inline PNG data URIs.
+Safe to open whatever the report holds (docs/threat-model.md): text goes through :mod:`privgate.report.safe`,
+a Content-Security-Policy allows no script or load, images are only PNGs privgate encoded, and no path the
+report names is opened. Sections: verdict, checks, log-log ROC curves (TPR at low FPR matters: Carlini et
+al. 2022, arXiv 2112.03570), attacks, the DP remediation plot, model-inversion images, warnings,
+environment; charts are inline SVG.
 """
 
 from __future__ import annotations

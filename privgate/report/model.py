@@ -1,17 +1,10 @@
 """The report family: pydantic models whose JSON is privgate's versioned output contract.
 
-:class:`BaseReport` is what every job returns (check, harden, the LDP and
-DP-SGD claim audits, the federated audit and simulation): the job, the
-verdict and its summary line, the decided checks, what was audited (``target``)
-against what (``policy``: a policy, or the claim under audit), warnings, the
-run's provenance (``environment``) and its exit code. Each job's report
-extends it with typed sections (:class:`Report` for check/harden;
-:class:`privgate.report.jobs.claims.LdpAuditReport`, ``DpsgdAuditReport``;
-:class:`privgate.report.jobs.federation.FederationReport`), so every format
-writer (:mod:`privgate.report`) that reads the base serves every job.
-
-``schema_version`` changes only when a field is removed or changes meaning;
-new optional fields keep the version.
+:class:`BaseReport` is what every job returns: job, verdict and summary, decided checks, ``target``,
+``policy`` (or the claim audited), warnings, ``environment`` and exit code. Each job extends it with typed
+sections (:class:`Report` for check/harden; :mod:`privgate.report.jobs.claims`,
+:mod:`privgate.report.jobs.federation`), so every writer of :mod:`privgate.report` serves every job.
+``schema_version`` changes only when a field is removed or changes meaning; new optional fields keep it.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Numbers in reports: which values are finite numbers, JSON's stand-in for the others, and numbers for people.
 
-Two ideas, one function each, used by every writer, the decision rules and
-the report types:
-
-* :func:`finite_or_none` — what a report *stores*: standard JSON has neither
-  NaN nor ±∞, so a non-finite float is written as ``null`` (a metric that could
-  not be measured has no value, never 0); every other value is kept as it is.
-* :func:`is_finite_number` — what a reader may *compute with*: an ``int`` or
-  ``float`` (never a ``bool``, which Python counts as an ``int``) that is
-  finite. A report read back may hold anything in a field (docs/threat-model.md).
-
-:func:`num` and :func:`sig` print a number for people, ``n/a`` for anything
-that is not a finite number; :func:`duration` a number of seconds.
+:func:`finite_or_none` is what a report *stores*: JSON has no NaN or ±∞, so a non-finite float is ``null``
+(an unmeasured metric has no value, never 0). :func:`is_finite_number` is what a reader may *compute with*:
+a finite ``int`` or ``float``, never a ``bool`` — a report read back may hold anything
+(docs/threat-model.md). :func:`num` and :func:`sig` print a number for people (``n/a`` otherwise);
+:func:`duration` a number of seconds.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Reading ``report.remediation`` for display: the ε search as rows, the two ε and the DP statement.
 
-The DP remediation (:mod:`privgate.dp.remediate`) owns the content of
-``report.remediation``, a typed
-:class:`~privgate.report.remediation_section.RemediationSection`; the report
-formats only show it. This module flattens it into table rows and facts, the
-same columns for every format:
-
-``ε`` (the candidate's target), ``trial`` (random stopping), ``utility``,
-``utility_ci``, ``utility_ok``, one value and one status column per check,
-``privacy``, ``verdict``, ``accepted``, ``ε spent`` (the run's training ε),
-``σ`` and ``released ε`` (the search's released ε after that candidate).
+:mod:`privgate.dp.remediate` owns the typed
+:class:`~privgate.report.remediation_section.RemediationSection`; this module flattens it into the same
+table columns for every format: ``ε``, ``trial``, ``utility`` (with ``_ci``, ``_ok``), a value and a status
+per check, ``privacy``, ``verdict``, ``accepted``, ``ε spent`` (training ε), ``σ`` and ``released ε``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """The report's ``remediation`` section, typed: the ε search's rows, its two ε and the DP statement.
 
-Written by :func:`privgate.dp.remediate.remediate`, read by every report
-format through :mod:`privgate.report.remediation`. Every field has a default so
-a search cut short (or a report from an older privgate, whose section had the
-same keys untyped) still loads; unknown keys are ignored.
-
-Two ε, never to be confused (docs/remediation.md):
-
-* **training ε** — the accountant's ε of the one DP-SGD run that produced the
-  hardened model (``chosen.epsilon_spent``, each row's ``training.epsilon``);
-* **released ε** — the guarantee of the model privgate hands out, *including
-  the search* that chose it (``accounting.epsilon``, ``statement.released_epsilon``):
-  every candidate trained on the members composed, or the random-stopping
-  bound of Papernot & Steinke 2022 (arXiv 2110.03620). Always ≥ the training ε.
-
-The DP statement follows the reporting guidance of Ponomareva et al. 2023
-("How to DP-fy ML", arXiv 2303.00654, §5.5): unit of privacy, accountant, δ,
-sampling, σ, C, steps, what was public, and both ε.
+Written by :func:`privgate.dp.remediate.remediate`, read by every format through
+:mod:`privgate.report.remediation`; every field has a default (a search cut short, an older report still
+loads) and unknown keys are ignored. Two ε, never to be confused (docs/remediation.md): the **training ε**
+of the one DP-SGD run, and the **released ε** including the search (random stopping: Papernot & Steinke
+2022, arXiv 2110.03620), always ≥ the training ε. The DP statement follows Ponomareva et al. 2023
+("How to DP-fy ML", arXiv 2303.00654, §5.5).
 """
 
 from __future__ import annotations

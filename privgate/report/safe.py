@@ -1,34 +1,11 @@
 """Text from files made safe for every output dialect: one function per dialect, for every writer.
 
-Everything a report shows may come from a file someone else controls: a
-policy's name and description, a model's path, a CSV column, a check's reason,
-an attack name in a manifest, a saved JSON report read back by ``report
-render`` or ``diff``. A writer never puts such a string into its output raw; it
-calls the function for its dialect here (docs/threat-model.md):
-
-==========================  ===================================================
-dialect                     function
-==========================  ===================================================
-terminal (rich markup)      :func:`console` (markup escaped, control bytes gone)
-plain terminal / log line   :func:`clean`
-XML 1.0 (JUnit, SVG)        :func:`xml`, :func:`xml_tree` (characters XML 1.0
-                            forbids removed; ElementTree or :func:`html_text`
-                            escapes the rest)
-JSON / SARIF                :func:`deep` with :func:`clean` (json.dumps escapes;
-                            this keeps control bytes and lone surrogates out)
-GitHub Markdown             :func:`md_text`, :func:`md_code`, :func:`md_cell`
-                            (no autolink, e-mail link or @mention either)
-HTML text and attributes    :func:`html_text`, :func:`html_attr`
-HTML images                 :func:`png_data_uri` (bytes privgate made) and
-                            :func:`checked_png_uri` (a ``data:`` URI read back)
-HTML head                   :func:`csp_meta` (Content-Security-Policy)
-==========================  ===================================================
-
-Every function takes any value (``None`` is ``""``, anything else goes
-through ``str``), never raises, and returns text that cannot change the
-structure of its dialect: no markup tag, no terminal escape sequence, no
-attribute break-out, no live link or image. They are generic over any string,
-so new writers (LDP and DP-SGD claim audits, federated audits) reuse them.
+Everything a report shows may come from a file someone else controls (docs/threat-model.md), so a writer
+never outputs such a string raw: it calls its dialect's function here — :func:`console`, :func:`clean`,
+:func:`xml` / :func:`xml_tree`, :func:`deep`, :func:`md_text` / :func:`md_code` / :func:`md_cell`,
+:func:`html_text` / :func:`html_attr`, :func:`png_data_uri` / :func:`checked_png_uri`, :func:`csp_meta`.
+Every function takes any value (``None`` is ``""``), never raises, and returns text that cannot change the
+structure of its dialect. What each dialect's function guarantees: docs/threat-model.md.
 """
 
 from __future__ import annotations

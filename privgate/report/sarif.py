@@ -1,21 +1,10 @@
 """SARIF 2.1.0: failed and inconclusive checks as code-scanning results.
 
-One ``rule`` per metric (``privgate/accuracy``, ``privgate/tpr_at_fpr``, ...),
-one ``result`` per check that did not pass: level ``error`` for a violation,
-``warning`` for a check the data could not decide. Each result points at the
-policy file and the line of the check in it (the place a reviewer would change
-a threshold); for a built-in policy, which has no file in the repository, it
-points at the model file instead. Paths under the working directory are written
-relative to ``%SRCROOT%``, which is what GitHub code scanning expects.
-
-A report is data (docs/threat-model.md): rendering opens, stats or resolves no
-path the report names, so a crafted report cannot learn whether a file exists
-or what it holds. The line of each check was recorded when ``check`` parsed the
-policy (``policy.check_lines`` in the report); paths are made relative to the
-working directory by their text alone.
-
-Specification: OASIS SARIF 2.1.0 (errata 01),
-https://docs.oasis-open.org/sarif/sarif/v2.1.0/
+One ``rule`` per metric, one ``result`` per check that did not pass (``error`` for a violation, ``warning``
+for an undecided check), pointing at the check's line in the policy file (the model file for a built-in
+policy), relative to ``%SRCROOT%``. A report is data (docs/threat-model.md): rendering opens, stats or
+resolves no path the report names; lines come from ``policy.check_lines``. Specification: OASIS SARIF
+2.1.0 (errata 01), https://docs.oasis-open.org/sarif/sarif/v2.1.0/
 """
 
 from __future__ import annotations

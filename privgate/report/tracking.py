@@ -1,42 +1,12 @@
 """Log a report to MLflow: the verdict, every check's value and interval, the attack table, the reports.
 
-Optional: ``pip install 'privgate[mlflow]'`` (the ``mlflow-skinny`` client; a
-full ``mlflow`` install works too). Used by ``privgate check --mlflow``, or from
-Python::
-
-    from privgate.report.tracking import log_report
-    with mlflow.start_run():
-        log_report(report, model_version=("fraud-scorer", "3"))
-
-What goes where, in the active MLflow run (one is started when none is active;
-MLflow itself honours ``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME`` and
-``MLFLOW_RUN_ID``):
-
-* tags ``privgate.verdict`` (pass / fail / inconclusive), ``privgate.policy``,
-  ``privgate.summary``, ``privgate.target_sha256``, ``privgate.data_sha256``,
-  and ``privgate.check.<id>`` = each check's status;
-* params ``privgate.policy``, ``privgate.confidence``, ``privgate.seed``;
-* metrics ``privgate/check/<id>/value``, ``…/lo``, ``…/hi``, ``…/threshold``,
-  ``…/confidence``, ``…/n_members``, ``…/n_nonmembers`` for every check with a
-  value, and ``privgate/attack/<name>/auc`` (with ``auc_lo``/``auc_hi``),
-  ``accuracy``, ``tpr_at_fpr_<fpr>`` for every attack that ran (``:`` in inherited
-  check ids becomes ``/``: MLflow refuses colons on Windows);
-* artefacts ``privgate/privgate-report.json`` (the full report), ``…/attacks.json``
-  (the attack table), ``…/privgate-summary.md`` and ``…/privgate-report.html``.
-
-With a registered model version named, its tag ``privgate.verdict`` is set too
-(plus ``privgate.policy`` and ``privgate.run_id``), so a registry promotion rule
-can require ``privgate.verdict = pass``.
-
-Logging is a side channel of the audit, never its verdict (:func:`prepare`,
-:func:`log_or_warn`): before the audit an HTTP tracking server is probed
-(``GET /health``, :data:`PROBE_TIMEOUT_S`); when it does not answer, the audit
-runs, its reports are written, one warning line says that nothing was logged,
-and the exit code is the verdict's. A server that answers but refuses a call (an
-error status, a wrong path, no permission) is the same warning. Only what the
-user typed wrong stops the run with exit code 2 before the audit: MLflow not
-installed, ``--mlflow-model`` not ``NAME:VERSION``, or a model version the
-registry says does not exist.
+Optional (``pip install 'privgate[mlflow]'``); used by ``privgate check --mlflow`` or as
+``log_report(report, model_version=("fraud-scorer", "3"))`` inside ``mlflow.start_run()``. With a model
+version named, its tag ``privgate.verdict`` is set too, for registry promotion rules. Logging is a side
+channel, never the verdict (:func:`prepare`, :func:`log_or_warn`): a tracking server that does not answer
+or refuses a call is one warning line; only what the user typed wrong (MLflow missing, a bad
+``--mlflow-model``, an unknown model version) is exit 2, before the audit. The tags, params, metrics and
+artefacts written are listed in docs/ci.md (MLflow).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Audit reports: pydantic models whose JSON is a versioned output contract, like :mod:`privgate.report.model`.
 
-``schema_version`` changes only when a field is removed or changes meaning;
-new optional fields keep the version. Infinite or NaN numbers are written as
-``null`` (standard JSON has neither): an ``epsilon_empirical`` of ``null``
-means ∞ — a distinguisher with no error of one kind.
-
-Verdicts follow privgate's semantics: ``fail`` (exit 1) when a lower bound,
-valid at the report's confidence, exceeds the claimed ε — the data prove the
-claim false; ``inconclusive`` (exit 3) when the audit could never exceed the
-claim (too few trials or canaries: ``max_provable_epsilon`` ≤ the claim), so a
-pass would say nothing; ``pass`` (exit 0) otherwise — no violation found, which
-is not a proof that the claim holds.
+``schema_version`` changes only when a field is removed or changes meaning. Non-finite numbers are ``null``:
+an ``epsilon_empirical`` of ``null`` means ∞. Verdicts: ``fail`` (exit 1) when a lower bound at the
+report's confidence exceeds the claimed ε; ``inconclusive`` (exit 3) when the audit could never exceed it
+(``max_provable_epsilon`` ≤ the claim); ``pass`` (exit 0) otherwise — no violation found, not a proof.
 """
 
 from __future__ import annotations
