@@ -82,7 +82,7 @@ for line in requests:
 """
 
 #: What a forked run gets as its own, whatever its server's environment: the variables no module the server imports
-#: reads at import (docs/contributing.md, "The CLI fork server", has the measurement). ``PRIVGATE_*``: privgate reads
+#: reads at import (docs/contributing.md has the measurement). ``PRIVGATE_*``: privgate reads
 #: its variables per run, through click (no ``os.environ`` in privgate/, :mod:`test_fork_server`); ``XDG_*_HOME``:
 #: privgate's cache and key folders, read per run (huggingface_hub derives its hub cache from ``XDG_CACHE_HOME`` at
 #: import, and privgate never reaches the hub: ``local_files_only=True``); ``PYTEST_*``: pytest's, per test.
