@@ -35,6 +35,8 @@ try:
 except Exception:
     pass
 import privgate.cli, privgate.api, privgate.gate  # noqa
+if "mlflow" in sys.modules:  # MLFLOW_* is per run (PER_RUN_PREFIXES) only while a run imports mlflow
+    sys.exit("the CLI fork server imported mlflow: take MLFLOW_ out of PER_RUN_PREFIXES (tests/cli_fork.py)")
 from privgate.cli import main
 requests, replies = sys.stdin, sys.stdout
 for line in requests:
@@ -82,11 +84,12 @@ for line in requests:
 """
 
 #: What a forked run gets as its own, whatever its server's environment: the variables no module the server imports
-#: reads at import (docs/contributing.md has the measurement). ``PRIVGATE_*``: privgate reads
-#: its variables per run, through click (no ``os.environ`` in privgate/, :mod:`test_fork_server`); ``XDG_*_HOME``:
-#: privgate's cache and key folders, read per run (huggingface_hub derives its hub cache from ``XDG_CACHE_HOME`` at
-#: import, and privgate never reaches the hub: ``local_files_only=True``); ``PYTEST_*``: pytest's, per test.
-PER_RUN_PREFIXES = ("PRIVGATE_", "PYTEST_")
+#: reads at import (docs/contributing.md has the measurement). ``PRIVGATE_*``: privgate reads its variables per
+#: run, through click (no ``os.environ`` in privgate/, :mod:`test_fork_server`); ``XDG_*_HOME``: privgate's cache
+#: and key folders, read per run (huggingface_hub derives its hub cache from ``XDG_CACHE_HOME`` at import, and
+#: privgate never reaches the hub: ``local_files_only=True``); ``PYTEST_*``: pytest's, per test; ``MLFLOW_*``:
+#: read by mlflow, which a run imports and the server does not (the server exits if it does).
+PER_RUN_PREFIXES = ("PRIVGATE_", "PYTEST_", "MLFLOW_")
 PER_RUN_NAMES = frozenset({"XDG_CACHE_HOME", "XDG_CONFIG_HOME"})
 #: Servers a worker keeps (each holds the imports, ~0.5 GB); the least recently used one ends beyond this.
 MAX_SERVERS = 3

@@ -49,6 +49,7 @@ def test_servers_are_keyed_by_everything_but_the_per_run_variables():
     base = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "XDG_CACHE_HOME": "/a", "PRIVGATE_THREADS": "1"}
     key = cli_fork.server_key(base)
     per_run = {"XDG_CACHE_HOME": "/b", "XDG_CONFIG_HOME": "/c", "PRIVGATE_CACHE_KEY": "k", "PYTEST_CURRENT_TEST": "t"}
+    per_run["MLFLOW_TRACKING_URI"] = "http://127.0.0.1:1"
     assert cli_fork.server_key({**base, **per_run}) == key
     for name, value in {"OMP_NUM_THREADS": "3", "HF_HUB_OFFLINE": "1", "LD_PRELOAD": "x.so", "LANG": "C"}.items():
         assert cli_fork.server_key({**base, name: value}) != key, name
