@@ -40,7 +40,7 @@ demo: $(DEMO_STAMP)
 
 # then a sample of the CLI tests again with every run in a fresh interpreter, what the suite's fork servers could
 # hide (tests/cli_fork.py, docs/contributing.md): a check writing every format and its report rendered, a bad
-# input, a harden refusal; about 22 CPU-seconds, 7 of them pytest's start
+# input, a harden refusal; about 20 CPU-seconds (18-23 measured), 7 of them pytest's start
 FRESH_SAMPLE := tests/test_hostile_files.py::test_report_render_reads_no_path_and_runs_no_script \
   tests/test_bad_input.py::test_missing_model tests/test_io_safety.py::test_harden_outputs_are_checked_before_any_work
 
