@@ -38,8 +38,15 @@ install: $(STAMP) $(SERVE_STAMP)
 demo: $(DEMO_STAMP)
 	@bash examples/demo.sh $(VENV)
 
+# then a sample of the CLI tests again with every run in a fresh interpreter, what the suite's fork servers could
+# hide (tests/cli_fork.py, docs/contributing.md): a check writing every format and its report rendered, a bad
+# input, a harden refusal; about 20 CPU-seconds (18-23 measured), 7 of them pytest's start
+FRESH_SAMPLE := tests/test_hostile_files.py::test_report_render_reads_no_path_and_runs_no_script \
+  tests/test_bad_input.py::test_missing_model tests/test_io_safety.py::test_harden_outputs_are_checked_before_any_work
+
 test: install
 	$(PY) -m pytest -n $(WORKERS) --dist worksteal -q tests
+	PRIVGATE_TEST_FRESH_CLI=1 $(PY) -m pytest -q -p no:cacheprovider $(FRESH_SAMPLE)
 
 # the whole suite on a CUDA GPU: every CLI run with --device cuda ($$PRIVGATE_DEVICE), every in-process run on
 # `auto`; stops at once, in one sentence, where torch sees no GPU (tests/conftest.py). Needs a CUDA build of torch.

@@ -113,7 +113,7 @@ def run_cli(
     if not fresh and os.environ.get("PRIVGATE_TEST_FRESH_CLI") != "1":
         from cli_fork import run_forked
 
-        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, base, memory)
+        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, memory)
     limit = None
     if memory:
         import resource

@@ -1,15 +1,16 @@
-"""The suite's CLI runs as forked processes of a pre-imported ``privgate`` (a fork server per pytest worker).
+"""The suite's CLI runs as forked processes of a pre-imported ``privgate`` (fork servers in each pytest worker).
 
 Every ``run_cli`` is a user's ``privgate`` run: its own process, its own argument vector, environment, working
 folder, standard streams (stdin ``/dev/null``, stdout and stderr captured) and exit code, through
 ``privgate.cli.main`` exactly as ``python -m privgate.cli`` calls it. What it skips is the interpreter's start
 and the imports (torch, numpy, scipy, scikit-learn, pydantic, transformers and privgate itself: 2-5 CPU-seconds a
-run, most of the suite's cost): a server process imports them once with the worker's environment, then forks one
-child per run. Module state is the server's freshly imported state in every child (a fork copies it; nothing ran).
+run, most of the suite's cost): a server process imports them once, then forks one child per run. A server is
+started with the run's environment and serves only runs whose environment matches it in every variable but the
+per-run ones (:func:`server_key`: what the imports read, ``OMP_NUM_THREADS`` and the like, is the server's), at
+most :data:`MAX_SERVERS` a worker. Module state is the server's freshly imported state in every child.
 
-What a fork cannot show runs in a fresh interpreter instead: ``run_cli(..., fresh=True)`` (what a run imports,
-environment variables read at import time, a process's default threads), and every run when
-``$PRIVGATE_TEST_FRESH_CLI=1``.
+What a fork cannot show runs in a fresh interpreter instead: ``run_cli(..., fresh=True)`` (what a run imports, a
+``PYTHON*`` variable, a process's default threads), and every run when ``$PRIVGATE_TEST_FRESH_CLI=1``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 
 #: The server: imports, then one JSON request a line on stdin → fork → the child's pid, then its exit status.
 SERVER = r"""
@@ -33,6 +35,8 @@ try:
 except Exception:
     pass
 import privgate.cli, privgate.api, privgate.gate  # noqa
+if "mlflow" in sys.modules:  # MLFLOW_* is per run (PER_RUN_PREFIXES) only while a run imports mlflow
+    sys.exit("the CLI fork server imported mlflow: take MLFLOW_ out of PER_RUN_PREFIXES (tests/cli_fork.py)")
 from privgate.cli import main
 requests, replies = sys.stdin, sys.stdout
 for line in requests:
@@ -79,40 +83,88 @@ for line in requests:
     replies.flush()
 """
 
-_server: subprocess.Popen[str] | None = None
+#: What a forked run gets as its own, whatever its server's environment: the variables no module the server imports
+#: reads at import (docs/contributing.md has the measurement). ``PRIVGATE_*``: privgate reads its variables per
+#: run, through click (no ``os.environ`` in privgate/, :mod:`test_fork_server`); ``XDG_*_HOME``: privgate's cache
+#: and key folders, read per run (huggingface_hub derives its hub cache from ``XDG_CACHE_HOME`` at import, and
+#: privgate never reaches the hub: ``local_files_only=True``); ``PYTEST_*``: pytest's, per test; ``MLFLOW_*``:
+#: read by mlflow, which a run imports and the server does not (the server exits if it does).
+PER_RUN_PREFIXES = ("PRIVGATE_", "PYTEST_", "MLFLOW_")
+PER_RUN_NAMES = frozenset({"XDG_CACHE_HOME", "XDG_CONFIG_HOME"})
+#: Servers a worker keeps (each holds the imports, ~0.5 GB); the least recently used one ends beyond this.
+MAX_SERVERS = 3
+
+
+def server_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The part of a run's environment its server must have been started with: every variable but the per-run ones
+    (an allow-list: a variable nobody has shown to be read per run keys a server of its own)."""
+    return tuple(
+        sorted((k, v) for k, v in env.items() if k not in PER_RUN_NAMES and not k.startswith(PER_RUN_PREFIXES))
+    )
+
+
+class _Server:
+    """One server process and the reply bytes read from its pipe but not yet consumed."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
+        )
+        self.pending = b""
+
+    def close(self) -> None:
+        """End the server: its request loop ends at the end of its stdin."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+    def line(self, deadline: float | None) -> str:
+        """The server's next reply line, read from its pipe's descriptor (not the buffered file object, whose buffer
+        ``select`` cannot see), waiting until ``deadline``."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.pending:
+            wait = None if deadline is None else max(deadline - time.monotonic(), 0)
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise RuntimeError("the CLI fork server ended")
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode().strip()
+
+
+#: This worker's servers by :func:`server_key`, least recently used first.
+_servers: OrderedDict[tuple[tuple[str, str], ...], _Server] = OrderedDict()
 _lock = threading.Lock()
 
 
-def _start(env: dict[str, str]) -> subprocess.Popen[str]:
-    global _server, _pending
-    if _server is None or _server.poll() is not None:
-        _pending = b""
-        _server = subprocess.Popen(
-            [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
-        )
-    return _server
+def server_for(env: dict[str, str], most: int = MAX_SERVERS) -> _Server:
+    """The running server started with ``env``'s :func:`server_key`, started now if there is none (ending the least
+    recently used beyond ``most``)."""
+    key = server_key(env)
+    server = _servers.pop(key, None)
+    if server is not None and server.proc.poll() is not None:
+        server = None
+    if server is None:
+        while len(_servers) >= most:
+            _servers.popitem(last=False)[1].close()
+        server = _Server(env)
+    _servers[key] = server
+    return server
 
 
-_pending = b""
-
-
-def _line(proc: subprocess.Popen[str], deadline: float | None) -> str:
-    """The server's next reply line, read from its pipe's descriptor (not the buffered file object, whose buffer
-    ``select`` cannot see), waiting until ``deadline``."""
-    global _pending
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    while b"\n" not in _pending:
-        wait = None if deadline is None else max(deadline - time.monotonic(), 0)
-        ready, _, _ = select.select([fd], [], [], wait)
-        if not ready:
-            raise TimeoutError
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            raise RuntimeError("the CLI fork server ended")
-        _pending += chunk
-    line, _, _pending = _pending.partition(b"\n")
-    return line.decode().strip()
+def live_servers() -> list[int]:
+    """The pids of this worker's running servers, least recently used first."""
+    return [s.proc.pid for s in _servers.values() if s.proc.poll() is None]
 
 
 def run_forked(
@@ -120,28 +172,29 @@ def run_forked(
     cwd: str | None,
     env: dict[str, str],
     timeout: float,
-    server_env: dict[str, str],
     memory: int | None = None,
 ) -> subprocess.CompletedProcess:
-    """One ``privgate`` run, forked from the server (module docstring); ``subprocess.run``'s result and timeout.
+    """One ``privgate`` run, forked from the server started with its environment (module docstring, :func:`server_for`);
+    ``subprocess.run``'s result and timeout.
 
     ``memory``: the bytes the run may map beyond what the server's imports hold (its address-space limit).
     """
     with _lock, tempfile.TemporaryDirectory(prefix="privgate-cli-") as d:
         out, err = os.path.join(d, "stdout"), os.path.join(d, "stderr")
-        proc = _start(server_env)
+        server = server_for(env)
+        proc = server.proc
         assert proc.stdin is not None
         req = {"args": list(args), "cwd": str(cwd or os.getcwd()), "env": env, "stdout": out, "stderr": err,
                "memory": memory}  # fmt: skip
         proc.stdin.write(json.dumps(req) + "\n")
         proc.stdin.flush()
         deadline = time.monotonic() + timeout
-        pid = int(_line(proc, deadline))
+        pid = int(server.line(deadline))
         try:
-            code = int(_line(proc, deadline))
+            code = int(server.line(deadline))
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
-            _line(proc, None)
+            server.line(None)
             raise subprocess.TimeoutExpired(["privgate", *args], timeout) from None
         with open(out, encoding="utf-8", errors="replace") as f:
             stdout = f.read()
@@ -150,4 +203,4 @@ def run_forked(
     return subprocess.CompletedProcess(["privgate", *args], code, stdout, stderr)
 
 
-__all__ = ["run_forked"]
+__all__ = ["MAX_SERVERS", "live_servers", "run_forked", "server_for", "server_key"]
