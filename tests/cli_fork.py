@@ -88,8 +88,9 @@ for line in requests:
 #: run, through click (no ``os.environ`` in privgate/, :mod:`test_fork_server`); ``XDG_*_HOME``: privgate's cache
 #: and key folders, read per run (huggingface_hub derives its hub cache from ``XDG_CACHE_HOME`` at import, and
 #: privgate never reaches the hub: ``local_files_only=True``); ``PYTEST_*``: pytest's, per test; ``MLFLOW_*``:
-#: read by mlflow, which a run imports and the server does not (the server exits if it does).
-PER_RUN_PREFIXES = ("PRIVGATE_", "PYTEST_", "MLFLOW_")
+#: read by mlflow, which a run imports and the server does not (the server exits if it does); ``GITHUB_*``, ``COMP_*``:
+#: the Actions files and click's shell completion, read per run through click.
+PER_RUN_PREFIXES = ("PRIVGATE_", "PYTEST_", "MLFLOW_", "GITHUB_", "COMP_")
 PER_RUN_NAMES = frozenset({"XDG_CACHE_HOME", "XDG_CONFIG_HOME"})
 #: Servers a worker keeps (each holds the imports, ~0.5 GB); the least recently used one ends beyond this.
 MAX_SERVERS = 3
