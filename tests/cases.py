@@ -90,11 +90,18 @@ def stable(value: Any, volatile: set[str]) -> Any:
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, fresh: bool = False
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    fresh: bool = False,
+    memory: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``privgate`` in its own process, as a user would: forked from a pre-imported server
     (:mod:`cli_fork`), or ``python -m privgate.cli`` in a fresh interpreter (:data:`privgate_cli.PRIVGATE`) when
-    ``fresh`` or ``$PRIVGATE_TEST_FRESH_CLI=1`` (what a run imports, or reads from the environment at import)."""
+    ``fresh`` or ``$PRIVGATE_TEST_FRESH_CLI=1`` (what a run imports, or reads from the environment at import).
+
+    ``memory``: bytes of address space the run may map beyond its imports (``RLIMIT_AS``: what it reads cannot
+    take the machine's memory); a fresh interpreter gets :data:`FRESH_IMPORTS` more for them."""
     from privgate_cli import PRIVGATE
 
     base = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
@@ -106,5 +113,16 @@ def run_cli(
     if not fresh and os.environ.get("PRIVGATE_TEST_FRESH_CLI") != "1":
         from cli_fork import run_forked
 
-        return run_forked(list(args), None if cwd is None else str(cwd), full_env, 300, base)
-    return subprocess.run(PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300)
+        return run_forked(list(args), None if cwd is None else str(cwd), full_env, 300, base, memory)
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (FRESH_IMPORTS + memory, FRESH_IMPORTS + memory))
+
+    return subprocess.run(PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=300,
+                          preexec_fn=None if memory is None else limit)  # fmt: skip
+
+
+#: Address space a fresh ``python -m privgate.cli`` maps for its imports (numpy, pandas, pyarrow, torch): 3 GiB.
+FRESH_IMPORTS = 3 << 30

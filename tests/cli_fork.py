@@ -41,6 +41,11 @@ for line in requests:
     if pid == 0:
         code = 4
         try:
+            if req.get("memory"):  # the run may map this many bytes beyond what the imports hold (RLIMIT_AS)
+                import resource
+                with open("/proc/self/statm") as f:
+                    held = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+                resource.setrlimit(resource.RLIMIT_AS, (held + req["memory"], held + req["memory"]))
             os.chdir(req["cwd"])
             os.environ.clear()
             os.environ.update(req["env"])
@@ -111,14 +116,23 @@ def _line(proc: subprocess.Popen[str], deadline: float | None) -> str:
 
 
 def run_forked(
-    args: list[str], cwd: str | None, env: dict[str, str], timeout: float, server_env: dict[str, str]
+    args: list[str],
+    cwd: str | None,
+    env: dict[str, str],
+    timeout: float,
+    server_env: dict[str, str],
+    memory: int | None = None,
 ) -> subprocess.CompletedProcess:
-    """One ``privgate`` run, forked from the server (module docstring); ``subprocess.run``'s result and timeout."""
+    """One ``privgate`` run, forked from the server (module docstring); ``subprocess.run``'s result and timeout.
+
+    ``memory``: the bytes of address space the run may add to the server's (``RLIMIT_AS``), or no limit.
+    """
     with _lock, tempfile.TemporaryDirectory(prefix="privgate-cli-") as d:
         out, err = os.path.join(d, "stdout"), os.path.join(d, "stderr")
         proc = _start(server_env)
         assert proc.stdin is not None
-        req = {"args": list(args), "cwd": str(cwd or os.getcwd()), "env": env, "stdout": out, "stderr": err}
+        req = {"args": list(args), "cwd": str(cwd or os.getcwd()), "env": env, "stdout": out, "stderr": err,
+               "memory": memory}  # fmt: skip
         proc.stdin.write(json.dumps(req) + "\n")
         proc.stdin.flush()
         deadline = time.monotonic() + timeout
