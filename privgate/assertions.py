@@ -1,18 +1,11 @@
 """Privacy assertions for test suites: a policy built in code, run through ``privgate.check``.
 
-Each assertion turns its keyword arguments into a :class:`privgate.Policy` with
-one check per bound, audits the model with :func:`privgate.check` and raises
-:class:`PrivacyAssertionError` (an ``AssertionError``) when a check fails. Its
-message names the attack, the metric, the value with its interval, the
-threshold and the sample sizes. A check the data cannot decide is never a pass:
-it fails with "inconclusive" and the reason, or — with
-``on_inconclusive="skip"`` (or the pytest ini key ``privgate_on_inconclusive``)
-— skips the test. On success the :class:`privgate.Report` is returned so a test
-can look at the numbers.
-
-Nothing here imports pytest or torch at import time: ``privgate`` re-exports
-these functions lazily and they work in any test runner (a skip is raised as
-``unittest.SkipTest``, which pytest and unittest both honour).
+Each assertion turns its keyword arguments into a :class:`privgate.Policy` with one check per bound, audits the
+model and raises :class:`PrivacyAssertionError` (an ``AssertionError``) when a check fails, naming the attack,
+metric, value with its interval, threshold and sample sizes. A check the data cannot decide is never a pass: it
+fails with "inconclusive" and the reason, or — ``on_inconclusive="skip"`` (pytest ini ``privgate_on_inconclusive``)
+— skips the test (``unittest.SkipTest``). On success the :class:`privgate.Report` is returned. Nothing here
+imports pytest or torch at import time: ``privgate`` re-exports these functions lazily.
 """
 
 from __future__ import annotations
@@ -77,13 +70,14 @@ def run_check(
     seed: int = 0,
     trust_checkpoint: bool = False,
     label: str = "privgate",
+    drop_duplicates: bool = False,
 ) -> Report:
     """Audit through :func:`privgate.check` and tell the observers (the pytest summary)."""
     import privgate
 
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
     run = settings.get("run") or {}  # the pytest plugin's threads for its session (pytest_privgate.plugin)
-    report = privgate.check(model, policy, members, nonmembers, **sources, **run)
+    report = privgate.check(model, policy, members, nonmembers, **sources, **run, drop_duplicates=drop_duplicates)
     _notify(report, label)
     return report
 
@@ -218,6 +212,7 @@ def assert_mia_below(
     decision: str = "upper_bound",
     trust_checkpoint: bool = False,
     on_inconclusive: OnInconclusive | None = None,
+    drop_duplicates: bool = False,
 ) -> Report:
     """Assert that membership inference against ``model`` stays under every bound given.
 
@@ -233,6 +228,7 @@ def assert_mia_below(
         confidence: confidence level of every interval.
         seed: drives every random choice.
         on_inconclusive: ``"fail"`` (default) or ``"skip"`` when the data cannot decide.
+        drop_duplicates: rows both members and non-members leave both sides (else they are refused).
 
     Returns:
         The :class:`privgate.Report` when every check passes.
@@ -260,6 +256,7 @@ def assert_mia_below(
     ]
     policy = make_policy("assert_mia_below", checks, attacks, confidence, decision)
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    sources["drop_duplicates"] = drop_duplicates
     return _decided("assert_mia_below", target, policy, members, nonmembers, sources, on_inconclusive)
 
 
@@ -353,12 +350,13 @@ def assert_policy(
     seed: int = 0,
     trust_checkpoint: bool = False,
     on_inconclusive: OnInconclusive | None = None,
+    drop_duplicates: bool = False,
 ) -> Report:
     """Assert that ``model`` passes ``policy`` (a :class:`privgate.Policy`, a built-in name or a file).
 
     ``data`` is a :class:`privgate.AuditData`, a mapping with ``members``,
     ``nonmembers`` and optionally ``population``, or a ``(members, nonmembers[,
-    population])`` tuple; each part as :func:`privgate.check` accepts it.
+    population])`` tuple; each part as :func:`privgate.check` accepts it (``drop_duplicates``: as its).
     """
     __tracebackhide__ = True
     from privgate.inputs.data import AuditData
@@ -375,6 +373,7 @@ def assert_policy(
         return enforce(report, on_inconclusive, "assert_policy")
     members, nonmembers, population = _split_data(data)
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+    sources["drop_duplicates"] = drop_duplicates
     return _decided("assert_policy", model, policy, members, nonmembers, sources, on_inconclusive)
 
 

@@ -3,10 +3,10 @@
 A row on both sides makes every membership number wrong, so it is refused by
 default. Removing it from the non-members alone is no fix: repeated rows are
 the typical ones, so the non-members left differ in distribution from the
-members and the attacks measure that difference (docs/inputs.md has the
-survey-table numbers). With ``drop_duplicates`` a row whose features and label
-appear on both sides leaves both, a row repeated within a side is kept once,
-and the report says how many rows went from each side (:class:`Dropped`).
+members and the attacks measure that difference (measured in docs/inputs.md).
+With ``drop_duplicates`` a row whose features and label appear on both sides
+leaves both, a row repeated within a side is kept once, and the report says
+how many rows went from each side (:class:`Dropped`).
 """
 
 from __future__ import annotations
