@@ -70,6 +70,7 @@ def run_check(
     trust_checkpoint: bool = False,
     budget_s: float | None = None,
     label: str = "privgate",
+    drop_duplicates: bool = False,
 ) -> Report:
     """Audit through :func:`privgate.check` and tell the observers (the pytest summary).
 
@@ -80,7 +81,9 @@ def run_check(
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
     run = settings.get("run") or {}  # the pytest plugin's threads for its session (pytest_privgate.plugin)
     budget = budget_s if budget_s is not None else settings.get("budget_s")
-    report = privgate.check(model, policy, members, nonmembers, **sources, budget_s=budget, **run)
+    report = privgate.check(
+        model, policy, members, nonmembers, **sources, budget_s=budget, **run, drop_duplicates=drop_duplicates
+    )
     _notify(report, label)
     return report
 
@@ -200,6 +203,7 @@ def assert_mia_below(
     trust_checkpoint: bool = False,
     on_inconclusive: OnInconclusive | None = None,
     budget_s: float | None = None,
+    drop_duplicates: bool = False,
 ) -> Report:
     """Assert that membership inference against ``model`` stays under every bound given.
 
@@ -219,6 +223,7 @@ def assert_mia_below(
         budget_s: a time budget for the attacks in seconds (None: the pytest plugin's ``--privgate-budget``,
             else none): the attacks whose estimated cost does not fit are not run and named in the message, and
             a check they would have decided is inconclusive, never passed on the others (docs/compute.md).
+        drop_duplicates: rows both members and non-members leave both sides (else they are refused).
 
     Returns:
         The :class:`privgate.Report` when every check passes.
@@ -247,6 +252,7 @@ def assert_mia_below(
     policy = make_policy("assert_mia_below", checks, attacks, confidence, decision)
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
     sources["budget_s"] = budget_s
+    sources["drop_duplicates"] = drop_duplicates
     return _decided("assert_mia_below", target, policy, members, nonmembers, sources, on_inconclusive)
 
 
@@ -343,13 +349,14 @@ def assert_policy(
     trust_checkpoint: bool = False,
     on_inconclusive: OnInconclusive | None = None,
     budget_s: float | None = None,
+    drop_duplicates: bool = False,
 ) -> Report:
     """Assert that ``model`` passes ``policy`` (a :class:`privgate.Policy`, a built-in name or a file).
 
     ``data`` is a :class:`privgate.AuditData`, a mapping with ``members``,
     ``nonmembers`` and optionally ``population``, or a ``(members, nonmembers[,
     population])`` tuple; each part as :func:`privgate.check` accepts it. ``budget_s``: as
-    :func:`assert_mia_below`'s.
+    :func:`assert_mia_below`'s; ``drop_duplicates``: as :func:`privgate.check`'s.
     """
     __tracebackhide__ = True
     from privgate.inputs.data import AuditData
@@ -368,6 +375,7 @@ def assert_policy(
     members, nonmembers, population = _split_data(data)
     sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
     sources["budget_s"] = budget_s
+    sources["drop_duplicates"] = drop_duplicates
     return _decided("assert_policy", model, policy, members, nonmembers, sources, on_inconclusive)
 
 

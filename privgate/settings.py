@@ -62,6 +62,8 @@ class CheckSettings:
         population: optional extra same-distribution data for reference models.
         recipe: how the model was trained (``module:attr`` or a :class:`~privgate.recipe.Recipe`).
         label_column: the label column of CSV data.
+        drop_duplicates: rows both members and non-members leave both sides and repeats within a side are kept
+            once (:mod:`privgate.inputs.duplicates`), rather than being refused.
         trust_checkpoint: allow pickled checkpoints (loading them runs code).
         trust_types: types a ``.skops`` model may name besides scikit-learn's, numpy's and scipy's
             (:mod:`privgate.inputs.targets.sklearn`).
@@ -84,6 +86,7 @@ class CheckSettings:
     trust_checkpoint: bool = False
     search_dirs: tuple[Path, ...] = ()
     access: Any = None
+    drop_duplicates: bool = False
     text: TextOptions = field(default_factory=TextOptions)
     trust_types: tuple[str, ...] = ()
     budget_s: float | None = None

@@ -321,9 +321,11 @@ def privgate_audit(request: pytest.FixtureRequest) -> Callable[..., Report]:
         recipe: Any = None,
         seed: int = 0,
         trust_checkpoint: bool = False,
+        drop_duplicates: bool = False,
     ) -> Report:
         pol = policy if policy is not None else request.getfixturevalue("privgate_policy")
         sources = {"population": population, "recipe": recipe, "seed": seed, "trust_checkpoint": trust_checkpoint}
+        sources["drop_duplicates"] = drop_duplicates
         return assertions.run_check(model, pol, members, nonmembers, label="privgate_audit", **sources)
 
     return audit

@@ -45,6 +45,11 @@ for line in requests:
     if pid == 0:
         code = 4
         try:
+            if req.get("memory"):  # the run may map this many bytes beyond what the imports hold (RLIMIT_AS)
+                import resource
+                with open("/proc/self/statm") as f:
+                    held = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+                resource.setrlimit(resource.RLIMIT_AS, (held + req["memory"], held + req["memory"]))
             os.chdir(req["cwd"])
             os.environ.clear()
             os.environ.update(req["env"])
@@ -57,11 +62,6 @@ for line in requests:
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
             sys.argv = ["privgate", *req["args"]]
-            if req.get("memory"):  # what the run may allocate beyond the server's imports (RLIMIT_AS)
-                import resource
-                with open("/proc/self/statm") as f:
-                    vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-                resource.setrlimit(resource.RLIMIT_AS, (vm + req["memory"], vm + req["memory"]))
             try:
                 main()
                 code = 0

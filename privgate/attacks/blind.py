@@ -8,10 +8,16 @@ ones, the attack numbers measure that distribution shift, not what the model
 memorised.
 
 privgate's attacks never see membership labels, so the blind baseline learns
-from the population instead: the population is same-distribution data known to
+from the population when there is one: same-distribution data known to
 be outside the training set. A classifier is trained to tell audit rows from
 population rows using the features alone, with K-fold cross-fitting so no audit
 row is scored by a classifier that saw it; the score is its log-odds of "audit".
+Without a population (or with fewer than ``min_population`` rows) it learns
+from the calibration split instead, as the learned attacks do
+(:mod:`privgate.attacks.crossfit`): a classifier of members against
+non-members over the features and the label, fitted on calibration rows only
+and cross-fitted, scores the evaluation split — half of the non-members
+calibrate, the other half measure, and the two never meet.
 When members, non-members and population share one distribution no classifier
 can separate them and the scores are noise (AUC ≈ 0.5). When the members come
 from elsewhere, the classifier learns what distinguishes them from the
@@ -39,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
+from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.errors import shown
 from privgate.training.threads import native_threads
 
@@ -110,7 +116,8 @@ class BlindAttack(Attack):
     Options:
         folds: cross-fitting folds over the audit rows (≥ 2).
         classifier: ``gbdt`` (histogram gradient boosting) or ``logistic``.
-        min_population: fewest population rows to run at all.
+        min_population: fewest population rows to learn from the population; with fewer, it learns from the
+            calibration split (module docstring).
     """
 
     name = "blind"
@@ -133,10 +140,7 @@ class BlindAttack(Attack):
         o = self.options
         have = 0 if ctx.population is None else len(ctx.population)
         if have < o["min_population"]:
-            raise AttackSkipped(
-                f"the blind baseline needs at least {o['min_population']} population rows (same-distribution data "
-                f"known to be outside the training set); the audit has {have or 'none'}"
-            )
+            return self._split(ctx, start, have)
         assert ctx.population is not None
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0xB11D]))
         keep = np.sort(rng.permutation(have)[: max(len(ctx.x), o["min_population"])])  # no more than the audit: cost
@@ -170,6 +174,43 @@ class BlindAttack(Attack):
                 f"not the model, separates members"
             ],
             extras={"diagnostic": True},
+        )
+
+    def _split(self, ctx: AttackContext, start: float, have: int) -> AttackResult:
+        """Without a population: members against non-members, learned on the calibration split (docstring)."""
+        from privgate.attacks.crossfit import CalibrationLabels, cross_fit
+
+        o = self.options
+        rows, categorical = np.asarray(ctx.x).reshape(len(ctx.x), -1), None
+        if rows.dtype == object:  # a table with text columns: categories (module docstring)
+            x, _, categorical = encode(rows, rows[:0])
+        else:
+            x = rows.astype(np.float64)
+        x = np.column_stack([x, ctx.y])  # the label too: a side with another mix of classes is a shift as well
+        categorical = np.r_[np.zeros(x.shape[1] - 1, bool) if categorical is None else categorical, True]
+
+        def fit_score(train: np.ndarray, members: np.ndarray, score: np.ndarray) -> np.ndarray:
+            clf = _classifier(o["classifier"], ctx.seed, categorical)
+            with native_threads(ctx.threads):
+                return clf.fit(x[train], members.astype(int)).decision_function(x[score])
+
+        def scorer(labels: CalibrationLabels) -> np.ndarray:
+            return cross_fit(labels, fit_score, o["folds"], ctx.seed)
+
+        why = f"{have} population rows, fewer than {o['min_population']}" if have else "no population"
+        return AttackResult(
+            attack=self.name,
+            threat_model=self.threat_model,
+            scores=np.zeros(len(x)),  # label-free placeholder: the gate calls `fitted` with the calibration split
+            seconds=time.perf_counter() - start,
+            options=dict(o),
+            notes=[
+                f"never queried the model: {why}, so a {o['classifier']} classifier of members against non-members "
+                f"over the features and the label, {o['folds']}-fold cross-fitted on the calibration split, scores "
+                "the evaluation split; an AUC away from 0.5 means the audit data, not the model, separates members"
+            ],
+            extras={"diagnostic": True},
+            fitted=scorer,
         )
 
 

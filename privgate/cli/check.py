@@ -19,6 +19,7 @@ from privgate.cli.lmoptions import text_options, text_settings
 from privgate.cli.mlflow_flags import mlflow_options
 from privgate.cli.records import planned_records, records_option, with_records
 from privgate.cli.step_summary import append_step_summary
+from privgate.cli.tableoptions import table_options, table_settings
 from privgate.cli.threads import threads_setting
 from privgate.cli.trust import trust_options, trust_settings
 from privgate.report import title_of
@@ -73,7 +74,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
     help="Append the Markdown summary to $GITHUB_STEP_SUMMARY when it is set.",
 )
 @click.option("--seed", type=int, help="Seed for every random choice (default 0).")
-@click.option("--label-column", help="Label column of CSV and Parquet tables (default 'label').")
+@table_options
 @cache_options(config_key=True)
 @click.option(
     "--threads",
@@ -155,6 +156,7 @@ def check(
     step_summary: bool,
     seed: int | None,
     label_column: str | None,
+    drop_duplicates: bool | None,
     cache_dir: str | None,
     cache_key_file: str | None,
     artefacts_path: str | None,
@@ -328,7 +330,7 @@ def _settings(given: _Given, flags: dict[str, Any], cfg: Any, out: Any) -> Any:
         "nonmembers": given.nonmembers,
         "population": given.population,
         "recipe": given.recipe,
-        "label_column": f["label_column"] or cfg.get("label_column") or "label",  # a column's name, never a path
+        **table_settings(f, pick, cfg),
         **trust_settings(f, pick, cfg),
         **budget_setting(f),
         "search_dirs": (given.code_dir,),

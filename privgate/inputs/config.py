@@ -42,6 +42,7 @@ KEYS = {
     "seed": int,
     "json": str,
     "label_column": str,
+    "drop_duplicates": bool,  # rows on both sides dropped from both (privgate.inputs.duplicates)
     "cache_dir": str,
     "threads": int,
     "exposed": int,

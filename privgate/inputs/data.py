@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import sys
 import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
 from privgate.errors import DataError, PrivgateError, clip, out_of_memory, shown
 from privgate.inputs.entrypoints import import_factory
 from privgate.inputs.suggest import did_you_mean
+from privgate.inputs.textfile import open_regular
 
 if TYPE_CHECKING:
     from privgate.inputs.target import Target
@@ -116,12 +118,13 @@ def _as_dataset(x: Any, y: Any, source: str, role: str) -> Dataset:
     return Dataset(xa, ya, source)
 
 
-def _load_npz(p: Path, role: str) -> Dataset:
+def _load_npz(p: Path, f: BinaryIO, role: str) -> Dataset:
     from privgate.inputs.npzlimits import check_npz
 
-    check_npz(p)  # declared shapes and sizes, before numpy allocates anything
+    check_npz(p, source=f)  # declared shapes and sizes, before numpy allocates anything
     try:
-        with np.load(p, allow_pickle=False) as z:
+        f.seek(0)
+        with np.load(f, allow_pickle=False) as z:
             keys = set(z.files)
             if not {"x", "y"} <= keys:
                 raise DataError(f"{p}: expected arrays 'x' and 'y' in the .npz file, found {sorted(keys) or 'none'}.")
@@ -130,11 +133,11 @@ def _load_npz(p: Path, role: str) -> Dataset:
         raise DataError(f"{p}: not a readable .npz file ({exc.__class__.__name__}).") from None
 
 
-def _load_pt(p: Path, role: str) -> Dataset:
+def _load_pt(p: Path, f: BinaryIO, role: str) -> Dataset:
     import torch  # only a .pt data file needs it: refused runs stay free of the torch import
 
     try:
-        obj = torch.load(str(p), map_location="cpu", weights_only=True)
+        obj = torch.load(f, map_location="cpu", weights_only=True)
     except Exception as exc:
         raise DataError(
             f"{p}: not a readable tensor file, or it holds pickled objects ({exc.__class__.__name__})."
@@ -144,14 +147,19 @@ def _load_pt(p: Path, role: str) -> Dataset:
     return _as_dataset(obj["x"], obj["y"], str(p), role)
 
 
-def _load_csv(p: Path, role: str, label_column: str) -> Dataset:
+def _load_csv(p: Path, f: BinaryIO, role: str, label_column: str) -> Dataset:
     """A CSV with a header row; every error names the file's line (1-based, as an editor shows it) and the column."""
+    from privgate.inputs.tablesize import check_csv
+
+    check_csv(f, p)  # its lines and columns bound what it decodes to, before a cell is parsed
+    text = io.TextIOWrapper(f, encoding="utf-8", newline="")
     try:
-        with p.open(newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            rows = [(reader.line_num, r) for r in reader]
+        reader = csv.reader(text)
+        rows = [(reader.line_num, r) for r in reader]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"{p}: cannot read CSV ({exc.__class__.__name__}: {clip(str(exc))}).") from None
+    finally:
+        text.detach()  # the file stays open: the table reader may read it again
     rows = [(line, r) for line, r in rows if r and any(v.strip() for v in r)]  # blank lines are not rows
     if len(rows) < 2:
         raise DataError(f"{p}: CSV needs a header row and at least one data row.")
@@ -182,7 +190,7 @@ def _load_csv(p: Path, role: str, label_column: str) -> Dataset:
                 try:
                     float(v)
                 except ValueError:
-                    return read_csv(p, role, label_column, f"{cell(i, j)} is not a number.")
+                    return read_csv(p, f, role, label_column, f"{cell(i, j)} is not a number.")
         raise
     bad = np.argwhere(~np.isfinite(table))
     if len(bad):
@@ -229,17 +237,20 @@ def load_dataset(
     if p.is_dir():
         raise DataError(f"{p}: is a directory, expected a {role} file (.npz, .pt, .csv or .parquet).")
     suffix = p.suffix.lower()
-    if suffix == ".npz":
-        return _load_npz(p, role)
-    if suffix == ".pt":
-        return _load_pt(p, role)
-    if suffix == ".csv":
-        return _load_csv(p, role, label_column)
-    if suffix in (".parquet", ".pq"):
+    if suffix not in (".npz", ".pt", ".csv", ".parquet", ".pq"):
+        raise DataError(
+            f"{p}: unsupported {role} format '{suffix}' (use .npz, .pt, .csv, .parquet or module:function)."
+        )
+    with open_regular(p, f"the {role} file", DataError) as f:  # a FIFO or a device behind the name: refused
+        if suffix == ".npz":
+            return _load_npz(p, f, role)
+        if suffix == ".pt":
+            return _load_pt(p, f, role)
+        if suffix == ".csv":
+            return _load_csv(p, f, role, label_column)
         from privgate.inputs.tables import read_parquet
 
-        return read_parquet(p, role, label_column)
-    raise DataError(f"{p}: unsupported {role} format '{suffix}' (use .npz, .pt, .csv, .parquet or module:function).")
+        return read_parquet(p, f, role, label_column)
 
 
 def _row_hashes(d: Dataset) -> np.ndarray:
@@ -256,11 +267,6 @@ def _row_hashes(d: Dataset) -> np.ndarray:
     )
 
 
-def _row(d: Dataset, i: int) -> int:
-    """Row ``i`` of ``d`` as its file counts it (1-based; a table's place before any sub-sampling)."""
-    return (int(d.rows[i]) if d.rows is not None else i) + 1
-
-
 @dataclass
 class AuditData:
     """Members, non-members and optional population data, validated on construction.
@@ -270,6 +276,7 @@ class AuditData:
         nonmembers: examples from the same distribution it never saw.
         population: more same-distribution data for reference models.
         seed: drives the sub-sampling of an unbalanced audit set.
+        drop_duplicates: drop rows on both sides from both, and repeats within a side, rather than refuse them.
     """
 
     members: Dataset
@@ -278,10 +285,16 @@ class AuditData:
     seed: int = 0
     warnings: list[str] = field(default_factory=list)
     balanced_from: dict[str, int] | None = None
-    #: each audit member's row in the members file as given (they differ after sub-sampling)
+    #: each audit member's row in the members file as given (they differ after sub-sampling or dropping)
     member_rows: np.ndarray | None = None
     #: each audit non-member's row in the non-members file as given
     nonmember_rows: np.ndarray | None = None
+    #: drop rows on both sides from both, and repeats within a side, rather than refuse them
+    drop_duplicates: bool = False
+    #: what ``drop_duplicates`` removed (:class:`privgate.inputs.duplicates.Dropped`)
+    dropped: Any = None
+    #: a table's columns the model was not fitted on, left out of the audit
+    left_out: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from privgate.inputs.tables import unify  # tables: one schema; arrays: unchanged
@@ -295,32 +308,44 @@ class AuditData:
         for role, d in sets[1:]:
             if d.x.shape[1:] != shape:
                 raise DataError(f"{d.source}: {role} rows have shape {d.x.shape[1:]} but members rows have {shape}.")
-        ours, theirs = _row_hashes(self.members), _row_hashes(self.nonmembers)
-        overlap = np.isin(ours, theirs)
-        if overlap.any():
-            i = int(np.argmax(overlap))
-            j = int(np.argmax(theirs == ours[i]))
-            where = f"; first: members row {_row(self.members, i)} is non-members row {_row(self.nonmembers, j)}"
-            raise DataError(
-                f"{self.nonmembers.source}: {int(overlap.sum())} member row(s) also appear among the non-members "
-                f"(same features and label{where}); membership numbers would be wrong, so remove the duplicates."
-            )
+        self.member_rows, self.nonmember_rows = np.arange(len(self.members)), np.arange(len(self.nonmembers))
+        self.settle_overlap()
         n1, n0 = len(self.members), len(self.nonmembers)
-        self.member_rows, self.nonmember_rows = np.arange(n1), np.arange(n0)
         if max(n1, n0) > IMBALANCE_RATIO * min(n1, n0):
             rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0xBA1]))
             k = min(n1, n0)
             self.balanced_from = {"members": n1, "nonmembers": n0}
             if n1 > n0:
-                self.member_rows = np.sort(rng.choice(n1, k, replace=False))
-                self.members = self.members.subset(self.member_rows)
+                chosen = np.sort(rng.choice(n1, k, replace=False))
+                self.member_rows = self.member_rows[chosen]
+                self.members = self.members.subset(chosen)
             else:
-                self.nonmember_rows = np.sort(rng.choice(n0, k, replace=False))
-                self.nonmembers = self.nonmembers.subset(self.nonmember_rows)
+                chosen = np.sort(rng.choice(n0, k, replace=False))
+                self.nonmember_rows = self.nonmember_rows[chosen]
+                self.nonmembers = self.nonmembers.subset(chosen)
             self.warnings.append(
                 f"members ({n1}) and non-members ({n0}) are very unbalanced; sub-sampled both to {k} with "
                 f"seed {self.seed}"
             )
+
+    def settle_overlap(self, where: str = "") -> None:
+        """Refuse rows both members and non-members, or drop them from both sides (``drop_duplicates``:
+        :mod:`privgate.inputs.duplicates`); ``where``: what the rows were compared on, for the refusal."""
+        from privgate.inputs.duplicates import settle
+
+        found = settle(self.members, self.nonmembers, _row_hashes, self.drop_duplicates, where)
+        if found is None:
+            return
+        keep_m, keep_n, dropped = found
+        self.members, self.nonmembers = self.members.subset(np.flatnonzero(keep_m)), self.nonmembers.subset(keep_n)
+        self.member_rows = (self.member_rows if self.member_rows is not None else np.arange(len(keep_m)))[keep_m]
+        self.nonmember_rows = (self.nonmember_rows if self.nonmember_rows is not None else np.arange(len(keep_n)))[
+            keep_n
+        ]
+        self.dropped = dropped if self.dropped is None else self.dropped + dropped
+        if dropped.total:
+            self.warnings = [w for w in self.warnings if not w.startswith("--drop-duplicates")]
+            self.warnings.append(self.dropped.sentence())
 
     def pooled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(x, y, membership) of the audit examples, members first."""
@@ -388,7 +413,10 @@ class AuditData:
             "warnings": list(self.warnings),
         }
         if self.members.schema is not None:  # a table: its columns, dtypes and labels
-            out["table"] = self.members.schema.describe()
+            out["table"] = {**self.members.schema.describe(), **({"left_out": list(self.left_out)} if self.left_out
+                                                                  else {})}  # fmt: skip
         if self.balanced_from:
             out["balanced_from"] = self.balanced_from
+        if self.dropped is not None:
+            out["duplicates"] = self.dropped.describe()
         return out

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privgate.errors import TargetError
+from privgate.errors import DataError, TargetError
 from privgate.inputs.coerce import as_dataset, as_lm_recipe, as_recipe, as_target, resolved
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.targets import check_model_path, is_huggingface
@@ -88,7 +88,8 @@ def load_inputs(settings: Any, seed: int = 0, *, recipe_for_audit: bool = True) 
 
     train = dataset(settings.members, "members")
     population = dataset(settings.population, "population") if settings.population is not None else None
-    data = AuditData(train, dataset(settings.nonmembers, "non-members"), population, seed=seed)
+    nonmembers = dataset(settings.nonmembers, "non-members")
+    data = AuditData(train, nonmembers, population, seed=seed, drop_duplicates=settings.drop_duplicates)
     rec = as_recipe(settings.recipe, dirs)
     target = as_target(settings.model, rec, settings.trust_checkpoint, settings.access, settings.trust_types)
     return Inputs(pol, rec, target, data, train)
@@ -121,6 +122,11 @@ def load_text_inputs(settings: Any, *, recipe_for_audit: bool = True) -> Inputs:
 
     text, trust, where = settings.text, settings.trust_checkpoint, base_of(settings)
     pol = _loaded_policy(settings)
+    if getattr(settings, "drop_duplicates", False):
+        raise DataError(
+            "--drop-duplicates applies to rows of arrays and tables; remove a record that is both a member and a "
+            "non-member from both text files."
+        )
     canaries = resolved(text.canaries, where)
     if canaries is not None and not Path(canaries).is_file():
         raise TargetError(f"{canaries}: canaries file not found.")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import zipfile
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -54,15 +55,19 @@ def _header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tuple[int, ...]
     return tuple(int(s) for s in shape), np.dtype(dtype)
 
 
-def check_npz(path: str | Path, most: int = MAX_ARRAY_BYTES) -> None:
+def check_npz(path: str | Path, most: int = MAX_ARRAY_BYTES, source: BinaryIO | None = None) -> None:
     """Refuse an ``.npz`` whose headers declare more than ``most`` bytes in one array or entry, or a deflate bomb.
+
+    ``source``: the file, opened (read from its start; ``path`` then only names it).
 
     Raises:
         DataError: one sentence naming the file, the array and its declared size.
     """
     p = Path(path)
     try:
-        zf = zipfile.ZipFile(p)
+        if source is not None:
+            source.seek(0)
+        zf = zipfile.ZipFile(source if source is not None else p)
     except (zipfile.BadZipFile, OSError, ValueError):
         return  # np.load gives its own error (or reads a plain .npy)
     with zf:

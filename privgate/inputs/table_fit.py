@@ -2,7 +2,8 @@
 
 A table read by :mod:`privgate.inputs.tables` is aligned with the model before
 any attack runs (:func:`fit_to_model`). A scikit-learn model gets the columns
-it was fitted on, in its order (``feature_names_in_``), and the labels mapped to
+it was fitted on, in its order (``feature_names_in_``; the others, an ID column,
+are left out and named in the report), and the labels mapped to
 its ``classes_``; then every row goes through the model once, so what it cannot
 take — a missing column, an unseen category, NaN in a pipeline without an
 imputer — is one sentence naming the file, the row and the column (a failing
@@ -44,7 +45,9 @@ def fit_to_model(data: AuditData, target: Target) -> None:
 
     roles = (("members", data.members), ("non-members", data.nonmembers), ("population", data.population))
     sets = [(role, d) for role, d in roles if d is not None]
+    left: list[Any] = []
     if isinstance(target.model, SklearnModel):
+        left = left_out(data.members, target.model)
         done = {role: aligned(d, target.model) for role, d in sets}
         schema = done["members"].schema
         assert schema is not None
@@ -55,6 +58,21 @@ def fit_to_model(data: AuditData, target: Target) -> None:
         done = {role: _for_numbers(d, target.fmt) for role, d in sets}
     data.members, data.nonmembers = done["members"], done["non-members"]
     data.population = done.get("population")
+    if left:  # rows that differed only there are one row to the model
+        listed = ", ".join(shown(c, 40) for c in left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+        data.warnings.append(
+            f"the table's column(s) {listed} are not among the columns the model was fitted on (its "
+            "feature_names_in_) and were left out of the audit"
+        )
+        data.left_out = tuple(str(c) for c in left)
+        data.settle_overlap(" in the columns the model reads")
+
+
+def left_out(d: Dataset, model: Any) -> list[Any]:
+    """The columns of table ``d`` a scikit-learn model was not fitted on (an ID column …), in the table's order."""
+    wanted = model.feature_names
+    s = d.schema
+    return [] if wanted is None or s is None else [c for c in s.columns if c not in set(wanted)]
 
 
 def aligned(d: Dataset, model: Any) -> Dataset:
@@ -185,4 +203,4 @@ def _for_numbers(d: Dataset, fmt: str) -> Dataset:
     return replace(d, x=np.asarray(d.x, dtype=np.float32), y=np.asarray(values, dtype=np.int64), schema=None)
 
 
-__all__ = ["SCORE_CHUNK", "aligned", "fit_to_model"]
+__all__ = ["SCORE_CHUNK", "aligned", "fit_to_model", "left_out"]

@@ -39,7 +39,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
 
     from privgate.inputs.data import Dataset
 
-#: The largest table read (uncompressed, as Parquet declares it before anything is read): 2 GiB.
-MAX_TABLE_BYTES = 2 << 30
 #: Why attacks that perturb or learn from numeric features do not run on a table with text or category columns.
 NOT_NUMERIC = (
     "'{name}' perturbs or learns from numeric features, and the table has text or category columns "
@@ -170,36 +168,36 @@ def _plain(v: Any) -> Any:
 # --------------------------------------------------------------------------- reading
 
 
-def read_parquet(p: Path, role: str, label_column: str) -> Dataset:
-    """A Parquet table, its size checked from its metadata before any row is read."""
+def read_parquet(p: Path, f: BinaryIO, role: str, label_column: str) -> Dataset:
+    """A Parquet table (``f``: the open file), refused when nested or larger decoded than privgate reads
+    (:func:`privgate.inputs.tablesize.check_parquet`) before its rows are materialised."""
     pd = _pandas()
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise DataError(f"{p}: reading Parquet needs pyarrow ({INSTALL}).") from None
+    from privgate.inputs.tablesize import check_parquet
+
     try:
-        meta = pq.ParquetFile(p).metadata
-        size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        check_parquet(pq.ParquetFile(f), f, p)
+        f.seek(0)
+        frame = pd.read_parquet(f, engine="pyarrow")
+    except DataError:
+        raise
     except Exception as exc:  # noqa: BLE001 - pyarrow raises its own types for foreign or damaged files
-        raise DataError(f"{p}: not a readable Parquet file ({_first(exc)}).") from None
-    if size > MAX_TABLE_BYTES:
-        raise DataError(
-            f"{p}: the table holds {size / 2**30:.1f} GiB uncompressed, more than the 2 GiB privgate reads."
-        )
-    try:
-        frame = pd.read_parquet(p, engine="pyarrow")
-    except Exception as exc:  # noqa: BLE001
         if out_of_memory(exc):
             raise
         raise DataError(f"{p}: not a readable Parquet file ({_first(exc)}).") from None
     return from_frame(frame, None, str(p), role, label_column)
 
 
-def read_csv(p: Path, role: str, label_column: str, note: str | None) -> Dataset:
-    """A CSV read with pandas' type inference (text columns stay text); ``note``: the numeric reader's sentence."""
+def read_csv(p: Path, f: BinaryIO, role: str, label_column: str, note: str | None) -> Dataset:
+    """A CSV (``f``: the open file, its size checked) read with pandas' type inference (text columns stay text);
+    ``note``: the numeric reader's sentence."""
     pd = _pandas()
     try:
-        frame = pd.read_csv(p, encoding="utf-8", skipinitialspace=True)
+        f.seek(0)
+        frame = pd.read_csv(f, encoding="utf-8", skipinitialspace=True)
     except Exception as exc:  # noqa: BLE001 - pandas' parser errors, a decoding error
         if out_of_memory(exc):
             raise
@@ -427,7 +425,6 @@ def not_numeric(x: np.ndarray, target: Any, name: str) -> str | None:
 
 
 __all__ = [
-    "MAX_TABLE_BYTES",
     "NOT_NUMERIC",
     "Schema",
     "family",

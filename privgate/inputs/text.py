@@ -26,6 +26,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,17 +97,19 @@ def _mib(n: int) -> str:
 
 
 def _read(p: Path, role: str, max_bytes: int = MAX_BYTES) -> str:
-    """The UTF-8 text of ``p``; a file larger than ``max_bytes`` is refused before it is read (by its size)."""
-    if not p.is_file():
+    """The UTF-8 text of the regular file ``p``; one larger than ``max_bytes`` is refused before it is read."""
+    from privgate.inputs.textfile import open_regular
+
+    if not p.exists():
         raise DataError(f"{p}: {role} file not found.")
     too_big = (
         f"{p}: the {role} file is larger than {_mib(max_bytes)}, the most privgate reads; raise the limit with "
         "--max-text-mib N (config key max_text_mib) if this is the right file."
     )
-    if p.stat().st_size > max_bytes:
-        raise DataError(too_big)
-    with p.open("rb") as f:
-        data = f.read(max_bytes + 1)  # the file may have grown since stat
+    with open_regular(p, f"the {role} file", DataError) as f:  # a FIFO or a device behind the name: refused
+        if os.fstat(f.fileno()).st_size > max_bytes:
+            raise DataError(too_big)
+        data = f.read(max_bytes + 1)  # the file may have grown since
     if len(data) > max_bytes:
         raise DataError(too_big)
     try:

@@ -152,9 +152,24 @@ class TabularAudit(AuditKind):
         """The data fit the target, and how its outputs are read is fixed from a probe (scored in the thread budget)."""
         from privgate.inputs.sanity import inspect_target
 
+        given = (self.data.members, self.data.nonmembers, self.data.population)
         with limit_threads(self.run.threads):
             self.data.check_against(self.target)
+            now = (self.data.members, self.data.nonmembers, self.data.population)
+            if any(a is not b for a, b in zip(given, now)):
+                self._pool()  # a table aligned with the model (its columns, its classes), rows dropped: pooled again
             self.sanity = inspect_target(self.target, self.data, self.recipe, self.policy.confidence)
+        dropped = self.data.dropped
+        if dropped is not None and dropped.total and "blind" not in self.todo():
+            from privgate.attacks.blind import BlindAttack  # dropped rows may shift a side: the baseline says
+
+            self.diagnostics.append(BlindAttack())
+
+    def _pool(self) -> None:
+        """The members and non-members pooled, shuffled and split as the attacks read them."""
+        self.rows = audit_rows(self.data, self.run.seed)
+        self.pooled = Pooled(self.rows.membership, self.rows.calibration, self.rows.member_rows, self.rows.y)
+        self.ctx.x, self.ctx.y, self.ctx.population = self.rows.x, self.rows.y, self.data.population
 
     def unavailable(self, name: str) -> tuple[str, str] | None:
         threat = threat_model_of(name)
