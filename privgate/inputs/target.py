@@ -1,20 +1,10 @@
-"""Target: a loaded model with explicit capabilities.
+"""Target: a loaded model with explicit capabilities (docs/model-formats.md).
 
-``predict_proba`` (black-box), ``predict`` (label-only) and ``module`` (white-box,
-a ``torch.nn.Module``; ``None`` for scikit-learn estimators). Inference is
-batched and runs under ``torch.no_grad()`` in eval mode.
-
-A torch model's raw outputs are read by :mod:`privgate.inputs.outputs`: logits
-``[n, K]``, one logit ``[n]``/``[n, 1]`` (two classes, p(1) = σ(z)), or rows
-that already are probabilities (a final softmax). :meth:`Target.detect_outputs`
-fixes the reading from a probe of the audit data before any attack runs.
-
-Formats: ``torch.export`` programs (``.pt2``, :mod:`~privgate.inputs.targets.exported`),
-TorchScript (``torch.jit.save``), a ``state_dict`` loaded with
-``torch.load(weights_only=True)`` plus the recipe's model factory, safetensors
-plus the recipe, and pickled objects (a whole ``nn.Module``, a scikit-learn
-estimator). Unpickling runs arbitrary code, so pickles are refused unless the
-caller passes ``trust_checkpoint=True``.
+``predict_proba`` (black-box), ``predict`` (label-only) and ``module`` (white-box, a ``torch.nn.Module``; ``None``
+for scikit-learn estimators), batched under ``torch.no_grad()`` in eval mode; raw outputs are read by
+:mod:`privgate.inputs.outputs`, fixed by :meth:`Target.detect_outputs` from a probe before any attack runs.
+Formats: ``torch.export`` programs (``.pt2``), TorchScript, a ``state_dict`` (``weights_only=True``) or
+safetensors plus the recipe's factory, and pickles — refused unless ``trust_checkpoint=True`` (they run code).
 """
 
 from __future__ import annotations
