@@ -59,7 +59,7 @@ as above: the cost is that of ``samples`` candidates whatever |R| is.
   a bootstrap percentile interval over the sample (Efron 1979), ``bootstrap``
   resamples, refitted each time — is reported beside it as ``fit_lo``/``fit_hi``
   (model-based: it assumes the skew-normal shape). On a tiny LM with 10⁵
-  candidates per canary (``benchmarks/lm_exposure_extrapolation.py``, 1,000
+  candidates per canary (``benchmarks/lm/lm_exposure_extrapolation.py``, 1,000
   samples) the distribution-free interval held the exact exposure for 12 of
   12 canaries, while the fit fell short in the tail (an exact 14.6 bits read
   as 11.4) and its bootstrap interval missed the exact value for 5 of 12:

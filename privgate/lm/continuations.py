@@ -6,7 +6,7 @@ continues the same prefix, so the prefix runs through the model once and its
 key/value cache is repeated over a batch of candidates; a candidate then costs
 a forward pass over its own tokens only, and candidates that differ only in
 their last token share one pass (the last position's distribution scores all
-of them). ``benchmarks/lm_exposure_speed.py`` compares it with a plain
+of them). ``benchmarks/lm/lm_exposure_speed.py`` compares it with a plain
 forward loop.
 """
 

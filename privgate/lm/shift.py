@@ -30,7 +30,7 @@ different fold models are not one classifier's, and DeLong's variance misses
 the spread between them (there is no unbiased estimator of K-fold
 cross-validation's variance: Bengio & Grandvalet 2004, JMLR 5:1089). Measured
 on 150 same-distribution audits of 60 + 60 random texts
-(``python benchmarks/lm_shift_false_alarms.py --seeds 150``), the pooled
+(``python benchmarks/false_alarms/lm_shift_false_alarms.py --seeds 150``), the pooled
 5-fold AUC had a standard deviation of 0.073 where DeLong assumed about
 0.053, and raised the alarm in 10 of 150 (6.7 % ± 2.0 %) at a nominal 2.5 %;
 the held-out half did so in 2 of 150 (1.3 % ± 0.9 %), and flagged 97 % of

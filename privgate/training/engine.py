@@ -57,8 +57,8 @@ HMAC tag under the run's secret ``cache_key``) and verified on load; a failed on
 
 Threads: the caller's ``threads`` torch threads while training, restored after (:mod:`privgate.training.threads`).
 
-``benchmarks/ensemble_speed.py`` (MLPs), ``benchmarks/cnn_engine.py`` (a CNN with BatchNorm) and
-``benchmarks/cifar_engine.py`` (LiRA end to end on CIFAR-shaped images with a schedule, label smoothing,
+``benchmarks/engine/ensemble_speed.py`` (MLPs), ``benchmarks/engine/cnn_engine.py`` (a CNN with BatchNorm) and
+``benchmarks/engine/cifar_engine.py`` (LiRA end to end on CIFAR-shaped images with a schedule, label smoothing,
 augmentation and bf16) measure the kernels against the sequential loop.
 """
 

@@ -20,7 +20,7 @@ torch's own setting (``torch.get_num_threads()``: torch reads
 have set it), capped the same way and by the free cores: privgate never uses
 more threads than the program calling it gave torch.
 
-Why cores and not one thread: the cold check of ``benchmarks/cold_start.py``
+Why cores and not one thread: the cold check of ``benchmarks/peers/cold_start.py``
 (a 10k-row table, LiRA 16 + RMIA 4 + shadow 4 + loss) is training and
 scoring; on two idle cores two threads take about half the time of one (the
 measurements are in ``docs/attacks.md``, "Cold start on a real table"). The
