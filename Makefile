@@ -1,4 +1,4 @@
-# privgate — everything installs itself: `make demo`, `make test`, `make bench` from a fresh clone.
+# privgate — everything installs itself: `make demo`, `make test`, `make bench` (`make bench-quick`) from a fresh clone.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -13,7 +13,7 @@ SERVE_STAMP := $(SERVE_VENV)/.installed-stamp
 # pytest workers; the suite is written for 2 cores
 WORKERS ?= 2
 
-.PHONY: install demo test test-gpu lint format bench clean
+.PHONY: install demo test test-gpu lint format bench bench-quick clean
 
 $(DEMO_STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -67,9 +67,14 @@ format: install
 	$(VENV)/bin/ruff check --fix privgate pytest_privgate tests benchmarks examples
 	$(VENV)/bin/ruff format privgate pytest_privgate tests benchmarks examples
 
+# benchmarks/README.md: what each benchmark needs and takes. `make bench` runs every one (hours; it installs the
+# `bench` extra, IBM ART, for benchmarks/peers/); `make bench-quick` a few CPU ones at small settings (a few minutes).
 bench: install
-	$(PY) -m pip install -q -c constraints.txt -e '.[bench]'  # IBM ART for benchmarks/attack_peers.py
+	$(PY) -m pip install -q -c constraints.txt -e '.[bench]'
 	$(PY) benchmarks/run_all.py
+
+bench-quick: install
+	$(PY) benchmarks/run_all.py --quick
 
 clean:
 	rm -rf $(VENV) $(SERVE_VENV) .venv-ray-newest privgate-reports .privgate-cache .pytest_cache site

@@ -59,7 +59,7 @@ def resolve_device(requested: str) -> str:
 
 # The constants were measured on the two machines privgate is developed on (2026-11-26): the 2-core
 # development machine (Xeon, AVX-512, no GPU) and a lent machine with one NVIDIA H200 and 16 Xeon cores,
-# there with plain torch 2.11 (privgate itself could not be run on it): ``benchmarks/auto_device.py
+# there with plain torch 2.11 (privgate itself could not be run on it): ``benchmarks/compute/auto_device.py
 # --calibrate`` measures them again on any machine, and runs the examples on both devices.
 
 #: CPU training arithmetic, FLOP/s per thread. Stacks of 16 and 64 MLPs (64 → 256 → 256 → 10, batch 64,
@@ -247,7 +247,7 @@ def choose_device(work: Workload | None, cuda: bool, threads: int, costs: Costs 
       ``costs.gpu_flops`` plus ``costs.gpu_launch_seconds`` per launch. A small
       model's training is a chain of tiny kernels (the digits MLP: 0.9 TFLOP in
       about 150k launches), which a GPU does not speed up; a large one's is
-      arithmetic (the CIFAR-shaped check of ``benchmarks/cifar_engine.py``: 4
+      arithmetic (the CIFAR-shaped check of ``benchmarks/engine/cifar_engine.py``: 4
       PFLOP), which it does. With 16 CPU threads the GPU's start-up pays for
       itself from about 3 TFLOP of work, with 2 threads from about 0.4 TFLOP.
     """

@@ -58,8 +58,8 @@ def digits():
 
 
 def cifar_shaped():
-    """The inputs of ``benchmarks/cifar_engine.py``'s check, only their shapes real: 25,000 + 25,000 3×32×32 rows,
-    an airbench-class CNN of width 32, LiRA-64 + RMIA-4, 8 epochs of batch 512."""
+    """The inputs of ``benchmarks/engine/cifar_engine.py``'s check, only their shapes real:
+    25,000 + 25,000 3×32×32 rows, an airbench-class CNN of width 32, LiRA-64 + RMIA-4, 8 epochs of batch 512."""
     from privgate.inputs.data import AuditData, Dataset
     from privgate.inputs.target import Target
     from privgate.policy import parse_policy

@@ -1,7 +1,7 @@
 """``--device auto`` charges this machine's measured costs (issue 43 item 5): a probe, cached per machine.
 
 The decision is a pure function of the work and the costs, checked here on the
-numbers measured on the H200 machine of issue 43 (``benchmarks/device_probe.py``
+numbers measured on the H200 machine of issue 43 (``benchmarks/compute/device_probe.py``
 there); the cache file is read back, and a corrupt, foreign, oversized or
 out-of-range one is ignored and measured again; no probe runs without a GPU or
 when a device was asked for (a visible GPU is faked, as ``test_auto_device.py`` does).
@@ -27,7 +27,7 @@ DIGITS_CNN = Workload(parameters=1922, flops_per_row=47360.0, layers=10, rows=14
 #: ``examples/digits``' (the strict policy's): 16 stacked MLPs × 1,800 steps, 2 gradient models, 300 inversion steps.
 DIGITS = Workload(parameters=85002, flops_per_row=168960.0, layers=5, rows=1497, population=300, models=16,
                   epochs=150, other_trainings=2, other_rows=150, optimisation_steps=300)  # fmt: skip
-#: Measured on the H200 machine of issue 43 (16 threads, torch 2.11+cu130) by benchmarks/device_probe.py, cold.
+#: Measured on the H200 machine of issue 43 (16 threads, torch 2.11+cu130) by benchmarks/compute/device_probe.py, cold.
 H200 = Costs(cpu_flops_per_thread=20.47e9, cpu_op_seconds=31.2e-6, gpu_start_seconds=1.30, gpu_flops=21.05e12,
              gpu_launch_seconds=28.1e-6, source="measured")  # fmt: skip
 LOSS_ONLY_YAML = """

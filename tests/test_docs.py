@@ -15,7 +15,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-READMES = [ROOT / "README.md", *sorted((ROOT / "examples").glob("*/README.md"))]
+READMES = [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "examples").glob("*/README.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -81,3 +81,29 @@ def test_every_docs_page_is_in_the_site_nav_once():
     pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
     assert sorted(nav) == pages
     assert config["validation"]["anchors"] == "warn" and config["validation"]["omitted_files"] == "warn"
+
+
+def test_every_benchmark_is_in_both_tables_and_the_quick_set_exists():
+    """``benchmarks/README.md`` lists every benchmark as FOLDER/NAME (what it needs and takes), the docs page lists
+    it in its folder's section, and ``make bench-quick`` runs only scripts that are there."""
+    import importlib.util
+
+    bench = ROOT / "benchmarks"
+    scripts = sorted(
+        p.relative_to(bench).as_posix()
+        for p in [*bench.glob("*/*.py"), *bench.glob("*/*.sh")]
+        if not p.name.startswith("_") and not p.parent.name.startswith("_")
+    )
+    assert len(scripts) > 30
+    readme = (bench / "README.md").read_text(encoding="utf-8")
+    page = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    sections = dict(re.findall(r"^## [^\n]*`benchmarks/(\w+)/`\n(.*?)(?=^## |\Z)", page, flags=re.S | re.M))
+    missing = [s for s in scripts if f"| `{s}` |" not in readme]
+    misplaced = [s for s in scripts if f"| `{s.split('/')[1]}` |" not in sections.get(s.split("/")[0], "")]
+    assert not missing, f"benchmarks/README.md lacks {missing}"
+    assert not misplaced, f"docs/benchmarks.md lacks {misplaced} in their folder's section"
+    spec = importlib.util.spec_from_file_location("bench_run_all", bench / "run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    assert len(run_all.QUICK) >= 3 and all(script in scripts for script, *_ in run_all.QUICK)
+    assert [(s,) for s in scripts if s.endswith(".py")] == run_all.every_script()

@@ -137,7 +137,7 @@ def test_lira_on_a_model_of_other_records_is_near_chance_with_the_cached_referen
     # the references depend on the recipe, base, population and seed, not on the target: all from the cache
     assert lira.extras["models_from_cache"] == 2 and lira.extras["models_trained"] == 0
     # "other" never saw the members: its AUC is chance, sd √(121 / (12·60·60)) = 0.053 on 60 + 60 records, so 0.16
-    # is 3 sd (1 builder seed in 370); seeds 0-3 give 0.476, 0.452, 0.497, 0.501 (benchmarks/lm_fixture_seeds.py)
+    # is 3 sd (1 builder seed in 370); seeds 0-3 give 0.476, 0.452, 0.497, 0.501 (benchmarks/lm/lm_fixture_seeds.py)
     assert abs(lira.auc - 0.5) < 0.16 and lira.auc_ci[0] < 0.6
     assert other.verdict != "fail"
 

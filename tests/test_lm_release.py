@@ -99,7 +99,7 @@ def test_diff_compares_exact_canary_exposure(clinical, tmp_path):
 
 
 #: 0.8, not 0.75: the upper end of "other"'s best-attack interval (chance AUC, 60 + 60 records, Bonferroni over the
-#: attacks) is 0.652, 0.603, 0.722, 0.687 for builder seeds 0-3 (benchmarks/lm_fixture_seeds.py), too near 0.75
+#: attacks) is 0.652, 0.603, 0.722, 0.687 for builder seeds 0-3 (benchmarks/lm/lm_fixture_seeds.py), too near 0.75
 USER_TESTS = """
 from pytest_privgate import assert_mia_below
 

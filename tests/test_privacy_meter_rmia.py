@@ -1,6 +1,6 @@
-"""The benchmark's re-implementation of Privacy Meter's RMIA (benchmarks/_privacy_meter_rmia.py) against known truths.
+"""The benchmark's re-implementation of Privacy Meter's RMIA (benchmarks/_common/privacy_meter_rmia.py) vs known truths.
 
-The peer number of ``benchmarks/attack_peers_tables.py`` comes from it, so it is
+The peer number of ``benchmarks/peers/attack_peers_tables.py`` comes from it, so it is
 checked like privgate's own statistics: no signal gives AUC ≈ 0.5, a planted
 signal is found, and its scores are Privacy Meter's fraction of z-samples.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from privgate import stats
 
-_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "_privacy_meter_rmia.py"
+_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "_common" / "privacy_meter_rmia.py"
 
 
 @pytest.fixture(scope="module")

@@ -103,7 +103,7 @@ def test_threads_flag_env_and_config_reach_the_report(case, tmp_path, monkeypatc
 
 def test_more_than_one_thread_lets_openmp_sleep_unless_the_user_chose():
     """--threads > 1 sets OMP_WAIT_POLICY=PASSIVE for OpenMP before torch loads it (spinning threads stall a busy
-    machine: benchmarks/cold_start.py); a user's own setting and a torch already loaded are left alone."""
+    machine: benchmarks/peers/cold_start.py); a user's own setting and a torch already loaded are left alone."""
     import os
     import subprocess
     import sys

@@ -4,7 +4,7 @@ The truths tested here (see tests/verdict_world.py):
 
 * a model that never saw its members fails a built-in policy at most at the
   rate 1 − confidence the policy promises, over 4 seeds here (the 20-seed sweep, with the same
-  assertions, is ``benchmarks/null_false_alarms.py``);
+  assertions, is ``benchmarks/false_alarms/null_false_alarms.py``);
 * a model that memorises its members fails every built-in policy;
 * a well-generalising model audited on 5,000 + 5,000 rows passes `confidential`;
 * a stricter built-in policy is never softer than a weaker one on the same inputs.
@@ -31,7 +31,7 @@ from verdict_world import LADDER, SEVERITY, World, generalising_world, memorisin
 import privgate
 from privgate.decision import verdict_of
 
-#: the 20-seed sweep with the same assertions: benchmarks/null_false_alarms.py (`make bench`)
+#: the 20-seed sweep with the same assertions: benchmarks/false_alarms/null_false_alarms.py (`make bench`)
 NULL_SEEDS = range(4)
 
 

@@ -63,7 +63,7 @@ PROFILES = {
     # name is one or two tokens, so extraction's 8-token prompt ends in the date of birth it must reproduce
     "demo": Profile(128, 2, 4, 768, 200, 200, 150, 30, 10, 4, 10, 5e-3, 16),
     # the test suite's: ≈20 s of one CPU core; 40 epochs, so that the memorised model fails every check of the
-    # example's policy with a margin for every seed (benchmarks/lm_fixture_seeds.py, docs/lm-leakage.md)
+    # example's policy with a margin for every seed (benchmarks/lm/lm_fixture_seeds.py, docs/lm-leakage.md)
     "test": Profile(
         128, 1, 4, 768, 120, 120, 40, 40, 6, 2, 10, 5e-3, 12, population=80, reference_epochs=2, public=800
     ),

@@ -96,7 +96,7 @@ def passive_openmp(chosen: str | None) -> None:
     With more than one thread (the default on a machine with more than one core), torch's OpenMP
     threads spin between the many short parallel regions of training; on cores that other processes
     also use, a spinning thread holds a core its partner needs, and training a reference-model ensemble
-    with 2 threads on a busy 2-core machine took 10-50x longer than with 1 (``benchmarks/cold_start.py``).
+    with 2 threads on a busy 2-core machine took 10-50x longer than with 1 (``benchmarks/peers/cold_start.py``).
     Sleeping threads cost a wake-up per region instead.
     OpenMP reads the process's C environment when it loads, so this only acts before torch is imported
     (the CLI imports it after parsing); it sets the variable for OpenMP (and child processes), not a setting

@@ -3,7 +3,7 @@
 For canary exposure (:mod:`privgate.lm.canary_exposure`; Carlini et al. 2019, arXiv 1802.08232, §4): the prefix
 runs through the model once and its key/value cache is repeated over a batch of candidates, so a candidate costs a
 pass over its own tokens, and candidates that differ only in their last token share one pass.
-``benchmarks/lm_exposure_speed.py`` compares it with a plain forward loop.
+``benchmarks/lm/lm_exposure_speed.py`` compares it with a plain forward loop.
 """
 
 from __future__ import annotations

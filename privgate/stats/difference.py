@@ -91,7 +91,7 @@ class Rates:
     (members N(0.5, 1), 150 per split) a Wilson-MOVER test at level 0.05 says
     "worse" in 5.55 % ± 0.36 % of them — over its level — while this construction
     does in 0.27 % and still finds an AUC 0.60 → 0.86 change in 91 % of pairs at
-    level 0.05/4 (``python benchmarks/diff_false_alarms.py``). The threshold-free
+    level 0.05/4 (``python benchmarks/false_alarms/diff_false_alarms.py``). The threshold-free
     AUC test (5.10 % ± 0.35 %, power 100 %) is the exact one.
     """
 

@@ -125,7 +125,7 @@ def plan(net: nn.Module, row_shape: tuple[int, ...]) -> tuple[Plan | None, str]:
 #: On the CPU, how many bytes one layer's activations of the models run in one call may take: about a core's
 #: L2 cache. K models' activations of a batch soon outgrow the caches, and then every per-channel layer
 #: (BatchNorm, ReLU, pooling, their backward passes) waits on memory. Measured on the 12×12 two-conv
-#: network of ``benchmarks/cnn_engine.py`` (1.2 MB per model): with one backward pass over all calls, 4
+#: network of ``benchmarks/engine/cnn_engine.py`` (1.2 MB per model): with one backward pass over all calls, 4
 #: models per call took 0.85-0.9 of the CPU time of all 16 at once, 2 per call about the same as 4, 1 per
 #: call 1.3x; since each call's backward pass follows its forward pass (:mod:`privgate.training.stacked`),
 #: 2 per call took 0.94 of the CPU time of 4 (median of 6 alternating runs, faster in all 6), 8 per call 1.2x.

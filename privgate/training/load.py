@@ -4,7 +4,7 @@
 (``procs_running`` of ``/proc/stat``, sampled a few times over a few
 milliseconds; where there is no ``/proc``, the 1-minute load average, less
 one for this process); :func:`threads_under_load` turns it into threads.
-The rule, and the measurements behind it (``benchmarks/assert_under_load.py``),
+The rule, and the measurements behind it (``benchmarks/compute/assert_under_load.py``),
 are in ``docs/compute.md`` ("Threads under load").
 """
 

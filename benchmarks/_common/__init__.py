@@ -1,0 +1,1 @@
+"""Modules shared by the benchmarks of several folders; a benchmark puts ``benchmarks/`` on ``sys.path`` first."""

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 43 on one lent GPU (an H200: python3.12 and a CUDA torch preinstalled, nothing else of privgate's):
+# CIFAR-shaped LiRA + RMIA through privgate's real path (benchmarks/engine/cifar_engine.py), printed as one table.
+#
+#   WHEELS=path/to/wheels bash benchmarks/gpu/gpu_check.sh      # from the repository root, about 7 minutes
+#
+# 1. privgate's other dependencies from $WHEELS (no network) into a venv over the system's site-packages (its
+#    torch); privgate itself is imported from this checkout. Skipped when they import already.
+# 2. 20,000 audit rows, LiRA-16 + RMIA-4 (2 views: the default), vectorised vs sequential reference training.
+# 3. 50,000 audit rows, LiRA-64 + RMIA-4, vectorised only, stopped after $BIG_LIMIT seconds (240).
+# Logs and each run's JSON go to $OUT (the device tool's folder), else ./gpu-check/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DEST="${OUT:-gpu-check}"
+BIG_LIMIT="${BIG_LIMIT:-240}"
+mkdir -p "$DEST"
+export PYTHONUNBUFFERED=1
+PY=python3
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+if ! $PY -c "import opacus, sklearn, scipy, pydantic, yaml, click, rich, safetensors, threadpoolctl" 2>/dev/null; then
+    [ -x .venv-gpu/bin/python ] || python3 -m venv --system-site-packages .venv-gpu || exit 2
+    PY=.venv-gpu/bin/python
+    # privgate's dependencies (pyproject.toml) except torch, which the machine has
+    deps=$($PY -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+print(" ".join(x for x in d if not x.startswith("torch")))')
+    # shellcheck disable=SC2086
+    $PY -m pip install -q --no-index --find-links "${WHEELS:-wheels}" $deps || {
+        echo "gpu_check: installing privgate's dependencies from ${WHEELS:-wheels} failed (set WHEELS)"
+        exit 2
+    }
+fi
+$PY -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__)" || exit 2
+
+run() {  # name, limit (s), cifar_engine arguments...
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name: cifar_engine.py $*"
+    timeout "$limit" $PY benchmarks/engine/cifar_engine.py --device cuda --json "$DEST/$name.json" "$@" 2>&1 | tee "$DEST/$name.log"
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" = 124 ] && echo "== $name: stopped after $limit s" | tee -a "$DEST/$name.log"
+    return 0
+}
+run rows20k 360 --rows 20000 --references 16 --engine both
+run rows50k "$BIG_LIMIT" --rows 50000 --references 64 --engine vectorised
+
+$PY - "$DEST" "$BIG_LIMIT" <<'EOF'
+import json, sys
+from pathlib import Path
+
+dest, limit = Path(sys.argv[1]), sys.argv[2]
+cols = ("reference_training_s", "reference_scoring_s", "target_scoring_s", "rest_of_the_check_s", "check_s",
+        "end_to_end_s")
+print("\n| rows | attacks | engine | views | ref. training | ref. scoring | target scoring | rest | check | "
+      "end to end | passes (audit, z) | LiRA AUC | TPR@1% |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+for name, what in (("rows20k", "20,000 rows, LiRA-16 + RMIA-4"), ("rows50k", "50,000 rows, LiRA-64 + RMIA-4")):
+    f = dest / f"{name}.json"
+    if not f.exists():
+        print(f"| {what} | not finished (stopped after {limit if name == 'rows50k' else 360} s, or failed: "
+              f"{name}.log) |")
+        continue
+    for r in json.loads(f.read_text()):
+        p = r["passes"]
+        tpr = "n/a" if r["lira_tpr_1pct"] is None else f"{r['lira_tpr_1pct']:.3f}"
+        auc = "n/a" if r["lira_auc"] is None else f"{r['lira_auc']:.3f}"
+        times = " | ".join(f"{r[c]:.1f}" for c in cols)
+        print(f"| {r['rows']} | LiRA-{r['references']} + RMIA-4 | {r['engine']} ({r['kernel']}) | {r['views']} | "
+              f"{times} | {p.get('audit_rows', '?')}, {p.get('z_samples', '?')} | {auc} | {tpr} |")
+print(f"\n(seconds; {json.loads((dest / 'rows20k.json').read_text())[0]['device'] if (dest / 'rows20k.json').exists() else ''})")
+EOF
