@@ -259,13 +259,13 @@ def measure(
         return replace(costs, gpu_start_seconds=start, gpu_flops=flops / per_step, gpu_launch_seconds=per_launch)
 
 
-def machine_costs(threads: int, environ: Mapping[str, str] | None = None, gpu: str = "cuda", **how: Any) -> Probe:
-    """The costs of this machine's ``gpu`` and CPU for ``threads`` threads: from the cache, else measured (and
-    cached; where CUDA had already started in this process the start-up cannot be measured, so nothing is cached).
-    ``how``: :func:`measure`'s loop and scale (the tests give another ``gpu`` and small ones)."""
+def machine_costs(threads: int, path: Path | None = None, gpu: str = "cuda", **how: Any) -> Probe:
+    """The costs of this machine's ``gpu`` and CPU for ``threads`` threads: from the cache file ``path``, else
+    measured (and cached there; where CUDA had already started in this process the start-up cannot be measured, so
+    nothing is cached; ``None``: measured every time). ``how``: :func:`measure`'s loop and scale (the tests give
+    another ``gpu`` and small ones)."""
     import torch
 
-    path = cache_file(os.environ if environ is None else environ)
     t0 = time.perf_counter()
     cuda = gpu.startswith("cuda")
     started = cuda and torch.cuda.is_initialized()
@@ -280,4 +280,16 @@ def machine_costs(threads: int, environ: Mapping[str, str] | None = None, gpu: s
     return Probe(costs, time.perf_counter() - t0)
 
 
-__all__ = ["BOUNDS", "FILE_NAME", "Probe", "cache_file", "cached", "machine_costs", "measure", "write_cache"]
+def probe_file(cache_dir: str | Path | None) -> Path | None:
+    """Where a run keeps the probe: beside its reference-model cache (the CLI's default: ``$XDG_CACHE_HOME/privgate``,
+    the folder :func:`cache_file` names); ``None`` (measured every run) when the run has no cache."""
+    from privgate.options import CACHE_OFF
+
+    if cache_dir is None or str(cache_dir).strip().lower() in CACHE_OFF:
+        return None
+    return Path(cache_dir) / FILE_NAME
+
+
+__all__ = [
+    "BOUNDS", "FILE_NAME", "Probe", "cache_file", "cached", "machine_costs", "measure", "probe_file", "write_cache"
+]  # fmt: skip

@@ -35,8 +35,10 @@ def for_estimate(check: Any, est: Any) -> Needed:
     needs); an attack whose scores cannot be placed at the check's FPR gets no size (more rows do not help).
     """
     metric = check.metric.value
-    if metric not in SIZED:
-        return needed(metric, math.nan, check.max, est.confidence)
+    if metric not in SIZED:  # nothing measured: the reason already says what would decide it (e.g. longer records)
+        found = needed(metric, math.nan, check.max, est.confidence)
+        measured = est.value is not None and math.isfinite(est.value)
+        return found if measured else Needed(None, None, "")
     if not est.measurable:
         return Needed(None, None, f"no audit size helps: {est.reason}")
     n1, n0 = int(est.n_members or 0), int(est.n_nonmembers or 0)
@@ -74,7 +76,7 @@ def for_estimate(check: Any, est: Any) -> Needed:
 def inconclusive_reason(reason: str, found: Needed) -> str:
     """An inconclusive check's reason with the audit size that would decide it in place of "add audit data"."""
     base = reason.replace(" (add audit data)", "").replace("; add audit data", "")
-    return f"{base}; {found.sentence}"
+    return f"{base}; {found.sentence}" if found.sentence else base
 
 
 # --------------------------------------------------------------------------- before an audit

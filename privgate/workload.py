@@ -165,12 +165,12 @@ def decided(
     work = workload_of(target, data, policy, recipe, run, hardening=hardening)
     if work.flops_per_row <= 0:  # nothing on torch: the CPU, with no probe
         return run.resolved(work)
-    from privgate.calibration import machine_costs
+    from privgate.calibration import machine_costs, probe_file
 
     threads = run.resolved_threads()[0]
     run.say("measuring this machine's CPU and GPU for --device auto")
     try:
-        probe = machine_costs(threads)
+        probe = machine_costs(threads, probe_file(run.cache_dir))
     except Exception as exc:  # noqa: BLE001 - a probe that fails decides on the documented constants
         return run.resolved(work, None, {"source": "constants", "probe_failed": f"{type(exc).__name__}: {exc}"[:300]})
     return run.resolved(work, probe.costs, probe.facts())

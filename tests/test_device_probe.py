@@ -101,15 +101,15 @@ def test_the_cache_file_round_trips_and_a_bad_one_is_ignored(tmp_path):
 def test_the_probe_measures_once_then_reads_the_cache(tmp_path):
     """On the CPU standing in for the GPU (the same code; a real GPU adds synchronisation): measured, written, read."""
     env = {"XDG_CACHE_HOME": str(tmp_path)}
-    first = machine_costs(1, env, gpu="cpu", loop_seconds=0.0, gpu_scale=1)
+    first = machine_costs(1, cache_file(env), gpu="cpu", loop_seconds=0.0, gpu_scale=1)
     assert first.costs.source == "measured" and first.seconds > 0
     for name, (low, high) in calibration.BOUNDS.items():
         assert low <= getattr(first.costs, name) <= high and math.isfinite(getattr(first.costs, name))
-    again = machine_costs(1, env, gpu="cpu")
+    again = machine_costs(1, cache_file(env), gpu="cpu")
     assert again.costs == Costs(**{**first.costs.__dict__, "source": "cache"})
     assert again.facts()["source"] == "cache" and again.facts()["gpu_flops"] == first.costs.gpu_flops
     cache_file(env).write_text("garbage")
-    assert machine_costs(1, env, gpu="cpu", loop_seconds=0.0, gpu_scale=1).costs.source == "measured"
+    assert machine_costs(1, cache_file(env), gpu="cpu", loop_seconds=0.0, gpu_scale=1).costs.source == "measured"
 
 
 def test_no_probe_without_a_gpu_or_with_a_device_asked_for_and_the_report_gives_the_estimate(case, monkeypatch):

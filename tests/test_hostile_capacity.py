@@ -140,7 +140,10 @@ def test_the_harden_run_refuses_a_walk_estimated_past_its_limit_after_the_origin
     from privgate.policy.loading import parse_policy
     from privgate.settings import HardenSettings
 
-    pol = parse_policy(POLICY.replace("CAPACITY", "[{model__min_samples_leaf: 4}, {model__min_samples_leaf: 64}]"))
+    steps = "[{model__min_samples_leaf: 4}, {model__min_samples_leaf: 64}]"
+    # decided on the point estimate: a search that could not decide its check at this audit size would stop first
+    point = POLICY.replace("confidence: 0.95", "confidence: 0.95\ndecision: point")
+    pol = parse_policy(point.replace("CAPACITY", steps))
     given = HardenSettings(model=str(tables / "rf.skops"), policy=pol, members=str(tables / "m.parquet"),
                            nonmembers=str(tables / "n.parquet"), output_model=str(tables / "never.skops"))  # fmt: skip
     task = CapacityTask.open(given, RunOptions(seed=0))

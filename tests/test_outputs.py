@@ -146,7 +146,10 @@ def test_single_logit_model_fails_confidential_in_every_view(tmp_path):
     rmia = by["rmia"]
     assert rmia["status"] == "ran" and rmia["models_trained"] == 4 and rmia["extras"]["kernel"] == "mlp"
     assert rmia["auc"] > 0.75 and rmia["auc_ci"][0] > 0.65
-    assert not [w for w in rep["warnings"] if w.startswith("target sanity")]
+    # the members fit the model (no doubt about them); a memoriser at chance on its non-members is no better than
+    # always predicting the majority label, and says so (issue 42 item 5)
+    sanity = [w for w in rep["warnings"] if w.startswith("target sanity")]
+    assert all("than always predicting" in w for w in sanity) and len(sanity) <= 1
     assert "one logit per row" in stdout
 
 

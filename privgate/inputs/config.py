@@ -160,9 +160,10 @@ def _validate(table: Any, path: Path, prefix: str, code: bool = True) -> dict[st
         raise ConfigError(f"{path}: '{prefix or 'privgate'}' must be a table.")
     for key, value in table.items():
         if key not in KEYS:
+            hint = did_you_mean(key, KEYS)  # a close key is named; else every key is listed
             raise ConfigError(
-                f"{path}: unknown key '{prefix}{clip(key, 100)}'{did_you_mean(key, KEYS)} (known: "
-                f"{', '.join(sorted(KEYS))})."
+                f"{path}: unknown key '{prefix}{clip(key, 100)}'"
+                + (f"{hint}." if hint else f" (known: {', '.join(sorted(KEYS))}).")
             )
         want = KEYS[key]
         if want is float and isinstance(value, int) and not isinstance(value, bool):

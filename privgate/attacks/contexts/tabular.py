@@ -124,12 +124,9 @@ class TabularAudit(AuditKind):
         self.surface = surface_of(policy)  # an API release: every query answered as the API answers it
         self.target = target.to_device(run.device).serving(self.surface)
         self.data, self.policy, self.shown_policy, self.recipe, self.run = data, policy, policy, recipe, run
-        self.rows = audit_rows(data, run.seed)
-        r = self.rows
+        self.rows = r = audit_rows(data, run.seed)
         self.pooled = Pooled(r.membership, r.calibration, r.member_rows, r.y, r.rows)
-        self.ctx = AttackContext(
-            target=self.target, x=self.rows.x, y=self.rows.y, population=data.population, recipe=recipe, run=run
-        )
+        self.ctx = AttackContext(target=self.target, x=r.x, y=r.y, population=data.population, recipe=recipe, run=run)
         self.registry = available_attacks()
         self.sanity: Any = None
         if recipe is not None:
@@ -167,8 +164,8 @@ class TabularAudit(AuditKind):
 
     def _pool(self) -> None:
         """The members and non-members pooled, shuffled and split as the attacks read them."""
-        self.rows = audit_rows(self.data, self.run.seed)
-        self.pooled = Pooled(self.rows.membership, self.rows.calibration, self.rows.member_rows, self.rows.y)
+        self.rows = r = audit_rows(self.data, self.run.seed)
+        self.pooled = Pooled(r.membership, r.calibration, r.member_rows, r.y, r.rows)
         self.ctx.x, self.ctx.y, self.ctx.population = self.rows.x, self.rows.y, self.data.population
 
     def unavailable(self, name: str) -> tuple[str, str] | None:
