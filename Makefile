@@ -45,7 +45,7 @@ FRESH_SAMPLE := tests/test_hostile_files.py::test_report_render_reads_no_path_an
   tests/test_bad_input.py::test_missing_model tests/test_io_safety.py::test_harden_outputs_are_checked_before_any_work
 
 test: install
-	$(PY) -m pytest -n $(WORKERS) --dist worksteal -q tests
+	$(PY) -m pytest -n $(WORKERS) --dist worksteal -q -m "not lint" tests
 	PRIVGATE_TEST_FRESH_CLI=1 $(PY) -m pytest -q -p no:cacheprovider $(FRESH_SAMPLE)
 
 # the whole suite on a CUDA GPU: every CLI run with --device cuda ($$PRIVGATE_DEVICE), every in-process run on
@@ -62,6 +62,7 @@ lint: install
 	$(VENV)/bin/ruff format --check privgate pytest_privgate tests benchmarks examples
 	$(VENV)/bin/lint-imports --no-cache
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+	$(PY) -m pytest -q -p no:cacheprovider -m lint tests
 
 format: install
 	$(VENV)/bin/ruff check --fix privgate pytest_privgate tests benchmarks examples

@@ -21,6 +21,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 
 
+@pytest.mark.lint  # every module of the tree, one child each: make lint runs it (CI: .ci/run), make test does not
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="the probe forks one child per module")
 def test_every_module_imports_first_in_a_fresh_interpreter(root):
     r = subprocess.run(
