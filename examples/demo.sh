@@ -37,9 +37,10 @@ PY="$ROOT/$VENV/bin/python"
 [ -f "$ROOT/examples/mortgage/model.skops" ] || "$PY" "$ROOT/examples/mortgage/build.py" || exit 1
 run mortgage "mortgage Pipeline (text columns, random forest) vs LiRA and RMIA on clones of it" 1 \
   --json "$OUT/mortgage.json" --html "$OUT/mortgage.html"
-# the fix for a forest: no DP-SGD to run, so its own capacity (min_samples_leaf) is searched with the same attacks;
-# it comes back as .skops with a card that makes no DP claim
-run mortgage "harden the mortgage Pipeline by its own capacity (no DP guarantee)" 0 \
+# the fix for a forest: no DP-SGD to run, so its own capacity (min_samples_leaf) is searched with the same attacks.
+# Here it ends no_setting (exit 1), and says why: the leaf size at which the attacks stop is no more accurate than
+# always predicting 'no' (0.8725 on the held-out rows), and privgate hands out no model a constant would match
+run mortgage "harden the mortgage Pipeline by its own capacity (no DP guarantee)" 1 \
   --policy harden.yaml --remediate --output-model "$OUT/mortgage-hardened.skops" --json "$OUT/mortgage-hardened.json"
 # a language model: a tiny Llama fine-tuned on synthetic patient records with canaries, built from a seed
 # (about a minute on the CPU, once), audited on its text: MIA, canary exposure and verbatim extraction
