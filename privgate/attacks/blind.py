@@ -1,40 +1,6 @@
 """Blind baseline: membership "inference" that never queries the model (Das, Zhang & Tramèr 2024, arXiv 2406.16201).
 
-Das et al. show that many published membership-inference evaluations are
-unsound: their members and non-members come from different distributions
-(e.g. different dates), so a classifier that looks only at the data tells them
-apart as well as the attacks do. If a blind attack does as well as the real
-ones, the attack numbers measure that distribution shift, not what the model
-memorised.
-
-privgate's attacks never see membership labels, so the blind baseline learns
-from the population when there is one: same-distribution data known to
-be outside the training set. A classifier is trained to tell audit rows from
-population rows using the features alone, with K-fold cross-fitting so no audit
-row is scored by a classifier that saw it; the score is its log-odds of "audit".
-Without a population (or with fewer than ``min_population`` rows) it learns
-from the calibration split instead, as the learned attacks do
-(:mod:`privgate.attacks.crossfit`): a classifier of members against
-non-members over the features and the label, fitted on calibration rows only
-and cross-fitted, scores the evaluation split — half of the non-members
-calibrate, the other half measure, and the two never meet.
-When members, non-members and population share one distribution no classifier
-can separate them and the scores are noise (AUC ≈ 0.5). When the members come
-from elsewhere, the classifier learns what distinguishes them from the
-population and members score higher. (A member set that matches the population
-while the *non-members* differ shows up as AUC well below 0.5; the gate's
-warning treats both directions.)
-
-The attack is a *diagnostic*: the gate never lets it decide an ``attack: best``
-check, and :func:`soundness_warnings` turns its result into a report warning.
-
-On a table with text or category columns (:mod:`privgate.inputs.tables`) the
-classifier reads every column: numbers as numbers (missing values as NaN, which
-the gradient-boosting classifier routes and the logistic one imputes), every
-other column as categories — native categorical splits for gradient boosting
-(up to 255 values, more as their ordinal codes), one-hot columns for the
-logistic regression — so a shift in a categorical column shows as well as one
-in a number.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The hardened model's files: the model at the output path, a state_dict and its model card beside it.
 
-An output path ending ``.pt2`` gets a ``torch.export`` program (batch dimension dynamic), or TorchScript beside it
-(``x.pt``) when the model cannot export, the report saying why; any other path gets TorchScript.
-
-:func:`hardened_files` returns the bytes (the CLI writes them in one unit with
-its reports, :mod:`privgate.io.staging`); :func:`save_hardened` writes both for
-library callers, both or neither (:func:`privgate.io.atomic.write_together`).
-:func:`hardened_outputs` says, before any work, where a hardened model of either
-kind goes (a language model's is a new ``save_pretrained`` folder,
-:mod:`privgate.lm.hardened`), so the CLI can refuse an output path at once.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

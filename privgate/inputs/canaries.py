@@ -1,25 +1,8 @@
 """Canaries: random secrets a team inserts into its training text to measure memorisation later.
 
-Carlini, Liu, Erlingsson, Kos & Song (2019), "The Secret Sharer: Evaluating and
-Testing Unintended Memorization in Neural Networks", arXiv 1802.08232: a canary
-is a fixed *prefix* ("my account number is ") followed by a *secret* drawn
-uniformly at random from the randomness space R — every string over an
-*alphabet* of the secret's length, |R| = |alphabet| ** len(secret). Because
-the secret is random, a model that never saw it ranks it like any other
-candidate (exposure ≈ 0 bits, :mod:`privgate.lm.canary_exposure`); one that memorised
-it ranks it first (exposure = log2 |R|).
+Canary exposure: Carlini, Liu, Erlingsson, Kos & Song (2019), arXiv 1802.08232.
 
-The canary file is JSON Lines, one canary a line::
-
-    {"prefix": "the secret number is ", "secret": "281946", "alphabet": "0123456789"}
-
-:func:`load_canaries` validates it at the boundary (one sentence naming the
-file and line, :class:`privgate.errors.DataError`): at most ``max_canaries``
-canaries (1,000 by default; each costs up to
-:data:`privgate.lm.canary_exposure.MAX_EXACT` scored candidates), every field Unicode
-text, and a randomness space of at most 2^1000 candidates (exposure is
-reported in bits up to log2 |R|). :func:`make_canaries` draws fresh ones for
-``privgate canaries make``.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Project configuration: ``[tool.privgate]`` in ``pyproject.toml`` or a ``privgate.toml``.
 
-Found by walking up from the working directory; the first folder holding either
-file wins (``privgate.toml`` before ``pyproject.toml`` in the same folder, and a
-``pyproject.toml`` counts only if it has a ``[tool.privgate]`` table). Relative
-paths in it are relative to that folder. CLI flags override every key.
-
-A config file is as untrusted as the pull request that changes it, so what it
-names for privgate to *write* (:data:`OUTPUTS`: the JSON report, beside which
-the artefacts folder goes, and the reference-model cache) must lie inside the
-config's own folder once ``..`` and symbolic links are resolved; anything else
-is refused naming the key (exit 2). A path outside it is given on the command
-line (``--json``, ``--cache-dir``), which is the user's own. With ``code=False``
-(``--no-config-code``, for privileged CI) every key that would run code, flip a
-trust switch or send data to a server (:data:`CODE_KEYS`) is refused too.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """AuditData: known members and non-members of the target's training set.
 
-Loaders: ``.npz`` (arrays ``x`` and ``y``), ``.pt`` (a dict of tensors ``x``/``y``,
-loaded with ``weights_only=True``), ``.csv`` (a header row, a named label
-column), ``.parquet`` and ``module:function`` factories returning ``(x, y)``
-(``x`` may be a pandas ``DataFrame``). A CSV of numbers is read as numbers; a
-Parquet file, a CSV with text cells and a ``DataFrame`` are tables, read as
-their scikit-learn pipeline was fitted on them (:mod:`privgate.inputs.tables`). Checks on load:
-shapes, dtypes, NaN/inf, integer labels, labels and features that fit the
-model, and rows that appear both as members and as non-members (one such row
-makes every membership number wrong).
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

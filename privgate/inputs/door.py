@@ -1,23 +1,6 @@
 """The door of a model audit: the model, data and recipe of a check or a harden, loaded and validated once.
 
-The caller loads the policy first (:func:`privgate.policy.as_policy`: a bad
-policy is refused before anything else, and the inputs layer knows no policy)
-and hands it in ``settings.policy``. :func:`load_inputs` asks once what the
-model is (:func:`privgate.inputs.targets.is_huggingface`) and reads the rest to
-fit it:
-
-* a model file, an endpoint or a model in memory: the model's path, the data,
-  then the recipe and the model — cheapest first, so a run refused on its
-  input never imports torch (:class:`~privgate.inputs.data.AuditData`);
-* a Hugging Face model folder: the canaries file, the model (its
-  kind, context and tokenizer decide how the text is read), the canaries
-  against its context, the text records of each side — cut to what a context
-  holds when read — the language-model recipe and population text of a causal
-  language model's reference fine-tunes, and its reference model
-  (:class:`~privgate.inputs.text.TextAudit`).
-
-Bad input is one :class:`~privgate.errors.PrivgateError` sentence naming the
-file or field; nothing is written.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """Importing ``module:attr`` entry points (recipes, data factories) from the user's project, and only from there.
 
-A recipe or data factory is code privgate imports and calls. A spec such as
-``os:abort``, ``builtins:exit``, ``subprocess:call`` or ``shutil:rmtree``
-names code that is not the user's and that privgate would run with the user's
-rights, so an entry point is refused, before anything is called, unless:
-
-* its top-level module is found in the search folders (the config's folder,
-  the working directory) — not in the standard library
-  (:data:`sys.stdlib_module_names`), not an installed package (site-packages)
-  and not privgate itself;
-* the imported module's file lies inside one of those folders (and not in an
-  installed location that happens to be below them, such as ``.venv``);
-* when the attribute is callable, it is defined in the named module or
-  another module of the user's package (its ``__module__``), so a project
-  module's ``from os import abort`` does not make ``abort`` an entry point.
-
-Importing the project's module runs its top-level code, as any import does;
-that is the user's own code.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,37 +1,8 @@
 """The fine-tuning recipe of a language model: which public base model, LoRA or all weights, how long, how fast.
 
-A team fine-tunes a public base model on its private text; to harden a leaking
-fine-tune privgate repeats that fine-tuning with DP-SGD (Yu et al. 2022,
-"Differentially private fine-tuning of language models", arXiv 2110.06500;
-Li et al. 2022, "Large language models can be strong differentially private
-learners", arXiv 2110.05679), always from the recipe's ``base`` — the public
-model — never from the checkpoint under audit. The same recipe drives a plain
-(non-private) fine-tune, e.g. of the reference models of LiRA or RMIA.
+DP fine-tuning: Yu et al. (2022), arXiv 2110.06500; Li et al. (2022), arXiv 2110.05679.
 
-A recipe is a small YAML file (``--recipe lm_recipe.yaml``)::
-
-    base: base                 # the public base model's directory, relative to this file
-    mode: lora                 # lora (default) or full (all weights)
-    lora: {r: 8, alpha: 16, dropout: 0.0, target_modules: [q_proj, k_proj, v_proj, o_proj]}
-    epochs: 3
-    learning_rate: 0.005
-    batch_size: 16
-    max_length: 128
-    heldout: heldout.jsonl     # optional: held-out text for the perplexity floor
-
-A team that fine-tunes with the Hugging Face ``Trainer`` copies its
-``TrainingArguments`` into a ``training_arguments:`` block instead (read with
-the ``Trainer``'s own defaults, :mod:`privgate.inputs.trainer_args`): the
-learning-rate schedule and its warm-up, weight decay, AdamW's betas and ε,
-gradient clipping, gradient accumulation — so the reference models of LiRA
-and RMIA are fine-tuned like the target (Carlini et al. 2022, arXiv
-2112.03570, §VI: references trained unlike the target under-state the risk).
-The same settings may be written at the top level under the ``Trainer``'s
-names; there, what is not written keeps privgate's defaults (a constant rate,
-no clipping), so recipes written before fine-tune exactly as before.
-
-Errors are one sentence naming the file, the line and the field
-(:class:`privgate.errors.RecipeError`, exit code 2).
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """Size limits of ``.npz`` audit data, checked from the file's headers before any array is allocated.
 
-An ``.npz`` is a zip of ``.npy`` files. Two cheap lies make ``np.load`` exhaust
-memory: an ``.npy`` header that declares an absurd shape (``(10**12, 5)``:
-numpy allocates what the header says before reading), and a deflate bomb (a
-few MB of zeros that inflate to gigabytes). Both are visible without
-inflating anything: every zip entry declares its uncompressed size, and every
-``.npy`` header (NumPy's format NEP 1) its shape and dtype, in its first bytes.
-:func:`check_npz` reads only those and refuses, with one sentence, an array
-larger than :data:`MAX_ARRAY_BYTES`, an entry that inflates to more than that,
-or one that inflates more than :data:`MAX_RATIO` times beyond
-:data:`RATIO_FROM` bytes.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """How a model's raw outputs are read as class log-probabilities.
 
-privgate's attacks, reference models and training loops all work on class
-log-probabilities ``log p(k | x)`` over K ≥ 2 classes. A torch model can hand
-them over in three forms, and reading one as another gives wrong numbers
-without any error:
-
-* ``logits`` — ``[n, K]`` with K ≥ 2, the usual ``CrossEntropyLoss`` output:
-  ``log p = log_softmax(z)``. (A final ``nn.LogSoftmax`` also lands here, and
-  exactly: log_softmax of log-probabilities returns them unchanged.)
-* ``binary-logit`` — one logit per row, ``[n]`` or ``[n, 1]``, a model trained
-  with ``BCEWithLogitsLoss``: two classes, ``p(1) = σ(z)``. It is read as the
-  logits ``[0, z]``, whose log-softmax is exactly ``[log σ(−z), log σ(z)]``,
-  so cross-entropy on them *is* BCE-with-logits and everything written for
-  ``[n, K]`` logits applies unchanged; labels are 0/1.
-* ``probabilities`` — ``[n, K]`` rows that are already a distribution (a final
-  ``nn.Softmax``): ``log p = log(max(p, 1e-300))`` instead of a second
-  softmax, which would squash every row towards uniform and blunt every
-  loss-style attack. Detected from values, not shapes (:func:`kind_of`):
-  every row of a probe non-negative and summing to 1 within :data:`SUM_TOL`.
-  Logits that happen to do that on every row of a few hundred rows do not
-  occur in practice; softmax outputs always do.
-
-The same reading is used for the target (:class:`privgate.inputs.target.Target`),
-for the reference models trained from the recipe, for the training loss
-(:func:`nll`: the negative log-likelihood of the label under the outputs as
-read here — cross-entropy, BCE-with-logits, or NLL of log p) and for the
-white-box attacks' per-example losses and gradients.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,60 +1,6 @@
 """Sanity of the target before judging it: is the audit data what the model was trained on?
 
-A membership audit is only meaningful when the "members" really are the
-model's training data, fed to it the way it was trained. When they are not —
-another split, shuffled labels, features scaled or ordered differently — every
-attack sees a model that does not know its "members", the attacks find
-nothing, and the gate passes a model it never really examined. The cheapest
-symptom is the target's accuracy, so every report carries it, measured on the
-audit sets as the gate uses them:
-
-* accuracy on the members and on the non-members, each the share of rows
-  whose predicted class (``argmax`` of the outputs) is the label, with its
-  sample size and an exact Clopper-Pearson interval (Clopper & Pearson 1934)
-  at the policy's confidence 1 − α.
-
-**Warning rule.** With k₁ of n₁ members and k₀ of n₀ non-members predicted
-correctly, and two one-sided Fisher exact tests on the 2×2 table
-``[[k₁, n₁ − k₁], [k₀, n₀ − k₀]]`` (Fisher 1935; conditional on the margins,
-so valid at any sample size):
-
-1. **members below non-members** — warn when the test "members' accuracy <
-   non-members' accuracy" rejects at level α/2. A model is almost never less
-   accurate on its own training data than on unseen data of the same
-   distribution, so this points at members preprocessed differently or not
-   being the training set at all.
-2. **members not fitted** — otherwise, warn when the test "members' accuracy >
-   non-members' accuracy" does *not* reject at level α/2 **and** the members'
-   Clopper-Pearson upper bound (one-sided 1 − α/2) is below the *trained-on
-   level* ``L = (1 + b) / 2``, halfway between ``b`` — the accuracy of always
-   guessing the most common label of the audit data (at least 1/K for K
-   classes) — and perfect. For 10 balanced classes L = 0.55, for a balanced
-   binary task L = 0.75. A model that fits its training data no better than
-   unseen data *and* fits it poorly is what wrongly prepared members look like
-   (e.g. 36 % on both sets of a 10-class task).
-
-False warnings: for genuine members, rule 1 fires with probability at most
-α/2 (the exact test is conservative) whenever the model is at least as
-accurate on its training data as on unseen data; rule 2 cannot fire for a
-model whose true training accuracy is at least L except with probability at
-most α/2 (the upper bound would have to fall below the truth). So a
-well-generalising model (training accuracy 0.97, test accuracy 0.96) warns
-with probability at most α. What the rule cannot tell apart: a model that is
-weak by design (training accuracy below L) and does not overfit — the warning
-says so — and a member set from the right distribution that is not the
-training set, for a model that generalises well (its accuracy is high on both;
-only the attacks' weakness would hint at it).
-
-A model privgate trained itself on the members (the DP-SGD candidates of
-remediation, whose ``Target.extra`` records ``dp``) gets its accuracies
-reported but no such warning: its members are known, and a DP model is meant
-not to fit them better than unseen data.
-
-Also checked here, because each makes the comparison with other models
-meaningless: how the target's raw outputs are read (:mod:`privgate.inputs.outputs`,
-fixed from a probe of the audit data before any attack runs), and a
-scikit-learn target given a torch recipe (reference models would not be
-trained like it).
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,44 +1,6 @@
 """The served surface: what an attacker of an API-released model sees of its outputs, and nothing more.
 
-A model released as an API (the policy's ``release: api`` with its ``serves:``
-block, :mod:`privgate.policy.serves`) returns the label, or the ``top_k``
-highest classes, or values rounded to ``decimals`` decimals. Attacking full
-log-probabilities then over-states the risk. :class:`Surface` turns the full
-class log-probabilities of one batch of queries into the log-probabilities an
-attacker can reconstruct from the API's answer; every black-box read of the
-target (:class:`privgate.inputs.target.Target`) and of the reference models
-(:class:`privgate.attacks.reference.References`) goes through it, so attacks,
-reference models, the learned attack's features and the sanity checks all see
-one and the same answer.
-
-What a served answer means as log-probabilities (the choices, stated once):
-
-* **probabilities** — the API returns ``p_k``. Rounded to ``d`` decimals, a value
-  that rounds to 0 is read as half the rounding unit ``u/2 = 0.5·10⁻ᵈ`` (the
-  middle of the interval ``[0, u/2)`` it came from), so no loss is ``−log 0 =
-  ∞``.
-* **top_k** — the ``k`` returned classes keep their values; the probability mass
-  the API does not return, ``r = max(1 − Σ returned, 0)``, is spread uniformly
-  over the ``K − k`` unseen classes (the maximum-entropy reading), each capped at
-  the smallest returned value (an unseen class cannot have been higher than a
-  returned one) and floored at ``u/2`` (with rounding) or at 1e-300. This keeps
-  the true-class loss of a row whose label is not returned finite and
-  ordered by how much mass the model left outside its top ``k``.
-* **logits** — logits are defined up to a per-row constant; privgate serves them
-  in their normalised form ``z − logsumexp(z)`` (= log-probabilities), the one
-  form every target kind has (a scikit-learn model has no raw logits). Rounding
-  applies to these values (no value rounds to −∞), and with ``top_k`` the
-  unseen mass is the remainder above, as for probabilities. An API that returns
-  raw, unnormalised top-k logits gives an attacker no more than this.
-* **label** — the API returns ``argmax_k p_k`` only; black-box attacks are not run
-  (:meth:`Surface.not_applicable`), and the log-probabilities read here are the
-  one-hot label (``log 1`` for the label, ``log 1e-300`` elsewhere), so anything
-  that still reads them sees nothing but the label.
-
-After these steps every row is renormalised to sum to 1, so the signals that
-read a distribution (entropy, modified entropy, LiRA's logit of p_y) apply
-unchanged. Every row passed through a surface is one query, counted on the
-target (:class:`QueryLog`), so the report states what the audit asked the API.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

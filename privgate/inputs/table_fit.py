@@ -1,15 +1,6 @@
 """The model meets the table: columns in the model's order, labels through its ``classes_``, every row scored once.
 
-A table read by :mod:`privgate.inputs.tables` is aligned with the model before
-any attack runs (:func:`fit_to_model`). A scikit-learn model gets the columns
-it was fitted on, in its order (``feature_names_in_``; the others, an ID column,
-are left out and named in the report), and the labels mapped to
-its ``classes_``; then every row goes through the model once, so what it cannot
-take — a missing column, an unseen category, NaN in a pipeline without an
-imputer — is one sentence naming the file, the row and the column (a failing
-chunk is bisected to its first row), never an error in the middle of an attack.
-Any other model takes numbers only: text or a NaN is refused naming the row and
-column, and labels must be class indices.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

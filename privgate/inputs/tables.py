@@ -1,35 +1,6 @@
 """Audit data as tables: the rows a scikit-learn pipeline was fitted on, with their columns, dtypes and labels.
 
-Most models trained on personal records are fitted on a pandas ``DataFrame``
-with string columns (a ``ColumnTransformer`` one-hot encodes them) and string
-labels. privgate reads such tables as they are:
-
-* **Parquet** (pyarrow) and **CSV** (pandas' type inference; a CSV whose every
-  cell is a number keeps the strict numeric reader of :mod:`privgate.inputs.data`),
-  or a ``module:function`` / ``(DataFrame, labels)`` pair in memory; the label
-  column is named (``--label-column``, default ``label``).
-* A table's rows are a :class:`~privgate.inputs.data.Dataset` like any other:
-  ``x`` is ``[n, columns]`` — float64 when every column is a number or a
-  boolean, else an object array holding the values as pandas read them — and
-  its :class:`Schema` (column names, pandas dtypes, label values) rebuilds the
-  exact ``DataFrame`` (:meth:`Schema.frame`) whenever a model reads rows, so the
-  pooling, shuffling and sub-sampling of the gate work on arrays while the
-  model always sees the frame it was fitted on.
-* ``y`` holds codes into :attr:`Schema.labels` (the label values, sorted); once
-  the model is known they are the indices of its ``classes_``
-  (:func:`privgate.inputs.table_fit.fit_to_model`), so a label the model has never seen is one sentence
-  naming the row.
-
-Every set of one audit (members, non-members, population) must have the same
-columns, each of one kind (numbers, booleans, text, categories, dates): a
-column of another kind is one sentence naming the file and the column
-(:func:`unify`). Rows that are both members and non-members are found by
-hashing whole rows, every column and the label, with pandas' value-based hash
-(:func:`row_hashes`): equal values hash equally whatever their objects.
-
-What the model cannot take — a missing column, an unseen category, NaN in a
-pipeline without an imputer — is found by scoring every row once before any
-attack runs (:mod:`privgate.inputs.table_fit`).
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

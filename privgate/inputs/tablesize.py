@@ -1,13 +1,6 @@
 """What a table decodes to, bounded before it is materialised: Parquet from its footer and compact reads, CSV by a scan.
 
-A file's size says little about its rows: a Parquet dictionary page of one long
-string that a million rows point at, or run-length-encoded zeros, decode to
-gigabytes from a few hundred bytes. The bound is what the rows take as privgate
-holds them: rows × columns × a cell (8 bytes for numbers, 64 for a Python
-object) plus every string's decoded length — for Parquet, strings are read a
-column at a time as dictionaries (indices and distinct values) and their lengths
-summed; for CSV, lines × the header's columns plus the file. Derivation and
-measurements: docs/threat-model.md.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

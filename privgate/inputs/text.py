@@ -1,23 +1,6 @@
 """Text records for language-model audits: ``.jsonl``, ``.txt`` and ``.csv``, checked at the door.
 
-* ``.jsonl``: one JSON object per line, the text in field ``text`` (or the
-  field named by ``text_field``), an integer ``label`` for classifiers;
-* ``.txt``: one record per line (blank lines are skipped);
-* ``.csv``: the text in column ``text`` (or ``text_column``), ``label`` for classifiers.
-
-Checks as for tables: a record that is empty (or only whitespace) is refused
-with its line number; records that appear both among the members and the
-non-members are refused (an overlapping record makes every membership number
-wrong). Hostile files are refused in one sentence before they cost anything: a
-file larger than ``max_bytes`` (512 MiB by default) before it is read, a file
-of more than ``max_records`` records (100,000 by default) at the first record
-past the limit, JSON nested too deeply for the parser, and a lone surrogate
-(``"\\ud800"``: a JSON escape that decodes to no Unicode character). A record
-is cut to ``max_chars`` characters (the model's context times a generous
-number of characters per token, :func:`char_limit`) before
-anything tokenises it, so one 10 MB record costs no more than a full context;
-records longer than the model's context are truncated when scored, and the
-report counts both (:mod:`privgate.lm.scoring`).
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
 """A recipe's ``training_arguments:`` block: the Hugging Face ``TrainingArguments`` a team fine-tuned with.
 
-A team that fine-tunes with the ``Trainer`` knows its run as a ``TrainingArguments``; copied into the
-language-model recipe, the reference models of LiRA and RMIA (Carlini et al. 2022, arXiv 2112.03570;
-Zarifzadeh et al. 2024, arXiv 2312.03262) are fine-tuned like the target — the same schedule, warm-up, weight
-decay, AdamW settings, clipping and effective batch — instead of by privgate's constant-rate defaults, which
-would under-state the risk (Carlini et al. 2022, §VI).
+References fine-tuned like the target: Carlini et al. (2022), arXiv 2112.03570;
+Zarifzadeh et al. (2024), arXiv 2312.03262.
 
-The block is read with the ``Trainer``'s own defaults (``transformers`` 4.56–5.x: a linear schedule, learning
-rate 5e-5, gradient clipping at 1.0, 3 epochs, 8 records per device), so what a team left at its default is
-what the ``Trainer`` did; ``warmup_steps`` below 1 is a fraction of the steps, as in ``transformers`` 5 (which
-dropped 4.x's ``warmup_ratio``, still accepted here). Three kinds of field:
-
-* **training** (:data:`MAPPED`): mapped onto the recipe's own settings; a setting given both in the block and
-  at the recipe's top level is refused (one sentence naming both), never silently resolved;
-* **bookkeeping** (:data:`IGNORED`): output folders, logging, saving, evaluation, hub uploads, the data
-  loader's workers — they do not change the weights; accepted and listed in the report's recipe notes. The
-  ``Trainer``'s ``seed`` is one of them: privgate seeds each reference model itself;
-* anything else changes the training in a way privgate does not reproduce (``fp16``, ``label_smoothing_factor``,
-  ``max_steps``, another optimiser, …) or is not a ``TrainingArguments`` field: one sentence naming it
-  (:class:`~privgate.errors.RecipeError`, exit 2) — a reference fine-tune that silently differs from the target's
-  is the quiet false PASS this block exists to prevent.
-
-Every error names the line of the block's key (a value the recipe's own fields refuse too, such as ``.inf``).
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

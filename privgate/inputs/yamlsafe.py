@@ -1,26 +1,6 @@
 """YAML for user files: PyYAML's safe loader, line numbers kept, and no alias bombs.
 
-YAML anchors and aliases (``&a`` / ``*a``) let a short file describe a huge
-value: the "billion laughs" file of nine nested lists of nine aliases is 1 KB
-and stands for 9⁹ strings. PyYAML builds it cheaply (an alias is a shared
-reference), but everything after that walks the *expanded* value — validation,
-error messages — and runs out of time and memory.
-
-Approach: the document is composed once into PyYAML's node graph (the nodes
-keep their line numbers for error messages), and before any Python value is
-constructed the **expanded size** of the graph is counted: the number of
-nodes reached when every alias is followed, each shared node counted once per
-reference (memoised, so counting costs one pass over the distinct nodes however
-large the expansion). A document that expands beyond :data:`MAX_NODES` nodes,
-or an alias that refers to itself, is refused with the line of the smallest
-value that crosses the limit. A mapping key written twice (which PyYAML would
-silently resolve to the second value) is refused naming both lines, and so is
-a string holding a control character (``"\\e[31m"``): what a file names must
-print as text (:mod:`privgate.report.safe`), so ``policy validate`` accepts
-what ``check`` prints. A raw control byte anywhere in the file (ESC, NUL, BEL,
-even in a comment), which YAML itself forbids, is refused naming its line.
-Ordinary anchors (a shared block of options, ``<<: *defaults`` merges) stay
-allowed.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

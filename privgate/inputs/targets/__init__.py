@@ -1,18 +1,6 @@
 """Targets that are served rather than trained here: ONNX graphs, boosted-tree files, live endpoints.
 
-:func:`load_served` recognises them and hands back a
-:class:`~privgate.inputs.targets.blackbox.BlackBox`, which
-:meth:`privgate.inputs.target.Target.load` wraps; anything else (TorchScript,
-state_dicts, safetensors, pickles) is left to ``Target.load`` itself:
-
-* ``http://`` / ``https://…/v2/models/NAME`` — an Open Inference Protocol v2
-  endpoint (KServe, Triton, MLServer, Seldon): :mod:`.endpoint`;
-* ``*.onnx`` — an ONNX graph run by onnxruntime: :mod:`.onnxfile`;
-* an XGBoost model saved as JSON or UBJSON (``Booster.save_model``) or a
-  LightGBM text model (``Booster.save_model``), recognised by their content
-  whatever the file is called: :mod:`.boosted`.
-
-None of these formats is a pickle, so none needs ``--trust-checkpoint``.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """A model privgate can only query: rows in, one output row per input row out.
 
-ONNX graphs (:mod:`privgate.inputs.targets.onnxfile`), boosted trees in their
-native formats (:mod:`privgate.inputs.targets.boosted`) and live inference
-endpoints (:mod:`privgate.inputs.targets.endpoint`) are all black boxes: a
-:class:`privgate.inputs.target.Target` wraps one as its ``model``, with no
-torch module (``Target.module`` is ``None``), so only the black-box and
-label-only attacks run, as for a scikit-learn estimator.
-
-A black box hands back *raw* outputs, read as class log-probabilities exactly
-as a torch model's are (:mod:`privgate.inputs.outputs`): ``[n, K]`` logits,
-one logit per row (two classes, p(1) = σ(z)), or rows that already are
-probabilities. The reading is fixed once, from the objective when the format
-says it (a tree's margins) or from a probe of the audit rows before any attack
-runs (:meth:`BlackBox.detect_outputs`, the same rule as for torch models), so
-an ONNX export of a torch model gives the numbers of the model itself.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

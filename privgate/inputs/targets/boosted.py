@@ -1,22 +1,6 @@
 """Gradient-boosted trees in their native, non-pickle formats: XGBoost JSON/UBJSON and LightGBM text models.
 
-Both formats are data, not code (``Booster.save_model``), so loading them runs
-nothing from the file and needs no ``--trust-checkpoint``; they are recognised
-by their content whatever the file is called (:func:`sniff`): an XGBoost model
-is a JSON or UBJSON object whose first key is ``learner``, a LightGBM model a
-text file that starts with ``tree`` and ``version=``.
-
-The trees' *margins* are read, not their probabilities: XGBoost's
-``output_margin`` / LightGBM's ``raw_score`` are logits (one per class for a
-multi-class objective, one per row for a binary one, p(1) = σ(z)), so a
-confident tree keeps its log-odds instead of a probability rounded to 1.0 in
-float32 (:mod:`privgate.inputs.outputs`). Only classifiers are audited:
-regression and ranking objectives, and LightGBM's one-vs-all multi-class
-(whose per-class sigmoids do not form one distribution), are refused in one
-sentence.
-
-Prediction runs with one thread (``nthread`` / ``num_threads``), the budget a
-shared runner gets by default (:mod:`privgate.training.threads`).
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

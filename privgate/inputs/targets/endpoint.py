@@ -1,31 +1,6 @@
 """A live inference endpoint as a black-box target: ``privgate check http://HOST:PORT/v2/models/NAME``.
 
-The model is queried over the Open Inference Protocol v2 (:mod:`.oip`) the way
-an attacker with API access would: rows in, the served output out. Queries go
-in batches of :attr:`Access.batch` rows, at most :attr:`Access.concurrency`
-requests at a time; a row asked twice is answered from memory (the attacks of
-one run share the audit rows), so :attr:`Endpoint.queries` counts distinct
-rows sent — what the attack costs the attacker — and the run stops with one
-sentence before it would pass :attr:`Access.max_queries`.
-
-Tensor names differ by server and runtime. The input's name and datatype come
-from the model's metadata when the server gives them (else ``input-0``, FP64).
-The output read is, in order: the one the user names (``--endpoint-output``);
-the single output the metadata lists; of several, the one whose name says
-probabilities, logits or scores; and when the metadata lists none, the single
-output of an answer — unless that answer holds integer labels, as MLServer's
-scikit-learn runtime gives by default, in which case the runtime's
-``predict_proba`` output is asked for by name (its documented way of
-selecting the method). The outputs are then read like any model's
-(:mod:`privgate.inputs.outputs`).
-
-The report's target section records the endpoint (URL without credentials or
-query string), the tensors used, the queries, requests, retries and seconds
-spent — and the *names* of the headers sent, never their values. Whatever the
-server says is quoted with every credential sent masked (:mod:`.redact`), in
-messages and in the report's tensor names alike; each exchange is bounded in
-time and size (:mod:`.wire`), and an answer that does not hold finite numbers
-of its datatype is one sentence (:func:`.oip.read_tensor`).
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """Loading a Hugging Face model directory: ``save_pretrained`` output or a PEFT adapter on its base.
 
-The directory is the contract (as in ``transformers``): ``config.json`` says
-what the model is, the weights are ``model.safetensors`` (or sharded
-safetensors), the tokenizer sits beside them. Everything is read with
-``local_files_only=True``: privgate never reaches a model hub. The
-architecture named in ``config.json`` decides the kind:
-
-* ``…ForCausalLM`` / ``…LMHeadModel`` — a causal language model, audited by
-  the language-model attacks (:mod:`privgate.lm.attacks`);
-* ``…ForSequenceClassification`` — a text classifier, audited by the
-  black-box family on its logits (:class:`privgate.inputs.targets.hf_classifier.TextClassifier`).
-
-A PEFT adapter directory (``adapter_config.json``) is loaded on its base model:
-``base_model`` when given (``--base-model DIR``), else the adapter config's
-``base_model_name_or_path``, which must then be a local directory. Weights in
-``pytorch_model.bin`` are pickles: loading them runs code, so they are refused
-unless ``trust_checkpoint`` is set, as every pickle is.
-
-A model folder is data (:mod:`privgate.inputs.targets.hf_folder`): its files are size-checked
-and its configuration parsed before any library reads them, a folder that names
-code (``auto_map``) is refused, every loader runs with
-``trust_remote_code=False`` (so ``transformers`` never asks on stdin), the
-model is first built on torch's ``meta`` device and compared with the size of
-its weights, the tokenizer's regular expressions and the adapter's module
-patterns are checked for catastrophic backtracking (:mod:`privgate.inputs.targets.hf_regexes`),
-and what the libraries print while loading goes through privgate's terminal
-sanitiser (:mod:`privgate.inputs.targets.hf_libout`).
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

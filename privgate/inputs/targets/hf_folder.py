@@ -1,35 +1,6 @@
 """A model folder is data: what privgate checks in it before ``transformers``, ``tokenizers`` or PEFT read it.
 
-A pull request controls the model folder a CI job audits, so nothing in it may
-run code, prompt, or make privgate spend memory the folder's own bytes do not
-account for. Before any library opens the folder:
-
-* **Sizes.** Every file the libraries parse (``*.json``, ``*.txt``,
-  ``*.jinja``, ``*.model``, ``*.tiktoken``, in the folder and in its
-  ``additional_chat_templates/``) is at most :data:`CONFIG_LIMIT`; tokenizer
-  vocabularies (``tokenizer.json``, ``vocab.*``, ``merges.txt``, ``*.model``,
-  ``*.tiktoken``) at most :data:`TOKENIZER_LIMIT` (``transformers`` parses
-  ``tokenizer.json`` with Python's ``json``, some twenty times its size in
-  memory). The weights (``*.safetensors``) are memory-mapped, and what they
-  may cost is bounded by the config check below.
-* **JSON.** The configuration files are parsed here first, so a file nested
-  100,000 brackets deep or holding a 5,000-digit number is one sentence, not a
-  ``RecursionError`` in a library.
-* **No code.** An ``auto_map`` (``config.json``, ``tokenizer_config.json``,
-  any configuration file, at any depth), ``custom_pipelines`` or an
-  ``architectures`` entry naming a module (``modeling_evil.EvilForCausalLM``)
-  asks ``transformers`` to import Python from the folder, an
-  ``attn_implementation`` naming a kernel repository (``org/name``) asks it to
-  fetch and import one, a PEFT
-  ``megatron_config`` makes PEFT import the module its ``megatron_core``
-  names: refused, naming the file and the entry. The loaders are called with
-  ``trust_remote_code=False`` besides, so ``transformers`` never asks on stdin
-  either.
-* **Config against weights.** The counts in ``config.json`` that size the
-  model (layers, experts, labels, hidden and vocabulary sizes) may not exceed
-  what the safetensors headers hold; :func:`privgate.inputs.targets.hf.load_model_dir`
-  then builds the model on torch's ``meta`` device and compares its size with
-  the weights before anything is allocated.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

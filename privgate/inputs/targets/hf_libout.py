@@ -1,14 +1,7 @@
 """What ``transformers``, ``tokenizers`` and PEFT print while they read a model folder goes through privgate's
 terminal sanitiser.
 
-Their messages quote the folder: ``transformers``' load report lists the
-tensor names of the weights file, PEFT warns with the adapter's keys, errors
-quote config values. A name can hold ESC, CSI or OSC 8 sequences, which a
-terminal or a CI log viewer would act on. While :func:`library_output_cleaned`
-is active every log record (any logger: the libraries log through their own)
-and every Python warning is passed through :func:`privgate.plaintext.clean`,
-the function that cleans privgate's own terminal output, before a handler
-writes it.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

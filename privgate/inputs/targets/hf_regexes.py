@@ -1,27 +1,8 @@
 """Regular expressions a model folder brings: the ones that can backtrack catastrophically are refused.
 
-A model folder carries patterns that libraries match against text privgate
-feeds them: ``tokenizer.json``'s ``Split`` pre-tokenizers and ``Replace``
-normalizers and decoders (matched by Oniguruma, a backtracking engine, on every
-audit record), and a PEFT adapter's ``target_modules`` / ``exclude_modules`` /
-``rank_pattern`` / ``alpha_pattern`` / ``layers_pattern`` (matched by Python's
-``re`` on every module name of the base). A backtracking engine needs time
-exponential in the input for a pattern such as ``(a+)+b`` against ``aaaa…c``
-(Davis et al. 2018, "The impact of regular expression denial of service (ReDoS)
-in practice", ESEC/FSE, doi 10.1145/3236024.3236027): Python's ``re`` then runs
-for ever, and Oniguruma stops at its retry limit with a Rust panic that
-``tokenizers`` does not catch.
+ReDoS: Davis et al. (2018); star height: Weideman et al. (2016), arXiv 1604.06877.
 
-The exponential case needs a loop whose body can match one string in more than
-one way: a nested quantifier or an alternation inside a repetition (the
-"star height" condition of Weideman et al. 2016, "Analyzing matching time
-behavior of backtracking regular expression matchers by using ambiguity of NFA",
-CIAA, arXiv 1604.06877). :func:`backtracking_problem` refuses exactly the
-patterns where a repetition (at most more than once) holds a repetition of
-variable count, an alternation, or where a backreference appears anywhere.
-Tokenizers' usual patterns (GPT-2's, cl100k, o200k, Llama 3's, Qwen's,
-DeepSeek's) have none. The check is conservative: a harmless pattern of that
-shape (``(?:ab|cd)+``) is refused too, with the reason.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

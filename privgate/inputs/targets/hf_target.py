@@ -1,13 +1,6 @@
 """A Hugging Face model folder as a target: a causal language model, or a sequence classifier over text.
 
-What the folder holds is decided once, when it is loaded (``config.json``'s
-architecture, :func:`privgate.inputs.targets.hf.kind_of`), and the target says
-it (:attr:`HFTarget.kind`): the gate audits a causal language model from its
-token scores (:mod:`privgate.lm.audit`) and a sequence classifier as a black box
-over records of text (:class:`~privgate.inputs.targets.hf_classifier.TextClassifier`,
-:mod:`privgate.lm.classifier`). The loaded model, the reference model a causal
-language model is compared with (``--reference-model``) and the records scored
-per forward pass travel with the target.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """The Open Inference Protocol v2 over HTTP: URLs, requests with retries, metadata and tensors in and out.
 
-KServe, Triton, MLServer and Seldon Core 2 all speak this protocol
-(https://kserve.github.io/website/latest/modelserving/data_plane/v2_protocol/):
-
-* ``GET  {base}/v2/models/{name}[/versions/{v}]`` — the model's metadata: its
-  ``inputs`` and ``outputs`` as ``{name, datatype, shape}``, when the server
-  knows them (MLServer's scikit-learn runtime lists none unless its settings do);
-* ``POST {base}/v2/models/{name}[/versions/{v}]/infer`` with
-  ``{"inputs": [{"name", "shape", "datatype", "data"}], "outputs": [{"name"}]}``
-  — the answer's ``outputs`` are tensors of the same form, ``data`` flattened
-  in row-major order.
-
-:class:`Client` sends them over :class:`~.wire.Wire` — each exchange whole
-within the timeout and each answer within the size limit — with retries and
-exponential back-off on 429, 5xx, timeouts and dropped connections (honouring
-``Retry-After``, capped). Every failure, and every malformed answer
-(:func:`read_metadata`, :func:`read_tensor`: JSON nested too deeply, a shape
-that is not integers, values that are not finite or overflow their datatype),
-is one :class:`~privgate.errors.TargetError` sentence naming the URL, with every
-credential sent masked (:class:`~.redact.Redactor`) whatever the server echoed.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

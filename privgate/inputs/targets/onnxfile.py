@@ -1,25 +1,6 @@
 """ONNX graphs as black-box targets, run by onnxruntime.
 
-The graph says what it takes and what it gives: the single input's name,
-element type and row shape are read from the session (a graph with several
-inputs is refused, naming them), and the output privgate reads is chosen from
-the graph's outputs:
-
-* one output: that one;
-* several (scikit-learn classifiers converted by skl2onnx give ``label`` and
-  ``probabilities``; torch exports may add auxiliary heads): the floating-point
-  output whose name says probabilities, logits or scores, else the only
-  floating-point output of two dimensions; integer outputs (predicted labels)
-  are never read as scores;
-* a sequence of maps ``{class: probability}`` (skl2onnx's ZipMap) is turned
-  back into ``[n, K]`` columns in class order.
-
-Rows are cast to the input's element type (``float``, ``double``,
-``float16``); a row shape that does not fit the graph's is one sentence, before
-any attack runs. The session runs on the CPU with one thread per operator
-(onnxruntime's own pool would otherwise take every core of a shared runner).
-The outputs are read like a torch model's (:mod:`privgate.inputs.outputs`), so
-a torch model exported to ONNX gives the same numbers as its TorchScript.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

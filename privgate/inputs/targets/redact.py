@@ -1,20 +1,6 @@
 """Credentials sent to an endpoint, masked in every text a server's answer can put before a user.
 
-A server chooses what its answers say: an error message, a tensor's name, a
-datatype, a ``Location``. A careless or hostile one repeats the credentials it
-was sent (``{"error": "bad token Bearer abc123"}``), and privgate quotes what
-servers say in its messages and reports. :class:`Redactor` knows every value
-privgate sends — each header's value and the password of a URL's
-``user:password@`` — and replaces, wherever it appears in a text (any case):
-
-* the whole value, and each of its space-separated parts except an
-  authentication scheme's name (the token of ``Bearer TOKEN``);
-* the ``user:password`` a ``Basic`` credential encodes, and each half of it
-  (a server may echo it decoded);
-* the percent-encoded form of each (a server may echo it inside a URL).
-
-Values shorter than :data:`MIN_CHARS` are not masked: they are no secret,
-and masking them would garble every message that happens to hold them.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """scikit-learn classifiers as targets: ``.skops`` files of trusted types, pickles only with ``--trust-checkpoint``.
 
-**Loading.** A ``.skops`` file names the types skops imports and calls to load it:
-it loads only when every name is allowed for what skops does with it (an exact
-allow-list, :mod:`~privgate.inputs.targets.skops_types`) or is a class the user
-trusts (:mod:`~privgate.inputs.targets.skops_trust`), its schema and arrays
-bounded first (:mod:`~privgate.inputs.targets.skops_schema`); else one sentence,
-exit 2, before anything is imported. Pickles (``.joblib``, ``.pkl``) need
-``--trust-checkpoint`` (:meth:`privgate.inputs.target.Target.load`).
-
-**Reading.** :class:`SklearnModel` is the black box the
-:class:`~privgate.inputs.target.Target` wraps: any fitted classifier with
-``predict_proba`` or ``decision_function`` — a ``Pipeline``, a
-``ColumnTransformer`` in front of a forest, gradient boosting, a logistic
-regression, an SVC, k-NN, an MLP, XGBoost's and LightGBM's scikit-learn
-wrappers. Rows reach it as the frame it was fitted on
-(:meth:`SklearnModel.bind`, :mod:`privgate.inputs.tables`). Its outputs are read
-without saturation where the model allows: when the softmax (or sigmoid) of
-its margins — ``decision_function``, or XGBoost's ``output_margin`` and
-LightGBM's ``raw_score`` — reproduces ``predict_proba`` on the probed rows
-(logistic regression, gradient boosting), the margins are read as logits, so a
-member predicted with probability 1 − 10⁻²⁰ keeps its score; otherwise (a
-forest's vote shares, an SVC's Platt scaling) the probabilities are read.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

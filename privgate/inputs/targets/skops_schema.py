@@ -1,13 +1,6 @@
 """What loading a ``.skops`` file would import and decode, read from its schema without importing or inflating it.
 
-A ``.skops`` file is a zip: ``schema.json`` (a tree of nodes, each naming a ``__loader__`` and a
-``__module__.__class__``) and the arrays the nodes reference by entry name. :func:`scan` walks the schema
-itself, bounded (:data:`MAX_SCHEMA_BYTES`, :data:`MAX_NODES`, :data:`MAX_DEPTH`), and returns every name a
-node would make skops import, with the loaders that would (:mod:`privgate.inputs.targets.skops_types`), and the
-bytes every reference decodes to: an array entry read once per node that names it (a 60 MiB entry named by 40
-nodes is 40 reads), a sparse matrix's nested ``.npz`` checked entry by entry
-(:func:`~privgate.inputs.npzlimits.check_zip`).
-Nodes that share an ``__id__`` are one object to skops and count once. Nothing is imported.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

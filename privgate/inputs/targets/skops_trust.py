@@ -1,13 +1,6 @@
 """Which names a ``.skops`` file may make skops import: privgate's allow-list, and the classes the user trusts.
 
-Every name a node would import (:func:`privgate.inputs.targets.skops_schema.scan`) must be allowed for that
-node's loader (:mod:`privgate.inputs.targets.skops_types`), or be one the user trusts (``--trust-type``,
-``trust_types``), before anything is imported; else one sentence naming it (exit 2). A name the user trusts
-is checked twice: as text (:func:`trusted_names`: never the standard library, :data:`NEVER`, privgate, numpy
-or scipy, nor scikit-learn's tests), then, once the file names it and its module is imported (the user's word),
-as an object (:func:`check_imported`): a class defined in that module (under ``sklearn``, an estimator), or a
-function of the user's own code (a module outside the standard library and site-packages), never a re-export,
-a builtin or an instance; a function only where skops returns it (a ``FunctionNode``), never where it calls it.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
 """One HTTP exchange with an endpoint, bounded in time and in size, over httpcore.
 
-An endpoint is a server someone else runs: it may answer slowly, enormously, or
-not at all. A per-read timeout (what HTTP clients offer) does not bound a
-request: a server that sends a byte a second — of its headers or of its body —
-never trips it. :class:`Wire` bounds the whole exchange instead:
-
-* **Time.** Every exchange has a deadline, ``timeout`` seconds after it
-  starts. httpcore's network backend is wrapped (:class:`_Backend`, the hook
-  httpcore documents for custom transports) so that connecting, every write of
-  the request (in pieces of :data:`PIECE` bytes) and every read of the answer —
-  status line, headers and body alike — waits at most until that deadline, and
-  one started after it fails at once with httpcore's own timeout. httpx, which
-  privgate used before, offers per-read timeouts only.
-* **Size.** An answer's ``Content-Length`` above ``max_bytes`` is refused
-  before its body is read; a body without one (chunked) is counted as it
-  arrives; a compressed body (``gzip`` or ``deflate``, the encodings asked
-  for) is inflated at most ``max_bytes`` + 1 bytes at a time, so a
-  decompression bomb costs no more than the limit. Error answers are read
-  only as far as :data:`ERROR_BYTES` (their message is all that is shown).
-
-Redirects are never followed (the next hop is not the server the user named,
-and the headers — credentials — would travel there); no proxy or setting is
-read from the environment. Failures are httpcore's exceptions or
-:class:`TooLarge` / :class:`Undecodable`; :mod:`.oip` turns them into sentences.
+The rest (design, limits, derivations): docs/internals-inputs.md.
 """
 
 from __future__ import annotations
