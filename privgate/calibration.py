@@ -14,7 +14,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -51,18 +51,6 @@ class Probe:
         """For the report (``environment.device_estimate.probe``)."""
         return {**{k: float(v) for k, v in asdict(self.costs).items() if k != "source"},
                 "source": self.costs.source, "probe_seconds": round(self.seconds, 3)}  # fmt: skip
-
-
-def cache_file(environ: Mapping[str, str]) -> Path | None:
-    """``$XDG_CACHE_HOME/privgate/device-probe.json`` (``~/.cache/…`` when that is unset or relative); None without
-    a home."""
-    base = environ.get("XDG_CACHE_HOME", "")
-    if not (base and Path(base).is_absolute()):
-        home = environ.get("HOME", "")
-        if not home:
-            return None
-        base = str(Path(home) / ".cache")
-    return Path(base) / "privgate" / FILE_NAME
 
 
 def _driver() -> str:
@@ -282,7 +270,7 @@ def machine_costs(threads: int, path: Path | None = None, gpu: str = "cuda", **h
 
 def probe_file(cache_dir: str | Path | None) -> Path | None:
     """Where a run keeps the probe: beside its reference-model cache (the CLI's default: ``$XDG_CACHE_HOME/privgate``,
-    the folder :func:`cache_file` names); ``None`` (measured every run) when the run has no cache."""
+    :func:`privgate.cli.cache_settings.default_cache_dir`); ``None`` (measured every run) when the run has no cache."""
     from privgate.options import CACHE_OFF
 
     if cache_dir is None or str(cache_dir).strip().lower() in CACHE_OFF:
@@ -291,5 +279,5 @@ def probe_file(cache_dir: str | Path | None) -> Path | None:
 
 
 __all__ = [
-    "BOUNDS", "FILE_NAME", "Probe", "cache_file", "cached", "machine_costs", "measure", "probe_file", "write_cache"
+    "BOUNDS", "FILE_NAME", "Probe", "cached", "machine_costs", "measure", "probe_file", "write_cache"
 ]  # fmt: skip

@@ -18,7 +18,7 @@ import pytest
 
 import privgate.calibration as calibration
 import privgate.device as device
-from privgate.calibration import MAX_FILE_BYTES, Probe, cache_file, cached, machine_costs, write_cache
+from privgate.calibration import MAX_FILE_BYTES, Probe, cached, machine_costs, probe_file, write_cache
 from privgate.device import DOCUMENTED, Costs, Workload, choose_device
 
 #: ``examples/digits_cnn``'s work (workload_of on its inputs): 16 stacked CNNs × 480 steps, 70 GFLOP.
@@ -65,10 +65,9 @@ def test_measured_costs_send_digits_to_the_h200_and_a_tiny_check_to_the_cpu():
 
 
 def test_the_cache_file_round_trips_and_a_bad_one_is_ignored(tmp_path):
-    path = cache_file({"XDG_CACHE_HOME": str(tmp_path)})
+    path = probe_file(tmp_path / "privgate")  # beside the run's reference-model cache
     assert path == tmp_path / "privgate" / "device-probe.json"
-    assert cache_file({"XDG_CACHE_HOME": "relative", "HOME": "/home/u"}) == cache_file({"HOME": "/home/u"})
-    assert cache_file({}) is None
+    assert probe_file(None) is None and probe_file("off") is None  # no cache: measured every run
     assert cached(path, "key") is None  # no file yet
     assert write_cache(path, "key", H200) and oct(path.stat().st_mode & 0o777) == "0o600"
     assert cached(path, "key") == Costs(**{**H200.__dict__, "source": "cache"})
@@ -100,16 +99,16 @@ def test_the_cache_file_round_trips_and_a_bad_one_is_ignored(tmp_path):
 
 def test_the_probe_measures_once_then_reads_the_cache(tmp_path):
     """On the CPU standing in for the GPU (the same code; a real GPU adds synchronisation): measured, written, read."""
-    env = {"XDG_CACHE_HOME": str(tmp_path)}
-    first = machine_costs(1, cache_file(env), gpu="cpu", loop_seconds=0.0, gpu_scale=1)
+    path = probe_file(tmp_path / "privgate")
+    first = machine_costs(1, path, gpu="cpu", loop_seconds=0.0, gpu_scale=1)
     assert first.costs.source == "measured" and first.seconds > 0
     for name, (low, high) in calibration.BOUNDS.items():
         assert low <= getattr(first.costs, name) <= high and math.isfinite(getattr(first.costs, name))
-    again = machine_costs(1, cache_file(env), gpu="cpu")
+    again = machine_costs(1, path, gpu="cpu")
     assert again.costs == Costs(**{**first.costs.__dict__, "source": "cache"})
     assert again.facts()["source"] == "cache" and again.facts()["gpu_flops"] == first.costs.gpu_flops
-    cache_file(env).write_text("garbage")
-    assert machine_costs(1, cache_file(env), gpu="cpu", loop_seconds=0.0, gpu_scale=1).costs.source == "measured"
+    path.write_text("garbage")
+    assert machine_costs(1, path, gpu="cpu", loop_seconds=0.0, gpu_scale=1).costs.source == "measured"
 
 
 def test_no_probe_without_a_gpu_or_with_a_device_asked_for_and_the_report_gives_the_estimate(case, monkeypatch):
