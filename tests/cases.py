@@ -127,3 +127,22 @@ def run_cli(
     return subprocess.run(
         PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, preexec_fn=limit
     )
+
+
+#: A loss + confidence AUC check (max 0.55), for tests that gate a small memorising model end to end.
+AUC_POLICY = textwrap.dedent(
+    """
+    name: thresholds
+    sensitivity: internal
+    release: api
+    confidence: 0.95
+    attacks:
+      loss: {}
+      confidence: {}
+    checks:
+      - id: mia-auc
+        attack: best
+        metric: auc
+        max: 0.55
+    """
+)

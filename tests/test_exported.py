@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import textwrap
 import warnings
 import zipfile
 from pathlib import Path
@@ -21,27 +20,10 @@ import inproc
 import numpy as np
 import pytest
 import torch
-from cases import make_model, run_cli, synthetic
+from cases import AUC_POLICY, make_model, run_cli, synthetic
 
 from privgate.errors import TargetError
 from privgate.inputs.target import Target
-
-POLICY = textwrap.dedent(
-    """
-    name: thresholds
-    sensitivity: internal
-    release: api
-    confidence: 0.95
-    attacks:
-      loss: {}
-      confidence: {}
-    checks:
-      - id: mia-auc
-        attack: best
-        metric: auc
-        max: 0.55
-    """
-)
 
 
 def _memorising(xm: np.ndarray, ym: np.ndarray) -> torch.nn.Module:
@@ -63,7 +45,7 @@ def exported(tmp_path_factory) -> Path:
     xn, yn = synthetic(200, seed=2, label_noise=0.8)
     np.savez(d / "members.npz", x=xm, y=ym)
     np.savez(d / "nonmembers.npz", x=xn, y=yn)
-    (d / "policy.yaml").write_text(POLICY)
+    (d / "policy.yaml").write_text(AUC_POLICY)
     net = _memorising(xm, ym)
     x = torch.from_numpy(xm[:4])
     torch.export.save(torch.export.export(net, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},)), d / "net.pt2")

@@ -13,40 +13,23 @@ from __future__ import annotations
 
 import json
 import logging
-import textwrap
 
 import numpy as np
 import pytest
 import torch
-from cases import make_model, synthetic
+from cases import AUC_POLICY, make_model, synthetic
 
 from privgate import api
 from privgate.errors import PrivgateError
 from privgate.integrations.gate import GateSpec, Logits, PrivacyGateFailed
 
-POLICY = textwrap.dedent(
-    """
-    name: thresholds
-    sensitivity: internal
-    release: api
-    confidence: 0.95
-    attacks:
-      loss: {}
-      confidence: {}
-    checks:
-      - id: mia-auc
-        attack: best
-        metric: auc
-        max: 0.55
-    """
-)
 STEPS = 40  # one epoch of 40 full batches (the 200 rows repeated): the MLP memorises the 80 % random labels
 
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     d = tmp_path_factory.mktemp("integrations")
-    (d / "policy.yaml").write_text(POLICY)
+    (d / "policy.yaml").write_text(AUC_POLICY)
     return d, synthetic(200, seed=1, label_noise=0.8), synthetic(200, seed=2, label_noise=0.8)
 
 
