@@ -21,6 +21,7 @@ import inproc
 import numpy as np
 import pytest
 import torch
+from cases import run_cli
 from click.testing import CliRunner
 from sklearn.datasets import load_digits
 from torch import nn
@@ -527,28 +528,10 @@ def test_random_stopping_releases_the_papers_bound(tiny):
 # --------------------------------------------------------------------------- CLI
 
 
-def _privgate_cmd() -> list[str]:
-    """``privgate``, as a user runs it (:data:`privgate_cli.PRIVGATE`)."""
-    from privgate_cli import PRIVGATE
-
-    return list(PRIVGATE)
-
-
 def _cli(tiny, *args: str) -> subprocess.CompletedProcess:
-    d = tiny["dir"]
-    cmd = [
-        *_privgate_cmd(),
-        *args,
-        "--members",
-        "members.npz",
-        "--nonmembers",
-        "nonmembers.npz",
-        "--population",
-        "population.npz",
-    ]
-    return subprocess.run(
-        cmd, cwd=d, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
-    )
+    """``privgate ARGS`` on the tiny model's audit files, in its own process (forked from the suite's server)."""
+    data = ["--members", "members.npz", "--nonmembers", "nonmembers.npz", "--population", "population.npz"]
+    return run_cli(*args, *data, cwd=tiny["dir"])
 
 
 def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
@@ -643,7 +626,7 @@ def test_cli_max_total_epsilon_stops_the_search_and_hands_out_nothing(tiny):
     assert "the best candidate trained (ε = 8" in out and "is not handed out" in out
     bad = d / "bad-budget.yaml"
     bad.write_text(POLICY_PASSABLE.replace("max_grad_norm: 1.0}", "max_grad_norm: 1.0, max_total_epsilon: -1}"))
-    v = subprocess.run([*_privgate_cmd(), "policy", "validate", str(bad)], capture_output=True, text=True, timeout=60)
+    v = run_cli("policy", "validate", str(bad))
     assert v.returncode == 2 and "max_total_epsilon" in v.stdout + v.stderr
 
 
