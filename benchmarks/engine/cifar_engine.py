@@ -73,6 +73,7 @@ import privgate.attacks.rmia  # noqa: E402, F401
 import privgate.gate  # noqa: E402, F401
 import privgate.training.engine  # noqa: E402, F401
 from privgate.recipe import Augment, Recipe  # noqa: E402
+from privgate.training.loop import train_model  # noqa: E402
 
 T_IMPORTS = time.perf_counter() - T_START
 
@@ -286,7 +287,7 @@ def main() -> int:
         flush=True,
     )
     t0 = time.perf_counter()
-    target = recipe.train(*members, seed=args.seed + 99, device=args.device)
+    target = train_model(recipe, *members, seed=args.seed + 99, device=args.device)
     if args.device == "cuda":
         torch.cuda.synchronize()
     t_target = time.perf_counter() - t0

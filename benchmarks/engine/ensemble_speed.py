@@ -10,7 +10,7 @@ All runs happen in this one process, with the same thread count, on the same
 masks and seeds (the reference-model plan of :mod:`privgate.attacks.reference`:
 complementary halves of the 1,497 audit rows), with no cache:
 
-* sequential: ``recipe.train(x[mask_k], y[mask_k], seed_k)`` for k = 1..K —
+* sequential: ``train_model(recipe, x[mask_k], y[mask_k], seed_k)`` for k = 1..K —
   the loop a user would write, and the engine's fallback;
 * vectorised, vmap kernel: :func:`privgate.training.engine.train_models` with
   ``kernel="vmap"`` (``torch.func`` + ``vmap``, any model without buffers);

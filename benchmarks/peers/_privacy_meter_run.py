@@ -39,6 +39,8 @@ T0 = time.perf_counter()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from privgate.training.loop import train_model  # noqa: E402
+
 #: Reference models of the two runs (Privacy Meter's ``num_ref_models``).
 RUNS = (4, 16)
 #: Privacy Meter's signal batch (its configs' ``audit.batch_size``).
@@ -100,7 +102,7 @@ def main(work: Path, source: str, out: Path) -> None:
     target.load_state_dict(torch.load(work / "model.pt", weights_only=True))
     models = [target]
     for i, keep in enumerate(memberships[1:], 1):  # one model after another, as Privacy Meter trains them
-        models.append(recipe.train(x[keep], y[keep], seed=i))
+        models.append(train_model(recipe, x[keep], y[keep], seed=i))
     trained = time.perf_counter()
 
     signals = np.hstack([_softmax_true(m, x, y) for m in models])  # [n, models], Privacy Meter's layout

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from privgate.dp.candidates import Candidate
-    from privgate.dp.opacus_runner import DPSettings, DPTraining
     from privgate.dp.search import Searched
+    from privgate.dpsgd.opacus_runner import DPSettings, DPTraining
     from privgate.options import RunOptions
     from privgate.policy import Policy
     from privgate.report.model import Report

@@ -5,7 +5,7 @@ The reference models of shadow models (Shokri et al. 2017, arXiv 1610.05820), Li
 y[mask_k], seed=seeds[k])`` up to float rounding, on any device; states come back, and are cached, on the CPU.
 Recipes the kernels cannot replicate train one at a time (engine ``auto``, :attr:`Ensemble.notes` says why) or are
 refused (``vectorised``). Kernels: :mod:`privgate.training.kernels`; cache: :mod:`privgate.training.cache`;
-threads: :mod:`privgate.training.threads`. How it works: ``docs/internals-training-stats.md``.
+threads: :mod:`privgate.threads`. How it works: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import time
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -25,19 +24,19 @@ from privgate.errors import RecipeError, out_of_memory
 from privgate.executors import Executor
 from privgate.io.sources import key_or_warning
 from privgate.recipe import OPTIMIZERS, Recipe
+from privgate.threads import resolve_threads, torch_threads
 from privgate.training import augment, grouped, mlp
 from privgate.training.cache import ModelCache
 from privgate.training.dp_step import dp_note, dp_step, dp_view
-from privgate.training.ensemble import Ensemble
+from privgate.training.ensemble import Ensemble, Trained
 from privgate.training.fingerprint import data_fingerprint, model_key, recipe_fingerprint
 from privgate.training.function import architecture_copy, architecture_state, check_states
 from privgate.training.kernels import NotVectorisable, mlp_kernel_mismatch
 from privgate.training.optimisers import optimise
 from privgate.training.plan import dropout_seed, epoch_schedule
-from privgate.training.sequential import own_loop_reason, train_one, train_sequential
+from privgate.training.sequential import own_loop_reason, train_sequential
 from privgate.training.stacked import NotStackable, StackedModel, Training, random_forward, unstack
 from privgate.training.tasks import train_groups
-from privgate.training.threads import resolve_threads, torch_threads
 
 # --------------------------------------------------------------------------- training
 
@@ -156,15 +155,6 @@ def _training(recipe: Recipe, xt: torch.Tensor, seeds: Sequence[int]) -> Trainin
     return Training(float(recipe.label_smoothing), recipe.precision == "bf16", augmenters)
 
 
-class Trained(NamedTuple):
-    """What :func:`train_models` returns."""
-
-    states: list[dict[str, torch.Tensor]]
-    mode: str  # "vectorised" or "sequential"
-    notes: list[str]
-    kernel: str  # "mlp", "mlp-dp", "grouped", "vmap" (vectorised), "loop" or "function" (sequential)
-
-
 def train_models(
     recipe: Recipe,
     x: np.ndarray,
@@ -183,7 +173,7 @@ def train_models(
     ``kernel`` picks the vectorised kernel (``"auto"``, ``"mlp"``, ``"vmap"``;
     see :func:`_train_vectorised`); ``strict`` makes a model the vectorised
     engine cannot train a :class:`RecipeError` instead of a fallback to the
-    sequential loop; ``threads`` defaults to one (:mod:`privgate.training.threads`);
+    sequential loop; ``threads`` defaults to one (:mod:`privgate.threads`);
     ``device`` is where the models train (``"cpu"`` or ``"cuda"``, resolved:
     :func:`privgate.device.resolve_device`); the states come back on the CPU.
     """
@@ -282,7 +272,7 @@ def train_ensemble(
         cache_dir: cache folder, or None for no cache.
         cache_key: the secret key that tags the cache's entries (:class:`ModelCache`; None: this process's).
         vectorise: train the missing models at once when the recipe allows it.
-        threads: torch threads while training (default one, :mod:`privgate.training.threads`).
+        threads: torch threads while training (default one, :mod:`privgate.threads`).
         engine: ``auto`` (vectorised when possible, else one model after
             another), ``vectorised`` (a model the engine cannot stack is a
             RecipeError) or ``sequential`` (``recipe.train`` per model), as
@@ -351,7 +341,7 @@ def train_ensemble(
                 )
             if todo:
                 (new, mode, more, kernel), returned = train_groups(
-                    executor, models_per_task, recipe, x, y, masks[todo], [seeds[i] for i in todo],
+                    executor, train_task, models_per_task, recipe, x, y, masks[todo], [seeds[i] for i in todo],
                     vectorise, threads, engine == "vectorised", device,
                 )  # fmt: skip
                 notes += more
@@ -418,7 +408,7 @@ def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, de
     * a DP-SGD recipe (:attr:`~privgate.recipe.Recipe.dp_sgd`): the MLP kernel
       draws Poisson batches and noise from per-model CPU generators
       (``dp:engine``), Opacus from its own CPU generators, its noise included
-      (:mod:`privgate.dp.noise`), on any device (``dp:recipe.train``);
+      (:mod:`privgate.dpsgd.noise`), on any device (``dp:recipe.train``);
     * a model whose forward pass draws other random numbers (trained by
       ``recipe.train`` only, from torch's generator on the training device):
       ``rng:<device>``;
@@ -440,7 +430,6 @@ __all__ = [
     "Trained",
     "train_ensemble",
     "train_models",
-    "train_one",
     "train_task",
     "training_stream",
 ]

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from privgate.errors import RecipeError
+from privgate.recipe.spec import SCHEDULES
 
-SCHEDULES = ("constant", "step", "cosine", "one-cycle")
 #: torch's ``OneCycleLR`` defaults: start at ``lr / DIV``, end at ``lr / DIV / FINAL_DIV``.
 ONE_CYCLE_DIV, ONE_CYCLE_FINAL_DIV, ONE_CYCLE_PCT = 25.0, 1e4, 0.3
 

@@ -19,12 +19,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.inputs import outputs
+from privgate import outputs
+from privgate.recipe.rng import seeded
 from privgate.training import augment
 from privgate.training.dropout import DropoutPlan
 from privgate.training.dropout import NotStackable as _DropoutNotStackable
 from privgate.training.grouped import GroupedForward
-from privgate.training.rng import seeded
 
 
 class NotStackable(Exception):
@@ -122,7 +122,7 @@ class StackedModel:
             self.dropout = DropoutPlan(base, probe, dropout_seeds)
         except _DropoutNotStackable as exc:
             raise NotStackable(str(exc)) from None
-        # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.inputs.outputs)
+        # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.outputs)
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
             self.kind = outputs.kind_of(copy.deepcopy(template).eval()(x[: min(64, len(x))].cpu())) or outputs.LOGITS
         self.dropout.install(base)
