@@ -58,7 +58,7 @@ class RunOptions:
         engine: how reference models are trained: ``auto`` (vectorised when
             the engine can stack the model, else one after another),
             ``vectorised`` (fail when it cannot) or ``sequential``
-            (``recipe.train`` per model, the reference the engine is tested against).
+            (``train_model`` per model, the reference the engine is tested against).
         device: where tensors live: ``auto`` (the device that will finish the
             run sooner, :func:`privgate.device.choose_device`), ``cpu`` or
             ``cuda`` (bad input on a machine without one); :meth:`resolved`

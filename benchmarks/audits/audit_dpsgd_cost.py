@@ -39,6 +39,7 @@ from privgate.audits.bundled import DPSGD_RECIPE, digits  # noqa: E402
 from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd  # noqa: E402
 from privgate.dpsgd.train import DPSettings, train_dp  # noqa: E402
 from privgate.threads import limit_threads  # noqa: E402
+from privgate.training.loop import train_model  # noqa: E402
 
 warnings.simplefilter("ignore")
 
@@ -117,8 +118,8 @@ def main() -> None:
         f"{args.canaries}"
     )
     with limit_threads(args.threads):
-        timed(recipe.train, data.x, data.y, 0)  # warm-up (first optimiser step, imports)
-        _, plain_s = timed(recipe.train, data.x, data.y, 0)
+        timed(train_model, recipe, data.x, data.y, 0)  # warm-up (first optimiser step, imports)
+        _, plain_s = timed(train_model, recipe, data.x, data.y, 0)
     out: dict = {"white_box": [], "noise_bugs": [], "black_box": []}
     print(
         f"\nwhite-box, {recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}; non-private run "

@@ -26,7 +26,7 @@ on the CPU, where bf16 needs AMX to be fast); ``--epochs`` (default 8). The
 target is this recipe trained on the members; the reference models are trained
 by privgate with the same recipe.
 
-**What runs**: the target is trained with ``recipe.train`` on ``--device``; a
+**What runs**: the target is trained with ``train_model`` on ``--device``; a
 small check (100 + 100 rows, one epoch) pays the process's one-time costs
 (scipy's statistics imported, CUDA and cuDNN initialised); then
 ``privgate.api.check`` (the real path: policy, inputs, gate, attacks, report)

@@ -90,7 +90,7 @@ def main() -> int:
         t0 = time.perf_counter()
         states["sequential"] = train_models(recipe, x, y, masks, seeds, vectorise=False, threads=args.threads).states
         times["sequential"].append(time.perf_counter() - t0)
-        line = [f"round {r + 1}: sequential (recipe.train, one after another) {times['sequential'][-1]:6.2f} s"]
+        line = [f"round {r + 1}: sequential (train_model, one after another) {times['sequential'][-1]:6.2f} s"]
         if one_thread:  # the sequential loop's small products may gain nothing from a second thread
             t0 = time.perf_counter()
             train_models(recipe, x, y, masks, seeds, vectorise=False, threads=1)

@@ -15,7 +15,7 @@ trained (Zarifzadeh, Liu, Nasr & Shokri 2024, arXiv 2312.03262):
   ``split_dataset_for_training``): the target (trained on the members) with
   its pair (trained on the non-members, the other half), then 16 pairs of
   reference models on random halves — 33 models trained, one after another by
-  the same recipe as the target (``recipe.train``: Privacy Meter trains each
+  the same recipe as the target (``train_model``: Privacy Meter trains each
   model in its own loop), with torch's default threads;
 * signals: the softmax probability of the true label at temperature 1 (its
   ``get_softmax``) of every model on the audit rows and the population rows;

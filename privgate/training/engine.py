@@ -1,7 +1,7 @@
 """Train K models of one recipe at once, each on its own subset with its own seed, and cache them.
 
 The reference models of shadow models (Shokri et al. 2017, arXiv 1610.05820), LiRA (Carlini et al. 2022, arXiv
-2112.03570) and RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262). Model ``k`` equals ``recipe.train(x[mask_k],
+2112.03570) and RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262). Model ``k`` equals ``train_model(recipe, x[mask_k],
 y[mask_k], seed=seeds[k])`` up to float rounding, on any device; states come back, and are cached, on the CPU.
 Recipes the kernels cannot replicate train one at a time (engine ``auto``, :attr:`Ensemble.notes` says why) or are
 refused (``vectorised``). Kernels: :mod:`privgate.training.kernels`; cache: :mod:`privgate.training.cache`;
@@ -275,7 +275,7 @@ def train_ensemble(
         threads: torch threads while training (default one, :mod:`privgate.threads`).
         engine: ``auto`` (vectorised when possible, else one model after
             another), ``vectorised`` (a model the engine cannot stack is a
-            RecipeError) or ``sequential`` (``recipe.train`` per model), as
+            RecipeError) or ``sequential`` (``train_model`` per model), as
             :attr:`privgate.options.RunOptions.engine`.
         device: where to train and score (``"cpu"`` or ``"cuda"``, resolved by
             :func:`privgate.device.resolve_device`); states are kept on the CPU.
@@ -399,7 +399,7 @@ def _stacks_dp(recipe: Recipe, net: nn.Module) -> bool:
 def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, device: str) -> str:
     """What decides a trained model beyond its recipe, data, mask and seed: part of its cache key.
 
-    Empty when the vectorised engine and ``recipe.train`` give the same model
+    Empty when the vectorised engine and ``train_model`` give the same model
     up to float rounding on any device — plain recipes, dropout included
     (:mod:`privgate.training.dropout` draws the same masks both ways) — so a
     model trained one way is loaded for the other. Otherwise the random draws
@@ -410,7 +410,7 @@ def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, de
       (``dp:engine``), Opacus from its own CPU generators, its noise included
       (:mod:`privgate.dpsgd.noise`), on any device (``dp:recipe.train``);
     * a model whose forward pass draws other random numbers (trained by
-      ``recipe.train`` only, from torch's generator on the training device):
+      ``train_model`` only, from torch's generator on the training device):
       ``rng:<device>``;
     * a recipe that trains in bf16: ``bf16:<device type>`` (the same model both
       ways up to bf16's rounding, which differs between CPUs and GPUs).

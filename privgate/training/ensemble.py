@@ -52,7 +52,7 @@ class Ensemble:
             ``"grouped"`` (a stack of convolutions, normalisations and linear layers run
             as one K-times-wider network, :mod:`privgate.training.grouped`),
             ``"vmap"`` (``torch.func``, :mod:`privgate.training.stacked`),
-            ``"loop"`` (``recipe.train`` per model) or ``""`` (nothing trained).
+            ``"loop"`` (``train_model`` per model) or ``""`` (nothing trained).
         device: where they were trained and where :meth:`logits` runs (``"cpu"``, ``"cuda"``).
         seconds: wall time of the call.
         notes: sentences for the report (fallbacks).

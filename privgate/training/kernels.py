@@ -101,7 +101,7 @@ def check_stackable(recipe: Any) -> None:
     """For :func:`gradient_kernel`'s callers: a known optimiser, and nothing its kernels do not replicate.
 
     Raises :class:`~privgate.errors.RecipeError` for an unknown optimiser and :class:`NotVectorisable`
-    for a recipe that trains in bf16 or with augmentation (trained by ``recipe.train`` instead).
+    for a recipe that trains in bf16 or with augmentation (trained by ``train_model`` instead).
     """
     from privgate.errors import RecipeError
     from privgate.recipe import OPTIMIZERS

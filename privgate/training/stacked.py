@@ -3,7 +3,7 @@
 Parameters and buffers are stacked on a leading axis (``torch.func.stack_module_state``); the forward pass is
 ``vmap(functional_call(base, (params_k, buffers_k), x_k))`` and one autograd backward pass of the summed losses gives
 every model's gradient. BatchNorm keeps per-model running statistics (short last batches run on their real rows);
-dropout and augmentation draw from each model's own generators, so models equal ``Recipe.train``'s up to float
+dropout and augmentation draw from each model's own generators, so models equal ``train_model``'s up to float
 rounding. Any other random draw in ``forward`` is refused (:class:`NotStackable`) and the engine trains that recipe
 one model at a time. Details: ``docs/internals-training-stats.md``.
 """

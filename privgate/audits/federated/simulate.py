@@ -5,7 +5,7 @@ every node trains ``local_epochs`` epochs on its shard, then takes the weighted 
 (:func:`privgate.audits.federated.topology.mixing_matrix`); the model after aggregation is what is attacked.
 **Stacked**: the N models are one parameter stack trained by :mod:`privgate.training.kernels`, aggregation one
 matrix product per tensor; **sequential** (``engine: sequential``, or a model the engine cannot stack): one
-``recipe.train`` call per node per round. Both draw the same batches and agree up to float rounding (tested).
+``train_model`` call per node per round. Both draw the same batches and agree up to float rounding (tested).
 """
 
 from __future__ import annotations
