@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
-from importlib import metadata
 from typing import Any
 
 
 @cache
 def registered(group: str) -> dict[str, str]:
     """``{name: "module:attr"}`` of the installed entry points of ``group`` (read once per process)."""
+    from importlib import metadata  # tens of milliseconds: paid by the first lookup, not by importing privgate
+
     return {ep.name: ep.value for ep in metadata.entry_points(group=group)}
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/remediation/dp_speed.py [--epochs 5] [--threads 1] [--json out.json]
 
-Non-private: ``RECIPE.train`` (the plain loop every reference model uses).
+Non-private: ``train_model(RECIPE, ...)`` (the plain loop every reference model uses).
 DP-SGD: :func:`privgate.dpsgd.train.train_dp` with the same model, optimiser and
 batch size at a fixed noise multiplier (σ = 1, so the timing excludes the
 accountant's noise calibration, reported separately), Poisson sampling,

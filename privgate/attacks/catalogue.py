@@ -85,7 +85,11 @@ class _Catalogue(Mapping[str, Entry]):
         return self._entries
 
     def __getitem__(self, name: str) -> Entry:
-        return self._all()[name]
+        entry = BUILT_IN.get(name)  # a built-in name reads no package's metadata
+        return entry if entry is not None else self._all()[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in BUILT_IN or name in self._all()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._all())

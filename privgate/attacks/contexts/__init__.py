@@ -34,7 +34,7 @@ def kind_of(target: Any) -> str:
 def audit_kind(target: Any) -> type:
     """The class that audits ``target``'s kind (:class:`privgate.attacks.contexts.base.AuditKind`)."""
     kind = kind_of(target)
-    where = kinds().get(kind)
+    where = KINDS.get(kind) or kinds().get(kind)  # a built-in kind reads no package's metadata
     if where is None:
         raise KeyError(
             f"no audit registered for targets of kind {kind!r} ({GROUP} entry points: is privgate installed?)"
