@@ -4,7 +4,7 @@ Each example's ``train.py`` names its data, its recipe and the file format; this
 module does the rest the same way for all of them:
 
 * one CPU thread, deterministic algorithms, ``torch.manual_seed`` and
-  ``np.random.seed`` fixed, then ``recipe.train(members, seed)`` — the loop
+  ``np.random.seed`` fixed, then ``train_model(recipe, members, seed)`` — the loop
   privgate's reference models replicate;
 * the file is written through ``privgate.io.atomic.write_atomic`` (a temporary
   file in the same folder, then ``os.replace``), serialised in memory first so
@@ -26,6 +26,7 @@ from types import ModuleType
 import numpy as np
 import torch
 
+from privgate import train_model
 from privgate.io.atomic import write_atomic
 from privgate.recipe import Recipe
 
@@ -71,7 +72,7 @@ def train_and_save(
     x_test, y_test = data.nonmembers()
 
     start = time.perf_counter()
-    model = recipe.train(x_train, y_train, seed=seed)
+    model = train_model(recipe, x_train, y_train, seed=seed)
     seconds = time.perf_counter() - start
     model.eval()
 

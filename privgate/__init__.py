@@ -40,6 +40,7 @@ _EXPORTS = {
     "load_policy": "privgate.policy",
     "Recipe": "privgate.recipe",
     "TreeRecipe": "privgate.tree_recipe",
+    "train_model": "privgate.training.loop",
     "BaseReport": "privgate.report.model",
     "CheckResult": "privgate.report.model",
     "Report": "privgate.report.model",

@@ -33,7 +33,7 @@ from privgate.policy.schema import MEASURED_BY
 from privgate.recipe import Recipe
 from privgate.report.model import AttackSummary, CheckResult, RatePoint, Report
 from privgate.report.provenance import environment, policy_facts, summary_line
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
 from privgate.workload import decided
 
 #: FPRs at which every attack summary reports TPR.
@@ -261,7 +261,7 @@ def run_attacks(
 ) -> tuple[dict[str, Ran], dict[str, str], list[AttackSummary]]:
     """Run the policy's attacks on the audit data; returns (ran, missing reasons, summaries).
 
-    Every attack runs inside :func:`privgate.training.threads.limit_threads` with ``run.threads``.
+    Every attack runs inside :func:`privgate.threads.limit_threads` with ``run.threads``.
     """
     run = (run or RunOptions()).resolved()
     with audit_kind(target)(target, data, policy, recipe, run) as audit:

@@ -42,7 +42,7 @@ class RunOptions:
             same inputs and seed give the same numbers.
         threads: the most threads the run may use at once (torch, BLAS,
             OpenMP); ``None``: torch's thread setting in this process, capped by
-            the cores it may use (:func:`privgate.training.threads.library_threads`;
+            the cores it may use (:func:`privgate.threads.library_threads`;
             the CLI's default is the usable cores or ``$OMP_NUM_THREADS``), and one
             per task with the Ray executor.
         threads_reason: why ``threads`` is what it is, for the report (the CLI
@@ -58,7 +58,7 @@ class RunOptions:
         engine: how reference models are trained: ``auto`` (vectorised when
             the engine can stack the model, else one after another),
             ``vectorised`` (fail when it cannot) or ``sequential``
-            (``recipe.train`` per model, the reference the engine is tested against).
+            (``train_model`` per model, the reference the engine is tested against).
         device: where tensors live: ``auto`` (the device that will finish the
             run sooner, :func:`privgate.device.choose_device`), ``cpu`` or
             ``cuda`` (bad input on a machine without one); :meth:`resolved`
@@ -107,7 +107,7 @@ class RunOptions:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"seed must be an integer, got {self.seed!r}")
         if self.threads is not None:
-            from privgate.training.threads import threads_problem
+            from privgate.threads import threads_problem
 
             problem = threads_problem(self.threads)
             if problem:
@@ -141,7 +141,7 @@ class RunOptions:
 
     def resolved_threads(self) -> tuple[int, str]:
         """The threads the run uses and why (:meth:`resolved` records them)."""
-        from privgate.training.threads import RAY_DEFAULT, library_threads
+        from privgate.threads import RAY_DEFAULT, library_threads
 
         if self.threads is None:
             return RAY_DEFAULT if self.executor == "ray" else library_threads()

@@ -103,7 +103,7 @@ def session_threads(config: pytest.Config) -> dict[str, Any]:
     """``threads`` and ``threads_reason`` for every audit of the session (see the module docstring)."""
     import os
 
-    from privgate.training.threads import default_threads, threads_problem
+    from privgate.threads import default_threads, threads_problem
 
     given = os.environ.get("PRIVGATE_THREADS", "").strip()
     if given:

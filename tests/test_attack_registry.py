@@ -96,6 +96,7 @@ def test_validating_a_policy_imports_only_the_attacks_whose_options_it_checks(at
         [sys.executable, "-c", PROBE.format(text=text)], capture_output=True, text=True, timeout=120, check=True
     )
     registry = ["privgate.attacks", "privgate.attacks.catalogue", "privgate.attacks.registry"]
+    registry += ["privgate.lm", "privgate.lm.catalogue"]  # the LM attacks' entries, registered as an entry point
     assert json.loads(r.stdout) == sorted(registry + imported)
 
 

@@ -28,6 +28,7 @@ from cases import run_cli
 from scipy import stats as st
 
 from privgate.audits import one_run_bound as B
+from privgate.training.loop import train_model
 
 TRAINERS = textwrap.dedent(
     """
@@ -238,14 +239,14 @@ def test_users_recipe_through_privgate_dp_sgd(tmp_path: Path) -> None:
 
 def test_privgate_dp_sgd_without_its_noise_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Switch the DP-SGD noise off (a bug in the noise step): the white-box canaries separate (almost) perfectly."""
-    import privgate.dp.noise
+    import privgate.dpsgd.noise
     from privgate.audits.bundled import DPSGD_RECIPE
     from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd
 
     def no_noise(summed: torch.Tensor, std: float, generator: torch.Generator) -> torch.Tensor:
         return torch.zeros_like(summed)
 
-    monkeypatch.setattr(privgate.dp.noise, "gaussian_like", no_noise)
+    monkeypatch.setattr(privgate.dpsgd.noise, "gaussian_like", no_noise)
     recipe = dataclasses.replace(DPSGD_RECIPE, epochs=5)
     rep = audit_dpsgd(DpsgdSettings(epsilon=1.0, canaries=500), recipe=recipe)
     assert rep.verdict == "fail" and rep.exit_code == 1
@@ -315,7 +316,7 @@ def test_remediation_audits_the_chosen_epsilon(monkeypatch: pytest.MonkeyPatch) 
     net = torch.nn
     recipe = Recipe(model_factory=lambda: net.Sequential(net.Linear(64, 64), net.Tanh(), net.Linear(64, 10)),
                     epochs=80, batch_size=32, lr=2e-2, name="tiny")  # fmt: skip
-    target = Target(recipe.train(members.x, members.y, seed=0), source="memorising")
+    target = Target(train_model(recipe, members.x, members.y, seed=0), source="memorising")
     policy = parse_policy(HARDEN_POLICY)
     out = rem.remediate(target, AuditData(members, nonmembers), policy, recipe, seed=0)
     audit = out.report.remediation.audit
@@ -333,10 +334,10 @@ def test_remediation_audits_the_chosen_epsilon(monkeypatch: pytest.MonkeyPatch) 
     real = dpsgd.train_with_canaries
 
     def without_noise(*args, **kwargs):  # the audited run's noise step is broken
-        import privgate.dp.noise
+        import privgate.dpsgd.noise
 
         with monkeypatch.context() as m:
-            m.setattr(privgate.dp.noise, "gaussian_like", lambda summed, std, generator: torch.zeros_like(summed))
+            m.setattr(privgate.dpsgd.noise, "gaussian_like", lambda summed, std, generator: torch.zeros_like(summed))
             return real(*args, **kwargs)
 
     monkeypatch.setattr(dpsgd, "train_with_canaries", without_noise)

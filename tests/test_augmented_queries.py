@@ -23,6 +23,7 @@ from conftest import built_once
 from torch import nn
 
 from privgate.recipe import Augment, Recipe
+from privgate.training.loop import train_model
 
 pytest_plugins = ["pytester"]
 
@@ -78,7 +79,7 @@ def _write(d: Path) -> Path:
         np.savez(d / f"{name}.npz", x=x[rows], y=y[rows])
     recipe = Recipe(model_factory=cnn, epochs=6, batch_size=32, lr=0.05, optimizer="sgd", momentum=0.9,
                     schedule="cosine", augment=Augment(crop_padding=2, flip=True))  # fmt: skip
-    torch.save(recipe.train(x[p[:200]], y[p[:200]], seed=1).state_dict(), d / "model.pt")
+    torch.save(train_model(recipe, x[p[:200]], y[p[:200]], seed=1).state_dict(), d / "model.pt")
     return d
 
 

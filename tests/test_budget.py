@@ -16,8 +16,8 @@ from pipeline_cases import constant_model, leaky_tree
 from privgate.attacks import registry
 from privgate.attacks.budget import GRADIENT_PASSES, CostFacts
 from privgate.attacks.threshold import LossAttack
-from privgate.training.load import Load, machine_load, threads_under_load
-from privgate.training.threads import Threads, free_cores
+from privgate.machine_load import Load, machine_load, threads_under_load
+from privgate.threads import Threads, free_cores
 from pytest_privgate import PrivacyAssertionError, assert_mia_below
 
 pytest_plugins = ["pytester"]

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from privgate.options import RunOptions
-from privgate.training.threads import (
+from privgate.threads import (
     cgroup_cpus,
     default_threads,
     library_threads,
@@ -116,7 +116,7 @@ checks:
 def test_with_ray_each_task_defaults_to_one_thread():
     """A Ray task asks the cluster for ``threads`` CPUs on some node: this machine's cores are not the default."""
     from privgate.cli.threads import threads_setting
-    from privgate.training.threads import RAY_DEFAULT
+    from privgate.threads import RAY_DEFAULT
 
     run = RunOptions(executor="ray").resolved()
     assert (run.threads, run.threads_reason) == RAY_DEFAULT == (1, "one thread per Ray task (the cluster runs the "

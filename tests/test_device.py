@@ -25,6 +25,7 @@ from torch import nn
 
 from privgate.device import DeviceError, resolve_device
 from privgate.options import RunOptions
+from privgate.training.loop import train_model
 
 CUDA = torch.cuda.is_available()
 
@@ -195,8 +196,8 @@ def project(tmp_path_factory):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     xm = np.load(d / "members.npz")
-    torch.save(module.CNN.train(xm["x"], xm["y"], seed=0).state_dict(), d / "model.pt")
-    torch.save(module.NOISY.train(xm["x"], xm["y"], seed=0).state_dict(), d / "noisy.pt")
+    torch.save(train_model(module.CNN, xm["x"], xm["y"], seed=0).state_dict(), d / "model.pt")
+    torch.save(train_model(module.NOISY, xm["x"], xm["y"], seed=0).state_dict(), d / "noisy.pt")
     return d
 
 

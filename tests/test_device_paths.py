@@ -22,6 +22,8 @@ import torch
 from standin import StandInMode
 from torch import nn
 
+from privgate.training.loop import train_model
+
 
 def _where(model: nn.Module) -> str:
     """The device ``model``'s first parameter is on."""
@@ -63,8 +65,8 @@ def test_torchscript_target_moves_with_leaf_parameters():
     model's. ``copy.deepcopy`` of a ScriptModule gave clones (not leaves): on a GPU torch warned that a non-leaf's
     ``.grad`` was read, and the strict policy's gradient attack died with "invalid gradient … expected device cpu
     but got cuda:0" (exit 4). ``meta`` stands in for the GPU (warnings are errors here)."""
+    from privgate import outputs
     from privgate.attacks.gradient import _per_example_sq_norms_loop
-    from privgate.inputs import outputs
     from privgate.inputs.target import Target
 
     net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
@@ -100,7 +102,7 @@ def _white_box_world():  # noqa: ANN202
 
     recipe = Recipe(factory, epochs=8, batch_size=16, lr=1e-2, name="white-box")
     members, nonmembers, population = rows(60), rows(60), rows(60)
-    return recipe.train(*members, seed=0), recipe, members, nonmembers, population
+    return train_model(recipe, *members, seed=0), recipe, members, nonmembers, population
 
 
 WHITE_BOX = """\
@@ -193,7 +195,7 @@ def test_dp_sgd_retraining_trains_the_cpu_model_on_the_device(gpu, mode):
     a GPU than on the CPU (``privgate harden --remediation random-stopping`` found no ε there that the CPU
     hardened at 4); here a generator on the device is refused, as a draw that would differ."""
     from privgate.audits.dpsgd_whitebox import GradientCanaries, install
-    from privgate.dp.train import DPSettings, train_dp
+    from privgate.dpsgd.train import DPSettings, train_dp
     from privgate.recipe import Recipe
 
     rng = np.random.default_rng(0)
@@ -286,7 +288,7 @@ def test_lm_fine_tunes_are_the_cpu_models_on_the_device(gpu, bases, kind):
     """A fine-tune on the device (LoRA with dropout 0.1; DP-SGD per record or per user) is the model the same seed
     gives on the CPU, handed back on the CPU. LoRA's dropout masks were drawn on the device (another model than
     the CPU's) and the DP noise by a generator on the device (refused here, as a draw that would differ)."""
-    from privgate.dp.train import DPSettings
+    from privgate.dpsgd.train import DPSettings
     from privgate.lm.finetune import DPFineTune, finetune
 
     folder, texts = bases

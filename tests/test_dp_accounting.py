@@ -1,4 +1,4 @@
-"""Accounting for the ε search (privgate.dp.accounting, privgate.dp.selection, privgate.dp.search).
+"""Accounting for the ε search (privgate.dpsgd.accounting, privgate.dp.selection, privgate.dp.search).
 
 Known truths: composing k identical runs is Opacus' accountant on k× the steps;
 the random-stopping bound is Papernot & Steinke 2022 (arXiv 2110.03620),
@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from opacus.accountants import PRVAccountant, RDPAccountant
 
-from privgate.dp.accounting import Run, calibrate, compose, epsilon_from_rdp, rdp_curve, sampling
 from privgate.dp.search import compose_search, random_stopping_bound, released
 from privgate.dp.selection import Trials, random_stopping_epsilon, repeat_and_select_rdp, tnb_gamma, tnb_mean
-from privgate.dp.train import DPSettings
+from privgate.dpsgd.accounting import Run, calibrate, compose, epsilon_from_rdp, rdp_curve, sampling
+from privgate.dpsgd.train import DPSettings
 
 DELTA = 1e-5
 

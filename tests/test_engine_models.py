@@ -19,6 +19,7 @@ from privgate.errors import RecipeError
 from privgate.recipe import Recipe
 from privgate.training.dropout import DropoutPlan
 from privgate.training.engine import train_ensemble, train_models
+from privgate.training.loop import train_model
 from privgate.training.plan import dropout_seed, model_seeds, paired_masks
 
 
@@ -113,7 +114,7 @@ def test_vectorised_models_equal_recipe_train(name, optimiser, kernel):
     # auto: the grouped kernel for nn.Sequential stacks; embeddings and custom forwards go through vmap
     used = "vmap" if kernel == "vmap" or name.startswith("embedding") else "grouped"
     assert (vec.mode, vec.kernel, vec.notes) == ("vectorised", used, [])
-    ref = [recipe.train(x[m], Y[m], seed=s) for m, s in zip(masks, seeds)]
+    ref = [train_model(recipe, x[m], Y[m], seed=s) for m, s in zip(masks, seeds)]
     ref_states = [r.state_dict() for r in ref]
     assert set(vec.states[0]) == set(ref_states[0])  # running_mean/var and num_batches_tracked included
     assert _max_diff(vec.states, ref_states) < 1e-5
@@ -139,7 +140,7 @@ def test_dropout_with_p_zero_trains_the_model_without_it():
     x = INPUTS["mlp-layernorm-gelu"][1]
     masks, seeds = _uneven_plan()
     a = train_models(drop0, x, Y, masks, seeds, kernel="vmap").states
-    b = [plain.train(x[m], Y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
+    b = [train_model(plain, x[m], Y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
     renamed = [{k.replace("3.", "2.") if k.startswith("3.") else k: v for k, v in s.items()} for s in a]
     assert _max_diff(renamed, b) < 1e-6
 
@@ -181,9 +182,9 @@ def test_recipe_train_with_dropout_is_deterministic_and_leaves_the_global_genera
     factory, x = INPUTS["mlp-batchnorm1d-dropout"]
     recipe = Recipe(factory, epochs=2, batch_size=16)
     before = torch.random.get_rng_state()
-    a = recipe.train(x, Y, seed=3).state_dict()
+    a = train_model(recipe, x, Y, seed=3).state_dict()
     assert torch.equal(torch.random.get_rng_state(), before)
-    b = recipe.train(x, Y, seed=3).state_dict()
+    b = train_model(recipe, x, Y, seed=3).state_dict()
     assert _max_diff([a], [b]) == 0.0
 
 
@@ -279,7 +280,7 @@ def test_grouped_kernel_layers_equal_recipe_train(name):
     masks, seeds = _uneven_plan()
     vec = train_models(recipe, x, Y, masks, seeds, kernel="grouped")
     assert (vec.mode, vec.kernel) == ("vectorised", "grouped")
-    ref = [recipe.train(x[m], Y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
+    ref = [train_model(recipe, x[m], Y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
     assert _max_diff(vec.states, ref) < 1e-5
 
 
@@ -333,5 +334,5 @@ def test_grouped_kernel_in_calls_of_fewer_models_trains_the_same_models(monkeypa
     assert (split.kernel, whole.kernel) == ("grouped", "grouped")
     # oneDNN's convolutions of 2 and of 8 groups round differently: the same models up to float rounding
     assert _max_diff(split.states, whole.states) < 1e-6
-    ref = [recipe.train(x[m], Y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
+    ref = [train_model(recipe, x[m], Y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
     assert max(_max_diff(split.states, ref), _max_diff(whole.states, ref)) < 1e-5

@@ -27,6 +27,7 @@ from privgate.audits.federated.topology import mixing_matrix, parse_topology
 from privgate.inputs.data import Dataset
 from privgate.options import RunOptions
 from privgate.recipe import Recipe
+from privgate.training.loop import train_model
 
 RECIPE_SOURCE = textwrap.dedent(
     """
@@ -295,7 +296,7 @@ def test_torchscript_checkpoints_need_no_recipe(tmp_path):
     for i in range(3):
         rows = slice(100 * i, 100 * i + 100)
         np.savez(tmp_path / f"n{i}.npz", x=ds.x[rows], y=ds.y[rows])
-        net = RECIPE.train(ds.x[rows], ds.y[rows], seed=i)
+        net = train_model(RECIPE, ds.x[rows], ds.y[rows], seed=i)
         torch.jit.save(torch.jit.script(net), str(tmp_path / f"n{i}.pt"))
         nodes.append(f"  - {{name: site{i}, data: n{i}.npz, checkpoints: 'n{i}.pt'}}")
     np.savez(tmp_path / "non.npz", x=ds.x[1000:1400], y=ds.y[1000:1400])

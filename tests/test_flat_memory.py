@@ -18,17 +18,17 @@ import pytest
 import torch
 from torch import nn
 
-from privgate import gate
+from privgate import gate, outputs
 from privgate.attacks import AttackContext
 from privgate.attacks.reference import build_references, logit_confidence
 from privgate.attacks.rmia import tempered_true_class
 from privgate.attacks.threshold import EntropyAttack, ModifiedEntropyAttack
-from privgate.inputs import outputs
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
 from privgate.options import RunOptions
 from privgate.policy import parse_policy
 from privgate.recipe import Recipe
+from privgate.training.loop import train_model
 
 FEATURES, CLASSES = 20, 10
 
@@ -48,7 +48,7 @@ def _data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _target(x: np.ndarray, y: np.ndarray) -> Target:
-    t = Target(RECIPE.train(x, y, seed=0), source="<flat>")
+    t = Target(train_model(RECIPE, x, y, seed=0), source="<flat>")
     t.detect_outputs(x[:256])
     return t
 

@@ -44,6 +44,7 @@ SLOW_RECIPE = textwrap.dedent(
 
     from torch import nn
     from privgate.recipe import Recipe
+    from privgate.training.loop import train_loop
 
     def make_model():
         return nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 4))
@@ -52,7 +53,7 @@ SLOW_RECIPE = textwrap.dedent(
         def train(self, x, y, seed=0, model=None):
             if os.environ.get("SLOW_RECIPE"):
                 time.sleep(120)
-            return super().train(x, y, seed=seed, model=model)
+            return train_loop(self, x, y, seed=seed, model=model)
 
     RECIPE = SlowRecipe(model_factory=make_model, epochs=20, batch_size=128, lr=3e-3, name="slow")
     """

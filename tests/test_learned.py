@@ -22,6 +22,7 @@ from privgate.attacks.crossfit import CalibrationLabels, cross_fit, fold_of
 from privgate.attacks.learned import LearnedAttack
 from privgate.attacks.tails import smoothed_cdf, two_sided_scorer
 from privgate.options import RunOptions
+from privgate.training.loop import train_model
 
 ROOT = Path(__file__).resolve().parent.parent
 SURVEY = ROOT / "examples" / "survey"
@@ -78,7 +79,7 @@ def null():
         sys.path.remove(str(SURVEY))
     torch.manual_seed(1)
     x, y = data.population(4000)
-    return _audit(Target(rec.RECIPE.train(x, y, seed=1), source="<trained on 4,000 population rows>"))
+    return _audit(Target(train_model(rec.RECIPE, x, y, seed=1), source="<trained on 4,000 population rows>"))
 
 
 # --------------------------------------------------------------------------- cross-fitting

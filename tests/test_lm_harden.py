@@ -234,8 +234,8 @@ def test_finetune_is_deterministic_and_dp_record_matches_the_accountant(clinical
     """The function other code calls for K fine-tunes: same seed → same weights; DP → (σ, q, T) that compose."""
     import torch
 
-    from privgate.dp.accounting import Run, compose, sampling
-    from privgate.dp.train import DPSettings
+    from privgate.dpsgd.accounting import Run, compose, sampling
+    from privgate.dpsgd.train import DPSettings
     from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.lm.finetune import DPFineTune, finetune, load_base, perplexity
 

@@ -202,8 +202,8 @@ def test_user_level_dp_fine_tuning_states_users_as_the_unit(clinical, tmp_path):
 def test_user_level_clips_one_contribution_per_user(clinical):
     """Known truths: with q = 1 every step clips exactly U = 40 sums (not 120 records); one record per user is
     record-level DP-SGD's (q, T)."""
-    from privgate.dp.accounting import sampling
-    from privgate.dp.train import DPSettings
+    from privgate.dpsgd.accounting import sampling
+    from privgate.dpsgd.train import DPSettings
     from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.lm.finetune import DPFineTune, finetune, load_base
 

@@ -1,4 +1,4 @@
-"""Models whose outputs are not [n, K] logits (privgate.inputs.outputs): one logit trained with BCE-with-logits,
+"""Models whose outputs are not [n, K] logits (privgate.outputs): one logit trained with BCE-with-logits,
 and rows that already are probabilities (a final nn.Softmax); and a scikit-learn target given a torch recipe."""
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 from torch import nn
 
-from privgate import stats
+from privgate import outputs, stats
 from privgate.attacks import AttackContext, get_attack
 from privgate.attacks.gradient import gradient_features
 from privgate.dp.clip import accuracy
-from privgate.dp.train import probe_private_training
+from privgate.dpsgd.train import probe_private_training
 from privgate.gate import check_model
-from privgate.inputs import outputs
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
 from privgate.options import RunOptions
 from privgate.policy import Policy, parse_policy
 from privgate.recipe import Recipe
 from privgate.training.engine import train_models
+from privgate.training.loop import train_model
 from privgate.training.plan import model_seeds, paired_masks
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
@@ -181,7 +181,7 @@ def test_single_logit_reference_models_train_like_recipe_train_with_bce(factory,
     states, mode, notes, used = train_models(recipe, x, y, masks, seeds, kernel=kernel)
     assert (mode, used, notes) == ("vectorised", kernel, [])
     for state, m, s in zip(states, masks, seeds):
-        ref = recipe.train(x[m], y[m], seed=s).state_dict()
+        ref = train_model(recipe, x[m], y[m], seed=s).state_dict()
         assert max(float((state[k] - ref[k]).abs().max()) for k in ref) < 1e-5
     # recipe.train is BCE-with-logits: the same steps by hand give the same model
     torch.manual_seed(int(seeds[0]))

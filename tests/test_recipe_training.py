@@ -21,9 +21,10 @@ from torch import nn
 
 from privgate.errors import RecipeError
 from privgate.recipe import Recipe
+from privgate.threads import torch_threads
 from privgate.training.engine import train_ensemble, train_models
+from privgate.training.loop import train_model
 from privgate.training.plan import model_seeds, paired_masks
-from privgate.training.threads import torch_threads
 
 RNG = np.random.default_rng(0)
 Y = RNG.integers(0, 3, 90)
@@ -61,7 +62,7 @@ def _max_diff(a: list[dict], b: list[dict]) -> float:
 
 def _sequential(recipe: Recipe, x: np.ndarray, masks: np.ndarray, seeds: list[int]) -> list[dict]:
     with torch_threads(1):
-        return [recipe.train(x[m], Y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
+        return [train_model(recipe, x[m], Y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
 
 
 def _noise(batch: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -208,7 +209,7 @@ def test_augmentation_that_cannot_run_is_one_recipe_error_both_ways(augment, x, 
     recipe = Recipe(cnn if x is X_IMG else mlp3, epochs=1, batch_size=16, augment=augment(), name="aug")
     masks, seeds = _plan()
     with pytest.raises(RecipeError, match=message):
-        recipe.train(x, Y, seed=0)
+        train_model(recipe, x, Y, seed=0)
     with pytest.raises(RecipeError, match=message):
         train_ensemble(recipe, x, Y, masks, seeds)
 
@@ -238,7 +239,7 @@ def test_bad_settings_are_one_sentence_when_the_recipe_is_made(settings, message
 def test_a_warmup_longer_than_training_is_refused_when_training_starts():
     recipe = Recipe(mlp3, epochs=2, batch_size=16, schedule="cosine", warmup_steps=50, name="long-warmup")
     masks, seeds = _plan()
-    for train in (lambda: recipe.train(X_FLAT, Y), lambda: train_models(recipe, X_FLAT, Y, masks, seeds)):
+    for train in (lambda: train_model(recipe, X_FLAT, Y), lambda: train_models(recipe, X_FLAT, Y, masks, seeds)):
         with pytest.raises(RecipeError, match="warm-up of 50 steps is not shorter than the training's"):
             train()
 
@@ -398,7 +399,7 @@ def _old_recipe_hashes() -> dict[str, str]:
             ("cnn-sgd", cnn, X_IMG, ("grouped", "vmap"), {"optimizer": "sgd", "momentum": 0.9, "weight_decay": 1e-3}),
         ):
             recipe = Recipe(factory, epochs=2, batch_size=16, lr=1e-2, **opt)
-            out[f"{name}-sequential"] = _digest([recipe.train(x[m], Y[m], seed=s).state_dict() for m, s in
+            out[f"{name}-sequential"] = _digest([train_model(recipe, x[m], Y[m], seed=s).state_dict() for m, s in
                                                  zip(masks, seeds)])  # fmt: skip
             for kernel in kernels:
                 out[f"{name}-{kernel}"] = _digest(train_models(recipe, x, Y, masks, seeds, kernel=kernel).states)
@@ -411,7 +412,7 @@ def test_recipe_train_with_no_new_setting_is_the_plain_loop_bit_for_bit():
     """Default settings add nothing to recipe.train: the loop recipes had before, written out here, on any machine."""
     recipe = Recipe(make_model, epochs=2, batch_size=16, lr=1e-2, weight_decay=1e-3)
     with torch_threads(1):
-        got = recipe.train(X_FLAT, Y, seed=5)
+        got = train_model(recipe, X_FLAT, Y, seed=5)
         torch.manual_seed(5)
         net = make_model()
         opt = torch.optim.Adam(net.parameters(), lr=1e-2, weight_decay=1e-3)

@@ -31,7 +31,7 @@ from privgate.dp.candidates import Candidate
 from privgate.dp.clip import accuracy, search_clip_norm
 from privgate.dp.hardened import save_hardened
 from privgate.dp.recipe import DPRecipe
-from privgate.dp.train import DPSettings, make_private_module, probe_private_training, train_dp
+from privgate.dpsgd.train import DPSettings, make_private_module, probe_private_training, train_dp
 from privgate.errors import PolicyError, RecipeError
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.entrypoints import load_recipe
@@ -39,6 +39,7 @@ from privgate.inputs.target import Target
 from privgate.policy import Utility, parse_policy
 from privgate.recipe import Recipe
 from privgate.report.model import CheckResult
+from privgate.training.loop import train_model
 
 # torch.jit (TorchScript, the portable format privgate writes and loads) warns that it is deprecated
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
@@ -111,7 +112,7 @@ def tiny(tmp_path_factory):
         np.savez(d / f"{name}.npz", x=x[idx], y=y[idx])
     # privgate's loader: this folder's tiny_recipe, even after another test's in-process run imported its own
     recipe, bad = (load_recipe(f"tiny_recipe:{name}", [d]) for name in ("RECIPE", "BAD"))
-    model = recipe.train(x[parts["members"]], y[parts["members"]], seed=0)
+    model = train_model(recipe, x[parts["members"]], y[parts["members"]], seed=0)
     torch.save(model.state_dict(), d / "model.pt")
     (d / "passable.yaml").write_text(POLICY_PASSABLE)
     (d / "impossible.yaml").write_text(POLICY_IMPOSSIBLE)
@@ -507,8 +508,8 @@ def test_the_clip_norm_is_never_tuned_on_the_members(tiny, monkeypatch):
 
 
 def test_random_stopping_releases_the_papers_bound(tiny):
-    from privgate.dp.accounting import Run, rdp_curve
     from privgate.dp.selection import Trials, random_stopping_epsilon
+    from privgate.dpsgd.accounting import Run, rdp_curve
 
     text = POLICY_PASSABLE.replace("epsilons: [8, 1]", "epsilons: [8]").replace(
         "max_grad_norm: 1.0}", "max_grad_norm: 1.0,\n              search: random_stopping, trials: {mean: 1}}"

@@ -11,6 +11,7 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 from privgate.recipe import Recipe
 from privgate.training import mlp as stacked
 from privgate.training.engine import train_models
+from privgate.training.loop import train_model
 from privgate.training.plan import model_seeds, paired_masks
 
 
@@ -126,7 +127,7 @@ def test_mlp_kernel_trains_like_recipe_train_with_image_shaped_inputs():
     out = train_models(recipe, x, y, masks, seeds)
     assert (out.mode, out.kernel) == ("vectorised", "mlp")
     for state, m, s in zip(out.states, masks, seeds):
-        ref = recipe.train(x[m], y[m], seed=s).state_dict()
+        ref = train_model(recipe, x[m], y[m], seed=s).state_dict()
         assert max(float((state[n] - ref[n]).abs().max()) for n in ref) < 1e-5
 
 
@@ -148,7 +149,7 @@ def _two_models(factory, name: str, **kw):  # noqa: ANN001, ANN202
     recipe = Recipe(factory, epochs=2, batch_size=16, lr=1e-2, name=name)
     masks, seeds = paired_masks(len(x), 2, 0), model_seeds(0, 2)
     out = train_models(recipe, x, y, masks, seeds, **kw)
-    refs = [recipe.train(x[m], y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
+    refs = [train_model(recipe, x[m], y[m], seed=s).state_dict() for m, s in zip(masks, seeds)]
     gap = max(float((st[n] - ref[n]).abs().max()) for st, ref in zip(out.states, refs) for n in ref)
     return out, gap
 

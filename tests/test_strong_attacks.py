@@ -32,6 +32,7 @@ from privgate.inputs.target import Target
 from privgate.options import RunOptions
 from privgate.policy import parse_policy
 from privgate.recipe import Recipe
+from privgate.training.loop import train_model
 
 N = 250
 
@@ -69,7 +70,7 @@ STRONG = (
 @pytest.fixture(scope="module")
 def task():
     members, nonmembers, population = synth(N, 1), synth(N, 2), synth(N, 3)
-    target = Target(RECIPE.train(*members, seed=123), source="<synthetic>")
+    target = Target(train_model(RECIPE, *members, seed=123), source="<synthetic>")
     return target, members, nonmembers, population
 
 
@@ -134,7 +135,7 @@ def test_audit_reports_strong_attacks_and_second_run_trains_nothing(task, tmp_pa
 def test_random_guess_sanity(task):
     """A model trained on data independent of the audit set: every attack's AUC interval holds 0.5."""
     _, members, nonmembers, population = task
-    unrelated = Target(RECIPE.train(*synth(N, 7), seed=5), source="<independent>")
+    unrelated = Target(train_model(RECIPE, *synth(N, 7), seed=5), source="<independent>")
     rep = check_model(
         unrelated,
         _audit_data(members, nonmembers, population),
@@ -230,7 +231,7 @@ def test_recipe_that_does_not_match_the_checkpoint_exits_2(tmp_path):
 def test_blind_baseline_warns_when_the_data_alone_separates_members():
     """Members from a shifted distribution: the blind attack matches the real ones and the report warns."""
     members, nonmembers, population = synth(N, 1, shift=0.6), synth(N, 2), synth(N, 3)
-    target = Target(RECIPE.train(*synth(N, 9), seed=1), source="<unrelated>")  # the model leaks nothing
+    target = Target(train_model(RECIPE, *synth(N, 9), seed=1), source="<unrelated>")  # the model leaks nothing
     rep = check_model(
         target, _audit_data(members, nonmembers, population), policy("loss: {}, blind: {classifier: logistic}"), seed=0
     )
@@ -361,7 +362,7 @@ def test_threads_option_reaches_the_engine_and_the_report(tmp_path):
     for name, seed in (("members", 1), ("nonmembers", 2), ("population", 3)):
         x, y = synth(120, seed)
         np.savez(tmp_path / f"{name}.npz", x=x, y=y)
-    torch.jit.save(torch.jit.script(small.train(*synth(120, 1), seed=0)), str(tmp_path / "model.ts.pt"))
+    torch.jit.save(torch.jit.script(train_model(small, *synth(120, 1), seed=0)), str(tmp_path / "model.ts.pt"))
     (tmp_path / "p.yaml").write_text(
         "name: p\nsensitivity: internal\nrelease: api\nattacks: {rmia: {models: 2}}\n"
         "checks:\n  - {id: a, attack: rmia, metric: auc, max: 0.99}\n"

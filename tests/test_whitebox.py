@@ -29,6 +29,7 @@ from privgate.io.png import png_bytes
 from privgate.options import RunOptions
 from privgate.policy import load_policy, parse_policy
 from privgate.stats.leakage import PairedGuesses, ReconstructionSimilarity, expected_max_of_subset, paired_advantage
+from privgate.training.loop import train_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,7 +61,7 @@ def digits():
 @pytest.fixture(scope="module")
 def models(digits):
     xm, ym = digits["members"]
-    return {"memo": MEMO.train(xm, ym, seed=0), "reg": REGULARISED.train(xm, ym, seed=0)}
+    return {"memo": train_model(MEMO, xm, ym, seed=0), "reg": train_model(REGULARISED, xm, ym, seed=0)}
 
 
 def _ctx(model, digits, **kw) -> tuple[AttackContext, np.ndarray]:
@@ -312,8 +313,8 @@ def test_paired_advantage_interval_is_exact_and_conservative():
 def test_attribute_inference_finds_the_memorised_sensitive_column(table):
     xm, ym = table["members"]
     rec = Recipe(model_factory=_tab_model, epochs=200, batch_size=64, lr=3e-3)
-    memo = rec.train(xm, ym, seed=0)
-    reg = dataclasses.replace(rec, epochs=20, weight_decay=0.01).train(xm, ym, seed=0)
+    memo = train_model(rec, xm, ym, seed=0)
+    reg = train_model(dataclasses.replace(rec, epochs=20, weight_decay=0.01), xm, ym, seed=0)
     (xn, yn) = table["nonmembers"]
     x, y = np.concatenate([xm, xn]), np.concatenate([ym, yn])
     m = np.r_[np.ones(len(ym), bool), np.zeros(len(yn), bool)]
@@ -399,7 +400,7 @@ def test_whitebox_check_on_an_api_only_target_is_inconclusive(table):
 
 def test_attribute_check_through_the_gate(table):
     xm, ym = table["members"]
-    net = Recipe(model_factory=_tab_model, epochs=200, batch_size=64, lr=3e-3).train(xm, ym, seed=0)
+    net = train_model(Recipe(model_factory=_tab_model, epochs=200, batch_size=64, lr=3e-3), xm, ym, seed=0)
     policy = parse_policy(
         "name: a\nsensitivity: confidential\nrelease: api\nattacks:\n  attribute: {sensitive_column: 0}\n"
         "checks:\n  - {id: attr, attack: attribute, metric: attribute_advantage, max: 0.02}\n"

@@ -43,6 +43,7 @@ from privgate.gate import check_model  # noqa: E402
 from privgate.inputs.data import AuditData, Dataset  # noqa: E402
 from privgate.inputs.target import Target  # noqa: E402
 from privgate.policy import parse_policy  # noqa: E402
+from privgate.training.loop import train_model  # noqa: E402
 
 ATTACKS = "loss: {}, shadow: {models: 4}, lira: {models: 16}, rmia: {models: 4}, label_only: {}, blind: {}"
 OFFLINE = "lira: {models: 16, offline: true}"
@@ -137,7 +138,8 @@ def run(example: str, seed: int) -> None:
         train, rest = population.subset(np.sort(order[:half])), population.subset(np.sort(order[half:]))
         torch.manual_seed(seed)
         independent = Target(
-            recipe.train(train.x, train.y, seed=seed + 1), source=f"<{example}: trained on {half} population rows>"
+            train_model(recipe, train.x, train.y, seed=seed + 1),
+            source=f"<{example}: trained on {half} population rows>",
         )
         t0 = time.perf_counter()
         sane = check_model(
@@ -171,7 +173,7 @@ def run_large(seed: int, n: int = 10_000, n_population: int = 5_000) -> None:
     members, nonmembers, population = (Dataset(x[a:b], y[a:b]) for a, b in ((0, n), (n, 2 * n), (2 * n, total)))
     t0 = time.perf_counter()
     torch.manual_seed(seed)
-    net = recipe.train(members.x, members.y, seed=seed)
+    net = train_model(recipe, members.x, members.y, seed=seed)
     with torch.no_grad():
         acc = [float((net(torch.as_tensor(d.x)).argmax(1).numpy() == d.y).mean()) for d in (members, nonmembers)]
     target = Target(net, source=f"<purchase-large: trained on {n} rows>")

@@ -76,6 +76,7 @@ from torch import nn  # noqa: E402
 
 from privgate import stats  # noqa: E402
 from privgate.recipe import Augment, Recipe  # noqa: E402
+from privgate.training.loop import train_model  # noqa: E402
 
 GOAL = 2.0
 LABEL_NOISE = 0.1
@@ -264,14 +265,14 @@ def run_task(task: Task, args: argparse.Namespace) -> dict[str, Any]:
     from privgate.inputs.data import AuditData, Dataset
     from privgate.inputs.target import Target
     from privgate.options import RunOptions
-    from privgate.training.threads import limit_threads
+    from privgate.threads import limit_threads
 
     device = args.device
     data = AuditData(Dataset(*task.members), Dataset(*task.nonmembers), Dataset(*task.population), seed=args.seed)
     rows = audit_rows(data, args.seed)
     t0 = time.perf_counter()
     with limit_threads(args.threads):
-        model = task.target_recipe.train(*task.members, seed=args.seed + 7, device=device)
+        model = train_model(task.target_recipe, *task.members, seed=args.seed + 7, device=device)
     target = Target(model.eval()).to_device(device)
     target.detect_outputs(rows.x[:256])
     acc = [float((target.predict(d[0]) == d[1]).mean()) for d in (task.members, task.nonmembers)]

@@ -47,6 +47,7 @@ from privgate.gate import check_model  # noqa: E402
 from privgate.inputs.data import AuditData, Dataset  # noqa: E402
 from privgate.inputs.target import Target  # noqa: E402
 from privgate.policy import parse_policy  # noqa: E402
+from privgate.training.loop import train_model  # noqa: E402
 
 SURFACES = {
     "probabilities": "{output: probabilities}",
@@ -124,7 +125,9 @@ def null(example: str, seed: int) -> None:
     half = len(population) // 2
     train, rest = population.subset(np.sort(order[:half])), population.subset(np.sort(order[half:]))
     torch.manual_seed(seed)
-    independent = Target(recipe.train(train.x, train.y, seed=seed + 1), source=f"<{example}: {half} population rows>")
+    independent = Target(
+        train_model(recipe, train.x, train.y, seed=seed + 1), source=f"<{example}: {half} population rows>"
+    )
     rep = check_model(
         independent,
         AuditData(members, nonmembers, rest, seed=seed),

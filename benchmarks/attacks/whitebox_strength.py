@@ -48,6 +48,7 @@ from privgate.inputs.data import Dataset  # noqa: E402
 from privgate.inputs.entrypoints import import_factory, load_recipe  # noqa: E402
 from privgate.inputs.target import Target  # noqa: E402
 from privgate.options import RunOptions  # noqa: E402
+from privgate.training.loop import train_model  # noqa: E402
 
 DIGITS = ROOT / "examples" / "digits"
 SYNTH = ROOT / "examples" / "synthetic_attribute"
@@ -105,8 +106,8 @@ def digits_rows(seeds: int) -> list[dict]:
     xm, ym = _per_class(xm_all, ym_all, 5)
     xn, yn = _per_class(xn_all, yn_all, 40)
     variants = {
-        "memorising": lambda s: recipe.train(xm, ym, seed=s),
-        "weight decay 0.1": lambda s: dataclasses.replace(recipe, weight_decay=0.1).train(xm, ym, seed=s),
+        "memorising": lambda s: train_model(recipe, xm, ym, seed=s),
+        "weight decay 0.1": lambda s: train_model(dataclasses.replace(recipe, weight_decay=0.1), xm, ym, seed=s),
         "DP-SGD eps=16": lambda s: dp_train(recipe.model_factory, xm, ym, 16.0, s),
     }
     rows = []
@@ -161,7 +162,7 @@ def attribute_rows() -> list[dict]:
         ("synthetic, memorising", recipe),
         ("synthetic, regularised", dataclasses.replace(recipe, epochs=20, weight_decay=0.01)),
     ):
-        rows.append(_audit_attribute(name, Target(rec.train(xm, ym, seed=0)), xm, ym, xn, yn, pop, 0))
+        rows.append(_audit_attribute(name, Target(train_model(rec, xm, ym, seed=0)), xm, ym, xn, yn, pop, 0))
     target = Target.load(PURCHASE / "model.pt")
     (pm, pym), (pn, pyn), ppop = (
         _split(PURCHASE, "members"),

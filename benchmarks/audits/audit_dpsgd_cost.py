@@ -5,7 +5,7 @@
 White-box (privgate's DP-SGD, the bundled digits MLP, 15 epochs, batch 128,
 C = 1): for claimed ε ∈ {1, 2, 4, 8}, the audit's wall time against (a) one
 ordinary DP-SGD run with the same settings and no canaries
-(:func:`privgate.dp.train.train_dp`, calibration included in both) and (b) one
+(:func:`privgate.dpsgd.train.train_dp`, calibration included in both) and (b) one
 non-private run of the same recipe; and the bound it reaches. Then bugs in the
 noise: Opacus' noise scaled by 0.5, 0.25, 0.1 and 0 while ε = 1 is claimed.
 
@@ -37,8 +37,9 @@ from torch import nn  # noqa: E402
 
 from privgate.audits.bundled import DPSGD_RECIPE, digits  # noqa: E402
 from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd  # noqa: E402
-from privgate.dp.train import DPSettings, train_dp  # noqa: E402
-from privgate.training.threads import limit_threads  # noqa: E402
+from privgate.dpsgd.train import DPSettings, train_dp  # noqa: E402
+from privgate.threads import limit_threads  # noqa: E402
+from privgate.training.loop import train_model  # noqa: E402
 
 warnings.simplefilter("ignore")
 
@@ -117,8 +118,8 @@ def main() -> None:
         f"{args.canaries}"
     )
     with limit_threads(args.threads):
-        timed(recipe.train, data.x, data.y, 0)  # warm-up (first optimiser step, imports)
-        _, plain_s = timed(recipe.train, data.x, data.y, 0)
+        timed(train_model, recipe, data.x, data.y, 0)  # warm-up (first optimiser step, imports)
+        _, plain_s = timed(train_model, recipe, data.x, data.y, 0)
     out: dict = {"white_box": [], "noise_bugs": [], "black_box": []}
     print(
         f"\nwhite-box, {recipe.name}: {recipe.epochs} epochs, batch {recipe.batch_size}; non-private run "

@@ -8,9 +8,9 @@ accuracy=0.6, auc=0.65)`` on ``examples/digits_cnn`` (the CNN as an
 ``nn.Module``, 897 members, 600 non-members, no recipe). Each measurement is a
 fresh process as a test session is: torch imported first (a test module does),
 then the threads decided as the pytest plugin decides them — the **old** rule
-(every core the process may use, :func:`privgate.training.threads.usable_cores`)
+(every core the process may use, :func:`privgate.threads.usable_cores`)
 or the **new** one (the cores other work leaves free,
-:func:`privgate.training.threads.default_threads`) — then the assertion, timed
+:func:`privgate.threads.default_threads`) — then the assertion, timed
 alone. ``$OMP_NUM_THREADS``, ``$OMP_WAIT_POLICY`` and ``$PRIVGATE_*`` are
 removed from its environment. The measurements run in turns, in the same run:
 idle (old, new), then beside ``--busy`` processes spinning ``while True: pass``
@@ -41,7 +41,7 @@ import torch  # a test module imports torch before privgate decides its threads
 sys.path.insert(0, {example!r})
 import data, recipe
 from privgate import assertions
-from privgate.training.threads import default_threads, usable_cores
+from privgate.threads import default_threads, usable_cores
 from pytest_privgate import assert_mia_below
 
 rule, attack = sys.argv[1], sys.argv[2]

@@ -109,7 +109,7 @@ def calibrate() -> dict:
     """The cost model's constants measured on this machine (see the module docstring)."""
     import torch
 
-    from privgate.training.threads import usable_cores
+    from privgate.threads import usable_cores
 
     out: dict = {}
     cores = usable_cores().n
@@ -155,7 +155,7 @@ def estimates() -> list[tuple[str, object, int]]:
     from privgate.options import RunOptions
     from privgate.policy import as_policy
     from privgate.settings import CheckSettings
-    from privgate.training.threads import default_threads
+    from privgate.threads import default_threads
     from privgate.workload import workload_of
 
     threads = default_threads(os.environ.get("OMP_NUM_THREADS")).n

@@ -5,7 +5,7 @@ then every node attacking every node's data after every round with seed 004's
 five metric attacks, all metrics in every round), and the stacked-vs-sequential
 training ratio measured in this run on the same federation (ring): the N node
 models trained together on the vectorised engine against one
-``recipe.train`` call per node per round. Also prints the final-round summary
+``train_model`` call per node per round. Also prints the final-round summary
 per topology. One thread (PRIVGATE_THREADS to change).
 
     .venv/bin/python benchmarks/distributed/fl_simulate.py [--local-epochs 5]

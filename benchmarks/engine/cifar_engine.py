@@ -26,7 +26,7 @@ on the CPU, where bf16 needs AMX to be fast); ``--epochs`` (default 8). The
 target is this recipe trained on the members; the reference models are trained
 by privgate with the same recipe.
 
-**What runs**: the target is trained with ``recipe.train`` on ``--device``; a
+**What runs**: the target is trained with ``train_model`` on ``--device``; a
 small check (100 + 100 rows, one epoch) pays the process's one-time costs
 (scipy's statistics imported, CUDA and cuDNN initialised); then
 ``privgate.api.check`` (the real path: policy, inputs, gate, attacks, report)
@@ -73,6 +73,7 @@ import privgate.attacks.rmia  # noqa: E402, F401
 import privgate.gate  # noqa: E402, F401
 import privgate.training.engine  # noqa: E402, F401
 from privgate.recipe import Augment, Recipe  # noqa: E402
+from privgate.training.loop import train_model  # noqa: E402
 
 T_IMPORTS = time.perf_counter() - T_START
 
@@ -286,7 +287,7 @@ def main() -> int:
         flush=True,
     )
     t0 = time.perf_counter()
-    target = recipe.train(*members, seed=args.seed + 99, device=args.device)
+    target = train_model(recipe, *members, seed=args.seed + 99, device=args.device)
     if args.device == "cuda":
         torch.cuda.synchronize()
     t_target = time.perf_counter() - t0

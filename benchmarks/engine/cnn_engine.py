@@ -15,7 +15,7 @@ recipe on 1×8×8 digits. K models are trained on the reference-model plan of
 :mod:`privgate.attacks.reference` (complementary halves of the images, the
 same seeds), in this one process, with no cache:
 
-* sequential: ``recipe.train(x[mask_k], y[mask_k], seed_k)`` for k = 1..K — the
+* sequential: ``train_model(recipe, x[mask_k], y[mask_k], seed_k)`` for k = 1..K — the
   loop a user would write, and ``--engine sequential``;
 * vectorised: :func:`privgate.training.engine.train_models` as an audit runs it
   (``kernel="auto"``: the grouped kernel of :mod:`privgate.training.grouped` for

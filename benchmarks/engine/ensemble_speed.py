@@ -10,7 +10,7 @@ All runs happen in this one process, with the same thread count, on the same
 masks and seeds (the reference-model plan of :mod:`privgate.attacks.reference`:
 complementary halves of the 1,497 audit rows), with no cache:
 
-* sequential: ``recipe.train(x[mask_k], y[mask_k], seed_k)`` for k = 1..K —
+* sequential: ``train_model(recipe, x[mask_k], y[mask_k], seed_k)`` for k = 1..K —
   the loop a user would write, and the engine's fallback;
 * vectorised, vmap kernel: :func:`privgate.training.engine.train_models` with
   ``kernel="vmap"`` (``torch.func`` + ``vmap``, any model without buffers);
@@ -90,7 +90,7 @@ def main() -> int:
         t0 = time.perf_counter()
         states["sequential"] = train_models(recipe, x, y, masks, seeds, vectorise=False, threads=args.threads).states
         times["sequential"].append(time.perf_counter() - t0)
-        line = [f"round {r + 1}: sequential (recipe.train, one after another) {times['sequential'][-1]:6.2f} s"]
+        line = [f"round {r + 1}: sequential (train_model, one after another) {times['sequential'][-1]:6.2f} s"]
         if one_thread:  # the sequential loop's small products may gain nothing from a second thread
             t0 = time.perf_counter()
             train_models(recipe, x, y, masks, seeds, vectorise=False, threads=1)

@@ -98,7 +98,7 @@ MAKE = textwrap.dedent(
     for name, sl in parts.items():
         np.savez(name + ".npz", x=x[sl], y=y[sl])
     torch.set_num_threads(1)
-    net = RECIPE.train(x[:half], y[:half], seed=seed)
+    net = train_model(RECIPE, x[:half], y[:half], seed=seed)
     torch.save(net.state_dict(), "model.pt")
     """
 )

@@ -15,7 +15,7 @@ trained (Zarifzadeh, Liu, Nasr & Shokri 2024, arXiv 2312.03262):
   ``split_dataset_for_training``): the target (trained on the members) with
   its pair (trained on the non-members, the other half), then 16 pairs of
   reference models on random halves — 33 models trained, one after another by
-  the same recipe as the target (``recipe.train``: Privacy Meter trains each
+  the same recipe as the target (``train_model``: Privacy Meter trains each
   model in its own loop), with torch's default threads;
 * signals: the softmax probability of the true label at temperature 1 (its
   ``get_softmax``) of every model on the audit rows and the population rows;
@@ -38,6 +38,8 @@ T0 = time.perf_counter()
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+
+from privgate.training.loop import train_model  # noqa: E402
 
 #: Reference models of the two runs (Privacy Meter's ``num_ref_models``).
 RUNS = (4, 16)
@@ -100,7 +102,7 @@ def main(work: Path, source: str, out: Path) -> None:
     target.load_state_dict(torch.load(work / "model.pt", weights_only=True))
     models = [target]
     for i, keep in enumerate(memberships[1:], 1):  # one model after another, as Privacy Meter trains them
-        models.append(recipe.train(x[keep], y[keep], seed=i))
+        models.append(train_model(recipe, x[keep], y[keep], seed=i))
     trained = time.perf_counter()
 
     signals = np.hstack([_softmax_true(m, x, y) for m in models])  # [n, models], Privacy Meter's layout

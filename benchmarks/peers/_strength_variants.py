@@ -79,7 +79,7 @@ def variants(a, ensembles: dict, cache: str, threads: int) -> dict[str, np.ndarr
     from privgate.attacks.reference import build_references
     from privgate.attacks.rmia import _mean_over, calibrate_a, offline_px, rmia_scores, tempered_true_class
     from privgate.gate import final_scores
-    from privgate.training.threads import limit_threads
+    from privgate.threads import limit_threads
 
     ctx = a.context(cache, threads, ensembles=ensembles)
     out: dict[str, np.ndarray] = {}

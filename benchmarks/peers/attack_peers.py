@@ -140,7 +140,7 @@ class Row:
 
 def run_privgate(a: Audit, cache: str, threads: int) -> list[Row]:
     from privgate.gate import final_scores
-    from privgate.training.threads import limit_threads
+    from privgate.threads import limit_threads
 
     rows = []
     for label, name, options in PRIVGATE:
@@ -167,7 +167,7 @@ def run_art(a: Audit, kinds: tuple[str, ...], threads: int) -> list[Row]:
     from art.attacks.inference.membership_inference import MembershipInferenceBlackBox
     from art.estimators.classification import PyTorchClassifier
 
-    from privgate.training.threads import limit_threads
+    from privgate.threads import limit_threads
 
     module = a.target.module
     classes = int(a.target.predict_proba(a.x[:2]).shape[1])

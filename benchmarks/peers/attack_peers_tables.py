@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import numpy as np  # noqa: E402
 
 from privgate import stats  # noqa: E402
+from privgate.training.loop import train_model  # noqa: E402
 
 #: privgate's attacks: (label, registry name, options). Every reference attack uses the same 16 models;
 #: "temperature 1" is privgate's RMIA at Privacy Meter's temperature, to separate the settings from the rest.
@@ -104,7 +105,7 @@ def prepare(name: str, seed: int, threads: int):  # noqa: ANN201
     from privgate.gate import audit_rows
     from privgate.inputs.data import AuditData, Dataset
     from privgate.inputs.target import Target
-    from privgate.training.threads import limit_threads
+    from privgate.threads import limit_threads
 
     p = _peer_tables.parts(name)
     features, classes = _peer_tables.shape(name)
@@ -113,7 +114,7 @@ def prepare(name: str, seed: int, threads: int):  # noqa: ANN201
     r = audit_rows(data, seed)
     t0 = time.perf_counter()
     with limit_threads(threads):
-        model = recipe.train(*p["members"], seed=seed + 7)
+        model = train_model(recipe, *p["members"], seed=seed + 7)
     target = Target(model)
     acc = [float((target.predict(p[k][0]) == p[k][1]).mean()) for k in ("members", "nonmembers")]
     info = (
@@ -128,7 +129,7 @@ def run_privgate(a, ctx_ensembles: dict, cache: str, threads: int, attacks=PRIVG
 
     from privgate.attacks import get_attack
     from privgate.gate import final_scores
-    from privgate.training.threads import limit_threads
+    from privgate.threads import limit_threads
 
     rows = []
     for label, name, options in attacks:
@@ -149,7 +150,7 @@ def run_privacy_meter(a, ctx_ensembles: dict, cache: str, threads: int):  # noqa
 
     from privgate.attacks.reference import build_references
     from privgate.attacks.rmia import tempered_true_class
-    from privgate.training.threads import limit_threads
+    from privgate.threads import limit_threads
 
     def p1(lp: np.ndarray, y: np.ndarray) -> np.ndarray:
         return tempered_true_class(lp, y, 1.0)

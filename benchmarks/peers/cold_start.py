@@ -56,6 +56,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from privgate.training.loop import train_model
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
@@ -141,7 +143,7 @@ WRAPPER = textwrap.dedent(
     # idle threads sleep unless the user chose ($OMP_WAIT_POLICY, here none unless this benchmark was given one)
     try:
         from privgate.cli.guard import passive_openmp
-        from privgate.training.threads import default_threads
+        from privgate.threads import default_threads
     except ImportError:  # a privgate from before issue 33 (--before): its default was one thread
         passive_openmp, threads = None, 1
     else:
@@ -176,7 +178,7 @@ def prepare(work: Path, models: int) -> None:
     from recipe import RECIPE as recipe
 
     torch.set_num_threads(1)  # not timed; one thread never fights a busy neighbour's
-    net = recipe.train(*parts["members"], seed=0)
+    net = train_model(recipe, *parts["members"], seed=0)
     torch.save(net.state_dict(), work / "model.pt")
 
 

@@ -39,7 +39,7 @@ import torch  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 
 from privgate.dp.recipe import DPRecipe  # noqa: E402
-from privgate.dp.train import DPSettings, train_dp  # noqa: E402
+from privgate.dpsgd.train import DPSettings, train_dp  # noqa: E402
 from privgate.inputs.target import log_softmax  # noqa: E402
 from privgate.training.engine import Ensemble, train_models  # noqa: E402
 from privgate.training.plan import model_seeds, paired_masks  # noqa: E402

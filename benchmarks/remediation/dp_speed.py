@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/remediation/dp_speed.py [--epochs 5] [--threads 1] [--json out.json]
 
-Non-private: ``RECIPE.train`` (the plain loop every reference model uses).
-DP-SGD: :func:`privgate.dp.train.train_dp` with the same model, optimiser and
+Non-private: ``train_model(RECIPE, ...)`` (the plain loop every reference model uses).
+DP-SGD: :func:`privgate.dpsgd.train.train_dp` with the same model, optimiser and
 batch size at a fixed noise multiplier (σ = 1, so the timing excludes the
 accountant's noise calibration, reported separately), Poisson sampling,
 clipping and noise, ``BatchMemoryManager``; once with ghost clipping (privgate's
@@ -36,7 +36,8 @@ import data  # noqa: E402  (examples/digits/data.py)
 import torch  # noqa: E402
 from recipe import RECIPE  # noqa: E402  (examples/digits/recipe.py)
 
-from privgate.dp.train import DPSettings, train_dp  # noqa: E402
+from privgate.dpsgd.train import DPSettings, train_dp  # noqa: E402
+from privgate.training.loop import train_model  # noqa: E402
 
 
 def main() -> None:
@@ -52,7 +53,7 @@ def main() -> None:
 
     def plain_epoch(epochs: int) -> float:
         t = time.perf_counter()
-        dataclasses.replace(RECIPE, epochs=epochs).train(x, y, seed=0)
+        train_model(dataclasses.replace(RECIPE, epochs=epochs), x, y, seed=0)
         return (time.perf_counter() - t) / epochs
 
     def dp_epoch(epochs: int, batch: int, mode: str) -> float:

@@ -33,6 +33,7 @@ from flwr.simulation import run_simulation  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
+from privgate import train_model  # noqa: E402
 from privgate.audits.federated.flower import AuditedStrategy  # noqa: E402
 
 
@@ -59,7 +60,7 @@ def client_app(data: Path) -> ClientApp:
         net = RECIPE.build()
         net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
         seed = 1000 * int(msg.content["config"]["server-round"]) + pid
-        RECIPE.train(rows["x"], rows["y"], seed=seed, model=net)
+        train_model(RECIPE, rows["x"], rows["y"], seed=seed, model=net)
         content = RecordDict(
             {
                 "arrays": ArrayRecord(net.state_dict()),

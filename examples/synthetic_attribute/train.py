@@ -21,6 +21,8 @@ import data  # noqa: E402
 import torch  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 
+from privgate import train_model  # noqa: E402
+
 MODEL_PATH = HERE / "model.pt"
 
 
@@ -28,7 +30,7 @@ def main() -> None:
     torch.set_num_threads(1)
     x, y = data.members()
     xt, yt = data.nonmembers()
-    model = RECIPE.train(x, y, seed=0)
+    model = train_model(RECIPE, x, y, seed=0)
     with torch.no_grad():
         train_acc = (model(torch.as_tensor(x)).argmax(1).numpy() == y).mean()
         test_acc = (model(torch.as_tensor(xt)).argmax(1).numpy() == yt).mean()

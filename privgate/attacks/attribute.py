@@ -16,7 +16,7 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.errors import shown
-from privgate.training.threads import SKLEARN_JOBS, native_threads
+from privgate.threads import SKLEARN_JOBS, native_threads
 
 if TYPE_CHECKING:
     from privgate.inputs.data import Dataset

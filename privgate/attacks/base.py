@@ -43,7 +43,7 @@ class AttackContext:
         run: the run's settings (:class:`privgate.options.RunOptions`): its
             seed, its thread budget — torch's intra-op threads, BLAS and
             OpenMP; the gate runs each attack inside
-            :func:`privgate.training.threads.limit_threads`, and attacks that
+            :func:`privgate.threads.limit_threads`, and attacks that
             fit scikit-learn models keep ``n_jobs`` at 1 and pass the budget on
             to anything that starts its own threads — and the reference-model
             cache and engine.

@@ -13,7 +13,7 @@ import numpy as np
 
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.errors import shown
-from privgate.training.threads import native_threads
+from privgate.threads import native_threads
 
 CLASSIFIERS = ("gbdt", "logistic")
 

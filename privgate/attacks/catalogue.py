@@ -4,13 +4,17 @@ Policies are validated against this table (:mod:`privgate.policy.schema`): the n
 (``black-box``, ``label-only``, ``white-box``) and which only look at the data. Nothing here imports an attack
 module; :mod:`privgate.attacks.registry` imports a class when a run asks for it, and
 ``tests/test_attack_registry.py`` checks every entry against its class. :data:`PLANNED` (empty) holds attacks a
-policy may name that this version does not implement: a check on one is ``inconclusive``, never dropped.
+policy may name that this version does not implement: a check on one is ``inconclusive``, never dropped. Other
+packages add theirs as ``privgate.attacks`` entry points (:mod:`privgate.plugins`; the language-model attacks so).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from privgate.plugins import load, registered
 
 ThreatModel = Literal["black-box", "label-only", "white-box"]
 #: What an attack reads: a classifier's outputs on feature rows, or a causal language model's tokens on text records.
@@ -38,10 +42,9 @@ class Entry:
 
 
 _T = "privgate.attacks."
-_LM = "privgate.lm.attacks."
 
-#: name (as policies write it) -> entry.
-CATALOGUE: dict[str, Entry] = {
+#: name (as policies write it) -> entry: the attacks of this package.
+BUILT_IN: dict[str, Entry] = {
     "loss": Entry(_T + "threshold:LossAttack", "black-box"),
     "confidence": Entry(_T + "threshold:ConfidenceAttack", "black-box"),
     "true_class_confidence": Entry(_T + "threshold:TrueClassConfidenceAttack", "black-box"),
@@ -60,19 +63,45 @@ CATALOGUE: dict[str, Entry] = {
     "inversion": Entry(_T + "inversion:InversionAttack", "white-box"),
     "attribute": Entry(_T + "attribute:AttributeAttack", "black-box"),
     "structural": Entry(_T + "structural:StructuralAttack", "white-box"),
-    "lm_loss": Entry(_LM + "loss:LMLossAttack", "black-box", "language-model"),
-    "zlib": Entry(_LM + "zlib:ZlibAttack", "black-box", "language-model"),
-    "reference_ratio": Entry(_LM + "reference:ReferenceRatioAttack", "black-box", "language-model"),
-    "min_k": Entry(_LM + "mink:MinKAttack", "black-box", "language-model"),
-    "min_k_pp": Entry(_LM + "mink:MinKPlusPlusAttack", "black-box", "language-model"),
-    "lm_learned": Entry(_LM + "learned:LMLearnedAttack", "black-box", "language-model"),
-    "lm_lira": Entry(_LM + "lira:LMLiRAAttack", "black-box", "language-model", needs_recipe=True),
-    "lm_rmia": Entry(_LM + "lira:LMRMIAAttack", "black-box", "language-model", needs_recipe=True),
-    "canary_exposure": Entry(_LM + "measures:CanaryExposure", "black-box", "language-model", diagnostic=True),
-    "extraction": Entry(_LM + "measures:Extraction", "black-box", "language-model", diagnostic=True),
 }
+
+#: The entry-point group other packages register attacks in: each names a ``{name: Entry}`` mapping.
+GROUP = "privgate.attacks"
+
+
+class _Catalogue(Mapping[str, Entry]):
+    """:data:`BUILT_IN` and every registered package's entries (:mod:`privgate.plugins`), read on first lookup."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Entry] | None = None
+
+    def _all(self) -> dict[str, Entry]:
+        if self._entries is None:
+            entries = dict(BUILT_IN)
+            for spec in registered(GROUP).values():
+                for name, entry in load(spec).items():
+                    entries.setdefault(name, entry)
+            self._entries = entries
+        return self._entries
+
+    def __getitem__(self, name: str) -> Entry:
+        entry = BUILT_IN.get(name)  # a built-in name reads no package's metadata
+        return entry if entry is not None else self._all()[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in BUILT_IN or name in self._all()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+#: name (as policies write it) -> entry, for every attack privgate knows.
+CATALOGUE: Mapping[str, Entry] = _Catalogue()
 
 #: Attacks a policy may name that this version does not implement, with their threat model.
 PLANNED: dict[str, ThreatModel] = {}
 
-__all__ = ["CATALOGUE", "PLANNED", "Entry", "Family", "ThreatModel"]
+__all__ = ["BUILT_IN", "CATALOGUE", "GROUP", "PLANNED", "Entry", "Family", "ThreatModel"]

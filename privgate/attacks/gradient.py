@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privgate import outputs
 from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSkipped
 from privgate.device import device_of
 from privgate.errors import shown
-from privgate.inputs import outputs
-from privgate.training.threads import native_threads
+from privgate.threads import native_threads
 
 if TYPE_CHECKING:
     # torch is imported when the attack runs, so validating a policy does not load it
@@ -95,7 +95,7 @@ def gradient_features(
     """Per-example per-layer gradient norms and losses of ``module`` on (x, y).
 
     The loss is the negative log-likelihood of the label under the outputs read
-    as ``kind`` (:mod:`privgate.inputs.outputs`): cross-entropy of logits,
+    as ``kind`` (:mod:`privgate.outputs`): cross-entropy of logits,
     BCE-with-logits of one logit, NLL of probabilities.
 
     Returns:
@@ -231,7 +231,7 @@ class GradientAttack(Attack):
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        from privgate.training.engine import train_one
+        from privgate.training.loop import train_model
 
         pop = ctx.population
         assert pop is not None and ctx.recipe is not None
@@ -241,7 +241,7 @@ class GradientAttack(Attack):
         for _ in range(k):
             inside = np.zeros(len(pop), dtype=bool)
             inside[rng.permutation(len(pop))[: len(pop) // 2]] = True
-            ref = train_one(ctx.recipe, pop.x[inside], pop.y[inside], int(rng.integers(2**31)), ctx.device)
+            ref = train_model(ctx.recipe, pop.x[inside], pop.y[inside], int(rng.integers(2**31)), device=ctx.device)
             norms, loss, _ = gradient_features(ref, pop.x, pop.y, kind)
             feats.append(_features(norms, loss))
             labels.append(inside)

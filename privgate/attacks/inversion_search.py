@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from privgate.device import device_of
-from privgate.inputs.outputs import Kind, as_logits_torch
-from privgate.training.rng import seeded
+from privgate.outputs import Kind, as_logits_torch
+from privgate.recipe.rng import seeded
 
 
 class _DenoisingAutoencoder(nn.Module):
@@ -169,7 +169,7 @@ def invert(
         classes: the class of each input to optimise (a class may repeat, for restarts).
         starts: the starting inputs, [len(classes), *row shape of the audit data].
         lo, hi: the data range (broadcastable to one row); iterates are clipped to it.
-        outputs: how the module's raw outputs are read (:mod:`privgate.inputs.outputs`); one
+        outputs: how the module's raw outputs are read (:mod:`privgate.outputs`); one
             logit z becomes the logits [0, z], probabilities p become log p.
     """
     t0 = time.perf_counter()

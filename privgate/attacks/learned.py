@@ -204,7 +204,7 @@ def learned_scorer(
     onehot = class_columns(y, n_classes) if per_class is not None and n_classes > 1 else np.zeros((len(y), 0))
 
     def fit_score(train: np.ndarray, train_members: np.ndarray, score: np.ndarray) -> np.ndarray:
-        from privgate.training.threads import native_threads
+        from privgate.threads import native_threads
 
         parts = [x, onehot]
         if per_class is not None and len(per_class):

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privgate import outputs
 from privgate.attacks.base import AttackContext, AttackResult, AttackSkipped
 from privgate.errors import RecipeError, shown
-from privgate.inputs import outputs
 
 if TYPE_CHECKING:  # torch and the training engine load when an attack runs, not when policies are validated
     from privgate.inputs.surface import Surface
@@ -39,7 +39,7 @@ class References:
         inside: ``[K, n]`` whether audit example i was in model k's training set.
         ensemble: the trained models and what they cost.
         x, y: the audit examples the models are read on.
-        kind: how the models' raw outputs are read (:mod:`privgate.inputs.outputs`).
+        kind: how the models' raw outputs are read (:mod:`privgate.outputs`).
         n_classes: the target's number of classes, which the models must match.
         expected: the target's output kind the models must match (``None``: a
             scikit-learn target, whose recipe's models are read on their own terms).
@@ -151,7 +151,7 @@ def _identity(log_proba: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _whole_kind(batch_kinds: set[outputs.Kind | None]) -> outputs.Kind | None:
-    """The kind :func:`privgate.inputs.outputs.kind_of` gives all of one model's outputs, from its batches' kinds.
+    """The kind :func:`privgate.outputs.kind_of` gives all of one model's outputs, from its batches' kinds.
 
     Probabilities only when every batch's rows are; one batch of logits makes the whole logits.
     """

@@ -14,15 +14,27 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from privgate.attacks.catalogue import CATALOGUE, PLANNED, ThreatModel
+from privgate.attacks.catalogue import BUILT_IN, CATALOGUE, PLANNED, ThreatModel
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from privgate.attacks.base import Attack
 
-#: name -> the class, or ``"module:Class"`` naming it until it is first used.
-_ATTACKS: dict[str, str | type[Attack]] = {name: entry.where for name, entry in CATALOGUE.items()}
+#: name -> the class, or ``"module:Class"`` naming it until it is first used: the built-in attacks, and the other
+#: packages' (:data:`~privgate.attacks.catalogue.CATALOGUE`) once a name not among them is looked up (:func:`_table`).
+_ATTACKS: dict[str, str | type[Attack]] = {name: entry.where for name, entry in BUILT_IN.items()}
+_JOINED = False
+
+
+def _table() -> dict[str, str | type[Attack]]:
+    """:data:`_ATTACKS` with every registered package's attacks joined (not replacing a registration)."""
+    global _JOINED
+    if not _JOINED:
+        for name, entry in CATALOGUE.items():
+            _ATTACKS.setdefault(name, entry.where)
+        _JOINED = True
+    return _ATTACKS
 
 
 def register_attack(name: str, attack: str | type[Attack]) -> None:
@@ -32,7 +44,7 @@ def register_attack(name: str, attack: str | type[Attack]) -> None:
 
 def get_attack(name: str) -> type[Attack]:
     """The attack class registered as ``name``, imported on first use; KeyError if there is none."""
-    attack = _ATTACKS[name]
+    attack = _ATTACKS[name] if name in _ATTACKS else _table()[name]
     if isinstance(attack, str):
         module, _, cls = attack.partition(":")
         attack = _ATTACKS[name] = getattr(importlib.import_module(module), cls)
@@ -41,12 +53,12 @@ def get_attack(name: str) -> type[Attack]:
 
 def available_attacks() -> dict[str, type[Attack]]:
     """Registered attacks by name (imports every attack module)."""
-    return {name: get_attack(name) for name in sorted(_ATTACKS)}
+    return {name: get_attack(name) for name in sorted(_table())}
 
 
 def _built_in(name: str) -> bool:
     """Whether ``name`` is registered as the catalogue has it (its facts can be read without importing it)."""
-    attack, entry = _ATTACKS.get(name), CATALOGUE.get(name)
+    attack, entry = _ATTACKS.get(name) if name in _ATTACKS else _table().get(name), CATALOGUE.get(name)
     if entry is None or attack is None:
         return False
     return attack == entry.where or f"{attack.__module__}:{attack.__qualname__}" == entry.where
@@ -56,17 +68,17 @@ def threat_model_of(name: str) -> ThreatModel:
     """The access an attack needs: ``black-box``, ``label-only`` or ``white-box``; KeyError for an unknown name."""
     if _built_in(name):
         return CATALOGUE[name].threat_model
-    return get_attack(name).threat_model if name in _ATTACKS else PLANNED[name]
+    return get_attack(name).threat_model if name in _ATTACKS or name in _table() else PLANNED[name]
 
 
 class _Known:
     """Live view of every attack name a policy may use: implemented or planned."""
 
     def __contains__(self, name: object) -> bool:
-        return name in _ATTACKS or name in PLANNED
+        return name in _ATTACKS or name in PLANNED or name in _table()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(set(_ATTACKS) | set(PLANNED)))
+        return iter(sorted(set(_table()) | set(PLANNED)))
 
 
 KNOWN_ATTACKS = _Known()

@@ -18,7 +18,7 @@ import numpy as np
 from privgate.attacks.base import Attack, AttackContext, AttackResult
 from privgate.attacks.reference import build_references, check_models, logit_confidence, reference_result, true_class
 from privgate.errors import shown
-from privgate.training.threads import native_threads
+from privgate.threads import native_threads
 
 if TYPE_CHECKING:
     from privgate.attacks.budget import CostFacts

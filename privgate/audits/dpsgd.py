@@ -25,12 +25,12 @@ from privgate.audits.bundled import DPSGD_RECIPE, digits
 from privgate.audits.dpsgd_blackbox import Trainer, call_trainer, loss_scores, mislabelled_canaries
 from privgate.audits.dpsgd_whitebox import train_with_canaries
 from privgate.audits.one_run_bound import GUESS_FRACTIONS, audit_bound, guess_counts, max_provable_from_canaries
-from privgate.dp.train import DPSettings, make_private_module
+from privgate.dpsgd.train import DPSettings, make_private_module
 from privgate.errors import PrivgateError
 from privgate.inputs.data import Dataset
 from privgate.recipe import Recipe
 from privgate.report.jobs.claims import DpsgdAuditReport, GuessAttempt, claim_check
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
 
 BOUND_NAME = "Steinke, Nasr & Jagielski 2023 (arXiv 2305.08846), (ε, δ) bound with its 2mδ term"
 

@@ -18,7 +18,7 @@ from torch import nn
 from privgate.audits.entry import TrainerError
 from privgate.errors import PrivgateError, clip
 from privgate.inputs.data import Dataset
-from privgate.inputs.outputs import LOGITS, kind_of, nll
+from privgate.outputs import LOGITS, kind_of, nll
 
 Trainer = Callable[[np.ndarray, np.ndarray, float, float, int], nn.Module]
 

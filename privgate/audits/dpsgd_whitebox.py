@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.dp.train import DPSettings, DPTraining, make_private_module, train_dp
+from privgate.dpsgd.train import DPSettings, DPTraining, make_private_module, train_dp
 from privgate.errors import RecipeError
 from privgate.recipe import Recipe
 
@@ -96,7 +96,7 @@ def train_with_canaries(
     target_epsilon: float,
     m: int,
 ) -> tuple[nn.Module, DPTraining, GradientCanaries]:
-    """One DP-SGD run of ``recipe`` at ``target_epsilon`` (:func:`privgate.dp.train.train_dp`) with m gradient canaries.
+    """One DP-SGD run of ``recipe`` at ``target_epsilon`` (:func:`privgate.dpsgd.train.train_dp`), m gradient canaries.
 
     Returns the trained model, the run's :class:`DPTraining` record (σ, q, steps
     and the accountant's ε) and the canaries with their scores.

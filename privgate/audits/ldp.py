@@ -47,7 +47,8 @@ from privgate.inputs.data import Dataset
 from privgate.recipe import Recipe
 from privgate.report.jobs.claims import LdpAuditReport, LdpClaim, LdpResult, claim_check
 from privgate.report.model import CheckResult
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
+from privgate.training.loop import train_model
 
 #: Progress callback: (trials done, trials in all, what is running).
 Progress = Callable[[int, int, str], None]
@@ -117,7 +118,7 @@ class LdpSettings:
 
 def _train(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: int, what: str) -> torch.nn.Module:
     try:
-        return recipe.train(x, y, seed)
+        return train_model(recipe, x, y, seed)
     except PrivgateError:
         raise
     except Exception as exc:  # the user's recipe: one sentence
@@ -339,7 +340,7 @@ def audit_ldp(
         mechanism: the randomiser (default: LDP-SGD, Algorithm 1).
         mechanism_name: how the report names it (e.g. the ``module:function`` spec).
         progress: called as trials finish.
-        threads: the most threads torch and BLAS may use (default 1, see :mod:`privgate.training.threads`).
+        threads: the most threads torch and BLAS may use (default 1, see :mod:`privgate.threads`).
         executor: where the cells play (:mod:`privgate.executors`; default here,
             one after another): one task per (adversary, ε), each with its own
             seeded generator, so the counts are the same on any executor.

@@ -4,7 +4,7 @@ A :class:`FunctionalModel` views an ``nn.Module`` as a function of one flat para
 (``torch.func.functional_call``): per-example gradients, gradients at per-example parameters and input
 gradients come from chunked ``vmap(grad(...))`` calls, and the losses of K trials at their own updated models
 are one batched call in float64 (one LDP-SGD step moves θ so little that float32 would blur the sign the
-distinguisher reads). The loss is :func:`privgate.inputs.outputs.nll`, its output kind fixed once from a probe
+distinguisher reads). The loss is :func:`privgate.outputs.nll`, its output kind fixed once from a probe
 batch (``vmap`` allows no data-dependent branch).
 """
 
@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from privgate.inputs.outputs import LOGITS, kind_of, nll
+from privgate.outputs import LOGITS, kind_of, nll
 
 #: Most tensor elements one batched call materialises (trials × d or rows × d), about 64 MiB of float32.
 CHUNK_ELEMENTS = 1 << 24

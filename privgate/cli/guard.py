@@ -76,11 +76,11 @@ def progress_wanted(quiet: bool, console: Console) -> bool:
 
 
 def cap_threads(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
-    """click callback of every ``--threads``: at most :func:`privgate.training.threads.max_threads` (exit 2).
+    """click callback of every ``--threads``: at most :func:`privgate.threads.max_threads` (exit 2).
 
     The command turns it into the run's setting with :func:`privgate.cli.threads.threads_setting`.
     """
-    from privgate.training.threads import threads_problem
+    from privgate.threads import threads_problem
 
     if value is not None:
         problem = threads_problem(value)

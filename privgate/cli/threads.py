@@ -1,7 +1,7 @@
 """How many threads a command's run may use, and why: the one place the CLI decides it.
 
 ``--threads``, else ``$PRIVGATE_THREADS``, else the config's ``threads``, else ``$OMP_NUM_THREADS``, else
-the cores this process may use (:func:`privgate.training.threads.default_threads`); one per Ray task with
+the cores this process may use (:func:`privgate.threads.default_threads`); one per Ray task with
 ``--executor ray``. The reason goes into ``environment.threads_reason``. With more than one thread OpenMP's
 idle threads are told to sleep before torch loads (:func:`privgate.cli.guard.passive_openmp`), so call this
 before importing the user's modules.
@@ -30,7 +30,7 @@ def threads_setting(
         executor: the run's executor; with ``ray`` the default is one thread per task (the cluster runs the
             tasks side by side, each asking Ray for ``threads`` CPUs; this machine's cores say nothing of its nodes').
     """
-    from privgate.training.threads import RAY_DEFAULT, default_threads
+    from privgate.threads import RAY_DEFAULT, default_threads
 
     env = process_environment()
     if value is not None:

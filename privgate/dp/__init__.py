@@ -1,4 +1,4 @@
-"""Remediation with differential privacy: DP-SGD retraining (:mod:`.train`) and the ε search (:mod:`.remediate`).
+"""Remediation with differential privacy: the ε search (:mod:`.remediate`) over DP-SGD (:mod:`privgate.dpsgd`).
 
 A failing model is retrained with DP-SGD (Abadi et al. 2016, arXiv 1607.00133) through Opacus (Yousefpour et
 al. 2021, arXiv 2109.12298) at decreasing ε, each candidate re-attacked, until the policy passes within its
@@ -16,10 +16,10 @@ from typing import Any
 _WHERE = {
     "search_clip_norm": "privgate.dp.clip",
     "DPRecipe": "privgate.dp.recipe",
-    "DPSettings": "privgate.dp.train",
-    "DPTraining": "privgate.dp.train",
-    "make_private_module": "privgate.dp.train",
-    "train_dp": "privgate.dp.train",
+    "DPSettings": "privgate.dpsgd.train",
+    "DPTraining": "privgate.dpsgd.train",
+    "make_private_module": "privgate.dpsgd.train",
+    "train_dp": "privgate.dpsgd.train",
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from torch import nn
 
 from privgate.dp.recipe import DPRecipe
-from privgate.dp.train import DPTraining
+from privgate.dpsgd.train import DPTraining
 from privgate.policy import Policy
 from privgate.report.model import CheckResult, Report
 from privgate.report.remediation_section import CheckCell, DPRun, SearchRow

@@ -36,7 +36,7 @@ from privgate.policy import Policy, as_policy
 from privgate.report.model import Report
 from privgate.report.remediation_section import CapacityStatement, DPRun, RemediationSection, SearchRow
 from privgate.stats.trivial import trivial_accuracy
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
 
 DP_ALTERNATIVE = (
     "train a torch model over the same features (the pipeline's encoded columns as numbers) and harden it with "

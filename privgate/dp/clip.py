@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.dp.train import DPSettings, train_dp
+from privgate.dpsgd.train import DPSettings, train_dp
 from privgate.executors import Executor
-from privgate.inputs.outputs import as_logits_torch, kind_of
+from privgate.outputs import as_logits_torch, kind_of
 from privgate.recipe import Recipe
 
 #: Clip norms tried by :func:`search_clip_norm`: 10^1 down to 10^-5 (the thesis' CIFAR-10 optimum was 10^-5).

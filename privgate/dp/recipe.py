@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from torch import nn
 
-from privgate.dp.train import DPSettings, DPTraining, make_private_module, train_dp
+from privgate.dpsgd.train import DPSettings, DPTraining, make_private_module, train_dp
 from privgate.recipe import DPSGD, Recipe
 
 

@@ -43,7 +43,7 @@ from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.report.model import Report
 from privgate.report.remediation_section import Chosen, RemediationSection, SearchRow, UtilitySpec
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
 from privgate.workload import decided
 
 RowCallback = Callable[[SearchRow], None]
@@ -292,7 +292,7 @@ def _walk(
     section.trainings = len(candidates)
     section.accounting = accounting_of(found, settings, rem.search, limit)
     if sweep and rem.search == "compose" and found.stopped is None:
-        from privgate.dp.accounting import calibrate, sampling
+        from privgate.dpsgd.accounting import calibrate, sampling
 
         in_search[0] = False
         q, _ = sampling(task.n_units, settings.batch_size, settings.epochs)

@@ -2,7 +2,7 @@
 
 Both train through one callable, ``train(ε, σ, trial)`` (σ calibrated here, so the budget is checked *before*
 a run spends it), and keep the released ε up to date after every candidate. :func:`compose_search` composes
-every candidate trained (:func:`privgate.dp.accounting.compose`); :func:`random_stopping_search` is Papernot &
+every candidate trained (:func:`privgate.dpsgd.accounting.compose`); :func:`random_stopping_search` is Papernot &
 Steinke 2022 (arXiv 2110.03620): K trials drawn with the run's seed, each at an ε drawn from the schedule, the
 best accepted one released, its ε known before training (:mod:`privgate.dp.selection`). A run that would take
 the released ε over ``max_total_epsilon`` is not trained (:attr:`Searched.stopped`).
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from privgate.dp.accounting import Composition, Run, calibrate, compose, rdp_curve, sampling
 from privgate.dp.candidates import Candidate, best_of, search_schedule
 from privgate.dp.selection import RandomStopping, Trials, random_stopping_epsilon
-from privgate.dp.train import DPSettings
+from privgate.dpsgd.accounting import Composition, Run, calibrate, compose, rdp_curve, sampling
+from privgate.dpsgd.train import DPSettings
 from privgate.report.remediation_section import Accounting
 from privgate.report.remediation_section import Trials as TrialsView
 

@@ -17,7 +17,7 @@ from typing import Literal
 
 import numpy as np
 
-from privgate.dp.accounting import ORDERS, delta_from_rdp, epsilon_from_rdp
+from privgate.dpsgd.accounting import ORDERS, delta_from_rdp, epsilon_from_rdp
 
 Distribution = Literal["geometric", "logarithmic", "negative_binomial", "poisson"]
 
@@ -122,7 +122,7 @@ def repeat_and_select_rdp(rdp: np.ndarray, trials: Trials, orders: Sequence[floa
     Theorem 2 (TNB): ρ′(λ) = ρ(λ) + (1 + η)·min_λ̂[(1 − 1/λ̂)ρ(λ̂) + log(1/γ)/λ̂] + log(E[K])/(λ − 1),
     then made monotone in λ (RDP grows with the order, so ρ′(λ) ≤ ρ′(λ′) for λ ≤ λ′).
     Theorem 6 (Poisson): ρ′(λ) = ρ(λ) + μ·δ̂(ε̂) + log(μ)/(λ − 1) with ε̂ = log(1 + 1/(λ − 1)),
-    δ̂ from Q's curve (:func:`~privgate.dp.accounting.delta_from_rdp`).
+    δ̂ from Q's curve (:func:`~privgate.dpsgd.accounting.delta_from_rdp`).
     """
     a = np.asarray(orders, dtype=float)
     rho = np.asarray(rdp, dtype=float)

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from privgate.dp.clip import search_clip_norm
-from privgate.dp.train import DPSettings
+from privgate.dpsgd.train import DPSettings
 from privgate.errors import PolicyError, RecipeError
 from privgate.executors import executor_for
 from privgate.inputs.data import AuditData
@@ -23,7 +23,7 @@ from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.sklearn_recipe import SklearnRecipe
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
 
 
 def settings_for(policy: Policy, recipe: Recipe, n_train: int) -> DPSettings:

@@ -2,13 +2,13 @@
 
 The reporting guidance of Ponomareva et al. 2023 ("How to DP-fy ML", arXiv 2303.00654, §5.5): unit of
 privacy, accountant, δ, sampling, σ, C, epochs and steps, what was public, each hyper-parameter's source, and
-two ε — the training run's and the released model's (:mod:`privgate.dp.accounting`,
+two ε — the training run's and the released model's (:mod:`privgate.dpsgd.accounting`,
 :mod:`privgate.dp.selection`). Independent of the model type: callers set ``model_kind`` and ``public``.
 """
 
 from __future__ import annotations
 
-from privgate.dp.train import DPSettings, DPTraining
+from privgate.dpsgd.train import DPSettings, DPTraining
 from privgate.report.remediation_section import Accounting, DPStatement, Hyperparameter, search_name
 
 UNIT_NOTE = (

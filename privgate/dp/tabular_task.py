@@ -2,7 +2,7 @@
 
 The kind-specific half of the ε search (:mod:`privgate.dp.remediate`, the protocol in :mod:`privgate.dp.task`)
 for a classifier on rows of features: settings fixed once (:mod:`privgate.dp.settings`), each candidate
-retrained with :func:`privgate.dp.train.train_dp` and re-audited with :class:`privgate.dp.recipe.DPRecipe`,
+retrained with :func:`privgate.dpsgd.train.train_dp` and re-audited with :class:`privgate.dp.recipe.DPRecipe`,
 utility from :mod:`privgate.dp.utility`, the optional one-run audit
 (:func:`privgate.audits.dpsgd.audit_remediation`), the hardened model written by :mod:`privgate.dp.hardened`.
 """
@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from privgate.dp.candidates import Candidate
-from privgate.dp.opacus_runner import DPSettings, DPTraining
 from privgate.dp.recipe import DPRecipe
 from privgate.dp.settings import check_can_remediate, choose_clip, settings_for
 from privgate.dp.statement import hyperparameters
 from privgate.dp.task import HardenTask, Plan
-from privgate.dp.train import probe_private_training, train_dp
 from privgate.dp.utility import measure_utility, utility_data, utility_floor
+from privgate.dpsgd.opacus_runner import DPSettings, DPTraining
+from privgate.dpsgd.train import probe_private_training, train_dp
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
 from privgate.options import RunOptions

@@ -2,34 +2,36 @@
 
 The search (:func:`privgate.dp.remediate.search`) is one state machine for every kind of model; a
 :class:`HardenTask` supplies what differs — tabular DP-SGD retraining
-(:class:`privgate.dp.tabular_task.TabularTask`), DP fine-tuning of a Hugging Face folder's public base
-(:class:`privgate.lm.harden.LMHardenTask`). The kind is decided once, at the door
-(:func:`privgate.inputs.targets.is_huggingface`); tasks are named ``"module:Class"`` and imported on first
-use. Each kind's part: ``docs/internals-dp-audits.md``.
+(:class:`privgate.dp.tabular_task.TabularTask`), a scikit-learn model's capacity, DP fine-tuning of a Hugging Face
+folder's public base (registered by the language-model package as a ``privgate.harden_tasks`` entry point). The kind
+is decided once, at the door (:func:`privgate.inputs.targets.is_huggingface`); tasks are named ``"module:Class"``
+and imported on first use. Each kind's part: ``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from privgate.plugins import load, registered
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from privgate.dp.candidates import Candidate
-    from privgate.dp.opacus_runner import DPSettings, DPTraining
     from privgate.dp.search import Searched
+    from privgate.dpsgd.opacus_runner import DPSettings, DPTraining
     from privgate.options import RunOptions
     from privgate.policy import Policy
     from privgate.report.model import Report
     from privgate.report.remediation_section import Hyperparameter, RemediationSection, SearchSettings
 
-#: Family of model → the task that hardens it.
+#: Family of model → the task that hardens it (the families this package hardens itself).
 TASKS = {
     "tabular": "privgate.dp.tabular_task:TabularTask",
-    "huggingface": "privgate.lm.harden:LMHardenTask",
     "sklearn": "privgate.dp.capacity_task:CapacityTask",
 }
+#: The entry-point group other packages register harden tasks in.
+GROUP = "privgate.harden_tasks"
 
 #: Files a scikit-learn model comes in: without a recipe, its capacity is searched (no DP-SGD to run).
 SKLEARN_SUFFIXES = (".skops", ".joblib", ".pkl", ".pickle")
@@ -189,8 +191,16 @@ def kind_of(model: Any, recipe: Any = None) -> str:
 
 def task_class(model: Any, recipe: Any = None) -> type[HardenTask]:
     """The task that hardens ``model`` with ``recipe`` (:func:`kind_of`), imported on first use."""
-    module, _, name = TASKS[kind_of(model, recipe)].partition(":")
-    return getattr(importlib.import_module(module), name)
+    kind = kind_of(model, recipe)
+    where = TASKS.get(kind) or tasks().get(kind)  # a built-in task reads no package's metadata
+    if where is None:
+        raise KeyError(f"no harden task registered for {kind!r} models ({GROUP} entry points: reinstall privgate)")
+    return load(where)
 
 
-__all__ = ["SKLEARN_SUFFIXES", "TASKS", "HardenTask", "Plan", "kind_of", "task_class"]
+def tasks() -> dict[str, str]:
+    """Every family of model and the ``"module:Class"`` task that hardens it: :data:`TASKS` and the registered."""
+    return {**registered(GROUP), **TASKS}
+
+
+__all__ = ["GROUP", "SKLEARN_SUFFIXES", "TASKS", "HardenTask", "Plan", "kind_of", "task_class", "tasks"]

@@ -9,37 +9,10 @@ executor, so a run gives the same numbers on either (up to a CPU's BLAS rounding
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from privgate.errors import PrivgateError
+from privgate.executors.base import EXECUTORS, INSTALL_RAY, Executor, ExecutorError, task_groups
 from privgate.executors.local import LocalExecutor
-
-#: Executors a run can name (``RunOptions.executor``, ``--executor``).
-EXECUTORS: tuple[str, ...] = ("local", "ray")
-#: What to tell a user whose environment lacks Ray.
-INSTALL_RAY = "pip install 'privgate[ray]'"
-
-
-class ExecutorError(PrivgateError):
-    """An executor that cannot be used: Ray not installed, or no Ray cluster at the address."""
-
-
-class Executor(Protocol):
-    """Runs independent tasks and returns their results in submission order."""
-
-    name: str
-
-    @property
-    def workers(self) -> int:
-        """How many tasks of one CPU can run at once."""
-        ...
-
-    def map(
-        self, fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], *, threads: int | None = None, gpus: float = 0
-    ) -> list[Any]:
-        """``[fn(*task) for task in tasks]``, each call holding torch and BLAS to ``threads`` threads."""
-        ...
 
 
 def executor_for(run: Any) -> Executor:
@@ -55,18 +28,6 @@ def executor_for(run: Any) -> Executor:
 
         return connect(run.ray_address)
     raise ExecutorError(f"unknown executor {run.executor!r} (use {', '.join(EXECUTORS)}).")
-
-
-def task_groups(n: int, size: int | None) -> list[range]:
-    """Split ``n`` items into consecutive groups of at most ``size`` (all in one group when ``size`` is None).
-
-    The split depends only on ``n`` and ``size``, never on the executor or the
-    cluster, so the tasks — and the numbers — are the same wherever they run.
-    """
-    if n <= 0:
-        return []
-    step = n if size is None else max(1, int(size))
-    return [range(i, min(i + step, n)) for i in range(0, n, step)]
 
 
 __all__ = ["EXECUTORS", "INSTALL_RAY", "Executor", "ExecutorError", "LocalExecutor", "executor_for", "task_groups"]

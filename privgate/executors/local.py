@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
 
 
 class LocalExecutor:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from privgate.executors import INSTALL_RAY, ExecutorError
+from privgate.executors.base import INSTALL_RAY, ExecutorError
 
 #: Seconds to wait for a TCP connection to the cluster's address.
 CONNECT_TIMEOUT_S = 5.0
@@ -205,7 +205,7 @@ def _user_modules(objects: Sequence[Any]) -> set[str]:
 
 def _call(fn: Callable[..., Any], threads: int | None, *args: Any) -> Any:
     """What a Ray worker runs: ``fn(*args)`` with torch and BLAS held to ``threads``."""
-    from privgate.training.threads import limit_threads
+    from privgate.threads import limit_threads
 
     with limit_threads(threads):
         return fn(*args)

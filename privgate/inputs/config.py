@@ -164,7 +164,7 @@ def _validate(table: Any, path: Path, prefix: str, code: bool = True) -> dict[st
         if key in (*at_least_one, "max_records", "max_text_mib", "max_canaries") and value < 1:
             raise ConfigError(f"{path}: '{prefix}{key}' must be at least 1, got {value}.")
         if key == "threads":
-            from privgate.training.threads import threads_problem
+            from privgate.threads import threads_problem
 
             problem = threads_problem(value)
             if problem:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 
 from privgate.errors import DataError, PrivgateError, clip, out_of_memory, shown
+from privgate.inputs.dataset import Dataset, row_hashes
 from privgate.inputs.entrypoints import import_factory
 from privgate.inputs.suggest import did_you_mean
 from privgate.inputs.textfile import open_regular
@@ -27,42 +28,6 @@ if TYPE_CHECKING:
 
 #: Members/non-members ratio above which the larger set is sub-sampled.
 IMBALANCE_RATIO = 2.0
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """Inputs ``x`` (float32, one row per example) and integer labels ``y``.
-
-    A table (:mod:`privgate.inputs.tables`) also has its ``schema`` (columns,
-    dtypes, what the codes of ``y`` stand for) and ``rows``, each row's place in
-    its file (0-based), so a message can name it after sub-sampling.
-    """
-
-    x: np.ndarray
-    y: np.ndarray
-    source: str = "<in memory>"
-    schema: Any = None
-    rows: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def subset(self, idx: np.ndarray) -> Dataset:
-        rows = None if self.rows is None else self.rows[idx]
-        return Dataset(self.x[idx], self.y[idx], self.source, self.schema, rows)
-
-    def sha256(self) -> str:
-        """SHA-256 of the rows as audited: dtype and shape of ``x`` and ``y``, then their bytes (a table's by value)."""
-        if self.x.dtype == object:
-            from privgate.inputs.tables import sha256
-
-            return sha256(self)
-        h = hashlib.sha256()
-        x, y = np.ascontiguousarray(self.x), np.ascontiguousarray(self.y)
-        h.update(f"x {x.dtype.str} {x.shape}|y {y.dtype.str} {y.shape}|".encode())
-        h.update(x.tobytes())
-        h.update(y.tobytes())
-        return h.hexdigest()
 
 
 def _as_array(v: Any) -> np.ndarray:
@@ -247,8 +212,6 @@ def load_dataset(
 
 def _row_hashes(d: Dataset) -> np.ndarray:
     if d.x.dtype == object or (d.schema is not None and d.schema.labels is not None):  # by value, with the label
-        from privgate.inputs.tables import row_hashes
-
         return row_hashes(d)
     flat = np.ascontiguousarray(d.x.reshape(len(d), -1))
     return np.array(

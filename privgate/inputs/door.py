@@ -46,7 +46,7 @@ def base_of(settings: Any) -> Path:
 def _loaded_policy(settings: Any) -> Policy:
     """``settings.policy``, which the caller has loaded (:func:`privgate.policy.as_policy`)."""
     if isinstance(settings.policy, (str, Path)):
-        raise TypeError("the door takes a loaded policy: pass settings.policy through privgate.policy.as_policy first")
+        raise TypeError("the door takes a loaded policy: load settings.policy first (privgate.load_policy)")
     return settings.policy
 
 

@@ -187,7 +187,7 @@ def load_recipe(spec: str | Any, search_dirs: list[Path] | None = None) -> Recip
     may pass the training function itself instead of a spec.
     """
     from privgate.recipe import Recipe
-    from privgate.training.function import function_name, is_training_function
+    from privgate.recipe.signature import function_name, is_training_function
     from privgate.tree_recipe import TreeRecipe
 
     if not isinstance(spec, str):  # a library caller's own training function (privgate.api.as_recipe)

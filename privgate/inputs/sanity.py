@@ -12,8 +12,8 @@ import numpy as np
 
 from privgate import stats
 from privgate.inputs.data import AuditData, Dataset
-from privgate.inputs.outputs import PROBE_ROWS
 from privgate.inputs.target import Target
+from privgate.outputs import PROBE_ROWS
 from privgate.recipe import Recipe
 from privgate.stats.trivial import trivial_accuracy
 

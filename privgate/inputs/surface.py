@@ -12,7 +12,7 @@ import numpy as np
 
 Output = Literal["logits", "probabilities", "label"]
 
-#: Floor of a probability without rounding (as :data:`privgate.inputs.outputs.TINY`).
+#: Floor of a probability without rounding (as :data:`privgate.outputs.TINY`).
 TINY = 1e-300
 
 #: The reason a black-box attack is not run against an API that serves labels only.

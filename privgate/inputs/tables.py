@@ -6,7 +6,6 @@ The rest (design, limits, derivations): docs/internals-inputs.md.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,12 +14,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 
 from privgate.errors import DataError, clip, out_of_memory, shown
+from privgate.inputs.dataset import Dataset
 from privgate.inputs.suggest import did_you_mean
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from privgate.inputs.data import Dataset
 
 #: Why attacks that perturb or learn from numeric features do not run on a table with text or category columns.
 NOT_NUMERIC = (
@@ -188,7 +186,6 @@ def from_frame(
 ) -> Dataset:
     """A :class:`~privgate.inputs.data.Dataset` from a ``DataFrame`` and its labels (or its label column)."""
     pd = _pandas()
-    from privgate.inputs.data import Dataset
 
     if not isinstance(frame, pd.DataFrame):
         raise DataError(f"{source}: {role} must be a pandas DataFrame, got {type(frame).__name__}.")
@@ -358,29 +355,6 @@ def _label_union(tables: list[tuple[str, Dataset]]) -> tuple[Any, ...] | None:
     return tuple(_plain(v) for v in np.unique(values))
 
 
-# --------------------------------------------------------------------------- hashing
-
-
-def row_hashes(d: Dataset) -> np.ndarray:
-    """One 64-bit hash per row over every column and the label, by value (pandas' ``hash_pandas_object``)."""
-    pd = _pandas()
-    if d.schema is None:  # an object array without a schema (text records): each cell by its repr
-        return np.array([hashlib.blake2b(repr(tuple(r)).encode() + repr(lbl).encode(), digest_size=8).digest()
-                         for r, lbl in zip(np.asarray(d.x, dtype=object).reshape(len(d), -1), d.y)])  # fmt: skip
-    frame = d.schema.frame(d.x)
-    frame["\0label"] = pd.Series(d.schema.label_values(d.y), dtype=object)
-    return pd.util.hash_pandas_object(frame, index=False).to_numpy()
-
-
-def sha256(d: Dataset) -> str:
-    """SHA-256 of a table as audited: its schema, then every row's value hash (:func:`row_hashes`)."""
-    h = hashlib.sha256()
-    if d.schema is not None:
-        h.update(repr(d.schema.describe()).encode())
-    h.update(np.ascontiguousarray(row_hashes(d)).tobytes())
-    return h.hexdigest()
-
-
 def not_numeric(x: np.ndarray, target: Any, name: str) -> str | None:
     """Why attack ``name`` (which needs numeric features) cannot run on rows ``x``; ``None`` when it can.
 
@@ -403,7 +377,5 @@ __all__ = [
     "not_numeric",
     "read_csv",
     "read_parquet",
-    "row_hashes",
-    "sha256",
     "unify",
 ]

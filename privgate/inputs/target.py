@@ -2,7 +2,7 @@
 
 ``predict_proba`` (black-box), ``predict`` (label-only) and ``module`` (white-box, a ``torch.nn.Module``; ``None``
 for scikit-learn estimators), batched under ``torch.no_grad()`` in eval mode; raw outputs are read by
-:mod:`privgate.inputs.outputs`, fixed by :meth:`Target.detect_outputs` from a probe before any attack runs.
+:mod:`privgate.outputs`, fixed by :meth:`Target.detect_outputs` from a probe before any attack runs.
 Formats: ``torch.export`` programs (``.pt2``), TorchScript, a ``state_dict`` (``weights_only=True``) or
 safetensors plus the recipe's factory, and pickles — refused unless ``trust_checkpoint=True`` (they run code).
 """
@@ -24,9 +24,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from privgate import outputs as _outputs
 from privgate.device import device_of, module_device
 from privgate.errors import RecipeError, TargetError
-from privgate.inputs import outputs as _outputs
 from privgate.inputs.surface import QueryLog, Surface
 from privgate.inputs.targets.blackbox import BlackBox
 from privgate.inputs.targets.exported import is_exported, load_exported
@@ -74,7 +74,7 @@ class Target:
         fmt: the checkpoint format.
         sha256: hash of the checkpoint file.
         architecture_notes: changes made to the architecture (e.g. by DP fixes).
-        outputs: how a torch model's raw outputs are read (:mod:`privgate.inputs.outputs`);
+        outputs: how a torch model's raw outputs are read (:mod:`privgate.outputs`);
             ``None`` until :meth:`detect_outputs` fixes it, meanwhile decided per call.
         surface: what an API release returns (:mod:`privgate.inputs.surface`): every output read
             (:meth:`log_proba`, :meth:`log_proba_chunks`, :meth:`map_rows`, :meth:`predict_proba`,
@@ -222,7 +222,7 @@ class Target:
         return np.concatenate(parts) if parts else np.asarray(fn(np.zeros((0, 1)), y[:0]))
 
     def _kind(self, raw: np.ndarray) -> _outputs.Kind:
-        """How to read ``raw``: the detected kind, else this call's own (:func:`privgate.inputs.outputs.kind_of`)."""
+        """How to read ``raw``: the detected kind, else this call's own (:func:`privgate.outputs.kind_of`)."""
         kind = _outputs.kind_of(raw)
         if kind is None:
             raise TargetError(
@@ -243,7 +243,7 @@ class Target:
         """Fix how the raw outputs are read from a probe ``x`` (a few hundred audit rows).
 
         Every probed row must be non-negative and sum to 1 for the outputs to be
-        read as probabilities (:func:`privgate.inputs.outputs.kind_of`). Non-torch
+        read as probabilities (:func:`privgate.outputs.kind_of`). Non-torch
         targets give probabilities by contract (``predict_proba``).
 
         Returns:
@@ -263,7 +263,7 @@ class Target:
         return _outputs.note(self.outputs, len(raw)), _outputs.sigmoid_hint(raw, self.outputs)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        """Class probabilities, shape ``[n, classes]`` (the raw outputs read by :mod:`privgate.inputs.outputs`)."""
+        """Class probabilities, shape ``[n, classes]`` (the raw outputs read by :mod:`privgate.outputs`)."""
         if self.surface is not None and not self.surface.full:
             return np.exp(self.log_proba(x))
         if self.surface is not None:  # every class at full precision: the model's own numbers, one query a row

@@ -30,7 +30,7 @@ from privgate.lm.shift_guard import GUARD, SHIFT, DistributionShift, shift_warni
 from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.report.model import AttackSummary
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
 
 
 def pool(data: TextAudit, seed: int) -> tuple[list[str], Pooled, np.ndarray]:

@@ -2,7 +2,7 @@
 
 A record's loss is the mean of its tokens' next-token losses (:class:`SequenceLoss`), or the cross-entropy of
 its class for a sequence classifier, so one record's gradient is one per-example gradient (DP-SGD clips it as
-one unit, :mod:`privgate.dp.opacus_runner`). :class:`RecordUnits` makes each record one unit of privacy;
+one unit, :mod:`privgate.dpsgd.opacus_runner`). :class:`RecordUnits` makes each record one unit of privacy;
 :class:`privgate.lm.userlevel.UserUnits` each user.
 """
 

@@ -3,7 +3,7 @@
 :func:`finetune` is the one entry point: without ``dp`` an ordinary AdamW fine-tune (LiRA/RMIA references); with
 ``dp`` (:class:`DPFineTune`) DP-SGD (Abadi et al. 2016, arXiv 1607.00133) on the LoRA adapters or all weights (Yu
 et al. 2022, arXiv 2110.06500; Li et al. 2022, arXiv 2110.05679): one record is the unit of privacy, Poisson
-sampling makes the run (σ, q, T) for :mod:`privgate.dp.accounting`. Training always starts from the recipe's public
+sampling makes the run (σ, q, T) for :mod:`privgate.dpsgd.accounting`. Training always starts from the recipe's public
 base. A seed gives the same model on every device up to float rounding, except dropout drawn inside a fused kernel,
 which :class:`FineTuneStats` notes. Details: ``docs/remediation.md``, ``docs/internals-attacks-lm.md``.
 """
@@ -20,13 +20,13 @@ from typing import Any
 
 import torch
 
-from privgate.dp.opacus_runner import DPSettings, DPTraining, make_private
+from privgate.dpsgd.opacus_runner import DPSettings, DPTraining, make_private
 from privgate.errors import RecipeError
 from privgate.inputs.lm_recipe import LMRecipe
 from privgate.lm.batches import RecordUnits, encode, loss_for, targets, trim
+from privgate.recipe.rng import seed_global
 from privgate.training.dropout import seeded_dropout
 from privgate.training.plan import dropout_seed
-from privgate.training.rng import seed_global
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,9 @@ class DPFineTune:
 
     Attributes:
         settings: epochs, expected batch size B (q = 1/⌈N/B⌉), clip norm C, δ,
-            accountant (:class:`privgate.dp.train.DPSettings`); its
+            accountant (:class:`privgate.dpsgd.train.DPSettings`); its
             ``grad_sample_mode`` is replaced by the recipe's.
-        noise_multiplier: σ, e.g. calibrated by :func:`privgate.dp.accounting.calibrate`
+        noise_multiplier: σ, e.g. calibrated by :func:`privgate.dpsgd.accounting.calibrate`
             for a target ε (σ = 0: clipping only, ε = ∞).
         target_epsilon: the ε σ was calibrated for (recorded only).
         instrument: called with Opacus' DP optimiser and q before the first step

@@ -17,9 +17,9 @@ from typing import Any
 
 from privgate.dp.candidates import Candidate
 from privgate.dp.hardened import folder_beside, refuse_existing_folder
-from privgate.dp.opacus_runner import DPSettings, DPTraining
 from privgate.dp.statement import hyperparameters
 from privgate.dp.task import HardenTask, Plan
+from privgate.dpsgd.opacus_runner import DPSettings, DPTraining
 from privgate.errors import DataError, PolicyError, RecipeError
 from privgate.inputs.lm_recipe import LMRecipe
 from privgate.lm.finetune import DPFineTune, finetune, load_base
@@ -27,7 +27,7 @@ from privgate.lm.utility import HeldOutAccuracy, HeldOutPerplexity
 from privgate.options import RunOptions
 from privgate.report.model import Report
 from privgate.report.remediation_section import SearchSettings
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
 
 UNIT_NOTE = (
     "one record (one line of the training text); a patient or writer with k records is protected as a group of k "

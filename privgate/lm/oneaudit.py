@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 
 from privgate.audits.one_run_bound import audit_bound, max_provable_from_canaries
-from privgate.dp.train import DPSettings
+from privgate.dpsgd.train import DPSettings
 from privgate.inputs.lm_recipe import LMRecipe
 from privgate.lm.finetune import DPFineTune, finetune
 from privgate.options import RunOptions
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
 
 BOUND_NAME = "Steinke, Nasr & Jagielski 2023 (arXiv 2305.08846), (ε, δ) bound with its 2mδ term"
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -73,7 +73,7 @@ def _canary_finetune(
 
     With ``users`` (user-level DP) every canary is a user of its own, so q is over the users.
     """
-    from privgate.dp.accounting import calibrate, sampling
+    from privgate.dpsgd.accounting import calibrate, sampling
 
     train = list(members) + [t for t, i in zip(texts, included) if i]
     every = None if users is None else list(users) + [f"\0canary{k}" for k, i in enumerate(included) if i]

@@ -73,7 +73,8 @@ def parse_policy(
             f"{source}: a policy must be a YAML mapping with 'name', 'sensitivity', 'release' and 'checks'."
         )
     try:
-        policy = Policy.model_validate(data, context={"base": base, "chain": chain or (source,)})
+        context = {"base": base, "chain": chain or (source,), "load": load_extended}
+        policy = Policy.model_validate(data, context=context)
     except ValidationError as exc:
         raise PolicyError(describe(exc, tree, source, Policy)) from None
     # where each check sits in the file privgate read, recorded now: a report's SARIF points there without

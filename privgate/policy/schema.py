@@ -293,9 +293,10 @@ class Policy(_Strict):
         from privgate.attacks.registry import threat_model_of
 
         context = info.context or {}
-        from privgate.policy.loading import load_extended
-
-        parent = load_extended(self.extends, context.get("base"), tuple(context.get("chain", ())))
+        load = context.get("load")  # privgate.policy.loading.load_extended, passed by the loader
+        if load is None:
+            raise FieldError("extends", "a policy built in code cannot extend another (load it from YAML)")
+        parent = load(self.extends, context.get("base"), tuple(context.get("chain", ())))
         if not self.confidence < parent.confidence:
             raise FieldError(
                 "confidence",

@@ -162,7 +162,7 @@ class Remediation(Strict):
         description="scikit-learn models (no DP-SGD): the settings to try, least to most regularised, each a "
         "set_params dict of regularisation settings to numbers (e.g. [{classifier__min_samples_leaf: 8}, "
         "{classifier__min_samples_leaf: 32}]), at most 32 steps, only the settings privgate.policy.capacity_rules "
-        "allows; default: privgate's ladder for the estimator (privgate.dp.capacity).",
+        "allows; default: privgate's ladder for the estimator (docs/remediation.md).",
     )
     max_perplexity: float | None = Field(
         default=None,

@@ -48,7 +48,7 @@ class CheckCell(_Section):
 
 
 class DPRun(_Section):
-    """What one DP-SGD run did (:class:`privgate.dp.train.DPTraining`); ``epsilon`` is its training ε."""
+    """What one DP-SGD run did (:class:`privgate.dpsgd.train.DPTraining`); ``epsilon`` is its training ε."""
 
     target_epsilon: float | None = None
     epsilon: float | None = Field(default=None, description="The accountant's ε of this run alone (training ε).")

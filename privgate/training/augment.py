@@ -4,7 +4,7 @@ Random crops with padding and horizontal flips (Krizhevsky et al. 2012; He et al
 user transform, as :class:`privgate.recipe.Augment` describes; reference models trained without the target's
 augmentation understate its leak (Carlini et al. 2022, arXiv 2112.03570, §VI). Every draw comes from the model's CPU
 generators, seeded from its training seed (:func:`crop_seed`, :func:`transform_seed`), in the same order in
-``Recipe.train`` and the engine, so a model trained K at a time equals the one trained alone up to float rounding.
+``train_model`` and the engine, so a model trained K at a time equals the one trained alone up to float rounding.
 The draw order: ``docs/internals-training-stats.md``.
 """
 

@@ -68,7 +68,7 @@ def dp_step(
     return grad_fn, schedule
 
 
-#: The recipe settings DP-SGD training (:func:`privgate.dp.train.train_dp`, and the engine's DP-SGD kernel with it)
+#: The recipe settings DP-SGD training (:func:`privgate.dpsgd.train.train_dp`, and the engine's DP-SGD kernel with it)
 #: does not apply: it trains with the recipe's optimiser, learning rate, epochs and batch size only; its gradient
 #: clipping is DP-SGD's own, per example.
 DP_IGNORED = (

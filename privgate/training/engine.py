@@ -1,11 +1,11 @@
 """Train K models of one recipe at once, each on its own subset with its own seed, and cache them.
 
 The reference models of shadow models (Shokri et al. 2017, arXiv 1610.05820), LiRA (Carlini et al. 2022, arXiv
-2112.03570) and RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262). Model ``k`` equals ``recipe.train(x[mask_k],
+2112.03570) and RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262). Model ``k`` equals ``train_model(recipe, x[mask_k],
 y[mask_k], seed=seeds[k])`` up to float rounding, on any device; states come back, and are cached, on the CPU.
 Recipes the kernels cannot replicate train one at a time (engine ``auto``, :attr:`Ensemble.notes` says why) or are
 refused (``vectorised``). Kernels: :mod:`privgate.training.kernels`; cache: :mod:`privgate.training.cache`;
-threads: :mod:`privgate.training.threads`. How it works: ``docs/internals-training-stats.md``.
+threads: :mod:`privgate.threads`. How it works: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import time
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -25,19 +24,19 @@ from privgate.errors import RecipeError, out_of_memory
 from privgate.executors import Executor
 from privgate.io.sources import key_or_warning
 from privgate.recipe import OPTIMIZERS, Recipe
+from privgate.threads import resolve_threads, torch_threads
 from privgate.training import augment, grouped, mlp
 from privgate.training.cache import ModelCache
 from privgate.training.dp_step import dp_note, dp_step, dp_view
-from privgate.training.ensemble import Ensemble
+from privgate.training.ensemble import Ensemble, Trained
 from privgate.training.fingerprint import data_fingerprint, model_key, recipe_fingerprint
 from privgate.training.function import architecture_copy, architecture_state, check_states
 from privgate.training.kernels import NotVectorisable, mlp_kernel_mismatch
 from privgate.training.optimisers import optimise
 from privgate.training.plan import dropout_seed, epoch_schedule
-from privgate.training.sequential import own_loop_reason, train_one, train_sequential
+from privgate.training.sequential import own_loop_reason, train_sequential
 from privgate.training.stacked import NotStackable, StackedModel, Training, random_forward, unstack
 from privgate.training.tasks import train_groups
-from privgate.training.threads import resolve_threads, torch_threads
 
 # --------------------------------------------------------------------------- training
 
@@ -156,15 +155,6 @@ def _training(recipe: Recipe, xt: torch.Tensor, seeds: Sequence[int]) -> Trainin
     return Training(float(recipe.label_smoothing), recipe.precision == "bf16", augmenters)
 
 
-class Trained(NamedTuple):
-    """What :func:`train_models` returns."""
-
-    states: list[dict[str, torch.Tensor]]
-    mode: str  # "vectorised" or "sequential"
-    notes: list[str]
-    kernel: str  # "mlp", "mlp-dp", "grouped", "vmap" (vectorised), "loop" or "function" (sequential)
-
-
 def train_models(
     recipe: Recipe,
     x: np.ndarray,
@@ -183,7 +173,7 @@ def train_models(
     ``kernel`` picks the vectorised kernel (``"auto"``, ``"mlp"``, ``"vmap"``;
     see :func:`_train_vectorised`); ``strict`` makes a model the vectorised
     engine cannot train a :class:`RecipeError` instead of a fallback to the
-    sequential loop; ``threads`` defaults to one (:mod:`privgate.training.threads`);
+    sequential loop; ``threads`` defaults to one (:mod:`privgate.threads`);
     ``device`` is where the models train (``"cpu"`` or ``"cuda"``, resolved:
     :func:`privgate.device.resolve_device`); the states come back on the CPU.
     """
@@ -282,10 +272,10 @@ def train_ensemble(
         cache_dir: cache folder, or None for no cache.
         cache_key: the secret key that tags the cache's entries (:class:`ModelCache`; None: this process's).
         vectorise: train the missing models at once when the recipe allows it.
-        threads: torch threads while training (default one, :mod:`privgate.training.threads`).
+        threads: torch threads while training (default one, :mod:`privgate.threads`).
         engine: ``auto`` (vectorised when possible, else one model after
             another), ``vectorised`` (a model the engine cannot stack is a
-            RecipeError) or ``sequential`` (``recipe.train`` per model), as
+            RecipeError) or ``sequential`` (``train_model`` per model), as
             :attr:`privgate.options.RunOptions.engine`.
         device: where to train and score (``"cpu"`` or ``"cuda"``, resolved by
             :func:`privgate.device.resolve_device`); states are kept on the CPU.
@@ -351,7 +341,7 @@ def train_ensemble(
                 )
             if todo:
                 (new, mode, more, kernel), returned = train_groups(
-                    executor, models_per_task, recipe, x, y, masks[todo], [seeds[i] for i in todo],
+                    executor, train_task, models_per_task, recipe, x, y, masks[todo], [seeds[i] for i in todo],
                     vectorise, threads, engine == "vectorised", device,
                 )  # fmt: skip
                 notes += more
@@ -409,7 +399,7 @@ def _stacks_dp(recipe: Recipe, net: nn.Module) -> bool:
 def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, device: str) -> str:
     """What decides a trained model beyond its recipe, data, mask and seed: part of its cache key.
 
-    Empty when the vectorised engine and ``recipe.train`` give the same model
+    Empty when the vectorised engine and ``train_model`` give the same model
     up to float rounding on any device — plain recipes, dropout included
     (:mod:`privgate.training.dropout` draws the same masks both ways) — so a
     model trained one way is loaded for the other. Otherwise the random draws
@@ -418,9 +408,9 @@ def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, de
     * a DP-SGD recipe (:attr:`~privgate.recipe.Recipe.dp_sgd`): the MLP kernel
       draws Poisson batches and noise from per-model CPU generators
       (``dp:engine``), Opacus from its own CPU generators, its noise included
-      (:mod:`privgate.dp.noise`), on any device (``dp:recipe.train``);
+      (:mod:`privgate.dpsgd.noise`), on any device (``dp:recipe.train``);
     * a model whose forward pass draws other random numbers (trained by
-      ``recipe.train`` only, from torch's generator on the training device):
+      ``train_model`` only, from torch's generator on the training device):
       ``rng:<device>``;
     * a recipe that trains in bf16: ``bf16:<device type>`` (the same model both
       ways up to bf16's rounding, which differs between CPUs and GPUs).
@@ -440,7 +430,6 @@ __all__ = [
     "Trained",
     "train_ensemble",
     "train_models",
-    "train_one",
     "train_task",
     "training_stream",
 ]

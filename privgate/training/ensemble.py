@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -22,6 +22,15 @@ from privgate.recipe import Recipe
 #: Reference-model outputs :meth:`Ensemble.output_batches` keeps for the next attack: at least 64 MiB, more up to the
 #: audit rows' own size, never more than 1 GiB (:func:`memo_bytes`).
 OUTPUT_MEMO_BYTES, OUTPUT_MEMO_MAX = 64 << 20, 1 << 30
+
+
+class Trained(NamedTuple):
+    """What :func:`privgate.training.engine.train_models` returns: one group's states, how they were trained."""
+
+    states: list[dict[str, torch.Tensor]]
+    mode: str  # "vectorised" or "sequential"
+    notes: list[str]
+    kernel: str  # "mlp", "mlp-dp", "grouped", "vmap" (vectorised), "loop" or "function" (sequential)
 
 
 @dataclass
@@ -43,7 +52,7 @@ class Ensemble:
             ``"grouped"`` (a stack of convolutions, normalisations and linear layers run
             as one K-times-wider network, :mod:`privgate.training.grouped`),
             ``"vmap"`` (``torch.func``, :mod:`privgate.training.stacked`),
-            ``"loop"`` (``recipe.train`` per model) or ``""`` (nothing trained).
+            ``"loop"`` (``train_model`` per model) or ``""`` (nothing trained).
         device: where they were trained and where :meth:`logits` runs (``"cpu"``, ``"cuda"``).
         seconds: wall time of the call.
         notes: sentences for the report (fallbacks).
@@ -194,4 +203,4 @@ def _fits(xt: torch.Tensor, device: str) -> bool:
     return xt.element_size() * xt.numel() <= free // 4
 
 
-__all__ = ["OUTPUT_MEMO_BYTES", "OUTPUT_MEMO_MAX", "Ensemble", "memo_bytes"]
+__all__ = ["OUTPUT_MEMO_BYTES", "OUTPUT_MEMO_MAX", "Ensemble", "Trained", "memo_bytes"]

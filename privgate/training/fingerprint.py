@@ -21,7 +21,7 @@ from privgate.recipe import Recipe
 
 #: Bumped when a change to the engine or the cache format changes what a cached model would be
 #: (4: entries carry their key and a content hash, older entries are never read; one-logit and
-#: probability outputs train on their own likelihood, privgate.inputs.outputs; 5: dropout masks drawn per
+#: probability outputs train on their own likelihood, privgate.outputs; 5: dropout masks drawn per
 #: model from its own generator, BatchNorm trained vectorised, the training stream in the key; 6: the grouped
 #: kernel convolves channels-last, which rounds differently; 7: on the CPU it runs 2 models per call where
 #: activations outgrow the cache, whose convolutions of fewer groups round differently).

@@ -11,7 +11,6 @@ raises or returns a bad model is one sentence (:class:`~privgate.errors.RecipeEr
 from __future__ import annotations
 
 import hashlib
-import inspect
 import random
 from typing import TYPE_CHECKING, Any
 
@@ -21,67 +20,13 @@ from torch import nn
 
 from privgate.errors import RecipeError, clip, out_of_memory
 from privgate.io.sources import code_of, project_sources
+from privgate.recipe.signature import function_name, takes_device
 
 if TYPE_CHECKING:
     from privgate.recipe import Recipe
 
 #: Training rows the returned model is probed on.
 PROBE_ROWS = 8
-
-
-def _positional(fn: Any) -> tuple[int, float, list[str]] | None:
-    """(required positional parameters, most positional parameters, required keyword-only names); None: no signature."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = sum(p.default is p.empty for p in pos)
-    most = float("inf") if any(p.kind is p.VAR_POSITIONAL for p in params) else float(len(pos))
-    kw_required = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
-    return required, most, kw_required
-
-
-def is_training_function(obj: Any) -> bool:
-    """Whether ``obj``, found at a ``--recipe`` spec, is a training function (it takes arguments), not a recipe factory.
-
-    A factory is called with no argument and returns a :class:`~privgate.recipe.Recipe`;
-    anything callable that needs an argument is taken for ``train(x, y, seed, device)``
-    and checked as one (:func:`signature_problem`).
-    """
-    if not callable(obj) or isinstance(obj, type):
-        return False
-    shape = _positional(obj)
-    return shape is not None and shape[0] > 0
-
-
-def signature_problem(fn: Any) -> str:
-    """Empty when ``fn`` can be called as ``fn(x, y, seed, device)`` or ``fn(x, y, seed)``; else what is wrong."""
-    if not callable(fn):
-        return f"is a {type(fn).__name__}, not a function"
-    shape = _positional(fn)
-    if shape is None:
-        return ""  # a builtin or C callable without a signature: its call says
-    required, most, kw_required = shape
-    if kw_required:
-        return f"needs the keyword argument(s) {', '.join(kw_required)}; it must be train(x, y, seed, device)"
-    if most < 3 or required > 4:
-        return (
-            f"takes {required if most == required else f'{required} to {most:g}'} positional argument(s); "
-            "it must be train(x, y, seed, device) (or train(x, y, seed))"
-        )
-    return ""
-
-
-def takes_device(fn: Any) -> bool:
-    """Whether ``fn`` is called with the device (four positional arguments), else with three."""
-    shape = _positional(fn)
-    return shape is None or shape[1] >= 4
-
-
-def function_name(fn: Any) -> str:
-    """``module:qualified.name`` of ``fn``, as a ``--recipe`` spec would name it."""
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
 def function_fingerprint(fn: Any) -> str:
@@ -116,7 +61,7 @@ def call_training_function(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: i
     args: tuple[Any, ...] = (xa, ya, int(seed), str(device)) if takes_device(fn) else (xa, ya, int(seed))
     forked = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
     np_state, py_state = np.random.get_state(), random.getstate()
-    from privgate.training.rng import seed_global
+    from privgate.recipe.rng import seed_global
 
     try:
         with torch.random.fork_rng(devices=forked):
@@ -139,7 +84,7 @@ def call_training_function(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: i
 
 def check_returned(head: str, net: Any, x: np.ndarray, y: np.ndarray) -> None:
     """Refuse what a training function returned unless it is a model with ``[rows, classes]`` finite outputs."""
-    from privgate.inputs import outputs
+    from privgate import outputs
 
     if not isinstance(net, nn.Module):
         raise RecipeError(f"{head}: returned a {type(net).__name__}, not a torch.nn.Module.")
@@ -242,8 +187,4 @@ __all__ = [
     "call_training_function",
     "check_returned",
     "function_fingerprint",
-    "function_name",
-    "is_training_function",
-    "signature_problem",
-    "takes_device",
 ]

@@ -31,7 +31,7 @@ POOLS = (
 MAX_POOLS = (nn.MaxPool1d, nn.MaxPool2d)
 CONVS = (nn.Conv1d, nn.Conv2d)
 NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.GroupNorm, nn.LayerNorm)
-LAST_AXIS = (nn.Softmax, nn.LogSoftmax)  # outputs read as probabilities (privgate.inputs.outputs)
+LAST_AXIS = (nn.Softmax, nn.LogSoftmax)  # outputs read as probabilities (privgate.outputs)
 SUPPORTED = (
     *CONVS, *NORMS, nn.Linear, nn.Flatten, nn.Unflatten, nn.Identity, *ELEMENTWISE, *POOLS, *DROPOUTS, *LAST_AXIS,
 )  # fmt: skip

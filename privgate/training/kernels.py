@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from privgate.inputs import outputs
+from privgate import outputs
 from privgate.training import mlp
 
 
@@ -80,7 +80,7 @@ def gradient_kernel(
             "calling the model with another model's parameters (torch.func.functional_call) does not reproduce "
             "that model's output, e.g. because its forward is patched on the instance"
         )
-    # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.inputs.outputs)
+    # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.outputs)
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         kind = outputs.kind_of(base(xt[: min(64, len(xt))])) or outputs.LOGITS
     base = base.to("meta")
@@ -101,7 +101,7 @@ def check_stackable(recipe: Any) -> None:
     """For :func:`gradient_kernel`'s callers: a known optimiser, and nothing its kernels do not replicate.
 
     Raises :class:`~privgate.errors.RecipeError` for an unknown optimiser and :class:`NotVectorisable`
-    for a recipe that trains in bf16 or with augmentation (trained by ``recipe.train`` instead).
+    for a recipe that trains in bf16 or with augmentation (trained by ``train_model`` instead).
     """
     from privgate.errors import RecipeError
     from privgate.recipe import OPTIMIZERS

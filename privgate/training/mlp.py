@@ -252,7 +252,7 @@ class StackedMLP:
     def _output_delta(self, p: list[torch.Tensor], idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """Forward pass, then ``δ = (softmax(z) − onehot(y)) · w`` into the last layer's δ buffer.
 
-        A single output is one logit (:mod:`privgate.inputs.outputs`): cross-entropy on
+        A single output is one logit (:mod:`privgate.outputs`): cross-entropy on
         ``[0, z]`` is BCE-with-logits, whose gradient is ``δ = (σ(z) − y) · w``. With
         label smoothing ε the one-hot target is ``(1 − ε)·one-hot + ε/K`` (K = 2 for one
         logit: ``y(1 − ε) + ε/2``), as ``F.cross_entropy(label_smoothing=ε)``'s.

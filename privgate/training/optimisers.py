@@ -122,7 +122,7 @@ def optimise(
     per step in order (``epoch_hook(idx, weights)`` first, once per epoch, when
     given: a kernel can move the epoch to its device at once). Models without a
     batch at a step (smaller subsets) stay exactly as they were, optimiser state
-    included. Per step, as ``recipe.train`` does: clip each model's gradient,
+    included. Per step, as ``train_model`` does: clip each model's gradient,
     add the L2 penalty (or decay AdamW's weights), update with the rate of the
     model's own step.
     """

@@ -3,7 +3,7 @@
 The balanced design of Carlini et al. 2022 (arXiv 2112.03570, §IV): models 2p
 and 2p+1 train on complementary random halves, so every audit row is IN for
 exactly half of an even number of models. Batches replicate
-:meth:`privgate.recipe.Recipe.train` (``randperm`` per epoch from the model's own
+:func:`privgate.training.loop.train_model` (``randperm`` per epoch from the model's own
 generator) or, for DP-SGD, Opacus' Poisson sampling.
 """
 
@@ -55,7 +55,7 @@ def epoch_schedule(
 ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
     """One epoch of every model: row indices ``[S, K, B]``, loss weights ``[S, K, B]``, active ``[S, K]``.
 
-    Model k draws ``randperm(n_k, generator=gens[k])`` exactly as ``Recipe.train``
+    Model k draws ``randperm(n_k, generator=gens[k])`` exactly as ``train_model``
     does; a short last batch is padded with weight-0 rows and weighted 1/len so
     the weighted sum equals the batch mean; models with fewer batches than
     others are inactive (``active`` is a numpy array: it steers Python control

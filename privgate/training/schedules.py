@@ -1,8 +1,8 @@
-"""Learning-rate schedules of a recipe: torch's schedulers for ``recipe.train``, their closed forms for the engine.
+"""Learning-rate schedules of a recipe: torch's schedulers for ``train_model``, their closed forms for the engine.
 
 The schedule advances once per optimiser step over ``T = epochs · ceil(n / batch_size)`` steps, after an optional
 linear warm-up (Goyal et al. 2017, arXiv 1706.02677): ``constant``, ``step``, ``cosine`` (Loshchilov & Hutter 2016,
-arXiv 1608.03983) or ``one-cycle`` (Smith & Topin 2017, arXiv 1708.07120). :meth:`privgate.recipe.Recipe.train` steps
+arXiv 1608.03983) or ``one-cycle`` (Smith & Topin 2017, arXiv 1708.07120). privgate's loop steps
 torch's own schedulers (:func:`torch_scheduler`); the engine computes the same rates in closed form per model
 (:func:`rates`), each at its own step count and ``T``; the two agree up to float rounding.
 Formulas: ``docs/internals-training-stats.md``.
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from privgate.errors import RecipeError
+from privgate.recipe.spec import SCHEDULES
 
-SCHEDULES = ("constant", "step", "cosine", "one-cycle")
 #: torch's ``OneCycleLR`` defaults: start at ``lr / DIV``, end at ``lr / DIV / FINAL_DIV``.
 ONE_CYCLE_DIV, ONE_CYCLE_FINAL_DIV, ONE_CYCLE_PCT = 25.0, 1e4, 0.3
 

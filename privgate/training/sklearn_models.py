@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from privgate.inputs.outputs import TINY
 from privgate.inputs.targets.sklearn import SklearnModel, describe_estimator, margins
 from privgate.io.sources import code_of, key_or_warning, project_sources
+from privgate.outputs import TINY
 from privgate.sklearn_recipe import SklearnRecipe
 
 #: Bumped when a change here would fit a different model from the same key's inputs.
@@ -253,13 +253,13 @@ def train_clones(
     elif len(todo) > 1 and n > 1:  # threads: scikit-learn's fits release the GIL, and nothing is pickled
         from joblib import Parallel, delayed
 
-        from privgate.training.threads import native_threads
+        from privgate.threads import native_threads
 
         with native_threads(1):
             done = Parallel(n_jobs=min(n, len(todo)), backend="threading")(delayed(fit_clone)(*t) for t in tasks)
         mode = f"in parallel on {min(n, len(todo))} threads (joblib)"
     else:
-        from privgate.training.threads import native_threads
+        from privgate.threads import native_threads
 
         with native_threads(1):
             done = [fit_clone(*t) for t in tasks]

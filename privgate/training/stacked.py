@@ -3,7 +3,7 @@
 Parameters and buffers are stacked on a leading axis (``torch.func.stack_module_state``); the forward pass is
 ``vmap(functional_call(base, (params_k, buffers_k), x_k))`` and one autograd backward pass of the summed losses gives
 every model's gradient. BatchNorm keeps per-model running statistics (short last batches run on their real rows);
-dropout and augmentation draw from each model's own generators, so models equal ``Recipe.train``'s up to float
+dropout and augmentation draw from each model's own generators, so models equal ``train_model``'s up to float
 rounding. Any other random draw in ``forward`` is refused (:class:`NotStackable`) and the engine trains that recipe
 one model at a time. Details: ``docs/internals-training-stats.md``.
 """
@@ -19,12 +19,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.inputs import outputs
+from privgate import outputs
+from privgate.recipe.rng import seeded
 from privgate.training import augment
 from privgate.training.dropout import DropoutPlan
 from privgate.training.dropout import NotStackable as _DropoutNotStackable
 from privgate.training.grouped import GroupedForward
-from privgate.training.rng import seeded
 
 
 class NotStackable(Exception):
@@ -122,7 +122,7 @@ class StackedModel:
             self.dropout = DropoutPlan(base, probe, dropout_seeds)
         except _DropoutNotStackable as exc:
             raise NotStackable(str(exc)) from None
-        # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.inputs.outputs)
+        # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.outputs)
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
             self.kind = outputs.kind_of(copy.deepcopy(template).eval()(x[: min(64, len(x))].cpu())) or outputs.LOGITS
         self.dropout.install(base)

@@ -10,17 +10,19 @@ grouping is part of the run's plan and not the executor's choice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from privgate.executors import Executor, LocalExecutor, task_groups
 from privgate.recipe import Recipe
+from privgate.training.ensemble import Trained
 
 
 def train_groups(
     executor: Executor | None,
+    task: Callable[..., tuple[Trained, Any]],
     size: int | None,
     recipe: Recipe,
     x: np.ndarray,
@@ -37,7 +39,7 @@ def train_groups(
     Returns ``(Trained, architecture)``: the joined result, and the first model a user's training function
     returned (None for any other recipe).
 
-    Each task is :func:`privgate.training.engine.train_task` on its group
+    Each task is ``task`` (:func:`privgate.training.engine.train_task`) on its group
     (vectorised inside, with ``threads`` threads); the results come back in
     order and are joined: states in mask order, the notes of every group, the
     kernels used, and the first model a user's training function returned
@@ -45,8 +47,6 @@ def train_groups(
     cache here: the caller looks models up before and stores them after, on
     the driver.
     """
-    from privgate.training.engine import Trained, train_task
-
     if recipe.own_loop:  # the user's training function: one call per model, each its own task (parallel on Ray)
         size = 1
     groups = task_groups(len(seeds), size)
@@ -66,7 +66,7 @@ def train_groups(
         for g in groups
     ]
     runner = executor or LocalExecutor()
-    results = runner.map(train_task, tasks, threads=threads, gpus=1 if device == "cuda" else 0)
+    results = runner.map(task, tasks, threads=threads, gpus=1 if device == "cuda" else 0)
     done: list[Trained] = [t for t, _ in results]
     notes = list(dict.fromkeys(n for t in done for n in t.notes))
     mode = "sequential" if any(t.mode == "sequential" for t in done) else "vectorised"

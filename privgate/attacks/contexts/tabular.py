@@ -24,7 +24,7 @@ from privgate.inputs.surface import surface_of
 from privgate.inputs.target import Target
 from privgate.options import RunOptions
 from privgate.recipe import Recipe
-from privgate.training.threads import limit_threads
+from privgate.threads import limit_threads
 
 if TYPE_CHECKING:  # the policy and the report are layers above the attacks
     from privgate.policy import Policy

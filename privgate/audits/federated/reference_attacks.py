@@ -104,7 +104,7 @@ def reference_scorer(
         cache_dir=run.cache, cache_key=run.cache_key, threads=run.threads, engine=run.engine,
         executor=executor_for(run), models_per_task=run.models_per_task,
     )  # fmt: skip
-    from privgate.inputs import outputs
+    from privgate import outputs
 
     raw = ens.logits(x)
     log_proba = np.stack([outputs.log_proba(r, outputs.kind_of(r) or outputs.LOGITS) for r in raw])

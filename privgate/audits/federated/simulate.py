@@ -5,7 +5,7 @@ every node trains ``local_epochs`` epochs on its shard, then takes the weighted 
 (:func:`privgate.audits.federated.topology.mixing_matrix`); the model after aggregation is what is attacked.
 **Stacked**: the N models are one parameter stack trained by :mod:`privgate.training.kernels`, aggregation one
 matrix product per tensor; **sequential** (``engine: sequential``, or a model the engine cannot stack): one
-``recipe.train`` call per node per round. Both draw the same batches and agree up to float rounding (tested).
+``train_model`` call per node per round. Both draw the same batches and agree up to float rounding (tested).
 """
 
 from __future__ import annotations
@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from privgate import outputs
 from privgate.audits.federated.topology import Topology, mixing_matrix
 from privgate.errors import RecipeError
-from privgate.inputs import outputs
 from privgate.recipe import Recipe
+from privgate.threads import resolve_threads, torch_threads
 from privgate.training.kernels import NotVectorisable, check_stackable, gradient_kernel
+from privgate.training.loop import train_model
 from privgate.training.optimisers import optimise
 from privgate.training.plan import epoch_schedule
-from privgate.training.threads import resolve_threads, torch_threads
 
 State = dict[str, torch.Tensor]
 
@@ -144,7 +145,7 @@ def _sequential(
     rounds: int,
     seed: int,
 ) -> list[list[State]]:
-    """One ``recipe.train(..., model=net)`` call per node per round, then FedAvg on the state dicts."""
+    """One ``train_model(recipe, ..., model=net)`` call per node per round, then FedAvg on the state dicts."""
     net = recipe.build(seed=init_seed(seed))
     start = {n: t.detach().clone() for n, t in net.state_dict().items()}
     current = [start for _ in shards]
@@ -154,7 +155,7 @@ def _sequential(
         for i, rows in enumerate(shards):
             net.load_state_dict(current[i])
             try:
-                model = recipe.train(x[rows], y[rows], seed=round_seed(seed, r, i), model=net)
+                model = train_model(recipe, x[rows], y[rows], seed=round_seed(seed, r, i), model=net)
             except RecipeError:
                 raise
             except Exception as exc:
@@ -192,7 +193,7 @@ def train_federation(
         seed: drives the initial model and every node's batches.
         engine: ``auto`` (stacked when the engine can, else sequential), ``vectorised``
             (a model the engine cannot stack is a :class:`RecipeError`) or ``sequential``.
-        threads: torch threads (default one, :mod:`privgate.training.threads`).
+        threads: torch threads (default one, :mod:`privgate.threads`).
         kernel: the stacked gradient kernel (``auto``, ``mlp``, ``vmap``).
     """
     if len(shards) != topology.n:
@@ -226,7 +227,7 @@ def train_federation(
 def node_log_proba(recipe: Recipe, states: Sequence[State], x: np.ndarray, batch: int = 4096) -> np.ndarray:
     """``[N, n, classes]`` log class probabilities of every node's model on ``x`` (eval mode, no gradients).
 
-    Raw outputs are read like a target's (:mod:`privgate.inputs.outputs`): logits, one logit, or probabilities.
+    Raw outputs are read like a target's (:mod:`privgate.outputs`): logits, one logit, or probabilities.
     """
     net = recipe.build()
     xt = torch.as_tensor(np.asarray(x), dtype=torch.float32)

@@ -55,7 +55,7 @@ def check_model_path(spec: str | Path) -> None:
         if is_huggingface(p):
             raise TargetError(
                 f"{p}: is a Hugging Face model directory; audit it on text data with privgate check "
-                "(privgate.api.check), which reads it with transformers."
+                "(privgate.check), which reads it with transformers."
             )
         raise TargetError(
             f"{p}: is a directory without config.json, neither a model file nor a Hugging Face model directory."

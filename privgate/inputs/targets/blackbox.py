@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from privgate import outputs as _outputs
 from privgate.errors import TargetError
-from privgate.inputs import outputs as _outputs
 
 #: Rows a black box is asked about at once (a request to an endpoint may be smaller: its own batch size).
 BATCH = 4096
@@ -65,7 +65,7 @@ class BlackBox(ABC):
         return self.kind
 
     def predict_log_proba(self, x: np.ndarray) -> np.ndarray:
-        """``[n, K]`` float64 log class probabilities, unsaturated (:func:`privgate.inputs.outputs.log_proba`)."""
+        """``[n, K]`` float64 log class probabilities, unsaturated (:func:`privgate.outputs.log_proba`)."""
         return self._read(x)
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from privgate import outputs as _outputs
 from privgate.errors import TargetError
-from privgate.inputs import outputs as _outputs
 from privgate.inputs.targets.blackbox import BlackBox
 from privgate.io.digest import file_sha256
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from privgate import outputs as _outputs
 from privgate.errors import TargetError, clip, shown
-from privgate.inputs import outputs as _outputs
 from privgate.inputs.targets.blackbox import BlackBox
 from privgate.inputs.targets.skops_schema import MAX_DECODED
 from privgate.inputs.targets.skops_trust import NEVER, check_imported, trusted_names, untrusted_types, vet

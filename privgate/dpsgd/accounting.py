@@ -42,7 +42,7 @@ class Run:
 
     @classmethod
     def of(cls, training: object) -> Run:
-        """The run of a :class:`privgate.dp.train.DPTraining` record (or anything with σ, q and steps)."""
+        """The run of a :class:`privgate.dpsgd.train.DPTraining` record (or anything with σ, q and steps)."""
         return cls(
             float(training.noise_multiplier),  # type: ignore[attr-defined]
             float(training.sample_rate),  # type: ignore[attr-defined]
@@ -56,7 +56,7 @@ class Run:
 
 
 def sampling(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
-    """(q, T) of a DP-SGD run on ``n`` rows, as :mod:`privgate.dp.opacus_runner` and Opacus make it.
+    """(q, T) of a DP-SGD run on ``n`` rows, as :mod:`privgate.dpsgd.opacus_runner` and Opacus make it.
 
     Opacus' Poisson loader samples at q = 1 / len(loader) with
     len(loader) = ⌈n / min(B, n)⌉ steps per epoch.

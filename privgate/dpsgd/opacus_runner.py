@@ -4,8 +4,8 @@ DP-SGD (Abadi et al. 2016, arXiv 1607.00133) over *units* — one record, or one
 are summed before the clip (McMahan et al. 2018, arXiv 1710.06963) — with Opacus (Yousefpour et al. 2021,
 arXiv 2109.12298) as documented: ``make_private`` for a given σ or ``make_private_with_epsilon`` for a target ε
 (PRV, Gopi et al. 2021, arXiv 2106.02848, falling back to RDP, Mironov 2017, arXiv 1702.07476), Poisson
-sampling from a seeded CPU generator, noise from :mod:`privgate.dp.noise`. The ε spent is stated by the
-run's own accountant (``engine``) or by :func:`privgate.dp.accounting.compose` (``compose``). Details:
+sampling from a seeded CPU generator, noise from :mod:`privgate.dpsgd.noise`. The ε spent is stated by the
+run's own accountant (``engine``) or by :func:`privgate.dpsgd.accounting.compose` (``compose``). Details:
 ``docs/internals-dp-audits.md``.
 """
 
@@ -22,8 +22,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from privgate.dp.accounting import DPCalibrationError
-from privgate.dp.noise import draw_noise_on_cpu
+from privgate.dpsgd.accounting import DPCalibrationError
+from privgate.dpsgd.noise import draw_noise_on_cpu
 
 AccountantName = Literal["prv", "rdp"]
 #: How the spent ε is stated (module docstring); ``None``: not computed (reference models).
@@ -226,7 +226,7 @@ class PrivateRun:
         elif accounting == "engine":
             eps, used, spent_note = _engine_epsilon(self.engine.accountant, settings.delta, history)
         elif accounting == "compose":
-            from privgate.dp.accounting import Run, compose
+            from privgate.dpsgd.accounting import Run, compose
 
             comp = compose([Run(sigma, self.sample_rate, steps)], settings.delta, settings.accountant)
             eps, used, spent_note = comp.epsilon, comp.accountant, comp.note
@@ -280,7 +280,7 @@ def make_private(
     Give exactly one of ``noise_multiplier`` (σ; 0: clipping without noise) or ``target_epsilon`` (σ
     calibrated by ``make_private_with_epsilon`` for ``settings.epochs``, PRV falling back to RDP). The Poisson
     batches of expected size ``batch_size`` are drawn from a CPU generator seeded with ``seed``, the noise from
-    another (seed + 0x5EED, :mod:`privgate.dp.noise`). ``instrument`` is called once with the DP optimiser and
+    another (seed + 0x5EED, :mod:`privgate.dpsgd.noise`). ``instrument`` is called once with the DP optimiser and
     q before the first step (the one-run audits add their canaries to the noisy step through it).
 
     Raises:

@@ -2,7 +2,7 @@
 
 DP-SGD (Abadi et al. 2016, arXiv 1607.00133) through Opacus (Yousefpour et al. 2021, arXiv 2109.12298): layers
 it cannot train are replaced (``ModuleValidator.fix``, recorded), σ is calibrated for the target ε with Poisson
-sampling and the run goes through :mod:`privgate.dp.opacus_runner`; ε by PRV (Gopi, Lee & Wutschitz 2021, arXiv
+sampling and the run goes through :mod:`privgate.dpsgd.opacus_runner`; ε by PRV (Gopi, Lee & Wutschitz 2021, arXiv
 2106.02848) or RDP (Mironov 2017, arXiv 1702.07476), PRV falling back to RDP where it fails. Training always
 starts from ``recipe.build()`` (fresh or a *public* start), never from the checkpoint under audit. The clip
 norm comes from :func:`privgate.dp.clip.search_clip_norm` (Ponomareva et al. 2023, arXiv 2303.00654, §5.4).
@@ -20,16 +20,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.dp.accounting import DPCalibrationError
-from privgate.dp.opacus_runner import DPSettings, DPTraining, make_private
+from privgate.dpsgd.accounting import DPCalibrationError
+from privgate.dpsgd.opacus_runner import DPSettings, DPTraining, make_private
 from privgate.errors import RecipeError
-from privgate.inputs.outputs import nll
+from privgate.outputs import nll
 from privgate.recipe import Recipe
-from privgate.training.rng import seed_global
+from privgate.recipe.rng import seed_global
 
 
 class OutputsLoss(nn.CrossEntropyLoss):
-    """``nn.CrossEntropyLoss`` reading the outputs with :func:`privgate.inputs.outputs.nll` (Opacus' criterion slot)."""
+    """``nn.CrossEntropyLoss`` reading the outputs with :func:`privgate.outputs.nll` (Opacus' criterion slot)."""
 
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:  # noqa: A002 - torch's names
         return nll(input, target, reduction=self.reduction)
@@ -154,7 +154,7 @@ def train_dp(
             per-example guarantee; default ceil(N / batch_size).
         account: compute the spent ε (skipped for reference models).
         device: where to train (``"cpu"``, ``"cuda"``). Poisson batches, the
-            noise (:mod:`privgate.dp.noise`) and dropout masks
+            noise (:mod:`privgate.dpsgd.noise`) and dropout masks
             (:mod:`privgate.training.dropout`) are drawn on the CPU from
             generators seeded with the seed and moved to the device, so the
             same seed gives the same model on every device up to float rounding.

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from privgate.training.load import Load, machine_load, threads_under_load
+from privgate.machine_load import Load, machine_load, threads_under_load
 
 #: The most threads ever accepted, whatever the machine.
 THREADS_CEILING = 256
@@ -127,7 +127,7 @@ def usable_cores(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> T
 
 
 def free_cores(cores: Threads, load: Load | None, machine_cpus: int) -> Threads:
-    """``cores`` less what other runnable work holds of them (:func:`~privgate.training.load.threads_under_load`).
+    """``cores`` less what other runnable work holds of them (:func:`~privgate.machine_load.threads_under_load`).
 
     ``load`` None (nothing readable): ``cores`` as it is.
     """

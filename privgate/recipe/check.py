@@ -15,6 +15,8 @@ import math
 from typing import Any
 
 from privgate.errors import RecipeError
+from privgate.recipe.signature import signature_problem
+from privgate.recipe.spec import OPTIMIZERS, PRECISIONS, SCHEDULES, Augment
 
 
 def _number(v: Any) -> bool:
@@ -27,9 +29,6 @@ def _int(v: Any) -> bool:
 
 def check_recipe(recipe: Any) -> None:
     """Raise :class:`RecipeError` naming the first bad training setting of ``recipe`` (see the module docstring)."""
-    from privgate.recipe import OPTIMIZERS, PRECISIONS, Augment
-    from privgate.training.schedules import SCHEDULES
-
     head = f"recipe '{recipe.name}'"
 
     def bad(field: str, value: Any, want: str) -> RecipeError:
@@ -45,8 +44,6 @@ def check_recipe(recipe: Any) -> None:
         if value is not None and not callable(value):
             raise bad(name, value, "a function or None")
     if recipe.train_fn is not None:
-        from privgate.training.function import signature_problem
-
         problem = signature_problem(recipe.train_fn)
         if problem:
             raise RecipeError(f"{head}: train_fn {problem}.")

@@ -103,7 +103,7 @@ def nll(
     Cross-entropy for logits, BCE-with-logits for one logit (as cross-entropy
     on ``[0, z]``, the same function), NLL of ``log p`` for probabilities.
     ``kind=None`` decides from this batch's values (:func:`kind_of`), which is
-    what :meth:`privgate.recipe.Recipe.train` does. ``label_smoothing`` ε: against ``(1 − ε)·one-hot + ε/K``
+    what :func:`privgate.training.loop.train_model` does. ``label_smoothing`` ε: against ``(1 − ε)·one-hot + ε/K``
     (``F.cross_entropy``'s; a single logit is two classes, so its target is ``y(1 − ε) + ε/2``).
     """
     from torch.nn import functional as F
