@@ -11,8 +11,7 @@ and light CLI commands (``--version``, ``policy schema``) do not pay for torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from privgate.lazy import exports
 
 __version__ = "0.1.0"
 
@@ -54,17 +53,6 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'privgate' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
-
+__getattr__, __dir__ = exports("privgate", _EXPORTS, globals())
 
 __all__ = ["__version__", *_EXPORTS]

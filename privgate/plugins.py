@@ -8,9 +8,7 @@ reads the installed packages' metadata.
 
 from __future__ import annotations
 
-import importlib
 from functools import cache
-from typing import Any
 
 
 @cache
@@ -21,10 +19,4 @@ def registered(group: str) -> dict[str, str]:
     return {ep.name: ep.value for ep in metadata.entry_points(group=group)}
 
 
-def load(spec: str) -> Any:
-    """The object a ``"module:attr"`` spec names, its module imported now."""
-    module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-__all__ = ["load", "registered"]
+__all__ = ["registered"]

@@ -11,8 +11,7 @@ access (PEP 562), so validating a policy never pays for numpy or torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from privgate.lazy import exports
 
 _EXPORTS = {
     "Attack": "privgate.attacks.base",
@@ -30,17 +29,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = exports(__name__, _EXPORTS, globals())
 
 
 __all__ = sorted(_EXPORTS)

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from privgate.plugins import load, registered
+from privgate.lazy import load
+from privgate.plugins import registered
 
 ThreatModel = Literal["black-box", "label-only", "white-box"]
 #: What an attack reads: a classifier's outputs on feature rows, or a causal language model's tokens on text records.

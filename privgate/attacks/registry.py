@@ -11,10 +11,10 @@ gate never changes.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from privgate.attacks.catalogue import BUILT_IN, CATALOGUE, PLANNED, ThreatModel
+from privgate.lazy import load
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -46,8 +46,7 @@ def get_attack(name: str) -> type[Attack]:
     """The attack class registered as ``name``, imported on first use; KeyError if there is none."""
     attack = _ATTACKS[name] if name in _ATTACKS else _table()[name]
     if isinstance(attack, str):
-        module, _, cls = attack.partition(":")
-        attack = _ATTACKS[name] = getattr(importlib.import_module(module), cls)
+        attack = _ATTACKS[name] = load(attack)
     return attack
 
 

@@ -10,8 +10,7 @@ refused on its input, or naming its output (:mod:`.hardened`), never imports tor
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from privgate.lazy import exports
 
 _WHERE = {
     "search_clip_norm": "privgate.dp.clip",
@@ -23,10 +22,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'privgate.dp' has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
+__getattr__, __dir__ = exports(__name__, _WHERE, globals())
 
 
 __all__ = ["DPRecipe", "DPSettings", "DPTraining", "make_private_module", "search_clip_norm", "train_dp"]

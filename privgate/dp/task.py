@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from privgate.plugins import load, registered
+from privgate.lazy import load
+from privgate.plugins import registered
 
 if TYPE_CHECKING:
     from pathlib import Path

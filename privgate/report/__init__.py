@@ -9,11 +9,12 @@ use, so a run refused on its inputs never loads them; the report types re-export
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from privgate.lazy import load
 
 if TYPE_CHECKING:
     from privgate.report.model import AttackSummary, BaseReport, CheckResult, Report
@@ -89,8 +90,7 @@ def render(report: BaseReport, fmt: str, **options: Any) -> str:
     f = _FORMATS[fmt]
     writer = f.by_job.get(report.job, f.writer)
     if isinstance(writer, str):
-        module, attr = writer.split(":")
-        writer = getattr(importlib.import_module(module), attr)
+        writer = load(writer)
     params = inspect.signature(writer).parameters
     takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     given = options if takes_all else {k: v for k, v in options.items() if k in params}

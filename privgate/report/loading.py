@@ -11,12 +11,12 @@ in any writer that walks the value). Either is one sentence and exit code 2.
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 from typing import Any
 
 from privgate.errors import PrivgateError
+from privgate.lazy import load
 from privgate.report.model import BaseReport
 
 #: The largest saved report read by default (64 MiB); ``--max-report-mib`` / ``$PRIVGATE_MAX_REPORT_MIB`` raise it.
@@ -46,8 +46,7 @@ def job_of(data: dict[str, Any]) -> str:
 
 
 def report_class(job: str) -> type[BaseReport]:
-    module, name = REPORT_CLASSES.get(job, REPORT_CLASSES["check"]).split(":")
-    return getattr(importlib.import_module(module), name)
+    return load(REPORT_CLASSES.get(job, REPORT_CLASSES["check"]))
 
 
 def depth(value: Any) -> int:

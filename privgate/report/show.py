@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from typing import Any
 
 from rich.console import Console
 
+from privgate.lazy import load
 from privgate.report.model import BaseReport
 from privgate.report.safe import clean
 
@@ -27,8 +27,7 @@ def show(report: BaseReport, console: Console, *, quiet: bool = False, verbose: 
     if quiet:
         console.print(clean(report.summary), markup=False, highlight=False)
         return
-    module, attr = PRINTERS[report.job].split(":")
-    printer = getattr(importlib.import_module(module), attr)
+    printer = load(PRINTERS[report.job])
     if "verbose" in inspect.signature(printer).parameters:
         printer(report, console, verbose=verbose)
     else:

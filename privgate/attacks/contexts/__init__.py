@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from privgate.plugins import load, registered
+from privgate.lazy import load
+from privgate.plugins import registered
 
 #: Kind of target → the class that audits it (the kinds privgate's attacks package audits itself).
 KINDS = {
