@@ -22,7 +22,8 @@ from pathlib import Path
 
 from cli_fork import server_key
 
-#: What bash sets for the commands it runs (its folder, nesting depth, the command's path): read at import by no module.
+#: What bash sets for the commands it runs (its folder, nesting depth, the command's path); of the server's imports only
+#: tqdm's scan of the whole environment for ``TQDM_*`` reads them (Python-level reads, docs/contributing.md).
 SHELL_VARS = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
 #: Servers a test process keeps (each holds the imports, ~0.5 GB); the oldest ends beyond this.
 MAX_SERVERS = 2
