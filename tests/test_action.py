@@ -23,6 +23,7 @@ from pathlib import Path
 import inproc
 import pytest
 import yaml
+from cli_on_path import privgate_bin, serve
 from pipeline_cases import torch_files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,20 +119,6 @@ def condition(expr: str | None, ctx: dict, failed: bool) -> bool:
     return (not failed) and ((value == m.group(3)) if m.group(2) == "==" else (value != m.group(3)))
 
 
-_PRIVGATE_BIN: list[Path] = []
-
-
-def privgate_bin() -> Path:
-    """A folder with a ``privgate`` that runs this process's privgate (tests/privgate_cli.py), made once."""
-    if not _PRIVGATE_BIN:
-        import tempfile
-
-        from privgate_cli import privgate_on_path
-
-        _PRIVGATE_BIN.append(privgate_on_path(Path(tempfile.mkdtemp(prefix="privgate-bin-"))))
-    return _PRIVGATE_BIN[0]
-
-
 def run_action(
     inputs: dict[str, str],
     workspace: Path,
@@ -180,6 +167,8 @@ def run_action(
             }
         )
         env.update({k: substitute(v, ctx) for k, v in (step.get("env") or {}).items()})
+        if path_prefix is None and re.search(r"^\s*privgate ", step["run"], re.M):
+            serve(env)  # the step's `privgate` runs fork from a server started with this environment (cli_on_path)
         script = gh / f"step-{i}.sh"
         script.write_text(step["run"])
         assert step.get("shell") == "bash"

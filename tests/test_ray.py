@@ -1,11 +1,11 @@
 """The Ray executor (issue 15, part 5): the same tasks and seeds give the same numbers as the local executor.
 
-One local Ray (2 CPUs) is started for the module and shut down after; the CLI
-runs in a subprocess join it through ``--ray-address``. Every comparison is
-exact (``==`` on the parsed JSON, ``torch.equal`` on states), never approximate.
-The local executor's report that a Ray run of the CLI is compared with is built
-in process (``tests/inproc.py``: the CLI's report, see ``test_front_door.py``),
-except on the user's path of starting Ray without an address, run twice by the CLI.
+One local Ray (2 CPUs) is started for the module and shut down after; the in-process
+runs use it, and the CLI in a process of its own joins it through ``--ray-address``.
+Every comparison is exact (``==`` on the parsed JSON, ``torch.equal`` on states), never
+approximate. The CLI's reports compared are built in process (``tests/inproc.py``: the
+CLI's report, see ``test_front_door.py``), except on the user's path of starting Ray
+without an address, where the CLI's own process starts it.
 """
 
 from __future__ import annotations
@@ -143,24 +143,21 @@ def test_a_training_function_runs_one_model_per_ray_task_with_the_local_models(c
 
 
 def test_check_report_numbers_are_identical_local_and_ray(cluster: str, case: Any, tmp_path: Path) -> None:
-    """The Ray run is the CLI joining the module's Ray; the local one, in process, the same settings."""
+    """The CLI's report (in process: tests/inproc.py) on the module's Ray and on the local executor, the same settings.
+
+    The CLI itself joining a cluster through ``--ray-address`` in a process of its own:
+    test_a_ray_worker_that_dies_is_one_sentence_and_exit_2; starting its own Ray, with the local numbers:
+    test_check_without_an_address_starts_ray_here_and_gives_the_local_numbers.
+    """
     (tmp_path / "refs.yaml").write_text(POLICY)
-    r = run_cli(
-        "check", str(case.leaky_ts), "--policy", str(tmp_path / "refs.yaml"), "--members", str(case.members),
-        "--nonmembers", str(case.nonmembers), "--recipe", case.recipe_spec, "--cache-dir", "off",
-        "--models-per-task", "2", "--json", str(tmp_path / "ray.json"), "--quiet", "--executor", "ray",
-        "--ray-address", cluster, cwd=case.dir,
-    )  # fmt: skip
-    assert r.returncode == 1, r.stdout + r.stderr  # the leaky model fails LiRA
-    here = inproc.check(
-        case.leaky_ts, tmp_path / "refs.yaml", case.members, case.nonmembers, recipe=case.recipe_spec,
-        search_dirs=(case.dir,), models_per_task=2, executor="local",
-    )  # fmt: skip
-    assert here.exit_code == 1, here.summary
-    reports = {
-        "local": json.loads(inproc.render(here, "json")["json"]),
-        "ray": json.loads((tmp_path / "ray.json").read_text()),
-    }
+    reports = {}
+    for executor in ("local", "ray"):
+        report = inproc.check(
+            case.leaky_ts, tmp_path / "refs.yaml", case.members, case.nonmembers, recipe=case.recipe_spec,
+            search_dirs=(case.dir,), models_per_task=2, executor=executor, ray_address=cluster,
+        )  # fmt: skip
+        assert report.exit_code == 1, report.summary  # the leaky model fails LiRA
+        reports[executor] = json.loads(inproc.render(report, "json")["json"])
     local, remote = reports["local"], reports["ray"]
     assert _stable(local) == _stable(remote)
     assert [(c["value"], c["ci"], c["status"]) for c in local["checks"]] == [
