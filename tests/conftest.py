@@ -17,6 +17,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # cores, so every privgate run it starts (the CLI in a subprocess or in process, the pytest plugin's audits) keeps
 # one thread, as in-process runs do (torch's one thread, below)
 os.environ.setdefault("PRIVGATE_THREADS", "1")
+# what importing scikit-learn (and joblib) writes into os.environ, written before any run so every CLI fork server
+# of this session is keyed on the environment it will have anyway (tests/cli_fork.py: else the first import
+# changes the key and each worker starts a second server)
+os.environ.setdefault("KMP_DUPLICATE_LIB_OK", "True")
+os.environ.setdefault("KMP_INIT_AT_FORK", "FALSE")
 
 # The CLI's default reference-model cache and cache key live in the user's XDG folders (privgate.cli.cache_settings):
 # the tests' runs keep theirs in a folder of this session (each test gets its own below), never in the user's home.
