@@ -96,12 +96,14 @@ def run_cli(
     fresh: bool = False,
     memory: int | None = None,
     timeout: float = 300,
+    stdin: str | None = "",
 ) -> subprocess.CompletedProcess[str]:
     """Run ``privgate`` in its own process, as a user would: forked from a pre-imported server
     (:mod:`cli_fork`), or ``python -m privgate.cli`` in a fresh interpreter (:data:`privgate_cli.PRIVGATE`) when
     ``fresh`` or ``$PRIVGATE_TEST_FRESH_CLI=1`` (what a run imports, or reads from the environment at import).
     ``memory``: the bytes the run may map beyond privgate's imports (an address-space limit; in a fresh
-    interpreter, beyond what this test process maps)."""
+    interpreter, beyond what this test process maps). ``stdin``: what standard input holds (``""``: nothing, end of
+    file at once), ``None``: it is closed."""
     from privgate_cli import PRIVGATE
 
     base = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
@@ -113,20 +115,24 @@ def run_cli(
     if not fresh and os.environ.get("PRIVGATE_TEST_FRESH_CLI") != "1":
         from cli_fork import run_forked
 
-        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, memory)
-    limit = None
+        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, memory, stdin)
+    vm = None
     if memory:
-        import resource
-
         with open("/proc/self/statm") as f:
             vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") + memory
 
-        def limit() -> None:
+    def start() -> None:
+        if vm is not None:
+            import resource
+
             resource.setrlimit(resource.RLIMIT_AS, (vm, vm))
+        if stdin is None:
+            os.close(0)
 
     return subprocess.run(
-        PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, preexec_fn=limit
-    )
+        PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
+        preexec_fn=start, **({"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}),
+    )  # fmt: skip
 
 
 #: A loss + confidence AUC check (max 0.55), for tests that gate a small memorising model end to end.

@@ -1,7 +1,7 @@
 """The suite's CLI runs as forked processes of a pre-imported ``privgate`` (fork servers in each pytest worker).
 
 Every ``run_cli`` is a user's ``privgate`` run: its own process, its own argument vector, environment, working
-folder, standard streams (stdin ``/dev/null``, stdout and stderr captured) and exit code, through
+folder, standard streams (stdin ``/dev/null``, given text or closed; stdout and stderr captured) and exit code, through
 ``privgate.cli.main`` exactly as ``python -m privgate.cli`` calls it. What it skips is the interpreter's start
 and the imports (torch, numpy, scipy, scikit-learn, pydantic, transformers and privgate itself: 2-5 CPU-seconds a
 run, most of the suite's cost): a server process imports them once, then forks one child per run. A server is
@@ -53,12 +53,15 @@ for line in requests:
             os.chdir(req["cwd"])
             os.environ.clear()
             os.environ.update(req["env"])
-            null = os.open(os.devnull, os.O_RDONLY)
+            null = os.open(req["stdin"] or os.devnull, os.O_RDONLY)
             out = os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             for fd, to in ((null, 0), (out, 1), (err, 2)):
                 os.dup2(fd, to)
             sys.stdin = open(0, closefd=False)
+            if req["stdin"] is None:  # closed, as `<&-` leaves it: no descriptor 0, sys.stdin None
+                os.close(0)
+                sys.stdin = sys.__stdin__ = None
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
             sys.argv = ["privgate", *req["args"]]
@@ -174,19 +177,25 @@ def run_forked(
     env: dict[str, str],
     timeout: float,
     memory: int | None = None,
+    stdin: str | None = "",
 ) -> subprocess.CompletedProcess:
     """One ``privgate`` run, forked from the server started with its environment (module docstring, :func:`server_for`);
     ``subprocess.run``'s result and timeout.
 
     ``memory``: the bytes the run may map beyond what the server's imports hold (its address-space limit).
+    ``stdin``: what standard input holds (``""``: ``/dev/null``, end of file at once), ``None``: it is closed.
     """
     with _lock, tempfile.TemporaryDirectory(prefix="privgate-cli-") as d:
         out, err = os.path.join(d, "stdout"), os.path.join(d, "stderr")
+        given = stdin and os.path.join(d, "stdin")  # "" stays "" (the server opens /dev/null), None stays None
+        if given:
+            with open(given, "w", encoding="utf-8") as f:
+                f.write(stdin)
         server = server_for(env)
         proc = server.proc
         assert proc.stdin is not None
         req = {"args": list(args), "cwd": str(cwd or os.getcwd()), "env": env, "stdout": out, "stderr": err,
-               "memory": memory}  # fmt: skip
+               "memory": memory, "stdin": given}  # fmt: skip
         proc.stdin.write(json.dumps(req) + "\n")
         proc.stdin.flush()
         deadline = time.monotonic() + timeout
