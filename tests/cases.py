@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import tempfile
 import textwrap
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,7 +106,8 @@ def run_cli(
     ``fresh`` or ``$PRIVGATE_TEST_FRESH_CLI=1`` (what a run imports, or reads from the environment at import).
     ``memory``: the bytes the run may map beyond privgate's imports (an address-space limit; in a fresh
     interpreter, beyond what this test process maps). ``stdin``: what standard input holds (``""``: nothing, end of
-    file at once), ``None``: it is closed."""
+    file at once), ``None``: it is closed. The result's ``peak_mb``: the run's peak resident memory (MiB; a forked
+    run's counts the server's imports it started with)."""
     from privgate_cli import PRIVGATE
 
     base = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
@@ -129,10 +133,27 @@ def run_cli(
         if stdin is None:
             os.close(0)
 
-    return subprocess.run(
-        PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout,
-        preexec_fn=start, **({"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}),
-    )  # fmt: skip
+    cmd = PRIVGATE + list(args)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        given = subprocess.PIPE if stdin else subprocess.DEVNULL
+        proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdin=given, stdout=out, stderr=err, preexec_fn=start)
+        if stdin:
+            with contextlib.suppress(BrokenPipeError), proc.stdin:
+                proc.stdin.write(stdin.encode())
+        killed = threading.Event()
+        timer = threading.Timer(timeout, lambda: (killed.set(), proc.kill()))
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)  # the run's own peak memory (ru_maxrss, KiB)
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if killed.is_set():
+            raise subprocess.TimeoutExpired(cmd, timeout)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = (f.read().decode(errors="replace") for f in (out, err))
+        result = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+    result.peak_mb = usage.ru_maxrss / 1024
+    return result
 
 
 #: A loss + confidence AUC check (max 0.55), for tests that gate a small memorising model end to end.

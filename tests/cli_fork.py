@@ -26,7 +26,8 @@ import threading
 import time
 from collections import OrderedDict
 
-#: The server: imports, then one JSON request a line on stdin → fork → the child's pid, then its exit status.
+#: The server: imports, then one JSON request a line on stdin → fork → the child's pid, then its exit status and peak
+#: resident memory (KiB).
 SERVER = r"""
 import json, os, sys, traceback
 import numpy, scipy.stats, sklearn.linear_model, sklearn.ensemble, torch, pydantic, yaml, click, rich  # noqa
@@ -81,8 +82,8 @@ for line in requests:
                 os._exit(code)
     replies.write(f"{pid}\n")
     replies.flush()
-    _, status = os.waitpid(pid, 0)
-    replies.write(f"{os.waitstatus_to_exitcode(status)}\n")
+    _, status, usage = os.wait4(pid, 0)
+    replies.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}\n")
     replies.flush()
 """
 
@@ -201,7 +202,7 @@ def run_forked(
         deadline = time.monotonic() + timeout
         pid = int(server.line(deadline))
         try:
-            code = int(server.line(deadline))
+            code, peak = map(int, server.line(deadline).split())
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
             server.line(None)
@@ -210,7 +211,9 @@ def run_forked(
             stdout = f.read()
         with open(err, encoding="utf-8", errors="replace") as f:
             stderr = f.read()
-    return subprocess.CompletedProcess(["privgate", *args], code, stdout, stderr)
+    result = subprocess.CompletedProcess(["privgate", *args], code, stdout, stderr)
+    result.peak_mb = peak / 1024  # ru_maxrss (KiB): the run's peak resident memory, the server's imports included
+    return result
 
 
 __all__ = ["MAX_SERVERS", "live_servers", "run_forked", "server_for", "server_key"]
