@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import tempfile
 import textwrap
 import threading
 from dataclasses import dataclass
@@ -134,24 +133,31 @@ def run_cli(
             os.close(0)
 
     cmd = PRIVGATE + list(args)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        given = subprocess.PIPE if stdin else subprocess.DEVNULL
-        proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdin=given, stdout=out, stderr=err, preexec_fn=start)
-        if stdin:
-            with contextlib.suppress(BrokenPipeError), proc.stdin:
-                proc.stdin.write(stdin.encode())
-        killed = threading.Event()
-        timer = threading.Timer(timeout, lambda: (killed.set(), proc.kill()))
-        timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)  # the run's own peak memory (ru_maxrss, KiB)
-        timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if killed.is_set():
-            raise subprocess.TimeoutExpired(cmd, timeout)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = (f.read().decode(errors="replace") for f in (out, err))
-        result = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+    given = subprocess.PIPE if stdin else subprocess.DEVNULL
+    pipe = subprocess.PIPE  # stdout and stderr pipes, as subprocess.run's capture_output gives
+    proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdin=given, stdout=pipe, stderr=pipe, preexec_fn=start)
+    read: dict[int, bytes] = {}
+    drains = [threading.Thread(target=lambda i, f: read.update({i: f.read()}), args=(i, f)) for i, f in
+              enumerate((proc.stdout, proc.stderr))]  # fmt: skip
+    for t in drains:
+        t.start()
+    if stdin:
+        with contextlib.suppress(BrokenPipeError), proc.stdin:
+            proc.stdin.write(stdin.encode())
+    killed = threading.Event()
+    timer = threading.Timer(timeout, lambda: (killed.set(), proc.kill()))
+    timer.start()
+    _, status, usage = os.wait4(proc.pid, 0)  # the run's own peak memory (ru_maxrss, KiB)
+    timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for t in drains:
+        t.join()
+    proc.stdout.close()
+    proc.stderr.close()
+    if killed.is_set():
+        raise subprocess.TimeoutExpired(cmd, timeout)
+    stdout, stderr = (read[i].decode(errors="replace") for i in (0, 1))
+    result = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     result.peak_mb = usage.ru_maxrss / 1024
     return result
 
