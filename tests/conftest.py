@@ -17,6 +17,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # cores, so every privgate run it starts (the CLI in a subprocess or in process, the pytest plugin's audits) keeps
 # one thread, as in-process runs do (torch's one thread, below)
 os.environ.setdefault("PRIVGATE_THREADS", "1")
+# the few runs with more than one thread (tests/test_threads.py) share the cores with the other workers: OpenMP's
+# idle threads sleep instead of spinning, as privgate.cli.guard.passive_openmp has them in a CLI run (read when
+# OpenMP loads, so set before torch or scikit-learn is imported; 2.7x faster measured on a loaded 2-core machine)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # The CLI's default reference-model cache and cache key live in the user's XDG folders (privgate.cli.cache_settings):
 # the tests' runs keep theirs in a folder of this session (each test gets its own below), never in the user's home.
