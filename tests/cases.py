@@ -7,6 +7,7 @@ import os
 import subprocess
 import textwrap
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,13 +100,15 @@ def run_cli(
     memory: int | None = None,
     timeout: float = 300,
     stdin: str | None = "",
+    started: Callable[[int], object] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``privgate`` in its own process, as a user would: forked from a pre-imported server
     (:mod:`cli_fork`), or ``python -m privgate.cli`` in a fresh interpreter (:data:`privgate_cli.PRIVGATE`) when
     ``fresh`` or ``$PRIVGATE_TEST_FRESH_CLI=1`` (what a run imports, or reads from the environment at import).
     ``memory``: the bytes the run may map beyond privgate's imports (an address-space limit; in a fresh
     interpreter, beyond what this test process maps). ``stdin``: what standard input holds (``""``: nothing, end of
-    file at once), ``None``: it is closed. The result's ``peak_mb``: the run's peak resident memory (MiB; a forked
+    file at once), ``None``: it is closed. ``started``: called with the run's pid once it runs (to signal it, say).
+    The result's ``peak_mb``: the run's peak resident memory (MiB; a forked
     run's counts the server's imports it started with)."""
     from privgate_cli import PRIVGATE
 
@@ -118,7 +121,7 @@ def run_cli(
     if not fresh and os.environ.get("PRIVGATE_TEST_FRESH_CLI") != "1":
         from cli_fork import run_forked
 
-        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, memory, stdin)
+        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, memory, stdin, started)
     vm = None
     if memory:
         with open("/proc/self/statm") as f:
@@ -147,13 +150,20 @@ def run_cli(
     killed = threading.Event()
     timer = threading.Timer(timeout, lambda: (killed.set(), proc.kill()))
     timer.start()
-    _, status, usage = os.wait4(proc.pid, 0)  # the run's own peak memory (ru_maxrss, KiB)
-    timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    for t in drains:
-        t.join()
-    proc.stdout.close()
-    proc.stderr.close()
+    try:
+        if started is not None:
+            started(proc.pid)
+    except BaseException:
+        proc.kill()
+        raise
+    finally:
+        _, status, usage = os.wait4(proc.pid, 0)  # the run's own peak memory (ru_maxrss, KiB)
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        for t in drains:
+            t.join()
+        proc.stdout.close()
+        proc.stderr.close()
     if killed.is_set():
         raise subprocess.TimeoutExpired(cmd, timeout)
     stdout, stderr = (read[i].decode(errors="replace") for i in (0, 1))

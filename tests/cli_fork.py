@@ -25,11 +25,12 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 #: The server: imports, then one JSON request a line on stdin → fork → the child's pid, then its exit status and peak
 #: resident memory (KiB).
 SERVER = r"""
-import json, os, sys, traceback
+import json, os, signal, sys, traceback
 import numpy, scipy.stats, sklearn.linear_model, sklearn.ensemble, torch, pydantic, yaml, click, rich  # noqa
 try:
     import transformers, peft  # noqa
@@ -65,6 +66,7 @@ for line in requests:
                 sys.stdin = sys.__stdin__ = None
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter installs it
             sys.argv = ["privgate", *req["args"]]
             try:
                 main()
@@ -179,12 +181,14 @@ def run_forked(
     timeout: float,
     memory: int | None = None,
     stdin: str | None = "",
+    started: Callable[[int], object] | None = None,
 ) -> subprocess.CompletedProcess:
     """One ``privgate`` run, forked from the server started with its environment (module docstring, :func:`server_for`);
     ``subprocess.run``'s result and timeout.
 
     ``memory``: the bytes the run may map beyond what the server's imports hold (its address-space limit).
     ``stdin``: what standard input holds (``""``: ``/dev/null``, end of file at once), ``None``: it is closed.
+    ``started``: called with the run's pid once it runs, before its end is awaited (to signal it, say).
     """
     with _lock, tempfile.TemporaryDirectory(prefix="privgate-cli-") as d:
         out, err = os.path.join(d, "stdout"), os.path.join(d, "stderr")
@@ -201,6 +205,13 @@ def run_forked(
         proc.stdin.flush()
         deadline = time.monotonic() + timeout
         pid = int(server.line(deadline))
+        if started is not None:
+            try:
+                started(pid)
+            except BaseException:  # the run ends, and its status is read, before the failure goes on
+                os.kill(pid, signal.SIGKILL)
+                server.line(None)
+                raise
         try:
             code, peak = map(int, server.line(deadline).split())
         except TimeoutError:

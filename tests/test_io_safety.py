@@ -36,7 +36,8 @@ LIRA_POLICY = (
     "metric: auc, max: 0.6}\n"
 )
 
-#: A recipe that trains like the target but, with SLOW_RECIPE set, first waits: a long training to interrupt.
+#: A recipe that trains like the target but, with a file 'slow' in the working folder, first waits: a long training
+#: to interrupt.
 SLOW_RECIPE = textwrap.dedent(
     """
     import os
@@ -50,7 +51,7 @@ SLOW_RECIPE = textwrap.dedent(
 
     class SlowRecipe(Recipe):
         def train(self, x, y, seed=0, model=None):
-            if os.environ.get("SLOW_RECIPE"):
+            if os.path.exists("slow"):
                 time.sleep(120)
             return super().train(x, y, seed=seed, model=model)
 
@@ -451,37 +452,34 @@ def uninterrupted(case, tmp_path_factory) -> list:
     return _numbers(rep)
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, ended and not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 @pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_an_interrupted_run_exits_130_or_143_and_leaves_nothing(work, uninterrupted, sig, code, name):
-    """The interrupted run is the CLI in a subprocess; the run after it, on the cache it left, is in process."""
-    args = INTERRUPTED
-    cmd = _privgate(
-        "signal.signal(signal.SIGINT, signal.SIG_DFL)",  # a test runner may start us with SIGINT ignored
-        "check",
-        "leaky.ts.pt",
-        "--members",
-        "members.npz",
-        "--nonmembers",
-        "nonmembers.npz",
-        *args,
-    )
-    proc = subprocess.Popen(
-        cmd,
-        cwd=work,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "SLOW_RECIPE": "1", "OMP_NUM_THREADS": "1"},
-    )
+    """The interrupted run is the CLI in its own process (signalled once it trains); the run after it, on the cache
+    it left, is in process."""
     locks = work / ".privgate-cache" / "locks"
-    deadline = time.monotonic() + 120
-    while not (locks.is_dir() and any(locks.iterdir())):  # the lock is taken when training starts
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.1)
-    time.sleep(0.5)
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == code, (proc.returncode, out, err)
+
+    def interrupt(pid: int) -> None:
+        deadline = time.monotonic() + 120
+        while not (locks.is_dir() and any(locks.iterdir())):  # the lock is taken when training starts
+            assert _alive(pid) and time.monotonic() < deadline, "the run ended (or never trained) before its signal"
+            time.sleep(0.1)
+        time.sleep(0.5)
+        os.kill(pid, sig)
+
+    (work / "slow").touch()
+    args = ("leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *INTERRUPTED)
+    r = run_cli("check", *args, cwd=work, started=interrupt, timeout=180)
+    (work / "slow").unlink()
+    out, err = r.stdout, r.stderr
+    assert r.returncode == code, (r.returncode, out, err)
     assert err.strip().splitlines() == [f"interrupted ({name}): stopped without writing partial output."]
     assert not any((work / f).exists() for f in ("r.json", "r.xml", "r.html", "r.artefacts"))
     assert _temps(work) == []  # the work folder and the cache in it
