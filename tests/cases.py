@@ -101,6 +101,7 @@ def run_cli(
     timeout: float = 300,
     stdin: str | None = "",
     started: Callable[[int], object] | None = None,
+    file_size: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``privgate`` in its own process, as a user would: forked from a pre-imported server
     (:mod:`cli_fork`), or ``python -m privgate.cli`` in a fresh interpreter (:data:`privgate_cli.PRIVGATE`) when
@@ -108,6 +109,7 @@ def run_cli(
     ``memory``: the bytes the run may map beyond privgate's imports (an address-space limit; in a fresh
     interpreter, beyond what this test process maps). ``stdin``: what standard input holds (``""``: nothing, end of
     file at once), ``None``: it is closed. ``started``: called with the run's pid once it runs (to signal it, say).
+    ``file_size``: the largest file the run may write (RLIMIT_FSIZE; stdout and stderr are files in a forked run).
     The result's ``peak_mb``: the run's peak resident memory (MiB; a forked
     run's counts the server's imports it started with)."""
     from privgate_cli import PRIVGATE
@@ -121,17 +123,20 @@ def run_cli(
     if not fresh and os.environ.get("PRIVGATE_TEST_FRESH_CLI") != "1":
         from cli_fork import run_forked
 
-        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, memory, stdin, started)
+        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, memory, stdin, started,
+                           file_size)  # fmt: skip
     vm = None
     if memory:
         with open("/proc/self/statm") as f:
             vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") + memory
 
     def start() -> None:
-        if vm is not None:
-            import resource
+        import resource
 
+        if vm is not None:
             resource.setrlimit(resource.RLIMIT_AS, (vm, vm))
+        if file_size is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
         if stdin is None:
             os.close(0)
 

@@ -52,6 +52,9 @@ for line in requests:
                 with open("/proc/self/statm") as f:
                     held = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
                 resource.setrlimit(resource.RLIMIT_AS, (held + req["memory"], held + req["memory"]))
+            if req.get("file_size") is not None:  # the largest file the run may write (RLIMIT_FSIZE)
+                import resource
+                resource.setrlimit(resource.RLIMIT_FSIZE, (req["file_size"], req["file_size"]))
             os.chdir(req["cwd"])
             os.environ.clear()
             os.environ.update(req["env"])
@@ -182,6 +185,7 @@ def run_forked(
     memory: int | None = None,
     stdin: str | None = "",
     started: Callable[[int], object] | None = None,
+    file_size: int | None = None,
 ) -> subprocess.CompletedProcess:
     """One ``privgate`` run, forked from the server started with its environment (module docstring, :func:`server_for`);
     ``subprocess.run``'s result and timeout.
@@ -189,6 +193,7 @@ def run_forked(
     ``memory``: the bytes the run may map beyond what the server's imports hold (its address-space limit).
     ``stdin``: what standard input holds (``""``: ``/dev/null``, end of file at once), ``None``: it is closed.
     ``started``: called with the run's pid once it runs, before its end is awaited (to signal it, say).
+    ``file_size``: the largest file the run may write, in bytes (its RLIMIT_FSIZE: writes past it fail, EFBIG).
     """
     with _lock, tempfile.TemporaryDirectory(prefix="privgate-cli-") as d:
         out, err = os.path.join(d, "stdout"), os.path.join(d, "stderr")
@@ -200,7 +205,7 @@ def run_forked(
         proc = server.proc
         assert proc.stdin is not None
         req = {"args": list(args), "cwd": str(cwd or os.getcwd()), "env": env, "stdout": out, "stderr": err,
-               "memory": memory, "stdin": given}  # fmt: skip
+               "memory": memory, "stdin": given, "file_size": file_size}  # fmt: skip
         proc.stdin.write(json.dumps(req) + "\n")
         proc.stdin.flush()
         deadline = time.monotonic() + timeout

@@ -1,6 +1,6 @@
 """Nothing a user owns is overwritten, nothing half-written is left, and the cache cannot change a verdict.
 
-Every test runs the CLI as a user does (a subprocess) and looks at what is on
+Every test runs the CLI as a user does (its own process, cases.run_cli) and looks at what is on
 disk afterwards; the few in-process tests inject a failure no user could time
 (a full disk at the last rename). Runs whose point is only a report's numbers
 (the reference run of the interrupt tests, the run after an interrupt, the
@@ -68,19 +68,6 @@ def _digests(folder: Path) -> dict[str, str]:
     }
 
 
-def _privgate(prelude: str, *args: str) -> list[str]:
-    """A command that runs ``prelude`` (Python) in the new process, then becomes ``privgate ARGS`` (same PID)."""
-    from privgate_cli import PRIVGATE
-
-    return [
-        sys.executable,
-        "-c",
-        f"import os, resource, signal, sys; {prelude}; os.execv(sys.argv[1], sys.argv[1:])",
-        *PRIVGATE,
-        *args,
-    ]
-
-
 def _temps(folder: Path) -> list[Path]:
     """Temporary files or folders: privgate's (``.NAME.privgate-PID-XXXX.tmp``) or any other ``*.tmp``."""
     return [
@@ -115,10 +102,12 @@ def work(case, tmp_path):
     return _project(case, tmp_path / "work")
 
 
-def _check(work: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _check(work: Path, *args: str, env: dict[str, str] | None = None, **run: object) -> subprocess.CompletedProcess:
+    """``privgate check`` of the work folder's model and data; ``run``: more of :func:`cases.run_cli`'s settings."""
     return run_cli(
-        "check", "leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args, cwd=work, env=env
-    )
+        "check", "leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args, cwd=work, env=env,
+        **run,
+    )  # fmt: skip
 
 
 def _check_in_process(work: Path, policy: str, recipe: str | None = None, **kw: object):  # noqa: ANN202
@@ -344,29 +333,7 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_report(work):
     """Writes past a file-size limit fail as on a full disk (EFBIG, not ENOSPC): exit 2, one sentence, old file kept."""
     (work / "r.json").write_text("the user's previous report")
 
-    cmd = _privgate(
-        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))",
-        "check",
-        "leaky.ts.pt",
-        "--policy",
-        "internal",
-        "--members",
-        "members.npz",
-        "--nonmembers",
-        "nonmembers.npz",
-        "--json",
-        "r.json",
-        "--junit",
-        "r.xml",
-    )
-    r = subprocess.run(
-        cmd,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"},
-    )
+    r = _check(work, "--policy", "internal", "--json", "r.json", "--junit", "r.xml", file_size=4096)
     _one_error(r, "r.json: cannot write the JSON report (File too large); nothing was written")
     assert (work / "r.json").read_text() == "the user's previous report" and not (work / "r.xml").exists()
     assert _temps(work) == []
