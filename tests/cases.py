@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import textwrap
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,12 +99,19 @@ def run_cli(
     fresh: bool = False,
     memory: int | None = None,
     timeout: float = 300,
+    stdin: str | None = "",
+    started: Callable[[int], object] | None = None,
+    file_size: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``privgate`` in its own process, as a user would: forked from a pre-imported server
     (:mod:`cli_fork`), or ``python -m privgate.cli`` in a fresh interpreter (:data:`privgate_cli.PRIVGATE`) when
     ``fresh`` or ``$PRIVGATE_TEST_FRESH_CLI=1`` (what a run imports, or reads from the environment at import).
     ``memory``: the bytes the run may map beyond privgate's imports (an address-space limit; in a fresh
-    interpreter, beyond what this test process maps)."""
+    interpreter, beyond what this test process maps). ``stdin``: what standard input holds (``""``: nothing, end of
+    file at once), ``None``: it is closed. ``started``: called with the run's pid once it runs (to signal it, say).
+    ``file_size``: the largest file the run may write (RLIMIT_FSIZE; stdout and stderr are files in a forked run).
+    The result's ``peak_mb``: the run's peak resident memory (MiB; a forked
+    run's counts the server's imports it started with)."""
     from privgate_cli import PRIVGATE
 
     base = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
@@ -113,20 +123,58 @@ def run_cli(
     if not fresh and os.environ.get("PRIVGATE_TEST_FRESH_CLI") != "1":
         from cli_fork import run_forked
 
-        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, memory)
-    limit = None
+        return run_forked(list(args), None if cwd is None else str(cwd), full_env, timeout, memory, stdin, started,
+                           file_size)  # fmt: skip
+    vm = None
     if memory:
-        import resource
-
         with open("/proc/self/statm") as f:
             vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") + memory
 
-        def limit() -> None:
-            resource.setrlimit(resource.RLIMIT_AS, (vm, vm))
+    def start() -> None:
+        import resource
 
-    return subprocess.run(
-        PRIVGATE + list(args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, preexec_fn=limit
-    )
+        if vm is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (vm, vm))
+        if file_size is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+        if stdin is None:
+            os.close(0)
+
+    cmd = PRIVGATE + list(args)
+    given = subprocess.PIPE if stdin else subprocess.DEVNULL
+    pipe = subprocess.PIPE  # stdout and stderr pipes, as subprocess.run's capture_output gives
+    proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdin=given, stdout=pipe, stderr=pipe, preexec_fn=start)
+    read: dict[int, bytes] = {}
+    drains = [threading.Thread(target=lambda i, f: read.update({i: f.read()}), args=(i, f)) for i, f in
+              enumerate((proc.stdout, proc.stderr))]  # fmt: skip
+    for t in drains:
+        t.start()
+    if stdin:
+        with contextlib.suppress(BrokenPipeError), proc.stdin:
+            proc.stdin.write(stdin.encode())
+    killed = threading.Event()
+    timer = threading.Timer(timeout, lambda: (killed.set(), proc.kill()))
+    timer.start()
+    try:
+        if started is not None:
+            started(proc.pid)
+    except BaseException:
+        proc.kill()
+        raise
+    finally:
+        _, status, usage = os.wait4(proc.pid, 0)  # the run's own peak memory (ru_maxrss, KiB)
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        for t in drains:
+            t.join()
+        proc.stdout.close()
+        proc.stderr.close()
+    if killed.is_set():
+        raise subprocess.TimeoutExpired(cmd, timeout)
+    stdout, stderr = (read[i].decode(errors="replace") for i in (0, 1))
+    result = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+    result.peak_mb = usage.ru_maxrss / 1024
+    return result
 
 
 #: A loss + confidence AUC check (max 0.55), for tests that gate a small memorising model end to end.

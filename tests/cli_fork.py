@@ -1,7 +1,7 @@
 """The suite's CLI runs as forked processes of a pre-imported ``privgate`` (fork servers in each pytest worker).
 
 Every ``run_cli`` is a user's ``privgate`` run: its own process, its own argument vector, environment, working
-folder, standard streams (stdin ``/dev/null``, stdout and stderr captured) and exit code, through
+folder, standard streams (stdin ``/dev/null``, given text or closed; stdout and stderr captured) and exit code, through
 ``privgate.cli.main`` exactly as ``python -m privgate.cli`` calls it. What it skips is the interpreter's start
 and the imports (torch, numpy, scipy, scikit-learn, pydantic, transformers and privgate itself: 2-5 CPU-seconds a
 run, most of the suite's cost): a server process imports them once, then forks one child per run. A server is
@@ -25,10 +25,12 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
-#: The server: imports, then one JSON request a line on stdin → fork → the child's pid, then its exit status.
+#: The server: imports, then one JSON request a line on stdin → fork → the child's pid, then its exit status and peak
+#: resident memory (KiB).
 SERVER = r"""
-import json, os, sys, traceback
+import json, os, signal, sys, traceback
 import numpy, scipy.stats, sklearn.linear_model, sklearn.ensemble, torch, pydantic, yaml, click, rich  # noqa
 try:
     import transformers, peft  # noqa
@@ -50,17 +52,24 @@ for line in requests:
                 with open("/proc/self/statm") as f:
                     held = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
                 resource.setrlimit(resource.RLIMIT_AS, (held + req["memory"], held + req["memory"]))
+            if req.get("file_size") is not None:  # the largest file the run may write (RLIMIT_FSIZE)
+                import resource
+                resource.setrlimit(resource.RLIMIT_FSIZE, (req["file_size"], req["file_size"]))
             os.chdir(req["cwd"])
             os.environ.clear()
             os.environ.update(req["env"])
-            null = os.open(os.devnull, os.O_RDONLY)
+            null = os.open(req["stdin"] or os.devnull, os.O_RDONLY)
             out = os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             for fd, to in ((null, 0), (out, 1), (err, 2)):
                 os.dup2(fd, to)
             sys.stdin = open(0, closefd=False)
+            if req["stdin"] is None:  # closed, as `<&-` leaves it: no descriptor 0, sys.stdin None
+                os.close(0)
+                sys.stdin = sys.__stdin__ = None
             sys.stdout = open(1, "w", closefd=False)
             sys.stderr = open(2, "w", closefd=False)
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter installs it
             sys.argv = ["privgate", *req["args"]]
             try:
                 main()
@@ -78,8 +87,8 @@ for line in requests:
                 os._exit(code)
     replies.write(f"{pid}\n")
     replies.flush()
-    _, status = os.waitpid(pid, 0)
-    replies.write(f"{os.waitstatus_to_exitcode(status)}\n")
+    _, status, usage = os.wait4(pid, 0)
+    replies.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}\n")
     replies.flush()
 """
 
@@ -174,25 +183,42 @@ def run_forked(
     env: dict[str, str],
     timeout: float,
     memory: int | None = None,
+    stdin: str | None = "",
+    started: Callable[[int], object] | None = None,
+    file_size: int | None = None,
 ) -> subprocess.CompletedProcess:
     """One ``privgate`` run, forked from the server started with its environment (module docstring, :func:`server_for`);
     ``subprocess.run``'s result and timeout.
 
     ``memory``: the bytes the run may map beyond what the server's imports hold (its address-space limit).
+    ``stdin``: what standard input holds (``""``: ``/dev/null``, end of file at once), ``None``: it is closed.
+    ``started``: called with the run's pid once it runs, before its end is awaited (to signal it, say).
+    ``file_size``: the largest file the run may write, in bytes (its RLIMIT_FSIZE: writes past it fail, EFBIG).
     """
     with _lock, tempfile.TemporaryDirectory(prefix="privgate-cli-") as d:
         out, err = os.path.join(d, "stdout"), os.path.join(d, "stderr")
+        given = stdin and os.path.join(d, "stdin")  # "" stays "" (the server opens /dev/null), None stays None
+        if given:
+            with open(given, "w", encoding="utf-8") as f:
+                f.write(stdin)
         server = server_for(env)
         proc = server.proc
         assert proc.stdin is not None
         req = {"args": list(args), "cwd": str(cwd or os.getcwd()), "env": env, "stdout": out, "stderr": err,
-               "memory": memory}  # fmt: skip
+               "memory": memory, "stdin": given, "file_size": file_size}  # fmt: skip
         proc.stdin.write(json.dumps(req) + "\n")
         proc.stdin.flush()
         deadline = time.monotonic() + timeout
         pid = int(server.line(deadline))
+        if started is not None:
+            try:
+                started(pid)
+            except BaseException:  # the run ends, and its status is read, before the failure goes on
+                os.kill(pid, signal.SIGKILL)
+                server.line(None)
+                raise
         try:
-            code = int(server.line(deadline))
+            code, peak = map(int, server.line(deadline).split())
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
             server.line(None)
@@ -201,7 +227,9 @@ def run_forked(
             stdout = f.read()
         with open(err, encoding="utf-8", errors="replace") as f:
             stderr = f.read()
-    return subprocess.CompletedProcess(["privgate", *args], code, stdout, stderr)
+    result = subprocess.CompletedProcess(["privgate", *args], code, stdout, stderr)
+    result.peak_mb = peak / 1024  # ru_maxrss (KiB): the run's peak resident memory, the server's imports included
+    return result
 
 
 __all__ = ["MAX_SERVERS", "live_servers", "run_forked", "server_for", "server_key"]

@@ -3,18 +3,16 @@
 A small server of our own (``tests/servers/hostile.py``, on 127.0.0.1 in daemon threads) answers as each model name
 says: slowly (a byte every 0.2 s, of its headers or of its body), enormously (a declared 300 MB, 300 MB chunked, a gzip
 bomb), echoing the credentials it was sent (in an error, in tensor names, in a datatype), with JSON nested 10^5 deep,
-a shape of strings, NaN, Infinity, an FP16 overflow, or a redirect to another host. What a user sees runs the CLI
-in a subprocess: exit 2, the sentence naming the endpoint and the limit or flag, the run returning (its subprocess
-never killed), the memory it took, no credential in stdout, stderr or the report, no numpy warning on stderr. The
+a shape of strings, NaN, Infinity, an FP16 overflow, or a redirect to another host. What a user sees runs the CLI in
+its own process (``cases.run_cli``): exit 2, the sentence naming the endpoint and the limit or flag, the run returning
+(never killed), the memory it took, no credential in stdout, stderr or the report, no numpy warning on stderr. The
 other variants are in process (the error class the CLI turns into exit 2, and the message).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 import threading
 import warnings
@@ -24,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cases import run_cli
 from servers.hostile import hostile
 
 pytest.importorskip("httpcore")
@@ -77,30 +76,16 @@ class Run:
 
 
 def _check(d: Path, url: str, *args: str, out: str = "r.json") -> tuple[Run, dict | None]:
-    """``privgate check URL`` in a subprocess, as a user runs it: its exit, output, peak memory, and report."""
-    exe = Path(sys.executable).with_name("privgate")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "privgate.cli"]
-    cmd += ["check", url, "--policy", "policy.yaml", "--members", "members.npz", "--nonmembers", "nonmembers.npz",
-            "--json", out, "-q", *args]  # fmt: skip
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    env.pop("PRIVGATE_DEBUG", None)
+    """``privgate check URL`` in its own process (:func:`cases.run_cli`), as a user runs it: its exit, output, peak
+    memory, and report."""
     (d / out).unlink(missing_ok=True)
-    with open(d / "stdout", "w+b") as so, open(d / "stderr", "w+b") as se:
-        proc = subprocess.Popen(cmd, cwd=d, env=env, stdout=so, stderr=se)
-        hung = threading.Event()
-        timer = threading.Timer(HANG, lambda: (hung.set(), proc.kill()))
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)  # the child's own peak memory, not the test process's
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        so.seek(0)
-        se.seek(0)
-        stdout, stderr = so.read().decode(errors="replace"), se.read().decode(errors="replace")
-    peak = usage.ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10)
+    try:
+        r = run_cli("check", url, "--policy", "policy.yaml", "--members", "members.npz", "--nonmembers",
+                    "nonmembers.npz", "--json", out, "-q", *args, cwd=d, timeout=HANG)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return Run(-9, "", "", True, 0.0), None
     report = json.loads((d / out).read_text()) if (d / out).exists() else None
-    return Run(proc.returncode, stdout, stderr, hung.is_set(), peak), report
+    return Run(r.returncode, r.stdout, r.stderr, False, r.peak_mb), report
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """Hostile Hugging Face model folders (issue 36): a folder is data, never code, and costs what its bytes do.
 
-A pull request controls the model folder a CI job audits. Each case builds the folder an attacker would
-(from the session's tiny LM, ``tests/tiny_lm.py``), runs ``privgate`` in a subprocess with standard input
-answering ``y`` or closed, and expects exit 2 with one sentence naming the file and the entry, the folder's
+A pull request controls the model folder a CI job audits. Each case builds the folder an attacker would (from
+the session's tiny LM, ``tests/tiny_lm.py``), runs ``privgate`` in its own process (``cases.run_cli``) with standard
+input answering ``y`` or closed, and expects exit 2 with one sentence naming the file and the entry, the folder's
 Python never run (it would write a marker file), no prompt, and no control character on stdout or stderr.
 Variants that only differ in the refused entry run in process through :func:`privgate.inputs.targets.hf.load_model_dir`,
 the one loader every path (check, harden, references, adapters' bases, audit dpsgd) goes through.
@@ -11,7 +11,6 @@ the one loader every path (check, harden, references, adapters' bases, audit dps
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cases import run_cli
 
 pytest.importorskip("transformers")
 
@@ -40,17 +40,9 @@ class EvilTokenizer(PreTrainedTokenizerFast):
 
 
 def _cli(*args: str, cwd: Path, stdin: str | None) -> subprocess.CompletedProcess[str]:
-    """``privgate ARGS`` in a subprocess; ``stdin`` is what standard input answers (``""``: nothing, end of file at
-    once, as in CI), ``None``: it is closed."""
-    exe = Path(sys.executable).with_name("privgate")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "privgate.cli"]
-    if stdin is None:
-        cmd = ["sh", "-c", 'exec "$@" <&-', "sh", *cmd]
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1"}
-    env.pop("PRIVGATE_DEBUG", None)
-    return subprocess.run(
-        [*cmd, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=300, check=False
-    )
+    """``privgate ARGS`` in its own process (:func:`cases.run_cli`); ``stdin`` is what standard input answers (``""``:
+    nothing, end of file at once, as in CI), ``None``: it is closed."""
+    return run_cli(*args, cwd=cwd, stdin=stdin)
 
 
 def _refused(r: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -395,3 +387,32 @@ def test_an_oversized_tokenizer_is_refused_before_it_is_read(folder):
     msg = str(err.value)
     assert msg.startswith(f"{path}: is 48.0 MiB") and "more than the 48.0 MiB privgate reads" in msg
     assert "cannot be raised" in msg
+
+
+#: A user's module a config names (code the run imports): it records what the run's standard input was.
+STDIN_PROBE = """\
+import json, os, sys
+from pathlib import Path
+try:
+    os.fstat(0)
+    seen = {"fd0": True, "text": sys.stdin.read()}
+except OSError:
+    seen = {"fd0": False, "stdin": repr(sys.stdin)}
+Path(__file__).with_name("stdin.json").write_text(json.dumps(seen))
+
+def data():
+    return 1
+"""
+
+
+@pytest.mark.parametrize(("stdin", "seen"), [("y\n", {"fd0": True, "text": "y\n"}), ("", {"fd0": True, "text": ""}),
+                                             (None, {"fd0": False, "stdin": "None"})])  # fmt: skip
+def test_the_runs_above_get_the_standard_input_they_name(tmp_path, stdin, seen):
+    """``_cli``'s ``stdin``: the text it names, or no descriptor 0 and ``sys.stdin`` None, as ``<&-`` leaves a
+    fresh interpreter."""
+    config = 'model = "m.pt"\npolicy = "internal"\nnonmembers = "n.npz"\nmembers = "probe:data"\n'
+    (tmp_path / "privgate.toml").write_text(config)
+    (tmp_path / "probe.py").write_text(STDIN_PROBE)
+    r = _cli("check", cwd=tmp_path, stdin=stdin)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert json.loads((tmp_path / "stdin.json").read_text()) == seen

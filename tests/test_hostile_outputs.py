@@ -20,7 +20,6 @@ import inproc
 import pytest
 from cases import run_cli
 from cmarkgfm.cmark import Options
-from privgate_cli import PRIVGATE
 from test_hostile_input import _bad
 
 from privgate.cli.report import DEFAULT_REPORT_MIB
@@ -90,16 +89,12 @@ def test_a_link_to_stdout_is_written_to_stdout_and_stays_a_link(saved, tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout == want  # the report and nothing else: no "markdown report: /dev/stdout" line after it
     assert json.loads((tmp_path / "r2.json").read_text())["verdict"] == "fail"
-    # stdout a regular file, the output a link in the working tree to /proc/self/fd/1
+    # the output a link in the working tree to /proc/self/fd/1 (stdout: a regular file in a forked run, cli_fork.py)
     (tmp_path / "fd1.md").symlink_to("/proc/self/fd/1")
-    with open(tmp_path / "captured.txt", "wb") as out:
-        done = subprocess.run(
-            [*PRIVGATE, "report", "render", str(saved / "r.json"), "--markdown", "fd1.md"],
-            cwd=tmp_path, stdout=out, stderr=subprocess.PIPE, timeout=120,
-        )  # fmt: skip
+    done = run_cli("report", "render", str(saved / "r.json"), "--markdown", "fd1.md", cwd=tmp_path)  # into a file
     assert done.returncode == 0, done.stderr
     assert os.readlink(tmp_path / "fd1.md") == "/proc/self/fd/1"
-    assert (tmp_path / "captured.txt").read_text() == want
+    assert done.stdout == want
 
 
 @pytest.mark.parametrize(
@@ -152,9 +147,7 @@ def test_a_pyproject_table_is_confined_alike_and_names_its_key(tmp_path):
 
 def _init(directory: Path, *args: str) -> subprocess.CompletedProcess:
     """``privgate init DIRECTORY`` with a short timeout: a run that waits on a FIFO fails here instead of hanging."""
-    env = {**os.environ, "COLUMNS": "200"}
-    cmd = [*PRIVGATE, "init", str(directory), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    return run_cli("init", str(directory), *args, timeout=60)
 
 
 def test_init_leaves_a_gitignore_that_is_no_regular_file_alone(tmp_path):

@@ -1,6 +1,6 @@
 """Nothing a user owns is overwritten, nothing half-written is left, and the cache cannot change a verdict.
 
-Every test runs the CLI as a user does (a subprocess) and looks at what is on
+Every test runs the CLI as a user does (its own process, cases.run_cli) and looks at what is on
 disk afterwards; the few in-process tests inject a failure no user could time
 (a full disk at the last rename). Runs whose point is only a report's numbers
 (the reference run of the interrupt tests, the run after an interrupt, the
@@ -36,7 +36,8 @@ LIRA_POLICY = (
     "metric: auc, max: 0.6}\n"
 )
 
-#: A recipe that trains like the target but, with SLOW_RECIPE set, first waits: a long training to interrupt.
+#: A recipe that trains like the target but, with a file 'slow' in the working folder, first waits: a long training
+#: to interrupt.
 SLOW_RECIPE = textwrap.dedent(
     """
     import os
@@ -51,7 +52,7 @@ SLOW_RECIPE = textwrap.dedent(
 
     class SlowRecipe(Recipe):
         def train(self, x, y, seed=0, model=None):
-            if os.environ.get("SLOW_RECIPE"):
+            if os.path.exists("slow"):
                 time.sleep(120)
             return train_loop(self, x, y, seed=seed, model=model)
 
@@ -66,19 +67,6 @@ def _digests(folder: Path) -> dict[str, str]:
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "folder"
         for p in sorted(folder.rglob("*"))
     }
-
-
-def _privgate(prelude: str, *args: str) -> list[str]:
-    """A command that runs ``prelude`` (Python) in the new process, then becomes ``privgate ARGS`` (same PID)."""
-    from privgate_cli import PRIVGATE
-
-    return [
-        sys.executable,
-        "-c",
-        f"import os, resource, signal, sys; {prelude}; os.execv(sys.argv[1], sys.argv[1:])",
-        *PRIVGATE,
-        *args,
-    ]
 
 
 def _temps(folder: Path) -> list[Path]:
@@ -115,10 +103,12 @@ def work(case, tmp_path):
     return _project(case, tmp_path / "work")
 
 
-def _check(work: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _check(work: Path, *args: str, env: dict[str, str] | None = None, **run: object) -> subprocess.CompletedProcess:
+    """``privgate check`` of the work folder's model and data; ``run``: more of :func:`cases.run_cli`'s settings."""
     return run_cli(
-        "check", "leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args, cwd=work, env=env
-    )
+        "check", "leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *args, cwd=work, env=env,
+        **run,
+    )  # fmt: skip
 
 
 def _check_in_process(work: Path, policy: str, recipe: str | None = None, **kw: object):  # noqa: ANN202
@@ -344,29 +334,7 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_report(work):
     """Writes past a file-size limit fail as on a full disk (EFBIG, not ENOSPC): exit 2, one sentence, old file kept."""
     (work / "r.json").write_text("the user's previous report")
 
-    cmd = _privgate(
-        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))",
-        "check",
-        "leaky.ts.pt",
-        "--policy",
-        "internal",
-        "--members",
-        "members.npz",
-        "--nonmembers",
-        "nonmembers.npz",
-        "--json",
-        "r.json",
-        "--junit",
-        "r.xml",
-    )
-    r = subprocess.run(
-        cmd,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"},
-    )
+    r = _check(work, "--policy", "internal", "--json", "r.json", "--junit", "r.xml", file_size=4096)
     _one_error(r, "r.json: cannot write the JSON report (File too large); nothing was written")
     assert (work / "r.json").read_text() == "the user's previous report" and not (work / "r.xml").exists()
     assert _temps(work) == []
@@ -452,37 +420,34 @@ def uninterrupted(case, tmp_path_factory) -> list:
     return _numbers(rep)
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, ended and not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 @pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_an_interrupted_run_exits_130_or_143_and_leaves_nothing(work, uninterrupted, sig, code, name):
-    """The interrupted run is the CLI in a subprocess; the run after it, on the cache it left, is in process."""
-    args = INTERRUPTED
-    cmd = _privgate(
-        "signal.signal(signal.SIGINT, signal.SIG_DFL)",  # a test runner may start us with SIGINT ignored
-        "check",
-        "leaky.ts.pt",
-        "--members",
-        "members.npz",
-        "--nonmembers",
-        "nonmembers.npz",
-        *args,
-    )
-    proc = subprocess.Popen(
-        cmd,
-        cwd=work,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "SLOW_RECIPE": "1", "OMP_NUM_THREADS": "1"},
-    )
+    """The interrupted run is the CLI in its own process (signalled once it trains); the run after it, on the cache
+    it left, is in process."""
     locks = work / ".privgate-cache" / "locks"
-    deadline = time.monotonic() + 120
-    while not (locks.is_dir() and any(locks.iterdir())):  # the lock is taken when training starts
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.1)
-    time.sleep(0.5)
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == code, (proc.returncode, out, err)
+
+    def interrupt(pid: int) -> None:
+        deadline = time.monotonic() + 120
+        while not (locks.is_dir() and any(locks.iterdir())):  # the lock is taken when training starts
+            assert _alive(pid) and time.monotonic() < deadline, "the run ended (or never trained) before its signal"
+            time.sleep(0.1)
+        time.sleep(0.5)
+        os.kill(pid, sig)
+
+    (work / "slow").touch()
+    args = ("leaky.ts.pt", "--members", "members.npz", "--nonmembers", "nonmembers.npz", *INTERRUPTED)
+    r = run_cli("check", *args, cwd=work, started=interrupt, timeout=180)
+    (work / "slow").unlink()
+    out, err = r.stdout, r.stderr
+    assert r.returncode == code, (r.returncode, out, err)
     assert err.strip().splitlines() == [f"interrupted ({name}): stopped without writing partial output."]
     assert not any((work / f).exists() for f in ("r.json", "r.xml", "r.html", "r.artefacts"))
     assert _temps(work) == []  # the work folder and the cache in it
