@@ -70,9 +70,10 @@ def train_vectorised(
     stack.training = _training(recipe, stack.xt, seeds)
     why = ""
     if kernel in ("auto", "mlp"):
-        states, why = _train_mlp(stack)
+        states, said = _train_mlp(stack)  # the kernel's name, or why it cannot train these models
         if states is not None:
-            return states, why, []
+            return states, said, []
+        why = said
     if recipe.dp_sgd is not None:
         raise NotVectorisable(f"DP-SGD is vectorised for MLPs only ({why})")
     if kernel == "mlp":
