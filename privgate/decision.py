@@ -200,46 +200,27 @@ def decide_check(
     check: Check, level: Level, ran: dict[str, Scored], missing: dict[str, str], diagnostic: set[str]
 ) -> CheckResult:
     """Decide one check of ``level`` on the attacks that ran (see the module docstring)."""
-    policy = level.policy
-    k = max(1, len(policy.checks))
+    k = max(1, len(level.policy.checks))
     base = check_fields(check, level)
     if check.federated is not None:  # decided over attacker × victim pairs by privgate.audits.federated.decide
-        return CheckResult(
-            **base,
-            value=None,
-            ci=[None, None],
-            status="inconclusive",
-            reason="a federated check: it is decided on a federation's checkpoints by `privgate fl audit`, "
-            "not on one model",
-            confidence=1.0 - level.alpha / k,
+        reason = (
+            "a federated check: it is decided on a federation's checkpoints by `privgate fl audit`, not on one model"
         )
+        return _unmeasured(base, reason, 1.0 - level.alpha / k)
     names = _candidates(check, level, ran, diagnostic)
     if not names:
-        conf = 1.0 - level.alpha / k
-        if check.attack == "best":
-            why = "; ".join(sorted(set(missing.values())))
-            reason = "no attack ran, so the strongest attack is unknown" + (f" ({why})" if why else "")
-        else:
-            reason = f"attack '{check.attack}' did not run: {missing.get(check.attack, 'it did not run')}"
-        return CheckResult(**base, value=None, ci=[None, None], status="inconclusive", reason=reason, confidence=conf)
+        return _unmeasured(base, _not_run(check, missing), 1.0 - level.alpha / k)
     m = len(names)
     conf = 1.0 - level.alpha / (k * m)
     estimates = {n: estimate(check, ran[n], conf) for n in names}
-    decided = {n: decide(e, check, policy.decision) for n, e in estimates.items()}
+    decided = {n: decide(e, check, level.policy.decision) for n, e in estimates.items()}
     deciding = [n for n in names if decided[n][0] != EXCLUDED]
     excluded = {n: decided[n][1] for n in names if decided[n][0] == EXCLUDED}
     bonferroni = {"alpha": level.alpha, "checks": k, "attacks": m}
     if not deciding:
         reasons = "; ".join(f"{n}: {why}" for n, why in excluded.items())
-        return CheckResult(
-            **base,
-            value=None,
-            ci=[None, None],
-            status="inconclusive",
-            reason=f"no attack can be measured at FPR {check.fpr:g} ({reasons})",
-            confidence=conf,
-            details={"excluded": excluded, "bonferroni": bonferroni},
-        )
+        reason = f"no attack can be measured at FPR {check.fpr:g} ({reasons})"
+        return _unmeasured(base, reason, conf, {"excluded": excluded, "bonferroni": bonferroni})
     chosen = deciding[strongest([(decided[n][0], estimates[n]) for n in deciding])]  # type: ignore[index]
     est = estimates[chosen]
     status, reason = decided[chosen]
@@ -254,15 +235,7 @@ def decide_check(
     details: dict[str, Any] = dict(est.details)
     details["bonferroni"] = bonferroni
     if check.attack == "best":
-        details["candidates"] = [
-            {
-                "attack": n,
-                "value": finite_or_none(estimates[n].value),
-                "ci": [finite_or_none(estimates[n].lo), finite_or_none(estimates[n].hi)],
-                "status": decided[n][0],
-            }
-            for n in names
-        ]
+        details["candidates"] = [_candidate(n, estimates[n], decided[n][0]) for n in names]
     if excluded:
         details["excluded"] = excluded
     return CheckResult(
@@ -278,6 +251,34 @@ def decide_check(
         details=details,
         needed=needed,
     )
+
+
+def _unmeasured(
+    base: dict[str, Any], reason: str, confidence: float, details: dict[str, Any] | None = None
+) -> CheckResult:
+    """An inconclusive check with no value: no attack measured it, for ``reason``."""
+    extra = {} if details is None else {"details": details}
+    return CheckResult(
+        **base, value=None, ci=[None, None], status="inconclusive", reason=reason, confidence=confidence, **extra
+    )
+
+
+def _not_run(check: Check, missing: dict[str, str]) -> str:
+    """Why no attack of ``check`` ran (``missing``: each attack's reason)."""
+    if check.attack == "best":
+        why = "; ".join(sorted(set(missing.values())))
+        return "no attack ran, so the strongest attack is unknown" + (f" ({why})" if why else "")
+    return f"attack '{check.attack}' did not run: {missing.get(check.attack, 'it did not run')}"
+
+
+def _candidate(name: str, est: stats.Estimate, status: str) -> dict[str, Any]:
+    """One attack's line among a ``best`` check's candidates."""
+    return {
+        "attack": name,
+        "value": finite_or_none(est.value),
+        "ci": [finite_or_none(est.lo), finite_or_none(est.hi)],
+        "status": status,
+    }
 
 
 def over_budget(result: CheckResult, check: Check, level: Level, over: Mapping[str, float]) -> CheckResult:

@@ -18,6 +18,7 @@ from privgate.recipe import Recipe
 from privgate.training.cache import ModelCache, entry_digest, entry_tag
 from privgate.training.engine import train_ensemble
 from privgate.training.plan import model_seeds, paired_masks
+from privgate.training.trained import TrainSettings
 
 RECIPE = Recipe(
     lambda: nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3)), epochs=3, batch_size=16, lr=1e-2, name="tiny"
@@ -32,11 +33,11 @@ def _data(n: int = 90) -> tuple[np.ndarray, np.ndarray]:
 def _train(cache_dir, key=None):  # noqa: ANN001, ANN202
     x, y = _data()
     masks, seeds = paired_masks(len(x), 4, 0), model_seeds(0, 4)
-    return train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=cache_dir, cache_key=key)
+    return train_ensemble(RECIPE, x, y, masks, seeds, TrainSettings(cache_dir=cache_dir, cache_key=key))
 
 
 def _same(a, b) -> bool:  # noqa: ANN001
-    return all(torch.equal(sa[k], sb[k]) for sa, sb in zip(a.states, b.states) for k in sa)
+    return all(torch.equal(sa[k], sb[k]) for sa, sb in zip(a.models, b.models) for k in sa)
 
 
 @pytest.fixture
@@ -113,7 +114,7 @@ def test_zeroed_weights_are_caught_and_retrained(clean, tmp_path):
     (warning,) = again.warnings
     assert f"cache entry {entry['key'][:12]}" in warning and "failed its integrity check" in warning
     assert "do not match their SHA-256" in warning and "retrained" in warning
-    assert max(float((a[k] - b[k]).abs().max()) for a, b in zip(first.states, again.states) for k in a) < 1e-6
+    assert max(float((a[k] - b[k]).abs().max()) for a, b in zip(first.models, again.models) for k in a) < 1e-6
     assert _train(tmp_path).warnings == []  # the entry was overwritten with the retrained model
 
 
@@ -126,7 +127,7 @@ def test_swapped_entries_are_caught(clean, tmp_path):
     again = _train(tmp_path)
     assert again.trained == 2 and len(again.warnings) == 2
     assert all("holds the model of another key" in w for w in again.warnings)
-    assert max(float((x[k] - y[k]).abs().max()) for x, y in zip(first.states, again.states) for k in x) < 1e-6
+    assert max(float((x[k] - y[k]).abs().max()) for x, y in zip(first.models, again.models) for k in x) < 1e-6
 
 
 @pytest.mark.parametrize("where", ["weights", "key", "truncated"])
@@ -153,7 +154,7 @@ def test_flipped_bytes_are_caught(clean, tmp_path, where):
     assert "failed its integrity check" in warning
     if where == "weights":
         assert "do not match their SHA-256" in warning
-    assert max(float((x[k] - y[k]).abs().max()) for x, y in zip(first.states, again.states) for k in x) < 1e-6
+    assert max(float((x[k] - y[k]).abs().max()) for x, y in zip(first.models, again.models) for k in x) < 1e-6
 
 
 def test_old_format_entries_are_not_read(clean, tmp_path):
@@ -183,7 +184,7 @@ def test_a_full_disk_is_skipped_with_a_warning(tmp_path, monkeypatch):
     monkeypatch.setattr(atomic, "_write_temp", full)
     ens = _train(tmp_path)
     monkeypatch.undo()
-    assert ens.trained == 4 and len(ens.states) == 4
+    assert ens.trained == 4 and len(ens.models) == 4
     (warning,) = ens.warnings  # one warning, not one per model
     assert "No space left on device" in warning
     assert not list(tmp_path.rglob("*.pt")) and not list(tmp_path.rglob("*.tmp"))
@@ -199,10 +200,10 @@ def test_a_read_only_cache_is_read_but_not_written(tmp_path):
             d.chmod(0o555)
     try:
         x, y = _data()
-        ens = train_ensemble(RECIPE, x, y, extra, model_seeds(0, 6), cache_dir=tmp_path)
+        ens = train_ensemble(RECIPE, x, y, extra, model_seeds(0, 6), TrainSettings(cache_dir=tmp_path))
     finally:
         for d in [tmp_path, *tmp_path.rglob("*")]:
             if d.is_dir():
                 d.chmod(0o755)
     assert (ens.trained, ens.cached) == (2, 4) and "cannot be used" in ens.warnings[0]
-    assert all(torch.equal(a[k], b[k]) for a, b in zip(first.states, ens.states[:4]) for k in a)
+    assert all(torch.equal(a[k], b[k]) for a, b in zip(first.models, ens.models[:4]) for k in a)

@@ -147,6 +147,7 @@ def test_a_relative_import_in_a_package_is_followed(tmp_path: Path) -> None:
     from privgate.inputs.entrypoints import load_recipe
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
+    from privgate.training.trained import TrainSettings
 
     d = tmp_path / "proj"
     pkg = d / "ck_rel_pkg"
@@ -165,7 +166,9 @@ def test_a_relative_import_in_a_package_is_followed(tmp_path: Path) -> None:
         _fresh(*modules)
         try:
             recipe = load_recipe("ck_rel_pkg.trainer:train", [d])
-            return train_ensemble(recipe, x, y, masks, seeds, cache_dir=tmp_path / "cache", architecture=target).trained
+            return train_ensemble(
+                recipe, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path / "cache"), architecture=target
+            ).trained
         finally:
             _fresh(*modules)
 
@@ -253,6 +256,7 @@ def test_the_walk_is_bounded_and_past_its_bounds_the_cache_is_skipped_with_a_war
     from privgate.io import sources
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
+    from privgate.training.trained import TrainSettings
 
     d = _project(tmp_path / "proj", nets="ck_bound_nets", layers="ck_bound_layers")
     monkeypatch.syspath_prepend(str(d))  # the function imports its network when it runs
@@ -270,7 +274,9 @@ def test_the_walk_is_bounded_and_past_its_bounds_the_cache_is_skipped_with_a_war
         assert key == "" and "the reference-model cache was not used: it reaches more than 2 project files" in warned[0]
         x, y = synthetic(40, seed=3, label_noise=0.0)
         masks, seeds = paired_masks(40, 2, seed=0), model_seeds(0, 2)
-        runs = [train_ensemble(recipe, x, y, masks, seeds, cache_dir=tmp_path / "cache") for _ in range(2)]
+        runs = [
+            train_ensemble(recipe, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path / "cache")) for _ in range(2)
+        ]
     finally:
         _fresh("train", "ck_bound_nets", "ck_bound_layers")
     assert [(e.trained, e.cached) for e in runs] == [(2, 0), (2, 0)]
@@ -285,6 +291,7 @@ def test_a_training_functions_cached_models_load_without_an_architecture(
     from privgate.inputs.entrypoints import load_recipe
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
+    from privgate.training.trained import TrainSettings
 
     d = _project(tmp_path / "proj", nets="ck_arch_nets", layers="ck_arch_layers")
     monkeypatch.syspath_prepend(str(d))
@@ -292,7 +299,9 @@ def test_a_training_functions_cached_models_load_without_an_architecture(
     masks, seeds = paired_masks(40, 2, seed=0), model_seeds(0, 2)
     try:
         recipe = load_recipe("train:train", [d])
-        runs = [train_ensemble(recipe, x, y, masks, seeds, cache_dir=tmp_path / "cache") for _ in range(2)]
+        runs = [
+            train_ensemble(recipe, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path / "cache")) for _ in range(2)
+        ]
     finally:
         _fresh("train", "ck_arch_nets", "ck_arch_layers")
     assert [(e.trained, e.cached) for e in runs] == [(2, 0), (1, 1)]

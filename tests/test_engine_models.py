@@ -21,6 +21,7 @@ from privgate.training.dropout import DropoutPlan
 from privgate.training.engine import train_ensemble, train_models
 from privgate.training.loop import train_model
 from privgate.training.plan import dropout_seed, model_seeds, paired_masks
+from privgate.training.trained import TrainSettings
 
 
 class TokenModel(nn.Module):
@@ -197,7 +198,7 @@ def test_random_draws_outside_dropout_layers_are_trained_one_at_a_time():
     assert "draws random numbers in training outside nn.Dropout" in out.notes[0]
     assert _max_diff(out.states, train_models(recipe, x, Y, masks, seeds).states) == 0.0  # seeded, deterministic
     with pytest.raises(RecipeError, match="engine 'vectorised' cannot train this model: the model draws random"):
-        train_ensemble(recipe, x, Y, masks, seeds, engine="vectorised")
+        train_ensemble(recipe, x, Y, masks, seeds, TrainSettings(engine="vectorised"))
 
 
 def test_batchnorm_without_momentum_falls_back_with_a_reason():
@@ -214,12 +215,12 @@ def test_cache_entries_are_shared_by_the_engines_when_they_train_the_same_model(
     factory, x = INPUTS["cnn-batchnorm2d-dropout2d"]
     recipe = Recipe(factory, epochs=2, batch_size=16, name="cnn")
     masks, seeds = paired_masks(90, 2, 0), model_seeds(0, 2)
-    first = train_ensemble(recipe, x, Y, masks, seeds, cache_dir=tmp_path, engine="vectorised")
+    first = train_ensemble(recipe, x, Y, masks, seeds, TrainSettings(cache_dir=tmp_path, engine="vectorised"))
     assert (first.trained, first.mode, first.kernel) == (2, "vectorised", "grouped")
-    second = train_ensemble(recipe, x, Y, masks, seeds, cache_dir=tmp_path, engine="sequential")
+    second = train_ensemble(recipe, x, Y, masks, seeds, TrainSettings(cache_dir=tmp_path, engine="sequential"))
     assert (second.trained, second.cached) == (0, 2)
-    fresh = train_ensemble(recipe, x, Y, masks, seeds, engine="sequential")
-    assert _max_diff(second.states, fresh.states) < 1e-5  # what was loaded is what sequential training gives
+    fresh = train_ensemble(recipe, x, Y, masks, seeds, TrainSettings(engine="sequential"))
+    assert _max_diff(second.models, fresh.models) < 1e-5  # what was loaded is what sequential training gives
 
 
 def test_cache_entries_of_different_random_streams_are_kept_apart(tmp_path):
@@ -236,12 +237,14 @@ def test_cache_entries_of_different_random_streams_are_kept_apart(tmp_path):
     )
     x = INPUTS["mlp-layernorm-gelu"][1]
     masks, seeds = paired_masks(90, 2, 0), model_seeds(0, 2)
-    vec = train_ensemble(recipe, x, Y, masks, seeds, cache_dir=tmp_path)
+    vec = train_ensemble(recipe, x, Y, masks, seeds, TrainSettings(cache_dir=tmp_path))
     assert (vec.trained, vec.kernel) == (2, "mlp-dp")
-    seq = train_ensemble(recipe, x, Y, masks, seeds, cache_dir=tmp_path, engine="sequential")
+    seq = train_ensemble(recipe, x, Y, masks, seeds, TrainSettings(cache_dir=tmp_path, engine="sequential"))
     assert (seq.trained, seq.kernel) == (2, "loop")
-    assert train_ensemble(recipe, x, Y, masks, seeds, cache_dir=tmp_path, engine="sequential").trained == 0
-    assert train_ensemble(recipe, x, Y, masks, seeds, cache_dir=tmp_path).trained == 0
+    assert (
+        train_ensemble(recipe, x, Y, masks, seeds, TrainSettings(cache_dir=tmp_path, engine="sequential")).trained == 0
+    )
+    assert train_ensemble(recipe, x, Y, masks, seeds, TrainSettings(cache_dir=tmp_path)).trained == 0
 
 
 # --------------------------------------------------------------------------- the grouped kernel's layers

@@ -19,6 +19,7 @@ from privgate.training.engine import train_ensemble, train_models
 from privgate.training.fingerprint import recipe_fingerprint
 from privgate.training.loop import train_loop, train_model
 from privgate.training.plan import model_seeds, paired_masks
+from privgate.training.trained import TrainSettings
 
 
 def tiny_model() -> nn.Module:
@@ -83,19 +84,26 @@ def test_plans_are_balanced_and_nested():
 def test_cache_second_run_trains_nothing(tmp_path):
     x, y = data()
     masks, seeds = paired_masks(len(x), 4, 0), model_seeds(0, 4)
-    first = train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path)
+    first = train_ensemble(RECIPE, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path))
     assert (first.trained, first.cached, first.mode, first.kernel) == (4, 0, "vectorised", "mlp")
-    second = train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path)
+    second = train_ensemble(RECIPE, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path))
     assert (second.trained, second.cached, second.mode) == (0, 4, "cache")
-    assert _max_diff(first.states, second.states) == 0.0
+    assert _max_diff(first.models, second.models) == 0.0
     np.testing.assert_array_equal(first.logits(x), second.logits(x))
     # six models reuse the first four (nested plans) and train two
-    more = train_ensemble(RECIPE, x, y, paired_masks(len(x), 6, 0), model_seeds(0, 6), cache_dir=tmp_path)
+    more = train_ensemble(
+        RECIPE, x, y, paired_masks(len(x), 6, 0), model_seeds(0, 6), TrainSettings(cache_dir=tmp_path)
+    )
     assert (more.trained, more.cached) == (2, 4)
     # anything in the key changes the model: seed, data, recipe
-    assert train_ensemble(RECIPE, x, y, masks, model_seeds(1, 4), cache_dir=tmp_path).trained == 4
-    assert train_ensemble(RECIPE, x + 1, y, masks, seeds, cache_dir=tmp_path).trained == 4
-    assert train_ensemble(dataclasses.replace(RECIPE, lr=2e-2), x, y, masks, seeds, cache_dir=tmp_path).trained == 4
+    assert train_ensemble(RECIPE, x, y, masks, model_seeds(1, 4), TrainSettings(cache_dir=tmp_path)).trained == 4
+    assert train_ensemble(RECIPE, x + 1, y, masks, seeds, TrainSettings(cache_dir=tmp_path)).trained == 4
+    assert (
+        train_ensemble(
+            dataclasses.replace(RECIPE, lr=2e-2), x, y, masks, seeds, TrainSettings(cache_dir=tmp_path)
+        ).trained
+        == 4
+    )
     assert not list(tmp_path.rglob("*.tmp"))
 
 
@@ -112,15 +120,15 @@ def test_fingerprint_covers_recipe_fields_and_architecture():
 def test_corrupt_or_foreign_cache_entries_are_retrained(tmp_path):
     x, y = data()
     masks, seeds = paired_masks(len(x), 2, 0), model_seeds(0, 2)
-    first = train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path)
+    first = train_ensemble(RECIPE, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path))
     files = sorted((tmp_path / "models").rglob("*.pt"))
     assert len(files) == 2
     files[0].write_bytes(files[0].read_bytes()[:100])  # truncated
     torch.save({"other": torch.zeros(2)}, files[1])  # not this model
-    again = train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path)
+    again = train_ensemble(RECIPE, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path))
     assert again.trained == 2
-    assert _max_diff(first.states, again.states) < 1e-6
-    assert train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path).trained == 0
+    assert _max_diff(first.models, again.models) < 1e-6
+    assert train_ensemble(RECIPE, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path)).trained == 0
 
 
 def test_interrupted_write_leaves_no_entry(tmp_path, monkeypatch):
@@ -133,10 +141,10 @@ def test_interrupted_write_leaves_no_entry(tmp_path, monkeypatch):
     masks, seeds = paired_masks(len(x), 2, 0), model_seeds(0, 2)
     monkeypatch.setattr(os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path)
+        train_ensemble(RECIPE, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path))
     monkeypatch.undo()
     assert not list(tmp_path.rglob("*.pt")) and not list(tmp_path.rglob("*.tmp"))
-    assert train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path).trained == 2
+    assert train_ensemble(RECIPE, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path)).trained == 2
 
 
 def test_concurrent_runs_train_each_model_once(tmp_path):
@@ -147,12 +155,12 @@ def test_concurrent_runs_train_each_model_once(tmp_path):
 
     def run(_: int):  # noqa: ANN202
         barrier.wait()
-        return train_ensemble(RECIPE, x, y, masks, seeds, cache_dir=tmp_path)
+        return train_ensemble(RECIPE, x, y, masks, seeds, TrainSettings(cache_dir=tmp_path))
 
     with ThreadPoolExecutor(2) as pool:
         a, b = pool.map(run, range(2))
     assert sorted([a.trained, b.trained]) == [0, 4]
-    assert _max_diff(a.states, b.states) == 0.0
+    assert _max_diff(a.models, b.models) == 0.0
 
 
 def test_custom_train_loop_falls_back_to_sequential_and_says_so(tmp_path):
@@ -160,7 +168,7 @@ def test_custom_train_loop_falls_back_to_sequential_and_says_so(tmp_path):
     assert recipe.vectorisable is False and RECIPE.vectorisable is True
     x, y = data()
     CountingRecipe.calls = 0
-    ens = train_ensemble(recipe, x, y, paired_masks(len(x), 2, 0), model_seeds(0, 2), cache_dir=tmp_path)
+    ens = train_ensemble(recipe, x, y, paired_masks(len(x), 2, 0), model_seeds(0, 2), TrainSettings(cache_dir=tmp_path))
     assert ens.mode == "sequential" and ens.trained == 2 and CountingRecipe.calls == 2
     assert any("one after another" in n and "own loop" in n for n in ens.notes)
 

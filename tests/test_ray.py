@@ -89,16 +89,17 @@ def test_tasks_run_in_ray_workers_and_come_back_in_order(cluster: str) -> None:
 def test_ensemble_groups_are_identical_on_both_executors(cluster: str) -> None:
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
+    from privgate.training.trained import TrainSettings
 
     x, y = synthetic(300, seed=3, label_noise=0.3)
     masks, seeds = paired_masks(len(x), 8, 0), model_seeds(0, 8)
-    here = train_ensemble(RECIPE, x, y, masks, seeds, executor=LocalExecutor(), models_per_task=3)
+    here = train_ensemble(RECIPE, x, y, masks, seeds, TrainSettings(executor=LocalExecutor(), models_per_task=3))
     there = train_ensemble(
-        RECIPE, x, y, masks, seeds, executor=executor_for(RunOptions(executor="ray")), models_per_task=3
+        RECIPE, x, y, masks, seeds, TrainSettings(executor=executor_for(RunOptions(executor="ray")), models_per_task=3)
     )
     assert len(here) == len(there) == 8 and here.kernel == there.kernel == "mlp"
     assert "8 models trained as 3 tasks of at most 3 (ray executor)" in there.notes
-    for a, b in zip(here.states, there.states):
+    for a, b in zip(here.models, there.models):
         assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
     assert np.array_equal(here.logits(x), there.logits(x))
 
@@ -108,6 +109,7 @@ def test_a_training_function_runs_one_model_per_ray_task_with_the_local_models(c
     from privgate.inputs.entrypoints import load_recipe
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
+    from privgate.training.trained import TrainSettings
 
     (tmp_path / "ray_trainer.py").write_text(
         textwrap.dedent(
@@ -132,13 +134,13 @@ def test_a_training_function_runs_one_model_per_ray_task_with_the_local_models(c
     recipe = load_recipe("ray_trainer:train", [tmp_path])
     x, y = synthetic(200, seed=4, label_noise=0.3)
     masks, seeds = paired_masks(len(x), 4, 0), model_seeds(0, 4)
-    here = train_ensemble(recipe, x, y, masks, seeds, executor=LocalExecutor())
-    there = train_ensemble(recipe, x, y, masks, seeds, executor=executor_for(RunOptions(executor="ray")))
+    here = train_ensemble(recipe, x, y, masks, seeds, TrainSettings(executor=LocalExecutor()))
+    there = train_ensemble(recipe, x, y, masks, seeds, TrainSettings(executor=executor_for(RunOptions(executor="ray"))))
     assert here.kernel == there.kernel == "function"
     assert "4 models trained as 4 tasks of at most 1 (ray executor)" in there.notes
-    assert {int(s["pid"]) for s in here.states} == {os.getpid()}
-    assert os.getpid() not in {int(s["pid"]) for s in there.states}  # trained in Ray's workers
-    for a, b in zip(here.states, there.states):
+    assert {int(s["pid"]) for s in here.models} == {os.getpid()}
+    assert os.getpid() not in {int(s["pid"]) for s in there.models}  # trained in Ray's workers
+    for a, b in zip(here.models, there.models):
         assert all(torch.equal(a[n], b[n]) for n in a if n != "pid")
 
 

@@ -257,14 +257,14 @@ def test_the_clones_outputs_are_read_once_per_array_and_kept_within_the_bound(ta
     x, y = audit.members.x, audit.members.y
     ens = train_clones(own_recipe(target), target.model, x, y, paired_masks(len(x), 4, 0), model_seeds(0, 4))
     first = [out for _, _, out in ens.output_batches(x, 64)]
-    assert len(ens._outputs) == 1 and len(first) == 4 * 4  # 4 models x 4 batches of 64 of the 200 rows
+    assert len(ens.reader._outputs) == 1 and len(first) == 4 * 4  # 4 models x 4 batches of 64 of the 200 rows
     first[0][:] = -1.0  # what a caller does with the arrays it gets never reaches the kept outputs
     again = [out for _, _, out in ens.first(2).output_batches(x, 64)]
     assert len(again) == 2 * 4 and all(np.array_equal(a, b) for a, b in zip(again[1:], first[1:8]))
     assert not np.array_equal(again[0], first[0])
     monkeypatch.setattr(ensemble, "OUTPUT_MEMO_BYTES", 1000)  # above the bound: streamed, nothing kept
     ens2 = train_clones(own_recipe(target), target.model, x, y, paired_masks(len(x), 4, 0), model_seeds(0, 4))
-    assert len(list(ens2.output_batches(x, 64))) == 16 and ens2._outputs == {}
+    assert len(list(ens2.output_batches(x, 64))) == 16 and ens2.reader._outputs == {}
 
 
 def _final_steps():

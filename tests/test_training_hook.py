@@ -177,10 +177,10 @@ def test_reference_models_are_the_functions_own_with_the_plans_seeds_and_masks(p
     assert recipe.own_loop and not recipe.vectorisable and recipe.name == "trainer:train"
     x, y = synthetic(60, seed=3, label_noise=0.0)
     masks, seeds = paired_masks(60, 2, seed=5), model_seeds(5, 2)
-    ens = train_ensemble(recipe, x, y, masks, seeds, cache_dir=None, architecture=None)
+    ens = train_ensemble(recipe, x, y, masks, seeds, architecture=None)
     assert ens.kernel == "function" and ens.trained == 2
     trainer = _import(project)
-    for state, mask, seed in zip(ens.states, masks, seeds):
+    for state, mask, seed in zip(ens.models, masks, seeds):
         direct = trainer.train(x[mask], y[mask], seed, "cpu").state_dict()
         assert all(torch.equal(state[k], direct[k]) for k in direct)
     # the ensemble reads them through a model the function returned (no model_factory): the function's outputs

@@ -121,19 +121,21 @@ def test_each_reference_model_is_scored_once_per_view(context: Any, monkeypatch:
     from privgate.attacks.lira import LiRAAttack
     from privgate.attacks.reference import build_references
     from privgate.attacks.rmia import RMIAAttack
-    from privgate.training.ensemble import Ensemble
+    from privgate.training.ensemble import TorchReader
 
     build_references(context, 4)  # the module's four models (trained once), read afresh below: no outputs kept
-    ctx = dataclasses.replace(context, ensembles={4: dataclasses.replace(context.ensembles[4], _outputs={})})
+    trained = context.ensembles[4]
+    afresh = dataclasses.replace(trained, reader=dataclasses.replace(trained.reader, _outputs={}))
+    ctx = dataclasses.replace(context, ensembles={4: afresh})
     seen = {"rows": 0}
-    made = Ensemble._model
+    made = TorchReader._model
 
-    def counted(self: Ensemble) -> Any:
+    def counted(self: TorchReader) -> Any:
         net = made(self)
         net.register_forward_hook(lambda mod, inp, out: seen.__setitem__("rows", seen["rows"] + len(inp[0])))
         return net
 
-    monkeypatch.setattr(Ensemble, "_model", counted)
+    monkeypatch.setattr(TorchReader, "_model", counted)
     lira = LiRAAttack(models=4, augmented_queries=18).run(ctx)
     rmia = RMIAAttack(models=4, min_population=50, z_samples=60, augmented_queries=18).run(ctx)
     n, m = len(ctx.y), 60

@@ -45,8 +45,9 @@ import torch  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
 from privgate.executors import LocalExecutor  # noqa: E402
-from privgate.training.engine import Ensemble, train_ensemble  # noqa: E402
+from privgate.training.engine import TrainedReferences, train_ensemble  # noqa: E402
 from privgate.training.plan import model_seeds, paired_masks  # noqa: E402
+from privgate.training.trained import TrainSettings  # noqa: E402
 
 
 def _recipe(model: str, epochs: int):  # noqa: ANN202
@@ -58,8 +59,8 @@ def _recipe(model: str, epochs: int):  # noqa: ANN202
     return dataclasses.replace(module.RECIPE, epochs=epochs)
 
 
-def _same(a: Ensemble, b: Ensemble) -> bool:
-    return all(torch.equal(s[n], t[n]) for s, t in zip(a.states, b.states) for n in s)
+def _same(a: TrainedReferences, b: TrainedReferences) -> bool:
+    return all(torch.equal(s[n], t[n]) for s, t in zip(a.models, b.models) for n in s)
 
 
 def _warm(ray, workers: int) -> float:  # noqa: ANN001
@@ -109,9 +110,11 @@ def main() -> int:
         f"{os.getloadavg()[0]:.1f} before the run"
     )
 
-    def run(executor, models_per_task: int) -> tuple[float, Ensemble]:  # noqa: ANN001
+    def run(executor, models_per_task: int) -> tuple[float, TrainedReferences]:  # noqa: ANN001
         t0 = time.perf_counter()
-        ens = train_ensemble(recipe, x, y, masks, seeds, executor=executor, models_per_task=models_per_task, threads=1)
+        ens = train_ensemble(
+            recipe, x, y, masks, seeds, TrainSettings(executor=executor, models_per_task=models_per_task, threads=1)
+        )
         return time.perf_counter() - t0, ens
 
     t_local, local = run(LocalExecutor(), per)

@@ -35,7 +35,7 @@ the cache off, ``--engine`` vectorised, sequential or both (then the same target
 data and policy twice). Printed per run, in seconds: imports (torch and
 privgate, once), data generation, target training, the small check, and inside the check:
 reference training (``train_ensemble``), reference scoring (every reference
-model's forward passes on the audit rows: ``Ensemble.output_batches``), target
+model's forward passes on the audit rows: ``TrainedReferences.output_batches``), target
 scoring (``Target``'s forward passes), and the rest (loading, attack statistics,
 checks, report); the most forward passes any reference model made over the
 audit rows and the z-samples under one view after LiRA and RMIA (1: they shared
@@ -161,7 +161,7 @@ class Timers:
     def installed(self):  # noqa: ANN201
         import privgate.training.engine as engine
         from privgate.inputs.target import Target
-        from privgate.training.ensemble import Ensemble
+        from privgate.training.trained import TrainedReferences as Ensemble
 
         timers = self
         train, outputs, raw = engine.train_ensemble, Ensemble.output_batches, Target._raw_batches

@@ -123,7 +123,7 @@ def variants(a, ensembles: dict, cache: str, threads: int) -> dict[str, np.ndarr
         out["learned_reference, logistic"] = final_scores(result, a.calibration, a.membership)
         g_t = _gradient_norms(a.target.module, a.x, y)
         g_r = []
-        for state in refs.ensemble.states[: refs.k]:
+        for state in refs.ensemble.models[: refs.k]:
             m = a.recipe.model_factory()
             m.load_state_dict(state)
             g_r.append(_gradient_norms(m.eval(), a.x, y))

@@ -36,7 +36,7 @@ run's cache: the models are loaded) follows.
 The privgate process runs the CLI through a small wrapper (:data:`WRAPPER`) that
 times, without changing anything the CLI does, the reference-model training
 (:func:`privgate.training.tasks.train_groups`) and the reference models'
-forward passes (:meth:`privgate.training.ensemble.Ensemble.output_batches`).
+forward passes (:meth:`privgate.training.trained.TrainedReferences.output_batches`).
 The wall time is split into: process start and imports (wall time minus the
 report's duration), reference/shadow-model training, scoring (the reference
 models' forward passes over the audit rows and z-samples), the attacks' own
@@ -114,7 +114,10 @@ WRAPPER = textwrap.dedent(
 
     def patch():
         import privgate.training.engine as engine
-        from privgate.training.ensemble import Ensemble
+        try:
+            from privgate.training.trained import TrainedReferences as Ensemble
+        except ImportError:  # a privgate from before one result type for reference models (--before)
+            from privgate.training.ensemble import Ensemble
 
         inner_train, inner_out = engine.train_groups, Ensemble.output_batches
 

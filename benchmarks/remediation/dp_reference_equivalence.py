@@ -41,11 +41,12 @@ from recipe import RECIPE  # noqa: E402
 from privgate.dp.recipe import DPRecipe  # noqa: E402
 from privgate.dpsgd.train import DPSettings, train_dp  # noqa: E402
 from privgate.inputs.target import log_softmax  # noqa: E402
-from privgate.training.engine import Ensemble, train_models  # noqa: E402
+from privgate.training.engine import TrainedReferences, train_models  # noqa: E402
+from privgate.training.ensemble import TorchReader  # noqa: E402
 from privgate.training.plan import model_seeds, paired_masks  # noqa: E402
 
 
-def logit_confidence(ens: Ensemble, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def logit_confidence(ens: TrainedReferences, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """φ of every model on every row, ``[K, n]``."""
     lp = log_softmax(ens.logits(x))
     ly = lp[:, np.arange(len(y)), y]
@@ -75,7 +76,7 @@ def main() -> int:
             t0 = time.perf_counter()
             out = train_models(dp, x, y, masks, seeds, vectorise=vectorise)
             seconds = time.perf_counter() - t0
-            ens = Ensemble(recipe=dp, states=out.states, masks=masks, seeds=seeds)
+            ens = TrainedReferences(recipe=dp, models=out.states, masks=masks, seeds=seeds, reader=TorchReader(dp))
             phi = logit_confidence(ens, x, y)
             gap = np.array([phi[masks[:, i], i].mean() - phi[~masks[:, i], i].mean() for i in range(len(y))])
             spread = float(np.mean([phi[~masks[:, i], i].std() for i in range(len(y))]))

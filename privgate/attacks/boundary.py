@@ -11,6 +11,7 @@ Details: ``docs/internals-attacks-lm.md``.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -75,15 +76,8 @@ class BoundaryAttack(Attack):
         if noise == "auto":
             noise = "flip" if np.isin(x, (0.0, 1.0)).all() else "gaussian"
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0xB0D]))
-
-        def predict(rows: np.ndarray) -> np.ndarray:
-            return ctx.target.predict(rows.reshape(len(rows), *shape[1:]))
-
-        if ctx.population is not None and len(ctx.population) > 0:
-            cal_x, cal_y, where = ctx.population.x, ctx.population.y, "the population (known non-members)"
-        else:
-            cal_x, cal_y, where = ctx.x, ctx.y, "the pooled audit rows (no membership used)"
-        cal_x = np.asarray(cal_x, dtype=np.float32).reshape(len(cal_x), -1)
+        predict = _Labels(ctx.target, shape[1:])
+        cal_x, cal_y, where = _calibration_rows(ctx)
         std = cal_x.std(axis=0) if noise == "gaussian" else np.ones(x.shape[1], dtype=np.float32)
         t50, shares = _calibrate(predict, cal_x, np.asarray(cal_y), noise, std, rng)
         factors = SCALE_FACTORS[: o["scales"]] if o["scales"] > 4 else SCALE_FACTORS[1 : 1 + o["scales"]]
@@ -126,6 +120,26 @@ class BoundaryAttack(Attack):
                 "t50_calibration": shares,
             },
         )
+
+
+@dataclass(frozen=True)
+class _Labels:
+    """The target's labels for flattened rows (reshaped to its rows' ``shape`` first)."""
+
+    target: Any
+    shape: tuple[int, ...]
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        return self.target.predict(rows.reshape(len(rows), *self.shape))
+
+
+def _calibration_rows(ctx: AttackContext) -> tuple[np.ndarray, np.ndarray, str]:
+    """The flattened rows t50 is calibrated on, their labels, and what they are: the population, else the pool."""
+    if ctx.population is not None and len(ctx.population) > 0:
+        cal_x, cal_y, where = ctx.population.x, ctx.population.y, "the population (known non-members)"
+    else:
+        cal_x, cal_y, where = ctx.x, ctx.y, "the pooled audit rows (no membership used)"
+    return np.asarray(cal_x, dtype=np.float32).reshape(len(cal_x), -1), np.asarray(cal_y), where
 
 
 def _calibrate(

@@ -309,43 +309,25 @@ class InversionAttack(Attack):
         if module is None:
             raise AttackSkipped("the target exposes no torch module, so its inputs cannot be optimised")
         o = self.options
-        notes: list[str] = []
         image_shape, note = _resolve_image_shape(o["image_shape"], ctx)
-        if note:
-            notes.append(note)
-        pop = ctx.population
-        known = pop.x if pop is not None else ctx.x
-        # the attacker's knowledge: the data range and a typical input come from population data;
-        # without it, only the range (domain knowledge) is taken from the audit data
-        lo, hi = known.min(axis=0), known.max(axis=0)
-        centre_start = pop.x.mean(axis=0) if pop is not None else (lo + hi) / 2
-        if pop is None:
+        notes = [note] if note else []
+        lo, hi, start = _range_and_start(ctx)
+        if ctx.population is None:
             notes.append(
                 "no population data: inversion starts from the middle of the audit data's range, with no prior"
             )
-        prior = _prior(o["prior"], pop, lo, hi, ctx.seed)
+        prior = _prior(o["prior"], ctx.population, lo, hi, ctx.seed)
         tv = (0.05 if image_shape is not None else 0.0) if o["tv"] == "auto" else float(o["tv"])
         n_classes = int(ctx.target.predict_proba(ctx.x[:1]).shape[1])
         R = o["restarts"]
         classes = np.tile(np.arange(n_classes), R)  # restart r of class c is row r·K + c
-        starts = _starts(centre_start, n_classes, len(classes), lo, hi, ctx.seed)
+        starts = _starts(start, n_classes, len(classes), lo, hi, ctx.seed)
         inv = invert(
-            module,
-            classes,
-            starts.astype(np.float32),
-            lo,
-            hi,
-            steps=o["steps"],
-            lr=o["lr"],
-            confidence_target=o["confidence_target"],
-            patience=o["patience"],
-            tv=tv,
-            image_shape=image_shape,
-            prior=prior,
-            prior_weight=o["prior_weight"],
-            outputs=ctx.target.outputs or "logits",
-        )
-        centre = (pop.x if pop is not None else ctx.x).mean(axis=0)
+            module, classes, starts.astype(np.float32), lo, hi,
+            tv=tv, image_shape=image_shape, prior=prior, outputs=ctx.target.outputs or "logits",
+            **{k: o[k] for k in ("steps", "lr", "confidence_target", "patience", "prior_weight")},
+        )  # fmt: skip
+        centre = (ctx.population.x if ctx.population is not None else ctx.x).mean(axis=0)
         sims = _similarities(inv.recon, ctx, centre, float(np.max(hi - lo)), n_classes, R, image_shape)
         measure = o["measure"] if o["measure"] != "auto" else ("ssim" if image_shape is not None else "cosine")
         if measure not in sims:
@@ -377,6 +359,15 @@ class InversionAttack(Attack):
             notes=notes,
             extras=extras,
         )
+
+
+def _range_and_start(ctx: AttackContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The attacker's knowledge: the data range and a typical input come from population data; without it, only
+    the range (domain knowledge) is taken from the audit data, and inversion starts from its middle."""
+    pop = ctx.population
+    known = pop.x if pop is not None else ctx.x
+    lo, hi = known.min(axis=0), known.max(axis=0)
+    return lo, hi, pop.x.mean(axis=0) if pop is not None else (lo + hi) / 2
 
 
 def __getattr__(name: str) -> Any:

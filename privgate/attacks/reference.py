@@ -23,7 +23,8 @@ from privgate.errors import RecipeError, shown
 
 if TYPE_CHECKING:  # torch and the training engine load when an attack runs, not when policies are validated
     from privgate.inputs.surface import Surface
-    from privgate.training.engine import Ensemble
+    from privgate.training.references import Trainer
+    from privgate.training.trained import TrainedReferences
 
 
 @dataclass
@@ -49,7 +50,7 @@ class References:
     """
 
     inside: np.ndarray
-    ensemble: Ensemble
+    ensemble: TrainedReferences
     x: np.ndarray
     y: np.ndarray
     kind: outputs.Kind = outputs.LOGITS
@@ -90,12 +91,12 @@ class References:
     def passes(self) -> dict[str, int]:
         """The most forward passes any of these models has made over the audit rows (and the z-samples) under one
         view in this run: 1 when every attack that read them shared one scoring pass; {} when not counted."""
-        count = getattr(self.ensemble, "passes", None)
+        count = self.ensemble.passes(self.x)
         if count is None:
             return {}
-        out = {"audit_rows": count(self.x)}
+        out = {"audit_rows": count}
         if self.z_x is not None:
-            out["z_samples"] = count(self.z_x)
+            out["z_samples"] = self.ensemble.passes(self.z_x) or 0
         return out
 
     @cached_property
@@ -216,44 +217,6 @@ def check_models(k: int, minimum: int = 2, name: str = "models") -> int:
     return k
 
 
-def _check_recipe_matches(ctx: AttackContext, state: dict[str, Any] | None = None) -> None:
-    """The recipe's model must have the target's parameters (when the target exposes them).
-
-    ``state``: a trained reference model's, for a recipe of the user's own
-    training function that builds no model (checked once it has returned one).
-    """
-    import torch
-
-    recipe = ctx.recipe
-    assert recipe is not None
-    model = ctx.target.model
-    target_state = model.state_dict() if hasattr(model, "state_dict") and callable(model.state_dict) else None
-    if not isinstance(target_state, dict) or not target_state:
-        return
-    if state is None:
-        state = recipe.build().state_dict()
-    mine = {k: tuple(v.shape) for k, v in state.items()}
-    theirs = {k: tuple(v.shape) for k, v in target_state.items() if isinstance(v, torch.Tensor)}
-    if mine == theirs:
-        return
-    missing = sorted(set(theirs) - set(mine))
-    extra = sorted(set(mine) - set(theirs))
-    shapes = [f"{k} {mine[k]} vs {theirs[k]}" for k in sorted(set(mine) & set(theirs)) if mine[k] != theirs[k]]
-    detail = "; ".join(
-        part
-        for part in (
-            f"target parameters the recipe's model lacks: {', '.join(missing[:3])}" if missing else "",
-            f"recipe parameters the target lacks: {', '.join(extra[:3])}" if extra else "",
-            f"different shapes: {', '.join(shapes[:3])}" if shapes else "",
-        )
-        if part
-    )
-    raise RecipeError(
-        f"recipe '{recipe.name}': its model does not match the target's parameters ({detail}); "
-        "reference models must be trained like the target."
-    )
-
-
 def build_references(
     ctx: AttackContext, k: int, *, z_samples: int = 0, min_population: int = 0, attack: str = ""
 ) -> References:
@@ -272,66 +235,14 @@ def build_references(
     """
     if ctx.recipe is None:  # the gate skips needs_recipe attacks first; keep the contract explicit
         raise AttackSkipped(f"'{attack}' trains reference models and needs a recipe (--recipe module:attr)")
-    if min_population:
-        have = 0 if ctx.population is None else len(ctx.population)
-        if have < min_population:
-            raise AttackSkipped(
-                f"'{attack}' needs at least {min_population} population rows (known non-members, never trained on) "
-                f"to compare its {k} reference models against; the audit has {have or 'none'} (give --population)"
-            )
-    from privgate.executors import executor_for
-    from privgate.inputs.sanity import recipe_warning
-    from privgate.sklearn_recipe import SklearnRecipe
-    from privgate.training.engine import train_ensemble
-    from privgate.training.plan import model_seeds, paired_masks
-    from privgate.tree_recipe import TreeRecipe
+    _check_population(ctx, k, min_population, attack)
+    from privgate.training.plan import paired_masks
+    from privgate.training.references import trainer_for
 
-    trees = isinstance(ctx.recipe, TreeRecipe)
-    clones = isinstance(ctx.recipe, SklearnRecipe)  # scikit-learn: clones fitted on the same plan
-    if trees:  # boosted trees (privgate.training.trees): the same plan, trained by their own library
-        from privgate.training.trees import check_matches, train_trees
-
-        check_matches(ctx.target.model, ctx.recipe)
-    elif clones:
-        from privgate.training.sklearn_models import check_target, train_clones
-
-        check_target(ctx.target, ctx.recipe)
-    elif ctx.recipe.model_factory is not None:
-        _check_recipe_matches(ctx)  # a recipe of the user's own training function only: once it returned a model
-    n = len(ctx.y)
-    masks = paired_masks(n, k, ctx.seed)
-    earlier = min((m for m in ctx.ensembles if m >= k), default=None)
-    if earlier is not None:  # the same models (same recipe, rows, masks and seeds) an earlier attack of this run has
-        ens = reused(ctx.ensembles[earlier].first(k), cached=ctx.run.cache is not None)
-    else:  # train as many as the run's attacks will ask for (privgate.attacks.sharing); this one reads the first k
-        most = max(k, ctx.planned_models)
-        every, seeds = paired_masks(n, most, ctx.seed), model_seeds(ctx.seed, most)
-        if trees:
-            ens = train_trees(ctx.recipe, ctx.x, ctx.y, every, seeds, threads=ctx.threads or 1)
-        elif clones:
-            ens = train_clones(ctx.recipe, ctx.target.model, ctx.x, ctx.y, every, seeds, threads=ctx.threads,
-                               executor=executor_for(ctx.run), cache_dir=ctx.run.cache, cache_key=ctx.run.cache_key,
-                               progress=ctx.run.progress)  # fmt: skip
-        else:
-            ens = train_ensemble(
-                ctx.recipe,
-                ctx.x,
-                ctx.y,
-                every,
-                seeds,
-                cache_dir=ctx.run.cache,
-                cache_key=ctx.run.cache_key,
-                threads=ctx.threads,
-                engine=ctx.run.engine,
-                device=ctx.device,
-                executor=executor_for(ctx.run),
-                models_per_task=ctx.run.models_per_task,
-                architecture=ctx.target.module if ctx.recipe.model_factory is None else None,
-            )
-            if ctx.recipe.model_factory is None and len(ens):
-                _check_recipe_matches(ctx, ens.states[0])
-        ctx.ensembles[most] = ens
-        ens = ens.first(k)
+    trainer = trainer_for(ctx.recipe)
+    trainer.check(ctx.target, ctx.recipe)
+    masks = paired_masks(len(ctx.y), k, ctx.seed)
+    ens = _trained_or_shared(ctx, k, trainer)
     refs = References(
         inside=masks,
         ensemble=ens,
@@ -342,14 +253,7 @@ def build_references(
         notes=list(ens.notes) + list(ens.warnings),
         surface=ctx.target.surface,
     )
-    expected = ctx.target.outputs if ctx.target.module is not None and ctx.target.outputs else None
-    if expected is None:  # a scikit-learn target: the recipe's torch models are read on their own terms
-        refs.kind = _kind_of_models(ens, ctx.x)
-    else:
-        refs.kind = refs.expected = expected
-    mismatch = recipe_warning(ctx.target, ctx.recipe)
-    if mismatch:
-        refs.notes.append(mismatch)
+    _read_as_target(refs, ctx)
     if z_samples and ctx.population is not None:
         pop = ctx.population
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0x2A]))
@@ -358,7 +262,61 @@ def build_references(
     return refs
 
 
-def _kind_of_models(ens: Ensemble, x: np.ndarray) -> outputs.Kind:
+def _check_population(ctx: AttackContext, k: int, min_population: int, attack: str) -> None:
+    """Skip the attack when the population has fewer than ``min_population`` rows."""
+    have = 0 if ctx.population is None else len(ctx.population)
+    if have < min_population:
+        raise AttackSkipped(
+            f"'{attack}' needs at least {min_population} population rows (known non-members, never trained on) "
+            f"to compare its {k} reference models against; the audit has {have or 'none'} (give --population)"
+        )
+
+
+def _trained_or_shared(ctx: AttackContext, k: int, trainer: Trainer) -> TrainedReferences:
+    """The first ``k`` reference models: those an earlier attack of this run trained, or trained now.
+
+    Trained now: as many as the run's attacks will ask for (:mod:`privgate.attacks.sharing`), kept in the context.
+    """
+    from privgate.executors import executor_for
+    from privgate.training.plan import model_seeds, paired_masks
+    from privgate.training.trained import TrainSettings
+
+    earlier = min((m for m in ctx.ensembles if m >= k), default=None)
+    if earlier is not None:  # the same models (same recipe, rows, masks and seeds) an earlier attack of this run has
+        return reused(ctx.ensembles[earlier].first(k), cached=ctx.run.cache is not None)
+    most = max(k, ctx.planned_models)
+    settings = TrainSettings(
+        cache_dir=ctx.run.cache,
+        cache_key=ctx.run.cache_key,
+        threads=ctx.threads,
+        engine=ctx.run.engine,
+        device=ctx.device,
+        executor=executor_for(ctx.run) if trainer.executor else None,
+        models_per_task=ctx.run.models_per_task,
+        progress=ctx.run.progress,
+    )
+    every, seeds = paired_masks(len(ctx.y), most, ctx.seed), model_seeds(ctx.seed, most)
+    ens = trainer.train(ctx.recipe, ctx.target, ctx.x, ctx.y, every, seeds, settings)
+    ctx.ensembles[most] = ens
+    return ens.first(k)
+
+
+def _read_as_target(refs: References, ctx: AttackContext) -> None:
+    """How the models' outputs are read: as the target's kind, or (a scikit-learn target) as they come; and a note
+    when the recipe looks unlike the target (:func:`privgate.inputs.sanity.recipe_warning`)."""
+    from privgate.inputs.sanity import recipe_warning
+
+    expected = ctx.target.outputs if ctx.target.module is not None and ctx.target.outputs else None
+    if expected is None:  # a scikit-learn target: the recipe's torch models are read on their own terms
+        refs.kind = _kind_of_models(refs.ensemble, ctx.x)
+    else:
+        refs.kind = refs.expected = expected
+    mismatch = recipe_warning(ctx.target, ctx.recipe)
+    if mismatch:
+        refs.notes.append(mismatch)
+
+
+def _kind_of_models(ens: TrainedReferences, x: np.ndarray) -> outputs.Kind:
     """The kind all models' outputs on ``x`` share (logits when they do not share one), streamed."""
     seen: list[set[outputs.Kind | None]] = [set() for _ in range(len(ens))]
     for m, _, raw in ens.output_batches(x):
@@ -399,7 +357,7 @@ def reference_result(
     )
 
 
-def reused(ens: Ensemble, cached: bool) -> Ensemble:
+def reused(ens: TrainedReferences, cached: bool) -> TrainedReferences:
     """``ens`` as a later attack of the same run gets it: nothing trained, no cost, its outputs shared.
 
     With a cache the attack would have loaded these very models from it, and is

@@ -5,7 +5,7 @@ A model trained with random crops and flips has memorised each image under its a
 asks every model the identity and the mirror (2), or a 3×3 (18) or 5×5 (50) grid of the shifts the
 recipe's crop draws, each mirrored (RMIA's code offers the same three); the default is 2 when the recipe flips,
 18 (its 9 shifts) when it only crops; ``false`` queries once. A reference model's view is made on its device
-from the batch already there (:meth:`privgate.training.ensemble.Ensemble.output_batches`); the target's from
+from the batch already there (:meth:`privgate.training.ensemble.TorchReader.output_batches`); the target's from
 slabs of rows bounded in bytes. Grids, costs and the measurements behind the default: docs/attacks.md.
 """
 

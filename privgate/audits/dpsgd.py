@@ -233,7 +233,6 @@ def one_run_report(
     best, attempts = audit_bound(scores, included, settings.delta, settings.confidence)
     ceiling = max_provable_from_canaries(m, settings.delta, settings.confidence)
     verdict, summary = _decide(settings, best.epsilon_lb, ceiling)
-    grid = guess_counts(m)
     return DpsgdAuditReport(
         privgate_version=__version__,
         verdict=verdict,  # type: ignore[arg-type]
@@ -249,24 +248,10 @@ def one_run_report(
         epsilon_lb=best.epsilon_lb,
         max_provable_epsilon=ceiling,
         attempts=[GuessAttempt(guesses=a.guesses, correct=a.correct, epsilon_lb=a.epsilon_lb) for a in attempts],
-        bound={
-            "name": BOUND_NAME,
-            "delta_handling": "p-value P[Bin(r, q) ≥ v] + 2mδ·max_i P[v−i ≤ Bin(r, q) < v]/i at the claimed δ, q = "
-            "e^ε/(1+e^ε); needs 2mδ ≤ 1",
-            "guess_grid": [min(2 * k, m) for k in grid],
-            "guess_fractions": list(GUESS_FRACTIONS),
-            "bonferroni": len(grid),
-            "attempt_confidence": 1.0 - (1.0 - settings.confidence) / len(grid),
-        },
+        bound=_bound(settings, m),
         trainer=trainer,
         data=data,
-        policy={
-            "name": f"claimed ε = {settings.epsilon:g}, δ = {settings.delta:g}",
-            "claim": "(ε, δ)-DP of one DP-SGD run",
-            "epsilon": settings.epsilon,
-            "delta": settings.delta,
-            "confidence": settings.confidence,
-        },
+        policy=_claim(settings),
         target=target,
         checks=[
             claim_check(
@@ -285,6 +270,31 @@ def one_run_report(
         started=started,
         duration_s=round(time.perf_counter() - t0, 3),
     )
+
+
+def _bound(settings: DpsgdSettings, m: int) -> dict[str, Any]:
+    """The report's account of the bound: its name, how δ enters, the guess grid and its Bonferroni split."""
+    grid = guess_counts(m)
+    return {
+        "name": BOUND_NAME,
+        "delta_handling": "p-value P[Bin(r, q) ≥ v] + 2mδ·max_i P[v−i ≤ Bin(r, q) < v]/i at the claimed δ, q = "
+        "e^ε/(1+e^ε); needs 2mδ ≤ 1",
+        "guess_grid": [min(2 * k, m) for k in grid],
+        "guess_fractions": list(GUESS_FRACTIONS),
+        "bonferroni": len(grid),
+        "attempt_confidence": 1.0 - (1.0 - settings.confidence) / len(grid),
+    }
+
+
+def _claim(settings: DpsgdSettings) -> dict[str, Any]:
+    """The claim audited, as the report's policy."""
+    return {
+        "name": f"claimed ε = {settings.epsilon:g}, δ = {settings.delta:g}",
+        "claim": "(ε, δ)-DP of one DP-SGD run",
+        "epsilon": settings.epsilon,
+        "delta": settings.delta,
+        "confidence": settings.confidence,
+    }
 
 
 def audit_remediation(

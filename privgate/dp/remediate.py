@@ -146,30 +146,61 @@ def search(
         An :class:`Outcome` whose report carries the typed ``remediation`` section.
     """
     run = decided(options or RunOptions(), task.target, task.data, task.policy, task.audit_recipe, hardening=True)
-    policy, rem = task.policy, task.policy.remediation
     t0 = time.perf_counter()
     earlier = original.duration_s if original is not None else 0.0  # audited before this call
-    original = original or check_model(task.target, task.data, policy, recipe=task.audit_recipe, options=run)
+    original = original or check_model(task.target, task.data, task.policy, recipe=task.audit_recipe, options=run)
     task.original_seconds = float(original.duration_s or 0.0)
     clock = _Clock(t0, time.perf_counter(), earlier)
+    section, orig_utility, floor = _opening(task, original)
+    early = _before_training(task, original, section, clock)
+    if early is not None:
+        return early
+    plan = task.plan(run)
+    if plan is None:  # no DP: the task walks its own schedule (a scikit-learn model's capacity ladder)
+        found, candidates = task.walk(section, floor, run, on_row)
+    else:
+        section.settings, section.clip_search_trainings = plan.section, plan.clip_trainings
+        walk = _Walk(task, section, floor, run, on_row, {} if memo is None else memo)
+        found, candidates = _walk(walk, plan, sweep)
+    if found.stopped is not None:
+        return _stopped(task, original, section, found, clock)
+    chosen = found.chosen
+    if chosen is None:
+        section.status, section.first_broken = task.nothing, found.broke
+        section.reason = task.reason(found.reason, floor)
+        report = _with_section(original, section, clock)
+        report = report.model_copy(update={"summary": f"{original.summary} — remediation: {section.reason}"})
+        return Outcome(report, task.nothing, candidates=candidates)
+    random = task.policy.remediation.search == "random_stopping" and plan is not None
+    mark_not_taken(section.rows, chosen, "the accepted trial with the best utility" if random else chosen.taken)
+    if plan is None:
+        summary = task.hardened(section, chosen, orig_utility, floor, len(candidates))
+    else:
+        summary = _hardened(task, plan, section, chosen, orig_utility, floor, len(candidates))
+    return _audited_release(task, plan, section, chosen, summary, run, clock, candidates)
+
+
+def _opening(task: HardenTask, original: Report) -> tuple[RemediationSection, float, float | None]:
+    """The remediation section as the search opens it, the original model's utility and the utility floor."""
     orig_utility, orig_ci = task.utility(task.target)
     floor, floor_rule = task.floor(orig_utility)
-    section = RemediationSection.opening(
-        rem,
-        original,
-        orig_utility,
-        orig_ci,
-        UtilitySpec(
-            metric=task.metric,
-            data=task.utility_source,
-            floor=None if floor is None else round(floor, 6),
-            rule=floor_rule,
-            baseline=task.baseline,
-        ),
+    spec = UtilitySpec(
+        metric=task.metric,
+        data=task.utility_source,
+        floor=None if floor is None else round(floor, 6),
+        rule=floor_rule,
+        baseline=task.baseline,
     )
+    section = RemediationSection.opening(task.policy.remediation, original, orig_utility, orig_ci, spec)
     section.method = task.method
     if task.method != "dp":  # no ε schedule: the task's own (a capacity ladder) is set as it walks
         section.schedule = []
+    return section, orig_utility, floor
+
+
+def _before_training(task: HardenTask, original: Report, section: RemediationSection, clock: _Clock) -> Outcome | None:
+    """The outcome when no candidate need or could be trained: the original passes, nothing retraining changes
+    is undecided, or no candidate could pass at this audit size; None: search."""
     if original.verdict == "pass":
         section.status, section.reason = "not_needed", "the original model passes the policy; nothing was retrained"
         return Outcome(_with_section(original, section, clock), "not_needed")
@@ -181,34 +212,28 @@ def search(
             f"({'; '.join(f'{c.id}: {c.reason}' for c in blocked)}), so retraining would not change the verdict"
         )
         return Outcome(_with_section(original, section, clock), "cannot_help")
-    blocked = undecidable(original, policy, task.audit_policy or policy)
-    if blocked is not None:  # no candidate could pass at this audit size: stop before training any
-        section.status, section.first_broken, section.reason = task.nothing, "audit_size", blocked
-        report = _with_section(original, section, clock)
-        report = report.model_copy(update={"summary": f"{original.summary} — remediation: {blocked}"})
-        return Outcome(report, task.nothing)
-    plan = task.plan(run)
-    if plan is None:  # no DP: the task walks its own schedule (a scikit-learn model's capacity ladder)
-        found, candidates = task.walk(section, floor, run, on_row)
-    else:
-        section.settings, section.clip_search_trainings = plan.section, plan.clip_trainings
-        found, candidates = _walk(task, plan, section, floor, run, on_row, {} if memo is None else memo, sweep)
-    if found.stopped is not None:
-        return _stopped(task, original, section, found, clock)
-    chosen = found.chosen
-    if chosen is None:
-        section.status, section.first_broken = task.nothing, found.broke
-        section.reason = task.reason(found.reason, floor)
-        report = _with_section(original, section, clock)
-        report = report.model_copy(update={"summary": f"{original.summary} — remediation: {section.reason}"})
-        return Outcome(report, task.nothing, candidates=candidates)
-    random = rem.search == "random_stopping" and plan is not None
-    mark_not_taken(section.rows, chosen, "the accepted trial with the best utility" if random else chosen.taken)
-    if plan is None:
-        summary = task.hardened(section, chosen, orig_utility, floor, len(candidates))
-    else:
-        summary = _hardened(task, plan, section, chosen, orig_utility, floor, len(candidates))
-    if rem.audit and plan is not None:
+    why = undecidable(original, task.policy, task.audit_policy or task.policy)
+    if why is None:
+        return None
+    section.status, section.first_broken, section.reason = task.nothing, "audit_size", why
+    report = _with_section(original, section, clock)
+    report = report.model_copy(update={"summary": f"{original.summary} — remediation: {why}"})
+    return Outcome(report, task.nothing)
+
+
+def _audited_release(
+    task: HardenTask,
+    plan: Plan | None,
+    section: RemediationSection,
+    chosen: Candidate,
+    summary: str,
+    run: RunOptions,
+    clock: _Clock,
+    candidates: list[Candidate],
+) -> Outcome:
+    """The hardened outcome, after the one-run audit of the chosen DP model when the policy asks for it (a failed
+    audit hands out no model)."""
+    if task.policy.remediation.audit and plan is not None:
         audit = task.one_run_audit(chosen, plan.settings, run)
         if isinstance(audit, str):  # not run, and why
             section.audit_summary = audit
@@ -225,26 +250,26 @@ def search(
     return Outcome(report, "hardened", chosen.model, chosen.recipe, chosen, candidates)
 
 
-def _walk(
-    task: HardenTask,
-    plan: Plan,
-    section: RemediationSection,
-    floor: float | None,
-    run: RunOptions,
-    on_row: RowCallback | None,
-    memo: dict[Any, Candidate],
-    sweep: bool,
-) -> tuple[Searched, list[Candidate]]:
-    """Train, audit and measure candidates as the policy's search walks its schedule; account for all of them."""
-    rem, settings, say = task.policy.remediation, plan.settings, run.say
-    in_search = [True]
+@dataclass
+class _Walk:
+    """The candidates of one ε search: each trained, audited and measured once (``memo``), each row reported."""
 
-    def train_candidate(eps: float, sigma: float, trial: int | None) -> Candidate:
+    task: HardenTask
+    section: RemediationSection
+    floor: float | None
+    run: RunOptions
+    on_row: RowCallback | None
+    memo: dict[Any, Candidate]
+    in_search: bool = True  # False for the sweep's extra candidates
+
+    def train(self, eps: float, sigma: float, trial: int | None) -> Candidate:
+        """The candidate at ``eps`` (noise ``sigma``; ``trial`` of a random-stopping search): trained, audited."""
         key = (eps, trial)
-        if key in memo:
-            return memo[key]
+        if key in self.memo:
+            return self.memo[key]
+        task, run, say = self.task, self.run, self.run.say
         label = f"{task.trained_as} ε={eps:g}" + (f" (trial {trial})" if trial else "")
-        say(f"{label}: training (model {len(section.rows) + 1})")
+        say(f"{label}: training (model {len(self.section.rows) + 1})")
         seed = run.seed if trial is None else run.seed + TRIAL_SEED * trial  # each trial: its own noise and batches
         with limit_threads(run.threads):
             model, record = task.train(eps, sigma, seed, run)
@@ -256,54 +281,60 @@ def _walk(
         record = dataclasses.replace(record, target_epsilon=float(eps))
         target, recipe = task.audited(model, record, label)
         folder = f"dp-eps-{eps:g}" + (f"-trial{trial}" if trial else "")
-        report = check_model(
-            target,
-            task.data,
-            task.policy,
-            recipe=recipe,
-            options=run.replace(
-                artefacts_dir=str(Path(run.artefacts_dir) / folder) if run.artefacts_dir else None,
-                progress=lambda msg: say(f"{label}: {msg}"),
-            ),
+        options = run.replace(
+            artefacts_dir=str(Path(run.artefacts_dir) / folder) if run.artefacts_dir else None,
+            progress=lambda msg: say(f"{label}: {msg}"),
         )
+        report = check_model(target, task.data, task.policy, recipe=recipe, options=options)
         util, util_ci = task.utility(target)
-        memo[key] = task.candidate(eps, model, recipe, record, report, util, util_ci, floor, trial)
-        return memo[key]
+        self.memo[key] = task.candidate(eps, model, recipe, record, report, util, util_ci, self.floor, trial)
+        return self.memo[key]
 
-    def on_candidate(cand: Candidate, released_eps: float | None) -> None:
-        row = cand.row(in_search=in_search[0], released_epsilon=released_eps)
-        section.rows.append(row)
-        if on_row:
-            on_row(row)
+    def add(self, cand: Candidate, released_eps: float | None) -> None:
+        """Report a decided candidate's row."""
+        row = cand.row(in_search=self.in_search, released_epsilon=released_eps)
+        self.section.rows.append(row)
+        if self.on_row:
+            self.on_row(row)
 
+
+def _walk(walk: _Walk, plan: Plan, sweep: bool) -> tuple[Searched, list[Candidate]]:
+    """Train, audit and measure candidates as the policy's search walks its schedule; account for all of them."""
+    task, section = walk.task, walk.section
+    rem, settings = task.policy.remediation, plan.settings
     limit = rem.max_total_epsilon
     if rem.search == "random_stopping":
         trials = Trials(rem.trials.distribution, rem.trials.mean, rem.trials.shape)
         found = random_stopping_search(
-            train_candidate, rem.epsilons, settings, task.n_units, trials, run.seed,
-            max_total_epsilon=limit, on_candidate=on_candidate,
+            walk.train, rem.epsilons, settings, task.n_units, trials, walk.run.seed,
+            max_total_epsilon=limit, on_candidate=walk.add,
         )  # fmt: skip
     else:
         found = compose_search(
-            train_candidate, rem.epsilons, rem.strategy, settings, task.n_units,
-            max_total_epsilon=limit, on_candidate=on_candidate,
+            walk.train, rem.epsilons, rem.strategy, settings, task.n_units,
+            max_total_epsilon=limit, on_candidate=walk.add,
         )  # fmt: skip
     candidates = found.candidates
     section.trainings = len(candidates)
     section.accounting = accounting_of(found, settings, rem.search, limit)
     if sweep and rem.search == "compose" and found.stopped is None:
-        from privgate.dpsgd.accounting import calibrate, sampling
-
-        in_search[0] = False
-        q, _ = sampling(task.n_units, settings.batch_size, settings.epochs)
-        for eps in rem.epsilons:
-            if all(c.epsilon != eps for c in candidates):
-                sigma, _ = calibrate(eps, settings.delta, q, settings.epochs, settings.accountant)
-                on_candidate(train_candidate(float(eps), sigma, None), None)
+        _sweep(walk, settings, candidates)
     section.architecture_changes = candidates[0].training.architecture_changes if candidates else []
     section.rows.sort(key=lambda r: (-r.epsilon, r.trial or 0))
     section.selection_leakage = task.selection_statement(len(candidates), section.accounting.basis, plan.clip_from)
     return found, candidates
+
+
+def _sweep(walk: _Walk, settings: Any, candidates: list[Candidate]) -> None:
+    """Train and audit every ε of the schedule the search did not, for the full ε–utility–attack table."""
+    from privgate.dpsgd.accounting import calibrate, sampling
+
+    walk.in_search = False
+    q, _ = sampling(walk.task.n_units, settings.batch_size, settings.epochs)
+    for eps in walk.task.policy.remediation.epsilons:
+        if all(c.epsilon != eps for c in candidates):
+            sigma, _ = calibrate(eps, settings.delta, q, settings.epochs, settings.accountant)
+            walk.add(walk.train(float(eps), sigma, None), None)
 
 
 def _hardened(

@@ -242,17 +242,7 @@ def measure_extraction(
         excess: float | None = len(hits1) / n1 - len(hits0) / n0
     else:  # nothing to compare: the difference is not measured
         lo, hi, p, excess = -1.0, 1.0, None, None
-        span = _lengths(lengths)
-        untested = " and ".join(f"no {w}" for w, n in (("member", n1), ("non-member", n0)) if not n)
-        reason = (
-            f"{untested} is long enough to test: a test needs {k} + {m} = {k + m} tokens and the records have "
-            f"{span.get('min', 0)} to {span.get('max', 0)}"
-            + (
-                "; set the extraction options prefix_tokens and suffix_tokens lower"
-                if k + m > MIN_PREFIX + MIN_SUFFIX
-                else ""
-            )
-        )
+        reason = _untested(lengths, n1, n0, k, m)
     return ExtractionReport(
         members=r1,
         nonmembers=r0,
@@ -268,6 +258,19 @@ def measure_extraction(
         adaptive=prefix_tokens is None or suffix_tokens is None,
         lengths=_lengths(lengths),
         reason=reason,
+    )
+
+
+def _untested(lengths: list[int], n1: int, n0: int, k: int, m: int) -> str:
+    """Why the difference is not measured: no member or no non-member is long enough for ``k + m`` tokens."""
+    span = _lengths(lengths)
+    untested = " and ".join(f"no {w}" for w, n in (("member", n1), ("non-member", n0)) if not n)
+    lower = ""
+    if k + m > MIN_PREFIX + MIN_SUFFIX:
+        lower = "; set the extraction options prefix_tokens and suffix_tokens lower"
+    return (
+        f"{untested} is long enough to test: a test needs {k} + {m} = {k + m} tokens and the records have "
+        f"{span.get('min', 0)} to {span.get('max', 0)}{lower}"
     )
 
 

@@ -53,6 +53,17 @@ def comparability(base: Report, new: Report, base_name: str = "BASE", new_name: 
             f"{base_name} has report schema version {base.schema_version} and {new_name} {new.schema_version}; "
             "reports of different schema versions cannot be compared (re-run privgate check on the baseline)"
         )
+    names = (base_name, new_name)
+    return (
+        _policies(base, new, *names)
+        or _checks(base, new, *names)
+        or _attacks(base, new, *names)
+        or _data(base, new, *names)
+    )
+
+
+def _policies(base: Report, new: Report, base_name: str, new_name: str) -> str | None:
+    """The first policy setting the two reports differ in, or None."""
     bp, np_ = _policy_signature(base), _policy_signature(new)
     for key in bp:
         if bp[key] != np_[key]:
@@ -60,6 +71,11 @@ def comparability(base: Report, new: Report, base_name: str = "BASE", new_name: 
                 f"the reports were made with different policies: {key} is {bp[key]!r} in {base_name} and "
                 f"{np_[key]!r} in {new_name}"
             )
+    return None
+
+
+def _checks(base: Report, new: Report, base_name: str, new_name: str) -> str | None:
+    """How the two reports' checks differ (which, or one's settings), or None."""
     bc, nc = {c.id: _check_signature(c) for c in base.checks}, {c.id: _check_signature(c) for c in new.checks}
     if set(bc) != set(nc):
         only_b, only_n = sorted(set(bc) - set(nc)), sorted(set(nc) - set(bc))
@@ -79,6 +95,11 @@ def comparability(base: Report, new: Report, base_name: str = "BASE", new_name: 
                     f"the reports were made with different policies: check '{cid}' has {key} {sig[key]!r} in "
                     f"{base_name} and {nc[cid][key]!r} in {new_name}"
                 )
+    return None
+
+
+def _attacks(base: Report, new: Report, base_name: str, new_name: str) -> str | None:
+    """How the two reports' attacks differ (which, or one's options), or None."""
     ba, na = {a.name: a.options for a in base.attacks}, {a.name: a.options for a in new.attacks}
     if set(ba) != set(na):
         return (
@@ -91,6 +112,11 @@ def comparability(base: Report, new: Report, base_name: str = "BASE", new_name: 
                 f"the reports were made with different policies: attack '{name}' runs with options {opts} in "
                 f"{base_name} and {na[name]} in {new_name}"
             )
+    return None
+
+
+def _data(base: Report, new: Report, base_name: str, new_name: str) -> str | None:
+    """Why the reports cannot be shown to audit the same data, or None."""
     for name, rep in ((base_name, base), (new_name, new)):
         if not (rep.data or {}).get("sha256"):
             return (

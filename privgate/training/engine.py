@@ -3,9 +3,9 @@
 The reference models of shadow models (Shokri et al. 2017, arXiv 1610.05820), LiRA (Carlini et al. 2022, arXiv
 2112.03570) and RMIA (Zarifzadeh et al. 2024, arXiv 2312.03262). Model ``k`` equals ``train_model(recipe, x[mask_k],
 y[mask_k], seed=seeds[k])`` up to float rounding, on any device; states come back, and are cached, on the CPU.
-Recipes the kernels cannot replicate train one at a time (engine ``auto``, :attr:`Ensemble.notes` says why) or are
-refused (``vectorised``). Kernels: :mod:`privgate.training.kernels`; cache: :mod:`privgate.training.cache`;
-threads: :mod:`privgate.threads`. How it works: ``docs/internals-training-stats.md``.
+Recipes the kernels (:mod:`privgate.training.vectorised`) cannot replicate train one at a time (engine ``auto``,
+the notes say why) or are refused (``vectorised``). Cache: :mod:`privgate.training.cache`; threads:
+:mod:`privgate.threads`. How it works: ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations
@@ -13,146 +13,32 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
-from pathlib import Path
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from privgate.errors import RecipeError, out_of_memory
-from privgate.executors import Executor
 from privgate.io.sources import key_or_warning
-from privgate.recipe import OPTIMIZERS, Recipe
+from privgate.recipe import Recipe
 from privgate.threads import resolve_threads, torch_threads
-from privgate.training import augment, grouped, mlp
+from privgate.training import mlp
 from privgate.training.cache import ModelCache
-from privgate.training.dp_step import dp_note, dp_step, dp_view
-from privgate.training.ensemble import Ensemble, Trained
+from privgate.training.dp_step import dp_note
+from privgate.training.ensemble import TorchReader, Trained
 from privgate.training.fingerprint import data_fingerprint, model_key, recipe_fingerprint
 from privgate.training.function import architecture_copy, architecture_state, check_states
-from privgate.training.kernels import NotVectorisable, mlp_kernel_mismatch
-from privgate.training.optimisers import optimise
-from privgate.training.plan import dropout_seed, epoch_schedule
+from privgate.training.kernels import NotVectorisable
 from privgate.training.sequential import own_loop_reason, train_sequential
-from privgate.training.stacked import NotStackable, StackedModel, Training, random_forward, unstack
+from privgate.training.stacked import random_forward
 from privgate.training.tasks import train_groups
+from privgate.training.trained import TrainedReferences, TrainSettings
+from privgate.training.vectorised import KERNELS, train_vectorised
 
 # --------------------------------------------------------------------------- training
-
-
-def _check_vectorisable(recipe: Recipe) -> None:
-    if recipe.own_loop:
-        raise NotVectorisable(own_loop_reason(recipe))
-    if not recipe.vectorisable and recipe.dp_sgd is None:
-        raise NotVectorisable(f"recipe '{recipe.name}' ({type(recipe).__name__}) trains with its own loop")
-    if recipe.optimizer not in OPTIMIZERS:
-        raise RecipeError(
-            f"recipe '{recipe.name}': unknown optimizer '{recipe.optimizer}' (use {', '.join(map(repr, OPTIMIZERS))})."
-        )
-
-
-KERNELS = ("auto", "mlp", "grouped", "vmap")
-
-
-def _train_vectorised(
-    recipe: Recipe,
-    x: np.ndarray,
-    y: np.ndarray,
-    masks: np.ndarray,
-    seeds: Sequence[int],
-    kernel: str = "auto",
-    device: str = "cpu",
-) -> tuple[list[dict[str, torch.Tensor]], str, list[str]]:
-    """Train ``len(seeds)`` models at once (see the module docstring): ``(states, kernel used, notes)``.
-
-    ``kernel``: ``"mlp"`` — the closed-form kernel of :mod:`privgate.training.mlp`
-    (plain Linear/activation stacks only); ``"grouped"`` — the grouped kernel of
-    :mod:`privgate.training.grouped` (``nn.Sequential`` stacks of convolutions,
-    normalisations, pooling, dropout and linear layers); ``"vmap"`` — the general
-    kernel of :mod:`privgate.training.stacked` (any model ``vmap`` can map);
-    ``"auto"`` — the first of these three that qualifies for the model and
-    reproduces its own forward pass.
-    """
-    from torch.func import stack_module_state
-
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}, not {kernel!r}")
-    _check_vectorisable(recipe)
-    if recipe.dp_sgd is not None:
-        recipe = dp_view(recipe)
-    nets = [recipe.build(seed=s) for s in seeds]
-    k = len(nets)
-    dev = torch.device(device)
-    xt = torch.as_tensor(np.asarray(x), dtype=torch.float32).to(dev)
-    yt = torch.as_tensor(np.asarray(y), dtype=torch.long).to(dev)
-    notes: list[str] = []
-    rows = [torch.as_tensor(np.flatnonzero(m), dtype=torch.long) for m in masks]
-    gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
-
-    def schedule() -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-        return epoch_schedule(gens, rows, int(recipe.batch_size))
-
-    if recipe.dp_sgd is not None and kernel == "vmap":
-        raise NotVectorisable("DP-SGD is vectorised for MLPs only (the vmap kernel was asked for)")
-    training = _training(recipe, xt, seeds)
-    mlp_plan, why = mlp.plan(nets[0]) if kernel in ("auto", "mlp") else (None, "")
-    if mlp_plan is not None and (training.bf16 or training.augmenters):
-        mlp_plan, why = None, "the MLP kernel trains in float32 without augmentation"
-    if mlp_plan is not None:
-        params, _ = stack_module_state(nets)
-        names = list(params)
-        p = [params[n].detach().to(dev) for n in names]
-        batch = 1 if recipe.dp_sgd is not None else int(recipe.batch_size)
-        engine = mlp.StackedMLP(mlp_plan, names, k, batch, xt, yt, training.label_smoothing)
-        why = mlp_kernel_mismatch(engine, nets[0], engine.pack(p), xt)
-        if not why:
-            p = engine.pack(p)
-            if recipe.dp_sgd is not None:  # DP-SGD: Poisson batches, clipping and noise per model
-                grad_fn, dp_schedule = dp_step(engine, recipe.dp_sgd, rows, gens, seeds, p)
-                optimise(recipe, p, grad_fn, dp_schedule)
-                used = "mlp-dp"
-            else:
-                optimise(recipe, p, engine.grads, schedule)
-                used = "mlp"
-            return unstack(nets[0], dict(zip(names, engine.unpack(p))), k), used, notes
-    if recipe.dp_sgd is not None:
-        raise NotVectorisable(f"DP-SGD is vectorised for MLPs only ({why})")
-    if kernel == "mlp":
-        raise NotVectorisable(f"the MLP kernel cannot train this model: {why}")
-    forward = None
-    if kernel in ("auto", "grouped"):
-        layout, why = grouped.plan(nets[0], tuple(x.shape[1:]))
-        if layout is not None:
-            why = grouped.mismatch(layout, nets[0], torch.as_tensor(x[: min(8, len(x))]))
-            if not why:
-                size = 2 if training.bf16 else 4
-                per_call = grouped.models_per_call(nets[0], xt[:1], int(recipe.batch_size), k, dev, size)
-                forward = grouped.GroupedForward(layout, per_call)
-        if forward is None and kernel == "grouped":
-            raise NotVectorisable(f"the grouped kernel cannot train this model: {why}")
-    if training.bf16 and forward is None:  # vmap's batching rules run convolutions outside torch.autocast
-        raise NotVectorisable("the general (vmap) kernel cannot run a bf16 forward pass as torch.autocast does")
-    try:
-        model = StackedModel(nets, xt, yt, [dropout_seed(s) for s in seeds], grouped=forward, training=training)
-    except NotStackable as exc:
-        raise NotVectorisable(str(exc)) from None
-    del nets
-    try:
-        optimise(recipe, model.params, model.grads, schedule, epoch_hook=model.begin_epoch)
-    except NotStackable as exc:
-        raise NotVectorisable(str(exc)) from None
-    return model.states([t.detach() for t in model.params]), "grouped" if forward else "vmap", notes
-
-
-def _training(recipe: Recipe, xt: torch.Tensor, seeds: Sequence[int]) -> Training:
-    """The recipe's label smoothing, precision and augmentation for the kernels (checked on the data first)."""
-    augmenters: tuple[augment.Augmenter, ...] = ()
-    if recipe.augment is not None:
-        augment.check_rows(recipe.augment, xt.shape[1:], recipe.name)
-        augment.check_transform(recipe.augment, xt[: min(4, len(xt))], recipe.name)
-        augmenters = tuple(augment.Augmenter(recipe.augment, int(s), recipe.name) for s in seeds)
-    return Training(float(recipe.label_smoothing), recipe.precision == "bf16", augmenters)
 
 
 def train_models(
@@ -171,7 +57,7 @@ def train_models(
 
     ``vectorise=False`` forces the sequential loop (the benchmark's baseline);
     ``kernel`` picks the vectorised kernel (``"auto"``, ``"mlp"``, ``"vmap"``;
-    see :func:`_train_vectorised`); ``strict`` makes a model the vectorised
+    see :func:`privgate.training.vectorised.train_vectorised`); ``strict`` makes a model the vectorised
     engine cannot train a :class:`RecipeError` instead of a fallback to the
     sequential loop; ``threads`` defaults to one (:mod:`privgate.threads`);
     ``device`` is where the models train (``"cpu"`` or ``"cuda"``, resolved:
@@ -195,7 +81,7 @@ def train_task(
 ) -> tuple[Trained, nn.Module | None]:
     """:func:`train_models` as one executor task (:mod:`privgate.training.tasks`): the trained models and, for a
     recipe of the user's own training function, the first model it returned (the architecture its states load into,
-    :attr:`Ensemble.architecture`)."""
+    :attr:`TorchReader.architecture`)."""
     with torch_threads(resolve_threads(threads)):
         return _train_models(recipe, x, y, masks, seeds, vectorise, kernel, strict, device)
 
@@ -223,7 +109,7 @@ def _train_models(
         return Trained(states, "sequential", [own_loop_reason(recipe)] + more, "function"), architecture
     if vectorise:
         try:
-            states, used, notes = _train_vectorised(recipe, x, y, masks, seeds, kernel, device)
+            states, used, notes = train_vectorised(recipe, x, y, masks, seeds, kernel, device)
             return Trained(states, "vectorised", notes + ([ignored] if ignored else []), used), None
         except NotVectorisable as exc:
             why = str(exc)
@@ -250,17 +136,10 @@ def train_ensemble(
     y: np.ndarray,
     masks: np.ndarray,
     seeds: Sequence[int],
+    settings: TrainSettings | None = None,
     *,
-    cache_dir: str | Path | None = None,
-    cache_key: bytes | None = None,
-    vectorise: bool = True,
-    threads: int | None = None,
-    engine: str = "auto",
-    device: str = "cpu",
-    executor: Executor | None = None,
-    models_per_task: int | None = None,
     architecture: nn.Module | None = None,
-) -> Ensemble:
+) -> TrainedReferences:
     """Train (or load from the cache) model k on ``x[masks[k]]`` with seed ``seeds[k]``.
 
     Args:
@@ -269,110 +148,186 @@ def train_ensemble(
         y: their integer labels.
         masks: ``[K, len(x)]`` booleans, one training subset per model.
         seeds: one seed per model (initialisation and batch order).
-        cache_dir: cache folder, or None for no cache.
-        cache_key: the secret key that tags the cache's entries (:class:`ModelCache`; None: this process's).
-        vectorise: train the missing models at once when the recipe allows it.
-        threads: torch threads while training (default one, :mod:`privgate.threads`).
-        engine: ``auto`` (vectorised when possible, else one model after
-            another), ``vectorised`` (a model the engine cannot stack is a
-            RecipeError) or ``sequential`` (``train_model`` per model), as
-            :attr:`privgate.options.RunOptions.engine`.
-        device: where to train and score (``"cpu"`` or ``"cuda"``, resolved by
-            :func:`privgate.device.resolve_device`); states are kept on the CPU.
-        executor: where the groups of models train (:mod:`privgate.executors`;
-            default: here, one after another). The cache is read before and
-            written after, here, so a cache never changes what a task computes.
-        models_per_task: most models one task trains at once (default: all);
-            the groups depend only on this and K, not on the executor.
+        settings: the cache, threads, engine, device and executor (:class:`TrainSettings`; default: no cache,
+            here, on the CPU). The cache is read before and written after, here, so a cache never changes what
+            a task computes; the groups of ``models_per_task`` depend only on it and K, not on the executor.
         architecture: for a recipe of the user's own training function without a
             ``model_factory``: a model of the architecture it returns (the target's),
             which cached states load into (:mod:`privgate.training.function`).
 
     Returns:
-        An :class:`Ensemble` with the states in mask order and what it cost.
+        A :class:`TrainedReferences` with the states in mask order and what they cost.
 
     Raises:
         RecipeError: the recipe cannot build or train a model on this data.
     """
     start = time.perf_counter()
-    masks = np.asarray(masks, dtype=bool)
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    y = np.ascontiguousarray(y, dtype=np.int64)
-    if masks.ndim != 2 or masks.shape[1] != len(x) or len(seeds) != len(masks):
-        raise ValueError(f"masks must be [K, {len(x)}] with one seed per row; got {masks.shape} and {len(seeds)} seeds")
-    if not masks.any(axis=1).all():
-        raise ValueError("every model needs at least one training row")
-    own = recipe.own_loop and recipe.model_factory is None  # nothing to build: the user's function makes the models
-    probe = None if own else _probe(recipe, x)
-    like = probe.state_dict() if probe is not None else architecture_state(architecture)
-
-    k = len(seeds)
-    states: list[dict[str, torch.Tensor] | None] = [None] * k
-    rfp, unkeyed = key_or_warning(recipe_fingerprint, recipe) if cache_dir is not None else ("", [])
-    cache = ModelCache(cache_dir, cache_key) if rfp else None
-    keys: list[str] = []
-    vectorise = vectorise and engine != "sequential"
-    if cache is not None:
-        dfp = data_fingerprint(x, y)
-        fn = recipe.own_loop  # the user's function: one call per model, its own random draws (its key says which)
-        stacks = vectorise and not fn and probe is not None and _stacks_dp(recipe, probe)
-        planned = "vectorised" if stacks else "sequential"
-        stream = "" if fn or probe is None else training_stream(recipe, probe, x, planned, device)
-
-        def keys_of(stream: str) -> list[str]:
-            return [model_key(rfp, dfp, m, s, stream) for m, s in zip(masks, seeds)]
-
-        keys = keys_of(stream)
-        states = [cache.load(key, like) for key in keys]
-    notes: list[str] = []
-    mode, kernel = "cache", ""
-    trained = 0
-    skeleton = architecture_copy(architecture) if own else None
-    if any(s is None for s in states) or (own and skeleton is None):
-        lock_name = hashlib.sha256("".join(keys).encode()).hexdigest()[:24] if keys else ""
-        with cache.lock(lock_name) if cache is not None else nullcontext():
-            if cache is not None:  # another run may have trained them while we waited
-                states = [s if s is not None else cache.load(key, like) for s, key in zip(states, keys)]
-            todo = [i for i, s in enumerate(states) if s is None]
-            if not todo and own and skeleton is None:  # every state cached, but no model of theirs to load them into
-                todo = [0]
-                notes.append(
-                    "model 0 was trained again for its architecture (no model_factory, and the target has none)"
-                )
-            if todo:
-                (new, mode, more, kernel), returned = train_groups(
-                    executor, train_task, models_per_task, recipe, x, y, masks[todo], [seeds[i] for i in todo],
-                    vectorise, threads, engine == "vectorised", device,
-                )  # fmt: skip
-                notes += more
-                if recipe.own_loop:
-                    of = "model_factory's model" if probe is not None else "the target's model"
-                    check_states(recipe, new, *((like, of) if like is not None else (new[0], "the first one")))
-                skeleton = returned if own and returned is not None else skeleton
-                trained = len(todo)
-                # a DP recipe the MLP kernel declined: stored as trained
-                if cache is not None and mode != planned and probe is not None:
-                    keys = keys_of(training_stream(recipe, probe, x, mode, device))
-                for i, st in zip(todo, new):
-                    states[i] = st
-                    if cache is not None:
-                        cache.store(keys[i], st)
-    return Ensemble(
+    job = _Job.of(recipe, x, y, masks, seeds, settings or TrainSettings(), architecture)
+    store = _Store.open(job)
+    states = store.load([None] * len(job.seeds), job.like)
+    fresh = _Fresh(skeleton=architecture_copy(architecture) if job.own else None)
+    if any(s is None for s in states) or (job.own and fresh.skeleton is None):
+        with store.lock():
+            states = store.load(states, job.like)  # another run may have trained them while we waited
+            fresh = _train_missing(job, states, store, fresh.skeleton)
+    return TrainedReferences(
         recipe=recipe,
-        states=[s for s in states if s is not None],
-        masks=masks,
+        models=[s for s in states if s is not None],
+        masks=job.masks,
         seeds=[int(s) for s in seeds],
-        trained=trained,
-        cached=k - trained if cache is not None else 0,
-        mode=mode,
-        kernel=kernel,
-        threads=resolve_threads(threads) if trained else 0,
+        reader=TorchReader(recipe, job.settings.device, architecture=fresh.skeleton),
+        trained=fresh.trained,
+        cached=len(job.seeds) - fresh.trained if store.cache is not None else 0,
+        mode=fresh.mode,
+        kernel=fresh.kernel,
+        threads=resolve_threads(job.settings.threads) if fresh.trained else 0,
         seconds=time.perf_counter() - start,
-        notes=notes,
-        warnings=(list(cache.warnings) if cache is not None else []) + unkeyed,
-        device=device,
-        architecture=skeleton,
+        notes=fresh.notes,
+        warnings=store.warnings(),
+        device=job.settings.device,
     )
+
+
+@dataclass
+class _Job:
+    """What one :func:`train_ensemble` call trains: the recipe, the checked plan and data, the model they build."""
+
+    recipe: Recipe
+    x: np.ndarray
+    y: np.ndarray
+    masks: np.ndarray
+    seeds: Sequence[int]
+    settings: TrainSettings
+    own: bool  # the user's training function makes the models: nothing to build
+    probe: nn.Module | None  # a fresh build under seed 0, run on two rows (None when nothing builds)
+    like: dict[str, torch.Tensor] | None  # the state every model's must match (the probe's, or the target's)
+
+    @classmethod
+    def of(
+        cls,
+        recipe: Recipe,
+        x: np.ndarray,
+        y: np.ndarray,
+        masks: np.ndarray,
+        seeds: Sequence[int],
+        settings: TrainSettings,
+        architecture: nn.Module | None,
+    ) -> _Job:
+        masks = np.asarray(masks, dtype=bool)
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        y = np.ascontiguousarray(y, dtype=np.int64)
+        if masks.ndim != 2 or masks.shape[1] != len(x) or len(seeds) != len(masks):
+            raise ValueError(
+                f"masks must be [K, {len(x)}] with one seed per row; got {masks.shape} and {len(seeds)} seeds"
+            )
+        if not masks.any(axis=1).all():
+            raise ValueError("every model needs at least one training row")
+        own = recipe.own_loop and recipe.model_factory is None
+        probe = None if own else _probe(recipe, x)
+        like = probe.state_dict() if probe is not None else architecture_state(architecture)
+        return cls(recipe, x, y, masks, seeds, settings, own, probe, like)
+
+    @property
+    def vectorise(self) -> bool:
+        return self.settings.engine != "sequential"
+
+    def stream(self, mode: str) -> str:
+        """The training stream of models trained in ``mode`` (:func:`training_stream`; none for the user's function,
+        which makes its own random draws, its key says which)."""
+        if self.recipe.own_loop or self.probe is None:
+            return ""
+        return training_stream(self.recipe, self.probe, self.x, mode, self.settings.device)
+
+
+@dataclass
+class _Store:
+    """The model cache as one call sees it: each model's key (no cache: none) and the mode the keys assume."""
+
+    cache: ModelCache | None
+    keys: list[str] = field(default_factory=list)
+    planned: str = ""
+    fingerprints: tuple[str, str] = ("", "")
+    unkeyed: list[str] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, job: _Job) -> _Store:
+        """The cache of ``job.settings`` with every model's key (no cache when the recipe cannot be keyed)."""
+        if job.settings.cache_dir is None:
+            return cls(None)
+        rfp, unkeyed = key_or_warning(recipe_fingerprint, job.recipe)
+        if not rfp:
+            return cls(None, unkeyed=unkeyed)
+        stacks = (
+            job.vectorise and not job.recipe.own_loop and job.probe is not None and _stacks_dp(job.recipe, job.probe)
+        )
+        store = cls(ModelCache(job.settings.cache_dir, job.settings.cache_key), unkeyed=unkeyed)
+        store.planned = "vectorised" if stacks else "sequential"
+        store.fingerprints = (rfp, data_fingerprint(job.x, job.y))
+        store.rekey(job, job.stream(store.planned))
+        return store
+
+    def rekey(self, job: _Job, stream: str) -> None:
+        """Every model's key for states of this training stream."""
+        self.keys = [model_key(*self.fingerprints, m, s, stream) for m, s in zip(job.masks, job.seeds)]
+
+    def load(self, states: list[Any], like: dict[str, torch.Tensor] | None) -> list[Any]:
+        """``states`` with each missing one loaded from the cache where it holds it."""
+        if self.cache is None:
+            return states
+        return [s if s is not None else self.cache.load(key, like) for s, key in zip(states, self.keys)]
+
+    def lock(self) -> AbstractContextManager[Any]:
+        """The cache's lock on this set of models while they train (none without a cache)."""
+        if self.cache is None:
+            return nullcontext()
+        return self.cache.lock(hashlib.sha256("".join(self.keys).encode()).hexdigest()[:24] if self.keys else "")
+
+    def store(self, i: int, state: dict[str, torch.Tensor]) -> None:
+        if self.cache is not None:
+            self.cache.store(self.keys[i], state)
+
+    def warnings(self) -> list[str]:
+        return (list(self.cache.warnings) if self.cache is not None else []) + self.unkeyed
+
+
+@dataclass
+class _Fresh:
+    """What :func:`_train_missing` trained: how many, how, its notes, and the model the states load into."""
+
+    trained: int = 0
+    mode: str = "cache"
+    kernel: str = ""
+    notes: list[str] = field(default_factory=list)
+    skeleton: nn.Module | None = None
+
+
+def _train_missing(job: _Job, states: list[Any], store: _Store, skeleton: nn.Module | None) -> _Fresh:
+    """Train the models ``states`` lacks (in place), and store them; ``skeleton``: a model of the user's function."""
+    fresh = _Fresh(skeleton=skeleton)
+    todo = [i for i, s in enumerate(states) if s is None]
+    if not todo and job.own and skeleton is None:  # every state cached, but no model of theirs to load them into
+        todo = [0]
+        fresh.notes.append("model 0 was trained again for its architecture (no model_factory, and the target has none)")
+    if not todo:
+        return fresh
+    settings = job.settings
+    (new, fresh.mode, more, fresh.kernel), returned = train_groups(
+        settings.executor, train_task, settings.models_per_task, job.recipe, job.x, job.y, job.masks[todo],
+        [job.seeds[i] for i in todo], job.vectorise, settings.threads, settings.engine == "vectorised",
+        settings.device,
+    )  # fmt: skip
+    fresh.notes += more
+    if job.recipe.own_loop:
+        of = "model_factory's model" if job.probe is not None else "the target's model"
+        check_states(job.recipe, new, *((job.like, of) if job.like is not None else (new[0], "the first one")))
+    fresh.skeleton = returned if job.own and returned is not None else skeleton
+    fresh.trained = len(todo)
+    if store.cache is not None and fresh.mode != store.planned and job.probe is not None:
+        store.rekey(job, job.stream(fresh.mode))  # a DP recipe the MLP kernel declined: stored as trained
+    for i, st in zip(todo, new):
+        states[i] = st
+        store.store(i, st)
+    return fresh
 
 
 def _probe(recipe: Recipe, x: np.ndarray) -> nn.Module:
@@ -426,8 +381,9 @@ def training_stream(recipe: Recipe, net: nn.Module, x: np.ndarray, mode: str, de
 
 __all__ = [
     "KERNELS",
-    "Ensemble",
     "Trained",
+    "TrainSettings",
+    "TrainedReferences",
     "train_ensemble",
     "train_models",
     "train_task",

@@ -142,15 +142,13 @@ def optimise(
     tmp = [torch.empty_like(t) for t in p] if adam else []
     step_tensor = torch.zeros((), device=p[0].device) if adam else None
     scheduled = recipe.schedule != "constant" or bool(recipe.warmup_steps or recipe.warmup_fraction)
-    totals = spe = None
+    totals: np.ndarray | None = None  # each model's total steps (a schedule only)
+    spe: np.ndarray | None = None  # and its steps per epoch
 
     for _ in range(int(recipe.epochs)):
         idx, wts, active = schedule()
         if scheduled and totals is None:  # every epoch of a model has the same number of steps
-            spe = active.sum(axis=0).astype(np.int64)
-            totals = spe * int(recipe.epochs)
-            for t_k, s_k in zip(totals, spe):
-                schedules.check(recipe, int(t_k), int(s_k))
+            totals, spe = _schedule_lengths(recipe, active)
         if epoch_hook is not None:
             epoch_hook(idx, wts)
         for s in range(idx.shape[0]):
@@ -163,11 +161,7 @@ def optimise(
                     idle = torch.as_tensor(np.flatnonzero(~act)).to(p[0].device, non_blocking=True)
                     saved = [[t[idle].clone() for t in group] for group in (p, m1, m2)]
                 steps += act
-                rate: float | np.ndarray = lr
-                if scheduled:
-                    assert totals is not None and spe is not None
-                    rates = schedules.rates(recipe, np.maximum(steps - 1, 0), totals, spe)
-                    rate = float(rates[0]) if bool((rates == rates[0]).all()) else rates
+                rate = lr if totals is None or spe is None else _rate(recipe, steps, totals, spe)
                 if clip is not None:
                     clip_per_model(g, clip)
                 if l2:
@@ -180,6 +174,22 @@ def optimise(
                     for group, old in zip((p, m1, m2), saved):
                         for t, o in zip(group, old):
                             t[idle] = o
+
+
+def _schedule_lengths(recipe: Recipe, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each model's total steps and steps per epoch (``active``: one epoch's ``[S, K]``), checked against the
+    recipe's warm-up."""
+    spe = active.sum(axis=0).astype(np.int64)
+    totals = spe * int(recipe.epochs)
+    for t_k, s_k in zip(totals, spe):
+        schedules.check(recipe, int(t_k), int(s_k))
+    return totals, spe
+
+
+def _rate(recipe: Recipe, steps: np.ndarray, totals: np.ndarray, spe: np.ndarray) -> float | np.ndarray:
+    """The scheduled learning rate of each model's current step: one float when every model has the same."""
+    rates = schedules.rates(recipe, np.maximum(steps - 1, 0), totals, spe)
+    return float(rates[0]) if bool((rates == rates[0]).all()) else rates
 
 
 def _sgd(p: list[torch.Tensor], g: list[torch.Tensor], m1: list[torch.Tensor], mom: float, nesterov: bool,

@@ -36,7 +36,7 @@ def train_sequential(
 
     Returns the states, notes, and — for a recipe of the user's own training
     function — the first model returned, whose architecture the states load into
-    (:attr:`Ensemble.architecture`).
+    (:attr:`privgate.training.ensemble.TorchReader.architecture`).
     """
     out = []
     notes: list[str] = []

@@ -10,12 +10,11 @@ order. Details: ``docs/internals-training-stats.md``.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import re
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +24,7 @@ from privgate.inputs.targets.sklearn import SklearnModel, describe_estimator, ma
 from privgate.io.sources import code_of, key_or_warning, project_sources
 from privgate.outputs import TINY
 from privgate.sklearn_recipe import SklearnRecipe
+from privgate.training.trained import TrainedReferences, TrainSettings
 
 #: Bumped when a change here would fit a different model from the same key's inputs.
 CLONE_VERSION = 1
@@ -54,75 +54,54 @@ def check_target(target: Any, recipe: SklearnRecipe) -> None:
 
 
 @dataclass
-class SklearnEnsemble:
-    """K fitted estimators in mask order, read as the target is (the fields of an :class:`Ensemble`)."""
+class CloneReader:
+    """How scikit-learn clones are read: as the target is, over its classes in its order (:func:`read_like_target`)."""
 
-    recipe: SklearnRecipe
-    models: list[Any]
-    masks: np.ndarray
-    seeds: list[int]
     target: SklearnModel
-    trained: int = 0
-    cached: int = 0
-    mode: str = "sequentially"
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-    kernel: str = "sklearn.base.clone + fit"
-    threads: int = 1
-    warnings: list[str] = field(default_factory=list)
-    device: str = "cpu"
-    #: raw outputs kept by :meth:`output_batches`, per array read (shared by copies made with ``dataclasses.replace``)
-    _outputs: dict[int, tuple[np.ndarray, int, list[tuple[int, int, np.ndarray]]]] = field(
+    #: raw outputs kept by :meth:`output_batches`, per array read: ``(x, batch, models, outputs)``
+    _outputs: dict[int, tuple[np.ndarray, int, int, list[tuple[int, int, np.ndarray]]]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
-    def __len__(self) -> int:
-        return len(self.models)
-
-    def first(self, k: int) -> SklearnEnsemble:
-        """The first ``k`` models (all: ``self``); the plan is prefix-stable (:mod:`privgate.attacks.sharing`).
-
-        Kept outputs of those models come along.
-        """
-        if k >= len(self.models):
-            return self
-        kept = {key: (x, b, [m for m in out if m[0] < k]) for key, (x, b, out) in self._outputs.items()}
-        return dataclasses.replace(
-            self, models=self.models[:k], masks=self.masks[:k], seeds=self.seeds[:k], _outputs=kept
-        )
-
-    def output_batches(self, x: np.ndarray, batch: int = 4096) -> Iterator[tuple[int, int, np.ndarray]]:
+    def output_batches(
+        self, models: list[Any], x: np.ndarray, batch: int = 4096, transform: Any = None
+    ) -> Iterator[tuple[int, int, np.ndarray]]:
         """``(model k, first row, raw outputs)`` of every model on ``x``, ``batch`` rows at a time.
 
         Reading a pipeline rebuilds the frame and runs every step (a forest: every tree), and the attacks of one
         run read the same models on the same rows several times (the output kind, LiRA, RMIA, the learned
-        attack). So, as :meth:`privgate.training.ensemble.Ensemble.output_batches` does, all K models' outputs
+        attack). So, as :meth:`privgate.training.ensemble.TorchReader.output_batches` does, all K models' outputs
         on an array are kept for the next call on that same array while the outputs kept stay within
         :data:`~privgate.training.ensemble.OUTPUT_MEMO_BYTES` (the audit rows and the population's z-samples:
         two arrays); beyond it they are streamed, one batch of one model at a time.
         """
         from privgate.training.ensemble import OUTPUT_MEMO_BYTES
 
+        if transform is not None:
+            raise ValueError("scikit-learn models are read on the audit rows as given, not on augmented views")
         memo = self._outputs.get(id(x))
-        if memo is not None and memo[0] is x and memo[1] == batch:
-            yield from ((k, i, out.copy()) for k, i, out in memo[2])
+        if memo is not None and memo[0] is x and memo[1] == batch and memo[2] >= len(models):
+            yield from ((k, i, out.copy()) for k, i, out in memo[3] if k < len(models))
             return
-        held = sum(o.nbytes for _, _, kept in self._outputs.values() for *_, o in kept)
+        held = sum(o.nbytes for _, _, _, kept in self._outputs.values() for *_, o in kept)
         keep: list[tuple[int, int, np.ndarray]] | None = []
         size = 0
-        for k, model in enumerate(self.models):
+        for k, model in enumerate(models):
             for i in range(0, len(x), batch):
                 out = read_like_target(model, self.target, x[i : i + batch])
                 if keep is not None:
                     size += out.nbytes
                     # the whole set would be about K times the first model's: decide early
-                    whole = size * (len(self.models) if k == 0 else 1)
+                    whole = size * (len(models) if k == 0 else 1)
                     keep = keep if held + whole <= OUTPUT_MEMO_BYTES else None
                     if keep is not None:
                         keep.append((k, i, out))
                 yield k, i, out.copy() if keep is not None else out
         if keep is not None:
-            self._outputs[id(x)] = (x, batch, keep)
+            self._outputs[id(x)] = (x, batch, len(models), keep)
+
+    def passes(self, models: list[Any], x: np.ndarray) -> int | None:
+        return None  # not counted
 
 
 def read_like_target(model: Any, target: SklearnModel, x: np.ndarray) -> np.ndarray:
@@ -218,81 +197,118 @@ def train_clones(
     y: np.ndarray,
     masks: np.ndarray,
     seeds: Sequence[int],
-    *,
-    threads: int | None = None,
-    executor: Any = None,
-    cache_dir: Any = None,
-    cache_key: bytes | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> SklearnEnsemble:
-    """Model k: a clone fitted on ``x[masks[k]]`` with seed ``seeds[k]``, from the cache when it holds it."""
-    t0 = time.perf_counter()
-    cache = None
-    if cache_dir is not None:
-        from privgate.training.sklearn_cache import SklearnCache
+    settings: TrainSettings | None = None,
+) -> TrainedReferences:
+    """Model k: a clone fitted on ``x[masks[k]]`` with seed ``seeds[k]``, from the cache when it holds it.
 
-        cache = SklearnCache(cache_dir, cache_key)
-    keys: list[str] = []
-    models: list[Any] = [None] * len(seeds)
-    rfp, unkeyed = key_or_warning(recipe_fingerprint, recipe) if cache is not None else ("", [])
-    cache = cache if rfp else None
-    if cache is not None:
-        dfp = data_fingerprint(x, y, target.schema)
-        keys = [model_key(rfp, dfp, m, s) for m, s in zip(masks, seeds)]
-        models = [cache.load_model(k) for k in keys]
+    ``settings``: the cache, the threads, the executor (Ray tasks) and where progress goes (default: no cache, one
+    model after another).
+    """
+    t0 = time.perf_counter()
+    settings = settings or TrainSettings()
+    store = _CloneStore.open(recipe, target, x, y, masks, seeds, settings)
+    models = store.load(len(seeds))
     todo = [i for i, m in enumerate(models) if m is None]
-    n = max(1, int(threads or 1))
+    n = max(1, int(settings.threads or 1))
     layout = target.layout()
     tasks = [(recipe, layout, x[masks[i]], y[masks[i]], int(seeds[i])) for i in todo]
-    if progress and todo:
-        progress(f"fitting {len(todo)} reference models ({recipe.name})")
-    mode = "sequentially"
-    if todo and executor is not None and getattr(executor, "name", "local") == "ray":
-        done = executor.map(fit_clone, tasks, threads=1)
-        mode = f"as {len(todo)} Ray tasks"
-    elif len(todo) > 1 and n > 1:  # threads: scikit-learn's fits release the GIL, and nothing is pickled
-        from joblib import Parallel, delayed
-
-        from privgate.threads import native_threads
-
-        with native_threads(1):
-            done = Parallel(n_jobs=min(n, len(todo)), backend="threading")(delayed(fit_clone)(*t) for t in tasks)
-        mode = f"in parallel on {min(n, len(todo))} threads (joblib)"
-    else:
-        from privgate.threads import native_threads
-
-        with native_threads(1):
-            done = [fit_clone(*t) for t in tasks]
+    if settings.progress and todo:
+        settings.progress(f"fitting {len(todo)} reference models ({recipe.name})")
+    done, mode = _fit_all(tasks, n, settings.executor)
     warned = 0
     for i, (model, w) in zip(todo, done):
         models[i] = model
         warned += w
-        if cache is not None:
-            cache.store_model(keys[i], model)
+        store.store(i, model)
+    return TrainedReferences(
+        recipe=recipe,
+        models=models,
+        masks=masks,
+        seeds=list(seeds),
+        reader=CloneReader(target),
+        trained=len(todo),
+        cached=len(seeds) - len(todo),
+        mode=mode,
+        seconds=time.perf_counter() - t0,
+        notes=_notes(recipe, warned),
+        kernel="sklearn.base.clone + fit",
+        threads=n if mode.startswith("in parallel") else 1,
+        warnings=store.warnings(),
+    )
+
+
+@dataclass
+class _CloneStore:
+    """The clones' cache as one call sees it: each model's key (no cache: none)."""
+
+    cache: Any = None
+    keys: list[str] = field(default_factory=list)
+    unkeyed: list[str] = field(default_factory=list)
+
+    @classmethod
+    def open(
+        cls,
+        recipe: SklearnRecipe,
+        target: SklearnModel,
+        x: np.ndarray,
+        y: np.ndarray,
+        masks: np.ndarray,
+        seeds: Sequence[int],
+        settings: TrainSettings,
+    ) -> _CloneStore:
+        """The cache of ``settings`` with every model's key (no cache when the recipe cannot be keyed)."""
+        if settings.cache_dir is None:
+            return cls()
+        from privgate.training.sklearn_cache import SklearnCache
+
+        cache = SklearnCache(settings.cache_dir, settings.cache_key)
+        rfp, unkeyed = key_or_warning(recipe_fingerprint, recipe)
+        if not rfp:
+            return cls(unkeyed=unkeyed)
+        dfp = data_fingerprint(x, y, target.schema)
+        return cls(cache, [model_key(rfp, dfp, m, s) for m, s in zip(masks, seeds)], unkeyed)
+
+    def load(self, k: int) -> list[Any]:
+        """Each of the ``k`` models the cache holds, None for the others."""
+        return [self.cache.load_model(key) for key in self.keys] if self.cache is not None else [None] * k
+
+    def store(self, i: int, model: Any) -> None:
+        if self.cache is not None:
+            self.cache.store_model(self.keys[i], model)
+
+    def warnings(self) -> list[str]:
+        return (list(self.cache.warnings) if self.cache is not None else []) + self.unkeyed
+
+
+def _fit_all(tasks: list[tuple[Any, ...]], threads: int, executor: Any) -> tuple[list[tuple[Any, int]], str]:
+    """Every task's :func:`fit_clone`, and how they ran: as Ray tasks, on joblib threads or one after another."""
+    if tasks and executor is not None and getattr(executor, "name", "local") == "ray":
+        return executor.map(fit_clone, tasks, threads=1), f"as {len(tasks)} Ray tasks"
+    from privgate.threads import native_threads
+
+    with native_threads(1):
+        if len(tasks) > 1 and threads > 1:  # threads: scikit-learn's fits release the GIL, and nothing is pickled
+            from joblib import Parallel, delayed
+
+            jobs = min(threads, len(tasks))
+            done = Parallel(n_jobs=jobs, backend="threading")(delayed(fit_clone)(*t) for t in tasks)
+            return done, f"in parallel on {jobs} threads (joblib)"
+        return [fit_clone(*t) for t in tasks], "sequentially"
+
+
+def _notes(recipe: SklearnRecipe, warned: int) -> list[str]:
+    """What the report says of the clones: whose clones, and the warnings their fits raised."""
     whose = "the target" if recipe.own else f"recipe '{recipe.name}'"
     notes = [f"reference models are clones of {whose} (sklearn.base.clone), random_state set per model from the seed"]
     if warned:
         notes.append(f"fitting the reference models raised {warned} warning(s) (e.g. convergence), as fitting the "
                      "target may have")  # fmt: skip
-    return SklearnEnsemble(
-        recipe=recipe,
-        models=models,
-        masks=masks,
-        seeds=list(seeds),
-        target=target,
-        trained=len(todo),
-        cached=len(seeds) - len(todo),
-        mode=mode,
-        seconds=time.perf_counter() - t0,
-        notes=notes,
-        threads=n if mode.startswith("in parallel") else 1,
-        warnings=(list(cache.warnings) if cache is not None else []) + unkeyed,
-    )
+    return notes
 
 
 __all__ = [
     "CLONE_VERSION",
-    "SklearnEnsemble",
+    "CloneReader",
     "check_target",
     "own_recipe",
     "read_like_target",

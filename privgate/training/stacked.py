@@ -170,16 +170,9 @@ class StackedModel:
         :func:`privgate.training.grouped.models_per_call`), and their buffers
         (BatchNorm statistics) are updated in place.
         """
-        lengths = batch_lengths(w)
         epoch, step = self._epoch, self._step
         self._step += 1
-        tr = self.training
-        groups: dict[int, list[int]] = {}
-        for k, n in enumerate(lengths):
-            if n:
-                groups.setdefault(int(n), []).append(k)
-        per_call = (self._grouped.per_call if self._grouped is not None else 0) or self.k
-        calls = [(n, ms[i : i + per_call]) for n, ms in groups.items() for i in range(0, len(ms), per_call)]
+        calls = self._calls(batch_lengths(w))
         pieces = self._pieces(p, [models for _, models in calls]) if len(calls) > 1 else {}
         loss = torch.zeros((), device=self.device)
         written: list[tuple[list[int], dict[str, torch.Tensor]]] = []
@@ -189,50 +182,12 @@ class StackedModel:
         each = bool(pieces)
         piece_grads: dict[int, tuple[torch.Tensor | None, ...]] = {}
         for n, models in calls:
-            every = len(models) == self.k
-            # the grouped kernel on consecutive models: views of the stacks (its BatchNorm updates them in place)
-            run = self._grouped is not None and models[-1] - models[0] + 1 == len(models)
-            sel = slice(models[0], models[-1] + 1) if run else models
-            if models[0] in pieces:
-                params = dict(zip(self.names, pieces[models[0]]))
-            else:
-                params = dict(zip(self.names, p if every else [t[sel] for t in p]))
-            buffers = self.buffers if every else {name: b[sel] for name, b in self.buffers.items()}
-            on_device = epoch is not None and (every or run)
-            span = slice(None) if every else sel
-            if on_device:
-                rows = epoch[0][step, span, :n]  # type: ignore[index]
-            else:
-                rows = idx[models, :n].to(self.device, non_blocking=True)
-            masks = self.dropout.masks(models, n, self.device)
-            xb = self.x[rows]
-            if tr.augmenters:
-                xb = augment.stacked(tr.augmenters, models, xb)
-            try:
-                with torch.autocast(self.device.type, dtype=torch.bfloat16) if tr.bf16 else nullcontext():
-                    if self._grouped is not None:
-                        out = self._grouped(params, buffers, masks, xb)
-                    else:
-                        out = self._vmapped(params, {**buffers, **masks}, xb)
-            except RuntimeError as exc:
-                if "randomness" in str(exc):
-                    raise NotStackable(
-                        "the model draws random numbers in training outside nn.Dropout layers (e.g. F.dropout in its "
-                        "forward), which would be shared by the models trained at once"
-                    ) from None
-                raise
-            if on_device:
-                weights = epoch[1][step, span, :n].reshape(-1)  # type: ignore[index]
-            else:
-                weights = w[models, :n].to(self.device, non_blocking=True).reshape(-1)
-            flat = out.float().reshape(len(models) * n, *out.shape[2:])
-            losses = outputs.nll(flat, self.y[rows].reshape(-1), self.kind, "none", tr.label_smoothing)
-            part = (losses * weights).sum()
+            part, buffers, copies = self._call_loss(p, pieces, models, n, idx, w, epoch, step)
             if each:
                 piece_grads[models[0]] = torch.autograd.grad(part, pieces[models[0]], allow_unused=True)
             else:
                 loss = loss + part
-            if not every and not run:
+            if copies:
                 written.append((models, buffers))
         if each:
             grads = self._join(p, piece_grads, {models[0]: len(models) for _, models in calls})
@@ -243,6 +198,79 @@ class StackedModel:
                 for name, b in buffers.items():
                     self.buffers[name][sel] = b
         return [torch.zeros_like(t) if g is None else g for t, g in zip(p, grads)]
+
+    def _calls(self, lengths: np.ndarray) -> list[tuple[int, list[int]]]:
+        """The step's forward calls: ``(L, models)`` for the models of equal batch length ``L > 0``, at most the
+        grouped kernel's ``per_call`` models per call."""
+        groups: dict[int, list[int]] = {}
+        for k, n in enumerate(lengths):
+            if n:
+                groups.setdefault(int(n), []).append(k)
+        per_call = (self._grouped.per_call if self._grouped is not None else 0) or self.k
+        return [(n, ms[i : i + per_call]) for n, ms in groups.items() for i in range(0, len(ms), per_call)]
+
+    def _call_loss(
+        self,
+        p: list[torch.Tensor],
+        pieces: dict[int, list[torch.Tensor]],
+        models: list[int],
+        n: int,
+        idx: torch.Tensor,
+        w: torch.Tensor,
+        epoch: tuple[torch.Tensor, torch.Tensor] | None,
+        step: int,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], bool]:
+        """One call's weighted loss, the buffers it ran with, and whether they are copies to write back."""
+        every = len(models) == self.k
+        # the grouped kernel on consecutive models: views of the stacks (its BatchNorm updates them in place)
+        run = self._grouped is not None and models[-1] - models[0] + 1 == len(models)
+        sel = slice(models[0], models[-1] + 1) if run else models
+        if models[0] in pieces:
+            params = dict(zip(self.names, pieces[models[0]]))
+        else:
+            params = dict(zip(self.names, p if every else [t[sel] for t in p]))
+        buffers = self.buffers if every else {name: b[sel] for name, b in self.buffers.items()}
+        on_device = epoch is not None and (every or run)
+        span = slice(None) if every else sel
+        if on_device:
+            rows = epoch[0][step, span, :n]  # type: ignore[index]
+        else:
+            rows = idx[models, :n].to(self.device, non_blocking=True)
+        out = self._forward(params, buffers, models, n, rows)
+        if on_device:
+            weights = epoch[1][step, span, :n].reshape(-1)  # type: ignore[index]
+        else:
+            weights = w[models, :n].to(self.device, non_blocking=True).reshape(-1)
+        flat = out.float().reshape(len(models) * n, *out.shape[2:])
+        losses = outputs.nll(flat, self.y[rows].reshape(-1), self.kind, "none", self.training.label_smoothing)
+        return (losses * weights).sum(), buffers, not every and not run
+
+    def _forward(
+        self,
+        params: dict[str, torch.Tensor],
+        buffers: dict[str, torch.Tensor],
+        models: list[int],
+        n: int,
+        rows: torch.Tensor,
+    ) -> torch.Tensor:
+        """``models``' outputs on their ``rows`` (``[models, n, …]``), with their dropout masks and augmentation."""
+        tr = self.training
+        masks = self.dropout.masks(models, n, self.device)
+        xb = self.x[rows]
+        if tr.augmenters:
+            xb = augment.stacked(tr.augmenters, models, xb)
+        try:
+            with torch.autocast(self.device.type, dtype=torch.bfloat16) if tr.bf16 else nullcontext():
+                if self._grouped is not None:
+                    return self._grouped(params, buffers, masks, xb)
+                return self._vmapped(params, {**buffers, **masks}, xb)
+        except RuntimeError as exc:
+            if "randomness" in str(exc):
+                raise NotStackable(
+                    "the model draws random numbers in training outside nn.Dropout layers (e.g. F.dropout in its "
+                    "forward), which would be shared by the models trained at once"
+                ) from None
+            raise
 
     @staticmethod
     def _join(

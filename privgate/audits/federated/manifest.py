@@ -153,6 +153,15 @@ def load_manifest(path: str | Path, *, code: bool = True) -> Manifest:
     ``code=False`` (``--no-config-code``): a ``recipe``, code privgate would import and run, is refused.
     """
     p = Path(path)
+    spec, tree = _parse(p, code)
+    _check_nodes(spec, tree, p)
+    ckpts = _checkpoints(spec, tree, p)
+    files, nonmembers, population = _data_files(spec, tree, p)
+    return Manifest(p, spec, ckpts, files, nonmembers, population)
+
+
+def _parse(p: Path, code: bool) -> tuple[ManifestSpec, yaml.Node | None]:
+    """The manifest's spec and its YAML tree (for line numbers); ``code=False`` refuses a ``recipe``."""
     if not p.is_file():
         raise ManifestError(f"{p}: federation manifest not found.")
     text = read_limited(p, "federation manifest", ManifestError)
@@ -172,7 +181,11 @@ def load_manifest(path: str | Path, *, code: bool = True) -> Manifest:
             "($PRIVGATE_NO_CONFIG_CODE) refuses code a file names: audit TorchScript checkpoints, which need no "
             "recipe, or run without the flag where the manifest is trusted",
         )  # fmt: skip
-    base = p.parent
+    return spec, tree
+
+
+def _check_nodes(spec: ManifestSpec, tree: yaml.Node | None, p: Path) -> None:
+    """Node names used once, edges between two nodes, and no more checkpoints than privgate reads."""
     n = len(spec.nodes)
     if len({node.name for node in spec.nodes}) != n:
         seen: set[str] = set()
@@ -190,23 +203,20 @@ def load_manifest(path: str | Path, *, code: bool = True) -> Manifest:
             f"{n} nodes × {spec.rounds} rounds name {n * spec.rounds:,} checkpoints, more than the "
             f"{MAX_CHECKPOINTS:,} privgate reads from one manifest",
         )  # fmt: skip
+
+
+def _checkpoints(spec: ManifestSpec, tree: yaml.Node | None, p: Path) -> list[list[Path]]:
+    """Every node's checkpoint files, one per round, each there; as many rounds for every node."""
     ckpts: list[list[Path]] = []
     for i, node in enumerate(spec.nodes):
-        names = (
-            node.checkpoints
-            if isinstance(node.checkpoints, list)
-            else _expand(node.checkpoints, spec.rounds, tree, p, i)
-        )
+        listed = isinstance(node.checkpoints, list)
+        names = node.checkpoints if listed else _expand(node.checkpoints, spec.rounds, tree, p, i)
         if not names:
             raise _at(tree, p, ("nodes", i, "checkpoints"), "lists no checkpoint")
-        paths = [base / c for c in names]
+        paths = [p.parent / c for c in names]
         for r, cp in enumerate(paths):
             if not cp.is_file():
-                loc = (
-                    ("nodes", i, "checkpoints", r)
-                    if isinstance(node.checkpoints, list)
-                    else ("nodes", i, "checkpoints")
-                )
+                loc = ("nodes", i, "checkpoints", r) if listed else ("nodes", i, "checkpoints")
                 raise _at(tree, p, loc, f"checkpoint {cp} not found")
         ckpts.append(paths)
     lengths = {len(c) for c in ckpts}
@@ -217,6 +227,12 @@ def load_manifest(path: str | Path, *, code: bool = True) -> Manifest:
             f"{len(ckpts[i])} rounds, but node {shown(spec.nodes[0].name)} has {len(ckpts[0])}; every node needs one "
             "checkpoint per round",
         )  # fmt: skip
+    return ckpts
+
+
+def _data_files(spec: ManifestSpec, tree: yaml.Node | None, p: Path) -> tuple[list[Path], Path, Path | None]:
+    """Each node's data file, the non-members' and the population's (when named), each there."""
+    base = p.parent
     files = []
     for i, node in enumerate(spec.nodes):
         f = base / node.data
@@ -229,7 +245,7 @@ def load_manifest(path: str | Path, *, code: bool = True) -> Manifest:
     population = base / spec.population if spec.population else None
     if population is not None and not population.is_file():
         raise _at(tree, p, ("population",), f"data file {population} not found")
-    return Manifest(p, spec, ckpts, files, nonmembers, population)
+    return files, nonmembers, population
 
 
 def npz_bytes(x: np.ndarray, y: np.ndarray) -> bytes:

@@ -87,6 +87,7 @@ def reference_scorer(
     from privgate.executors import executor_for
     from privgate.training.engine import train_ensemble
     from privgate.training.plan import model_seeds, paired_masks
+    from privgate.training.trained import TrainSettings
 
     if len(population) < MIN_POPULATION:
         raise PrivgateError(
@@ -99,11 +100,11 @@ def reference_scorer(
     z, train = np.sort(order[:n_z]), np.sort(order[n_z:])
     like_node = dataclasses.replace(recipe, epochs=int(epochs))
     masks = paired_masks(len(train), models, seed)
-    ens = train_ensemble(
-        like_node, x[train], y[train], masks, model_seeds(seed, models),
+    settings = TrainSettings(
         cache_dir=run.cache, cache_key=run.cache_key, threads=run.threads, engine=run.engine,
         executor=executor_for(run), models_per_task=run.models_per_task,
     )  # fmt: skip
+    ens = train_ensemble(like_node, x[train], y[train], masks, model_seeds(seed, models), settings)
     from privgate import outputs
 
     raw = ens.logits(x)

@@ -206,14 +206,8 @@ def simulate(
     victims = Victims.build(y, split.shards, split.holdout, run.seed)
     run.say("training reference models…" if settings.needs_references else "splitting…")
     scorer = _scorer(recipe, x, y, split, local_epochs * rounds, settings, run)
+    trajectories = _train_topologies(recipe, x, y, split.shards, topos, rounds, local_epochs, run)
     fed: list[Audited] = []
-    executor = executor_for(run)
-    run.say(f"{', '.join(t.name for t in topos)}: training {nodes} nodes × {rounds} rounds ({executor.name})…")
-    trajectories = executor.map(
-        _train_topology,
-        [(recipe, x, y, split.shards, topo, rounds, local_epochs, run.seed, run.engine, run.threads) for topo in topos],
-        threads=run.threads,
-    )
     for topo, traj in zip(topos, trajectories):
         run.say(f"{topo.name}: attacking every node from every node…")
         fed.append(_attack_topology(recipe, data, topo, traj, split, victims, scorer, settings, rounds, local_epochs))
@@ -245,6 +239,23 @@ def simulate(
         duration_s=round(time.perf_counter() - t0, 3),
     )
     return FederationRun(report, fed, split, data)
+
+
+def _train_topologies(
+    recipe: Recipe,
+    x: np.ndarray,
+    y: np.ndarray,
+    shards: list[np.ndarray],
+    topos: list[Topology],
+    rounds: int,
+    local_epochs: int,
+    run: RunOptions,
+) -> list[Trajectory]:
+    """Every topology's federation trained on the run's executor, one task per topology: their trajectories."""
+    executor = executor_for(run)
+    run.say(f"{', '.join(t.name for t in topos)}: training {len(shards)} nodes × {rounds} rounds ({executor.name})…")
+    tasks = [(recipe, x, y, shards, topo, rounds, local_epochs, run.seed, run.engine, run.threads) for topo in topos]
+    return executor.map(_train_topology, tasks, threads=run.threads)
 
 
 def _train_topology(

@@ -14,7 +14,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from privgate.attacks.base import Attack, AttackContext, AttackResult, AttackSki
 from privgate.errors import shown
 from privgate.inputs.canaries import MAX_CANARIES
 from privgate.inputs.text import shorten
+
+if TYPE_CHECKING:  # the canary measurement loads when it runs
+    from privgate.lm.canary_exposure import ExposureReport
 
 
 @dataclass
@@ -162,6 +165,12 @@ class CanaryExposure(Measurement):
                 "methods": {"exact": len(rows) - len(sampled), "extrapolated": len(sampled)},
             },
         )
+        return self._result(start, est, {"canaries": rows}, self._notes(rep, rows, sampled, inputs.canaries))
+
+    def _notes(
+        self, rep: ExposureReport, rows: list[dict[str, Any]], sampled: list[dict[str, Any]], source: Any
+    ) -> list[str]:
+        """The report's sentences: the worst canary's exposure and how it was ranked, and the canaries sampled."""
         worst = rows[rep.worst]
         how = (
             f"ranked exactly among all {worst['space']:,} candidates"
@@ -171,7 +180,7 @@ class CanaryExposure(Measurement):
             f"{worst['confidence']:.4g} (distribution-free), skew-normal point {worst['exposure']:.3g}"
         )
         notes = [
-            f"{len(rows)} canaries from {inputs.canaries}; the largest exposure is canary {rep.worst}'s "
+            f"{len(rows)} canaries from {source}; the largest exposure is canary {rep.worst}'s "
             f"({rep.max_exposure:.3g} bits of {worst['space_bits']:.3g} possible), {how}"
         ]
         if sampled:
@@ -180,7 +189,7 @@ class CanaryExposure(Measurement):
                 f"candidates and were extrapolated from {self.options['samples']:,} sampled candidates each "
                 "(Carlini et al. 2019, §4); raise the canary_exposure option max_exact to rank them exactly"
             )
-        return self._result(start, est, {"canaries": rows}, notes)
+        return notes
 
 
 class Extraction(Measurement):
