@@ -261,6 +261,44 @@ class PrivateRun:
             close()
 
 
+def _wrap(
+    common: dict[str, Any], settings: DPSettings, noise_multiplier: float | None, target_epsilon: float | None
+) -> tuple[Any, tuple[Any, ...], str | None]:
+    """Opacus's ``make_private`` (σ given) or ``make_private_with_epsilon`` (σ calibrated, PRV falling back to
+    RDP): ``(engine, what it wrapped, the fallback's note or None)``."""
+    from opacus import PrivacyEngine
+
+    chain = [settings.accountant] + (["rdp"] if target_epsilon is not None and settings.accountant == "prv" else [])
+    note = None
+    for name in chain:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "secure RNG turned off": stated in the DP statement's caveats
+                engine = PrivacyEngine(accountant=name)
+                if target_epsilon is None:
+                    return engine, engine.make_private(noise_multiplier=float(noise_multiplier), **common), note
+                wrapped = engine.make_private_with_epsilon(
+                    target_epsilon=float(target_epsilon), target_delta=settings.delta, epochs=settings.epochs, **common
+                )
+                return engine, wrapped, note
+        except _ACCOUNTANT_ERRORS as exc:
+            # get_noise_multiplier runs before make_private wraps anything, so retrying is clean
+            if target_epsilon is None:
+                raise
+            if name == chain[-1]:
+                raise DPCalibrationError(
+                    f"no noise multiplier reaches ε = {target_epsilon:g} at δ = {settings.delta:.3g} in "
+                    f"{settings.epochs} epochs "
+                    f"({exc.__class__.__name__}: {str(exc)[:160]}); use larger ε values in remediation.epsilons."
+                ) from None
+            note = (
+                f"the PRV accountant could not calibrate the noise for ε = {target_epsilon:g} "
+                f"({exc.__class__.__name__}: {str(exc)[:120]}); fell back to RDP, a valid and slightly more "
+                f"conservative bound"
+            )
+    raise AssertionError("unreachable: the accountant chain is never empty")
+
+
 def make_private(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -286,8 +324,6 @@ def make_private(
     Raises:
         DPCalibrationError: no σ reaches ``target_epsilon``.
     """
-    from opacus import PrivacyEngine
-
     if (target_epsilon is None) == (noise_multiplier is None):
         raise ValueError("give exactly one of target_epsilon or noise_multiplier")
     data_gen = torch.Generator().manual_seed(int(seed))
@@ -305,38 +341,7 @@ def make_private(
     )
     t0 = time.perf_counter()
     model.train()  # Opacus validates (and DP-SGD trains) a module in training mode
-    chain = [settings.accountant] + (["rdp"] if target_epsilon is not None and settings.accountant == "prv" else [])
-    note = None
-    for name in chain:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # "secure RNG turned off": stated in the DP statement's caveats
-                engine = PrivacyEngine(accountant=name)
-                if target_epsilon is None:
-                    wrapped = engine.make_private(noise_multiplier=float(noise_multiplier), **common)
-                else:
-                    wrapped = engine.make_private_with_epsilon(
-                        target_epsilon=float(target_epsilon),
-                        target_delta=settings.delta,
-                        epochs=settings.epochs,
-                        **common,
-                    )
-            break
-        except _ACCOUNTANT_ERRORS as exc:
-            # get_noise_multiplier runs before make_private wraps anything, so retrying is clean
-            if target_epsilon is None:
-                raise
-            if name == chain[-1]:
-                raise DPCalibrationError(
-                    f"no noise multiplier reaches ε = {target_epsilon:g} at δ = {settings.delta:.3g} in "
-                    f"{settings.epochs} epochs "
-                    f"({exc.__class__.__name__}: {str(exc)[:160]}); use larger ε values in remediation.epsilons."
-                ) from None
-            note = (
-                f"the PRV accountant could not calibrate the noise for ε = {target_epsilon:g} "
-                f"({exc.__class__.__name__}: {str(exc)[:120]}); fell back to RDP, a valid and slightly more "
-                f"conservative bound"
-            )
+    engine, wrapped, note = _wrap(common, settings, noise_multiplier, target_epsilon)
     if len(wrapped) == 4:  # ghost clipping also wraps the loss
         module, dp_opt, wrapped_loss, dp_loader = wrapped
     else:
