@@ -23,7 +23,6 @@ from privgate.recipe import Recipe
 OUTPUT_MEMO_BYTES, OUTPUT_MEMO_MAX = 64 << 20, 1 << 30
 
 
-@dataclass
 class Trained(NamedTuple):
     """What :func:`privgate.training.engine.train_models` returns: one group's states, how they were trained."""
 
@@ -33,6 +32,7 @@ class Trained(NamedTuple):
     kernel: str  # "mlp", "mlp-dp", "grouped", "vmap" (vectorised), "loop" or "function" (sequential)
 
 
+@dataclass
 class TorchReader:
     """How torch reference models are read: each ``state_dict`` loaded into one model of the recipe's architecture.
 
