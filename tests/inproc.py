@@ -44,9 +44,7 @@ def audit(job: str, **settings: Any) -> tuple[dict[str, Any], str, Any]:
     (:class:`~privgate.settings.LdpAuditSettings`, :class:`~privgate.settings.DpsgdAuditSettings`)."""
     import json
 
-    from privgate import api
-    from privgate.options import RunOptions
-    from privgate.settings import DpsgdAuditSettings, LdpAuditSettings
+    from privgate import DpsgdAuditSettings, LdpAuditSettings, RunOptions, api
 
     run, kind = {"ldp": (api.audit_ldp, LdpAuditSettings), "dpsgd": (api.audit_dpsgd, DpsgdAuditSettings)}[job]
     report = run(kind(**settings), RunOptions(seed=0))

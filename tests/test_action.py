@@ -586,7 +586,7 @@ checks:
 
 def test_action_on_a_language_model_fails_and_diffs_against_the_released_one(clinical, tmp_path):
     """A Hugging Face directory and text files through the action; the baseline is the model in production."""
-    from privgate.api import check
+    from privgate import check
     from privgate.settings import TextOptions
 
     policy = tmp_path / "lm-release.yaml"

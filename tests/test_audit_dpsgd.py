@@ -27,8 +27,8 @@ import torch
 from cases import run_cli
 from scipy import stats as st
 
+from privgate import train_model
 from privgate.audits import one_run_bound as B
-from privgate.training.loop import train_model
 
 TRAINERS = textwrap.dedent(
     """
@@ -270,9 +270,9 @@ def test_bad_input_is_one_sentence_and_exit_2(project: Path) -> None:
 
 
 def test_more_canaries_than_rows_is_refused() -> None:
+    from privgate import PrivgateError
     from privgate.audits.bundled import digits
     from privgate.audits.dpsgd_blackbox import mislabelled_canaries
-    from privgate.errors import PrivgateError
 
     with pytest.raises(PrivgateError, match="1797 rows are too few for 1795 canaries"):
         mislabelled_canaries(digits(), 1795, 0)
@@ -301,12 +301,10 @@ def test_remediation_audits_the_chosen_epsilon(monkeypatch: pytest.MonkeyPatch) 
     from rich.console import Console
 
     import privgate.audits.dpsgd as dpsgd
+    from privgate import AuditData, Recipe, Target
     from privgate.audits.bundled import digits
     from privgate.dp import remediate as rem
-    from privgate.inputs.data import AuditData
-    from privgate.inputs.target import Target
     from privgate.policy import parse_policy
-    from privgate.recipe import Recipe
     from privgate.report import render
     from privgate.report.console import print_remediation
 

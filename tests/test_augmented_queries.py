@@ -22,8 +22,8 @@ from cases import run_cli
 from conftest import built_once
 from torch import nn
 
-from privgate.recipe import Augment, Recipe
-from privgate.training.loop import train_model
+from privgate import Recipe, train_model
+from privgate.recipe import Augment
 
 pytest_plugins = ["pytester"]
 
@@ -135,11 +135,9 @@ def context(images: Path) -> Any:
     """An attack context on the pooled audit rows (as the gate builds it), with the augmented recipe."""
     import torch
 
+    from privgate import AuditData, Dataset, RunOptions, Target
     from privgate.attacks.base import AttackContext
     from privgate.gate import audit_rows
-    from privgate.inputs.data import AuditData, Dataset
-    from privgate.inputs.target import Target
-    from privgate.options import RunOptions
 
     parts = {k: np.load(images / f"{k}.npz") for k in ("members", "nonmembers", "population")}
     data = AuditData(*(Dataset(parts[k]["x"], parts[k]["y"]) for k in ("members", "nonmembers", "population")))

@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 import privgate.device as device
+from privgate import RunOptions
 from privgate.device import Workload, choose_device
-from privgate.options import RunOptions
 from privgate.workload import probe, workload_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,8 +43,8 @@ checks:
 @pytest.fixture(scope="module")
 def digits():
     """The digits example's inputs (``examples/digits/privgate.toml``: 897 + 600 + 300 8×8 images, MLP, strict)."""
+    from privgate import CheckSettings
     from privgate.api import load_inputs
-    from privgate.settings import CheckSettings
 
     folder = ROOT / "examples" / "digits"
     settings = CheckSettings(
@@ -60,10 +60,8 @@ def digits():
 def cifar_shaped():
     """The inputs of ``benchmarks/engine/cifar_engine.py``'s check, only their shapes real:
     25,000 + 25,000 3×32×32 rows, an airbench-class CNN of width 32, LiRA-64 + RMIA-4, 8 epochs of batch 512."""
-    from privgate.inputs.data import AuditData, Dataset
-    from privgate.inputs.target import Target
+    from privgate import AuditData, Dataset, Recipe, Target
     from privgate.policy import parse_policy
-    from privgate.recipe import Recipe
 
     def make() -> nn.Module:
         def block(i: int, o: int, pool: bool) -> list[nn.Module]:
@@ -205,8 +203,8 @@ def test_a_language_models_check_and_hardening_take_the_gpu_without_an_estimate(
 
     from tiny_lm import tiny_lm_records
 
+    from privgate import CheckSettings
     from privgate.api import load_inputs
-    from privgate.settings import CheckSettings
     from privgate.workload import decided
 
     files = {}

@@ -17,7 +17,7 @@ import pytest
 import torch
 from cases import make_model, run_cli
 
-from privgate.errors import PrivgateError
+from privgate import PrivgateError
 
 
 def _digest(paths):

@@ -134,7 +134,7 @@ def test_the_api_runs_every_attack_without_a_budget(slow):
         "name": "p", "sensitivity": "internal", "release": "api", "attacks": {"loss": {}, "slow": {}},
         "checks": [{"id": "acc", "attack": "best", "metric": "accuracy", "max": 0.8}],
     }  # fmt: skip
-    from privgate.policy import Policy
+    from privgate import Policy
 
     report = privgate.check(model, Policy.model_validate(policy), members, nonmembers)
     assert report.verdict == "pass" and {a.name: a.status for a in report.attacks} == {"loss": "ran", "slow": "ran"}

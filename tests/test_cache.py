@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
+from privgate import Recipe
 from privgate.io import atomic
-from privgate.recipe import Recipe
 from privgate.training.cache import ModelCache, entry_digest, entry_tag
 from privgate.training.engine import train_ensemble
 from privgate.training.plan import model_seeds, paired_masks

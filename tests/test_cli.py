@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 from cases import run_cli
 
-from privgate import decision, stats
-from privgate.policy import load_policy
-from privgate.report.model import EXIT_CODES, CheckResult
+from privgate import CheckResult, decision, load_policy, stats
+from privgate.report.model import EXIT_CODES
 
 
 def _check(case, model, policy="internal", *extra, json_path=None):

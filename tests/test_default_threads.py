@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from privgate.options import RunOptions
+from privgate import RunOptions
 from privgate.threads import (
     cgroup_cpus,
     default_threads,

@@ -23,9 +23,8 @@ import torch
 from cases import run_cli
 from torch import nn
 
+from privgate import RunOptions, train_model
 from privgate.device import DeviceError, resolve_device
-from privgate.options import RunOptions
-from privgate.training.loop import train_model
 
 CUDA = torch.cuda.is_available()
 
@@ -45,7 +44,7 @@ def test_auto_takes_a_gpu_exactly_when_torch_sees_one(monkeypatch):
 
 
 def test_a_target_moves_as_a_copy():
-    from privgate.inputs.target import Target
+    from privgate import Target
 
     model = nn.Linear(3, 2)
     target = Target(model)
@@ -63,7 +62,8 @@ def test_a_training_step_keeps_every_tensor_on_the_training_device():
     """
     from torch.func import stack_module_state
 
-    from privgate.recipe import DPSGD, Recipe
+    from privgate import Recipe
+    from privgate.recipe import DPSGD
     from privgate.training import grouped, mlp
     from privgate.training.dp_step import dp_step
     from privgate.training.optimisers import optimise
@@ -114,7 +114,7 @@ def test_a_training_step_keeps_every_tensor_on_the_training_device():
 
 
 def test_engines_train_on_an_explicit_cpu_device_as_by_default():
-    from privgate.recipe import Recipe
+    from privgate import Recipe
     from privgate.training.engine import train_models
     from privgate.training.plan import model_seeds, paired_masks
 

@@ -22,7 +22,7 @@ import torch
 from standin import StandInMode
 from torch import nn
 
-from privgate.training.loop import train_model
+from privgate import train_model
 
 
 def _where(model: nn.Module) -> str:
@@ -65,9 +65,8 @@ def test_torchscript_target_moves_with_leaf_parameters():
     model's. ``copy.deepcopy`` of a ScriptModule gave clones (not leaves): on a GPU torch warned that a non-leaf's
     ``.grad`` was read, and the strict policy's gradient attack died with "invalid gradient … expected device cpu
     but got cuda:0" (exit 4). ``meta`` stands in for the GPU (warnings are errors here)."""
-    from privgate import outputs
+    from privgate import Target, outputs
     from privgate.attacks.gradient import _per_example_sq_norms_loop
-    from privgate.inputs.target import Target
 
     net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     buffer = io.BytesIO()
@@ -88,7 +87,7 @@ def test_torchscript_target_moves_with_leaf_parameters():
 
 
 def _white_box_world():  # noqa: ANN202
-    from privgate.recipe import Recipe
+    from privgate import Recipe
 
     rng = np.random.default_rng(3)
     centres = rng.normal(size=(3, 1, 4, 4))
@@ -156,8 +155,8 @@ def test_white_box_attacks_on_the_device_give_the_cpu_report(gpu, tmp_path):
 def test_reference_models_train_on_the_device_as_on_the_cpu(gpu):
     """The engine's kernels — the closed-form MLP (plain and DP-SGD with its own noise), the grouped stack of a CNN
     with BatchNorm and dropout — and the sequential loop train on the device the models the CPU trains."""
+    from privgate import Recipe
     from privgate.dp.recipe import DPRecipe
-    from privgate.recipe import Recipe
     from privgate.training.engine import train_models
     from privgate.training.plan import model_seeds, paired_masks
 
@@ -194,9 +193,9 @@ def test_dp_sgd_retraining_trains_the_cpu_model_on_the_device(gpu, mode):
     the same seed gives on the CPU. The noise was drawn by a generator on the training device: another stream on
     a GPU than on the CPU (``privgate harden --remediation random-stopping`` found no ε there that the CPU
     hardened at 4); here a generator on the device is refused, as a draw that would differ."""
+    from privgate import Recipe
     from privgate.audits.dpsgd_whitebox import GradientCanaries, install
     from privgate.dpsgd.train import DPSettings, train_dp
-    from privgate.recipe import Recipe
 
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(64, 8)).astype(np.float32), rng.integers(0, 3, 64)
@@ -328,8 +327,7 @@ def test_lm_harden_on_the_device_gives_the_cpu_search(gpu, bases, tmp_path, kind
     On a GPU the utility fed CPU token ids to the candidate the audit had left there: exit 4."""
     import json
 
-    from privgate import api
-    from privgate.settings import HardenSettings
+    from privgate import HardenSettings, api
 
     folder, texts = bases
     base = folder / ("classifier" if kind == "classifier" else "causal")

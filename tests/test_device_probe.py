@@ -112,8 +112,8 @@ def test_the_probe_measures_once_then_reads_the_cache(tmp_path):
 
 
 def test_no_probe_without_a_gpu_or_with_a_device_asked_for_and_the_report_gives_the_estimate(case, monkeypatch):
+    from privgate import RunOptions
     from privgate.device import asked_for
-    from privgate.options import RunOptions
     from privgate.policy import parse_policy
     from privgate.workload import decided
 

@@ -17,8 +17,8 @@ import pytest
 from cases import run_cli
 
 import privgate
+from privgate import Report
 from privgate.report.diff import NotComparable, diff_reports
-from privgate.report.model import Report
 
 
 def _check(case, model: Path, out: Path, policy: str = "internal", nonmembers: Path | None = None) -> Path:

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from privgate import stats
+from privgate import CheckResult, stats
 from privgate.report.evidence import check_estimate
-from privgate.report.model import CheckResult
 from privgate.stats import difference as D
 
 

@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 from cases import run_cli
 
-from privgate import api
+from privgate import CheckSettings, api
 from privgate.errors import DataError
 from privgate.policy import parse_policy
-from privgate.settings import CheckSettings
 
 LOSS = """
 name: loss
@@ -67,7 +66,7 @@ def test_the_cli_drops_duplicates_from_both_sides_counts_them_and_runs_the_blind
 
 
 def test_the_refusal_names_the_option_through_the_api_and_the_assertions_alike(case, overlapping):
-    from privgate.assertions import assert_mia_below
+    from privgate import assert_mia_below
 
     needles = ("n.npz: 5 member row(s) also appear among the non-members (same features and label; first: members "
                "row 11 is non-members row 301)", "or pass --drop-duplicates (config drop_duplicates = true; "

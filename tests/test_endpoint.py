@@ -148,8 +148,8 @@ def test_query_budget_and_lost_server_leave_no_report(served):
 
 def test_unusable_endpoints_are_one_sentence(served):
     import privgate
+    from privgate import Target
     from privgate.errors import TargetError
-    from privgate.inputs.target import Target
     from privgate.inputs.targets.endpoint import Access
 
     d, base = served

@@ -15,11 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from privgate import Recipe, train_model
 from privgate.errors import RecipeError
-from privgate.recipe import Recipe
 from privgate.training.dropout import DropoutPlan
 from privgate.training.engine import train_ensemble, train_models
-from privgate.training.loop import train_model
 from privgate.training.plan import dropout_seed, model_seeds, paired_masks
 from privgate.training.trained import TrainSettings
 

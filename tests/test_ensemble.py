@@ -11,13 +11,13 @@ import pytest
 import torch
 from torch import nn
 
-from privgate.errors import PrivgateError, RecipeError
-from privgate.recipe import Recipe
+from privgate import PrivgateError, Recipe, train_model
+from privgate.errors import RecipeError
 from privgate.threads import torch_threads
 from privgate.training.cache import ModelCache
 from privgate.training.engine import train_ensemble, train_models
 from privgate.training.fingerprint import recipe_fingerprint
-from privgate.training.loop import train_loop, train_model
+from privgate.training.loop import train_loop
 from privgate.training.plan import model_seeds, paired_masks
 from privgate.training.trained import TrainSettings
 

@@ -22,8 +22,8 @@ import pytest
 import torch
 from cases import AUC_POLICY, make_model, run_cli, synthetic
 
+from privgate import Target
 from privgate.errors import TargetError
-from privgate.inputs.target import Target
 
 
 def _memorising(xm: np.ndarray, ym: np.ndarray) -> torch.nn.Module:

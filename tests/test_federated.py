@@ -19,15 +19,11 @@ from cases import run_cli
 from sklearn.datasets import load_digits
 from torch import nn
 
-from privgate import stats
+from privgate import Dataset, Recipe, RunOptions, stats, train_model
 from privgate.audits.federated.run import Settings, simulate
 from privgate.audits.federated.simulate import train_federation
 from privgate.audits.federated.split import Distribution, matched_nonmembers, shards
 from privgate.audits.federated.topology import mixing_matrix, parse_topology
-from privgate.inputs.data import Dataset
-from privgate.options import RunOptions
-from privgate.recipe import Recipe
-from privgate.training.loop import train_model
 
 RECIPE_SOURCE = textwrap.dedent(
     """
@@ -236,8 +232,7 @@ def test_cli_simulate_save_then_audit_and_gate(tmp_path, monkeypatch):
     assert sarif["runs"][0]["results"][0]["level"] == "error"
 
     # a looser bound passes: in process (`fl audit MANIFEST --policy pol.yaml --attacks loss`, from the same folder)
-    from privgate import api
-    from privgate.settings import FederationAuditSettings
+    from privgate import FederationAuditSettings, api
 
     policy.write_text(policy.read_text().replace("max: 0.5", "max: 0.95"))
     monkeypatch.chdir(tmp_path)  # where the CLI ran: the manifest's recipe is found from there

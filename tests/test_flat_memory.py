@@ -18,17 +18,12 @@ import pytest
 import torch
 from torch import nn
 
-from privgate import gate, outputs
+from privgate import AuditData, Dataset, Recipe, RunOptions, Target, gate, outputs, train_model
 from privgate.attacks import AttackContext
 from privgate.attacks.reference import build_references, logit_confidence
 from privgate.attacks.rmia import tempered_true_class
 from privgate.attacks.threshold import EntropyAttack, ModifiedEntropyAttack
-from privgate.inputs.data import AuditData, Dataset
-from privgate.inputs.target import Target
-from privgate.options import RunOptions
 from privgate.policy import parse_policy
-from privgate.recipe import Recipe
-from privgate.training.loop import train_model
 
 FEATURES, CLASSES = 20, 10
 

@@ -30,9 +30,9 @@ from flwr.app import ArrayRecord, ConfigRecord, Error, Message, MetricRecord, Re
 from flwr.serverapp import Grid  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 
+from privgate import Target  # noqa: E402
 from privgate.audits.federated.flower import AuditedStrategy, FlowerAuditError  # noqa: E402
 from privgate.audits.federated.manifest import load_manifest  # noqa: E402
-from privgate.inputs.target import Target  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

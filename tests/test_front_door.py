@@ -54,8 +54,7 @@ def _same(cli_json: Path, api_report: Any, also: frozenset[str] = frozenset()) -
 
 
 def test_check_cli_and_api_give_the_same_report(case, tmp_path):
-    from privgate import api
-    from privgate.settings import CheckSettings
+    from privgate import CheckSettings, api
 
     out = tmp_path / "cli.json"
     r = run_cli(
@@ -74,9 +73,7 @@ def test_check_cli_and_api_give_the_same_report(case, tmp_path):
 
 
 def test_ldp_claim_audit_cli_and_api_agree_and_write_every_format(tmp_path):
-    from privgate import api
-    from privgate.options import RunOptions
-    from privgate.settings import LdpAuditSettings
+    from privgate import LdpAuditSettings, RunOptions, api
 
     outs = {f: tmp_path / f"ldp.{f}" for f in ("json", "junit", "sarif", "markdown", "html")}
     flags = [a for f, p in outs.items() for a in (f"--{f}", str(p))]
@@ -122,9 +119,7 @@ TRAINER = textwrap.dedent(
 
 def test_dpsgd_claim_audit_cli_and_api_agree_and_fail_in_junit_and_sarif(tmp_path):
     """A trainer without noise claiming ε = 1: the one-run audit refutes it, the same way through both doors."""
-    from privgate import api
-    from privgate.options import RunOptions
-    from privgate.settings import DpsgdAuditSettings
+    from privgate import DpsgdAuditSettings, RunOptions, api
 
     (tmp_path / "trainers.py").write_text(TRAINER)
     rng = np.random.default_rng(0)
@@ -155,9 +150,7 @@ FL_POLICY = (
 
 
 def test_federation_jobs_cli_and_api_agree_and_best_decides_over_every_attack(tmp_path, monkeypatch):
-    from privgate import api
-    from privgate.options import RunOptions
-    from privgate.settings import FederationAuditSettings, SimulationSettings
+    from privgate import FederationAuditSettings, RunOptions, SimulationSettings, api
 
     (tmp_path / "flrecipe.py").write_text(FL_RECIPE)  # the digits MLP and data of tests/test_federated.py
     (tmp_path / "fldata.py").write_text(FL_DATA)
@@ -240,8 +233,7 @@ def test_report_render_reads_every_job_back(tmp_path):
 
 def test_harden_cli_and_api_give_the_same_report_and_files(tiny, tmp_path, monkeypatch):  # noqa: F811
     """privgate harden and api.harden on the same inputs: the same report (job harden) and the same model files."""
-    from privgate import api
-    from privgate.settings import HardenSettings
+    from privgate import HardenSettings, api
 
     d, out = tiny["dir"], tmp_path / "hardened.pt"
     r = run_cli("harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--members",

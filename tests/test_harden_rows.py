@@ -112,9 +112,9 @@ def test_a_search_no_candidate_can_win_at_this_audit_size_stops_before_fitting(f
 
 
 def test_the_stop_sizes_at_the_candidates_confidence_and_never_for_a_point_decision():
+    from privgate import CheckResult, Report
     from privgate.dp.candidates import undecidable
     from privgate.policy import parse_policy
-    from privgate.report.model import CheckResult, Report
 
     low = CheckResult(id="low", attack="loss", metric="tpr_at_fpr", value=0.03, ci=[0.0, 0.2], threshold=0.05,
                       status="inconclusive", reason="…", confidence=0.99, fpr=0.01)  # fmt: skip

@@ -133,12 +133,11 @@ def test_the_walks_estimated_time_is_refused_above_the_limit_with_the_estimate()
 
 
 def test_the_harden_run_refuses_a_walk_estimated_past_its_limit_after_the_original_audit(tables):
+    from privgate import HardenSettings, RunOptions
     from privgate.dp.capacity_task import CapacityTask
     from privgate.dp.remediate import search
     from privgate.errors import PolicyError
-    from privgate.options import RunOptions
     from privgate.policy.loading import parse_policy
-    from privgate.settings import HardenSettings
 
     steps = "[{model__min_samples_leaf: 4}, {model__min_samples_leaf: 64}]"
     # decided on the point estimate: a search that could not decide its check at this audit size would stop first

@@ -114,7 +114,7 @@ def _within(seconds: float, fn, *args):
 
 
 def _load(url: str, **access):
-    from privgate.inputs.target import Target
+    from privgate import Target
     from privgate.inputs.targets.endpoint import Access
 
     return Target.load(url, access=Access(**{"retries": 0, **access}))

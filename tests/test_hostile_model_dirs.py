@@ -165,9 +165,8 @@ def test_an_adapters_base_naming_code_is_refused_and_its_name_cannot_reach_the_t
 def test_every_loader_refuses_a_folder_naming_code(folder, tiny_lm_dir, tmp_path):
     """The target, a reference model, a recipe's base (check's LiRA/RMIA references, harden, audit dpsgd) and the
     pytest assertion all read a folder through the same guarded loader (an adapter's base: the CLI case above)."""
-    from privgate import api
-    from privgate.errors import PrivgateError
-    from privgate.settings import DpsgdAuditSettings, TextOptions
+    from privgate import DpsgdAuditSettings, PrivgateError, api
+    from privgate.settings import TextOptions
     from pytest_privgate import assert_exposure_below
 
     marker = tmp_path / "ran"

@@ -22,8 +22,8 @@ from cases import run_cli
 from cmarkgfm.cmark import Options
 from test_hostile_input import _bad
 
+from privgate import PrivgateError
 from privgate.cli.report import DEFAULT_REPORT_MIB
-from privgate.errors import PrivgateError
 from privgate.report import render
 from privgate.report.loading import MAX_REPORT_BYTES, parse_report, read_report
 
@@ -286,9 +286,7 @@ def test_check_and_diff_markdown_link_no_address_and_mention_no_one(saved):
 def test_markdown_of_every_report_string_stays_text(saved, tmp_path):
     """Before: a crafted harden report's DP search name and caveats, and a claim audit's target path, went into
     the Markdown raw (the path inside single backticks): a link and an image came through."""
-    from privgate import api
-    from privgate.options import RunOptions
-    from privgate.settings import LdpAuditSettings
+    from privgate import LdpAuditSettings, RunOptions, api
 
     evil = "` [click](http://evil.example) ![i](http://evil.example/i.png) " + LINKY
     d = _report(saved)

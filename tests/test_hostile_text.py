@@ -16,7 +16,8 @@ import pytest
 from cases import run_cli
 from tiny_lm import INSERTED, tiny_lm_records
 
-from privgate.errors import DataError, PrivgateError
+from privgate import PrivgateError
+from privgate.errors import DataError
 
 NESTED = "[" * 100_000 + "]" * 100_000  # Python's JSON parser gives up (RecursionError) long before this depth
 
@@ -46,7 +47,7 @@ def _cli_refusal(model: Path, *args: str, cwd: Path) -> str:
 
 def _refusal(model: Path, members: Path, nonmembers: Path, **text) -> str:
     """The one sentence :func:`privgate.api.check` raises (the CLI prints it and exits 2)."""
-    from privgate.api import check
+    from privgate import check
     from privgate.settings import TextOptions
 
     with pytest.raises(PrivgateError) as err:

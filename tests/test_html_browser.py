@@ -19,8 +19,8 @@ from pipeline_cases import leaky_tree
 from test_reports import POLICY, REMEDIATION, decode_png
 
 import privgate
+from privgate import Report
 from privgate.report import render as render_report
-from privgate.report.model import Report
 
 #: Where the layout is read from inside the page (CSS pixels, getBoundingClientRect).
 PROBE = {

@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
+from privgate import load_policy
 from privgate.cli import cli
-from privgate.policy import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = Path(".github/workflows/privacy-gate.yml")

@@ -19,8 +19,7 @@ import pytest
 import torch
 from cases import AUC_POLICY, make_model, synthetic
 
-from privgate import api
-from privgate.errors import PrivgateError
+from privgate import PrivgateError, api
 from privgate.integrations.gate import GateSpec, Logits, PrivacyGateFailed
 
 STEPS = 40  # one epoch of 40 full batches (the 200 rows repeated): the MLP memorises the 80 % random labels

@@ -341,7 +341,7 @@ def test_a_full_disk_names_the_file_and_leaves_the_old_report(work):
 
 
 def test_commit_names_the_file_on_enospc(tmp_path, monkeypatch):
-    from privgate.errors import PrivgateError
+    from privgate import PrivgateError
     from privgate.io import atomic
     from privgate.io.staging import commit
 
@@ -363,7 +363,7 @@ def test_commit_names_the_file_on_enospc(tmp_path, monkeypatch):
 
 
 def test_an_artefact_that_cannot_be_written_names_where_it_was_going(tmp_path, monkeypatch):
-    from privgate.errors import PrivgateError
+    from privgate import PrivgateError
     from privgate.io import atomic
     from privgate.io.artefacts import save_artefacts
     from privgate.io.staging import Staging

@@ -16,13 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privgate import stats
+from privgate import RunOptions, stats, train_model
 from privgate.attacks import AttackContext, AttackSkipped, get_attack
 from privgate.attacks.crossfit import CalibrationLabels, cross_fit, fold_of
 from privgate.attacks.learned import LearnedAttack
 from privgate.attacks.tails import smoothed_cdf, two_sided_scorer
-from privgate.options import RunOptions
-from privgate.training.loop import train_model
 
 ROOT = Path(__file__).resolve().parent.parent
 SURVEY = ROOT / "examples" / "survey"
@@ -55,7 +53,7 @@ def _metrics(scores, membership, calibration):
 
 @pytest.fixture(scope="module")
 def leaky():
-    from privgate.inputs.target import Target
+    from privgate import Target
 
     _survey()
     return _audit(Target.load(SURVEY / "model.pt"))
@@ -66,7 +64,7 @@ def null():
     """A model trained with the example's recipe on population rows only: every audit row is unseen."""
     import torch
 
-    from privgate.inputs.target import Target
+    from privgate import Target
 
     data = _survey()
     sys.path.insert(0, str(SURVEY))

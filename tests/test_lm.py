@@ -114,8 +114,7 @@ def _bad(args, cwd: Path) -> str:
 
 def _refused(model: Path, members: Path, nonmembers: Path, **text) -> str:
     """The one sentence privgate.api.check raises (the CLI prints it and exits 2, as the CLI cases show)."""
-    from privgate.api import check
-    from privgate.errors import PrivgateError
+    from privgate import PrivgateError, check
     from privgate.settings import TextOptions
 
     with pytest.raises(PrivgateError) as err:
@@ -227,8 +226,8 @@ def test_lora_adapter_loads_on_its_base(clinical, tmp_path):
 
 
 def test_builtin_policies_map_to_the_language_model_family():
+    from privgate import load_policy
     from privgate.lm.family import LM_FAMILY, lm_policy, skipped_attacks
-    from privgate.policy import load_policy
 
     internal = lm_policy(load_policy("internal"))
     assert set(internal.attacks_to_run()) == set(LM_FAMILY)  # loss, entropy, … learned → the LM family
@@ -262,7 +261,7 @@ def test_sequence_classifier_is_attacked_by_the_black_box_family(clf):  # noqa: 
 
 def test_shifted_audit_data_cannot_pass(clinical, tmp_path):
     """Non-members from another distribution (the example's public text): the blind guard says so; nothing passes."""
-    from privgate.api import check
+    from privgate import check
 
     shifted = tmp_path / "shifted.jsonl"
     public = _builder().public_text(400)[-120:]

@@ -153,8 +153,8 @@ def test_user_level_dp_fine_tuning_states_users_as_the_unit(clinical, tmp_path):
     """
     from test_lm_harden import POLICY, RECIPE
 
-    from privgate import api
-    from privgate.settings import HardenSettings, TextOptions
+    from privgate import HardenSettings, api
+    from privgate.settings import TextOptions
 
     # 15 noisy steps reach a held-out perplexity of 140-215 (builder seeds 0-3; the public base's is ≈1,100-1,250)
     (tmp_path / "policy.yaml").write_text(POLICY.format(extra="  max_perplexity: 400").replace("[8, 2]", "[8]"))

@@ -58,7 +58,7 @@ def test_assert_exposure_below_in_a_user_suite(pytester: pytest.Pytester, saved_
 
 
 def test_a_directory_without_config_is_one_sentence(tmp_path):
-    from privgate.assertions import assert_exposure_below
+    from privgate import assert_exposure_below
     from privgate.errors import TargetError
 
     with pytest.raises(TargetError, match=r"not a Hugging Face model directory \(no config.json\)\.$"):

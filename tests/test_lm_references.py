@@ -65,7 +65,7 @@ def _cli_check(d: Path, tmp: Path, name: str, cache: Path):
 
 
 def _in_process(d: Path, model: str, policy: str, cache: Path, **kw):
-    from privgate.api import check
+    from privgate import check
 
     return check(
         str(d / model),
@@ -143,7 +143,7 @@ def test_lira_on_a_model_of_other_records_is_near_chance_with_the_cached_referen
 
 
 def test_reference_model_scores_are_cached_and_a_damaged_entry_is_ignored(clinical, tmp_path):
-    from privgate.api import check
+    from privgate import check
 
     cache = tmp_path / "cache"
     kw = {"reference_model": str(clinical / "base")}
@@ -198,7 +198,7 @@ def test_bad_reference_inputs_are_one_sentence(clinical, tmp_path):
     overlap = tmp_path / "population.jsonl"
     member_line = (clinical / "members.jsonl").read_text().splitlines()[0]
     overlap.write_text((clinical / "population.jsonl").read_text() + member_line + "\n")
-    from privgate.api import check
+    from privgate import check
 
     common = (str(clinical / "memorised"), str(policy), str(clinical / "members.jsonl"))
     with pytest.raises(DataError, match=r"population.jsonl, line 81: the record is also in the audit data \("):

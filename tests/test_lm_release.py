@@ -28,7 +28,7 @@ checks:
 @pytest.fixture(scope="module")
 def releases(clinical, tmp_path_factory):
     """JSON reports of the memorising model and of the one fine-tuned on other records, and a policy file."""
-    from privgate.api import check
+    from privgate import check
 
     d = tmp_path_factory.mktemp("releases")
     policy = d / "policy.yaml"
@@ -74,7 +74,7 @@ def test_diff_refuses_lm_reports_of_different_audit_data(releases, tmp_path):
 
 def test_diff_compares_exact_canary_exposure(clinical, tmp_path):
     """An exposure computed by ranking every candidate has no sampling error: its change is exact."""
-    from privgate.api import check
+    from privgate import check
     from privgate.settings import TextOptions
 
     policy = str(Path(__file__).resolve().parent.parent / "examples" / "clinical_notes" / "policy.yaml")

@@ -171,7 +171,7 @@ def test_a_dp_fine_tune_follows_the_schedule_and_says_clipping_is_dp_sgds(clinic
 
 def test_reference_models_fine_tuned_like_a_trainer_run(clinical, tmp_path):
     """LiRA's references fine-tuned by a copied TrainingArguments: the report shows the schedule and the notes."""
-    from privgate.api import check
+    from privgate import check
 
     (tmp_path / "policy.yaml").write_text(
         "name: lm-trainer\nsensitivity: internal\nrelease: api\nattacks: {lm_lira: {models: 2}, lm_loss: {}}\n"

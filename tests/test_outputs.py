@@ -15,19 +15,13 @@ from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 from torch import nn
 
-from privgate import outputs, stats
+from privgate import AuditData, Dataset, Policy, Recipe, RunOptions, Target, check_model, outputs, stats, train_model
 from privgate.attacks import AttackContext, get_attack
 from privgate.attacks.gradient import gradient_features
 from privgate.dp.clip import accuracy
 from privgate.dpsgd.train import probe_private_training
-from privgate.gate import check_model
-from privgate.inputs.data import AuditData, Dataset
-from privgate.inputs.target import Target
-from privgate.options import RunOptions
-from privgate.policy import Policy, parse_policy
-from privgate.recipe import Recipe
+from privgate.policy import parse_policy
 from privgate.training.engine import train_models
-from privgate.training.loop import train_model
 from privgate.training.plan import model_seeds, paired_masks
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")

@@ -65,7 +65,7 @@ def test_an_inconclusive_check_says_how_many_rows_would_decide_it(case, tmp_path
 
 
 def test_the_api_and_the_pytest_assertion_carry_the_sizes(case):
-    from privgate.assertions import assert_mia_below
+    from privgate import assert_mia_below
 
     rep = api.check(str(case / "lr.skops"), str(case / "p.yaml"), str(case / "m.npz"), str(case / "n.npz"))
     acc = next(c for c in rep.checks if c.id == "mia-accuracy")

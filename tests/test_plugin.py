@@ -15,7 +15,7 @@ import torch
 from pipeline_cases import constant_model, leaky_tree
 
 import privgate
-from privgate.inputs.data import AuditData, Dataset
+from privgate import AuditData, Dataset
 from pytest_privgate import (
     PrivacyAssertionError,
     assert_epsilon_below,

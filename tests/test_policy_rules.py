@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from cases import run_cli
 
-from privgate import stats
+from privgate import load_policy, stats
 from privgate.decision import EXCLUDED, decide
-from privgate.policy import Check, Decision, load_policy
+from privgate.policy import Check, Decision
 
 HEAD = "sensitivity: confidential\nrelease: api\n"
 

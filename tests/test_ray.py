@@ -25,10 +25,8 @@ import pytest
 import torch
 from cases import make_model, run_cli, stable, synthetic
 
-from privgate.errors import PrivgateError
+from privgate import PrivgateError, Recipe, RunOptions
 from privgate.executors import ExecutorError, LocalExecutor, executor_for, task_groups
-from privgate.options import RunOptions
-from privgate.recipe import Recipe
 
 ray = pytest.importorskip("ray")
 
@@ -288,8 +286,8 @@ def test_fl_simulate_is_identical_local_and_ray(cluster: str) -> None:
 
 
 def test_ldp_cells_are_identical_local_and_ray(cluster: str) -> None:
+    from privgate import Dataset
     from privgate.audits.ldp import LdpSettings, audit_ldp
-    from privgate.inputs.data import Dataset
 
     x, y = synthetic(200, seed=7, label_noise=0.0)
     settings = LdpSettings(epsilons=(1.0, 4.0), trials=300, adversaries=("benign", "gradient_flip"))

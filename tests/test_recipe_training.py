@@ -19,11 +19,10 @@ import torch
 from cases import make_model, run_cli
 from torch import nn
 
+from privgate import Recipe, train_model
 from privgate.errors import RecipeError
-from privgate.recipe import Recipe
 from privgate.threads import torch_threads
 from privgate.training.engine import train_ensemble, train_models
-from privgate.training.loop import train_model
 from privgate.training.plan import model_seeds, paired_masks
 
 RNG = np.random.default_rng(0)

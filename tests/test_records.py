@@ -79,7 +79,7 @@ def test_api_writes_the_records_and_the_json_references_them_without_per_row_dat
 
 
 def test_an_unknown_extension_is_one_sentence_and_writes_nothing(audit):
-    from privgate.errors import PrivgateError
+    from privgate import PrivgateError
 
     d, report = audit
     with pytest.raises(PrivgateError, match=r"^records path .*r\.xlsx: unknown extension '\.xlsx'; name a \.csv or"):

@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from sklearn.datasets import load_digits
 from torch import nn
 
+from privgate import AuditData, CheckResult, Dataset, Recipe, Target, train_model
 from privgate.dp import remediate as rem
 from privgate.dp.candidates import Candidate
 from privgate.dp.clip import accuracy, search_clip_norm
@@ -33,13 +34,8 @@ from privgate.dp.hardened import save_hardened
 from privgate.dp.recipe import DPRecipe
 from privgate.dpsgd.train import DPSettings, make_private_module, probe_private_training, train_dp
 from privgate.errors import PolicyError, RecipeError
-from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.entrypoints import load_recipe
-from privgate.inputs.target import Target
 from privgate.policy import Utility, parse_policy
-from privgate.recipe import Recipe
-from privgate.report.model import CheckResult
-from privgate.training.loop import train_model
 
 # torch.jit (TorchScript, the portable format privgate writes and loads) warns that it is deprecated
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
@@ -433,10 +429,10 @@ def test_the_dp_statement_is_in_every_format(hardened):
 
     from rich.console import Console
 
+    from privgate import Report
     from privgate.dp.card import model_card, read_statement
     from privgate.report import render
     from privgate.report.console import print_report
-    from privgate.report.model import Report
 
     out, _, _ = hardened
     st = out.report.remediation.statement
@@ -483,8 +479,8 @@ def test_the_dp_statement_is_in_every_format(hardened):
 
 
 def test_the_clip_norm_is_never_tuned_on_the_members(tiny, monkeypatch):
+    from privgate import RunOptions
     from privgate.dp import settings as dp_settings
-    from privgate.options import RunOptions
 
     seen: list[np.ndarray] = []
     real = dp_settings.search_clip_norm

@@ -20,11 +20,12 @@ from pipeline_cases import constant_model, leaky_tree
 from pydantic import ValidationError
 
 import privgate
+from privgate import Report
 from privgate.io.png import png_bytes
 from privgate.report import available_formats, render
 from privgate.report.charts import Series, line_chart, roc_chart
 from privgate.report.markdown import cell
-from privgate.report.model import AttackSummary, Report
+from privgate.report.model import AttackSummary
 from privgate.report.remediation import chosen_epsilon
 from privgate.report.remediation import view as remediation_view
 from privgate.report.remediation_section import RemediationSection

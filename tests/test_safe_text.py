@@ -34,9 +34,9 @@ from rich.console import Console
 from rich.text import Text
 
 import privgate
+from privgate import Report
 from privgate.report import render
 from privgate.report.console import print_report
-from privgate.report.model import Report
 from privgate.report.safe import (
     checked_png_uri,
     clean,
@@ -208,9 +208,7 @@ def test_every_writer_survives_hostile_strings_and_parses_back(base, s):
 @pytest.fixture(scope="module")
 def ldp_base():
     """A claim-audit report (another job of the family, with its own Markdown section and HTML page)."""
-    from privgate import api
-    from privgate.options import RunOptions
-    from privgate.settings import LdpAuditSettings
+    from privgate import LdpAuditSettings, RunOptions, api
 
     settings = LdpAuditSettings(epsilons=(2.0,), trials=100, adversaries=("input_perturbation",))
     return api.audit_ldp(settings, RunOptions(seed=0))

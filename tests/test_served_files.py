@@ -182,7 +182,7 @@ def test_memorising_xgboost_fails_lira_with_tree_recipe(digits):
     assert not [w for w in rep["warnings"] if "recipe mismatch" in w]
 
     # the UBJSON file of the same booster is the same model; a recipe of the other library is refused
-    from privgate.inputs.target import Target
+    from privgate import Target
 
     x = members["x"][:50]
     np.testing.assert_allclose(
@@ -202,8 +202,8 @@ def test_memorising_xgboost_fails_lira_with_tree_recipe(digits):
 
 def test_lightgbm_text_model_and_refused_objectives(digits, tmp_path):
     lgb = pytest.importorskip("lightgbm")
+    from privgate import Target
     from privgate.errors import TargetError
-    from privgate.inputs.target import Target
 
     members = np.load(digits / "members.npz")
     x, y = members["x"], (members["y"] > 4).astype(int)

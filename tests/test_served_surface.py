@@ -21,14 +21,12 @@ import torch
 from cases import run_cli, synthetic, train
 
 import privgate
+from privgate import PrivgateError, Recipe, Target, load_policy
 from privgate.attacks import AttackContext
 from privgate.attacks.reference import _identity, build_references
-from privgate.errors import PrivgateError
 from privgate.inputs.surface import LABELS_ONLY, NO_WEIGHTS, Surface
-from privgate.inputs.target import Target
-from privgate.policy import load_policy, parse_policy
+from privgate.policy import parse_policy
 from privgate.policy.loading import policy_json_schema
-from privgate.recipe import Recipe
 
 P = np.array([[0.70, 0.20, 0.0996, 0.0004], [0.05, 0.25, 0.60, 0.10]])
 

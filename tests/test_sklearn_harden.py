@@ -108,7 +108,7 @@ def test_harden_hands_back_a_regularised_pipeline_with_a_card_and_no_dp_claim(bi
     assert 'name="dp_guarantee" value="none (capacity search' in junit and "dp_released_epsilon" not in junit
     assert _sha(big / "rf.skops") == before  # the input is only read
 
-    from privgate.inputs.target import Target
+    from privgate import Target
 
     hardened = Target.load(out).model.estimator  # a .skops whose types privgate trusts by default: no pickle
     assert hardened.get_params()["model__min_samples_leaf"] == chosen["model__min_samples_leaf"]
@@ -117,8 +117,7 @@ def test_harden_hands_back_a_regularised_pipeline_with_a_card_and_no_dp_claim(bi
 
 
 def test_bisect_finds_the_same_step_with_fewer_fits_in_process(big):
-    from privgate import api
-    from privgate.policy import load_policy
+    from privgate import api, load_policy
 
     pol = load_policy(big / "h.yaml").model_copy(deep=True)
     pol.remediation.strategy = "bisect"

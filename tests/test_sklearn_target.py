@@ -247,7 +247,7 @@ def test_the_clones_outputs_are_read_once_per_array_and_kept_within_the_bound(ta
     import numpy as np
 
     import privgate.training.ensemble as ensemble
-    from privgate.inputs.data import AuditData
+    from privgate import AuditData
     from privgate.training.plan import model_seeds, paired_masks
     from privgate.training.sklearn_models import own_recipe, train_clones
 

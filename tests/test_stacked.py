@@ -8,10 +8,9 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
-from privgate.recipe import Recipe
+from privgate import Recipe, train_model
 from privgate.training import mlp as stacked
 from privgate.training.engine import train_models
-from privgate.training.loop import train_model
 from privgate.training.plan import model_seeds, paired_masks
 
 

@@ -18,21 +18,15 @@ import torch
 from cases import run_cli
 from torch import nn
 
-from privgate import stats
+from privgate import AuditData, Dataset, PrivgateError, Recipe, RunOptions, Target, check_model, stats, train_model
 from privgate.attacks import available_attacks, get_attack
 from privgate.attacks.base import AttackContext
 from privgate.attacks.blind import soundness_warnings
 from privgate.attacks.lira import lira_scores
 from privgate.attacks.reference import logit_confidence
 from privgate.attacks.rmia import rmia_scores, tempered_true_class
-from privgate.errors import PolicyError, PrivgateError
-from privgate.gate import check_model
-from privgate.inputs.data import AuditData, Dataset
-from privgate.inputs.target import Target
-from privgate.options import RunOptions
+from privgate.errors import PolicyError
 from privgate.policy import parse_policy
-from privgate.recipe import Recipe
-from privgate.training.loop import train_model
 
 N = 250
 

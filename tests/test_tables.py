@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 from tables_case import table
 
-from privgate import api
+from privgate import AuditData, api
 from privgate.errors import DataError
-from privgate.inputs.data import AuditData, load_dataset
+from privgate.inputs.data import load_dataset
 
 
 def _nonmembers(tables, tmp_path, change) -> str:

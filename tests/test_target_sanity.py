@@ -15,12 +15,8 @@ from cases import run_cli
 from sklearn.datasets import load_digits
 from torch import nn
 
-from privgate import stats
-from privgate.gate import check_model
-from privgate.inputs.data import AuditData, Dataset
+from privgate import AuditData, Dataset, Target, check_model, load_policy, stats
 from privgate.inputs.sanity import WARNING_PREFIX, Accuracy, baseline_accuracy, members_fit
-from privgate.inputs.target import Target
-from privgate.policy import load_policy
 from privgate.report.safe import md_text
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")

@@ -9,10 +9,9 @@ import threadpoolctl
 import torch
 from cases import run_cli, synthetic
 
+from privgate import AuditData, Dataset, Target, check_model
 from privgate.attacks import blind
-from privgate.gate import check_model
-from privgate.inputs.data import AuditData, Dataset, load_dataset
-from privgate.inputs.target import Target
+from privgate.inputs.data import load_dataset
 from privgate.policy import parse_policy
 
 POLICY = """

@@ -9,14 +9,13 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from torch import nn
 
+from privgate import Recipe, TreeRecipe
 from privgate.attacks.reference import reused
 from privgate.inputs.targets.sklearn import SklearnModel
-from privgate.recipe import Recipe
 from privgate.sklearn_recipe import SklearnRecipe
 from privgate.training.plan import model_seeds, paired_masks
 from privgate.training.references import CLONES, TORCH, TREES, trainer_for
 from privgate.training.trained import TrainedReferences, TrainSettings
-from privgate.tree_recipe import TreeRecipe
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(60, 4)).astype(np.float32)

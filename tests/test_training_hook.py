@@ -271,7 +271,7 @@ def test_harden_refuses_a_training_function_in_one_sentence(project: Path) -> No
 
 
 def test_a_recipe_may_carry_the_function_and_a_factory_for_a_state_dict_target(project: Path, tmp_path: Path) -> None:
-    from privgate.recipe import Recipe
+    from privgate import Recipe
 
     trainer = _import(project)
     nets = sys.modules["nets"]

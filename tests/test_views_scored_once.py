@@ -21,7 +21,8 @@ import pytest
 from cases import run_cli
 from test_augmented_queries import context, images  # noqa: F401  (the augmented digits and their context)
 
-from privgate.recipe import Augment, Recipe
+from privgate import Recipe
+from privgate.recipe import Augment
 
 BAD_RECIPES = textwrap.dedent(
     """

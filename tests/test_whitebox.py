@@ -19,17 +19,14 @@ from sklearn.datasets import load_digits
 from sklearn.metrics import roc_auc_score
 from torch import nn
 
-from privgate import Recipe, Target, check_model
+from privgate import AuditData, Dataset, Recipe, RunOptions, Target, check_model, load_policy, train_model
 from privgate.attacks import PLANNED, available_attacks, get_attack
 from privgate.attacks.base import AttackContext, AttackSkipped
 from privgate.attacks.gradient import gradient_features
 from privgate.attacks.inversion import cosine_to, image_grid, ssim
-from privgate.inputs.data import AuditData, Dataset
 from privgate.io.png import png_bytes
-from privgate.options import RunOptions
-from privgate.policy import load_policy, parse_policy
+from privgate.policy import parse_policy
 from privgate.stats.leakage import PairedGuesses, ReconstructionSimilarity, expected_max_of_subset, paired_advantage
-from privgate.training.loop import train_model
 
 ROOT = Path(__file__).resolve().parent.parent
 

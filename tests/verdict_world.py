@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from privgate import Recipe
 from privgate.inputs.entrypoints import load_recipe
-from privgate.recipe import Recipe
 
 D, CLASSES = 16, 4
 
