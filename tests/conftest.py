@@ -46,28 +46,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _module_seconds() -> dict[str, float]:
-    """``tests/module_seconds.txt``: each module's seconds in one full run (an ordering hint only)."""
-    seconds: dict[str, float] = {}
-    for line in (ROOT / "tests" / "module_seconds.txt").read_text(encoding="utf-8").splitlines():
-        if line.strip() and not line.startswith("#"):
-            value, name = line.split(maxsplit=1)
-            seconds[name.strip()] = float(value)
-    return seconds
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The costliest modules first, each module's tests together and in their order (module fixtures stay shared):
-    pytest-xdist's work stealing then hands the cheap modules at the end to whichever worker is free, so no worker
-    ends on a long module alone. Every worker orders the same way, as xdist requires."""
-    seconds = _module_seconds()
-    modules: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
-    order = sorted(modules, key=lambda m: -seconds.get(m, 0.0))  # stable: unknown modules keep their order
-    items[:] = [item for m in order for item in modules[m]]
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """``make test-gpu`` (``PRIVGATE_DEVICE=cuda``) stops here, in one sentence, on a machine without a CUDA GPU.
 
