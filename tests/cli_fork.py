@@ -27,9 +27,46 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+#: The forked child's run, shared by this server and :mod:`cli_on_path`'s: ``setup()`` puts the standard streams on
+#: descriptors 0-2 (0 closed: ``sys.stdin`` None, as ``<&-`` leaves it), then ``privgate ARGS`` runs in ``cwd`` with
+#: ``env`` and Python's SIGINT handler, as in a fresh interpreter; the process ends with its exit code (4 when the
+#: set-up itself fails).
+CHILD = r"""
+def run_child(setup, args, cwd, env):
+    code = 4
+    try:
+        setup()
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        try:
+            sys.stdin = open(0, closefd=False)
+        except OSError:  # descriptor 0 closed
+            sys.stdin = sys.__stdin__ = None
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", closefd=False)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter installs it
+        sys.argv = ["privgate", *args]
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+"""
+
 #: The server: imports, then one JSON request a line on stdin → fork → the child's pid, then its exit status and peak
 #: resident memory (KiB).
-SERVER = r"""
+SERVER = (
+    r"""
 import json, os, signal, sys, traceback
 import numpy, scipy.stats, sklearn.linear_model, sklearn.ensemble, torch, pydantic, yaml, click, rich  # noqa
 try:
@@ -40,57 +77,39 @@ import privgate.cli, privgate.api, privgate.gate  # noqa
 if "mlflow" in sys.modules:  # MLFLOW_* is per run (PER_RUN_PREFIXES) only while a run imports mlflow
     sys.exit("the CLI fork server imported mlflow: take MLFLOW_ out of PER_RUN_PREFIXES (tests/cli_fork.py)")
 from privgate.cli import main
+"""
+    + CHILD
+    + r"""
+def streams(req):
+    if req.get("memory"):  # the run may map this many bytes beyond what the imports hold (RLIMIT_AS)
+        import resource
+        with open("/proc/self/statm") as f:
+            held = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (held + req["memory"], held + req["memory"]))
+    if req.get("file_size") is not None:  # the largest file the run may write (RLIMIT_FSIZE)
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (req["file_size"], req["file_size"]))
+    null = os.open(req["stdin"] or os.devnull, os.O_RDONLY)
+    out = os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    for fd, to in ((null, 0), (out, 1), (err, 2)):
+        os.dup2(fd, to)
+    if req["stdin"] is None:  # closed, as `<&-` leaves it
+        os.close(0)
+
 requests, replies = sys.stdin, sys.stdout
 for line in requests:
     req = json.loads(line)
     pid = os.fork()
     if pid == 0:
-        code = 4
-        try:
-            if req.get("memory"):  # the run may map this many bytes beyond what the imports hold (RLIMIT_AS)
-                import resource
-                with open("/proc/self/statm") as f:
-                    held = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-                resource.setrlimit(resource.RLIMIT_AS, (held + req["memory"], held + req["memory"]))
-            if req.get("file_size") is not None:  # the largest file the run may write (RLIMIT_FSIZE)
-                import resource
-                resource.setrlimit(resource.RLIMIT_FSIZE, (req["file_size"], req["file_size"]))
-            os.chdir(req["cwd"])
-            os.environ.clear()
-            os.environ.update(req["env"])
-            null = os.open(req["stdin"] or os.devnull, os.O_RDONLY)
-            out = os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            for fd, to in ((null, 0), (out, 1), (err, 2)):
-                os.dup2(fd, to)
-            sys.stdin = open(0, closefd=False)
-            if req["stdin"] is None:  # closed, as `<&-` leaves it: no descriptor 0, sys.stdin None
-                os.close(0)
-                sys.stdin = sys.__stdin__ = None
-            sys.stdout = open(1, "w", closefd=False)
-            sys.stderr = open(2, "w", closefd=False)
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter installs it
-            sys.argv = ["privgate", *req["args"]]
-            try:
-                main()
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
+        run_child(lambda: streams(req), req["args"], req["cwd"], req["env"])
     replies.write(f"{pid}\n")
     replies.flush()
     _, status, usage = os.wait4(pid, 0)
     replies.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}\n")
     replies.flush()
 """
+)
 
 #: What a forked run gets as its own, whatever its server's environment: the variables no module the server imports
 #: reads at import (docs/contributing.md has the measurement). ``PRIVGATE_*``: privgate reads its variables per
@@ -232,4 +251,4 @@ def run_forked(
     return result
 
 
-__all__ = ["MAX_SERVERS", "live_servers", "run_forked", "server_for", "server_key"]
+__all__ = ["CHILD", "MAX_SERVERS", "live_servers", "run_forked", "server_for", "server_key"]

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cli_fork import server_key
+from cli_fork import CHILD, server_key
 
 #: What bash sets for the commands it runs (its folder, nesting depth, the command's path); of the server's imports only
 #: tqdm's scan of the whole environment for ``TQDM_*`` reads them (Python-level reads, docs/contributing.md).
@@ -30,13 +30,24 @@ MAX_SERVERS = 2
 
 #: The server: imports (not transformers: one action run reads a language model), listens on the socket named by
 #: argv[1], one run at a time; ends when its stdin does.
-SERVER = r"""
-import json, os, select, socket, sys, traceback
+SERVER = (
+    r"""
+import json, os, select, signal, socket, sys, traceback
 import numpy, scipy.stats, sklearn.linear_model, sklearn.ensemble, torch, pydantic, yaml, click, rich  # noqa
 import privgate.cli, privgate.api, privgate.gate  # noqa
 if "mlflow" in sys.modules:
     sys.exit("the CLI socket server imported mlflow: MLFLOW_* would be read at import (tests/cli_fork.py)")
 from privgate.cli import main
+"""
+    + CHILD
+    + r"""
+def place(fds, *sockets):
+    for sock in sockets:
+        sock.close()
+    for fd, to in zip(fds, (0, 1, 2)):
+        os.dup2(fd, to)
+        os.close(fd)
+
 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 listener.bind(sys.argv[1])
 listener.listen(4)
@@ -53,39 +64,13 @@ while True:
         req = json.loads(data)
         pid = os.fork()
         if pid == 0:
-            code = 4
-            try:
-                listener.close()
-                conn.close()
-                os.chdir(req["cwd"])
-                os.environ.clear()
-                os.environ.update(req["env"])
-                for fd, to in zip(fds, (0, 1, 2)):
-                    os.dup2(fd, to)
-                    os.close(fd)
-                sys.stdin = open(0, closefd=False)
-                sys.stdout = open(1, "w", closefd=False)
-                sys.stderr = open(2, "w", closefd=False)
-                sys.argv = ["privgate", *req["args"]]
-                try:
-                    main()
-                    code = 0
-                except SystemExit as exc:
-                    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-                except BaseException:
-                    traceback.print_exc()
-                    code = 1
-            finally:
-                try:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                finally:
-                    os._exit(code)
+            run_child(lambda: place(fds, listener, conn), req["args"], req["cwd"], req["env"])
         for fd in fds:
             os.close(fd)
         _, status = os.waitpid(pid, 0)
         conn.sendall(str(os.waitstatus_to_exitcode(status)).encode())
 """
+)
 
 #: The ``privgate`` executable: stdlib only (``-S``), so it starts in tens of milliseconds.
 CLIENT = r"""#!{python} -S
