@@ -151,6 +151,16 @@ def architecture_copy(architecture: nn.Module | None) -> nn.Module | None:
         return None
 
 
+def shape_mismatch(got: dict[str, Any], want: dict[str, Any]) -> tuple[list[str], list[str], list[str]]:
+    """How two states' parameters differ: (``want``'s names ``got`` lacks, ``got``'s names ``want`` lacks,
+    ``"name got vs want"`` of the shared names whose shapes differ), each sorted; all empty when they agree."""
+    mine = {k: tuple(v.shape) for k, v in got.items()}
+    theirs = {k: tuple(v.shape) for k, v in want.items()}
+    missing, extra = sorted(set(theirs) - set(mine)), sorted(set(mine) - set(theirs))
+    shapes = [f"{k} {mine[k]} vs {theirs[k]}" for k in sorted(set(mine) & set(theirs)) if mine[k] != theirs[k]]
+    return missing, extra, shapes
+
+
 def check_states(recipe: Recipe, states: list[dict[str, torch.Tensor]], like: dict[str, torch.Tensor], of: str) -> None:
     """Every model a training function returned has the parameters of ``like`` (names and shapes), or one sentence.
 
@@ -158,13 +168,10 @@ def check_states(recipe: Recipe, states: list[dict[str, torch.Tensor]], like: di
     first model returned (``of`` says which): reference models read as one
     architecture must be one.
     """
-    want = {k: tuple(v.shape) for k, v in like.items()}
     for st in states:
-        got = {k: tuple(v.shape) for k, v in st.items()}
-        if got == want:
+        missing, extra, shapes = shape_mismatch(st, like)
+        if not (missing or extra or shapes):
             continue
-        missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
-        shapes = [f"{k} {got[k]} vs {want[k]}" for k in sorted(set(got) & set(want)) if got[k] != want[k]]
         detail = "; ".join(
             p
             for p in (
@@ -184,6 +191,7 @@ __all__ = [
     "architecture_copy",
     "architecture_state",
     "check_states",
+    "shape_mismatch",
     "call_training_function",
     "check_returned",
     "function_fingerprint",

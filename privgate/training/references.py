@@ -17,6 +17,7 @@ import numpy as np
 from privgate.errors import RecipeError
 from privgate.sklearn_recipe import SklearnRecipe
 from privgate.training import engine, sklearn_models, trees
+from privgate.training.function import shape_mismatch
 from privgate.training.trained import TrainedReferences, TrainSettings
 from privgate.tree_recipe import TreeRecipe
 
@@ -82,13 +83,10 @@ def check_torch_target(target: Any, recipe: Any, state: dict[str, Any] | None = 
         return
     if state is None:
         state = recipe.build().state_dict()
-    mine = {k: tuple(v.shape) for k, v in state.items()}
-    theirs = {k: tuple(v.shape) for k, v in target_state.items() if isinstance(v, torch.Tensor)}
-    if mine == theirs:
+    tensors = {k: v for k, v in target_state.items() if isinstance(v, torch.Tensor)}
+    missing, extra, shapes = shape_mismatch(state, tensors)
+    if not (missing or extra or shapes):
         return
-    missing = sorted(set(theirs) - set(mine))
-    extra = sorted(set(mine) - set(theirs))
-    shapes = [f"{k} {mine[k]} vs {theirs[k]}" for k in sorted(set(mine) & set(theirs)) if mine[k] != theirs[k]]
     detail = "; ".join(
         part
         for part in (
