@@ -177,6 +177,17 @@ def run_cli(
     return result
 
 
+#: One cheap attack and a check it always passes (AUC ≤ 0.99), for tests about something else than the audit (threads,
+#: devices, bounded reads).
+LOSS_ONLY = """\
+name: loss-only
+sensitivity: internal
+release: api
+attacks: {loss: {}}
+checks:
+  - {id: auc, attack: loss, metric: auc, max: 0.99}
+"""
+
 #: A loss + confidence AUC check (max 0.55), for tests that gate a small memorising model end to end.
 AUC_POLICY = textwrap.dedent(
     """

@@ -22,6 +22,7 @@ import inproc
 import numpy as np
 import pytest
 import torch
+from cases import LOSS_ONLY
 from torch import nn
 
 import privgate.device as device
@@ -30,14 +31,6 @@ from privgate.device import Workload, choose_device
 from privgate.workload import probe, workload_of
 
 ROOT = Path(__file__).resolve().parent.parent
-LOSS_ONLY_YAML = """
-name: loss-only
-sensitivity: internal
-release: api
-attacks: {loss: {}}
-checks:
-  - {id: auc, attack: loss, metric: auc, max: 0.99}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +158,7 @@ def test_the_report_says_which_device_auto_chose_and_why(case, monkeypatch):
     """In process, as ``privgate check`` builds it: environment.device, device_requested, device_reason."""
     from privgate.policy import parse_policy
 
-    policy = parse_policy(LOSS_ONLY_YAML)
+    policy = parse_policy(LOSS_ONLY)
     recipe = {"recipe": case.recipe_spec, "search_dirs": (case.dir,)}
     rep = inproc.check(case.leaky_state, policy, case.members, case.nonmembers, **recipe)
     env = rep.environment

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cases import LOSS_ONLY
 
 from privgate import RunOptions
 from privgate.threads import (
@@ -100,17 +101,6 @@ def test_a_library_call_takes_torchs_own_setting():
     run = RunOptions().resolved()
     assert (run.threads, run.threads_reason) == library_threads()
     assert RunOptions(threads=2).resolved().threads_reason == "threads=2 was asked for"
-
-
-#: One cheap attack: these tests are about the threads, not the audit.
-LOSS_ONLY = """\
-name: loss-only
-sensitivity: internal
-release: api
-attacks: {loss: {}}
-checks:
-  - {id: auc, attack: loss, metric: auc, max: 0.99}
-"""
 
 
 def test_with_ray_each_task_defaults_to_one_thread():

@@ -15,6 +15,7 @@ import os
 
 import inproc
 import pytest
+from cases import LOSS_ONLY
 
 import privgate.calibration as calibration
 import privgate.device as device
@@ -30,14 +31,6 @@ DIGITS = Workload(parameters=85002, flops_per_row=168960.0, layers=5, rows=1497,
 #: Measured on the H200 machine of issue 43 (16 threads, torch 2.11+cu130) by benchmarks/compute/device_probe.py, cold.
 H200 = Costs(cpu_flops_per_thread=20.47e9, cpu_op_seconds=31.2e-6, gpu_start_seconds=1.30, gpu_flops=21.05e12,
              gpu_launch_seconds=28.1e-6, source="measured")  # fmt: skip
-LOSS_ONLY_YAML = """
-name: loss-only
-sensitivity: internal
-release: api
-attacks: {loss: {}}
-checks:
-  - {id: auc, attack: loss, metric: auc, max: 0.99}
-"""
 
 
 def test_measured_costs_send_digits_to_the_h200_and_a_tiny_check_to_the_cpu():
@@ -126,7 +119,7 @@ def test_no_probe_without_a_gpu_or_with_a_device_asked_for_and_the_report_gives_
         return Probe(Costs(**{**H200.__dict__, "gpu_start_seconds": 200.0, "source": "cache"}), 0.01)
 
     monkeypatch.setattr(calibration, "machine_costs", fake)
-    policy = parse_policy(LOSS_ONLY_YAML)
+    policy = parse_policy(LOSS_ONLY)
     run = {"recipe": case.recipe_spec, "search_dirs": (case.dir,), "threads": 1}
     monkeypatch.setattr(device, "cuda_available", lambda: False)
     env = inproc.check(case.leaky_state, policy, case.members, case.nonmembers, **run).environment

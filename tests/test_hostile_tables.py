@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from cases import run_cli
+from cases import LOSS_ONLY, run_cli
 
 from privgate.errors import DataError
 from privgate.inputs.data import load_dataset
@@ -30,14 +30,6 @@ from privgate.inputs.text import load_texts
 
 #: What a run may map beyond its imports: far less than any of these files decodes to.
 MEMORY = 2 << 30
-
-LOSS_ONLY = """name: loss-only
-sensitivity: internal
-release: api
-confidence: 0.95
-attacks: {loss: {}}
-checks: [{id: auc, attack: loss, metric: auc, max: 0.99}]
-"""
 
 
 def _bad(r, *needles) -> str:
