@@ -44,9 +44,12 @@ demo: $(DEMO_STAMP)
 FRESH_SAMPLE := tests/test_hostile_files.py::test_report_render_reads_no_path_and_runs_no_script \
   tests/test_bad_input.py::test_missing_model tests/test_io_safety.py::test_harden_outputs_are_checked_before_any_work
 
+# PYTHONDONTWRITEBYTECODE is cleared for the suite: with it set, every worker, every pytester run and every fresh
+# interpreter the tests start (Ray workers, the fresh CLI sample) recompiles privgate and re-rewrites the test
+# modules' asserts (about 10 CPU-seconds per worker's collection, measured); the bytecode goes to the ignored __pycache__/
 test: install
-	$(PY) -m pytest -n $(WORKERS) --dist worksteal -q -m "not lint" tests
-	PRIVGATE_TEST_FRESH_CLI=1 $(PY) -m pytest -q -p no:cacheprovider $(FRESH_SAMPLE)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(WORKERS) --dist worksteal -q -m "not lint" tests
+	PYTHONDONTWRITEBYTECODE= PRIVGATE_TEST_FRESH_CLI=1 $(PY) -m pytest -q -p no:cacheprovider $(FRESH_SAMPLE)
 
 # the whole suite on a CUDA GPU: every CLI run with --device cuda ($$PRIVGATE_DEVICE), every in-process run on
 # `auto`; stops at once, in one sentence, where torch sees no GPU (tests/conftest.py). Needs a CUDA build of torch.
