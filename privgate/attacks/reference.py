@@ -291,6 +291,7 @@ def _trained_or_shared(ctx: AttackContext, k: int, trainer: Trainer) -> TrainedR
         threads=ctx.threads,
         engine=ctx.run.engine,
         device=ctx.device,
+        devices=ctx.run.resolved().device_list or (),
         executor=executor_for(ctx.run) if trainer.executor else None,
         models_per_task=ctx.run.models_per_task,
         progress=ctx.run.progress,
@@ -350,6 +351,7 @@ def reference_result(
             "kernel": refs.ensemble.kernel,
             "threads": refs.ensemble.threads,
             "device": refs.ensemble.device,
+            **({"placement": refs.ensemble.placement} if refs.ensemble.placement else {}),
             "cache_warnings": list(refs.ensemble.warnings),
             **({"reference_passes": refs.passes()} if refs.passes() else {}),
             **extras,
@@ -399,6 +401,8 @@ def cost_notes(refs: References) -> list[str]:
             "function": "the recipe's own training function",  # privgate.training.function
         }.get(ens.kernel, ens.kernel)
         where = f", {ens.device}" if ens.device != "cpu" else ""
+        if ens.placement:  # groups spread over several devices, one worker each
+            where = f", {len(ens.placement)} groups over {', '.join(dict.fromkeys(p['device'] for p in ens.placement))}"
         how = (
             f"trained {ens.trained} reference model(s) {ens.mode} ({kernel}{where}, {ens.threads} "
             f"thread{'s' if ens.threads != 1 else ''}"
