@@ -285,13 +285,14 @@ def _trained_or_shared(ctx: AttackContext, k: int, trainer: Trainer) -> TrainedR
     if earlier is not None:  # the same models (same recipe, rows, masks and seeds) an earlier attack of this run has
         return reused(ctx.ensembles[earlier].first(k), cached=ctx.run.cache is not None)
     most = max(k, ctx.planned_models)
+    devices = ctx.run.resolved().device_list or (ctx.device,)  # --devices: one GPU named, or several to spread over
     settings = TrainSettings(
         cache_dir=ctx.run.cache,
         cache_key=ctx.run.cache_key,
         threads=ctx.threads,
         engine=ctx.run.engine,
-        device=ctx.device,
-        devices=ctx.run.resolved().device_list or (),
+        device=devices[0] if len(devices) == 1 else ctx.device,
+        devices=devices,
         executor=executor_for(ctx.run) if trainer.executor else None,
         models_per_task=ctx.run.models_per_task,
         progress=ctx.run.progress,

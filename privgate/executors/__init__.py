@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from privgate.executors.base import EXECUTORS, INSTALL_RAY, Executor, ExecutorError, task_groups
+from privgate.executors.devices import DevicePool
 from privgate.executors.local import LocalExecutor
 
 
@@ -30,4 +31,13 @@ def executor_for(run: Any) -> Executor:
     raise ExecutorError(f"unknown executor {run.executor!r} (use {', '.join(EXECUTORS)}).")
 
 
-__all__ = ["EXECUTORS", "INSTALL_RAY", "Executor", "ExecutorError", "LocalExecutor", "executor_for", "task_groups"]
+__all__ = [
+    "EXECUTORS",
+    "INSTALL_RAY",
+    "DevicePool",
+    "Executor",
+    "ExecutorError",
+    "LocalExecutor",
+    "executor_for",
+    "task_groups",
+]

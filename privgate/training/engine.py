@@ -181,7 +181,7 @@ def train_ensemble(
             architecture=fresh.skeleton,
             devices=fresh.devices,
             per_group=job.settings.models_per_task,
-        ),  # fmt: skip
+        ),
         trained=fresh.trained,
         cached=len(job.seeds) - fresh.trained if store.cache is not None else 0,
         mode=fresh.mode,
