@@ -22,6 +22,7 @@ from cases import make_model, synthetic
 from standin import StandInMode
 
 from privgate import PrivgateError, Recipe, RunOptions, api
+from privgate.report import render
 
 POLICY = """\
 name: gpus
@@ -127,6 +128,7 @@ def test_groups_run_on_two_gpus_at_once_with_the_one_gpu_numbers(gpus, world, mo
     assert [(c.value, c.ci, c.status) for c in one.checks] == [(c.value, c.ci, c.status) for c in two.checks]
     assert [a.auc for a in one.attacks] == [a.auc for a in two.attacks]
     assert any("4 groups over standin:0, standin:1" in n for n in two.attacks[0].notes)
+    assert "reference-model groups over standin:0, standin:1" in render(two, "html")
 
 
 def test_a_group_left_on_the_other_gpu_fails(gpus):

@@ -4,7 +4,8 @@ An executor gets a list of tasks — a function and an argument tuple each, ever
 arguments — and returns the results in submission order. The tasks, seeds and per-task threads do not depend on the
 executor, so a run gives the same numbers on either (up to a CPU's BLAS rounding). The CLI chooses it (``--executor``,
 ``--ray-address``); code below receives it through :class:`~privgate.options.RunOptions` and calls
-:func:`executor_for`. What runs as tasks: ``docs/ray.md``.
+:func:`executor_for`. What runs as tasks: ``docs/ray.md``; several GPUs of this machine, one worker thread each:
+:class:`DevicePool` (``docs/compute.md``).
 """
 
 from __future__ import annotations
