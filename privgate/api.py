@@ -50,9 +50,10 @@ def _split(
             raise TypeError("check/harden need a model, a policy, members and non-members")
         settings = cls(model=first, policy=policy, members=members, nonmembers=nonmembers, **mine)
     run = RunOptions.of(options, **kw)
-    # 'cuda' on a machine without one: exit 2 before loading; 'auto' is resolved once the inputs are
-    # loaded (resolving imports torch, and a run refused on its policy or data need not)
-    return settings, run.resolved() if run.device == "cuda" else run
+    # 'cuda' (or --devices, which means it) on a machine without one, or --devices naming a GPU it lacks: exit 2
+    # before loading; 'auto' is resolved once the inputs are loaded (resolving imports torch, and a run refused on
+    # its policy or data need not)
+    return settings, run.resolved() if run.device == "cuda" or run.devices is not None else run
 
 
 def load_inputs(settings: CheckSettings, seed: int = 0) -> door.Inputs:

@@ -55,6 +55,99 @@ def resolve_device(requested: str) -> str:
     return "cuda" if available else "cpu"
 
 
+# --------------------------------------------------------------------------- several GPUs: --devices
+
+#: What ``--devices`` takes, for messages.
+DEVICES_FORMS = "all, a count N (the first N GPUs) or GPU indices such as 0,2 or cuda:3"
+
+
+def parse_devices(spec: str | int) -> str | int | tuple[int, ...]:
+    """``--devices`` read: ``"all"``, a count (``"2"``: the first two GPUs) or indices (``"0,2"``, ``"cuda:3"``).
+
+    Raises:
+        ValueError: anything else, in one sentence naming the value.
+    """
+    text = str(spec).strip().lower()
+    if text == "all":
+        return "all"
+    if text.isdigit() and not isinstance(spec, bool):
+        if int(text) < 1:
+            raise ValueError(f"--devices {spec!r} counts no GPU (GPU 0 alone is cuda:0); give {DEVICES_FORMS}.")
+        return int(text)
+    items = [i.strip().removeprefix("cuda:") for i in text.split(",") if i.strip()]
+    if not items or not all(i.isdigit() for i in items) or isinstance(spec, bool):
+        raise ValueError(f"--devices {str(spec)[:80]!r} is not {DEVICES_FORMS}.")
+    indices = tuple(int(i) for i in items)
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"--devices {str(spec)[:80]!r} names a GPU twice.")
+    return indices
+
+
+def device_count(kind: str) -> int:
+    """How many devices of type ``kind`` torch sees: 1 for ``cpu``; ``torch.cuda.device_count()`` for ``cuda`` (the
+    GPUs ``CUDA_VISIBLE_DEVICES`` leaves); a device type torch registers as a module of its own (a test's stand-in),
+    that module's count."""
+    if kind == "cpu":
+        return 1
+    import torch
+
+    module = getattr(torch, kind, None)
+    return int(module.device_count()) if module is not None and hasattr(module, "device_count") else 0
+
+
+def spread_devices(device: str, spec: str | int | None) -> tuple[str, ...]:
+    """The devices a run's reference-model groups spread over: ``("cuda:0", "cuda:1")``; ``(device,)`` for one.
+
+    ``device`` is the run's, resolved (``cuda``; ``cpu`` and a spec is bad input: the caller says why the run is
+    on the CPU); ``spec`` what ``--devices`` asked for (None: all the GPUs torch sees).
+
+    Raises:
+        DeviceError: the spec names more GPUs, or another GPU, than torch sees.
+        ValueError: ``spec`` is malformed (:func:`parse_devices`).
+    """
+    import torch
+
+    kind = torch.device(device).type
+    if kind == "cpu":
+        return (device,)
+    count = device_count(kind)
+    asked = "all" if spec is None else parse_devices(spec)
+    seen = f"torch sees {count} ({', '.join(f'{kind}:{i}' for i in range(count)) or 'none'})"
+    if asked == "all":
+        indices: tuple[int, ...] = tuple(range(count))
+    elif isinstance(asked, int):
+        if asked > count:
+            raise DeviceError(f"--devices {spec} asks for {asked} GPUs, but {seen}; give at most {count}.")
+        indices = tuple(range(asked))
+    else:
+        wrong = [i for i in asked if i >= count]
+        if wrong:
+            raise DeviceError(f"--devices {spec} names GPU {wrong[0]}, but {seen}.")
+        indices = asked
+    if spec is None and len(indices) <= 1:
+        return (device,)  # the one GPU, as before: bare 'cuda' is the thread's current device
+    return tuple(f"{kind}:{i}" for i in indices)
+
+
+@contextlib.contextmanager
+def on_device(device: str) -> Iterator[None]:
+    """The block with ``device`` current for this thread (``cuda:1``: ``torch.cuda.set_device(1)``, per thread, restored
+    after), so a tensor made on bare ``cuda`` lands there too; nothing for the CPU or a device without an index."""
+    import torch
+
+    where = torch.device(device)
+    module = getattr(torch, where.type, None) if where.type != "cpu" and where.index is not None else None
+    if module is None or not hasattr(module, "set_device"):
+        yield
+        return
+    before = module.current_device()
+    module.set_device(where.index)
+    try:
+        yield
+    finally:
+        module.set_device(before)
+
+
 # --------------------------------------------------------------------------- auto: the device that finishes sooner
 
 # The constants were measured on the two machines privgate is developed on (2026-11-26): the 2-core
@@ -327,6 +420,7 @@ __all__ = [
     "CPU_FLOPS_PER_THREAD",
     "CPU_OP_SECONDS",
     "DEVICES",
+    "DEVICES_FORMS",
     "DOCUMENTED",
     "Costs",
     "DeviceChoice",
@@ -339,8 +433,12 @@ __all__ = [
     "choose_device",
     "cuda_available",
     "describe_device",
+    "device_count",
     "device_of",
     "module_device",
+    "on_device",
+    "parse_devices",
     "placed",
     "resolve_device",
+    "spread_devices",
 ]

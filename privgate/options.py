@@ -70,6 +70,11 @@ class RunOptions:
         device_estimate: ``auto``'s estimate where it made one: seconds on
             each device, the threads, and the costs it charged with their
             source (:mod:`privgate.calibration`); ``None`` otherwise.
+        devices: the GPUs reference-model groups spread over on a ``cuda`` run (``--devices``): ``"all"``, a count
+            (the first N) or indices (``"0,2"``, ``"cuda:3"``); ``None``: every GPU torch sees. Given with
+            ``device="auto"`` it means the GPU; with ``cpu`` or the Ray executor it is bad input.
+        device_list: the devices the groups spread over, one worker thread each (``("cuda:0", "cuda:1")``;
+            ``("cpu",)``, ``("cuda",)`` for one), filled by :meth:`resolved`; ``None`` before.
         executor: where independent tasks run (:mod:`privgate.executors`):
             ``local`` (this process, one after another) or ``ray`` (Ray tasks on
             a cluster); the same tasks and seeds either way, so the same numbers.
@@ -96,6 +101,8 @@ class RunOptions:
     device_requested: str | None = None
     device_reason: str | None = None
     device_estimate: dict[str, Any] | None = None
+    devices: str | int | None = None
+    device_list: tuple[str, ...] | None = None
     executor: str = "local"
     ray_address: str | None = None
     models_per_task: int = DEFAULT_MODELS_PER_TASK
@@ -127,6 +134,10 @@ class RunOptions:
             raise ValueError(f"models_per_task must be a positive integer, got {self.models_per_task!r}")
         if self.device_requested is not None and self.device_requested not in DEVICES:
             raise ValueError(f"device_requested must be one of {', '.join(DEVICES)}, got {self.device_requested!r}")
+        if self.devices is not None:
+            from privgate.device import parse_devices
+
+            parse_devices(self.devices)  # ValueError: one sentence naming the value
         for name, allowed in (("engine", ENGINES), ("device", DEVICES), ("executor", EXECUTORS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -172,7 +183,9 @@ class RunOptions:
         elif self.threads_reason is None:
             changes["threads_reason"] = why
         if self.device_requested is None:
-            if self.device == "auto":
+            if self.device == "auto" and self.devices is not None:  # GPUs named: the GPU
+                device, reason = self._named_gpus()
+            elif self.device == "auto":
                 cuda, costs = cuda_available(), costs or DOCUMENTED
                 device, reason = choose_device(work, cuda, threads, costs)
                 if cuda and work is not None and work.flops_per_row > 0:
@@ -185,7 +198,41 @@ class RunOptions:
             else:
                 device, reason = resolve_device(self.device), asked_for(self.device)
             changes.update(device=device, device_requested=self.device, device_reason=reason)
+        if self.device_list is None:
+            changes["device_list"] = self._spread(changes.get("device", self.device))
         return self.replace(**changes) if changes else self
+
+    def _named_gpus(self) -> tuple[str, str]:
+        """``--devices`` with ``auto``: the GPU, or one sentence saying there is none."""
+        from privgate.device import DeviceError, cuda_available
+
+        if not cuda_available():
+            raise DeviceError(
+                f"--devices {self.devices} names GPUs, but torch sees no CUDA GPU on this machine "
+                "(torch.cuda.is_available() is False); drop --devices."
+            )
+        return "cuda", f"--devices {self.devices} was asked for"
+
+    def _spread(self, device: str) -> tuple[str, ...]:
+        """The devices the reference-model groups spread over (:func:`privgate.device.spread_devices`).
+
+        Raises:
+            privgate.device.DeviceError: ``devices`` on a CPU run or with the Ray executor, or naming GPUs torch
+                does not see.
+        """
+        from privgate.device import DeviceError, spread_devices
+
+        if self.devices is not None and device == "cpu":
+            raise DeviceError(
+                f"--devices {self.devices} spreads reference models over GPUs, but device 'cpu' was asked for; "
+                "drop one of the two."
+            )
+        if self.devices is not None and self.executor == "ray":
+            raise DeviceError(
+                f"--devices {self.devices} chooses GPUs of this machine, but with --executor ray each task runs on "
+                "a GPU Ray assigns it on the cluster; drop --devices."
+            )
+        return (device,) if self.executor == "ray" else spread_devices(device, self.devices)
 
     def say(self, message: str) -> None:
         """Report progress, when someone listens."""
@@ -198,6 +245,8 @@ class RunOptions:
             changes["threads_reason"] = None
         if "device" in changes and "device_reason" not in changes:
             changes.update(device_requested=None, device_reason=None, device_estimate=None)
+        if {"device", "devices", "executor"} & set(changes) and "device_list" not in changes:
+            changes["device_list"] = None
         return dataclasses.replace(self, **changes)
 
     @classmethod

@@ -23,10 +23,15 @@ Autograd runs a device's backward in a thread of its own, sized when the process
 (before this device exists): tests run backward passes in the calling thread instead
 (``torch.autograd.set_multithreading_enabled(False)``, the same arithmetic). TorchScript modules cannot run on
 this device (the TorchScript interpreter does not call Python kernels): their tests use ``meta``.
+
+Several GPUs: set :data:`COUNT` (``standin:0``, ``standin:1``, …). Tensors on two of them meet only in a copy, as
+on CUDA; each has its own random stream, and a current device per thread (``set_device``) that bare
+``standin`` means.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import torch
@@ -34,6 +39,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 NAME = "standin"
+#: How many stand-in devices torch sees (``torch.standin.device_count()``); tests of several GPUs raise it.
+COUNT = 1
 
 #: Operations CUDA allows between a device tensor and CPU tensors: copies, and CPU indices into a device tensor.
 _CROSSING = {
@@ -47,10 +54,20 @@ _CROSSING = {
 _SCALAR = torch.ops.aten._local_scalar_dense.default
 
 
-class _Backend:
-    """What torch asks of a device module: availability, and the seeding of the device's own random stream."""
+_CURRENT = threading.local()
 
-    generator = torch.Generator().manual_seed(0x5EED)
+
+class _Backend:
+    """What torch asks of a device module: availability, the devices and the current one (per thread), and the
+    seeding of each device's own random stream."""
+
+    generators: dict[int, torch.Generator] = {}
+
+    @staticmethod
+    def generator(index: int) -> torch.Generator:
+        if index not in _Backend.generators:
+            _Backend.generators[index] = torch.Generator().manual_seed(0x5EED + index)
+        return _Backend.generators[index]
 
     @staticmethod
     def is_available() -> bool:
@@ -58,11 +75,17 @@ class _Backend:
 
     @staticmethod
     def device_count() -> int:
-        return 1
+        return COUNT
 
     @staticmethod
     def current_device() -> int:
-        return 0
+        return getattr(_CURRENT, "index", 0)
+
+    @staticmethod
+    def set_device(index: int) -> None:
+        if not 0 <= int(index) < COUNT:
+            raise RuntimeError(f"invalid device ordinal {index} ({COUNT} {NAME} device(s))")
+        _CURRENT.index = int(index)
 
     @staticmethod
     def is_initialized() -> bool:
@@ -74,8 +97,9 @@ class _Backend:
 
     @staticmethod
     def manual_seed_all(seed: int) -> None:
-        """``torch.manual_seed(s)`` seeds the device too, into another stream than the CPU's seed s."""
-        _Backend.generator.manual_seed((int(seed) * 0x9E3779B1 + 0x5EED) % (1 << 63))
+        """``torch.manual_seed(s)`` seeds the devices too, each into another stream than the CPU's seed s."""
+        for index in range(max(COUNT, 1)):
+            _Backend.generator(index).manual_seed((int(seed) * 0x9E3779B1 + 0x5EED + index) % (1 << 63))
 
     manual_seed = manual_seed_all
 
@@ -86,18 +110,18 @@ class StandIn(torch.Tensor):
     data_on_cpu: torch.Tensor
 
     @staticmethod
-    def __new__(cls, data: torch.Tensor) -> StandIn:
+    def __new__(cls, data: torch.Tensor, index: int = 0) -> StandIn:
         if isinstance(data, StandIn) or data.device.type != "cpu":
             raise AssertionError(f"a stand-in tensor wraps a CPU tensor, got one on {data.device}")
         t = torch.Tensor._make_wrapper_subclass(
             cls, data.size(), strides=data.stride(), storage_offset=data.storage_offset(), dtype=data.dtype,
-            layout=data.layout, device=_DEVICE[0], requires_grad=False,
+            layout=data.layout, device=torch.device(NAME, index), requires_grad=False,
         )  # fmt: skip
         t.data_on_cpu = data
         return t
 
     def __repr__(self, **kwargs: Any) -> str:  # noqa: ARG002
-        return f"{self.data_on_cpu!r} on {NAME}"
+        return f"{self.data_on_cpu!r} on {self.device}"
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
@@ -105,8 +129,8 @@ class StandIn(torch.Tensor):
             return args[0].data_on_cpu.tolist()
         if func in (torch.Tensor.numpy, torch.Tensor.__array__):
             raise TypeError(
-                f"can't convert {NAME}:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host "
-                "memory first."
+                f"can't convert {args[0].device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to "
+                "host memory first."
             )
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **(kwargs or {}))
@@ -120,19 +144,32 @@ def _on_device(device: Any) -> bool:
     return device is not None and torch.device(device).type == NAME
 
 
+def _index(device: Any) -> int:
+    """The stand-in device ``device`` names (bare ``standin``: this thread's current one)."""
+    index = torch.device(device).index
+    return _Backend.current_device() if index is None else int(index)
+
+
 def _run(func: Any, args: tuple, kwargs: dict) -> Any:
     """``func`` on the CPU data, the result on ``standin`` when it belongs there (module docstring)."""
     flat, _ = tree_flatten((args, kwargs))
     ours = [a for a in flat if isinstance(a, StandIn)]
     plain = [a for a in flat if isinstance(a, torch.Tensor) and not isinstance(a, StandIn)]
+    indices = sorted({a.device.index for a in ours})
     if ours and func not in _CROSSING and any(a.dim() > 0 for a in plain):
         raise RuntimeError(
-            f"Expected all tensors to be on the same device, but found at least two devices, {NAME}:0 and cpu! "
-            f"(when checking arguments for {func})"
+            f"Expected all tensors to be on the same device, but found at least two devices, {NAME}:{indices[0]} and "
+            f"cpu! (when checking arguments for {func})"
         )
-    lands_here = bool(ours)
+    if len(indices) > 1 and func not in _CROSSING:
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but found at least two devices, {NAME}:{indices[0]} and "
+            f"{NAME}:{indices[1]}! (when checking arguments for {func})"
+        )
+    lands_here, index = bool(ours), (indices[0] if indices else 0)
     if kwargs.get("device") is not None:
         lands_here = _on_device(kwargs["device"])
+        index = _index(kwargs["device"]) if lands_here else index
         kwargs = {**kwargs, "device": torch.device("cpu")}
     generator = kwargs.get("generator")
     if generator is not None and generator.device.type == "cpu" and lands_here:
@@ -141,7 +178,7 @@ def _run(func: Any, args: tuple, kwargs: dict) -> Any:
     unchanged = {id(a) for a in plain}
     args, kwargs = tree_map(lambda a: a.data_on_cpu if isinstance(a, StandIn) else a, (args, kwargs))
     if lands_here and generator is None and torch.Tag.nondeterministic_seeded in func.tags:
-        out = _with_device_stream(func, args, kwargs)
+        out = _with_device_stream(func, args, kwargs, index)
     else:
         out = func(*args, **kwargs)
     if func is _SCALAR or not lands_here:
@@ -152,7 +189,7 @@ def _run(func: Any, args: tuple, kwargs: dict) -> Any:
             return t
         mine = wrapper_of.get(id(t))
         if mine is None:
-            return StandIn(t)
+            return StandIn(t, index)
         if mine.shape != t.shape:
             raise RuntimeError(f"the {NAME} device cannot resize a tensor in place ({func})")
         return mine  # an in-place operation hands back its own argument
@@ -160,15 +197,18 @@ def _run(func: Any, args: tuple, kwargs: dict) -> Any:
     return tree_map(wrap, out)
 
 
-def _with_device_stream(func: Any, args: tuple, kwargs: dict) -> Any:
-    """A random operation on the device, drawn from the device's stream (not the CPU's global one)."""
-    cpu_state = torch.get_rng_state()
-    torch.set_rng_state(_Backend.generator.get_state())
-    try:
-        return func(*args, **kwargs)
-    finally:
-        _Backend.generator.set_state(torch.get_rng_state())
-        torch.set_rng_state(cpu_state)
+def _with_device_stream(func: Any, args: tuple, kwargs: dict, index: int) -> Any:
+    """A random operation on device ``index``, drawn from that device's stream (not the CPU's global one)."""
+    from privgate.recipe.rng import LOCK  # the CPU's generator is swapped: no other thread may seed it meanwhile
+
+    with LOCK:
+        cpu_state = torch.get_rng_state()
+        torch.set_rng_state(_Backend.generator(index).get_state())
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _Backend.generator(index).set_state(torch.get_rng_state())
+            torch.set_rng_state(cpu_state)
 
 
 class StandInMode(TorchFunctionMode):
@@ -177,7 +217,7 @@ class StandInMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN206
         kwargs = kwargs or {}
         if func in (torch.tensor, torch.as_tensor) and _on_device(kwargs.get("device")):
-            return func(*args, **{**kwargs, "device": "cpu"}).to(NAME)
+            return func(*args, **{**kwargs, "device": "cpu"}).to(torch.device(NAME, _index(kwargs["device"])))
         return func(*args, **kwargs)
 
 
@@ -187,7 +227,6 @@ def _kernel(op: Any) -> Any:
 
 
 _LIBRARIES: list[torch.library.Library] = []
-_DEVICE: list[torch.device] = []
 
 
 def install() -> str:
@@ -208,7 +247,6 @@ def install() -> str:
         name = "arange" if overload == "default" else f"arange.{overload}"
         direct.impl(name, _kernel(getattr(torch.ops.aten.arange, overload)), "PrivateUse1")
     _LIBRARIES.extend([fallback, direct])
-    _DEVICE.append(torch.device(NAME, 0))
     return NAME
 
 

@@ -54,8 +54,9 @@ VOLATILE = {"seconds", "duration_s", "started", "environment", "audit_seconds", 
 
 @pytest.fixture(scope="module")
 def cluster() -> Any:
-    """One local Ray for the module: its GCS address (what ``--ray-address`` takes)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    """One local Ray for the module: its GCS address (what ``--ray-address`` takes). Its 2 GPUs are stand-ins: Ray
+    assigns them to tasks (``CUDA_VISIBLE_DEVICES``) as it does real ones; only a task that asks for one gets one."""
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
@@ -71,7 +72,20 @@ def _where(i: int) -> tuple[int, int]:
     return i * i, os.getpid()
 
 
-def test_tasks_run_in_ray_workers_and_come_back_in_order(cluster: str) -> None:
+def _visible(i: int) -> tuple[int, str | None, list[str]]:
+    return os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES"), [str(g) for g in ray.get_gpu_ids()]
+
+
+def test_each_gpu_task_sees_only_the_gpu_ray_assigned_it(cluster: str) -> None:
+    """A task of a cuda run uses bare ``cuda``: the first GPU its process sees, which must be the one Ray assigned it.
+    Ray sets ``CUDA_VISIBLE_DEVICES`` before each task, but CUDA reads it once per process, so each GPU task gets a
+    worker process of its own (a reused worker would keep its first task's GPU)."""
+    out = executor_for(RunOptions(executor="ray")).map(_visible, [(0,), (1,)], threads=2, gpus=1)  # one at a time
+    assert all(len(ids) == 1 and visible == ids[0] for _, visible, ids in out), out
+    assert out[0][0] != out[1][0], out  # the second task in a fresh worker process, not the first one's
+
+
+def test_tasks_run_in_ray_workers_and_come_back_in_order(cluster: str, monkeypatch: pytest.MonkeyPatch) -> None:
     executor = executor_for(RunOptions(executor="ray"))
     out = executor.map(_where, [(i,) for i in range(6)], threads=1)
     assert [v for v, _ in out] == [0, 1, 4, 9, 16, 25]
@@ -79,6 +93,7 @@ def test_tasks_run_in_ray_workers_and_come_back_in_order(cluster: str) -> None:
     assert executor.workers == 2
     with pytest.raises(ExecutorError, match="asks for --threads 3 CPUs but no node"):
         executor.map(_where, [(1,)], threads=3)  # would wait forever on a 2-CPU cluster
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": {"CPU": 2.0}}])  # a cluster of no GPU
     with pytest.raises(ExecutorError, match="no node of the Ray cluster has a GPU"):
         executor.map(_where, [(1,)], threads=1, gpus=1)
     assert task_groups(16, 8) == [range(0, 8), range(8, 16)] and task_groups(5, None) == [range(0, 5)]

@@ -285,12 +285,14 @@ def _trained_or_shared(ctx: AttackContext, k: int, trainer: Trainer) -> TrainedR
     if earlier is not None:  # the same models (same recipe, rows, masks and seeds) an earlier attack of this run has
         return reused(ctx.ensembles[earlier].first(k), cached=ctx.run.cache is not None)
     most = max(k, ctx.planned_models)
+    devices = ctx.run.resolved().device_list or (ctx.device,)  # --devices: one GPU named, or several to spread over
     settings = TrainSettings(
         cache_dir=ctx.run.cache,
         cache_key=ctx.run.cache_key,
         threads=ctx.threads,
         engine=ctx.run.engine,
-        device=ctx.device,
+        device=devices[0] if len(devices) == 1 else ctx.device,
+        devices=devices,
         executor=executor_for(ctx.run) if trainer.executor else None,
         models_per_task=ctx.run.models_per_task,
         progress=ctx.run.progress,
@@ -350,6 +352,7 @@ def reference_result(
             "kernel": refs.ensemble.kernel,
             "threads": refs.ensemble.threads,
             "device": refs.ensemble.device,
+            **({"placement": refs.ensemble.placement} if refs.ensemble.placement else {}),
             "cache_warnings": list(refs.ensemble.warnings),
             **({"reference_passes": refs.passes()} if refs.passes() else {}),
             **extras,
@@ -399,6 +402,8 @@ def cost_notes(refs: References) -> list[str]:
             "function": "the recipe's own training function",  # privgate.training.function
         }.get(ens.kernel, ens.kernel)
         where = f", {ens.device}" if ens.device != "cpu" else ""
+        if ens.placement:  # groups spread over several devices, one worker each
+            where = f", {len(ens.placement)} groups over {', '.join(dict.fromkeys(p['device'] for p in ens.placement))}"
         how = (
             f"trained {ens.trained} reference model(s) {ens.mode} ({kernel}{where}, {ens.threads} "
             f"thread{'s' if ens.threads != 1 else ''}"

@@ -12,7 +12,7 @@ import click
 from privgate.cli.budget import budget_option, budget_setting
 from privgate.cli.cache_settings import cache_options, cache_settings
 from privgate.cli.endpoint import endpoint_access, endpoint_options
-from privgate.cli.executor import connect, executor_options, executor_settings, models_option
+from privgate.cli.executor import connect, devices_option, executor_options, executor_settings, models_option
 from privgate.cli.guard import cap_threads, err_console, guard, out_console, progress_wanted
 from privgate.cli.job_output import output_options
 from privgate.cli.lmoptions import text_options, text_settings
@@ -105,6 +105,7 @@ def _resolve(value: str | None, from_cli: bool, base: Path) -> str | None:
 )
 @executor_options
 @models_option
+@devices_option
 @endpoint_options
 @click.option(
     "--artefacts",
@@ -175,6 +176,7 @@ def check(
     executor: str | None = None,
     ray_address: str | None = None,
     models_per_task: int | None = None,
+    devices: str | None = None,
     headers: tuple[str, ...] = (),
     max_queries: int | None = None,
     endpoint_output: str | None = None,
@@ -247,7 +249,9 @@ def _given(flags: dict[str, Any], cfg: Any) -> _Given:
         return _resolve(value, False, base) if isinstance(value, str) else value
 
     # before the user's modules import torch: more than one thread lets OpenMP's idle threads sleep
-    executor_given = executor_settings(flags["executor"], flags["ray_address"], flags["models_per_task"], cfg)
+    executor_given = executor_settings(
+        flags["executor"], flags["ray_address"], flags["models_per_task"], cfg, flags["devices"]
+    )
     # validated: click's IntRange, config._validate
     threads_given = threads_setting(flags["threads"], cfg.get("threads"), cfg.path, executor_given["executor"])
     model_path = pick("model", flags["model"])

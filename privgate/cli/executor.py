@@ -1,4 +1,5 @@
-"""Executor flags of the commands that train many models: ``--executor``, ``--ray-address``, ``--models-per-task``.
+"""Executor flags of the commands that train many models: ``--executor``, ``--ray-address``, ``--models-per-task``,
+``--devices``.
 
 ``--ray-address`` falls back to ``$RAY_ADDRESS`` (read here, in the CLI, and
 passed down in :class:`~privgate.options.RunOptions`); giving it on the command
@@ -31,6 +32,31 @@ MODELS_PER_TASK_HELP = (
     "'models_per_task', else 16."
 )
 
+DEVICES_HELP = (
+    "The GPUs reference-model groups spread over, one worker each, on a cuda run: all (the default: every GPU torch "
+    "sees), N (the first N) or indices such as 0,2 or cuda:3; implies the GPU with --device auto, exit 2 with "
+    "--device cpu or --executor ray (Ray assigns each task a GPU). Same numbers on one GPU or several. This flag, "
+    "else the config's 'devices'."
+)
+
+
+def _devices(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--devices`` checked at the door (exit 2 with one sentence)."""
+    if value is None:
+        return None
+    from privgate.device import parse_devices
+
+    try:
+        parse_devices(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def devices_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--devices`` (commands whose reference models can spread over several GPUs)."""
+    return click.option("--devices", callback=_devices, metavar="all|N|0,2", help=DEVICES_HELP)(fn)
+
 
 def executor_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--executor`` and ``--ray-address`` to a command."""
@@ -44,12 +70,16 @@ def models_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def executor_settings(
-    executor: str | None, ray_address: str | None, models_per_task: int | None = None, config: Any = None
+    executor: str | None,
+    ray_address: str | None,
+    models_per_task: int | None = None,
+    config: Any = None,
+    devices: str | None = None,
 ) -> dict[str, Any]:
-    """``executor``, ``ray_address`` and ``models_per_task`` for :class:`~privgate.options.RunOptions`.
+    """``executor``, ``ray_address``, ``models_per_task`` and ``devices`` for :class:`~privgate.options.RunOptions`.
 
-    Flags win over the config (``executor``, ``ray_address``, ``models_per_task``
-    keys); an address typed on the command line implies the Ray executor.
+    Flags win over the config (``executor``, ``ray_address``, ``models_per_task``,
+    ``devices`` keys); an address typed on the command line implies the Ray executor.
     """
     ctx = click.get_current_context(silent=True)
     typed = ctx is not None and ctx.get_parameter_source("ray_address") == click.core.ParameterSource.COMMANDLINE
@@ -62,6 +92,9 @@ def executor_settings(
     per_task = models_per_task if models_per_task is not None else cfg("models_per_task")
     if per_task is not None:
         settings["models_per_task"] = per_task
+    spread = devices if devices is not None else cfg("devices")
+    if spread is not None:
+        settings["devices"] = spread
     return settings
 
 
@@ -77,4 +110,4 @@ def connect(run: Any) -> None:
         executor_for(run)
 
 
-__all__ = ["connect", "executor_options", "executor_settings", "models_option"]
+__all__ = ["connect", "devices_option", "executor_options", "executor_settings", "models_option"]

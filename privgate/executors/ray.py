@@ -4,7 +4,8 @@
 (:func:`_init`; Ray kills what it started when the starting thread ends), ``auto`` joins this machine's cluster,
 ``host:port`` / ``ray://host:port`` a remote one, probed first (:data:`CONNECT_TIMEOUT_S`, :data:`INIT_TIMEOUT_S`) so
 a wrong address is one sentence within seconds; an initialised Ray is reused. Each task asks for ``threads`` CPUs
-(and a GPU on ``cuda``) and holds torch and BLAS to them; shared arguments go to the object store once; the user's
+(and a GPU on ``cuda``, in a worker process of its own so that bare ``cuda`` is the GPU Ray assigned it) and holds
+torch and BLAS to them; shared arguments go to the object store once; the user's
 modules travel by value. Details: ``docs/ray.md`` and ``docs/internals-training-stats.md``.
 """
 
@@ -236,7 +237,12 @@ class RayExecutor:
             cloudpickle.register_pickle_by_value(sys.modules[name])
         self._fits(max(1, int(threads or 1)), gpus)
         shared = self._share(tasks)
-        remote = ray.remote(_call).options(num_cpus=max(1, int(threads or 1)), num_gpus=gpus, max_retries=0)
+        # A GPU task gets a fresh worker process (max_calls=1, Ray's own default for a function declared with GPUs,
+        # which .options() cannot set): Ray sets CUDA_VISIBLE_DEVICES to the GPU it assigns before each task, and a
+        # reused worker whose CUDA already started would keep the GPU of its first task; bare 'cuda' is then the
+        # assigned GPU.
+        declared = ray.remote(num_gpus=gpus, max_calls=1)(_call) if gpus else ray.remote(_call)
+        remote = declared.options(num_cpus=max(1, int(threads or 1)), max_retries=0)
         refs = [remote.remote(fn, threads, *(shared.get(id(a), a) for a in t)) for t in tasks]
         try:
             return ray.get(refs)

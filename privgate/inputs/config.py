@@ -41,6 +41,7 @@ KEYS = {
     "executor": str,
     "ray_address": str,
     "models_per_task": int,
+    "devices": str,  # --devices: all, N or GPU indices (privgate.device.parse_devices)
     # an endpoint URL as 'model' (privgate.inputs.targets.endpoint); headers only on the command line: they are secrets
     "max_queries": int,
     "endpoint_output": str,
@@ -180,6 +181,13 @@ def _validate(table: Any, path: Path, prefix: str, code: bool = True) -> dict[st
             raise ConfigError(f"{path}: '{prefix}endpoint_max_bytes' must be at least 1024, got {value}.")
         if key == "endpoint_timeout" and not value > 0:
             raise ConfigError(f"{path}: '{prefix}endpoint_timeout' must be positive, got {value}.")
+        if key == "devices":
+            from privgate.device import parse_devices
+
+            try:
+                parse_devices(value)
+            except ValueError as exc:
+                raise ConfigError(f"{path}: '{prefix}devices': {exc}") from None
         if key == "exposed" and value < 0:
             raise ConfigError(f"{path}: '{prefix}exposed' must be 0 or more, got {value}.")
         if key in OUTPUTS:

@@ -33,6 +33,27 @@ def seeded(seed: int | None, devices: Sequence[int] = ()) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def forked(devices: Sequence[int] = ()) -> Iterator[None]:
+    """A long run (a training loop) with the global generators' states saved before and restored after.
+
+    The saving and the restoring hold the lock, so the restore never lands
+    inside another thread's :func:`seeded` block (threads of one process train
+    side by side: :class:`privgate.executors.devices.DevicePool`); the run
+    itself does not.
+    """
+    with LOCK:
+        cpu = torch.get_rng_state()
+        cuda = [torch.cuda.get_rng_state(d) for d in devices]
+    try:
+        yield
+    finally:
+        with LOCK:
+            torch.set_rng_state(cpu)
+            for d, state in zip(devices, cuda):
+                torch.cuda.set_rng_state(state, d)
+
+
 def seed_global(seed: int) -> None:
     """Seed the global generator for a long run (a training loop inside its own ``fork_rng``).
 
@@ -43,4 +64,4 @@ def seed_global(seed: int) -> None:
         torch.manual_seed(int(seed))
 
 
-__all__ = ["LOCK", "seed_global", "seeded"]
+__all__ = ["LOCK", "forked", "seed_global", "seeded"]

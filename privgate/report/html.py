@@ -436,6 +436,8 @@ def _warnings_and_environment(report: Report) -> list[str]:
         for label, key, why in (("device", "device", "device_reason"), ("threads", "threads", "threads_reason"))
         if env.get(key) is not None
     ]
+    if len(env.get("devices") or []) > 1:  # reference-model groups spread over several GPUs (--devices)
+        ran_on.append(f"reference-model groups over {escape(', '.join(map(str, env['devices'])))}")
     if ran_on:
         h.append("<ul class='muted'>" + "".join(f"<li>{line}</li>" for line in ran_on) + "</ul>")
     return h

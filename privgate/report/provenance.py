@@ -41,7 +41,9 @@ def environment(run: RunOptions, libraries: Iterable[str] = ()) -> dict[str, Any
     ``device_reason`` why it is that device (``auto``'s estimate in one
     sentence: :func:`privgate.device.choose_device`) and, where ``auto`` made an
     estimate, ``device_estimate`` (seconds on each device and the costs charged,
-    measured or cached: :mod:`privgate.calibration`); ``engine`` is the engine
+    measured or cached: :mod:`privgate.calibration`); ``devices`` the devices reference-model groups spread
+    over (``--devices``, asked for as ``devices_requested``; which group ran where is each attack's
+    ``extras.placement``); ``engine`` is the engine
     setting — what each attack's reference models actually ran on is in its
     ``extras.engine`` and ``extras.kernel``. ``libraries`` adds the versions of a
     job's own dependencies (networkx for federations, transformers for language models).
@@ -59,6 +61,8 @@ def environment(run: RunOptions, libraries: Iterable[str] = ()) -> dict[str, Any
         **describe_device(run.device),
         "device_requested": run.device_requested,
         "device_reason": run.device_reason,
+        "devices": list(run.device_list or (run.device,)),
+        **({"devices_requested": str(run.devices)} if run.devices is not None else {}),
         **({"device_estimate": run.device_estimate} if run.device_estimate else {}),
         "python": sys.version.split()[0],
         "platform": platform.platform(),

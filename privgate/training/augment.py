@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from privgate.errors import RecipeError
+from privgate.recipe.rng import seeded
 
 #: Most bytes of float32 image rows augmented or scored at once (views and forward passes of reference models).
 SLAB_BYTES = 64 << 20
@@ -130,7 +131,7 @@ def check_transform(augment: Any, probe: torch.Tensor, name: str) -> None:
     """
     if augment.transform is None:
         return
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+    with torch.no_grad(), seeded(None):
         outs = []
         for other in (11, 12):
             torch.manual_seed(other)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from privgate.recipe.rng import seeded
+
 #: Dropout modules whose masks this module draws, and how many trailing (spatial) dimensions share a draw.
 SPATIAL: dict[type, int] = {nn.Dropout: -1, nn.Dropout1d: 1, nn.Dropout2d: 2, nn.Dropout3d: 3}
 
@@ -128,7 +130,7 @@ class DropoutPlan:
                 hooks.append(m.register_forward_pre_hook(record))
         was_training = net.training
         try:
-            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            with torch.no_grad(), seeded(None):
                 net.eval()(probe)
         finally:
             net.train(was_training)

@@ -165,7 +165,7 @@ def train_ensemble(
     job = _Job.of(recipe, x, y, masks, seeds, settings or TrainSettings(), architecture)
     store = _Store.open(job)
     states = store.load([None] * len(job.seeds), job.like)
-    fresh = _Fresh(skeleton=architecture_copy(architecture) if job.own else None)
+    fresh = _Fresh(skeleton=architecture_copy(architecture) if job.own else None, devices=_spread(job))
     if any(s is None for s in states) or (job.own and fresh.skeleton is None):
         with store.lock():
             states = store.load(states, job.like)  # another run may have trained them while we waited
@@ -175,7 +175,13 @@ def train_ensemble(
         models=[s for s in states if s is not None],
         masks=job.masks,
         seeds=[int(s) for s in seeds],
-        reader=TorchReader(recipe, job.settings.device, architecture=fresh.skeleton),
+        reader=TorchReader(
+            recipe,
+            job.settings.device,
+            architecture=fresh.skeleton,
+            devices=fresh.devices,
+            per_group=job.settings.models_per_task,
+        ),
         trained=fresh.trained,
         cached=len(job.seeds) - fresh.trained if store.cache is not None else 0,
         mode=fresh.mode,
@@ -185,6 +191,7 @@ def train_ensemble(
         notes=fresh.notes,
         warnings=store.warnings(),
         device=job.settings.device,
+        placement=fresh.placement,
     )
 
 
@@ -299,11 +306,13 @@ class _Fresh:
     kernel: str = ""
     notes: list[str] = field(default_factory=list)
     skeleton: nn.Module | None = None
+    devices: tuple[str, ...] = ()  # where the models' groups train and are read, one worker each
+    placement: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _train_missing(job: _Job, states: list[Any], store: _Store, skeleton: nn.Module | None) -> _Fresh:
     """Train the models ``states`` lacks (in place), and store them; ``skeleton``: a model of the user's function."""
-    fresh = _Fresh(skeleton=skeleton)
+    fresh = _Fresh(skeleton=skeleton, devices=_spread(job))
     todo = [i for i, s in enumerate(states) if s is None]
     if not todo and job.own and skeleton is None:  # every state cached, but no model of theirs to load them into
         todo = [0]
@@ -311,11 +320,15 @@ def _train_missing(job: _Job, states: list[Any], store: _Store, skeleton: nn.Mod
     if not todo:
         return fresh
     settings = job.settings
-    (new, fresh.mode, more, fresh.kernel), returned = train_groups(
+    (new, fresh.mode, more, fresh.kernel), returned, placed = train_groups(
         settings.executor, train_task, settings.models_per_task, job.recipe, job.x, job.y, job.masks[todo],
         [job.seeds[i] for i in todo], job.vectorise, settings.threads, settings.engine == "vectorised",
-        settings.device,
+        settings.device, fresh.devices,
     )  # fmt: skip
+    if len({p["device"] for p in placed}) > 1:
+        fresh.placement = [{"device": p["device"], "models": [todo[i] for i in p["models"]]} for p in placed]
+    if len(settings.devices) > 1 and not fresh.devices:
+        fresh.notes.append(f"reference models trained and were read on one device: {_unspread_reason(job)}")
     fresh.notes += more
     if job.recipe.own_loop:
         of = "model_factory's model" if job.probe is not None else "the target's model"
@@ -328,6 +341,30 @@ def _train_missing(job: _Job, states: list[Any], store: _Store, skeleton: nn.Mod
         states[i] = st
         store.store(i, st)
     return fresh
+
+
+def _unspread_reason(job: _Job) -> str:
+    """Why ``job``'s models cannot spread over several devices (one worker thread each), or ``""`` when they can.
+
+    The threads share torch's global CPU generator: models that draw from it while they train — a user's training
+    function, a recipe's own ``train`` (Opacus), a forward pass with random draws of its own — would draw each
+    other's numbers.
+    """
+    from privgate.recipe import own_train
+
+    if job.recipe.own_loop:
+        return f"{own_loop_reason(job.recipe)}, whose random draws the threads of one process would share"
+    if own_train(job.recipe):
+        return f"{type(job.recipe).__name__} trains with its own train method, whose random draws would be shared"
+    if job.probe is not None and job.stream("sequential").startswith("rng:"):
+        return "the model draws random numbers in its forward pass from torch's generator, which threads share"
+    return ""
+
+
+def _spread(job: _Job) -> tuple[str, ...]:
+    """The devices ``job``'s groups spread over: the run's, where the models can (:func:`_unspread_reason`)."""
+    devices = job.settings.devices
+    return tuple(devices) if len(devices) > 1 and not _unspread_reason(job) else ()
 
 
 def _probe(recipe: Recipe, x: np.ndarray) -> nn.Module:

@@ -43,23 +43,31 @@ class TorchReader:
             ``model_factory`` (:mod:`privgate.training.function`), a model the
             states load into (one it returned, or a copy of the target); None:
             ``recipe.build()``.
+        devices: with more than one, the models are read a group at a time on these, group g on
+            ``devices[g % N]`` as they trained (:class:`~privgate.executors.devices.DevicePool`).
+        per_group: models per group (``models_per_task``; None: all in one).
     """
 
     recipe: Recipe
     device: str = "cpu"
     architecture: nn.Module | None = field(default=None, repr=False, compare=False)
+    devices: tuple[str, ...] = ()
+    per_group: int | None = None
     #: raw outputs kept by :meth:`output_batches` and its pass counts (shared by every copy of the models)
     _outputs: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    def _model(self) -> nn.Module:
-        """A model of the models' architecture on :attr:`device`, to load each state into."""
+    def _model(self, device: str | None = None) -> nn.Module:
+        """A model of the models' architecture on ``device`` (default :attr:`device`), to load each state into; on
+        another device than :attr:`device`, a copy of :attr:`architecture` (each worker its own)."""
+        on = device or self.device
         if self.architecture is None:
-            return self.recipe.build().to(self.device)
+            return self.recipe.build().to(on)
+        import copy
         import warnings
 
         with warnings.catch_warnings():  # moving a TorchScript module reads .grad of its non-leaf parameters
             warnings.simplefilter("ignore", UserWarning)
-            return self.architecture.to(self.device)
+            return (self.architecture if on == self.device else copy.deepcopy(self.architecture)).to(on)
 
     def output_batches(
         self,
@@ -86,6 +94,9 @@ class TorchReader:
 
         kept, seen = self._kept(x, transform)
         rows = slab_rows(np.shape(x)[1:], getattr(transform, "shift", 0), most=batch)
+        if len(self.devices) > 1 and sum(k not in kept for k in range(len(states))) > 1:
+            yield from self._spread(states, x, batch, transform, rows)
+            return
         runner: _Runner | None = None
         with torch.no_grad():
             for k, state in enumerate(states):
@@ -97,6 +108,50 @@ class TorchReader:
                     self._keep(kept, k, whole, x)
                 for i in range(0, len(whole), batch):
                     yield k, i, whole[i : i + batch].double().numpy()
+
+    def _spread(
+        self, states: list[dict[str, torch.Tensor]], x: np.ndarray, batch: int, transform: Any, rows: int
+    ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """:meth:`output_batches` over :attr:`devices`: one group per device at a time, yielded in model order."""
+        from privgate.executors import task_groups
+        from privgate.executors.devices import DevicePool
+
+        kept, seen = self._kept(x, transform)
+        pool, groups, runners = DevicePool(self.devices), task_groups(len(states), self.per_group), {}
+        n = len(self.devices)
+        for first in range(0, len(groups), n):  # a wave: group first + j on devices[j], as group g trained
+            wave = [[k for k in g if k not in kept] for g in groups[first : first + n]]
+            tasks = [(states, todo, x, rows, transform, on, runners) for todo, on in zip(wave, pool.place(len(wave)))]
+            outputs = pool.map(self._read_group, tasks)
+            for group, todo, got in zip(groups[first : first + n], wave, outputs):
+                fresh = dict(zip(todo, got))
+                for k in group:
+                    whole = kept.get(k)
+                    if whole is None:
+                        whole = fresh[k]
+                        seen[(transform, k)] = seen.get((transform, k), 0) + 1
+                        self._keep(kept, k, whole, x)
+                    for i in range(0, len(whole), batch):
+                        yield k, i, whole[i : i + batch].double().numpy()
+
+    def _read_group(
+        self,
+        states: list[dict[str, torch.Tensor]],
+        todo: list[int],
+        x: np.ndarray,
+        rows: int,
+        transform: Any,
+        device: str,
+        runners: dict[str, _Runner],
+    ) -> list[torch.Tensor]:
+        """Models ``todo``'s outputs on ``x``, on ``device`` (a worker of :meth:`_spread`; its runner kept there)."""
+        if not todo:
+            return []
+        with torch.no_grad():  # grad mode is per thread
+            runner = runners.get(device)
+            if runner is None:
+                runner = runners[device] = _Runner.on(self._model(device), x, device)
+            return [runner.run(states[k], rows, transform) for k in todo]
 
     def _kept(self, x: np.ndarray, transform: Any) -> tuple[dict[int, torch.Tensor], dict[Any, int]]:
         """The outputs kept of each model on ``(x, transform)``, and the pass counts on ``x`` (both by reference)."""

@@ -61,10 +61,11 @@ def call_training_function(recipe: Recipe, x: np.ndarray, y: np.ndarray, seed: i
     args: tuple[Any, ...] = (xa, ya, int(seed), str(device)) if takes_device(fn) else (xa, ya, int(seed))
     forked = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
     np_state, py_state = np.random.get_state(), random.getstate()
+    from privgate.recipe.rng import forked as forked_rng
     from privgate.recipe.rng import seed_global
 
     try:
-        with torch.random.fork_rng(devices=forked):
+        with forked_rng(forked):
             seed_global(seed)
             np.random.seed(int(seed) % 2**32)
             random.seed(int(seed))

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from privgate.recipe.rng import seeded
 from privgate.training.dropout import SPATIAL as DROPOUTS
 
 #: Layers that act on each channel or element alone: applied as they are, whatever the model axis.
@@ -155,7 +156,7 @@ def models_per_call(
     if k <= MIN_PER_CALL or dev.type not in ("cpu", "cuda"):
         return k
     largest = total = 0
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+    with torch.no_grad(), seeded(None):
         h = rows[:1].cpu()
         for _, m in _leaves(copy.deepcopy(net).eval()) or []:
             h = m(h)
@@ -351,7 +352,7 @@ def mismatch(plan: Plan, net: nn.Module, rows: torch.Tensor) -> str:
         return "too few rows to compare its forward pass with the model's own"
     own, mine = copy.deepcopy(net).train(), copy.deepcopy(net).train()
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        with torch.no_grad(), seeded(None):
             with seeded_dropout(own, torch.Generator().manual_seed(0)):
                 theirs = own(rows)
             params = {n: t.unsqueeze(0) for n, t in mine.named_parameters()}

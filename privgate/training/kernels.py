@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from privgate import outputs
+from privgate.recipe.rng import seeded
 from privgate.training import mlp
 
 
@@ -81,7 +82,7 @@ def gradient_kernel(
             "that model's output, e.g. because its forward is patched on the instance"
         )
     # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.outputs)
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+    with torch.no_grad(), seeded(None):
         kind = outputs.kind_of(base(xt[: min(64, len(xt))])) or outputs.LOGITS
     base = base.to("meta")
 

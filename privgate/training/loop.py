@@ -18,6 +18,7 @@ from torch import nn
 from privgate import outputs
 from privgate.errors import RecipeError
 from privgate.recipe import Recipe, own_train
+from privgate.recipe.rng import forked as forked_rng
 from privgate.recipe.rng import seed_global
 from privgate.training import augment, schedules
 from privgate.training.dropout import seeded_dropout
@@ -140,7 +141,7 @@ def _fit(
     net.train()
     masks = torch.Generator().manual_seed(dropout_seed(seed))
     forked = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
-    with torch.random.fork_rng(devices=forked), seeded_dropout(net, masks):
+    with forked_rng(forked), seeded_dropout(net, masks):
         seed_global(dropout_seed(seed))
         for _ in range(recipe.epochs):
             order = torch.randperm(n, generator=gen).to(dev)

@@ -64,7 +64,7 @@ def _functional_call_matches(base: nn.Module, other: nn.Module, rows: torch.Tens
     from torch.func import functional_call
 
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        with torch.no_grad(), seeded(None):
             state = {**dict(other.named_parameters()), **dict(other.named_buffers())}
             mine = functional_call(base.eval(), state, (rows,))
             theirs = other.eval()(rows)
@@ -123,7 +123,7 @@ class StackedModel:
         except _DropoutNotStackable as exc:
             raise NotStackable(str(exc)) from None
         # vmap allows no data-dependent branch: every model's outputs are read as the first's (privgate.outputs)
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        with torch.no_grad(), seeded(None):
             self.kind = outputs.kind_of(copy.deepcopy(template).eval()(x[: min(64, len(x))].cpu())) or outputs.LOGITS
         self.dropout.install(base)
         self.base = base.to("meta").train()

@@ -27,6 +27,8 @@ class TrainSettings:
         engine: ``auto`` (vectorised when possible, else one model after another), ``vectorised`` (a model the
             engine cannot stack is a RecipeError) or ``sequential``, as :attr:`privgate.options.RunOptions.engine`.
         device: where torch models train and are read (``"cpu"`` or ``"cuda"``, resolved).
+        devices: the devices groups of torch models spread over, one worker each (:attr:`privgate.options.RunOptions
+            .device_list`; one or none: all on ``device``).
         executor: where groups of models train (:mod:`privgate.executors`; None: here, one after another).
         models_per_task: most torch models one task trains at once (None: all).
         progress: where a line on what is being trained goes (None: nowhere).
@@ -37,6 +39,7 @@ class TrainSettings:
     threads: int | None = None
     engine: str = "auto"
     device: str = "cpu"
+    devices: tuple[str, ...] = ()
     executor: Any = None
     models_per_task: int | None = None
     progress: Callable[[str], None] | None = None
@@ -73,6 +76,8 @@ class TrainedReferences:
         threads: threads used for training (0 when nothing was trained).
         warnings: cache problems for the report (entries that failed their integrity check, an unusable folder).
         device: where they were trained and are read (``"cpu"``, ``"cuda"``).
+        placement: where each group this call trained ran, when groups spread over several devices
+            (``[{"device": "cuda:1", "models": [16, …, 31]}]``, models by index); empty otherwise.
     """
 
     recipe: Any
@@ -89,6 +94,7 @@ class TrainedReferences:
     threads: int = 0
     warnings: list[str] = field(default_factory=list)
     device: str = "cpu"
+    placement: list[dict[str, Any]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.models)
