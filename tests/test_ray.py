@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 from cases import make_model, run_cli, stable, synthetic
+from cli_fork import server_key
 
 from privgate import PrivgateError, Recipe, RunOptions
 from privgate.executors import ExecutorError, LocalExecutor, executor_for, task_groups
@@ -52,10 +53,22 @@ VOLATILE = {"seconds", "duration_s", "started", "environment", "audit_seconds", 
             "notes"}  # fmt: skip
 
 
+#: This worker's environment as the module's Ray found it (the fixture's).
+ENV_BEFORE_RAY: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Any:
-    """One local Ray for the module: its GCS address (what ``--ray-address`` takes)."""
+    """One local Ray for the module: its GCS address (what ``--ray-address`` takes).
+
+    ``ray.init`` exports variables of its own (``PYTHONBREAKPOINT``, ``RAY_USAGE_STATS_ENABLED``); they are taken
+    back at once: left in ``os.environ``, they would key a CLI fork server of their own (tests/cli_fork.py) for this
+    module's runs and every later test's in this worker, one more server start of privgate's imports.
+    """
+    ENV_BEFORE_RAY.update(os.environ)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    os.environ.clear()
+    os.environ.update(ENV_BEFORE_RAY)
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
@@ -82,6 +95,8 @@ def test_tasks_run_in_ray_workers_and_come_back_in_order(cluster: str) -> None:
     with pytest.raises(ExecutorError, match="no node of the Ray cluster has a GPU"):
         executor.map(_where, [(1,)], threads=1, gpus=1)
     assert task_groups(16, 8) == [range(0, 8), range(8, 16)] and task_groups(5, None) == [range(0, 5)]
+    # the CLI runs after ray.init fork from the server the runs before it did
+    assert ENV_BEFORE_RAY and server_key(dict(os.environ)) == server_key(ENV_BEFORE_RAY)
 
 
 def test_ensemble_groups_are_identical_on_both_executors(cluster: str) -> None:
