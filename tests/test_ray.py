@@ -223,7 +223,8 @@ def test_check_without_an_address_starts_ray_here_and_gives_the_local_numbers(ca
         "--models-per-task", "2", "--quiet",
     )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PRIVGATE_DEBUG")}
-    env.update(COLUMNS="200", OMP_NUM_THREADS="1")
+    # nothing leaves this machine: Ray's usage statistics are on by default (examples/flower/app.py sets the same)
+    env.update(COLUMNS="200", OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
     from privgate_cli import PRIVGATE
 
     out = tmp_path / "ray.json"
