@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import atexit
+import getpass
 import os
 import shutil
 import sys
@@ -22,6 +23,11 @@ os.environ.setdefault("PRIVGATE_THREADS", "1")
 # changes the key and each worker starts a second server)
 os.environ.setdefault("KMP_DUPLICATE_LIB_OK", "True")
 os.environ.setdefault("KMP_INIT_AT_FORK", "FALSE")
+# the same for torch's compiler: the first torch.export in a worker (an in-process harden writes one) or peft import
+# loads torch._inductor, which exports its cache folder, tempdir/torchinductor_USER
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+)
 # the few runs with more than one thread (tests/test_threads.py) share the cores with the other workers: OpenMP's
 # idle threads sleep instead of spinning, as privgate.cli.guard.passive_openmp has them in a CLI run (read when
 # OpenMP loads, so set before torch or scikit-learn is imported; 2.7x faster measured on a loaded 2-core machine)
@@ -93,6 +99,21 @@ def _one_thread():
 
     torch.set_num_threads(1)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _environment_as_found():
+    """What a test's in-process imports and runs export into ``os.environ`` ends with the test.
+
+    Libraries write variables at import or first use (lightning's ``PYTORCH_NVML_BASED_CUDA_CHECK``, Ray's
+    ``PYTHONBREAKPOINT``, …); left there, every later CLI run of this worker would key a fork server of its own
+    (tests/cli_fork.py: one more start of privgate's imports) and see a variable its user's shell would not have.
+    """
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
 
 
 @pytest.fixture(autouse=True)

@@ -166,11 +166,16 @@ SETTINGS = DPSettings(epochs=8, batch_size=100, max_grad_norm=1.0, delta=1 / 300
 
 
 def test_the_composed_search_counts_every_candidate_and_stops_before_exceeding_the_budget():
+    from privgate.dpsgd.accounting import _step_rdp
+
+    _step_rdp.cache_clear()
     trained: list[float] = []
     seen: list[float] = []
     found = compose_search(
         _trainer(2.0, trained), [8, 4, 2, 1], "ladder", SETTINGS, 300, on_candidate=lambda c, e: seen.append(e)
     )
+    # each run's RDP is computed once, though the search composes every run so far after each candidate
+    assert _step_rdp.cache_info().misses == len({Run.of(c.training) for c in found.candidates}) == 3
     assert trained == [8, 4, 2] and found.chosen.epsilon == 2 and found.stopped is None
     assert seen == sorted(seen) and seen[0] == pytest.approx(found.candidates[0].training.epsilon)  # grows per run
     assert seen[-1] == pytest.approx(released(found.composition, found.candidates)) and seen[-1] > 8

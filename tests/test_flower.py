@@ -42,11 +42,16 @@ def _state(path: Path) -> dict[str, torch.Tensor]:
 
 
 def test_flower_simulation_saved_then_audited_by_the_cli(tmp_path):
-    """Flower's simulation (Ray, 3 clients × 3 rounds) → the saved layout → ``privgate fl audit`` → verdict."""
+    """Flower's simulation (Ray, 3 clients × 3 rounds) → the saved layout → ``privgate fl audit`` → verdict.
+
+    One CPU, so one Flower actor trains the clients in turn: a second actor would import Flower, torch and
+    privgate once more for a federation that trains in a second.
+    """
     for f in ("app.py", "recipe.py"):
         shutil.copy(ROOT / "examples" / "flower" / f, tmp_path / f)
+    args = ["--clients", "3", "--rounds", "3", "--holdout", "0.85", "--out", "fl-run", "--cpus", "1"]
     sim = subprocess.run(
-        [sys.executable, "app.py", "--clients", "3", "--rounds", "3", "--holdout", "0.85", "--out", "fl-run"],
+        [sys.executable, "app.py", *args],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert sim.returncode == 0, sim.stdout[-3000:] + sim.stderr[-3000:]

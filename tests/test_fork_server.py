@@ -88,3 +88,19 @@ def test_privgate_reads_no_environment_variable_outside_click():
         or (isinstance(node, ast.alias) and node.name in readers)
     ]
     assert found == []
+
+
+def test_the_suite_sets_the_cache_folder_torch_compiler_exports_before_any_run():
+    """The first torch.export or peft import of a worker loads torch._inductor, which writes TORCHINDUCTOR_CACHE_DIR
+    into ``os.environ``: conftest sets torch's own default first, so the runs after it keep their server."""
+    import importlib.util
+
+    import torch
+
+    # torch's default, read from its module without importing torch._inductor (seconds of imports)
+    path = Path(torch.__file__).parent / "_inductor" / "runtime" / "cache_dir_utils.py"
+    spec = importlib.util.spec_from_file_location("inductor_cache_dir_utils", path)
+    assert spec is not None and spec.loader is not None
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == os.path.abspath(utils.default_cache_dir())

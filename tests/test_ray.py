@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 from cases import make_model, run_cli, stable, synthetic
+from cli_fork import server_key
 
 from privgate import PrivgateError, Recipe, RunOptions
 from privgate.executors import ExecutorError, LocalExecutor, executor_for, task_groups
@@ -52,11 +53,23 @@ VOLATILE = {"seconds", "duration_s", "started", "environment", "audit_seconds", 
             "notes"}  # fmt: skip
 
 
+#: This worker's environment as the module's Ray found it (the fixture's).
+ENV_BEFORE_RAY: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Any:
     """One local Ray for the module: its GCS address (what ``--ray-address`` takes). Its 2 GPUs are stand-ins: Ray
-    assigns them to tasks (``CUDA_VISIBLE_DEVICES``) as it does real ones; only a task that asks for one gets one."""
+    assigns them to tasks (``CUDA_VISIBLE_DEVICES``) as it does real ones; only a task that asks for one gets one.
+
+    ``ray.init`` exports variables of its own (``PYTHONBREAKPOINT``, ``RAY_USAGE_STATS_ENABLED``); they are taken
+    back at once: left in ``os.environ``, they would key a CLI fork server of their own (tests/cli_fork.py) for this
+    module's runs and every later test's in this worker, one more server start of privgate's imports.
+    """
+    ENV_BEFORE_RAY.update(os.environ)
     ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    os.environ.clear()
+    os.environ.update(ENV_BEFORE_RAY)
     try:
         yield ray.get_runtime_context().gcs_address
     finally:
@@ -97,6 +110,8 @@ def test_tasks_run_in_ray_workers_and_come_back_in_order(cluster: str, monkeypat
     with pytest.raises(ExecutorError, match="no node of the Ray cluster has a GPU"):
         executor.map(_where, [(1,)], threads=1, gpus=1)
     assert task_groups(16, 8) == [range(0, 8), range(8, 16)] and task_groups(5, None) == [range(0, 5)]
+    # the CLI runs after ray.init fork from the server the runs before it did
+    assert ENV_BEFORE_RAY and server_key(dict(os.environ)) == server_key(ENV_BEFORE_RAY)
 
 
 def test_ensemble_groups_are_identical_on_both_executors(cluster: str) -> None:
@@ -223,7 +238,8 @@ def test_check_without_an_address_starts_ray_here_and_gives_the_local_numbers(ca
         "--models-per-task", "2", "--quiet",
     )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PRIVGATE_DEBUG")}
-    env.update(COLUMNS="200", OMP_NUM_THREADS="1")
+    # nothing leaves this machine: Ray's usage statistics are on by default (examples/flower/app.py sets the same)
+    env.update(COLUMNS="200", OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
     from privgate_cli import PRIVGATE
 
     out = tmp_path / "ray.json"

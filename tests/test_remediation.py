@@ -237,6 +237,9 @@ def test_search_reports_which_constraint_broke_first():
 
 
 def test_train_dp_meets_and_records_its_epsilon(tiny):
+    from privgate.dpsgd.accounting import calibration
+
+    before = calibration.cache_info()
     x, y = tiny["members"].x, tiny["members"].y
     model, rec = train_dp(tiny["recipe"], x, y, seed=3, settings=_settings(epochs=3), target_epsilon=2.0)
     assert rec.accountant == "rdp" and rec.accountant_note is None
@@ -267,17 +270,26 @@ def test_train_dp_meets_and_records_its_epsilon(tiny):
     assert all(
         torch.allclose(a, b, atol=1e-5) for a, b in zip(model.state_dict().values(), hooks.state_dict().values())
     )
+    # σ for (ε, δ, q, epochs) is calibrated once, not once per run (a binary search of about a second)
+    after = calibration.cache_info()
+    assert after.misses - before.misses <= 1 and after.hits - before.hits >= 3, (before, after)
 
 
-def test_prv_failure_falls_back_to_rdp(tiny, monkeypatch):
+def test_prv_failure_falls_back_to_rdp(tiny, monkeypatch, request):
     """The PRV accountant fails at large ε / small σ (Opacus #601: "Discrete mean differs significantly
     from continuous mean"); privgate must fall back to RDP and say so, not crash or skip the check."""
     from opacus.accountants import PRVAccountant
+
+    from privgate.dpsgd.accounting import calibration
 
     def broken(self, delta, **kw):
         raise RuntimeError("Discrete mean differs significantly from continuous mean.")
 
     monkeypatch.setattr(PRVAccountant, "get_epsilon", broken)
+    # σ is cached per (ε, δ, q, epochs, accountant): neither an earlier test's PRV σ nor this test's fallback
+    # may answer another run
+    calibration.cache_clear()
+    request.addfinalizer(calibration.cache_clear)
     _, rec = train_dp(
         tiny["recipe"], tiny["members"].x, tiny["members"].y, settings=_settings(accountant="prv"), target_epsilon=8.0
     )

@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--holdout", type=float, default=0.3, help="fraction of digits kept as non-members")
     ap.add_argument("--out", default="fl-run")
+    ap.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray: Flower runs one client actor per CPU")
     args = ap.parse_args()
     out = Path(args.out).resolve()
     data = out.parent / f"{out.name}-data"
@@ -111,7 +112,7 @@ def main() -> None:
         backend_config={
             "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
             # a simulation has no use for Ray's dashboard: not starting it saves its processes (≈ 2 s of start-up)
-            "init_args": {"num_cpus": 2, "include_dashboard": False},
+            "init_args": {"num_cpus": args.cpus, "include_dashboard": False},
         },
     )
     print(f"Flower simulation: {args.clients} clients x {args.rounds} rounds in {time.perf_counter() - t0:.1f} s")

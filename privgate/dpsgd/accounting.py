@@ -66,17 +66,25 @@ def sampling(n: int, batch_size: int, epochs: int) -> tuple[float, int]:
     return q, int(epochs * int(1 / q))
 
 
-def rdp_curve(runs: Sequence[Run], orders: Sequence[float] = ORDERS) -> np.ndarray:
-    """ρ(α) of the composition of ``runs`` at each order: the sum of each run's RDP (Mironov 2017, Prop. 1)."""
+@functools.lru_cache(maxsize=1024)
+def _step_rdp(sample_rate: float, noise_multiplier: float, orders: tuple[float, ...]) -> np.ndarray:
+    """One step's RDP at each order: Opacus' ``compute_rdp`` with ``steps=1`` (T steps are T times it, as Opacus
+    computes them). Cached: at fractional orders it is a series summed in Python, tenths of a second a call,
+    and a search composes the runs it already trained again after every candidate."""
     from opacus.accountants.analysis.rdp import compute_rdp
 
+    step = np.asarray(compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=1, orders=list(orders)))
+    step.flags.writeable = False
+    return step
+
+
+def rdp_curve(runs: Sequence[Run], orders: Sequence[float] = ORDERS) -> np.ndarray:
+    """ρ(α) of the composition of ``runs`` at each order: the sum of each run's RDP (Mironov 2017, Prop. 1)."""
     total = np.zeros(len(orders))
     for r in runs:
         if r.noise_multiplier <= 0:
             return np.full(len(orders), np.inf)
-        total = total + np.asarray(
-            compute_rdp(q=r.sample_rate, noise_multiplier=r.noise_multiplier, steps=r.steps, orders=list(orders))
-        )
+        total = total + _step_rdp(float(r.sample_rate), float(r.noise_multiplier), tuple(orders)) * r.steps
     return total
 
 
@@ -156,14 +164,15 @@ def compose(runs: Sequence[Run], delta: float, accountant: str = "prv") -> Compo
 
 
 @functools.lru_cache(maxsize=256)
-def calibrate(
+def calibration(
     target_epsilon: float, delta: float, sample_rate: float, epochs: int, accountant: str
-) -> tuple[float, str]:
-    """(σ, accountant used) reaching ``target_epsilon`` in one run: Opacus' ``get_noise_multiplier``.
+) -> tuple[float, str, str | None]:
+    """(σ, accountant used, why PRV fell back or None) reaching ``target_epsilon`` in one run of ``epochs``.
 
-    The same calibration ``PrivacyEngine.make_private_with_epsilon`` makes;
-    PRV falls back to RDP where it fails. A pure function of its arguments,
-    so it is cached (a binary search over σ costs seconds).
+    Opacus' ``get_noise_multiplier``, the calibration ``PrivacyEngine.make_private_with_epsilon`` makes; PRV
+    falls back to RDP where it fails. A pure function of its arguments, so it is cached: its binary search
+    over σ costs seconds (Opacus' RDP at fractional orders), and a search's candidates, their reference models
+    and a canary audit of the same settings each ask for the same σ.
 
     Raises:
         DPCalibrationError: no σ reaches the target.
@@ -171,6 +180,7 @@ def calibrate(
     from opacus.accountants.utils import get_noise_multiplier
 
     chain = [accountant] + (["rdp"] if accountant == "prv" else [])
+    note = None
     for name in chain:
         try:
             with warnings.catch_warnings():
@@ -182,14 +192,31 @@ def calibrate(
                     epochs=epochs,
                     accountant=name,
                 )
-            return float(sigma), name
+            return float(sigma), name, note
         except _ACCOUNTANT_ERRORS as exc:
             if name == chain[-1]:
                 raise DPCalibrationError(
                     f"no noise multiplier reaches ε = {target_epsilon:g} at δ = {delta:.3g} in {epochs} epochs "
                     f"({exc.__class__.__name__}: {str(exc)[:160]}); use larger ε values in remediation.epsilons."
                 ) from None
+            note = (
+                f"the PRV accountant could not calibrate the noise for ε = {target_epsilon:g} "
+                f"({exc.__class__.__name__}: {str(exc)[:120]}); fell back to RDP, a valid and slightly more "
+                f"conservative bound"
+            )
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def calibrate(
+    target_epsilon: float, delta: float, sample_rate: float, epochs: int, accountant: str
+) -> tuple[float, str]:
+    """(σ, accountant used) reaching ``target_epsilon`` in one run: :func:`calibration` without its note.
+
+    Raises:
+        DPCalibrationError: no σ reaches the target.
+    """
+    sigma, name, _ = calibration(target_epsilon, delta, sample_rate, epochs, accountant)
+    return sigma, name
 
 
 __all__ = [
@@ -198,6 +225,7 @@ __all__ = [
     "DPCalibrationError",
     "Run",
     "calibrate",
+    "calibration",
     "compose",
     "delta_from_rdp",
     "epsilon_from_rdp",

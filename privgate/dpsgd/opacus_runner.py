@@ -2,11 +2,11 @@
 
 DP-SGD (Abadi et al. 2016, arXiv 1607.00133) over *units* — one record, or one user whose records' gradients
 are summed before the clip (McMahan et al. 2018, arXiv 1710.06963) — with Opacus (Yousefpour et al. 2021,
-arXiv 2109.12298) as documented: ``make_private`` for a given σ or ``make_private_with_epsilon`` for a target ε
-(PRV, Gopi et al. 2021, arXiv 2106.02848, falling back to RDP, Mironov 2017, arXiv 1702.07476), Poisson
-sampling from a seeded CPU generator, noise from :mod:`privgate.dpsgd.noise`. The ε spent is stated by the
-run's own accountant (``engine``) or by :func:`privgate.dpsgd.accounting.compose` (``compose``). Details:
-``docs/internals-dp-audits.md``.
+arXiv 2109.12298) as documented: ``make_private`` for a given σ or for the σ ``make_private_with_epsilon`` would
+calibrate for a target ε (cached: :func:`privgate.dpsgd.accounting.calibration`; PRV, Gopi et al. 2021, arXiv
+2106.02848, falling back to RDP, Mironov 2017, arXiv 1702.07476), Poisson sampling from a seeded CPU generator,
+noise from :mod:`privgate.dpsgd.noise`. The ε spent is stated by the run's own accountant (``engine``) or by
+:func:`privgate.dpsgd.accounting.compose` (``compose``). Details: ``docs/internals-dp-audits.md``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from privgate.dpsgd.accounting import DPCalibrationError
+from privgate.dpsgd.accounting import DPCalibrationError, calibration
 from privgate.dpsgd.noise import draw_noise_on_cpu
 
 AccountantName = Literal["prv", "rdp"]
@@ -264,39 +264,20 @@ class PrivateRun:
 def _wrap(
     common: dict[str, Any], settings: DPSettings, noise_multiplier: float | None, target_epsilon: float | None
 ) -> tuple[Any, tuple[Any, ...], str | None]:
-    """Opacus's ``make_private`` (σ given) or ``make_private_with_epsilon`` (σ calibrated, PRV falling back to
-    RDP): ``(engine, what it wrapped, the fallback's note or None)``."""
+    """Opacus's ``make_private`` with σ given, or calibrated for ``target_epsilon`` as ``make_private_with_epsilon``
+    calibrates it (:func:`privgate.dpsgd.accounting.calibration`, cached; PRV falling back to RDP):
+    ``(engine, what it wrapped, the fallback's note or None)``."""
     from opacus import PrivacyEngine
 
-    chain = [settings.accountant] + (["rdp"] if target_epsilon is not None and settings.accountant == "prv" else [])
-    note = None
-    for name in chain:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # "secure RNG turned off": stated in the DP statement's caveats
-                engine = PrivacyEngine(accountant=name)
-                if target_epsilon is None:
-                    return engine, engine.make_private(noise_multiplier=float(noise_multiplier), **common), note
-                wrapped = engine.make_private_with_epsilon(
-                    target_epsilon=float(target_epsilon), target_delta=settings.delta, epochs=settings.epochs, **common
-                )
-                return engine, wrapped, note
-        except _ACCOUNTANT_ERRORS as exc:
-            # get_noise_multiplier runs before make_private wraps anything, so retrying is clean
-            if target_epsilon is None:
-                raise
-            if name == chain[-1]:
-                raise DPCalibrationError(
-                    f"no noise multiplier reaches ε = {target_epsilon:g} at δ = {settings.delta:.3g} in "
-                    f"{settings.epochs} epochs "
-                    f"({exc.__class__.__name__}: {str(exc)[:160]}); use larger ε values in remediation.epsilons."
-                ) from None
-            note = (
-                f"the PRV accountant could not calibrate the noise for ε = {target_epsilon:g} "
-                f"({exc.__class__.__name__}: {str(exc)[:120]}); fell back to RDP, a valid and slightly more "
-                f"conservative bound"
-            )
-    raise AssertionError("unreachable: the accountant chain is never empty")
+    if target_epsilon is None:
+        sigma, name, note = float(noise_multiplier or 0.0), settings.accountant, None
+    else:  # make_private_with_epsilon's own q: one over the number of (expected) batches
+        q = 1 / len(common["data_loader"])
+        sigma, name, note = calibration(float(target_epsilon), settings.delta, q, settings.epochs, settings.accountant)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "secure RNG turned off": stated in the DP statement's caveats
+        engine = PrivacyEngine(accountant=name)
+        return engine, engine.make_private(noise_multiplier=sigma, **common), note
 
 
 def make_private(
