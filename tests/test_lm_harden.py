@@ -41,7 +41,7 @@ remediation:
 
 RECIPE = """\
 base: {base}
-mode: full      # the tiny example model: LoRA adapters on hidden size 128 learn the record format slowly under noise
+mode: full      # the tiny example model: LoRA adapters on hidden size 64 learn the record format slowly under noise
 epochs: 3
 learning_rate: 0.01
 """
