@@ -64,7 +64,7 @@ PROFILES = {
     # 2-3× the CPU (docs/lm-leakage.md). About 40 s of one CPU core, the classifier included. A 768-token BPE: a
     # patient's name is one or two tokens, so extraction's 8-token prompt ends in the date of birth it must reproduce
     "demo": Profile(64, 1, 4, 768, 200, 200, 150, 20, 10, 4, 10, 5e-3, 16, batch=8),
-    # the test suite's: ≈15 s of one CPU core; 24 epochs in batches of 8, so that the memorised model fails every
+    # the test suite's: ≈19 s of one CPU core; 24 epochs in batches of 8, so that the memorised model fails every
     # check of the example's policy with a margin for every seed (benchmarks/lm/lm_fixture_seeds.py, docs/lm-leakage.md)
     "test": Profile(
         64, 1, 4, 768, 120, 120, 40, 24, 6, 2, 10, 5e-3, 12, population=80, reference_epochs=2, public=800, batch=8
