@@ -156,8 +156,8 @@ def test_user_level_dp_fine_tuning_states_users_as_the_unit(clinical, tmp_path):
     from privgate import HardenSettings, api
     from privgate.settings import TextOptions
 
-    # 15 noisy steps reach a held-out perplexity of 140-215 (builder seeds 0-3; the public base's is ≈1,100-1,250)
-    (tmp_path / "policy.yaml").write_text(POLICY.format(extra="  max_perplexity: 400").replace("[8, 2]", "[8]"))
+    # 15 noisy steps reach a held-out perplexity of 179-296 (builder seeds 0-2; the public base's is ≈760-1,050)
+    (tmp_path / "policy.yaml").write_text(POLICY.format(extra="  max_perplexity: 600").replace("[8, 2]", "[8]"))
     # batch 8 of the 40 users: q = 1/5 (the accountant calibrates σ for it in about half the time q = 1/3 takes)
     (tmp_path / "recipe.yaml").write_text(RECIPE.format(base=clinical / "base") + "batch_size: 8\n")
     members, out = _with_users(clinical, tmp_path), tmp_path / "hardened"

@@ -60,7 +60,8 @@ def test_diff_of_two_lm_releases_finds_the_memorising_one(releases, tmp_path):
     for name in ("mia-auc", "lm_loss", "min_k"):
         assert rows[name]["status"] == "regressed" and rows[name]["change_ci"][0] > 0.25, rows[name]
     assert rows["mia-auc"]["base"]["value"] < 0.7 < 0.95 < rows["mia-auc"]["new"]["value"]
-    assert "REGRESSION:" in r.stdout and "lm_loss auc +0.4" in r.stdout
+    # the console shows the JSON's change (≈ +0.4 to +0.6: *other*'s loss AUC is chance, 0.41-0.53 over seeds 0-3)
+    assert "REGRESSION:" in r.stdout and f"lm_loss auc {rows['lm_loss']['change']:+.3f}" in r.stdout
     # the other way round: the release that stopped memorising is an improvement, exit 0
     back, d2 = _diff(releases["memorised"], releases["other"], tmp_path)
     assert back.returncode == 0 and {row["status"] for row in d2["rows"] if row["kind"] == "attack"} >= {"improved"}

@@ -49,8 +49,10 @@ def char_tokenizer():
     )
 
 
-def train(texts: list[str], steps: int, lr: float, seed: int = SEED):
-    """(model, tokenizer): a 2-layer Llama-style LM (hidden 64) trained on ``texts``, every text in every step."""
+def train(texts: list[str], steps: int, lr: float, seed: int = SEED, layers: int = 1):
+    """(model, tokenizer): a Llama-style LM (hidden 64, one layer unless told) trained on ``texts``, every text in
+    every step. One layer memorises the members and the canary as two did (every test's numbers hold), at half the
+    CPU; the benchmarks of docs/lm-leakage.md were measured with two (``layers=2``, 91,200 parameters)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -60,7 +62,7 @@ def train(texts: list[str], steps: int, lr: float, seed: int = SEED):
         vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=4,
         max_position_embeddings=128,
@@ -88,11 +90,11 @@ def tiny_lm_records() -> tuple[list[str], list[str]]:
     return members, records(24, rng, start=24)
 
 
-def build_tiny_lm(folder: Path, steps: int = 120, lr: float = 5e-3) -> Path:
+def build_tiny_lm(folder: Path, steps: int = 120, lr: float = 5e-3, layers: int = 1) -> Path:
     """Train the tiny LM on the 24 member records and the inserted canary (repeated); ``save_pretrained`` it."""
     members, _ = tiny_lm_records()
     texts = members + [INSERTED["prefix"] + INSERTED["secret"] + "."] * REPEATS
-    model, tokenizer = train(texts, steps, lr)
+    model, tokenizer = train(texts, steps, lr, layers=layers)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

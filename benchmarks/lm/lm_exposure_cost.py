@@ -80,7 +80,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
-        model = args.model or build_tiny_lm(work / "tiny")
+        model = args.model or build_tiny_lm(work / "tiny", layers=2)
         members, nonmembers = tiny_lm_records()
         (work / "m.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in members))
         (work / "n.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in nonmembers))

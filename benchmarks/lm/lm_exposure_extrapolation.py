@@ -43,7 +43,7 @@ def main() -> None:
     texts = records(24, np.random.default_rng(0))
     for c, k in zip(canaries, REPEATS):
         texts += [c.prefix + c.secret + "."] * k
-    model, tok = train(texts, args.steps, 5e-3)
+    model, tok = train(texts, args.steps, 5e-3, layers=2)
     exact = measure_exposure(model, tok, canaries, batch_size=1024)
     extra = measure_exposure(model, tok, canaries, batch_size=1024, max_exact=1000, samples=args.samples, seed=1)
     print(f"|R| = 10^5 (16.6 bits); {args.samples} sampled candidates; intervals at 95 % jointly (Bonferroni)")

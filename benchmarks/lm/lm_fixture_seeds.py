@@ -18,7 +18,7 @@ prints, per seed, the numbers behind those assertions, so that their margins can
   AUC and interval on ``memorised`` and on ``other``.
 
 ``python benchmarks/lm/lm_fixture_seeds.py --seeds 0 1 2 3 4 [--profile test|demo]`` (one thread; about
-40 s of CPU a seed for the test profile).
+19 s of CPU to build a seed for the test profile, and about as much to measure it).
 """
 
 from __future__ import annotations

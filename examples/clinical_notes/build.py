@@ -7,7 +7,7 @@ Everything is made here, from a seed, on the CPU, with no download:
    Python version and platform, so the same seed gives the same models everywhere;
 2. **tokenizer**: a byte-level BPE (``tokenizers``) trained on that text and the records' alphabet,
    saved as a ``PreTrainedTokenizerFast`` that prepends ``<s>`` to every record;
-3. **base model**: a small ``LlamaForCausalLM`` (``LlamaConfig``; ≈0.43M parameters in the demo profile)
+3. **base model**: a small ``LlamaForCausalLM`` (``LlamaConfig``; ≈0.09M parameters)
    trained from scratch on the public text — the reference model (``--reference-model base``);
 4. **synthetic patient records** from a seeded generator (names, dates of birth, record numbers,
    diagnoses, medication): members, non-members, and records of the same distribution for a third model;
@@ -56,16 +56,18 @@ class Profile:
     population: int = 200  # population records (reference models of LiRA/RMIA)
     reference_epochs: int = 3  # epochs of a reference fine-tune (reference_recipe.yaml)
     public: int = 4000  # paragraphs of public text (the tokenizer's and the base model's training text)
+    batch: int = 16  # texts per step of the memorised model's fine-tuning (smaller: more steps an epoch)
 
 
 PROFILES = {
-    # ≈0.43M parameters; about a minute of one CPU core (the classifier included). A 768-token BPE: a patient's
-    # name is one or two tokens, so extraction's 8-token prompt ends in the date of birth it must reproduce
-    "demo": Profile(128, 2, 4, 768, 200, 200, 150, 30, 10, 4, 10, 5e-3, 16),
-    # the test suite's: ≈20 s of one CPU core; 40 epochs, so that the memorised model fails every check of the
-    # example's policy with a margin for every seed (benchmarks/lm/lm_fixture_seeds.py, docs/lm-leakage.md)
+    # ≈0.09M parameters (hidden 64, one layer): a wider or deeper model memorises no faster per epoch here and costs
+    # 2-3× the CPU (docs/lm-leakage.md). About 40 s of one CPU core, the classifier included. A 768-token BPE: a
+    # patient's name is one or two tokens, so extraction's 8-token prompt ends in the date of birth it must reproduce
+    "demo": Profile(64, 1, 4, 768, 200, 200, 150, 20, 10, 4, 10, 5e-3, 16, batch=8),
+    # the test suite's: ≈19 s of one CPU core; 24 epochs in batches of 8, so that the memorised model fails every
+    # check of the example's policy with a margin for every seed (benchmarks/lm/lm_fixture_seeds.py, docs/lm-leakage.md)
     "test": Profile(
-        128, 1, 4, 768, 120, 120, 40, 40, 6, 2, 10, 5e-3, 12, population=80, reference_epochs=2, public=800
+        64, 1, 4, 768, 120, 120, 40, 24, 6, 2, 10, 5e-3, 12, population=80, reference_epochs=2, public=800, batch=8
     ),
 }
 
@@ -199,22 +201,24 @@ def make_model(p: Profile, vocab: int, seed: int):
     return LlamaForCausalLM(config)
 
 
-def train(model, tokenizer, texts: list[str], *, epochs: int, lr: float, seed: int, steps: int | None = None) -> None:
-    """Plain next-token training with AdamW: padded batches of 16, pads masked out of the loss, the learning rate
+def train(
+    model, tokenizer, texts: list[str], *, epochs: int, lr: float, seed: int, steps: int | None = None, batch: int = 16
+) -> None:
+    """Plain next-token training with AdamW: padded batches of ``batch``, pads masked out of the loss, the learning rate
     decayed linearly to 0 over the run (the usual fine-tuning schedule: the last steps settle what was learned)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
     ids = tokenizer(texts, truncation=True, max_length=128)["input_ids"]
-    total = epochs * -(-len(ids) // 16) if steps is None else min(steps, epochs * -(-len(ids) // 16))
+    total = epochs * -(-len(ids) // batch) if steps is None else min(steps, epochs * -(-len(ids) // batch))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 - step / total)
     model.train()
     done = 0
     for _ in range(epochs):
         order = torch.randperm(len(ids), generator=g).tolist()
-        for start in range(0, len(order), 16):
-            chunk = [ids[i] for i in order[start : start + 16]]
+        for start in range(0, len(order), batch):
+            chunk = [ids[i] for i in order[start : start + batch]]
             width = max(len(c) for c in chunk)
             x = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)
             mask = torch.zeros_like(x)
@@ -265,7 +269,7 @@ def build(out: Path, profile: str = "demo", seed: int = 0) -> Path:
     canary_text = [c["prefix"] + c["secret"] for c in inserted] * p.canary_repeats
     copies = members[: p.duplicated] * (p.canary_repeats - 1)  # the first members, duplicated in the training text
     memorised = copy.deepcopy(base)
-    train(memorised, tokenizer, members + copies + canary_text, epochs=p.epochs, lr=p.lr, seed=seed + 1)
+    train(memorised, tokenizer, members + copies + canary_text, epochs=p.epochs, lr=p.lr, seed=seed + 1, batch=p.batch)
     other = copy.deepcopy(base)
     train(other, tokenizer, others, epochs=p.other_epochs, lr=p.lr, seed=seed + 2)
     for name, model in (("memorised", memorised), ("other", other)):
@@ -296,7 +300,7 @@ max_length: 128
 """
 
 
-def build_classifier(out: Path, seed: int = 0, n: int = 120, epochs: int = 40) -> Path:
+def build_classifier(out: Path, seed: int = 0, n: int = 120, epochs: int = 20) -> Path:
     """A tiny ``LlamaForSequenceClassification`` that memorised noisy labels of synthetic records.
 
     The label says whether a record's diagnosis is one of the first four, flipped for 30 % of the records
