@@ -169,6 +169,20 @@ def test_plain_mlp_gradient_norms_come_in_closed_form_without_per_example_gradie
         gradient_features(bn, x, y)
 
 
+def test_gradient_reference_models_train_at_once_and_come_from_the_cache_the_second_time(models, digits, tmp_path):
+    """The classifier mode's reference models are the engine's (stacked, cached), not one training loop after another:
+    a second audit with the same cache trains none, and scores every row exactly as the first."""
+    run = RunOptions(cache_dir=tmp_path / "cache", cache_key=b"k" * 32)
+    recipe = dataclasses.replace(MEMO, epochs=10)
+    first, again = (
+        get_attack("gradient")(n_reference=2).run(_ctx(models["memo"], digits, recipe=recipe, run=run)[0])
+        for _ in range(2)
+    )
+    assert first.extras["mode"] == "classifier" and (first.models_trained, again.models_trained) == (2, 0)
+    np.testing.assert_array_equal(first.scores, again.scores)
+    assert first.extras["attack_model_weights"] == again.extras["attack_model_weights"]
+
+
 def test_gradient_mia_separates_memorising_from_regularised(models, digits):
     aucs = {}
     for name, net in models.items():

@@ -278,21 +278,37 @@ class GradientAttack(Attack):
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        from privgate.training.loop import train_model
+        from privgate.training.ensemble import TorchReader
+        from privgate.training.references import trainer_for
+        from privgate.training.trained import TrainSettings
 
         pop = ctx.population
         assert pop is not None and ctx.recipe is not None
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0x6AD]))
-        feats, labels = [], []
         k = self.options["n_reference"]
-        for _ in range(k):
-            inside = np.zeros(len(pop), dtype=bool)
-            inside[rng.permutation(len(pop))[: len(pop) // 2]] = True
-            ref = train_model(ctx.recipe, pop.x[inside], pop.y[inside], int(rng.integers(2**31)), device=ctx.device)
-            norms, loss, _ = gradient_features(ref, pop.x, pop.y, kind)
+        masks, seeds = np.zeros((k, len(pop)), dtype=bool), []
+        for i in range(k):
+            masks[i, rng.permutation(len(pop))[: len(pop) // 2]] = True
+            seeds.append(int(rng.integers(2**31)))
+        # trained at once and cached, as the other attacks' reference models (model i as train_model would train it
+        # on its half with its seed, up to float rounding: privgate.training.engine)
+        settings = TrainSettings(
+            cache_dir=ctx.run.cache,
+            cache_key=ctx.run.cache_key,
+            threads=ctx.threads,
+            engine=ctx.run.engine,
+            device=ctx.device,
+            progress=ctx.run.progress,
+        )
+        refs = trainer_for(ctx.recipe).train(ctx.recipe, ctx.target, pop.x, pop.y, masks, seeds, settings)
+        if not isinstance(refs.reader, TorchReader):
+            raise AttackSkipped("mode 'classifier' needs a recipe of torch models, whose gradients it reads")
+        feats, labels = [], []
+        for state, inside in zip(refs.models, masks):
+            norms, loss, _ = gradient_features(refs.reader.module(state), pop.x, pop.y, kind)
             feats.append(_features(norms, loss))
             labels.append(inside)
         clf = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))
         with native_threads(ctx.threads):
             clf.fit(np.concatenate(feats), np.concatenate(labels))
-        return clf, k
+        return clf, refs.trained
