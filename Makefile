@@ -15,15 +15,23 @@ WORKERS ?= 2
 
 .PHONY: install demo test test-gpu lint format bench bench-quick clean
 
+# pip installs torch (and uv): it finds the CPU build where pip's own configuration names local wheels or indexes, which
+# uv does not read (it would take PyPI's CUDA build). uv then installs the rest in parallel; where uv fails, pip does.
+# Neither writes bytecode (compiling all of site-packages costs ~90 CPU-seconds, the demo imports a fraction of it):
+# the demo keeps what it imports in $(VENV)/pycache (examples/demo.sh), `make test` compiles everything once.
 $(DEMO_STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e '.[demo]'
+	$(PY) -m pip install -q --no-compile -c constraints.txt torch==2.13.0 uv
+	$(VENV)/bin/uv pip install -q --python $(PY) -c constraints.txt -e '.[demo]' \
+	  || $(PY) -m pip install -q --no-compile -c constraints.txt -e '.[demo]'
 	touch $(DEMO_STAMP)
 
+# `make test` then compiles the bytecode of everything, in parallel, as the suite starts many interpreters (an
+# optimisation only, so its errors are ignored: some packages ship files that are not Python 3 on purpose)
 $(STAMP): $(DEMO_STAMP)
+	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e '.[test]'
+	-$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" > /dev/null
 	touch $(STAMP)
 
 $(SERVE_STAMP): $(STAMP)

@@ -132,6 +132,57 @@ def test_vectorised_gradient_norms_equal_autograd_loop(models, digits):
     np.testing.assert_allclose(loss_ts, loss, rtol=1e-4, atol=1e-7)
 
 
+def test_plain_mlp_gradient_norms_come_in_closed_form_without_per_example_gradients(models, digits, monkeypatch):
+    """A plain MLP (Linear + Tanh/ReLU/LeakyReLU/Sigmoid) never reaches torch.func: its norms are ‖δᵢ‖·‖aᵢ‖."""
+    import privgate.attacks.gradient as gradient
+
+    x, y = digits["nonmembers"][0][:40], digits["nonmembers"][1][:40]
+    looped = gradient._per_example_sq_norms_loop
+    nets = {
+        "tanh": models["memo"],
+        "leaky": nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1, bias=False)),
+        "sigmoid+relu": nn.Sequential(nn.Linear(64, 16), nn.Sigmoid(), nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 10)),
+    }
+
+    def no_vmap(*args, **kwargs):
+        raise AssertionError("a plain MLP went through torch.func's per-example gradients")
+
+    for name, net in nets.items():
+        yy = (y % 2) if name == "leaky" else y  # one logit: binary labels
+        monkeypatch.setattr(gradient, "_per_example_sq_norms_vmap", no_vmap)
+        norms, loss, layers = gradient_features(net, x, yy)
+        monkeypatch.undo()
+        params = dict(net.named_parameters())
+        sq, want_loss = looped(net, torch.as_tensor(x), torch.as_tensor(yy), list(params), "logits")
+        want = np.sqrt(
+            np.stack(
+                [sq[:, [i for i, n in enumerate(params) if n.startswith(f"{la}.")]].sum(1).numpy() for la in layers],
+                axis=1,
+            )
+        )
+        np.testing.assert_allclose(norms, want, rtol=1e-4, atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(loss, want_loss.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+    # a module that is not a plain MLP (here BatchNorm) still goes through torch.func
+    monkeypatch.setattr(gradient, "_per_example_sq_norms_vmap", no_vmap)
+    bn = nn.Sequential(nn.Linear(64, 16), nn.BatchNorm1d(16), nn.Tanh(), nn.Linear(16, 10)).eval()
+    with pytest.raises(AssertionError, match="torch.func"):
+        gradient_features(bn, x, y)
+
+
+def test_gradient_reference_models_train_at_once_and_come_from_the_cache_the_second_time(models, digits, tmp_path):
+    """The classifier mode's reference models are the engine's (stacked, cached), not one training loop after another:
+    a second audit with the same cache trains none, and scores every row exactly as the first."""
+    run = RunOptions(cache_dir=tmp_path / "cache", cache_key=b"k" * 32)
+    recipe = dataclasses.replace(MEMO, epochs=10)
+    first, again = (
+        get_attack("gradient")(n_reference=2).run(_ctx(models["memo"], digits, recipe=recipe, run=run)[0])
+        for _ in range(2)
+    )
+    assert first.extras["mode"] == "classifier" and (first.models_trained, again.models_trained) == (2, 0)
+    np.testing.assert_array_equal(first.scores, again.scores)
+    assert first.extras["attack_model_weights"] == again.extras["attack_model_weights"]
+
+
 def test_gradient_mia_separates_memorising_from_regularised(models, digits):
     aucs = {}
     for name, net in models.items():

@@ -1,7 +1,8 @@
 """White-box membership inference from per-example gradients (Nasr, Shokri & Houmansadr 2019, arXiv 1812.00910).
 
 Members have smaller loss gradients. Per audit example the attack computes the per-layer norms
-gₗ = ‖∇_{θₗ} ℓ‖₂ and their total, vectorised with ``torch.func`` (a loop where it cannot transform the module).
+gₗ = ‖∇_{θₗ} ℓ‖₂ and their total: in closed form for a plain MLP (ghost norms), else vectorised with
+``torch.func`` (a loop where it cannot transform the module).
 ``mode``: ``norm`` scores −‖∇_θ ℓ‖₂ (weights only); ``classifier`` is a logistic regression over (log gₗ, log ℓ)
 trained on ``n_reference`` reference models fitted on population halves; ``auto`` (default) is ``classifier`` when
 a recipe and ``2 × MIN_REFERENCE`` population rows are available, else ``norm``. Details:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from privgate.attacks.budget import CostFacts
+    from privgate.training.mlp import Plan
 
 #: Fewest population rows per reference-model half for the classifier mode.
 MIN_REFERENCE = 20
@@ -67,6 +69,45 @@ def _per_example_sq_norms_vmap(
     return sq, loss
 
 
+def _per_example_sq_norms_ghost(
+    module: nn.Module, mlp: Plan, x: torch.Tensor, y: torch.Tensor, names: list[str], kind: outputs.Kind
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same squared norms for a plain MLP (:func:`privgate.training.mlp.plan`), no per-example gradient made.
+
+    Row i's weight gradient of a Linear layer is the outer product ``δᵢ aᵢᵀ`` of its output gradient and its
+    input, so ``‖·‖² = ‖δᵢ‖² ‖aᵢ‖²`` and the bias's is ``‖δᵢ‖²`` (the "ghost norm": Goodfellow 2015, arXiv
+    1510.01799); one backward pass of the summed loss gives every row's δ, as rows do not interact.
+    """
+    import torch
+    from torch.nn import functional as F
+
+    acts = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
+    h = x.reshape(len(x), -1) if mlp.flatten else x
+    inputs, pre = [], []
+    with torch.enable_grad():
+        for layer in mlp.layers:
+            w = module.get_parameter(layer.weight).detach()
+            b = module.get_parameter(layer.bias).detach() if layer.bias else None
+            inputs.append(h.detach())
+            z = F.linear(h, w, b)
+            if not z.requires_grad:  # the first layer: its input is data
+                z.requires_grad_()
+            pre.append(z)
+            if layer.activation == "leaky_relu":
+                h = F.leaky_relu(z, layer.slope)
+            else:
+                h = acts[layer.activation](z) if layer.activation else z
+        loss = outputs.nll(h, y, kind, reduction="none")
+        deltas = torch.autograd.grad(loss.sum(), pre)
+    sq: dict[str, torch.Tensor] = {}
+    for layer, a, d in zip(mlp.layers, inputs, deltas):
+        d2 = d.pow(2).sum(dim=1)
+        sq[layer.weight] = d2 * a.pow(2).sum(dim=1)
+        if layer.bias:
+            sq[layer.bias] = d2
+    return torch.stack([sq[k] for k in names], dim=1), loss.detach()
+
+
 def _per_example_sq_norms_loop(
     module: nn.Module, x: torch.Tensor, y: torch.Tensor, names: list[str], kind: outputs.Kind
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,6 +145,8 @@ def gradient_features(
     """
     import torch
 
+    from privgate.training.mlp import plan
+
     groups = _layers(module)
     names = [n for members in groups.values() for n in members]
     if not names:
@@ -113,19 +156,23 @@ def gradient_features(
     was_training = module.training
     module.eval()
     device = device_of(module)  # the target's device (privgate.device): the rows go there
-    # TorchScript cannot go through torch.func, nor can modules with autograd hooks (e.g. left by Opacus)
+    # a plain MLP has its norms in closed form; TorchScript cannot go through torch.func, nor can modules with
+    # autograd hooks (e.g. left by Opacus)
+    mlp = None if isinstance(module, torch.jit.ScriptModule) else plan(module)[0]
     looped = isinstance(module, torch.jit.ScriptModule)
     sq_parts, loss_parts = [], []
     try:
         for start in range(0, len(x), batch):
             xb = torch.as_tensor(np.asarray(x[start : start + batch]), dtype=torch.float32).to(device)
             yb = torch.as_tensor(np.asarray(y[start : start + batch]), dtype=torch.long).to(device)
-            if not looped:
+            if mlp is not None:
+                sq, loss = _per_example_sq_norms_ghost(module, mlp, xb, yb, names, kind)
+            elif not looped:
                 try:
                     sq, loss = _per_example_sq_norms_vmap(module, xb, yb, names, kind)
                 except RuntimeError:
                     looped = True
-            if looped:
+            if looped and mlp is None:
                 sq, loss = _per_example_sq_norms_loop(module, xb, yb, names, kind)
             sq_parts.append(sq.detach().double().cpu())
             loss_parts.append(loss.detach().double().cpu())
@@ -231,21 +278,37 @@ class GradientAttack(Attack):
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        from privgate.training.loop import train_model
+        from privgate.training.ensemble import TorchReader
+        from privgate.training.references import trainer_for
+        from privgate.training.trained import TrainSettings
 
         pop = ctx.population
         assert pop is not None and ctx.recipe is not None
         rng = np.random.default_rng(np.random.SeedSequence([ctx.seed, 0x6AD]))
-        feats, labels = [], []
         k = self.options["n_reference"]
-        for _ in range(k):
-            inside = np.zeros(len(pop), dtype=bool)
-            inside[rng.permutation(len(pop))[: len(pop) // 2]] = True
-            ref = train_model(ctx.recipe, pop.x[inside], pop.y[inside], int(rng.integers(2**31)), device=ctx.device)
-            norms, loss, _ = gradient_features(ref, pop.x, pop.y, kind)
+        masks, seeds = np.zeros((k, len(pop)), dtype=bool), []
+        for i in range(k):
+            masks[i, rng.permutation(len(pop))[: len(pop) // 2]] = True
+            seeds.append(int(rng.integers(2**31)))
+        # trained at once and cached, as the other attacks' reference models (model i as train_model would train it
+        # on its half with its seed, up to float rounding: privgate.training.engine)
+        settings = TrainSettings(
+            cache_dir=ctx.run.cache,
+            cache_key=ctx.run.cache_key,
+            threads=ctx.threads,
+            engine=ctx.run.engine,
+            device=ctx.device,
+            progress=ctx.run.progress,
+        )
+        refs = trainer_for(ctx.recipe).train(ctx.recipe, ctx.target, pop.x, pop.y, masks, seeds, settings)
+        if not isinstance(refs.reader, TorchReader):
+            raise AttackSkipped("mode 'classifier' needs a recipe of torch models, whose gradients it reads")
+        feats, labels = [], []
+        for state, inside in zip(refs.models, masks):
+            norms, loss, _ = gradient_features(refs.reader.module(state), pop.x, pop.y, kind)
             feats.append(_features(norms, loss))
             labels.append(inside)
         clf = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))
         with native_threads(ctx.threads):
             clf.fit(np.concatenate(feats), np.concatenate(labels))
-        return clf, k
+        return clf, refs.trained

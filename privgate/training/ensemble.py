@@ -69,6 +69,13 @@ class TorchReader:
             warnings.simplefilter("ignore", UserWarning)
             return (self.architecture if on == self.device else copy.deepcopy(self.architecture)).to(on)
 
+    def module(self, state: dict[str, torch.Tensor]) -> nn.Module:
+        """A model of the architecture on :attr:`device` with ``state`` loaded, in eval mode (the same module
+        may come back for the next state: use it before asking for another)."""
+        net = self._model()
+        net.load_state_dict(state)
+        return net.eval()
+
     def output_batches(
         self,
         states: list[dict[str, torch.Tensor]],
