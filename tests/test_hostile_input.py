@@ -335,6 +335,26 @@ def test_two_projects_with_a_recipe_py_in_one_process_each_get_their_own(tmp_pat
     assert names == ["first", "second", "first"]
 
 
+def test_importing_a_users_recipe_leaves_no_bytecode_in_the_project(tmp_path, monkeypatch):
+    """A recipe (and the project module it imports) is compiled in memory: no ``__pycache__`` is written in the
+    user's folder, even where Python would write bytecode (PYTHONDONTWRITEBYTECODE unset, as for most users)."""
+    import sys
+
+    from privgate.inputs.entrypoints import load_recipe
+
+    (tmp_path / "helpers.py").write_text("WIDTH = 3\n")
+    (tmp_path / "own_recipe.py").write_text(
+        "from torch import nn\nfrom privgate.recipe import Recipe\nfrom helpers import WIDTH\n"
+        "RECIPE = Recipe(model_factory=lambda: nn.Linear(WIDTH, 2), epochs=1, name='own')\n"
+    )
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    for name in ("own_recipe", "helpers"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert load_recipe("own_recipe:RECIPE", [tmp_path]).name == "own"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["helpers.py", "own_recipe.py"]
+    assert sys.dont_write_bytecode is False  # the process's own setting is given back
+
+
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_a_policy_that_is_a_fifo_or_a_device_is_refused_without_reading(tmp_path, kind):
     """A FIFO (no writer: opening it would wait forever) or /dev/zero given as the policy: one sentence, exit 2."""

@@ -102,6 +102,8 @@ def _import_from(mod_name: str, dirs: list[Path], installed: list[Path], head: s
     _evict_if_elsewhere(top, dirs)
     added = [str(d) for d in dirs if str(d) not in sys.path]
     sys.path[:0] = added
+    # no __pycache__ left in the user's project: the import compiles its modules in memory only
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         module = importlib.import_module(mod_name)
     except PrivgateError as exc:  # privgate's own sentence (a Recipe refused its settings): passed on as said
@@ -111,6 +113,7 @@ def _import_from(mod_name: str, dirs: list[Path], installed: list[Path], head: s
             f"{head}: cannot import module '{mod_name}' ({exc.__class__.__name__}: {clip(str(exc), 200)})."
         ) from None
     finally:
+        sys.dont_write_bytecode = writes
         for d in added:
             if d in sys.path:
                 sys.path.remove(d)
