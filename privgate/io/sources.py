@@ -21,11 +21,16 @@ import marshal
 import site
 import sys
 import sysconfig
+import threading
 import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+#: ``ast.parse`` one thread at a time: CPython 3.11's AST constructor keeps its recursion depth in shared state, and
+#: two threads parsing at once can fail with "AST constructor recursion depth mismatch" (cpython gh-106905)
+_PARSE = threading.Lock()
 
 #: Top-level packages that are privgate, not the user's project (their changes are the engine's version).
 OWN_PACKAGES = ("privgate", "pytest_privgate")
@@ -309,7 +314,8 @@ class _Walk:
         while self.queue:
             file, data = self.queue.pop(0)
             try:
-                tree = ast.parse(data, filename=str(file))
+                with _PARSE:
+                    tree = ast.parse(data, filename=str(file))
             except (SyntaxError, ValueError):
                 continue  # it cannot be imported either; its bytes are keyed
             for level, module, names in _imports(tree):
