@@ -22,14 +22,12 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from privgate.dpsgd.accounting import DPCalibrationError, calibration
+from privgate.dpsgd.accounting import _ACCOUNTANT_ERRORS, DPCalibrationError, calibration
 from privgate.dpsgd.noise import draw_noise_on_cpu
 
 AccountantName = Literal["prv", "rdp"]
 #: How the spent ε is stated (module docstring); ``None``: not computed (reference models).
 Accounting = Literal["engine", "compose"]
-
-_ACCOUNTANT_ERRORS = (RuntimeError, ValueError, OverflowError, FloatingPointError, ZeroDivisionError, MemoryError)
 
 
 @dataclass(frozen=True)
