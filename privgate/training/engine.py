@@ -169,7 +169,7 @@ def train_ensemble(
     if any(s is None for s in states) or (job.own and fresh.skeleton is None):
         with store.lock():
             states = store.load(states, job.like)  # another run may have trained them while we waited
-            fresh = _train_missing(job, states, store, fresh.skeleton)
+            fresh = _train_missing(job, states, store, fresh.skeleton, fresh.devices)
     return TrainedReferences(
         recipe=recipe,
         models=[s for s in states if s is not None],
@@ -310,9 +310,12 @@ class _Fresh:
     placement: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _train_missing(job: _Job, states: list[Any], store: _Store, skeleton: nn.Module | None) -> _Fresh:
-    """Train the models ``states`` lacks (in place), and store them; ``skeleton``: a model of the user's function."""
-    fresh = _Fresh(skeleton=skeleton, devices=_spread(job))
+def _train_missing(
+    job: _Job, states: list[Any], store: _Store, skeleton: nn.Module | None, devices: tuple[str, ...]
+) -> _Fresh:
+    """Train the models ``states`` lacks (in place), and store them; ``skeleton``: a model of the user's function;
+    ``devices``: where the groups spread (:func:`_spread`, decided once by the caller)."""
+    fresh = _Fresh(skeleton=skeleton, devices=devices)
     todo = [i for i, s in enumerate(states) if s is None]
     if not todo and job.own and skeleton is None:  # every state cached, but no model of theirs to load them into
         todo = [0]
