@@ -102,28 +102,50 @@ class TorchReader:
         kept, seen = self._kept(x, transform)
         rows = slab_rows(np.shape(x)[1:], getattr(transform, "shift", 0), most=batch)
         if len(self.devices) > 1 and sum(k not in kept for k in range(len(states))) > 1:
-            yield from self._spread(states, x, batch, transform, rows)
+            yield from self._spread(states, x, batch, transform, rows, kept, seen)
             return
         runner: _Runner | None = None
         with torch.no_grad():
             for k, state in enumerate(states):
-                whole = kept.get(k)
-                if whole is None:
+                fresh = None
+                if k not in kept:
                     runner = runner or _Runner.on(self._model(), x, self.device)
-                    whole = runner.run(state, rows, transform)
-                    seen[(transform, k)] = seen.get((transform, k), 0) + 1
-                    self._keep(kept, k, whole, x)
-                for i in range(0, len(whole), batch):
-                    yield k, i, whole[i : i + batch].double().numpy()
+                    fresh = runner.run(state, rows, transform)
+                yield from self._emit(k, fresh, x, batch, transform, kept, seen)
+
+    def _emit(
+        self,
+        k: int,
+        fresh: torch.Tensor | None,
+        x: np.ndarray,
+        batch: int,
+        transform: Any,
+        kept: dict[int, torch.Tensor],
+        seen: dict[Any, int],
+    ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Model ``k``'s outputs in batches: ``fresh`` ones (a forward pass just made: counted and kept), else the
+        kept ones."""
+        if fresh is not None:
+            seen[(transform, k)] = seen.get((transform, k), 0) + 1
+            self._keep(kept, k, fresh, x)
+        whole = kept[k] if fresh is None else fresh
+        for i in range(0, len(whole), batch):
+            yield k, i, whole[i : i + batch].double().numpy()
 
     def _spread(
-        self, states: list[dict[str, torch.Tensor]], x: np.ndarray, batch: int, transform: Any, rows: int
+        self,
+        states: list[dict[str, torch.Tensor]],
+        x: np.ndarray,
+        batch: int,
+        transform: Any,
+        rows: int,
+        kept: dict[int, torch.Tensor],
+        seen: dict[Any, int],
     ) -> Iterator[tuple[int, int, np.ndarray]]:
         """:meth:`output_batches` over :attr:`devices`: one group per device at a time, yielded in model order."""
         from privgate.executors import task_groups
         from privgate.executors.devices import DevicePool
 
-        kept, seen = self._kept(x, transform)
         pool, groups, runners = DevicePool(self.devices), task_groups(len(states), self.per_group), {}
         n = len(self.devices)
         for first in range(0, len(groups), n):  # a wave: group first + j on devices[j], as group g trained
@@ -133,13 +155,7 @@ class TorchReader:
             for group, todo, got in zip(groups[first : first + n], wave, outputs):
                 fresh = dict(zip(todo, got))
                 for k in group:
-                    whole = kept.get(k)
-                    if whole is None:
-                        whole = fresh[k]
-                        seen[(transform, k)] = seen.get((transform, k), 0) + 1
-                        self._keep(kept, k, whole, x)
-                    for i in range(0, len(whole), batch):
-                        yield k, i, whole[i : i + batch].double().numpy()
+                    yield from self._emit(k, fresh.get(k), x, batch, transform, kept, seen)
 
     def _read_group(
         self,
