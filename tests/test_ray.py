@@ -1,7 +1,8 @@
 """The Ray executor (issue 15, part 5): the same tasks and seeds give the same numbers as the local executor.
 
-One local Ray (2 CPUs) is started for the module and shut down after; the in-process
-runs use it, and the CLI in a process of its own joins it through ``--ray-address``.
+One local Ray (1 CPU: each job's tasks run in one worker process, which imports torch and privgate once) is
+started for the module and shut down after; the in-process runs use it, and the CLI in a process of its own joins
+it through ``--ray-address``.
 Every comparison is exact (``==`` on the parsed JSON, ``torch.equal`` on states), never
 approximate. The CLI's reports compared are built in process (``tests/inproc.py``: the
 CLI's report, see ``test_front_door.py``), except on the user's path of starting Ray
@@ -59,15 +60,16 @@ ENV_BEFORE_RAY: dict[str, str] = {}
 
 @pytest.fixture(scope="module")
 def cluster() -> Any:
-    """One local Ray for the module: its GCS address (what ``--ray-address`` takes). Its 2 GPUs are stand-ins: Ray
-    assigns them to tasks (``CUDA_VISIBLE_DEVICES``) as it does real ones; only a task that asks for one gets one.
+    """One local Ray of 1 CPU for the module: its GCS address (what ``--ray-address`` takes). Its 2 GPUs are
+    stand-ins: Ray assigns them to tasks (``CUDA_VISIBLE_DEVICES``) as it does real ones; only a task that asks for
+    one gets one.
 
     ``ray.init`` exports variables of its own (``PYTHONBREAKPOINT``, ``RAY_USAGE_STATS_ENABLED``); they are taken
     back at once: left in ``os.environ``, they would key a CLI fork server of their own (tests/cli_fork.py) for this
     module's runs and every later test's in this worker, one more server start of privgate's imports.
     """
     ENV_BEFORE_RAY.update(os.environ)
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
+    ray.init(num_cpus=1, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
     os.environ.clear()
     os.environ.update(ENV_BEFORE_RAY)
     try:
@@ -93,7 +95,7 @@ def test_each_gpu_task_sees_only_the_gpu_ray_assigned_it(cluster: str) -> None:
     """A task of a cuda run uses bare ``cuda``: the first GPU its process sees, which must be the one Ray assigned it.
     Ray sets ``CUDA_VISIBLE_DEVICES`` before each task, but CUDA reads it once per process, so each GPU task gets a
     worker process of its own (a reused worker would keep its first task's GPU)."""
-    out = executor_for(RunOptions(executor="ray")).map(_visible, [(0,), (1,)], threads=2, gpus=1)  # one at a time
+    out = executor_for(RunOptions(executor="ray")).map(_visible, [(0,), (1,)], threads=1, gpus=1)  # one at a time
     assert all(len(ids) == 1 and visible == ids[0] for _, visible, ids in out), out
     assert out[0][0] != out[1][0], out  # the second task in a fresh worker process, not the first one's
 
@@ -103,9 +105,9 @@ def test_tasks_run_in_ray_workers_and_come_back_in_order(cluster: str, monkeypat
     out = executor.map(_where, [(i,) for i in range(6)], threads=1)
     assert [v for v, _ in out] == [0, 1, 4, 9, 16, 25]
     assert os.getpid() not in {pid for _, pid in out}  # worker processes, not this one
-    assert executor.workers == 2
-    with pytest.raises(ExecutorError, match="asks for --threads 3 CPUs but no node"):
-        executor.map(_where, [(1,)], threads=3)  # would wait forever on a 2-CPU cluster
+    assert executor.workers == 1
+    with pytest.raises(ExecutorError, match="asks for --threads 2 CPUs but no node"):
+        executor.map(_where, [(1,)], threads=2)  # would wait forever on a 1-CPU cluster
     monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": {"CPU": 2.0}}])  # a cluster of no GPU
     with pytest.raises(ExecutorError, match="no node of the Ray cluster has a GPU"):
         executor.map(_where, [(1,)], threads=1, gpus=1)
@@ -237,9 +239,10 @@ def test_check_without_an_address_starts_ray_here_and_gives_the_local_numbers(ca
         "--nonmembers", str(case.nonmembers), "--recipe", case.recipe_spec, "--cache-dir", "off",
         "--models-per-task", "2", "--quiet",
     )  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PRIVGATE_DEBUG")}
-    # nothing leaves this machine: Ray's usage statistics are on by default (examples/flower/app.py sets the same)
-    env.update(COLUMNS="200", OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
+    # a user's environment: no address, and RAY_USAGE_STATS_ENABLED unset (privgate turns Ray's statistics off)
+    drop = ("RAY_ADDRESS", "PRIVGATE_DEBUG", "RAY_USAGE_STATS_ENABLED")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(COLUMNS="200", OMP_NUM_THREADS="1")
     from privgate_cli import PRIVGATE
 
     out = tmp_path / "ray.json"
@@ -414,3 +417,35 @@ def test_config_keys_and_options() -> None:
         RunOptions(models_per_task=0)
     with pytest.raises(ValueError, match="executor"):
         RunOptions(executor="dask")
+
+
+def test_a_ray_started_here_reports_no_usage_statistics_unless_the_user_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What ``ray.init`` sees when privgate starts Ray (nightly wheels and ``ray start`` report usage by default):
+    ``RAY_USAGE_STATS_ENABLED=0`` unless the user set it; joining a cluster leaves the variable alone."""
+    from privgate.executors import ray as ray_executor
+
+    seen: list[str | None] = []
+
+    class FakeRay:
+        @staticmethod
+        def is_initialized() -> bool:
+            return False
+
+        @staticmethod
+        def init(**kwargs: Any) -> None:
+            seen.append(os.environ.get("RAY_USAGE_STATS_ENABLED"))
+            raise RuntimeError("not started")
+
+    monkeypatch.setattr(ray_executor, "_import_ray", lambda: FakeRay)
+    monkeypatch.setattr(ray_executor, "_CONNECTED", None)
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "")  # recorded first: the variable comes back as it was
+    for user, address in ((None, None), ("1", None), (None, "auto")):
+        if user is None:
+            monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
+        else:
+            monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", user)
+        with pytest.raises(ExecutorError, match=r"not started"):
+            ray_executor.connect(address)
+    assert seen == ["0", "1", None]
