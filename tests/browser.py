@@ -2,10 +2,11 @@
 
 Chromium is started with ``--remote-debugging-pipe``: it reads DevTools
 commands (JSON, each ended by a NUL byte) on file descriptor 3 and answers on
-4. :func:`render` opens one page at a given viewport (a phone is ``mobile=True``
-at 390 × 844), waits for it to load, collects every console message, uncaught
-exception and browser log entry (a file that failed to load is an ``error``
-entry there), evaluates JavaScript in the page, and takes a screenshot.
+4. :meth:`Browser.render` opens one page, in a browser context of its own, at
+a given viewport (a phone is ``mobile=True`` at 390 × 844), waits for it to
+load, collects every console message, uncaught exception and browser log
+entry (a file that failed to load is an ``error`` entry there), evaluates
+JavaScript in the page, and takes a screenshot.
 Nothing but the standard library; CI installs Chromium (``.ci/run``).
 """
 
@@ -141,24 +142,43 @@ class _Pipe:
         os.close(self._from_child)
 
 
-def render(
-    url: str,
-    *,
-    width: int,
-    height: int,
-    mobile: bool = False,
-    evaluate: dict[str, str] | None = None,
-    full_page: bool = True,
-    exe: str | None = None,
-) -> Page:
-    """Open ``url`` at ``width`` × ``height`` CSS pixels, evaluate ``evaluate`` expressions, screenshot it."""
-    exe = exe or find_chromium()
-    if exe is None:
-        raise FileNotFoundError("Chromium is not installed")
-    with tempfile.TemporaryDirectory(prefix="privgate-chromium-") as profile:
-        pipe = _Pipe(exe, profile)
+class Browser:
+    """One headless Chromium for many pages: each :meth:`render` opens its page in a browser context of its own
+    (Chromium's incognito-like profile: no cookie, storage or cache shared with another page), closed after."""
+
+    def __init__(self, exe: str | None = None) -> None:
+        exe = exe or find_chromium()
+        if exe is None:
+            raise FileNotFoundError("Chromium is not installed")
+        self._profile = tempfile.TemporaryDirectory(prefix="privgate-chromium-")
+        self._pipe = _Pipe(exe, self._profile.name)
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._pipe.close()
+        self._profile.cleanup()
+
+    def render(
+        self,
+        url: str,
+        *,
+        width: int,
+        height: int,
+        mobile: bool = False,
+        evaluate: dict[str, str] | None = None,
+        full_page: bool = True,
+    ) -> Page:
+        """Open ``url`` at ``width`` × ``height`` CSS pixels, evaluate ``evaluate`` expressions, screenshot it."""
+        pipe = self._pipe
+        pipe.events = []
+        context = pipe.send("Target.createBrowserContext")["browserContextId"]
         try:
-            target = pipe.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+            target = pipe.send("Target.createTarget", {"url": "about:blank", "browserContextId": context})["targetId"]
             session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             for domain in ("Page", "Runtime", "Log"):
                 pipe.send(f"{domain}.enable", session=session)
@@ -179,29 +199,41 @@ def render(
                 "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": full_page}, session=session
             )
             page.screenshot = base64.b64decode(shot["data"])
-            for e in pipe.events:
-                p = e.get("params", {})
-                if e.get("method") == "Runtime.consoleAPICalled":
-                    text = " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
-                    page.console.append({"source": "console", "level": p.get("type"), "text": text})
-                elif e.get("method") == "Runtime.exceptionThrown":
-                    d = p.get("exceptionDetails", {})
-                    page.console.append(
-                        {
-                            "source": "exception",
-                            "level": "error",
-                            "text": d.get("exception", {}).get("description") or d.get("text"),
-                        }
-                    )
-                elif e.get("method") == "Log.entryAdded":
-                    entry = p.get("entry", {})
-                    page.console.append(
-                        {
-                            "source": entry.get("source"),
-                            "level": entry.get("level"),
-                            "text": f"{entry.get('text')} {entry.get('url', '')}".strip(),
-                        }
-                    )
+            page.console = _messages([e for e in pipe.events if e.get("sessionId") == session])
             return page
         finally:
-            pipe.close()
+            pipe.send("Target.disposeBrowserContext", {"browserContextId": context})
+
+
+def _messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Console calls, uncaught exceptions and browser log entries among a page's DevTools events."""
+    console: list[dict[str, Any]] = []
+    for e in events:
+        p = e.get("params", {})
+        if e.get("method") == "Runtime.consoleAPICalled":
+            text = " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+            console.append({"source": "console", "level": p.get("type"), "text": text})
+        elif e.get("method") == "Runtime.exceptionThrown":
+            d = p.get("exceptionDetails", {})
+            text = d.get("exception", {}).get("description") or d.get("text")
+            console.append({"source": "exception", "level": "error", "text": text})
+        elif e.get("method") == "Log.entryAdded":
+            entry = p.get("entry", {})
+            text = f"{entry.get('text')} {entry.get('url', '')}".strip()
+            console.append({"source": entry.get("source"), "level": entry.get("level"), "text": text})
+    return console
+
+
+def render(
+    url: str,
+    *,
+    width: int,
+    height: int,
+    mobile: bool = False,
+    evaluate: dict[str, str] | None = None,
+    full_page: bool = True,
+    exe: str | None = None,
+) -> Page:
+    """:meth:`Browser.render` in a Chromium started for this one page."""
+    with Browser(exe) as browser:
+        return browser.render(url, width=width, height=height, mobile=mobile, evaluate=evaluate, full_page=full_page)

@@ -10,11 +10,12 @@ failure there, and a skip only on a developer's machine.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from browser import find_chromium, render
+from browser import Browser, find_chromium
 from pipeline_cases import leaky_tree
 from test_reports import POLICY, REMEDIATION, decode_png
 
@@ -42,7 +43,8 @@ PROBE = {
 
 
 @pytest.fixture(scope="module")
-def chromium() -> str:
+def chromium() -> Iterator[Browser]:
+    """One Chromium for the module (each page in a browser context of its own): a start is a few CPU-seconds."""
     exe = find_chromium()
     if exe is None:
         if os.environ.get("CI"):
@@ -51,7 +53,8 @@ def chromium() -> str:
                 "(apt-get install -y chromium)"
             )
         pytest.skip("Chromium is not installed (CI installs it; locally: apt-get install -y chromium)")
-    return exe
+    with Browser(exe) as browser:
+        yield browser
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +73,9 @@ def page_url(report, tmp_path_factory) -> str:
     return page.as_uri()
 
 
-def _pixels(png: bytes, colour: str, box: tuple[float, float, float, float]) -> int:
-    """How many screenshot pixels inside ``box`` (left, top, width, height) are within 40 of ``colour``."""
-    img = decode_png(png)[:, :, :3].astype(int)
+def _pixels(img: np.ndarray, colour: str, box: tuple[float, float, float, float]) -> int:
+    """How many pixels of the screenshot ``img`` (decoded once) inside ``box`` (left, top, width, height) are within
+    40 of ``colour``."""
     left, top, width, height = (int(round(v)) for v in box)
     region = img[top : top + height, left : left + width]
     rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
@@ -94,7 +97,7 @@ def test_the_browser_reports_console_errors_and_failed_loads(chromium, tmp_path)
         "<!DOCTYPE html><html><body><script>console.error('boom'); missing();</script>"
         "<img src='nowhere.png'></body></html>"
     )
-    page = render(bad.as_uri(), width=800, height=600, exe=chromium)
+    page = chromium.render(bad.as_uri(), width=800, height=600)
     assert len(page.errors) == 3, page.errors
     assert any("boom" in e for e in page.errors) and any("missing is not defined" in e for e in page.errors)
     assert any("nowhere.png" in e for e in page.errors)
@@ -102,8 +105,9 @@ def test_the_browser_reports_console_errors_and_failed_loads(chromium, tmp_path)
 
 @pytest.mark.parametrize("width, height, mobile", [(1100, 900, False), (390, 844, True)], ids=["desktop", "phone"])
 def test_html_report_renders_in_chromium(chromium, report, page_url, width, height, mobile, tmp_path):
-    page = render(page_url, width=width, height=height, mobile=mobile, evaluate=PROBE, exe=chromium)
+    page = chromium.render(page_url, width=width, height=height, mobile=mobile, evaluate=PROBE)
     shot = _save(page.screenshot, f"report-{width}px.png", tmp_path)
+    img = decode_png(page.screenshot)[:, :, :3].astype(int)
     assert page.errors == [], page.errors
     scroll_width, inner_width, _ = page.values["layout"]
     assert inner_width == width and scroll_width <= width, (
@@ -113,9 +117,7 @@ def test_html_report_renders_in_chromium(chromium, report, page_url, width, heig
     v = page.values["verdict"]  # the verdict: on the first screen, red, and says FAIL
     assert v["visible"] and v["text"] == "FAIL" and v["background"] == "rgb(198, 40, 40)"
     assert 0 <= v["left"] < v["right"] <= width and 0 <= v["top"] < v["bottom"] <= height
-    assert (
-        _pixels(page.screenshot, "#c62828", (v["left"], v["top"], v["right"] - v["left"], v["bottom"] - v["top"])) > 500
-    )
+    assert _pixels(img, "#c62828", (v["left"], v["top"], v["right"] - v["left"], v["bottom"] - v["top"])) > 500
 
     rows = page.values["checks"]  # every check has a row whose id cell is laid out on the screen's width
     assert [r["id"] for r in rows] == [c.id for c in report.checks]
@@ -131,10 +133,10 @@ def test_html_report_renders_in_chromium(chromium, report, page_url, width, heig
         assert c["width"] > roc["width"] / 3 and c["height"] > roc["height"] / 3, c
     box = (roc["left"], roc["top"], roc["width"], roc["height"])
     last = roc["curves"][-1]["stroke"]  # drawn last, so on top where curves overlap
-    assert _pixels(page.screenshot, last, box) > 100, f"the ROC curve {last} is not in the screenshot ({shot})"
+    assert _pixels(img, last, box) > 100, f"the ROC curve {last} is not in the screenshot ({shot})"
     assert len({c["stroke"] for c in roc["curves"]}) == len(ran)
     rem = page.values["remediation"]  # the ε search plot fits too, its utility curve drawn
-    assert rem[0] >= 0 and rem[0] + rem[2] <= width and _pixels(page.screenshot, "#1f77b4", rem) > 100
+    assert rem[0] >= 0 and rem[0] + rem[2] <= width and _pixels(img, "#1f77b4", rem) > 100
 
 
 #: Script that would record itself in ``window.pwned`` if a report string ever became markup.
@@ -185,7 +187,7 @@ def test_a_crafted_report_runs_no_script_and_reads_no_file_in_chromium(chromium,
     assert r.returncode == 0, r.stderr
     html = (tmp_path / "page.html").read_text()
     assert base64.b64encode(secret.read_bytes()).decode()[:16] not in html
-    page = render((tmp_path / "page.html").as_uri(), width=1100, height=900, evaluate=HOSTILE_PROBE, exe=chromium)
+    page = chromium.render((tmp_path / "page.html").as_uri(), width=1100, height=900, evaluate=HOSTILE_PROBE)
     assert page.values["pwned"] is None, page.values["pwned"]
     assert page.values["scripts"] == 0
     assert page.values["loads"] == [], page.values["loads"]  # nothing fetched: no file, no URL
@@ -194,5 +196,5 @@ def test_a_crafted_report_runs_no_script_and_reads_no_file_in_chromium(chromium,
     # the probe can fail: the same payloads in a page that does not escape them run
     raw = tmp_path / "raw.html"
     raw.write_text(f"<!DOCTYPE html><html><body><p>{payload}</p><img src='{secret.name}'></body></html>")
-    bad = render(raw.as_uri(), width=800, height=600, evaluate=HOSTILE_PROBE, exe=chromium)
+    bad = chromium.render(raw.as_uri(), width=800, height=600, evaluate=HOSTILE_PROBE)
     assert set(bad.values["pwned"]) >= {"script", "img", "svg"} and bad.values["loads"]
