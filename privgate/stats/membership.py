@@ -113,6 +113,17 @@ def roc(in_scores: np.ndarray, out_scores: np.ndarray) -> tuple[np.ndarray, np.n
     return fpr, tpr, thr
 
 
+def _below(sorted_other: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Per score: how many of ``sorted_other`` lie below it, ties counting half.
+
+    The placement values of DeLong's variance: a member's mid-rank among all scores less its mid-rank among the
+    members (Sun & Xu 2014), counted by binary search instead of three full rankings.
+    """
+    left = np.searchsorted(sorted_other, scores, side="left")
+    right = np.searchsorted(sorted_other, scores, side="right")
+    return (left + right) / 2.0
+
+
 def auc(in_scores: np.ndarray, out_scores: np.ndarray, confidence: float = 0.95) -> Estimate:
     """AUC = P(member score > non-member score) + ½ P(tie), with DeLong's interval.
 
@@ -135,15 +146,13 @@ def auc(in_scores: np.ndarray, out_scores: np.ndarray, confidence: float = 0.95)
             n1,
             n0,
         )
-    from scipy import stats as _st  # imported when used, like sklearn above
+    from scipy.special import ndtri  # imported when used, like sklearn above
 
-    pooled = _st.rankdata(np.r_[x, y])
-    rx, ry = pooled[:n1], pooled[n1:]
-    v10 = (rx - _st.rankdata(x)) / n0  # per member: fraction of non-members below it
-    v01 = 1.0 - (ry - _st.rankdata(y)) / n1  # per non-member: fraction of members above it
+    v10 = _below(np.sort(y), x) / n0  # per member: fraction of non-members below it (ties: half)
+    v01 = 1.0 - _below(np.sort(x), y) / n1  # per non-member: fraction of members above it
     a = float(v10.mean())
     var = float(np.var(v10, ddof=1) / n1 + np.var(v01, ddof=1) / n0)
-    z = float(_st.norm.ppf(1 - (1 - confidence) / 2))
+    z = float(ndtri(1 - (1 - confidence) / 2))
     if 0.0 < a < 1.0 and var > 0:
         se_logit = math.sqrt(var) / (a * (1 - a))
         centre = math.log(a / (1 - a))
