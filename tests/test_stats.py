@@ -607,6 +607,33 @@ def test_accuracy_interval_covers_the_true_accuracy_at_the_chosen_threshold():
     assert hits >= binom_lo(reps, 0.95), hits / reps
 
 
+def test_the_calibrated_threshold_is_the_rocs_best_point_without_calling_sklearn(monkeypatch):
+    """The threshold of accuracy and advantage is the highest of the ROC's points with the largest TPR − FPR,
+    found by binary search: sklearn's roc_curve validates its inputs for milliseconds a call (every attack's
+    checks, and the Monte-Carlo tests thousands of times)."""
+    import sklearn.metrics
+    from sklearn.metrics import roc_curve
+
+    rng = np.random.default_rng(34)
+    cases = [(rng.integers(0, 5, 40).astype(float) + 0.5, rng.integers(0, 5, 30).astype(float)) for _ in range(20)]
+    cases.append((rng.standard_normal(25) - 3, rng.standard_normal(25)))  # no cut beats calling no one: +inf
+    expected = []
+    for cal_in, cal_out in cases:
+        fpr, tpr, thr = roc_curve(np.r_[np.ones(len(cal_in)), np.zeros(len(cal_out))], np.r_[cal_in, cal_out])
+        t = float(thr[int(np.argmax(tpr - fpr))])
+        below = np.r_[cal_in, cal_out][np.r_[cal_in, cal_out] < t]
+        expected.append((t + below.max()) / 2 if np.isfinite(t) and below.size else t)
+
+    def refuse(*a, **k):
+        raise AssertionError("the calibrated threshold needs no sklearn roc_curve")
+
+    monkeypatch.setattr(sklearn.metrics, "roc_curve", refuse)
+    for (cal_in, cal_out), t in zip(cases, expected):
+        est = S.balanced_accuracy(S.SplitScores(cal_in, cal_out, cal_in, cal_out))
+        assert est.threshold == t
+    assert expected[-1] == math.inf
+
+
 def test_advantage_is_twice_accuracy_minus_one():
     rng = np.random.default_rng(82)
     for mu in (0.0, 0.7, 2.0):

@@ -197,9 +197,17 @@ def _midpoint_below(cal: np.ndarray, t: float) -> float:
 
 
 def _best_advantage_threshold(cal_in: np.ndarray, cal_out: np.ndarray) -> float:
-    fpr, tpr, thr = roc(cal_in, cal_out)
-    i = int(np.argmax(tpr - fpr))
-    return _midpoint_below(np.r_[cal_in, cal_out], float(thr[i]))
+    """The highest calibration score t with the largest TPR − FPR of "member iff score ≥ t" (+inf when no cut beats
+    calling no one: :func:`roc`'s first point), moved halfway down (:func:`_midpoint_below`).
+
+    The ROC's points are counted by binary search on the sorted scores: scikit-learn's ``roc_curve`` validates
+    its inputs for milliseconds a call, and every attack's accuracy and advantage check comes here.
+    """
+    ins, outs = np.sort(cal_in), np.sort(cal_out)
+    thr = np.unique(np.r_[ins, outs])[::-1]
+    gain = (len(ins) - np.searchsorted(ins, thr)) / len(ins) - (len(outs) - np.searchsorted(outs, thr)) / len(outs)
+    i = int(np.argmax(gain))
+    return _midpoint_below(np.r_[cal_in, cal_out], float(thr[i]) if gain[i] > 0 else math.inf)
 
 
 def _at_threshold(metric: str, split: SplitScores, confidence: float) -> Estimate:
