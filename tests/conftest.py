@@ -195,6 +195,15 @@ def tables(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> dict:
+    """The remediation tests' memorising digits model, its recipe, audit files and policies (tests/remediation_case.py),
+    built once per worker: the CLI tests write their outputs into its folder."""
+    from remediation_case import build_tiny
+
+    return build_tiny(tmp_path_factory.mktemp("remediation"))
+
+
+@pytest.fixture(scope="session")
 def tiny_lm_dir(tmp_path_factory) -> Path:
     """The character-level tiny LM of tests/tiny_lm.py, trained once per test session and saved."""
     from tiny_lm import build_tiny_lm

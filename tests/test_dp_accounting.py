@@ -20,7 +20,7 @@ from opacus.accountants import PRVAccountant, RDPAccountant
 
 from privgate.dp.search import compose_search, random_stopping_bound, released
 from privgate.dp.selection import Trials, random_stopping_epsilon, repeat_and_select_rdp, tnb_gamma, tnb_mean
-from privgate.dpsgd.accounting import Run, calibrate, compose, epsilon_from_rdp, rdp_curve, sampling
+from privgate.dpsgd.accounting import Run, compose, epsilon_from_rdp, rdp_curve, sampling
 from privgate.dpsgd.train import DPSettings
 
 DELTA = 1e-5
@@ -89,16 +89,18 @@ def test_trial_distributions_have_the_mean_they_are_given():
 
 def test_random_stopping_costs_a_constant_factor_not_the_number_of_trials():
     q, steps = sampling(897, 256, 30)
-    sigma, _ = calibrate(20.0, DELTA, q, 30, "rdp")
+    # σ of one run of ε ≈ 20 and ≈ 50: what calibrate(20.0 / 50.0, δ, q, 30, "rdp") returns, given here because
+    # Opacus' σ search costs seconds (calibration: test_remediation.py's test_train_dp_meets_and_records_its_epsilon)
+    sigma, sigma50 = 1.068115234375, 0.648651123046875
     curve = rdp_curve([Run(sigma, q, steps)])
     one, _ = epsilon_from_rdp(curve, DELTA)
+    assert 19.5 < one <= 20.0 and 49 < epsilon_from_rdp(rdp_curve([Run(sigma50, q, steps)]), DELTA)[0] <= 50.0
     rs = random_stopping_epsilon([curve], DELTA, Trials("geometric", 5))
     assert rs.per_run_epsilon == pytest.approx(one)
     assert one < rs.epsilon < 2 * one  # five trials on average, well under twice one run
     five = compose([Run(sigma, q, steps)] * 5, DELTA, "rdp").epsilon
     assert rs.epsilon < five  # composing five runs costs more
     # the schedule's runs are one mechanism Q drawn at random: never cheaper than its most private-costly run
-    sigma50, _ = calibrate(50.0, DELTA, q, 30, "rdp")
     mixed = random_stopping_epsilon([curve, rdp_curve([Run(sigma50, q, steps)])], DELTA, Trials("geometric", 5))
     assert (
         mixed.epsilon
@@ -163,6 +165,9 @@ def _trainer(accept_at: float | None, trained: list[float]):
 
 
 SETTINGS = DPSettings(epochs=8, batch_size=100, max_grad_norm=1.0, delta=1 / 3000, accountant="rdp")
+#: The searches' ε ladders: small ε, whose σ Opacus calibrates in a fraction of a second (ε = 8 at these settings,
+#: σ ≈ 1.17, takes seconds); the tests assert what the searches count and stop at, not the σ
+LADDER, PAIR = [2, 1, 0.5, 0.25], [2, 1]
 
 
 def test_the_composed_search_counts_every_candidate_and_stops_before_exceeding_the_budget():
@@ -172,39 +177,40 @@ def test_the_composed_search_counts_every_candidate_and_stops_before_exceeding_t
     trained: list[float] = []
     seen: list[float] = []
     found = compose_search(
-        _trainer(2.0, trained), [8, 4, 2, 1], "ladder", SETTINGS, 300, on_candidate=lambda c, e: seen.append(e)
+        _trainer(0.5, trained), LADDER, "ladder", SETTINGS, 300, on_candidate=lambda c, e: seen.append(e)
     )
     # each run's RDP is computed once, though the search composes every run so far after each candidate
     assert _step_rdp.cache_info().misses == len({Run.of(c.training) for c in found.candidates}) == 3
-    assert trained == [8, 4, 2] and found.chosen.epsilon == 2 and found.stopped is None
+    assert trained == [2, 1, 0.5] and found.chosen.epsilon == 0.5 and found.stopped is None
     assert seen == sorted(seen) and seen[0] == pytest.approx(found.candidates[0].training.epsilon)  # grows per run
-    assert seen[-1] == pytest.approx(released(found.composition, found.candidates)) and seen[-1] > 8
-    # a budget between one run and two: ε = 8 trains, ε = 4 is never trained, nothing is chosen
+    assert seen[-1] == pytest.approx(released(found.composition, found.candidates)) and seen[-1] > 2
+    # a budget between one run and two: ε = 2 trains, ε = 1 is never trained, nothing is chosen
     trained.clear()
     limit = (seen[0] + seen[1]) / 2
-    stopped = compose_search(_trainer(2.0, trained), [8, 4, 2, 1], "ladder", SETTINGS, 300, max_total_epsilon=limit)
-    assert trained == [8] and stopped.chosen is None and stopped.stopped is not None
+    stopped = compose_search(_trainer(0.5, trained), LADDER, "ladder", SETTINGS, 300, max_total_epsilon=limit)
+    assert trained == [2] and stopped.chosen is None and stopped.stopped is not None
     assert (
-        stopped.stopped.epsilon == 4 and stopped.stopped.released > limit and "over the policy's" in stopped.stopped.why
+        stopped.stopped.epsilon == 1 and stopped.stopped.released > limit and "over the policy's" in stopped.stopped.why
     )
-    assert stopped.best.epsilon == 8  # the best candidate trained, which the caller does not hand out
+    assert stopped.best.epsilon == 2  # the best candidate trained, which the caller does not hand out
 
 
 def test_the_random_stopping_search_knows_its_cost_before_training():
     trials = Trials("geometric", 2.0)
-    bound, sigmas = random_stopping_bound([8, 4], SETTINGS, 300, trials)
+    bound, sigmas = random_stopping_bound(PAIR, SETTINGS, 300, trials)
     trained: list[float] = []
     from privgate.dp.search import random_stopping_search
 
-    found = random_stopping_search(_trainer(4.0, trained), [8, 4], SETTINGS, 300, trials, seed=3)
+    found = random_stopping_search(_trainer(1.0, trained), PAIR, SETTINGS, 300, trials, seed=3)
     assert found.drawn == len(trained) >= 1 and found.random_stopping.epsilon == bound.epsilon
     assert all(c.trial == i + 1 for i, c in enumerate(found.candidates))
-    assert set(trained) <= {8.0, 4.0} and set(sigmas) == {8.0, 4.0}
+    assert set(trained) <= {2.0, 1.0} and set(sigmas) == {2.0, 1.0}
     assert bound.epsilon >= max(c.training.epsilon for c in found.candidates)
     # the same seed draws the same trials; a budget below the bound trains nothing
     again: list[float] = []
-    random_stopping_search(_trainer(4.0, again), [8, 4], SETTINGS, 300, trials, seed=3)
+    random_stopping_search(_trainer(1.0, again), PAIR, SETTINGS, 300, trials, seed=3)
     assert again == trained
     none: list[float] = []
-    stopped = random_stopping_search(_trainer(4.0, none), [8, 4], SETTINGS, 300, trials, 3, max_total_epsilon=5.0)
+    assert bound.epsilon > 2.0  # the budget below is under the bound (which is never below a run's ε)
+    stopped = random_stopping_search(_trainer(1.0, none), PAIR, SETTINGS, 300, trials, 3, max_total_epsilon=2.0)
     assert none == [] and stopped.stopped is not None and "nothing was trained" in stopped.stopped.why

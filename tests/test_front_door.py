@@ -22,7 +22,6 @@ import pytest
 from cases import run_cli, stable
 from test_federated import DATA_SOURCE as FL_DATA
 from test_federated import RECIPE_SOURCE as FL_RECIPE
-from test_remediation import tiny  # noqa: F401 — the digits setup of the remediation tests (a session fixture)
 
 #: What differs between two runs of the same job: clocks and the host; and where each door took its threads and
 #: device from (the CLI: a flag or a variable; the API: its defaults): the report says so, the numbers are the same.
@@ -231,7 +230,7 @@ def test_report_render_reads_every_job_back(tmp_path):
     assert "verdict=pass" in outputs.stdout and "checks=1" in outputs.stdout
 
 
-def test_harden_cli_and_api_give_the_same_report_and_files(tiny, tmp_path, monkeypatch):  # noqa: F811
+def test_harden_cli_and_api_give_the_same_report_and_files(tiny, tmp_path, monkeypatch):
     """privgate harden and api.harden on the same inputs: the same report (job harden) and the same model files."""
     from privgate import HardenSettings, api
 

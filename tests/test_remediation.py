@@ -1,32 +1,26 @@
-"""Remediation: DP-SGD retraining with Opacus and the ε search (privgate.dp).
+"""Remediation in process: DP-SGD retraining with Opacus and the ε search (privgate.dp).
 
 Small and fast on purpose: scikit-learn's digits, a 64-64-10 MLP, a few DP-SGD
 epochs, two-step ε schedules, RDP accounting (PRV is exercised through its
 fallback). Every test asserts numbers or behaviour, not only that code runs.
+The setup is tests/remediation_case.py (the ``tiny`` fixture); the CLI's ``harden`` and ``check --remediate``:
+``test_remediation_cli.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
-import subprocess
-import textwrap
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import inproc
 import numpy as np
 import pytest
 import torch
-from cases import run_cli
-from click.testing import CliRunner
-from sklearn.datasets import load_digits
+from remediation_case import POLICY_PASSABLE
 from torch import nn
 
-from privgate import AuditData, CheckResult, Dataset, Recipe, Target, train_model
+from privgate import AuditData, CheckResult, Recipe, Target
 from privgate.dp import remediate as rem
 from privgate.dp.candidates import Candidate
 from privgate.dp.clip import accuracy, search_clip_norm
@@ -34,87 +28,10 @@ from privgate.dp.hardened import save_hardened
 from privgate.dp.recipe import DPRecipe
 from privgate.dpsgd.train import DPSettings, make_private_module, probe_private_training, train_dp
 from privgate.errors import PolicyError, RecipeError
-from privgate.inputs.entrypoints import load_recipe
 from privgate.policy import Utility, parse_policy
 
 # torch.jit (TorchScript, the portable format privgate writes and loads) warns that it is deprecated
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
-
-# --------------------------------------------------------------------------- fixtures
-
-RECIPE_SOURCE = textwrap.dedent(
-    '''
-    import torch
-    from torch import nn
-    from privgate.recipe import Recipe
-
-    def make_model():
-        return nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 10))
-
-    class Gate(nn.Module):
-        """A learnable scale behind data-dependent control flow: no per-example gradient exists for it."""
-
-        def __init__(self):
-            super().__init__()
-            self.scale = nn.Parameter(torch.ones(10))
-
-        def forward(self, x):
-            return x * self.scale if x.sum() > 0 else x
-
-    def make_bad():
-        return nn.Sequential(nn.Linear(64, 10), Gate())
-
-    RECIPE = Recipe(model_factory=make_model, epochs=80, batch_size=32, lr=2e-2, optimizer="adam", name="tiny")
-    BAD = Recipe(model_factory=make_bad, epochs=1, batch_size=32, name="bad")
-    '''
-)
-
-#: decision: point keeps the small audit decidable; the original (a memorising MLP on 300 digits) has
-#: balanced MIA accuracy ≈ 0.60, DP-SGD models ≈ 0.52.
-POLICY_PASSABLE = """
-name: tiny-remediate
-sensitivity: confidential
-release: api
-decision: point
-attacks: {loss: {}, confidence: {}}
-checks:
-  - {id: mia-acc, attack: best, metric: accuracy, max: 0.55}
-utility: {max_drop: 0.15}
-remediation: {enabled: true, epsilons: [8, 1], strategy: ladder, accountant: rdp, epochs: 8, batch_size: 100,
-              max_grad_norm: 1.0}
-"""
-
-#: An AUC of at most 0.3 is below chance: no model meets it, and ε = 1 costs too much utility.
-POLICY_IMPOSSIBLE = POLICY_PASSABLE.replace("name: tiny-remediate", "name: impossible").replace(
-    "- {id: mia-acc, attack: best, metric: accuracy, max: 0.55}", "- {id: mia-auc, attack: best, metric: auc, max: 0.3}"
-)
-
-
-def _sha(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
-
-
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    """A folder with the tiny recipe, digits splits (.npz), a memorising model.pt and two policies."""
-    d = tmp_path_factory.mktemp("remediation")
-    (d / "tiny_recipe.py").write_text(RECIPE_SOURCE)
-    digits = load_digits()
-    x = (digits.data / 16.0).astype(np.float32)
-    y = digits.target.astype(np.int64)
-    order = np.random.default_rng(0).permutation(len(x))
-    parts = {"members": order[:300], "nonmembers": order[1000:1300], "population": order[1300:1600]}
-    for name, idx in parts.items():
-        np.savez(d / f"{name}.npz", x=x[idx], y=y[idx])
-    # privgate's loader: this folder's tiny_recipe, even after another test's in-process run imported its own
-    recipe, bad = (load_recipe(f"tiny_recipe:{name}", [d]) for name in ("RECIPE", "BAD"))
-    model = train_model(recipe, x[parts["members"]], y[parts["members"]], seed=0)
-    torch.save(model.state_dict(), d / "model.pt")
-    (d / "passable.yaml").write_text(POLICY_PASSABLE)
-    (d / "impossible.yaml").write_text(POLICY_IMPOSSIBLE)
-    (d / "disabled.yaml").write_text(POLICY_PASSABLE.replace("enabled: true", "enabled: false"))
-    ds = {k: Dataset(x[v], y[v], k) for k, v in parts.items()}
-    return {"dir": d, "recipe": recipe, "bad": bad, "model": model, **ds}
 
 
 def _data(tiny) -> AuditData:
@@ -532,208 +449,3 @@ def test_random_stopping_releases_the_papers_bound(tiny):
     )
     assert acc.epsilon == pytest.approx(expected.epsilon, rel=1e-5) and acc.epsilon > tr.epsilon
     assert section.statement.search == "random-stopping search" and "Theorem 2" in acc.basis
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def _cli(tiny, *args: str) -> subprocess.CompletedProcess:
-    """``privgate ARGS`` on the tiny model's audit files, in its own process (forked from the suite's server)."""
-    data = ["--members", "members.npz", "--nonmembers", "nonmembers.npz", "--population", "population.npz"]
-    return run_cli(*args, *data, cwd=tiny["dir"])
-
-
-def test_cli_harden_writes_the_model_and_leaves_the_input_alone(tiny):
-    d = tiny["dir"]
-    before = _sha(d / "model.pt")
-    t0 = time.perf_counter()
-    r = _cli(
-        tiny, "harden", "model.pt", "--policy", "passable.yaml", "--recipe", "tiny_recipe:RECIPE", "--json",
-        "hard.json", "--output-model", "model.hardened.pt2",
-    )  # fmt: skip
-    wall = time.perf_counter() - t0
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert _sha(d / "model.pt") == before
-    assert (d / "model.hardened.pt2").is_file() and (d / "model.hardened.state_dict.pt").is_file()
-    assert not (d / "model.hardened.pt").exists()  # the model exports: a torch.export program, no TorchScript
-    report = json.loads((d / "hard.json").read_text())
-    section = report["remediation"]
-    assert report["verdict"] == "pass" and section["chosen_epsilon"] == 8 and section["input_sha256"] == before
-    # every audit counted once: the run's duration fits in the process's wall time, the search in the run
-    assert section["rows"][0]["audit_seconds"] < section["seconds"] <= report["duration_s"] <= wall
-    assert report["target"]["path"].endswith("model.hardened.pt2") and report["target"]["sha256"] == _sha(
-        d / "model.hardened.pt2"
-    )
-    assert report["target"]["format"] == section["output"]["format"] == "torch.export"
-    assert "model.hardened.pt2 (torch.export)" in " ".join(r.stdout.split())
-    assert "ε = 8" in r.stdout and "accepted" in r.stdout and "Remediation: DP-SGD ε search" in r.stdout
-    # the DP statement: in the JSON, in one console line, and in the model card written beside the model
-    from privgate.dp.card import read_statement
-    from privgate.report.remediation_section import DPStatement
-
-    st = DPStatement.model_validate(section["statement"])
-    assert st.line() in " ".join(r.stdout.split()) and section["output"]["model_card"].endswith(
-        "model.hardened.card.md"
-    )
-    assert (
-        read_statement((d / "model.hardened.card.md").read_text()) == st and st.released_epsilon >= st.training_epsilon
-    )
-    # the hardened .pt2 passes the policy when audited on its own, without a recipe (in process: the CLI's
-    # report, tests/test_front_door.py)
-    again = inproc.check(d / "model.hardened.pt2", str(d / "passable.yaml"), d / "members.npz", d / "nonmembers.npz",
-                         population=str(d / "population.npz"))  # fmt: skip
-    assert again.exit_code == 0, again.summary
-
-
-def test_cli_exits_1_when_no_epsilon_meets_the_policy_within_the_floor(tiny):
-    t0 = time.perf_counter()
-    r = _cli(
-        tiny,
-        "check",
-        "model.pt",
-        "--policy",
-        "impossible.yaml",
-        "--recipe",
-        "tiny_recipe:RECIPE",
-        "--remediate",
-        "--output-model",
-        "never.pt",
-        "--json",
-        "never.json",
-    )
-    wall = time.perf_counter() - t0
-    assert r.returncode == 1, r.stdout + r.stderr
-    report = json.loads((tiny["dir"] / "never.json").read_text())
-    assert report["remediation"]["seconds"] <= report["duration_s"] <= wall  # the original audit is counted once
-    out = " ".join(r.stdout.split())
-    assert "the utility floor broke first: at ε = 1" in out and "check 'mia-auc' is fail" in out
-    assert not (tiny["dir"] / "never.pt").exists()
-
-
-def test_cli_max_total_epsilon_stops_the_search_and_hands_out_nothing(tiny):
-    """ε = 8 fails the impossible check; ε = 1 would take the released ε (composed, RDP) from 7.99 to 8.11."""
-    d = tiny["dir"]
-    (d / "budget.yaml").write_text(
-        POLICY_IMPOSSIBLE.replace("name: impossible", "name: budget").replace(
-            "max_grad_norm: 1.0}", "max_grad_norm: 1.0, max_total_epsilon: 8.05}"
-        )
-    )
-    r = _cli(tiny, "harden", "model.pt", "--policy", "budget.yaml", "--recipe", "tiny_recipe:RECIPE",
-             "--output-model", "budget.pt", "--json", "budget.json")  # fmt: skip
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert not any((d / f).exists() for f in ("budget.pt", "budget.state_dict.pt", "budget.card.md"))
-    section = json.loads((d / "budget.json").read_text())["remediation"]
-    assert section["status"] == "budget_exceeded" and section["trainings"] == 1 and section["output"] is None
-    assert section["best_not_released"]["epsilon"] == 8 and section["accounting"]["epsilon"] <= 8.05
-    assert section["statement"] is None and section["accounting"]["max_total_epsilon"] == 8.05
-    out = " ".join(r.stdout.split())
-    assert "would take the released ε to 8.111, over the policy's max_total_epsilon 8.05" in out
-    assert (
-        f"DP: no model handed out; the 1 DP-SGD run(s) on the members spent ε = {section['accounting']['epsilon']:.3g}"
-        in out
-    )
-    assert "the best candidate trained (ε = 8" in out and "is not handed out" in out
-    bad = d / "bad-budget.yaml"
-    bad.write_text(POLICY_PASSABLE.replace("max_grad_norm: 1.0}", "max_grad_norm: 1.0, max_total_epsilon: -1}"))
-    v = run_cli("policy", "validate", str(bad))
-    assert v.returncode == 2 and "max_total_epsilon" in v.stdout + v.stderr
-
-
-def test_cli_bad_input_exits_2(tiny, monkeypatch):
-    from privgate.cli import cli
-
-    monkeypatch.chdir(tiny["dir"])
-    monkeypatch.syspath_prepend(str(tiny["dir"]))
-    runner = CliRunner()
-    data = ["--members", "members.npz", "--nonmembers", "nonmembers.npz"]
-    ts = tiny["dir"] / "model.ts.pt"
-    torch.jit.save(torch.jit.trace(tiny["model"], torch.zeros(1, 64)), str(ts))
-    cases = {
-        "needs its training recipe": ["harden", str(ts), "--policy", "passable.yaml", *data],
-        "Opacus cannot compute per-example gradients": [
-            "harden",
-            str(ts),
-            "--policy",
-            "passable.yaml",
-            "--recipe",
-            "tiny_recipe:BAD",
-            *data,
-        ],
-        "remediation is not enabled": [
-            "harden",
-            "model.pt",
-            "--policy",
-            "disabled.yaml",
-            "--recipe",
-            "tiny_recipe:RECIPE",
-            *data,
-        ],
-        "would overwrite an input": [
-            "harden",
-            "model.pt",
-            "--policy",
-            "passable.yaml",
-            "--recipe",
-            "tiny_recipe:RECIPE",
-            "--output-model",
-            "members.npz",
-            *data,
-        ],
-    }
-    for message, args in cases.items():
-        result = runner.invoke(cli, args)
-        assert result.exit_code == 2, (message, result.output)
-        assert message in " ".join(result.output.split()), result.output
-
-
-def test_cli_harden_writes_the_model_and_its_reports_together_or_not_at_all(tiny, monkeypatch):
-    """The disk fills up at the very last rename (the state_dict): the reports and the TorchScript already moved
-    into place are taken back, and the file the user had at the output path is as it was."""
-    import errno
-
-    from privgate.cli import cli
-    from privgate.io import atomic
-
-    d = tiny["dir"]
-    monkeypatch.chdir(d)
-    monkeypatch.syspath_prepend(str(d))
-    (d / "keep.pt").write_bytes(b"the user's own model, not to be lost")
-    real_replace = os.replace
-
-    def full_at_the_end(src, dst):  # noqa: ANN001, ANN202
-        if Path(dst).name == "keep.state_dict.pt":
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(atomic.os, "replace", full_at_the_end)
-    args = [
-        "harden",
-        "model.pt",
-        "--policy",
-        "passable.yaml",
-        "--recipe",
-        "tiny_recipe:RECIPE",
-        "--members",
-        "members.npz",
-        "--nonmembers",
-        "nonmembers.npz",
-        "--population",
-        "population.npz",
-        "--output-model",
-        "keep.pt",
-        "--json",
-        "keep.json",
-        "--html",
-        "keep.html",
-    ]
-    result = CliRunner().invoke(cli, args)
-    monkeypatch.undo()
-    assert result.exit_code == 2, result.output
-    assert (
-        "keep.state_dict.pt: cannot write the hardened model's state_dict (No space left on device); nothing "
-        "was written." in " ".join(result.output.split())
-    )
-    assert (d / "keep.pt").read_bytes() == b"the user's own model, not to be lost"
-    assert not any((d / f).exists() for f in ("keep.state_dict.pt", "keep.card.md", "keep.json", "keep.html"))
-    assert not [p for p in d.rglob("*") if p.name.endswith(".tmp")]
-    (d / "keep.pt").unlink()

@@ -275,6 +275,24 @@ def test_auc_perfect_separation_falls_back_to_an_exact_bound():
     assert e.value == 0.5 and e.lo < 0.5 < e.hi
 
 
+def test_auc_places_each_score_by_binary_search_not_by_scipy_rankings(monkeypatch):
+    """Every attack's every AUC check calls it, and the Monte-Carlo tests thousands of times: scipy's general
+    ``rankdata`` (three rankings) and ``norm.ppf`` cost ~1 ms per call at 100 + 100 scores, two sorts a few µs."""
+    from scipy import stats as scipy_stats
+
+    def refuse(*a, **k):
+        raise AssertionError("the AUC needs no scipy ranking or distribution object")
+
+    monkeypatch.setattr(scipy_stats, "rankdata", refuse)
+    monkeypatch.setattr(scipy_stats.norm, "ppf", refuse)
+    rng = np.random.default_rng(33)
+    x, y = rng.integers(0, 5, 40).astype(float), rng.integers(0, 4, 30).astype(float)  # ties across and within
+    e = S.auc(x, y, 0.9)
+    kernel = (x[:, None] > y[None, :]) + 0.5 * (x[:, None] == y[None, :])
+    se = math.sqrt(kernel.mean(axis=1).var(ddof=1) / 40 + kernel.mean(axis=0).var(ddof=1) / 30)
+    assert e.value == pytest.approx(kernel.mean(), rel=1e-12) and e.details["se"] == pytest.approx(se, rel=1e-10)
+
+
 def _auc_coverage(rng, mu, reps, n, confidence):
     truth = st.norm.cdf(mu / math.sqrt(2))
     xs = rng.standard_normal((reps, n)) + mu
@@ -587,6 +605,33 @@ def test_accuracy_interval_covers_the_true_accuracy_at_the_chosen_threshold():
         truth = 0.5 * (st.norm.sf(t - mu) + st.norm.cdf(t))
         hits += est.lo <= truth <= est.hi
     assert hits >= binom_lo(reps, 0.95), hits / reps
+
+
+def test_the_calibrated_threshold_is_the_rocs_best_point_without_calling_sklearn(monkeypatch):
+    """The threshold of accuracy and advantage is the highest of the ROC's points with the largest TPR − FPR,
+    found by binary search: sklearn's roc_curve validates its inputs for milliseconds a call (every attack's
+    checks, and the Monte-Carlo tests thousands of times)."""
+    import sklearn.metrics
+    from sklearn.metrics import roc_curve
+
+    rng = np.random.default_rng(34)
+    cases = [(rng.integers(0, 5, 40).astype(float) + 0.5, rng.integers(0, 5, 30).astype(float)) for _ in range(20)]
+    cases.append((rng.standard_normal(25) - 3, rng.standard_normal(25)))  # no cut beats calling no one: +inf
+    expected = []
+    for cal_in, cal_out in cases:
+        fpr, tpr, thr = roc_curve(np.r_[np.ones(len(cal_in)), np.zeros(len(cal_out))], np.r_[cal_in, cal_out])
+        t = float(thr[int(np.argmax(tpr - fpr))])
+        below = np.r_[cal_in, cal_out][np.r_[cal_in, cal_out] < t]
+        expected.append((t + below.max()) / 2 if np.isfinite(t) and below.size else t)
+
+    def refuse(*a, **k):
+        raise AssertionError("the calibrated threshold needs no sklearn roc_curve")
+
+    monkeypatch.setattr(sklearn.metrics, "roc_curve", refuse)
+    for (cal_in, cal_out), t in zip(cases, expected):
+        est = S.balanced_accuracy(S.SplitScores(cal_in, cal_out, cal_in, cal_out))
+        assert est.threshold == t
+    assert expected[-1] == math.inf
 
 
 def test_advantage_is_twice_accuracy_minus_one():

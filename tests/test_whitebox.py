@@ -334,6 +334,15 @@ def _tab_model() -> nn.Module:
     return nn.Sequential(nn.Linear(9, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 2))
 
 
+TAB_MEMO = Recipe(model_factory=_tab_model, epochs=200, batch_size=64, lr=3e-3)  # memorises the 400 members
+
+
+@pytest.fixture(scope="module")
+def tab_memo(table) -> nn.Module:
+    """The memorising table model, trained once for the tests that attack it (they only read it)."""
+    return train_model(TAB_MEMO, *table["members"], seed=0)
+
+
 def test_paired_advantage_interval_is_exact_and_conservative():
     rng = np.random.default_rng(0)
     for pb, pc, n in ((0.10, 0.10, 200), (0.20, 0.05, 300), (0.02, 0.0, 150)):
@@ -358,16 +367,14 @@ def test_paired_advantage_interval_is_exact_and_conservative():
     assert est.details["member_nonmember_gap"] == pytest.approx(0.5)
 
 
-def test_attribute_inference_finds_the_memorised_sensitive_column(table):
+def test_attribute_inference_finds_the_memorised_sensitive_column(table, tab_memo):
     xm, ym = table["members"]
-    rec = Recipe(model_factory=_tab_model, epochs=200, batch_size=64, lr=3e-3)
-    memo = train_model(rec, xm, ym, seed=0)
-    reg = train_model(dataclasses.replace(rec, epochs=20, weight_decay=0.01), xm, ym, seed=0)
+    reg = train_model(dataclasses.replace(TAB_MEMO, epochs=20, weight_decay=0.01), xm, ym, seed=0)
     (xn, yn) = table["nonmembers"]
     x, y = np.concatenate([xm, xn]), np.concatenate([ym, yn])
     m = np.r_[np.ones(len(ym), bool), np.zeros(len(yn), bool)]
     out = {}
-    for name, net in (("memo", memo), ("reg", reg)):
+    for name, net in (("memo", tab_memo), ("reg", reg)):
         ctx = AttackContext(target=Target(net), x=x, y=y, population=Dataset(*table["population"]))
         r = get_attack("attribute")(sensitive_column=0).run(ctx)
         assert r.extras["baseline"] != "prior"  # the planted x1 → s dependency makes imputation beat the prior
@@ -446,9 +453,7 @@ def test_whitebox_check_on_an_api_only_target_is_inconclusive(table):
     assert {a.name: a.status for a in report.attacks}["gradient"] == "skipped"
 
 
-def test_attribute_check_through_the_gate(table):
-    xm, ym = table["members"]
-    net = train_model(Recipe(model_factory=_tab_model, epochs=200, batch_size=64, lr=3e-3), xm, ym, seed=0)
+def test_attribute_check_through_the_gate(table, tab_memo):
     policy = parse_policy(
         "name: a\nsensitivity: confidential\nrelease: api\nattacks:\n  attribute: {sensitive_column: 0}\n"
         "checks:\n  - {id: attr, attack: attribute, metric: attribute_advantage, max: 0.02}\n"
@@ -456,7 +461,7 @@ def test_attribute_check_through_the_gate(table):
         "  - {id: loss, attack: loss, metric: auc, max: 1.0}\n"
     )
     data = AuditData(Dataset(*table["members"]), Dataset(*table["nonmembers"]), Dataset(*table["population"]))
-    report = check_model(Target(net), data, policy)
+    report = check_model(Target(tab_memo), data, policy)
     checks = {c.id: c for c in report.checks}
     assert checks["attr"].status == "fail" and checks["attr"].ci[0] > 0.02
     # 'best' compares only attacks that measure the metric: the loss attack does not dilute it
