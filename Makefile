@@ -55,9 +55,17 @@ FRESH_SAMPLE := tests/test_hostile_files.py::test_report_render_reads_no_path_an
 # PYTHONDONTWRITEBYTECODE is cleared for the suite: with it set, every worker, every pytester run and every fresh
 # interpreter the tests start (Ray workers, the fresh CLI sample) recompiles privgate and re-rewrites the test
 # modules' asserts (about 10 CPU-seconds per worker's collection, measured); the bytecode goes to the ignored __pycache__/
+# The fresh sample runs beside the suite, not after it (one process: it would leave a core idle for its ~20 s); its
+# output comes after the suite's, and either one failing fails the target.
 test: install
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(WORKERS) --dist worksteal -q -m "not lint" tests
-	PYTHONDONTWRITEBYTECODE= PRIVGATE_TEST_FRESH_CLI=1 $(PY) -m pytest -q -p no:cacheprovider $(FRESH_SAMPLE)
+	@log=$$(mktemp); trap 'kill $$fresh 2>/dev/null; rm -f $$log; exit 130' INT TERM; \
+	echo "PRIVGATE_TEST_FRESH_CLI=1 $(PY) -m pytest -q -p no:cacheprovider $(FRESH_SAMPLE) (beside the suite)"; \
+	PYTHONDONTWRITEBYTECODE= PRIVGATE_TEST_FRESH_CLI=1 $(PY) -m pytest -q -p no:cacheprovider $(FRESH_SAMPLE) \
+	  >$$log 2>&1 & fresh=$$!; \
+	echo '$(PY) -m pytest -n $(WORKERS) --dist worksteal -q -m "not lint" tests'; \
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n $(WORKERS) --dist worksteal -q -m "not lint" tests; suite=$$?; \
+	wait $$fresh; sample=$$?; echo "the fresh-interpreter sample:"; cat $$log; rm -f $$log; \
+	test $$suite -eq 0 && test $$sample -eq 0
 
 # the whole suite on a CUDA GPU: every CLI run with --device cuda ($$PRIVGATE_DEVICE), every in-process run on
 # `auto`; stops at once, in one sentence, where torch sees no GPU (tests/conftest.py). Needs a CUDA build of torch.

@@ -115,10 +115,11 @@ for line in requests:
 #: reads at import (docs/contributing.md has the measurement). ``PRIVGATE_*``: privgate reads its variables per
 #: run, through click (no ``os.environ`` in privgate/, :mod:`test_fork_server`); ``XDG_*_HOME``: privgate's cache
 #: and key folders, read per run (huggingface_hub derives its hub cache from ``XDG_CACHE_HOME`` at import, and
-#: privgate never reaches the hub: ``local_files_only=True``); ``PYTEST_*``: pytest's, per test; ``MLFLOW_*``:
-#: read by mlflow, which a run imports and the server does not (the server exits if it does); ``GITHUB_*``, ``COMP_*``:
-#: the Actions files and click's shell completion, read per run through click.
-PER_RUN_PREFIXES = ("PRIVGATE_", "PYTEST_", "MLFLOW_", "GITHUB_", "COMP_")
+#: privgate never reaches the hub: ``local_files_only=True``); ``PYTEST_*``: pytest's, per test; ``MLFLOW_*`` and
+#: ``_MLFLOW_*``: read by mlflow, which a run imports and the server does not (the server exits if it does; importing
+#: mlflow exports ``_MLFLOW_TELEMETRY_SESSION_ID`` and its telemetry unsets it, so a test process's value comes and
+#: goes); ``GITHUB_*``, ``COMP_*``: the Actions files and click's shell completion, read per run through click.
+PER_RUN_PREFIXES = ("PRIVGATE_", "PYTEST_", "MLFLOW_", "_MLFLOW_", "GITHUB_", "COMP_")
 PER_RUN_NAMES = frozenset({"XDG_CACHE_HOME", "XDG_CONFIG_HOME"})
 #: Servers a worker keeps (each holds the imports, ~0.5 GB); the least recently used one ends beyond this.
 MAX_SERVERS = 3

@@ -50,9 +50,21 @@ def test_servers_are_keyed_by_everything_but_the_per_run_variables():
     key = cli_fork.server_key(base)
     per_run = {"XDG_CACHE_HOME": "/b", "XDG_CONFIG_HOME": "/c", "PRIVGATE_CACHE_KEY": "k", "PYTEST_CURRENT_TEST": "t"}
     per_run["MLFLOW_TRACKING_URI"] = "http://127.0.0.1:1"
+    per_run["_MLFLOW_TELEMETRY_SESSION_ID"] = "0" * 32  # importing mlflow exports it, its telemetry unsets it
     assert cli_fork.server_key({**base, **per_run}) == key
     for name, value in {"OMP_NUM_THREADS": "3", "HF_HUB_OFFLINE": "1", "LD_PRELOAD": "x.so", "LANG": "C"}.items():
         assert cli_fork.server_key({**base, name: value}) != key, name
+
+
+def test_what_importing_mlflow_exports_keeps_the_runs_server(tmp_path, monkeypatch):
+    """Importing mlflow (test_mlflow.py's module, collected by every worker) exports _MLFLOW_TELEMETRY_SESSION_ID and
+    its telemetry unsets it later: runs before and after are served by the same server, as a run reads it itself."""
+    monkeypatch.delenv("_MLFLOW_TELEMETRY_SESSION_ID", raising=False)
+    assert run_cli("--version", cwd=tmp_path).returncode == 0
+    before = cli_fork.live_servers()
+    monkeypatch.setenv("_MLFLOW_TELEMETRY_SESSION_ID", "0" * 32)
+    assert run_cli("--version", cwd=tmp_path).returncode == 0
+    assert cli_fork.live_servers() == before
 
 
 def test_a_worker_keeps_at_most_its_bound_of_servers_ending_the_least_recently_used(monkeypatch):

@@ -10,6 +10,7 @@ report is written and the exit code is the verdict's.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -26,8 +27,9 @@ import pytest
 from cases import run_cli
 from pipeline_cases import torch_files
 
-mlflow = pytest.importorskip("mlflow", reason="the MLflow client is part of the test extra (privgate[mlflow])")
-from mlflow import MlflowClient  # noqa: E402
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("mlflow") is None, reason="the MLflow client is part of the test extra (privgate[mlflow])"
+)
 
 #: Seconds the server may take to start (database migrations on a busy 2-core runner take most of it).
 START_S = 240
@@ -78,8 +80,17 @@ def server(tmp_path_factory) -> str:
         log.close()
 
 
+@pytest.fixture(scope="module")
+def mlflow():
+    """MLflow's client, imported by the tests that use it: not at collection, which every pytest-xdist worker does
+    (mlflow and what it imports are a quarter of a worker's collection CPU)."""
+    import mlflow
+
+    return mlflow
+
+
 @pytest.fixture
-def store(server, monkeypatch) -> dict[str, str]:
+def store(server, mlflow, monkeypatch) -> dict[str, str]:
     """The session's server and a fresh experiment, for this process and for the CLI's subprocess."""
     env = {"MLFLOW_TRACKING_URI": server, "MLFLOW_EXPERIMENT_NAME": f"privacy-{uuid.uuid4().hex[:8]}"}
     for k, v in env.items():
@@ -104,22 +115,22 @@ def _check(files, *args: str, env: dict[str, str]) -> subprocess.CompletedProces
     )  # fmt: skip
 
 
-def _registered_version(name: str) -> str:
-    client = MlflowClient()
+def _registered_version(mlflow, name: str) -> str:
+    client = mlflow.MlflowClient()
     client.create_registered_model(name)
     with mlflow.start_run(run_name="training") as run:
         pass
     return client.create_model_version(name, source=run.info.artifact_uri, run_id=run.info.run_id).version
 
 
-def test_check_logs_verdict_checks_attacks_and_reports_and_tags_the_model_version(files, store, tmp_path):
+def test_check_logs_verdict_checks_attacks_and_reports_and_tags_the_model_version(files, store, mlflow, tmp_path):
     name = f"scorer-{uuid.uuid4().hex[:8]}"
-    version = _registered_version(name)
+    version = _registered_version(mlflow, name)
     out = tmp_path / "report.json"
     r = _check(files, "--json", str(out), "--mlflow", "--mlflow-model", f"{name}:{version}", env=store)
     assert r.returncode == 1, r.stdout + r.stderr  # the memorising MLP fails 'internal'
     report = json.loads(out.read_text())
-    client = MlflowClient()
+    client = mlflow.MlflowClient()
     exp = client.get_experiment_by_name(store["MLFLOW_EXPERIMENT_NAME"])
     runs = [x for x in client.search_runs([exp.experiment_id]) if x.info.run_name != "training"]
     assert len(runs) == 1
@@ -163,7 +174,7 @@ def test_check_logs_verdict_checks_attacks_and_reports_and_tags_the_model_versio
     )
 
 
-def test_check_logs_into_the_run_named_by_mlflow_run_id(files, store):
+def test_check_logs_into_the_run_named_by_mlflow_run_id(files, store, mlflow):
     with mlflow.start_run(run_name="training pipeline") as parent:
         pass
     r = run_cli(
@@ -171,7 +182,7 @@ def test_check_logs_into_the_run_named_by_mlflow_run_id(files, store):
         str(files.nonmembers), "--mlflow", env={**store, "MLFLOW_RUN_ID": parent.info.run_id},
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
-    run = MlflowClient().get_run(parent.info.run_id)
+    run = mlflow.MlflowClient().get_run(parent.info.run_id)
     assert run.data.tags["privgate.verdict"] == "pass" and run.data.params["privgate.policy"] == "public"
 
 
@@ -217,7 +228,7 @@ def test_a_server_that_refuses_is_a_warning_and_the_verdict_stands(files, server
     assert line.endswith("; the verdict and exit code are the audit's.") and line.count(". ") == 0, line
 
 
-def test_log_report_uses_the_active_run_and_leaves_it_open(store):
+def test_log_report_uses_the_active_run_and_leaves_it_open(store, mlflow):
     from pipeline_cases import constant_model
 
     import privgate
@@ -228,7 +239,7 @@ def test_log_report_uses_the_active_run_and_leaves_it_open(store):
     with mlflow.start_run() as run:
         logged = log_report(report)
         assert mlflow.active_run().info.run_id == run.info.run_id == logged.run_id
-    got = MlflowClient().get_run(run.info.run_id).data
+    got = mlflow.MlflowClient().get_run(run.info.run_id).data
     assert got.tags["privgate.verdict"] == report.verdict and got.metrics[
         "privgate/check/mia-accuracy/value"
     ] == pytest.approx(report.checks[0].value)

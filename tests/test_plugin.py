@@ -291,32 +291,44 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester):
     assert "privgate: privacy checks" not in result.stdout.str()
 
 
-def test_plugin_under_xdist_collects_every_worker(pytester: pytest.Pytester):
+#: One file per inner xdist worker (``--dist loadfile``): a fixture audit under the team policy and a direct one.
+WORKER_TESTS = """
+from pipeline_cases import constant_model, leaky_tree
+from pytest_privgate import assert_mia_below
+
+
+def test_fixture(privgate_audit):
+    assert privgate_audit(*leaky_tree(seed=SEED)).verdict == "fail"
+
+
+def test_direct():
+    assert_mia_below(*constant_model(seed=SEED), accuracy=0.8, attack="loss")
+"""
+
+
+def test_plugin_under_xdist_collects_every_worker(pytester: pytest.Pytester, monkeypatch):
     pytest.importorskip("xdist")
     _user_project(pytester)
-    pytester.makepyfile(
-        test_more=textwrap.dedent("""
-        from pipeline_cases import leaky_tree
-        from pytest_privgate import assert_mia_below
-
-        def test_more_1(privgate_audit):
-            assert privgate_audit(*leaky_tree(seed=5)).verdict == "fail"
-
-        def test_more_2():
-            assert_mia_below(*leaky_tree(seed=7), auc=0.99)
-    """)
+    (pytester.path / "test_user.py").unlink()
+    pytester.makepyfile(test_a=WORKER_TESTS.replace("SEED", "5"), test_b=WORKER_TESTS.replace("SEED", "7"))
+    monkeypatch.delenv("PRIVGATE_THREADS")  # each worker's reports then name it: one thread per worker (gwN)
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider", "--privgate-report", "out", timeout=300
     )
-    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--privgate-report", "out", timeout=300)
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=4)
     out = result.stdout.str()
     assert out.count("privgate: privacy checks") == 1
     for test in (
-        "test_user.py::test_audit_fixture",
-        "test_user.py::test_marked",
-        "test_more.py::test_more_1",
-        "test_more.py::test_more_2",
+        "test_a.py::test_fixture",
+        "test_a.py::test_direct",
+        "test_b.py::test_fixture",
+        "test_b.py::test_direct",
     ):
         assert f"{test} [" in out
     result.stdout.fnmatch_lines(["4 privacy checks in 4 audits: 2 pass, 2 fail, 0 inconclusive"])
-    verdicts = sorted(json.loads(f.read_text())["verdict"] for f in (pytester.path / "out").iterdir())
-    assert verdicts == ["fail", "fail", "pass", "pass"]
+    reports = [json.loads(f.read_text()) for f in (pytester.path / "out").iterdir()]
+    assert sorted(r["verdict"] for r in reports) == ["fail", "fail", "pass", "pass"]
+    # the audits ran in both workers (one file each), and the controller's summary and folder hold them all
+    assert sorted(r["environment"]["threads_reason"] for r in reports) == [
+        f"one thread per pytest-xdist worker ({w})" for w in ("gw0", "gw0", "gw1", "gw1")
+    ]
