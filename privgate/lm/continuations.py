@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -39,6 +40,7 @@ def evaluating(model: Any) -> Iterator[None]:
 #: Token ids of the texts :func:`token_lists` tokenised lately, by the fast tokenizer's serialised state and the
 #: texts, with their count; at most :data:`KEPT_IDS` ids in all, the least recently used dropped first.
 _KEPT: OrderedDict[tuple[str, tuple[str, ...]], tuple[list[list[int]], int]] = OrderedDict()
+_LOCK = threading.Lock()
 KEPT_IDS = 1_000_000
 
 
@@ -59,14 +61,19 @@ def token_lists(tokenizer: Any, texts: Sequence[str]) -> list[list[int]]:
     if backend.padding is not None:  # the same for padding
         backend.no_padding()
     key = (hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest(), tuple(texts))
-    if key not in _KEPT:
+    with _LOCK:
+        kept = _KEPT.get(key)
+        if kept is not None:
+            _KEPT.move_to_end(key)
+    if kept is None:
         lists = [e.ids for e in backend.encode_batch(list(key[1]), add_special_tokens=True)]
-        _KEPT[key] = (lists, sum(len(t) for t in lists))
-        held = sum(n for _, n in _KEPT.values())
-        while held > KEPT_IDS and len(_KEPT) > 1:
-            held -= _KEPT.popitem(last=False)[1][1]
-    _KEPT.move_to_end(key)
-    return [list(t) for t in _KEPT[key][0]]
+        kept = (lists, sum(len(t) for t in lists))
+        with _LOCK:
+            _KEPT[key] = kept
+            held = sum(n for _, n in _KEPT.values())
+            while held > KEPT_IDS and len(_KEPT) > 1:
+                held -= _KEPT.popitem(last=False)[1][1]
+    return [list(t) for t in kept[0]]
 
 
 def shared_length(lists: Sequence[Sequence[int]]) -> int:
