@@ -244,10 +244,25 @@ def test_builtin_policies_map_to_the_language_model_family():
 
 
 def test_sequence_classifier_is_attacked_by_the_black_box_family(clf):  # noqa: F811
-    """The example's classifier (the ``clf`` session fixture), checked in process through ``privgate.api``."""
+    """The example's classifier (the ``clf`` session fixture), checked in process through ``privgate.api``.
+
+    Each set of records runs through the model once: internal's attacks ask for the outputs of the 240 members and
+    non-members seven times (1,925 records scored before the answers were kept)."""
+    import torch
     from inproc import check
 
-    report = check(clf / "classifier", "internal", clf / "clf_members.jsonl", clf / "clf_nonmembers.jsonl")
+    scored = []
+
+    def count(module, args, kwargs, output):  # noqa: ANN001, ANN202
+        if type(module).__name__ == "LlamaForSequenceClassification":
+            scored.append(len(kwargs["input_ids"]))
+
+    hook = torch.nn.modules.module.register_module_forward_hook(count, with_kwargs=True)
+    try:
+        report = check(clf / "classifier", "internal", clf / "clf_members.jsonl", clf / "clf_nonmembers.jsonl")
+    finally:
+        hook.remove()
+    assert 480 <= sum(scored) <= 500, sum(scored)  # the 240 together, the 120 of each, a few single rows: 484
     assert report.exit_code in (1, 3), report.summary  # it memorised noisy labels: never a pass
     rep = json.loads(report.to_json())
     assert rep["target"]["kind"] == "sequence_classifier" and rep["target"]["format"] == "huggingface"

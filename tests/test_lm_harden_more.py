@@ -145,26 +145,45 @@ def _with_users(clinical: Path, tmp: Path, per_user: int = 3) -> Path:
     return out
 
 
+#: The membership check alone, without canaries: the unit of privacy is this test's point; the canary exposure and
+#: the extraction of a DP fine-tune are test_lm_harden's (each audit of 2 × 10^4 candidates costs ≈1.4 CPU-s)
+USER_POLICY = """\
+name: lm-user-level-test
+sensitivity: internal
+release: api
+confidence: 0.9
+decision: upper_bound
+attacks:
+  lm_loss: {}
+checks:
+  - {id: mia-auc, attack: lm_loss, metric: auc, max: 0.85}
+remediation:
+  enabled: true
+  epsilons: [8]
+  max_perplexity: 600
+"""
+
+
 def test_user_level_dp_fine_tuning_states_users_as_the_unit(clinical, tmp_path):
     """--user-field: Poisson over the 40 patients, q = 1/⌈40/8⌉, δ = 1/(10·40); the MIA stays per record.
 
     The hardening runs in process through ``privgate.api`` (the report and the card are its content); a record
     without its user is refused by ``privgate harden`` in a subprocess (exit 2, nothing written).
     """
-    from test_lm_harden import POLICY, RECIPE
+    from test_lm_harden import RECIPE
 
     from privgate import HardenSettings, api
     from privgate.settings import TextOptions
 
     # 15 noisy steps reach a held-out perplexity of 179-296 (builder seeds 0-2; the public base's is ≈760-1,050)
-    (tmp_path / "policy.yaml").write_text(POLICY.format(extra="  max_perplexity: 600").replace("[8, 2]", "[8]"))
+    (tmp_path / "policy.yaml").write_text(USER_POLICY)
     # batch 8 of the 40 users: q = 1/5 (the accountant calibrates σ for it in about half the time q = 1/3 takes)
     (tmp_path / "recipe.yaml").write_text(RECIPE.format(base=clinical / "base") + "batch_size: 8\n")
     members, out = _with_users(clinical, tmp_path), tmp_path / "hardened"
     settings = HardenSettings(
         str(clinical / "memorised"), str(tmp_path / "policy.yaml"), str(members), str(clinical / "nonmembers.jsonl"),
         recipe=str(tmp_path / "recipe.yaml"), output_model=str(out),
-        text=TextOptions(canaries=str(clinical / "canaries.jsonl"), user_field="patient"),
+        text=TextOptions(user_field="patient"),
     )  # fmt: skip
     result = api.harden(settings, threads=1)
     assert result.exit_code == 0 and result.status == "hardened", result.report.summary

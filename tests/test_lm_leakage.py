@@ -70,6 +70,39 @@ def test_extrapolation_agrees_with_exact_enumeration(lm, exact):
     assert extra.lo == max(c.lo for c in extra.canaries) and extra.hi == max(c.hi for c in extra.canaries)
 
 
+class _Counting:
+    """A tokenizer's Rust backend that counts the texts it encodes in batches of a thousand or more (candidates)."""
+
+    def __init__(self, inner):  # noqa: ANN001
+        self.inner, self.batches = inner, 0
+
+    def encode_batch(self, texts, **kw):  # noqa: ANN001, ANN201
+        self.batches += len(texts) >= 1000
+        return self.inner.encode_batch(texts, **kw)
+
+    def __getattr__(self, name):  # noqa: ANN001, ANN204
+        return getattr(self.inner, name)
+
+
+def test_a_second_audit_with_the_same_tokenizer_reuses_the_candidates_tokens(lm, exact, tiny_lm_dir):
+    """A harden audits the original model and each candidate with the same tokenizer (a fresh load of it): the 2 × 10^4
+    candidates are tokenised once (three quarters of an exact exposure's CPU), the exposures are the same; a tokenizer
+    that tokenises differently gets its own token ids."""
+    from transformers import PreTrainedTokenizerFast
+
+    from privgate.lm.continuations import token_lists
+
+    tok = PreTrainedTokenizerFast.from_pretrained(str(tiny_lm_dir), local_files_only=True)
+    tok._tokenizer = counting = _Counting(tok._tokenizer)
+    again = measure_exposure(lm.model, tok, CANARIES, batch_size=1024)
+    assert [(c.rank, c.log_perplexity) for c in again.canaries] == [(c.rank, c.log_perplexity) for c in exact.canaries]
+    assert counting.batches == 0
+    tok._tokenizer = counting.inner
+    before = token_lists(tok, ["secret 12"])
+    tok.add_tokens(["secret"])
+    assert token_lists(tok, ["secret 12"]) == tok(["secret 12"])["input_ids"] != before
+
+
 def test_exact_enumeration_in_chunks_ranks_as_in_one_pass(lm, exact):
     """Memory bounded by the chunk (1,000 candidates of the 10^4), not by |R|: the same log-perplexities and ranks."""
     chunked = measure_exposure(lm.model, lm.tokenizer, CANARIES, batch_size=1024, chunk=1000)
