@@ -6,14 +6,12 @@
 a wrong address is one sentence within seconds; an initialised Ray is reused. Each task asks for ``threads`` CPUs
 (and a GPU on ``cuda``, in a worker process of its own so that bare ``cuda`` is the GPU Ray assigned it) and holds
 torch and BLAS to them; shared arguments go to the object store once; the user's
-modules travel by value. A local Ray reports no usage statistics unless ``RAY_USAGE_STATS_ENABLED`` says otherwise.
-Details: ``docs/ray.md`` and ``docs/internals-training-stats.md``.
+modules travel by value. Details: ``docs/ray.md`` and ``docs/internals-training-stats.md``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import sys
 import threading
@@ -29,8 +27,6 @@ CONNECT_TIMEOUT_S = 5.0
 #: Seconds ``ray.init`` may take to join a cluster (starting a local one takes longer: :data:`START_TIMEOUT_S`).
 INIT_TIMEOUT_S = 30.0
 START_TIMEOUT_S = 120.0
-#: Ray's switch for reporting usage statistics (on by default in nightly wheels and ``ray start``).
-USAGE_STATS_ENV = "RAY_USAGE_STATS_ENABLED"
 #: Arguments at least this large (bytes, numpy arrays) that several tasks share go to the object store once.
 SHARE_BYTES = 1 << 20
 
@@ -132,8 +128,6 @@ def _init(ray: Any, address: str, timeout: float) -> None:
         if local:  # the parent thread of Ray's processes: it must not end before they do
             threading.Event().wait()
 
-    if local:  # a Ray started here reports nothing from the user's machine, unless they say so
-        os.environ.setdefault(USAGE_STATS_ENV, "0")
     name = "privgate-ray-local" if local else "privgate-ray-init"
     thread = threading.Thread(target=go, name=name, daemon=True)
     thread.start()
