@@ -96,7 +96,7 @@ clinical_notes() {
 # the examples, costliest first (so that the two lanes end close together); a lane takes one by making its folder
 lane() {
   local example
-  for example in digits clinical_notes mortgage cnn purchase; do
+  for example in clinical_notes digits mortgage cnn purchase; do
     mkdir "$LOGS/taken-$example" 2>/dev/null && "$example"
   done
 }
