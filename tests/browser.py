@@ -222,18 +222,3 @@ def _messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             text = f"{entry.get('text')} {entry.get('url', '')}".strip()
             console.append({"source": entry.get("source"), "level": entry.get("level"), "text": text})
     return console
-
-
-def render(
-    url: str,
-    *,
-    width: int,
-    height: int,
-    mobile: bool = False,
-    evaluate: dict[str, str] | None = None,
-    full_page: bool = True,
-    exe: str | None = None,
-) -> Page:
-    """:meth:`Browser.render` in a Chromium started for this one page."""
-    with Browser(exe) as browser:
-        return browser.render(url, width=width, height=height, mobile=mobile, evaluate=evaluate, full_page=full_page)

@@ -71,8 +71,7 @@ def sha(p: Path) -> str:
 
 
 def build_tiny(d: Path) -> dict[str, Any]:
-    """A folder with the tiny recipe, digits splits (.npz), a memorising model.pt and two policies."""
-    """A folder with the tiny recipe, digits splits (.npz), a memorising model.pt and two policies."""
+    """A folder with the tiny recipe, digits splits (.npz), a memorising model.pt and three policies."""
     (d / "tiny_recipe.py").write_text(RECIPE_SOURCE)
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
