@@ -608,9 +608,9 @@ def test_accuracy_interval_covers_the_true_accuracy_at_the_chosen_threshold():
 
 
 def test_the_calibrated_threshold_is_the_rocs_best_point_without_calling_sklearn(monkeypatch):
-    """The threshold of accuracy and advantage is the highest of the ROC's points with the largest TPR − FPR,
-    found by binary search: sklearn's roc_curve validates its inputs for milliseconds a call (every attack's
-    checks, and the Monte-Carlo tests thousands of times)."""
+    """The ROC (every point, as sklearn's roc_curve gives it) and the threshold of accuracy and advantage (the highest
+    of its points with the largest TPR − FPR) by binary search: sklearn's roc_curve validates its inputs for
+    milliseconds a call (every attack's checks and report curve, and the Monte-Carlo tests thousands of times)."""
     import sklearn.metrics
     from sklearn.metrics import roc_curve
 
@@ -619,7 +619,10 @@ def test_the_calibrated_threshold_is_the_rocs_best_point_without_calling_sklearn
     cases.append((rng.standard_normal(25) - 3, rng.standard_normal(25)))  # no cut beats calling no one: +inf
     expected = []
     for cal_in, cal_out in cases:
-        fpr, tpr, thr = roc_curve(np.r_[np.ones(len(cal_in)), np.zeros(len(cal_out))], np.r_[cal_in, cal_out])
+        labels = np.r_[np.ones(len(cal_in)), np.zeros(len(cal_out))]
+        every = roc_curve(labels, np.r_[cal_in, cal_out], drop_intermediate=False)
+        assert all(np.array_equal(a, b) for a, b in zip(S.roc(cal_in, cal_out), every))  # the curve itself
+        fpr, tpr, thr = roc_curve(labels, np.r_[cal_in, cal_out])
         t = float(thr[int(np.argmax(tpr - fpr))])
         below = np.r_[cal_in, cal_out][np.r_[cal_in, cal_out] < t]
         expected.append((t + below.max()) / 2 if np.isfinite(t) and below.size else t)

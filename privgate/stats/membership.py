@@ -104,13 +104,17 @@ def calibration_mask(membership: np.ndarray, seed: int, fraction: float = 0.5) -
 
 
 def roc(in_scores: np.ndarray, out_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ROC curve (fpr, tpr, thresholds) of "member iff score >= threshold"."""
-    y = np.r_[np.ones(len(in_scores)), np.zeros(len(out_scores))]
-    s = np.r_[in_scores, out_scores]
-    from sklearn.metrics import roc_curve  # imported when used: `privgate diff` and refusals never load sklearn
+    """ROC curve (fpr, tpr, thresholds) of "member iff score >= threshold": a first point (0, 0) at +inf, then one
+    per distinct score, highest first (scikit-learn's ``roc_curve(..., drop_intermediate=False)``).
 
-    fpr, tpr, thr = roc_curve(y, s, drop_intermediate=False)
-    return fpr, tpr, thr
+    Counted by binary search on the sorted scores: ``roc_curve`` validates its inputs for milliseconds a call, and
+    every attack's accuracy and advantage check and every report's curve comes here.
+    """
+    ins, outs = np.sort(np.asarray(in_scores, dtype=float)), np.sort(np.asarray(out_scores, dtype=float))
+    cuts = np.unique(np.r_[ins, outs])[::-1]
+    tpr = np.r_[0.0, (len(ins) - np.searchsorted(ins, cuts)) / len(ins)]
+    fpr = np.r_[0.0, (len(outs) - np.searchsorted(outs, cuts)) / len(outs)]
+    return fpr, tpr, np.r_[np.inf, cuts]
 
 
 def _below(sorted_other: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -197,17 +201,11 @@ def _midpoint_below(cal: np.ndarray, t: float) -> float:
 
 
 def _best_advantage_threshold(cal_in: np.ndarray, cal_out: np.ndarray) -> float:
-    """The highest calibration score t with the largest TPR − FPR of "member iff score ≥ t" (+inf when no cut beats
-    calling no one: :func:`roc`'s first point), moved halfway down (:func:`_midpoint_below`).
-
-    The ROC's points are counted by binary search on the sorted scores: scikit-learn's ``roc_curve`` validates
-    its inputs for milliseconds a call, and every attack's accuracy and advantage check comes here.
-    """
-    ins, outs = np.sort(cal_in), np.sort(cal_out)
-    thr = np.unique(np.r_[ins, outs])[::-1]
-    gain = (len(ins) - np.searchsorted(ins, thr)) / len(ins) - (len(outs) - np.searchsorted(outs, thr)) / len(outs)
-    i = int(np.argmax(gain))
-    return _midpoint_below(np.r_[cal_in, cal_out], float(thr[i]) if gain[i] > 0 else math.inf)
+    """The highest ROC threshold with the largest TPR − FPR (+inf when no cut beats calling no one), moved halfway
+    down to the next calibration score (:func:`_midpoint_below`)."""
+    fpr, tpr, thr = roc(cal_in, cal_out)
+    i = int(np.argmax(tpr - fpr))
+    return _midpoint_below(np.r_[cal_in, cal_out], float(thr[i]))
 
 
 def _at_threshold(metric: str, split: SplitScores, confidence: float) -> Estimate:
