@@ -70,7 +70,7 @@ test: install
 # the whole suite on a CUDA GPU: every CLI run with --device cuda ($$PRIVGATE_DEVICE), every in-process run on
 # `auto`; stops at once, in one sentence, where torch sees no GPU (tests/conftest.py). Needs a CUDA build of torch.
 test-gpu: install
-	PRIVGATE_DEVICE=cuda $(PY) -m pytest -n $(WORKERS) --dist worksteal -q tests
+	PRIVGATE_DEVICE=cuda $(PY) -m pytest -n $(WORKERS) --dist worksteal -q -m "not lint" tests
 
 # ruff: lint and formatting (configured in pyproject.toml); `make format` rewrites, `make lint` only checks.
 # lint-imports: the layer contract ([tool.importlinter] in pyproject.toml), imports inside functions included.
