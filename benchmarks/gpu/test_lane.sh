@@ -2,7 +2,7 @@
 # `make test-gpu` on a lent GPU machine: python3 and a CUDA torch are there, privgate's other packages are not, and
 # nothing can be downloaded (the device tool's nvidia-h200 image; KINDS.md lists what it holds).
 #
-#   bash benchmarks/gpu/test_lane.sh [PYTEST ARGS]   # from the repository root, .whl/ carried; about 3 minutes on an H200
+#   bash benchmarks/gpu/test_lane.sh [PYTEST ARGS]   # (default: the testpaths, tests/) from the repository root, .whl/ carried; about 3 minutes on an H200
 #   PY=.venv/bin/python LANE_DEVICE=cpu WHEELS=none bash benchmarks/gpu/test_lane.sh --collect-only -q   # its set-up, here
 #
 # 1. The wheels in $WHEELS (default .whl/: the cp312 wheels of wheels.txt, what the image lacks, fetched here by
@@ -27,7 +27,7 @@ if [ "${WHEELS:-.whl}" != none ]; then  # WHEELS=none: every package is there al
         || { echo "test_lane: installing the wheels of ${WHEELS:-.whl} into $SITE failed"; exit 2; }
 fi
 $PY benchmarks/gpu/_dist_info.py "$SITE" || exit 2
-export PYTHONPATH="$SITE:$PWD"
+export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if [ "$DEVICE" = cuda ]; then
     $PY -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__, torch.cuda.get_device_name(0))" || exit 2
 fi
@@ -36,7 +36,7 @@ ignores=()
 for f in "${LEFT_OUT[@]}"; do ignores+=(--ignore "tests/$f.py"); done
 echo "== the GPU lane: PRIVGATE_DEVICE=$DEVICE pytest -n $WORKERS, less ${LEFT_OUT[*]}"
 PRIVGATE_DEVICE=$DEVICE timeout "$LIMIT" $PY -m pytest -n "$WORKERS" --dist worksteal -q -p no:cacheprovider \
-    -m "not lint" -o addopts="" -rfE --durations=15 "${ignores[@]}" "$@" tests 2>&1 | tee "$DEST/test_lane.log"
+    -m "not lint" -o addopts="" -rfE --durations=15 "${ignores[@]}" "$@" 2>&1 | tee "$DEST/test_lane.log"
 rc=${PIPESTATUS[0]}
 [ "$rc" = 124 ] && echo "== the GPU lane: stopped after $LIMIT s" | tee -a "$DEST/test_lane.log"
 exit "$rc"
