@@ -2,7 +2,8 @@
 # `make test-gpu` on a lent GPU machine: python3 and a CUDA torch are there, privgate's other packages are not, and
 # nothing can be downloaded (the device tool's nvidia-h200 image; KINDS.md lists what it holds).
 #
-#   bash benchmarks/gpu/test_lane.sh [PYTEST ARGS]   # (default: the testpaths, tests/) from the repository root, .whl/ carried; about 3 minutes on an H200
+#   bash benchmarks/gpu/test_lane.sh [PYTEST ARGS]   # from the repository root, .whl/ carried; about 3 min on an H200
+#   (PYTEST ARGS: files or options; without files, pytest's testpaths: tests/)
 #   PY=.venv/bin/python LANE_DEVICE=cpu WHEELS=none bash benchmarks/gpu/test_lane.sh --collect-only -q   # its set-up, here
 #
 # 1. The wheels in $WHEELS (default .whl/: the cp312 wheels of wheels.txt, what the image lacks, fetched here by
