@@ -304,7 +304,7 @@ def table(args: argparse.Namespace, where: str, pm: dict, pg: dict) -> dict:
         )
     for name, t in (("Privacy Meter", pm), ("privgate", pg)):
         phases = ", ".join(f"{k} {num(v, '.1f')}" for k, v in t.get("phases", {}).items())
-        print(f"  {name}: {phases or 'no phases logged'} (s); log {t['log']}")
+        print(f"  {name}: {phases or 'no phases logged'} (s)" + (f"; log {t['log']}" if args.keep else ""))
     if pg.get("tpr_01pct_note"):
         print(f"  privgate's TPR@0.1%: {pg['tpr_01pct_note']}")
     print(
@@ -405,6 +405,7 @@ def main() -> int:
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)
+            print("(scratch folder removed: --keep DIR keeps the logs, models, signals and config)")
     return 0
 
 
