@@ -26,8 +26,12 @@ QUICK: tuple[tuple[str, ...], ...] = (
 
 
 def every_script() -> list[tuple[str, ...]]:
-    """Every ``FOLDER/NAME.py`` but the shared modules (``_common/``, ``_*.py``); ``gpu/`` is a shell script."""
-    found = sorted(p for p in HERE.glob("*/*.py") if not p.name.startswith("_") and not p.parent.name.startswith("_"))
+    """Every ``FOLDER/NAME.py`` but the shared modules (``_common/``, ``_*.py``) and ``gpu/`` (a lent GPU's)."""
+    found = sorted(
+        p
+        for p in HERE.glob("*/*.py")
+        if not p.name.startswith("_") and not p.parent.name.startswith("_") and p.parent.name != "gpu"
+    )
     return [(str(p.relative_to(HERE)),) for p in found]
 
 

@@ -106,4 +106,5 @@ def test_every_benchmark_is_in_both_tables_and_the_quick_set_exists():
     run_all = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_all)
     assert len(run_all.QUICK) >= 3 and all(script in scripts for script, *_ in run_all.QUICK)
-    assert [(s,) for s in scripts if s.endswith(".py")] == run_all.every_script()
+    # gpu/ runs on a lent GPU (gpu_check.sh), not in `make bench`
+    assert [(s,) for s in scripts if s.endswith(".py") and not s.startswith("gpu/")] == run_all.every_script()
