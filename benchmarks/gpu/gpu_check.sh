@@ -2,10 +2,11 @@
 # Issue 43 on one lent GPU (an H200: python3.12 and a CUDA torch preinstalled, nothing else of privgate's):
 # CIFAR-shaped LiRA + RMIA through privgate's real path (benchmarks/engine/cifar_engine.py), printed as one table.
 #
-#   WHEELS=.whl bash benchmarks/gpu/gpu_check.sh      # from the repository root, about 8 minutes
+#   bash benchmarks/gpu/gpu_check.sh                   # from the repository root: every step, about 8 minutes
+#   STEPS="rows20k pm20k" bash benchmarks/gpu/gpu_check.sh    # some of them (rows20k rows50k pm20k lane)
 #
-# 1. privgate's other dependencies from $WHEELS (no network) into a venv over the system's site-packages (its
-#    torch); privgate itself is imported from this checkout. Skipped when they import already.
+# 1. privgate's other dependencies from the carried .whl/ ($WHEELS; wheels.txt, fetch_wheels.sh) and its entry points
+#    (_setup.sh, as test_lane.sh does); privgate itself is imported from this checkout.
 # 2. 20,000 audit rows, LiRA-16 + RMIA-4 (2 views: the default), vectorised vs sequential reference training.
 # 3. 50,000 audit rows, LiRA-64 + RMIA-4, vectorised only, stopped after $BIG_LIMIT seconds (240).
 # 4. Privacy Meter's RMIA (its own run_mia.py, unchanged, built-in speedyresnet) vs privgate's RMIA, K = 4, on the
@@ -15,33 +16,24 @@
 #    and carried beside the wheels (the device tool's carry: [".pm", ".whl"]); without .pm/ the step is skipped.
 #    Privacy Meter needs no wheel beyond the image's packages: its `datasets` import (never called on CIFAR) gets a
 #    stand-in, which the script names.
+# 5. lane: the suite on the GPU (test_lane.sh: `make test-gpu` less what cannot be carried), about 3 minutes; last,
+#    as the steps above are what only this machine can measure. One device-tool call runs at most 10 minutes:
+#    run `STEPS="rows20k rows50k pm20k"` and `STEPS=lane` as two calls where the budget allows.
 # Logs and each run's JSON go to $OUT (the device tool's folder), else ./gpu-check/.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-DEST="${OUT:-gpu-check}"
+cd "$(dirname "$0")/../.."
 BIG_LIMIT="${BIG_LIMIT:-240}"
 PM_LIMIT="${PM_LIMIT:-120}"
-mkdir -p "$DEST"
-export PYTHONUNBUFFERED=1
-PY=python3
+STEPS=" ${STEPS:-rows20k rows50k pm20k lane} "
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-if ! $PY -c "import opacus, sklearn, scipy, pydantic, yaml, click, rich, safetensors, threadpoolctl" 2>/dev/null; then
-    [ -x .venv-gpu/bin/python ] || python3 -m venv --system-site-packages .venv-gpu || exit 2
-    PY=.venv-gpu/bin/python
-    # privgate's dependencies (pyproject.toml) except torch, which the machine has
-    deps=$($PY -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-print(" ".join(x for x in d if not x.startswith("torch")))')
-    # shellcheck disable=SC2086
-    $PY -m pip install -q --no-index --find-links "${WHEELS:-wheels}" $deps || {
-        echo "gpu_check: installing privgate's dependencies from ${WHEELS:-wheels} failed (set WHEELS)"
-        exit 2
-    }
-fi
+# shellcheck source=benchmarks/gpu/_setup.sh
+source benchmarks/gpu/_setup.sh
 $PY -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__)" || exit 2
 
 run() {  # name, limit (s), cifar_engine arguments...
     local name=$1 limit=$2
     shift 2
+    [[ "$STEPS" == *" $name "* ]] || return 0
     echo "== $name: cifar_engine.py $*"
     timeout "$limit" $PY benchmarks/engine/cifar_engine.py --device cuda --json "$DEST/$name.json" "$@" 2>&1 | tee "$DEST/$name.log"
     local rc=${PIPESTATUS[0]}
@@ -50,7 +42,9 @@ run() {  # name, limit (s), cifar_engine arguments...
 }
 run rows20k 360 --rows 20000 --references 16 --engine both
 run rows50k "$BIG_LIMIT" --rows 50000 --references 64 --engine vectorised
-if [ -f .pm/run_mia.py ]; then
+if [[ "$STEPS" != *" pm20k "* ]]; then
+    :
+elif [ -f .pm/run_mia.py ]; then
     echo "== pm20k: privacy_meter_cifar.py, Privacy Meter stopped after $PM_LIMIT s"
     timeout $((PM_LIMIT + 180)) $PY benchmarks/gpu/privacy_meter_cifar.py --pm .pm --device cuda --rows 20000 \
         --references 4 --pm-timeout "$PM_LIMIT" --privgate-timeout 150 --json "$DEST/pm20k.json" 2>&1 |
@@ -59,11 +53,11 @@ else
     echo "== pm20k: skipped (no Privacy Meter checkout in .pm/: this script's header says how to make one)"
 fi
 
-$PY - "$DEST" "$BIG_LIMIT" <<'EOF'
+$PY - "$DEST" "$BIG_LIMIT" "$STEPS" <<'EOF'
 import json, sys
 from pathlib import Path
 
-dest, limit = Path(sys.argv[1]), sys.argv[2]
+dest, limit, steps = Path(sys.argv[1]), sys.argv[2], sys.argv[3].split()
 cols = ("reference_training_s", "reference_scoring_s", "target_scoring_s", "rest_of_the_check_s", "check_s",
         "end_to_end_s")
 print("\n| rows | attacks | engine | views | ref. training | ref. scoring | target scoring | rest | check | "
@@ -71,6 +65,9 @@ print("\n| rows | attacks | engine | views | ref. training | ref. scoring | targ
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for name, what in (("rows20k", "20,000 rows, LiRA-16 + RMIA-4"), ("rows50k", "50,000 rows, LiRA-64 + RMIA-4")):
     f = dest / f"{name}.json"
+    if name not in steps:
+        print(f"| {what} | not run (not in STEPS) |")
+        continue
     if not f.exists():
         print(f"| {what} | not finished (stopped after {limit if name == 'rows50k' else 360} s, or failed: "
               f"{name}.log) |")
@@ -85,6 +82,9 @@ for name, what in (("rows20k", "20,000 rows, LiRA-16 + RMIA-4"), ("rows50k", "50
 print(f"\n(seconds; {json.loads((dest / 'rows20k.json').read_text())[0]['device'] if (dest / 'rows20k.json').exists() else ''})")
 
 f = dest / "pm20k.json"
+if "pm20k" not in steps:
+    print("\nPrivacy Meter vs privgate: not run (not in STEPS)")
+    sys.exit(0)
 if not f.exists():
     print("\nPrivacy Meter vs privgate: not run (no .pm/) or failed: pm20k.log")
     sys.exit(0)
@@ -103,3 +103,7 @@ met = "n/a" if ratio is None else ("met" if ratio >= s["goal"] else "MISSED")
 print(f"\nprivgate per model vs Privacy Meter per model: {'n/a' if ratio is None else f'{ratio:.1f}'}x "
       f"(goal >= {s['goal']:g}x: {met})")
 EOF
+if [[ "$STEPS" == *" lane "* ]]; then
+    echo "== lane: benchmarks/gpu/test_lane.sh"
+    WHEELS=none bash benchmarks/gpu/test_lane.sh
+fi

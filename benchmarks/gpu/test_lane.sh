@@ -15,20 +15,11 @@
 # The log goes to $OUT (the device tool's folder), else ./gpu-check/.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-DEST="${OUT:-gpu-check}"
-SITE="${SITE:-/tmp/site}"
 WORKERS="${WORKERS:-14}"
 LIMIT="${LANE_LIMIT:-420}"
-mkdir -p "$DEST"
-export PYTHONUNBUFFERED=1
-PY="${PY:-python3}"
 DEVICE="${LANE_DEVICE:-cuda}"
-if [ "${WHEELS:-.whl}" != none ]; then  # WHEELS=none: every package is there already
-    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "${WHEELS:-.whl}"/*.whl \
-        || { echo "test_lane: installing the wheels of ${WHEELS:-.whl} into $SITE failed"; exit 2; }
-fi
-$PY benchmarks/gpu/_dist_info.py "$SITE" || exit 2
-export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# shellcheck source=benchmarks/gpu/_setup.sh
+source benchmarks/gpu/_setup.sh
 if [ "$DEVICE" = cuda ]; then
     $PY -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__, torch.cuda.get_device_name(0))" || exit 2
 fi
