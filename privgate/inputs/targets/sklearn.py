@@ -82,7 +82,7 @@ class _WithoutTorchShim(importlib.abc.MetaPathFinder):
 
 
 def import_skops() -> Any:
-    """``skops.io``, imported without importing torch (1.8 s a run), its list of scikit-learn's estimators the same."""
+    """``skops.io``, imported without torch (seconds a run); its list of scikit-learn's estimators is the same."""
     if "skops.io" not in sys.modules and "torch" not in sys.modules:
         finder = _WithoutTorchShim()
         sys.meta_path.insert(0, finder)
