@@ -105,11 +105,11 @@ def spread_devices(device: str, spec: str | int | None) -> tuple[str, ...]:
         DeviceError: the spec names more GPUs, or another GPU, than torch sees.
         ValueError: ``spec`` is malformed (:func:`parse_devices`).
     """
+    if device.partition(":")[0] == "cpu":  # a CPU run asks torch nothing
+        return (device,)
     import torch
 
     kind = torch.device(device).type
-    if kind == "cpu":
-        return (device,)
     count = device_count(kind)
     asked = "all" if spec is None else parse_devices(spec)
     seen = f"torch sees {count} ({', '.join(f'{kind}:{i}' for i in range(count)) or 'none'})"
@@ -133,6 +133,9 @@ def spread_devices(device: str, spec: str | int | None) -> tuple[str, ...]:
 def on_device(device: str) -> Iterator[None]:
     """The block with ``device`` current for this thread (``cuda:1``: ``torch.cuda.set_device(1)``, per thread, restored
     after), so a tensor made on bare ``cuda`` lands there too; nothing for the CPU or a device without an index."""
+    if device.partition(":")[0] == "cpu":  # nothing to make current, and torch is not imported for it
+        yield
+        return
     import torch
 
     where = torch.device(device)
@@ -329,11 +332,12 @@ def choose_device(work: Workload | None, cuda: bool, threads: int, costs: Costs 
     """What ``auto`` runs on: a pure function of the run's work, whether torch sees a CUDA GPU, the CPU threads and
     the machine's costs (measured by :mod:`privgate.calibration`, else the documented constants).
 
+    * nothing on torch (``work.flops_per_row`` 0: a scikit-learn, ONNX or
+      boosted target without a torch recipe): the CPU, whatever ``cuda`` says
+      (:meth:`~privgate.options.RunOptions.resolved` then never asks torch);
     * no CUDA GPU: the CPU;
     * ``work`` None (a job whose work is not estimated: a language model, a
       claim audit, a federation): the GPU;
-    * nothing on torch (``work.flops_per_row`` 0: a scikit-learn target without
-      a torch recipe): the CPU;
     * else the device with the smaller estimate: on the CPU, the FLOPs at
       ``costs.cpu_flops_per_thread`` per thread plus ``costs.cpu_op_seconds`` per
       launch; on the GPU, ``costs.gpu_start_seconds`` plus the FLOPs at
@@ -344,6 +348,8 @@ def choose_device(work: Workload | None, cuda: bool, threads: int, costs: Costs 
       PFLOP), which it does. With 16 CPU threads the GPU's start-up pays for
       itself from about 3 TFLOP of work, with 2 threads from about 0.4 TFLOP.
     """
+    if work is not None and work.flops_per_row <= 0:
+        return DeviceChoice("cpu", f"auto chose the CPU: nothing in {work.what} runs on torch")
     if not cuda:
         return DeviceChoice("cpu", "torch sees no CUDA GPU on this machine, so auto runs on the CPU")
     if work is None:
@@ -351,8 +357,6 @@ def choose_device(work: Workload | None, cuda: bool, threads: int, costs: Costs 
             "cuda", "auto takes the CUDA GPU torch sees: this job's work is not estimated (language models, "
             "claim audits and federations run on the GPU when there is one)"
         )  # fmt: skip
-    if work.flops_per_row <= 0:
-        return DeviceChoice("cpu", f"auto chose the CPU: nothing in {work.what} runs on torch")
     cpu, gpu = work.cpu_seconds(threads, costs), work.gpu_seconds(costs)
     device = "cuda" if gpu < cpu else "cpu"
     on = f"{threads} CPU thread{'s' if threads != 1 else ''}"

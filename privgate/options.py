@@ -42,7 +42,7 @@ class RunOptions:
             same inputs and seed give the same numbers.
         threads: the most threads the run may use at once (torch, BLAS,
             OpenMP); ``None``: torch's thread setting in this process, capped by
-            the cores it may use (:func:`privgate.threads.library_threads`;
+            the cores it may use (:func:`privgate.threads.library_threads`: the BLAS/OpenMP pools' without torch;
             the CLI's default is the usable cores or ``$OMP_NUM_THREADS``), and one
             per task with the Ray executor.
         threads_reason: why ``threads`` is what it is, for the report (the CLI
@@ -169,7 +169,7 @@ class RunOptions:
         (the run's estimated work, :mod:`privgate.workload`; ``None`` for a job
         whose work is not estimated) with ``costs`` (this machine's, measured:
         :mod:`privgate.calibration`; else the documented constants), ``probe``
-        the measurement's facts for the report. Imports torch.
+        the measurement's facts for the report. Imports torch, unless nothing of ``work`` runs on it.
 
         Raises:
             privgate.device.DeviceError: ``cuda`` on a machine where torch sees no CUDA GPU.
@@ -186,7 +186,8 @@ class RunOptions:
             if self.device == "auto" and self.devices is not None:  # GPUs named: the GPU
                 device, reason = self._named_gpus()
             elif self.device == "auto":
-                cuda, costs = cuda_available(), costs or DOCUMENTED
+                torchless = work is not None and work.flops_per_row <= 0  # the CPU, without asking torch
+                cuda, costs = (False if torchless else cuda_available()), costs or DOCUMENTED
                 device, reason = choose_device(work, cuda, threads, costs)
                 if cuda and work is not None and work.flops_per_row > 0:
                     changes["device_estimate"] = {

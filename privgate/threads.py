@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -166,17 +167,26 @@ def library_threads() -> Threads:
 
     ``torch.get_num_threads()`` already follows ``$OMP_NUM_THREADS``, the
     affinity mask and any ``torch.set_num_threads`` of the calling program;
-    the cgroup quota it does not see.
+    the cgroup quota it does not see. A process that has not imported torch (a
+    scikit-learn audit never does) has no torch setting: the most threads of the
+    BLAS and OpenMP pools loaded (``threadpoolctl``), which follow the same.
     """
-    import torch
+    torch = sys.modules.get("torch")
+    if torch is None:
+        from threadpoolctl import threadpool_info
 
-    mine = torch.get_num_threads()
+        mine = max([int(p.get("num_threads") or 1) for p in threadpool_info()], default=1)
+        setting = f"the BLAS and OpenMP pools' thread setting in this process (threadpoolctl: {mine})"
+    else:
+        mine = torch.get_num_threads()
+        setting = f"torch's thread setting in this process (torch.get_num_threads() = {mine})"
     if mine <= 1:
-        return Threads(1, "torch's thread setting in this process (torch.get_num_threads() = 1)")
+        return Threads(1, setting)
     cores = _free_now(usable_cores())
     if mine <= cores.n:
-        return Threads(max(1, mine), f"torch's thread setting in this process (torch.get_num_threads() = {mine})")
-    return Threads(cores.n, f"{cores.reason}, fewer than torch's setting of {mine}")
+        return Threads(max(1, mine), setting)
+    theirs = "torch's setting" if torch is not None else "the pools' setting"
+    return Threads(cores.n, f"{cores.reason}, fewer than {theirs} of {mine}")
 
 
 def max_threads() -> int:
@@ -215,12 +225,12 @@ def torch_threads(n: int | None) -> Iterator[None]:
     """Run the block with ``torch.set_num_threads(n)`` and restore the caller's setting after.
 
     Nested and concurrent blocks share one setting: the outermost sets it, the
-    last to leave restores it.
+    last to leave restores it. Nothing when torch is not imported (a scikit-learn
+    audit never imports it): whatever trains on torch imports it first.
     """
-    import torch
-
     global _THREADS_DEPTH, _THREADS_SAVED
-    if not n:
+    torch = sys.modules.get("torch")
+    if not n or torch is None:
         yield
         return
     with _THREADS_LOCK:

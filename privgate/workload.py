@@ -157,10 +157,16 @@ def decided(
     rows of features (:attr:`~privgate.inputs.target.Target.kind` ``tabular`` or ``sklearn``, whose work on
     torch is none: the CPU; a Hugging Face folder's work is not estimated: ``auto`` takes the GPU). Where work
     on torch is estimated, the machine's costs are measured or read from the cache (:mod:`privgate.calibration`).
+    A check with nothing on torch (no torch module, no torch recipe) never imports torch to ask for a GPU.
     """
+    from privgate.recipe import Recipe
+
     if run.device_requested is not None or run.device != "auto":
         return run.resolved()
-    if target.kind not in ROWS_KINDS or not _device.cuda_available():  # a language model's work is not estimated
+    if target.kind not in ROWS_KINDS:  # a language model's work is not estimated
+        return run.resolved()
+    on_torch = target.module is not None or isinstance(recipe, Recipe)
+    if on_torch and not _device.cuda_available():
         return run.resolved()
     work = workload_of(target, data, policy, recipe, run, hardening=hardening)
     if work.flops_per_row <= 0:  # nothing on torch: the CPU, with no probe

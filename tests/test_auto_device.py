@@ -132,6 +132,8 @@ def test_without_a_gpu_auto_is_the_cpu_and_unestimated_jobs_take_the_gpu(digits)
         "cpu",
         "auto chose the CPU: nothing in this check runs on torch",
     )
+    # the same reason without a GPU: such a check never asks torch about one (tests/test_no_torch.py)
+    assert choose_device(nothing, cuda=False, threads=1) == choose_device(nothing, cuda=True, threads=1)
 
 
 def test_arithmetic_and_fewer_threads_favour_the_gpu_launches_do_not():

@@ -103,6 +103,19 @@ def test_a_library_call_takes_torchs_own_setting():
     assert RunOptions(threads=2).resolved().threads_reason == "threads=2 was asked for"
 
 
+def test_without_torch_a_library_call_takes_the_pools_setting(monkeypatch):
+    """A process that never imported torch (a scikit-learn audit through the API) is not made to import it: threads=None
+    is the loaded BLAS and OpenMP pools' setting (threadpoolctl's), capped the same way."""
+    from threadpoolctl import threadpool_limits
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # what sys.modules.get("torch") gives before torch is imported
+    with threadpool_limits(limits=1):
+        assert library_threads() == (1, "the BLAS and OpenMP pools' thread setting in this process (threadpoolctl: 1)")
+        run = RunOptions(device="cpu").resolved()
+    assert (run.threads, run.threads_reason) == (1, "the BLAS and OpenMP pools' thread setting in this process "
+                                                    "(threadpoolctl: 1)")  # fmt: skip
+
+
 def test_with_ray_each_task_defaults_to_one_thread():
     """A Ray task asks the cluster for ``threads`` CPUs on some node: this machine's cores are not the default."""
     from privgate.cli.threads import threads_setting

@@ -246,7 +246,7 @@ def test_the_clones_outputs_are_read_once_per_array_and_kept_within_the_bound(ta
     """The attacks of a run read the same clones on the same rows (kind, LiRA, RMIA, the learned attack)."""
     import numpy as np
 
-    import privgate.training.ensemble as ensemble
+    import privgate.training.trained as trained
     from privgate import AuditData
     from privgate.training.plan import model_seeds, paired_masks
     from privgate.training.sklearn_models import own_recipe, train_clones
@@ -262,7 +262,7 @@ def test_the_clones_outputs_are_read_once_per_array_and_kept_within_the_bound(ta
     again = [out for _, _, out in ens.first(2).output_batches(x, 64)]
     assert len(again) == 2 * 4 and all(np.array_equal(a, b) for a, b in zip(again[1:], first[1:8]))
     assert not np.array_equal(again[0], first[0])
-    monkeypatch.setattr(ensemble, "OUTPUT_MEMO_BYTES", 1000)  # above the bound: streamed, nothing kept
+    monkeypatch.setattr(trained, "OUTPUT_MEMO_BYTES", 1000)  # above the bound: streamed, nothing kept
     ens2 = train_clones(own_recipe(target), target.model, x, y, paired_masks(len(x), 4, 0), model_seeds(0, 4))
     assert len(list(ens2.output_batches(x, 64))) == 16 and ens2.reader._outputs == {}
 

@@ -383,14 +383,14 @@ def reused(ens: TrainedReferences, cached: bool) -> TrainedReferences:
 
 def cost_notes(refs: References) -> list[str]:
     """One sentence on how the reference models were obtained."""
-    from privgate.training.sequential import own_loop_reason
-
     ens = refs.ensemble
     if ens.mode == "shared":
         how = f"all {len(ens)} reference models were trained earlier in this run (no cache) and reused"
     elif ens.trained == 0:
         how = f"all {len(ens)} reference models came from the cache"
-        if getattr(ens.recipe, "own_loop", False):
+        if getattr(ens.recipe, "own_loop", False):  # a torch recipe of the user's own training function
+            from privgate.training.sequential import own_loop_reason
+
             how += f"; {own_loop_reason(ens.recipe)}"
     else:
         kernel = {

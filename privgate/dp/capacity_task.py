@@ -306,14 +306,12 @@ class CapacityTask(HardenTask):
 
     def files(self, report: Report, chosen: Candidate) -> tuple[Report, dict[Path, tuple[str, bytes]]]:
         """The chosen pipeline as a ``.skops`` file, its card beside it; the report describes them."""
-        import skops.io
-
         from privgate.dp.card import capacity_card, card_path
-        from privgate.inputs.targets.sklearn import describe_estimator
+        from privgate.inputs.targets.sklearn import describe_estimator, import_skops
 
         assert isinstance(chosen, CapacityCandidate) and report.remediation is not None
         out = Path(self.output)
-        data = skops.io.dumps(chosen.model)
+        data = import_skops().dumps(chosen.model)
         card = capacity_card(report.remediation, model_file=str(out), verdict=report.verdict, summary=report.summary)
         card_bytes = card.encode("utf-8")
         files = {

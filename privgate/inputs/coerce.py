@@ -120,10 +120,7 @@ def as_target(
     ``access`` (:class:`privgate.inputs.targets.endpoint.Access`) says how an endpoint URL is queried;
     ``trust_types``, which types a ``.skops`` file may name besides scikit-learn's, numpy's and scipy's.
     """
-    import torch
-    from torch import nn
-
-    from privgate.inputs.target import Target
+    from privgate.inputs.target import Target, is_torch_module
     from privgate.inputs.targets import is_huggingface
 
     if isinstance(model, Target):
@@ -134,7 +131,7 @@ def as_target(
         return load_hf_target(model, trust_checkpoint=trust_checkpoint)
     if isinstance(model, (str, Path)):
         return Target.load(model, recipe, trust_checkpoint, access, trust_types)
-    if isinstance(model, (nn.Module, torch.jit.ScriptModule)):
+    if is_torch_module(model):  # a TorchScript module is one too
         return Target(model, source=f"<{type(model).__name__}>", fmt="module")
     from privgate.inputs.targets import wrap_booster
 

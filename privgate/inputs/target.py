@@ -4,57 +4,43 @@
 for scikit-learn estimators), batched under ``torch.no_grad()`` in eval mode; raw outputs are read by
 :mod:`privgate.outputs`, fixed by :meth:`Target.detect_outputs` from a probe before any attack runs.
 Formats: ``torch.export`` programs (``.pt2``), TorchScript, a ``state_dict`` (``weights_only=True``) or
-safetensors plus the recipe's factory, and pickles — refused unless ``trust_checkpoint=True`` (they run code).
+safetensors plus the recipe's factory (:mod:`~privgate.inputs.targets.torchfiles`, the only loader that imports
+torch), and pickles — refused unless ``trust_checkpoint=True`` (they run code).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import io
-import pickle
-import warnings
-import zipfile
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from privgate import outputs as _outputs
 from privgate.device import device_of, module_device
-from privgate.errors import RecipeError, TargetError
+from privgate.errors import TargetError
 from privgate.inputs.surface import QueryLog, Surface
 from privgate.inputs.targets.blackbox import BlackBox
-from privgate.inputs.targets.exported import is_exported, load_exported
 from privgate.io.digest import file_sha256
-from privgate.recipe import Recipe
+
+if TYPE_CHECKING:  # torch is imported by the torch formats' loaders: a scikit-learn audit never imports it
+    from torch import nn
+
+    from privgate.recipe import Recipe
 
 BATCH = 1024
 #: Rows a scikit-learn target scores at a time (a torch target's chunks are its BATCH-row forward batches).
 CHUNK = 65536
 
 
-def _is_torchscript(path: Path) -> bool:
-    try:
-        with zipfile.ZipFile(path) as z:
-            return any(n.split("/", 2)[1:2] == ["code"] for n in z.namelist() if n.count("/") >= 2)
-    except (zipfile.BadZipFile, OSError):
-        return False
-
-
-def _script_copy(module: torch.jit.ScriptModule, device: str) -> torch.jit.ScriptModule:
-    """A TorchScript module's copy on ``device``, its parameters fresh leaves there (saved and loaded, in memory)."""
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():  # TorchScript is deprecated in torch 2.x but is the format users hand in
-        warnings.filterwarnings("ignore", r".*torch\.jit\.(save|load).* is deprecated", DeprecationWarning)
-        torch.jit.save(module, buffer)
-        buffer.seek(0)
-        copied = torch.jit.load(buffer, map_location=device)
-    return copied.train(module.training)
+def is_torch_module(obj: Any) -> bool:
+    """Whether ``obj`` is a ``torch.nn.Module``, without importing torch: nothing is one before torch is imported."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.nn.Module)
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -92,7 +78,7 @@ class Target:
     queries: QueryLog = field(default_factory=QueryLog, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.model, (nn.Module, torch.jit.ScriptModule)):
+        if is_torch_module(self.model):  # a TorchScript module is one too
             self.model.eval()
         elif not hasattr(self.model, "predict_proba"):
             raise TargetError(
@@ -114,7 +100,7 @@ class Target:
     @property
     def module(self) -> nn.Module | None:
         """The torch module (white-box access), or ``None`` for non-torch estimators."""
-        return self.model if isinstance(self.model, nn.Module) else None
+        return self.model if is_torch_module(self.model) else None
 
     @property
     def white_box(self) -> bool:
@@ -123,7 +109,7 @@ class Target:
     @property
     def device(self) -> str:
         """Where a torch model's parameters live (``"cpu"``, ``"cuda"``); ``"cpu"`` for other models."""
-        return module_device(self.model) if isinstance(self.model, nn.Module) else "cpu"
+        return module_device(self.model) if is_torch_module(self.model) else "cpu"
 
     def to_device(self, device: str) -> Target:
         """This target with its torch model on ``device`` (``"cpu"`` or ``"cuda"``): itself when it is there already.
@@ -135,11 +121,17 @@ class Target:
         history pointing at the original's), so a white-box gradient would be
         read off copies and flow back to the CPU originals.
         """
-        if not isinstance(self.model, nn.Module) or self.device == torch.device(device).type:
+        if not is_torch_module(self.model):
+            return self
+        import torch
+
+        if self.device == torch.device(device).type:
             return self
         try:
             if isinstance(self.model, torch.jit.ScriptModule):
-                moved = _script_copy(self.model, device)
+                from privgate.inputs.targets.torchfiles import script_copy
+
+                moved = script_copy(self.model, device)
             else:
                 moved = copy.deepcopy(self.model).to(device)
         except Exception as exc:  # noqa: BLE001 - e.g. a TorchScript module that cannot be copied
@@ -174,6 +166,8 @@ class Target:
         """The raw outputs of :meth:`logits`, one float64 array per batch of :data:`BATCH` rows."""
         if self.module is None:
             raise TargetError(f"{self.source}: logits need a torch model; this target is {type(self.model).__name__}.")
+        import torch
+
         device = device_of(self.module)  # the rows go where the model is
         with torch.no_grad():
             for start in range(0, len(x), BATCH):
@@ -368,79 +362,16 @@ class Target:
         check_model_path(p)
         digest = file_sha256(p)
         suffix = p.suffix.lower()
-        if suffix == ".safetensors":
-            return cls._from_state(p, cls._read_safetensors(p), recipe, "safetensors", digest)
         if suffix in (".pkl", ".pickle", ".joblib"):
             return cls._from_pickle(p, trust_checkpoint, digest)
         if suffix == ".skops":  # scikit-learn without pickle (privgate.inputs.targets.sklearn)
             from privgate.inputs.targets.sklearn import load_skops
 
             return cls(load_skops(p, trust_types), str(p), "skops", digest)
-        if is_exported(p):  # torch.export: the graph only, checked before it is loaded
-            return cls(load_exported(p), str(p), "torch.export", digest)
-        if _is_torchscript(p):
-            try:
-                with (
-                    warnings.catch_warnings()
-                ):  # TorchScript is deprecated in torch 2.x but is the format users hand in
-                    warnings.filterwarnings(
-                        "ignore", message=r".*torch\.jit\.load.* is deprecated", category=DeprecationWarning
-                    )
-                    model = torch.jit.load(str(p), map_location="cpu")
-            except Exception as exc:
-                raise TargetError(
-                    f"{p}: cannot load TorchScript model ({exc.__class__.__name__}); the file may be truncated."
-                ) from None
-            return cls(model, str(p), "torchscript", digest)
-        return cls._from_torch_load(p, recipe, trust_checkpoint, digest)
+        from privgate.inputs.targets.torchfiles import load_torch  # torch: only a torch checkpoint imports it
 
-    @staticmethod
-    def _read_safetensors(p: Path) -> dict[str, torch.Tensor]:
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-
-        try:
-            return load_file(str(p), device="cpu")
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise TargetError(f"{p}: not a readable safetensors file ({exc}).") from None
-
-    @classmethod
-    def _from_torch_load(cls, p: Path, recipe: Recipe | None, trust: bool, digest: str) -> Target:
-        try:
-            obj = torch.load(str(p), map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as exc:
-            if not trust:
-                raise TargetError(
-                    f"{p}: the checkpoint contains pickled Python objects, and loading it would run code "
-                    "from the file; save a state_dict or TorchScript instead, or pass --trust-checkpoint "
-                    "if you trust its origin."
-                ) from None
-            return cls._load_trusted(p, digest, exc)
-        except Exception as exc:  # torch raises many types for foreign or damaged files
-            raise TargetError(
-                f"{p}: not a readable PyTorch checkpoint ({exc.__class__.__name__}); the file may be "
-                f"truncated or in another format."
-            ) from None
-        if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
-            obj = obj["state_dict"]
-        if isinstance(obj, dict) and obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
-            return cls._from_state(p, obj, recipe, "state_dict", digest)
-        raise TargetError(f"{p}: the checkpoint holds a {type(obj).__name__}, not a model or a state_dict of tensors.")
-
-    @classmethod
-    def _load_trusted(cls, p: Path, digest: str, first_error: Exception) -> Target:
-        try:
-            obj = torch.load(str(p), map_location="cpu", weights_only=False)
-        except Exception as exc:
-            raise TargetError(f"{p}: cannot unpickle the checkpoint ({exc.__class__.__name__}: {exc}).") from None
-        from privgate.inputs.targets.sklearn import wrap_estimator
-
-        estimator = None if isinstance(obj, nn.Module) else wrap_estimator(obj, str(p))
-        if estimator is not None:
-            return cls(estimator, str(p), "sklearn", digest)
-        if isinstance(obj, nn.Module) or hasattr(obj, "predict_proba"):
-            return cls(obj, str(p), "pickle", digest)
-        raise TargetError(f"{p}: the checkpoint holds a {type(obj).__name__}, not a model.")
+        model, fmt = load_torch(p, recipe, trust_checkpoint)
+        return cls(model, str(p), fmt, digest)
 
     @classmethod
     def _from_pickle(cls, p: Path, trust: bool, digest: str) -> Target:
@@ -457,36 +388,9 @@ class Target:
             raise TargetError(f"{p}: cannot unpickle the file ({exc.__class__.__name__}: {exc}).") from None
         from privgate.inputs.targets.sklearn import wrap_estimator
 
-        estimator = None if isinstance(obj, nn.Module) else wrap_estimator(obj, str(p))
+        estimator = None if is_torch_module(obj) else wrap_estimator(obj, str(p))
         if estimator is not None:  # a scikit-learn classifier: read as the frame it was fitted on
             return cls(estimator, str(p), "sklearn", digest)
-        if isinstance(obj, nn.Module) or hasattr(obj, "predict_proba"):
-            return cls(obj, str(p), "sklearn" if not isinstance(obj, nn.Module) else "pickle", digest)
+        if is_torch_module(obj) or hasattr(obj, "predict_proba"):
+            return cls(obj, str(p), "pickle" if is_torch_module(obj) else "sklearn", digest)
         raise TargetError(f"{p}: the pickle holds a {type(obj).__name__}, not a model with predict_proba.")
-
-    @classmethod
-    def _from_state(
-        cls, p: Path, state: dict[str, torch.Tensor], recipe: Recipe | None, fmt: str, digest: str
-    ) -> Target:
-        if recipe is None:
-            raise TargetError(
-                f"{p}: is a {fmt} of weights only; give the recipe that builds the model (--recipe module:attr) "
-                "or save the model as TorchScript."
-            )
-        try:
-            model = recipe.build()
-        except RecipeError:
-            raise
-        except Exception as exc:
-            raise RecipeError(
-                f"recipe '{recipe.name}': building the model failed ({exc.__class__.__name__}: {exc})."
-            ) from None
-        try:
-            model.load_state_dict(state, strict=True)
-        except RuntimeError as exc:
-            first = str(exc).strip().splitlines()
-            detail = " ".join(line.strip() for line in first[1:3]) if len(first) > 1 else first[0]
-            raise TargetError(
-                f"{p}: the weights do not fit the recipe's model '{recipe.name}' ({detail[:300]})."
-            ) from None
-        return cls(model, str(p), fmt, digest)

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any, Literal
 
 from privgate.errors import RecipeError
 from privgate.recipe.check import check_recipe
-from privgate.recipe.rng import seeded
 from privgate.recipe.spec import DPSGD, OPTIMIZERS, PRECISIONS, SCHEDULES, TRAINING_DEFAULTS, Augment
+
+if TYPE_CHECKING:  # torch is imported where a recipe builds or trains a model, not by reading one
+    import torch
+    from torch import nn
 
 
 @dataclass
@@ -114,6 +114,11 @@ class Recipe:
         global generator meanwhile (:mod:`privgate.recipe.rng`). Any failure of the user's
         factory is a :class:`RecipeError`, as is a recipe of a training function that gives no factory.
         """
+        import torch
+        from torch import nn
+
+        from privgate.recipe.rng import seeded
+
         if self.model_factory is None:
             raise RecipeError(
                 f"recipe '{self.name}': trains with its own function and has no model_factory, so privgate cannot "
@@ -165,6 +170,8 @@ class Recipe:
 
     def make_optimizer(self, params: Any) -> torch.optim.Optimizer:
         """The recipe's ``torch.optim`` optimiser over ``params``, at the recipe's (peak) learning rate."""
+        import torch
+
         if self.optimizer == "adam":
             return torch.optim.Adam(params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay)
         if self.optimizer == "adamw":

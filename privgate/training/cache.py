@@ -18,9 +18,7 @@ import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from privgate.io.atomic import write_atomic
 from privgate.options import MIN_CACHE_KEY_BYTES
@@ -29,6 +27,9 @@ try:  # POSIX only; elsewhere concurrent runs rely on write-then-rename idempote
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:  # torch is imported by the torch entries' reads and writes: scikit-learn's cache never imports it
+    import torch
 
 ENTRY_FORMAT = "privgate-model-cache"
 #: 2: entries carry an HMAC tag (version 1 entries have none: they are refused and rewritten).
@@ -39,6 +40,8 @@ _PROCESS_SECRET = secrets.token_bytes(32)
 
 def entry_digest(key: str, state: Mapping[str, torch.Tensor]) -> str:
     """SHA-256 of ``key`` and of each tensor's name, dtype, shape and bytes, in name order."""
+    import torch
+
     h = hashlib.sha256()
     h.update(f"{ENTRY_FORMAT}|{ENTRY_VERSION}|{key}|".encode())
     for name in sorted(state):
@@ -145,6 +148,8 @@ class ModelCache:
         except OSError as exc:
             self._rejected(key, f"it cannot be read: {_reason(exc)}")
             return None
+        import torch
+
         try:
             entry: Any = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
         except Exception as exc:  # noqa: BLE001 - truncated, bit-flipped or foreign bytes
@@ -172,6 +177,8 @@ class ModelCache:
     @staticmethod
     def _verify(key: str, entry: Any, like: Mapping[str, torch.Tensor] | None) -> str:
         """Empty when ``entry`` is this key's, unmodified, with the model's tensors; else what is wrong."""
+        import torch
+
         if (
             not isinstance(entry, dict)
             or entry.get("format") != ENTRY_FORMAT
@@ -194,6 +201,8 @@ class ModelCache:
         """Write ``state`` under ``key`` atomically; False (and a warning) when the cache cannot be written."""
         if not self._writable:
             return False
+        import torch
+
         clean = {k: v.detach().cpu().clone() for k, v in state.items()}
         buf = io.BytesIO()
         digest = entry_digest(key, clean)

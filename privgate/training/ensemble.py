@@ -17,10 +17,7 @@ import torch
 from torch import nn
 
 from privgate.recipe import Recipe
-
-#: Reference-model outputs :meth:`TorchReader.output_batches` keeps for the next attack: at least 64 MiB, more up to the
-#: audit rows' own size, never more than 1 GiB (:func:`memo_bytes`).
-OUTPUT_MEMO_BYTES, OUTPUT_MEMO_MAX = 64 << 20, 1 << 30
+from privgate.training.trained import memo_bytes
 
 
 class Trained(NamedTuple):
@@ -93,8 +90,8 @@ class TorchReader:
         back once per model. On a GPU the rows stay there while every model runs.
 
         Every model's outputs on ``(x, transform)`` are kept for the next call on the same array
-        while all outputs kept take no more than :func:`memo_bytes` of ``x`` — so LiRA, RMIA and the
-        learned attack, which share these models, run each model's forward passes once per view;
+        while all outputs kept take no more than :func:`memo_bytes` of ``x`` — so
+        LiRA, RMIA and the learned attack, which share these models, run each model's forward passes once per view;
         :meth:`passes` counts them.
         """
         from privgate.training.augment import slab_rows
@@ -189,7 +186,7 @@ class TorchReader:
         return entry[1], seen[1]
 
     def _keep(self, kept: dict[int, torch.Tensor], k: int, whole: torch.Tensor, x: np.ndarray) -> None:
-        """Keep model ``k``'s outputs while all outputs kept stay within :func:`memo_bytes` of ``x``."""
+        """Keep model ``k``'s outputs while all kept stay within :func:`memo_bytes` of ``x``."""
         held = self._outputs.get("held", 0)
         size = whole.element_size() * whole.numel()
         if held + size <= memo_bytes(x):
@@ -239,11 +236,6 @@ class _Runner:
         return (torch.cat(outs) if outs else torch.zeros((0,))).cpu()
 
 
-def memo_bytes(x: np.ndarray) -> int:
-    """The most bytes of outputs kept for later attacks: as many as the audit rows take, within the two bounds."""
-    return int(min(max(OUTPUT_MEMO_BYTES, np.asarray(x).nbytes), OUTPUT_MEMO_MAX))
-
-
 def _fits(xt: torch.Tensor, device: str) -> bool:
     """Whether ``xt`` may stay on ``device`` while the models run: a quarter of its free memory at most."""
     if not device.startswith("cuda"):
@@ -252,4 +244,4 @@ def _fits(xt: torch.Tensor, device: str) -> bool:
     return xt.element_size() * xt.numel() <= free // 4
 
 
-__all__ = ["OUTPUT_MEMO_BYTES", "OUTPUT_MEMO_MAX", "TorchReader", "Trained", "memo_bytes"]
+__all__ = ["TorchReader", "Trained"]

@@ -10,10 +10,12 @@ generator) or, for DP-SGD, Opacus' Poisson sampling.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # the batch schedules are torch's; the seeds and masks (every kind of reference model) are not
+    import torch
 
 
 def model_seeds(seed: int, k: int) -> list[int]:
@@ -61,6 +63,8 @@ def epoch_schedule(
     others are inactive (``active`` is a numpy array: it steers Python control
     flow, one lookup per step) for the remaining steps.
     """
+    import torch
+
     k = len(rows)
     sizes = [len(r) for r in rows]
     steps = [math.ceil(n / batch) for n in sizes]
@@ -94,6 +98,8 @@ def poisson_schedule(
     whichever is larger. Weights are 1 for drawn rows (DP-SGD sums clipped
     gradients and divides by the expected batch size, not the drawn one).
     """
+    import torch
+
     k = len(rows)
     steps = [dp.steps(len(r)) for r in rows]
     draws = [

@@ -16,8 +16,7 @@ import numpy as np
 
 from privgate.errors import RecipeError
 from privgate.sklearn_recipe import SklearnRecipe
-from privgate.training import engine, sklearn_models, trees
-from privgate.training.function import shape_mismatch
+from privgate.training import sklearn_models, trees
 from privgate.training.trained import TrainedReferences, TrainSettings
 from privgate.tree_recipe import TreeRecipe
 
@@ -57,6 +56,8 @@ def _train_torch(
 ) -> TrainedReferences:
     """Torch models; a recipe of the user's own training function without a ``model_factory`` loads its states into
     the target's architecture, and its first model is checked against the target once it has returned one."""
+    from privgate.training import engine  # torch: imported by torch recipes only
+
     own = recipe.model_factory is None
     refs = engine.train_ensemble(recipe, x, y, masks, seeds, settings, architecture=target.module if own else None)
     if own and len(refs):
@@ -76,6 +77,8 @@ def check_torch_target(target: Any, recipe: Any, state: dict[str, Any] | None = 
     training function that builds no model (checked once it has returned one).
     """
     import torch
+
+    from privgate.training.function import shape_mismatch
 
     model = target.model
     target_state = model.state_dict() if hasattr(model, "state_dict") and callable(model.state_dict) else None

@@ -24,6 +24,7 @@ from privgate.inputs.targets.sklearn import SklearnModel, describe_estimator, ma
 from privgate.io.sources import code_of, key_or_warning, project_sources
 from privgate.outputs import TINY
 from privgate.sklearn_recipe import SklearnRecipe
+from privgate.training import trained
 from privgate.training.trained import TrainedReferences, TrainSettings
 
 #: Bumped when a change here would fit a different model from the same key's inputs.
@@ -72,11 +73,9 @@ class CloneReader:
         run read the same models on the same rows several times (the output kind, LiRA, RMIA, the learned
         attack). So, as :meth:`privgate.training.ensemble.TorchReader.output_batches` does, all K models' outputs
         on an array are kept for the next call on that same array while the outputs kept stay within
-        :data:`~privgate.training.ensemble.OUTPUT_MEMO_BYTES` (the audit rows and the population's z-samples:
+        :data:`~privgate.training.trained.OUTPUT_MEMO_BYTES` (the audit rows and the population's z-samples:
         two arrays); beyond it they are streamed, one batch of one model at a time.
         """
-        from privgate.training.ensemble import OUTPUT_MEMO_BYTES
-
         if transform is not None:
             raise ValueError("scikit-learn models are read on the audit rows as given, not on augmented views")
         memo = self._outputs.get(id(x))
@@ -93,7 +92,7 @@ class CloneReader:
                     size += out.nbytes
                     # the whole set would be about K times the first model's: decide early
                     whole = size * (len(models) if k == 0 else 1)
-                    keep = keep if held + whole <= OUTPUT_MEMO_BYTES else None
+                    keep = keep if held + whole <= trained.OUTPUT_MEMO_BYTES else None
                     if keep is not None:
                         keep.append((k, i, out))
                 yield k, i, out.copy() if keep is not None else out

@@ -15,6 +15,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
+#: Reference-model outputs a reader (:meth:`privgate.training.ensemble.TorchReader.output_batches`, a scikit-learn
+#: clone's) keeps for the next attack: at least 64 MiB, more up to the audit rows' own size (torch models'), never
+#: more than 1 GiB (:func:`memo_bytes`).
+OUTPUT_MEMO_BYTES, OUTPUT_MEMO_MAX = 64 << 20, 1 << 30
+
+
+def memo_bytes(x: np.ndarray) -> int:
+    """The most bytes of outputs kept for later attacks: as many as the audit rows take, within the two bounds."""
+    return int(min(max(OUTPUT_MEMO_BYTES, np.asarray(x).nbytes), OUTPUT_MEMO_MAX))
+
 
 @dataclass(frozen=True)
 class TrainSettings:
@@ -130,4 +140,4 @@ class TrainedReferences:
         return self.reader.passes(self.models, x)
 
 
-__all__ = ["Reader", "TrainSettings", "TrainedReferences"]
+__all__ = ["OUTPUT_MEMO_BYTES", "OUTPUT_MEMO_MAX", "Reader", "TrainSettings", "TrainedReferences", "memo_bytes"]

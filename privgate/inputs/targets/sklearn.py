@@ -5,6 +5,7 @@ The rest (design, limits, derivations): docs/internals-inputs.md.
 
 from __future__ import annotations
 
+import importlib.abc
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -67,9 +68,36 @@ def inert(model: Any, source: str) -> None:
             )
 
 
+#: The package scikit-learn's ``all_estimators`` imports as it walks scikit-learn's packages, which skops calls when
+#: imported (its default trusted types): it imports torch and holds no estimator (the walk skips ``externals``).
+TORCH_SHIM = "sklearn.externals.array_api_compat.torch"
+
+
+class _WithoutTorchShim(importlib.abc.MetaPathFinder):
+    """Refuses :data:`TORCH_SHIM` while skops is imported: the walk passes over a package it cannot import."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name == TORCH_SHIM or name.startswith(TORCH_SHIM + "."):
+            raise ModuleNotFoundError(f"{name} is not imported while skops lists the estimators", name=name)
+
+
+def import_skops() -> Any:
+    """``skops.io``, imported without torch (seconds a run); its list of scikit-learn's estimators is the same."""
+    if "skops.io" not in sys.modules and "torch" not in sys.modules:
+        finder = _WithoutTorchShim()
+        sys.meta_path.insert(0, finder)
+        try:
+            import skops.io
+        finally:
+            sys.meta_path.remove(finder)
+    import skops.io
+
+    return skops.io
+
+
 def _skops(path: Path) -> Any:
     try:
-        import skops.io as sio
+        sio = import_skops()
     except ImportError:
         raise TargetError(
             f"{path}: is a skops file; reading it needs skops (pip install 'privgate[sklearn]')."

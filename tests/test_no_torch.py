@@ -1,0 +1,104 @@
+"""A scikit-learn audit never imports torch (1.8 s of every run's 2.6 s of imports): the CLI's check and the pytest
+plugin's assertion on a pipeline, each in a fresh interpreter where torch cannot be imported.
+
+``sitecustomize.py`` (:data:`BLOCKER`, put first on ``PYTHONPATH``) refuses every import of ``torch`` and says so on
+stderr: a run that needed torch fails, and an import something catches (scikit-learn's walk of its packages, an
+attack's ``except ImportError``) still shows. The check's report is the one a run with torch loaded writes (a
+forked run: the suite's fork server imports torch, ``tests/cli_fork.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from cases import run_cli, stable
+
+pytest_plugins = ["pytester"]
+
+#: Refuses torch in the interpreter it starts in (as ``sitecustomize``), naming the importer on stderr.
+BLOCKER = """
+import sys
+
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            frame = sys._getframe(1)
+            while frame and frame.f_code.co_filename.startswith("<frozen"):
+                frame = frame.f_back
+            where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else "?"
+            print(f"BLOCKED: import {name} from {where}", file=sys.stderr)
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoTorch())
+"""
+
+#: What differs between two runs of one check: clocks, and the wall time inside the training note.
+VOLATILE = {"started", "duration_s", "seconds", "training_seconds", "threads_reason"}
+
+
+def _no_torch(folder: Path) -> dict[str, str]:
+    """The environment of a run that cannot import torch: :data:`BLOCKER` as ``sitecustomize`` on its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(BLOCKER)
+    return {"PYTHONPATH": str(folder)}
+
+
+def _report(path: Path) -> dict:
+    report = stable(json.loads(path.read_text()), VOLATILE)
+    for attack in report["attacks"]:  # "…(sklearn.base.clone + fit, 1 thread, 0.4 s)": the wall time only
+        attack["notes"] = [re.sub(r"\d+\.\d s\)", "… s)", n) for n in attack["notes"]]
+    return report
+
+
+def test_a_scikit_learn_check_never_imports_torch_and_writes_the_same_report(tables, tmp_path):
+    args = ("check", "rf.skops", "--policy", "clones.yaml", "--members", "m.parquet", "--nonmembers", "n.parquet",
+            "--population", "p.parquet", "--threads", "1", "--no-step-summary")  # fmt: skip
+
+    def run(name: str, env: dict[str, str] | None = None):  # noqa: ANN202
+        out = tmp_path / name
+        r = run_cli(*args, "--cache-dir", str(out / "cache"), "--json", str(out / "r.json"),
+                    "--html", str(out / "r.html"), cwd=tables, env=env)  # fmt: skip
+        return r, out
+
+    bare, bare_out = run("bare", _no_torch(tmp_path / "site"))  # a fresh interpreter (PYTHON* in env)
+    assert "BLOCKED" not in bare.stderr, bare.stderr[-3000:]
+    assert bare.returncode == 1, (bare.stdout[-2000:], bare.stderr[-2000:])  # the forest memorised its members
+    full, full_out = run("full")  # forked from the server, torch imported
+    assert full.returncode == 1, full.stderr[-2000:]
+    report = _report(bare_out / "r.json")
+    assert report == _report(full_out / "r.json")
+    attacks = {a["name"]: a for a in report["attacks"]}
+    assert attacks["lira"]["status"] == attacks["rmia"]["status"] == "ran" and attacks["lira"]["models_trained"] == 4
+    assert report["environment"]["device_reason"] == "auto chose the CPU: nothing in this check runs on torch"
+    assert report["environment"]["versions"]["torch"]  # read from the installed package's metadata
+    page = (bare_out / "r.html").read_text()  # the HTML report rendered without torch, its environment included
+    assert "<li>device cpu — auto chose the CPU: nothing in this check runs on torch</li>" in page
+    assert any(p.is_file() for p in (bare_out / "cache").rglob("*"))  # the clones cached
+
+
+PLUGIN_CONFTEST = """
+import sys
+
+assert "torch" not in sys.modules, "the privgate plugin imported torch"
+"""
+
+
+def test_the_pytest_assertion_on_a_pipeline_never_imports_torch(pytester: pytest.Pytester, tmp_path, monkeypatch):
+    from test_sklearn_target import USER_TEST
+
+    pytester.makepyfile(tables_case=(Path(__file__).parent / "tables_case.py").read_text(), test_credit=USER_TEST)
+    pytester.makeconftest(PLUGIN_CONFTEST)
+    monkeypatch.setenv("PYTHONPATH", _no_torch(tmp_path / "site")["PYTHONPATH"])  # pytester puts its folder first
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist")
+    shown = result.stdout.str() + result.stderr.str()  # the failing test's captured stderr is on stdout
+    assert "BLOCKED" not in shown, shown[-3000:]
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*assert_mia_below failed (policy 'assert_mia_below' on <Pipeline>)*", "*  fail * lira auc = 0.*≤ 0.6*"]
+    )
