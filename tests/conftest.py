@@ -125,6 +125,30 @@ def _own_cache_home(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
+def pytester(pytester):
+    """pytester whose in-process runs take out of ``sys.modules`` afterwards only the modules they wrote.
+
+    pytester's own rule drops every module first imported during a run or a test (privgate's lazily imported
+    modules, xgboost's, …); a later test of the same worker then imports them again, and objects built from the
+    new classes fail ``isinstance`` against the old ones that kept modules still hold (a boosted target's
+    recipe check stopped raising after an in-process plugin run). The test files, conftests and helpers a
+    run writes under ``pytester.path`` still leave, so the next run imports its own.
+    """
+    from _pytest.pytester import SysModulesSnapshot
+
+    root = str(pytester.path)
+
+    def keep(name: str) -> bool:
+        return not (getattr(sys.modules.get(name), "__file__", None) or "").startswith(root)
+
+    taker = "_Pytester__take_sys_modules_snapshot"
+    assert hasattr(pytester, taker), "pytest's Pytester no longer takes sys.modules snapshots this way"
+    setattr(pytester, taker, lambda: SysModulesSnapshot(preserve=keep))
+    pytester._sys_modules_snapshot = SysModulesSnapshot(preserve=keep)
+    return pytester
+
+
+@pytest.fixture
 def root() -> Path:
     return ROOT
 
