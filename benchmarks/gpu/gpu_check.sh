@@ -28,7 +28,6 @@ STEPS=" ${STEPS:-rows20k rows50k pm20k lane} "
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 # shellcheck source=benchmarks/gpu/_setup.sh
 source benchmarks/gpu/_setup.sh
-$PY -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__)" || exit 2
 
 run() {  # name, limit (s), cifar_engine arguments...
     local name=$1 limit=$2
