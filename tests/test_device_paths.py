@@ -195,7 +195,8 @@ def test_dp_sgd_retraining_trains_the_cpu_model_on_the_device(gpu, mode):
     hardened at 4); here a generator on the device is refused, as a draw that would differ."""
     from privgate import Recipe
     from privgate.audits.dpsgd_whitebox import GradientCanaries, install
-    from privgate.dpsgd.train import DPSettings, train_dp
+    from privgate.dpsgd.records import DPSettings
+    from privgate.dpsgd.train import train_dp
 
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(64, 8)).astype(np.float32), rng.integers(0, 3, 64)
@@ -287,7 +288,7 @@ def test_lm_fine_tunes_are_the_cpu_models_on_the_device(gpu, bases, kind):
     """A fine-tune on the device (LoRA with dropout 0.1; DP-SGD per record or per user) is the model the same seed
     gives on the CPU, handed back on the CPU. LoRA's dropout masks were drawn on the device (another model than
     the CPU's) and the DP noise by a generator on the device (refused here, as a draw that would differ)."""
-    from privgate.dpsgd.train import DPSettings
+    from privgate.dpsgd.records import DPSettings
     from privgate.lm.finetune import DPFineTune, finetune
 
     folder, texts = bases

@@ -21,7 +21,7 @@ from opacus.accountants import PRVAccountant, RDPAccountant
 from privgate.dp.search import compose_search, random_stopping_bound, released
 from privgate.dp.selection import Trials, random_stopping_epsilon, repeat_and_select_rdp, tnb_gamma, tnb_mean
 from privgate.dpsgd.accounting import Run, compose, epsilon_from_rdp, rdp_curve, sampling
-from privgate.dpsgd.train import DPSettings
+from privgate.dpsgd.records import DPSettings
 
 DELTA = 1e-5
 

@@ -235,7 +235,7 @@ def test_finetune_is_deterministic_and_dp_record_matches_the_accountant(clinical
     import torch
 
     from privgate.dpsgd.accounting import Run, compose, sampling
-    from privgate.dpsgd.train import DPSettings
+    from privgate.dpsgd.records import DPSettings
     from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.lm.finetune import DPFineTune, finetune, load_base, perplexity
 

@@ -222,7 +222,7 @@ def test_user_level_clips_one_contribution_per_user(clinical):
     """Known truths: with q = 1 every step clips exactly U = 40 sums (not 120 records); one record per user is
     record-level DP-SGD's (q, T)."""
     from privgate.dpsgd.accounting import sampling
-    from privgate.dpsgd.train import DPSettings
+    from privgate.dpsgd.records import DPSettings
     from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.lm.finetune import DPFineTune, finetune, load_base
 

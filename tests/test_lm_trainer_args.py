@@ -153,7 +153,7 @@ def test_the_schedule_clipping_and_accumulation_reach_the_fine_tune(clinical):
 
 
 def test_a_dp_fine_tune_follows_the_schedule_and_says_clipping_is_dp_sgds(clinical):
-    from privgate.dpsgd.opacus_runner import DPSettings
+    from privgate.dpsgd.records import DPSettings
     from privgate.lm.finetune import DPFineTune
 
     texts = _texts(clinical, 40)

@@ -1,9 +1,10 @@
-"""A scikit-learn audit never imports torch (1.8 s of every run's 2.6 s of imports): the CLI's check and the pytest
-plugin's assertion on a pipeline, each in a fresh interpreter where torch cannot be imported.
+"""A scikit-learn audit never imports torch (1.8 s of every run's 2.6 s of imports): the CLI's check and harden (the
+capacity search) and the pytest plugin's assertion on a pipeline, each in a fresh interpreter where torch cannot be
+imported.
 
 ``sitecustomize.py`` (:data:`BLOCKER`, put first on ``PYTHONPATH``) refuses every import of ``torch`` and says so on
 stderr: a run that needed torch fails, and an import something catches (scikit-learn's walk of its packages, an
-attack's ``except ImportError``) still shows. The check's report is the one a run with torch loaded writes (a
+attack's ``except ImportError``) still shows. Each CLI run's report is the one a run with torch loaded writes (a
 forked run: the suite's fork server imports torch, ``tests/cli_fork.py``).
 """
 
@@ -13,6 +14,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cases import run_cli, stable
 
@@ -49,8 +51,9 @@ def _no_torch(folder: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(folder)}
 
 
-def _report(path: Path) -> dict:
-    report = stable(json.loads(path.read_text()), VOLATILE)
+def _report(path: Path, volatile: set[str] = VOLATILE) -> dict:
+    """The report at ``path`` without ``volatile`` keys or wall times, its own folder named ``OUT``."""
+    report = stable(json.loads(path.read_text().replace(str(path.parent), "OUT")), volatile)
     for attack in report["attacks"]:  # "…(sklearn.base.clone + fit, 1 thread, 0.4 s)": the wall time only
         attack["notes"] = [re.sub(r"\d+\.\d s\)", "… s)", n) for n in attack["notes"]]
     return report
@@ -80,6 +83,59 @@ def test_a_scikit_learn_check_never_imports_torch_and_writes_the_same_report(tab
     page = (bare_out / "r.html").read_text()  # the HTML report rendered without torch, its environment included
     assert "<li>device cpu — auto chose the CPU: nothing in this check runs on torch</li>" in page
     assert any(p.is_file() for p in (bare_out / "cache").rglob("*"))  # the clones cached
+
+
+#: A capacity search the tables' 200 rows decide: the full-grown forest leaks (loss AUC ≈ 0.91), leaves of 32 do not
+#: (≈ 0.55). The loss attack alone: the check's test above runs the clone attacks without torch.
+HARDEN = """
+name: harden-tables
+sensitivity: confidential
+release: api
+confidence: 0.95
+attacks:
+  loss: {}
+checks:
+  - {id: mia-auc, attack: best, metric: auc, max: 0.75}
+remediation: {enabled: true, capacity: [{model__min_samples_leaf: 32}]}
+utility: {max_drop: 0.2}
+"""
+
+
+def test_a_scikit_learn_harden_never_imports_torch_and_writes_the_same_report(tables, tmp_path):
+    (tmp_path / "h.yaml").write_text(HARDEN)
+    args = ("harden", "rf.skops", "--policy", str(tmp_path / "h.yaml"), "--members", "m.parquet", "--nonmembers",
+            "n.parquet", "--population", "p.parquet", "--threads", "1", "--no-step-summary", "-q")  # fmt: skip
+
+    def run(name: str, env: dict[str, str] | None = None):  # noqa: ANN202
+        out = tmp_path / name
+        out.mkdir()
+        r = run_cli(*args, "--cache-dir", str(out / "cache"), "--output-model", str(out / "rf.hardened.skops"),
+                    "--json", str(out / "r.json"), cwd=tables, env=env)  # fmt: skip
+        return r, out
+
+    bare, bare_out = run("bare", _no_torch(tmp_path / "site"))  # a fresh interpreter (PYTHON* in env)
+    assert "BLOCKED" not in bare.stderr, bare.stderr[-3000:]
+    assert bare.returncode == 0, (bare.stdout[-2000:], bare.stderr[-2000:])  # leaves of 32 pass
+    full, full_out = run("full")  # forked from the server, torch imported
+    assert full.returncode == 0, full.stderr[-2000:]
+    volatile = VOLATILE | {"fit_seconds", "audit_seconds", "sha256", "skops_sha256"}  # a .skops names arrays by id()
+    report = _report(bare_out / "r.json", volatile)
+    assert report == _report(full_out / "r.json", volatile)
+    rem = report["remediation"]
+    assert report["job"] == "harden" and report["verdict"] == "pass"
+    assert rem["method"] == "capacity" and rem["status"] == "hardened" and rem["statement"] is None
+    assert rem["capacity"]["chosen"] == {"model__min_samples_leaf": 32}
+    assert rem["original"]["checks"][0]["value"] > 0.85 > 0.75 > rem["rows"][0]["checks"][0]["value"]
+    assert (rem["output"]["skops"], rem["output"]["model_card"]) == ("OUT/rf.hardened.skops", "OUT/rf.hardened.card.md")
+
+    import pandas as pd
+
+    from privgate import Target
+
+    rows = pd.read_parquet(tables / "m.parquet").drop(columns="label")
+    bare_model, full_model = (Target.load(o / "rf.hardened.skops").model.estimator for o in (bare_out, full_out))
+    assert bare_model.get_params()["model__min_samples_leaf"] == 32
+    assert np.array_equal(bare_model.predict_proba(rows), full_model.predict_proba(rows))  # the same refit
 
 
 PLUGIN_CONFTEST = """

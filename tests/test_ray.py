@@ -336,7 +336,7 @@ def test_ldp_cells_are_identical_local_and_ray(cluster: str) -> None:
 
 def test_clip_search_runs_side_by_side_with_the_same_rows(cluster: str) -> None:
     from privgate.dp.clip import search_clip_norm
-    from privgate.dpsgd.train import DPSettings
+    from privgate.dpsgd.records import DPSettings
 
     x, y = synthetic(120, seed=5, label_noise=0.0)
     settings = DPSettings(epochs=1, batch_size=40, max_grad_norm=1.0, delta=1e-4)

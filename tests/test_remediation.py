@@ -26,7 +26,8 @@ from privgate.dp.candidates import Candidate
 from privgate.dp.clip import accuracy, search_clip_norm
 from privgate.dp.hardened import save_hardened
 from privgate.dp.recipe import DPRecipe
-from privgate.dpsgd.train import DPSettings, make_private_module, probe_private_training, train_dp
+from privgate.dpsgd.records import DPSettings
+from privgate.dpsgd.train import make_private_module, probe_private_training, train_dp
 from privgate.errors import PolicyError, RecipeError
 from privgate.policy import Utility, parse_policy
 
@@ -409,26 +410,26 @@ def test_the_dp_statement_is_in_every_format(hardened):
 
 def test_the_clip_norm_is_never_tuned_on_the_members(tiny, monkeypatch):
     from privgate import RunOptions
-    from privgate.dp import settings as dp_settings
+    from privgate.dp import clip as dp_clip
 
     seen: list[np.ndarray] = []
-    real = dp_settings.search_clip_norm
+    real = dp_clip.search_clip_norm
 
     def spy(recipe, x, y, seed, settings, **kw):  # noqa: ANN001, ANN003, ANN202
         seen.append(x)
         return real(recipe, x, y, seed, settings, epochs=1, exponents=(0, -1))
 
-    monkeypatch.setattr(dp_settings, "search_clip_norm", spy)
+    monkeypatch.setattr(dp_clip, "search_clip_norm", spy)
     policy = parse_policy(POLICY_PASSABLE.replace("max_grad_norm: 1.0", "max_grad_norm: auto"))
     run = RunOptions(seed=0).resolved()
     settings = rem.settings_for(policy, tiny["recipe"], 300)
-    clip, rows, source, used = rem.choose_clip(policy, tiny["recipe"], _data(tiny), settings, run)
+    clip, rows, source, used = dp_clip.choose_clip(policy, tiny["recipe"], _data(tiny), settings, run)
     assert len(seen) == 1 and seen[0] is tiny["population"].x  # the population's rows, not the members'
     assert clip in (1.0, 0.1) and [r["max_grad_norm"] for r in rows][:1] == [1.0]
     assert used.startswith("population (300 rows") and "never the members" in source
     # no population: no noise-free training at all, the default C
     alone = AuditData(tiny["members"], tiny["nonmembers"])
-    clip, rows, source, used = rem.choose_clip(policy, tiny["recipe"], alone, settings, run)
+    clip, rows, source, used = dp_clip.choose_clip(policy, tiny["recipe"], alone, settings, run)
     assert (clip, rows, used) == (1.0, [], None) and len(seen) == 1 and "never tunes on the members" in source
 
 

@@ -37,7 +37,8 @@ from torch import nn  # noqa: E402
 
 from privgate.audits.bundled import DPSGD_RECIPE, digits  # noqa: E402
 from privgate.audits.dpsgd import DpsgdSettings, audit_dpsgd  # noqa: E402
-from privgate.dpsgd.train import DPSettings, train_dp  # noqa: E402
+from privgate.dpsgd.records import DPSettings  # noqa: E402
+from privgate.dpsgd.train import train_dp  # noqa: E402
 from privgate.threads import limit_threads  # noqa: E402
 from privgate.training.loop import train_model  # noqa: E402
 

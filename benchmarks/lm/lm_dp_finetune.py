@@ -68,7 +68,7 @@ def _row(name: str, report, ppl: float, ci: list[float], extra: str = "") -> str
 def ladder(d: Path, args: argparse.Namespace) -> None:
     from privgate.dp.search import compose_search
     from privgate.dpsgd.accounting import calibrate, sampling
-    from privgate.dpsgd.train import DPSettings
+    from privgate.dpsgd.records import DPSettings
     from privgate.gate import check_model
     from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.inputs.targets.hf import CAUSAL, LoadedLM, load_model_dir
@@ -147,7 +147,7 @@ def ladder(d: Path, args: argparse.Namespace) -> None:
 
 
 def epoch_cost(d: Path, args: argparse.Namespace) -> None:
-    from privgate.dpsgd.train import DPSettings
+    from privgate.dpsgd.records import DPSettings
     from privgate.inputs.lm_recipe import parse_lm_recipe
     from privgate.inputs.text import load_texts
     from privgate.lm.finetune import DPFineTune, finetune, load_base

@@ -39,7 +39,8 @@ import torch  # noqa: E402
 from recipe import RECIPE  # noqa: E402
 
 from privgate.dp.recipe import DPRecipe  # noqa: E402
-from privgate.dpsgd.train import DPSettings, train_dp  # noqa: E402
+from privgate.dpsgd.records import DPSettings  # noqa: E402
+from privgate.dpsgd.train import train_dp  # noqa: E402
 from privgate.inputs.target import log_softmax  # noqa: E402
 from privgate.training.engine import TrainedReferences, train_models  # noqa: E402
 from privgate.training.ensemble import TorchReader  # noqa: E402

@@ -36,7 +36,8 @@ import data  # noqa: E402  (examples/digits/data.py)
 import torch  # noqa: E402
 from recipe import RECIPE  # noqa: E402  (examples/digits/recipe.py)
 
-from privgate.dpsgd.train import DPSettings, train_dp  # noqa: E402
+from privgate.dpsgd.records import DPSettings  # noqa: E402
+from privgate.dpsgd.train import train_dp  # noqa: E402
 from privgate.training.loop import train_model  # noqa: E402
 
 

@@ -25,7 +25,8 @@ from privgate.audits.bundled import DPSGD_RECIPE, digits
 from privgate.audits.dpsgd_blackbox import Trainer, call_trainer, loss_scores, mislabelled_canaries
 from privgate.audits.dpsgd_whitebox import train_with_canaries
 from privgate.audits.one_run_bound import GUESS_FRACTIONS, audit_bound, guess_counts, max_provable_from_canaries
-from privgate.dpsgd.train import DPSettings, make_private_module
+from privgate.dpsgd.records import DPSettings
+from privgate.dpsgd.train import make_private_module
 from privgate.errors import PrivgateError
 from privgate.inputs.data import Dataset
 from privgate.recipe import Recipe

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.dpsgd.train import DPSettings, DPTraining, make_private_module, train_dp
+from privgate.dpsgd.records import DPSettings, DPTraining
+from privgate.dpsgd.train import make_private_module, train_dp
 from privgate.errors import RecipeError
 from privgate.recipe import Recipe
 

@@ -15,8 +15,8 @@ from privgate.lazy import exports
 _WHERE = {
     "search_clip_norm": "privgate.dp.clip",
     "DPRecipe": "privgate.dp.recipe",
-    "DPSettings": "privgate.dpsgd.train",
-    "DPTraining": "privgate.dpsgd.train",
+    "DPSettings": "privgate.dpsgd.records",
+    "DPTraining": "privgate.dpsgd.records",
     "make_private_module": "privgate.dpsgd.train",
     "train_dp": "privgate.dpsgd.train",
 }

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
-
-from privgate.dp.recipe import DPRecipe
-from privgate.dpsgd.train import DPTraining
+from privgate.dpsgd.records import DPTraining
 from privgate.policy import Policy
 from privgate.report.model import CheckResult, Report
 from privgate.report.remediation_section import CheckCell, DPRun, SearchRow
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from privgate.dp.recipe import DPRecipe
 
 
 def privacy_status(checks: list[CheckResult]) -> str:

@@ -4,7 +4,9 @@ Ponomareva et al. 2023 ("How to DP-fy ML", arXiv 2303.00654, §5.4.1): train
 briefly with per-example clipping but no noise at C = 10^k and keep the smallest
 C before accuracy drops clearly; Sabau 2023 (master's thesis "Analyse und
 Bewertung von Methoden zur Sicherung der Vertraulichkeit in Neuronalen Netzen",
-OTH Amberg-Weiden, §5.4.4) found the optimum at 10^-5 for CIFAR-10.
+OTH Amberg-Weiden, §5.4.4) found the optimum at 10^-5 for CIFAR-10. Where the search's C comes from
+(:func:`choose_clip`): the policy's, or — ``max_grad_norm: auto`` — this search on the audit's *population*, never
+on the members (noise-free training on the members is covered by no ε); without a population, C = 1.
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from privgate.dpsgd.train import DPSettings, train_dp
-from privgate.executors import Executor
+from privgate.dpsgd.records import DPSettings
+from privgate.dpsgd.train import train_dp
+from privgate.executors import Executor, executor_for
+from privgate.inputs.data import AuditData
+from privgate.options import RunOptions
 from privgate.outputs import as_logits_torch, kind_of
+from privgate.policy import Policy
 from privgate.recipe import Recipe
+from privgate.threads import limit_threads
 
 #: Clip norms tried by :func:`search_clip_norm`: 10^1 down to 10^-5 (the thesis' CIFAR-10 optimum was 10^-5).
 CLIP_EXPONENTS = tuple(range(1, -6, -1))
@@ -124,12 +131,47 @@ def search_clip_norm(
     return chosen, rows
 
 
+def choose_clip(
+    policy: Policy, recipe: Recipe, data: AuditData, settings: DPSettings, run: RunOptions
+) -> tuple[float, list[dict[str, Any]], str, str | None]:
+    """(C, clip-search rows, where C came from, the rows the search trained on) — never the members.
+
+    ``max_grad_norm: auto`` runs the noise-free search of
+    :func:`search_clip_norm` on the audit's population
+    (same distribution, not trained on by the target, so no member is read
+    without noise); without a population the default C = 1 is used.
+    """
+    if policy.remediation.max_grad_norm != "auto":
+        return settings.max_grad_norm, [], "the policy (remediation.max_grad_norm)", None
+    pop = data.population
+    if pop is None:
+        return (
+            1.0,
+            [],
+            "the default 1.0: max_grad_norm is auto but the audit has no population to tune it on, and privgate "
+            "never tunes on the members without noise",
+            None,
+        )
+    run.say(f"choosing the clip norm (noise-free runs at C = 10^k on the {len(pop)} population rows)")
+    brief = max(1, math.ceil(settings.epochs / 3))
+    where = {"device": run.device, "executor": executor_for(run), "threads": run.threads}  # Ray: C's in parallel
+    with limit_threads(run.threads):
+        clip, rows = search_clip_norm(recipe, pop.x, pop.y, run.seed, settings, epochs=brief, **where)
+    used = f"population ({len(pop)} rows, {pop.source})"
+    source = (
+        f"noise-free clip-norm search on the {used}, never the members (Ponomareva et al. 2023, arXiv "
+        "2303.00654, §5.4.1)"
+    )
+    return clip, rows, source, used
+
+
 __all__ = [
     "CLEAR_DROP",
     "CLEAR_DROP_SE",
     "CLIP_EXPONENTS",
     "CLIP_VALIDATION_FRACTION",
     "accuracy",
+    "choose_clip",
     "clip_run",
     "search_clip_norm",
 ]

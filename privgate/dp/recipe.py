@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 from torch import nn
 
-from privgate.dpsgd.train import DPSettings, DPTraining, make_private_module, train_dp
+from privgate.dpsgd.records import DPSettings, DPTraining
+from privgate.dpsgd.train import make_private_module, train_dp
 from privgate.recipe import DPSGD, Recipe
 
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privgate.dp.candidates import (  # noqa: F401  (re-exported)
     Candidate,
@@ -27,17 +27,16 @@ from privgate.dp.candidates import (  # noqa: F401  (re-exported)
     undecidable,
     unresolvable,
 )
-from privgate.dp.recipe import DPRecipe
 from privgate.dp.search import Searched, accounting_of, compose_search, random_stopping_search
 from privgate.dp.selection import Trials
-from privgate.dp.settings import check_can_remediate, choose_clip, settings_for  # noqa: F401  (re-exported)
+from privgate.dp.settings import check_can_remediate, settings_for  # noqa: F401  (re-exported)
 from privgate.dp.statement import statement
-from privgate.dp.tabular_task import SELECTION_STATEMENT, TabularTask
-from privgate.dp.task import HardenTask, Plan
+from privgate.dp.task import TASKS, HardenTask, Plan
 from privgate.dp.utility import UtilityData, measure_utility, utility_data, utility_floor  # noqa: F401  (re-exported)
 from privgate.gate import check_model
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target
+from privgate.lazy import load
 from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.recipe import Recipe
@@ -45,6 +44,9 @@ from privgate.report.model import Report
 from privgate.report.remediation_section import Chosen, RemediationSection, SearchRow, UtilitySpec
 from privgate.threads import limit_threads
 from privgate.workload import decided
+
+if TYPE_CHECKING:
+    from privgate.dp.recipe import DPRecipe
 
 RowCallback = Callable[[SearchRow], None]
 _search = search_schedule  # the name the tests knew
@@ -107,7 +109,8 @@ def remediate(
         RecipeError: no recipe, or one Opacus cannot make private.
     """
     run = RunOptions.of(options, **settings)  # search() decides threads and auto's device on the task's inputs
-    task = TabularTask(target, data, policy, recipe, train=train, run=run, model_kind=model_kind)
+    tabular = load(TASKS["tabular"])  # DP-SGD's task, and torch, imported only when a search needs them
+    task = tabular(target, data, policy, recipe, train=train, run=run, model_kind=model_kind)
     return search(task, original=original, on_row=on_row, memo=memo, sweep=sweep, options=run)
 
 
@@ -424,11 +427,9 @@ def _with_section(report: Report, section: RemediationSection, clock: _Clock) ->
 __all__ = [
     "Candidate",
     "Outcome",
-    "SELECTION_STATEMENT",
     "TRIAL_SEED",
     "UtilityData",
     "check_can_remediate",
-    "choose_clip",
     "measure_utility",
     "privacy_status",
     "remediate",

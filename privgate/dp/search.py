@@ -19,7 +19,7 @@ import numpy as np
 from privgate.dp.candidates import Candidate, best_of, search_schedule
 from privgate.dp.selection import RandomStopping, Trials, random_stopping_epsilon
 from privgate.dpsgd.accounting import Composition, Run, calibrate, compose, rdp_curve, sampling
-from privgate.dpsgd.train import DPSettings
+from privgate.dpsgd.records import DPSettings
 from privgate.report.remediation_section import Accounting
 from privgate.report.remediation_section import Trials as TrialsView
 

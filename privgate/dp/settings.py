@@ -1,29 +1,21 @@
-"""The DP-SGD settings of an ε search, fixed once before it starts: epochs, batch, δ and the clip norm.
+"""The DP-SGD settings of an ε search, fixed once before it starts (epochs, batch, δ, the clip norm), and the bad
+input refused before anything is loaded (remediation not enabled, no torch recipe).
 
 Epochs and logical batch size come from the policy's ``remediation`` section,
 else the recipe; δ is the policy's or ``auto`` = 1/(10·N) for N training rows
 (below the 1/N that would allow releasing one whole record). The clipping
-norm is the policy's, or — ``max_grad_norm: auto`` — chosen by the noise-free
-search of Ponomareva et al. 2023 (arXiv 2303.00654, §5.4.1) on the audit's
-*population*, never on the members: noise-free training on the members is
-covered by no ε. Without a population the default C = 1 is used.
+norm is the policy's, or — ``max_grad_norm: auto`` — chosen later by
+:func:`privgate.dp.clip.choose_clip`. No torch here: a scikit-learn model's
+capacity search reads these checks too.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-from privgate.dp.clip import search_clip_norm
-from privgate.dpsgd.train import DPSettings
+from privgate.dpsgd.records import DPSettings
 from privgate.errors import PolicyError, RecipeError
-from privgate.executors import executor_for
-from privgate.inputs.data import AuditData
-from privgate.options import RunOptions
 from privgate.policy import Policy
 from privgate.recipe import Recipe
 from privgate.sklearn_recipe import SklearnRecipe
-from privgate.threads import limit_threads
 
 
 def settings_for(policy: Policy, recipe: Recipe, n_train: int) -> DPSettings:
@@ -76,38 +68,4 @@ def check_can_remediate(policy: Policy, recipe: Recipe | None) -> None:
         )
 
 
-def choose_clip(
-    policy: Policy, recipe: Recipe, data: AuditData, settings: DPSettings, run: RunOptions
-) -> tuple[float, list[dict[str, Any]], str, str | None]:
-    """(C, clip-search rows, where C came from, the rows the search trained on) — never the members.
-
-    ``max_grad_norm: auto`` runs the noise-free search of
-    :func:`~privgate.dp.clip.search_clip_norm` on the audit's population
-    (same distribution, not trained on by the target, so no member is read
-    without noise); without a population the default C = 1 is used.
-    """
-    if policy.remediation.max_grad_norm != "auto":
-        return settings.max_grad_norm, [], "the policy (remediation.max_grad_norm)", None
-    pop = data.population
-    if pop is None:
-        return (
-            1.0,
-            [],
-            "the default 1.0: max_grad_norm is auto but the audit has no population to tune it on, and privgate "
-            "never tunes on the members without noise",
-            None,
-        )
-    run.say(f"choosing the clip norm (noise-free runs at C = 10^k on the {len(pop)} population rows)")
-    brief = max(1, math.ceil(settings.epochs / 3))
-    where = {"device": run.device, "executor": executor_for(run), "threads": run.threads}  # Ray: C's in parallel
-    with limit_threads(run.threads):
-        clip, rows = search_clip_norm(recipe, pop.x, pop.y, run.seed, settings, epochs=brief, **where)
-    used = f"population ({len(pop)} rows, {pop.source})"
-    source = (
-        f"noise-free clip-norm search on the {used}, never the members (Ponomareva et al. 2023, arXiv "
-        "2303.00654, §5.4.1)"
-    )
-    return clip, rows, source, used
-
-
-__all__ = ["check_can_remediate", "choose_clip", "require_enabled", "settings_for"]
+__all__ = ["check_can_remediate", "require_enabled", "settings_for"]

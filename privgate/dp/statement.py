@@ -8,7 +8,7 @@ two ε — the training run's and the released model's (:mod:`privgate.dpsgd.acc
 
 from __future__ import annotations
 
-from privgate.dpsgd.train import DPSettings, DPTraining
+from privgate.dpsgd.records import DPSettings, DPTraining
 from privgate.report.remediation_section import Accounting, DPStatement, Hyperparameter, search_name
 
 UNIT_NOTE = (

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from privgate.dp.candidates import Candidate
+from privgate.dp.clip import choose_clip
 from privgate.dp.recipe import DPRecipe
-from privgate.dp.settings import check_can_remediate, choose_clip, settings_for
+from privgate.dp.settings import check_can_remediate, settings_for
 from privgate.dp.statement import hyperparameters
 from privgate.dp.task import HardenTask, Plan
 from privgate.dp.utility import measure_utility, utility_data, utility_floor
-from privgate.dpsgd.opacus_runner import DPSettings, DPTraining
+from privgate.dpsgd.records import DPSettings, DPTraining
 from privgate.dpsgd.train import probe_private_training, train_dp
 from privgate.inputs.data import AuditData, Dataset
 from privgate.inputs.target import Target

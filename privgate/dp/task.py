@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from privgate.dp.candidates import Candidate
     from privgate.dp.search import Searched
-    from privgate.dpsgd.opacus_runner import DPSettings, DPTraining
+    from privgate.dpsgd.records import DPSettings, DPTraining
     from privgate.options import RunOptions
     from privgate.policy import Policy
     from privgate.report.model import Report

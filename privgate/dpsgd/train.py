@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from privgate.dpsgd.accounting import DPCalibrationError
-from privgate.dpsgd.opacus_runner import DPSettings, DPTraining, make_private
+from privgate.dpsgd.opacus_runner import make_private
+from privgate.dpsgd.records import DPSettings, DPTraining
 from privgate.errors import RecipeError
 from privgate.outputs import nll
 from privgate.recipe import Recipe
@@ -211,8 +212,6 @@ def train_dp(
 
 __all__ = [
     "DPCalibrationError",
-    "DPSettings",
-    "DPTraining",
     "make_private_module",
     "probe_private_training",
     "train_dp",

@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from privgate.dpsgd.opacus_runner import DPSettings, DPTraining, make_private
+from privgate.dpsgd.opacus_runner import make_private
+from privgate.dpsgd.records import DPSettings, DPTraining
 from privgate.errors import RecipeError
 from privgate.inputs.lm_recipe import LMRecipe
 from privgate.lm.batches import RecordUnits, encode, loss_for, targets, trim

@@ -19,7 +19,7 @@ from privgate.dp.candidates import Candidate
 from privgate.dp.hardened import folder_beside, refuse_existing_folder
 from privgate.dp.statement import hyperparameters
 from privgate.dp.task import HardenTask, Plan
-from privgate.dpsgd.opacus_runner import DPSettings, DPTraining
+from privgate.dpsgd.records import DPSettings, DPTraining
 from privgate.errors import DataError, PolicyError, RecipeError
 from privgate.inputs.lm_recipe import LMRecipe
 from privgate.lm.finetune import DPFineTune, finetune, load_base

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from privgate.audits.one_run_bound import audit_bound, max_provable_from_canaries
-from privgate.dpsgd.train import DPSettings
+from privgate.dpsgd.records import DPSettings
 from privgate.inputs.lm_recipe import LMRecipe
 from privgate.lm.finetune import DPFineTune, finetune
 from privgate.options import RunOptions
