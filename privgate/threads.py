@@ -17,9 +17,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from privgate.machine_load import Load, machine_load, threads_under_load
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
 
 #: The most threads ever accepted, whatever the machine.
 THREADS_CEILING = 256
@@ -173,9 +176,7 @@ def library_threads() -> Threads:
     """
     torch = sys.modules.get("torch")
     if torch is None:
-        from threadpoolctl import threadpool_info
-
-        mine = max([int(p.get("num_threads") or 1) for p in threadpool_info()], default=1)
+        mine = max([int(p.get("num_threads") or 1) for p in pools().info()], default=1)
         setting = f"the BLAS and OpenMP pools' thread setting in this process (threadpoolctl: {mine})"
     else:
         mine = torch.get_num_threads()
@@ -252,6 +253,24 @@ def resolve_threads(threads: int | None) -> int:
     return library_threads().n if threads is None else max(1, int(threads))
 
 
+#: threadpoolctl's controller of the pools loaded when it was made, and ``len(sys.modules)`` then (:func:`pools`).
+_POOLS: tuple[int, ThreadpoolController] | None = None
+
+
+def pools() -> ThreadpoolController:
+    """threadpoolctl's ``ThreadpoolController`` of the BLAS and OpenMP pools loaded in this process, found again only
+    after an import. Finding them walks every shared library loaded (7 ms a time with torch, measured; a check holds
+    the pools once an attack); a new pool comes with an import: an extension module, or what it loads."""
+    global _POOLS
+    from threadpoolctl import ThreadpoolController
+
+    loaded = len(sys.modules)
+    found = _POOLS
+    if found is None or found[0] != loaded:
+        found = _POOLS = (loaded, ThreadpoolController())
+    return found[1]
+
+
 @contextmanager
 def native_threads(threads: int | None) -> Iterator[int]:
     """Hold every BLAS and OpenMP pool loaded in the process to ``threads`` (restored after).
@@ -260,10 +279,8 @@ def native_threads(threads: int | None) -> Iterator[int]:
     building a scikit-learn estimator): threadpoolctl limits the libraries
     loaded when the block starts.
     """
-    from threadpoolctl import threadpool_limits
-
     n = resolve_threads(threads)
-    with threadpool_limits(limits=n):
+    with pools().limit(limits=n):
         yield n
 
 
@@ -285,6 +302,7 @@ __all__ = [
     "library_threads",
     "limit_threads",
     "native_threads",
+    "pools",
     "omp_threads",
     "resolve_threads",
     "torch_threads",

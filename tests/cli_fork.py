@@ -63,6 +63,17 @@ def run_child(setup, args, cwd, env):
             os._exit(code)
 """
 
+#: What a run would otherwise import on its own, each time, after the servers' imports: skops (a run reading a .skops
+#: file: building its list of trusted types imports every scikit-learn package, ~1 CPU-second) and opacus (a DP-SGD
+#: run, ~0.4 s). The servers import them once; a package that is not installed is left to the run that needs it.
+LATE_IMPORTS = r"""
+for _name in ("skops.io", "opacus"):
+    try:
+        __import__(_name)
+    except ImportError:
+        pass
+"""
+
 #: The server: imports, then one JSON request a line on stdin → fork → the child's pid, then its exit status and peak
 #: resident memory (KiB).
 SERVER = (
@@ -74,6 +85,9 @@ try:
 except Exception:
     pass
 import privgate.cli, privgate.api, privgate.gate  # noqa
+"""
+    + LATE_IMPORTS
+    + r"""
 if "mlflow" in sys.modules:  # MLFLOW_* is per run (PER_RUN_PREFIXES) only while a run imports mlflow
     sys.exit("the CLI fork server imported mlflow: take MLFLOW_ out of PER_RUN_PREFIXES (tests/cli_fork.py)")
 from privgate.cli import main
@@ -192,6 +206,14 @@ def server_for(env: dict[str, str], most: int = MAX_SERVERS) -> _Server:
     return server
 
 
+def close_all() -> None:
+    """End every server of this worker and wait for it (the session's end: its runs' CPU time then counts in the
+    worker's, as ``/usr/bin/time make test`` reads it; left running, each would end unwaited at its stdin's end)."""
+    with _lock:
+        while _servers:
+            _servers.popitem(last=False)[1].close()
+
+
 def live_servers() -> list[int]:
     """The pids of this worker's running servers, least recently used first."""
     return [s.proc.pid for s in _servers.values() if s.proc.poll() is None]
@@ -252,4 +274,13 @@ def run_forked(
     return result
 
 
-__all__ = ["CHILD", "MAX_SERVERS", "live_servers", "run_forked", "server_for", "server_key"]
+__all__ = [
+    "CHILD",
+    "LATE_IMPORTS",
+    "MAX_SERVERS",
+    "close_all",
+    "live_servers",
+    "run_forked",
+    "server_for",
+    "server_key",
+]

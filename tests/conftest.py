@@ -68,6 +68,13 @@ def pytest_configure(config: pytest.Config) -> None:
             )
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """This worker's CLI fork servers end with its session, waited for (tests/cli_fork.py)."""
+    fork = sys.modules.get("cli_fork")
+    if fork is not None:
+        fork.close_all()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _gpu_lane():
     """``make test-gpu``: every in-process ``auto`` run takes the GPU, whatever ``auto``'s estimate of its work.

@@ -126,3 +126,37 @@ def test_more_than_one_thread_lets_openmp_sleep_unless_the_user_chose():
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["PASSIVE", "ACTIVE", "-"]
+
+
+#: A fresh interpreter: numpy's BLAS held once, then scikit-learn's OpenMP loaded and held through the same cache.
+LATE_POOL = """
+import json, sys
+import numpy, threadpoolctl
+from privgate.threads import native_threads, pools
+
+def held(n):
+    with native_threads(n):
+        return sorted((p["user_api"], p["num_threads"]) for p in threadpoolctl.threadpool_info())
+
+first = held(1)
+same = pools() is pools()
+import sklearn.ensemble  # noqa: F401  (its OpenMP runtime loads now)
+print(json.dumps({"first": first, "same": same, "after": held(1), "outside": threadpoolctl.threadpool_info()}))
+"""
+
+
+def test_a_pool_loaded_after_the_first_hold_is_held_too(tmp_path):
+    """The pools' controller is reused until an import (finding the pools costs ~7 ms a time) and found again
+    after one: an OpenMP runtime loaded after the first hold is held to the same threads."""
+    import subprocess
+    import sys
+
+    env = {"OMP_NUM_THREADS": "3", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", LATE_POOL], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["same"] is True
+    assert got["first"] and {n for _, n in got["first"]} == {1}
+    assert {api for api, _ in got["after"]} == {"blas", "openmp"}  # the OpenMP pool arrived with scikit-learn
+    assert {n for _, n in got["after"]} == {1}
+    assert min(p["num_threads"] for p in got["outside"]) > 1  # every pool is given back after the hold
