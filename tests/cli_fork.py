@@ -63,17 +63,6 @@ def run_child(setup, args, cwd, env):
             os._exit(code)
 """
 
-#: What a run would otherwise import on its own, each time, after the servers' imports: skops (a run reading a .skops
-#: file: building its list of trusted types imports every scikit-learn package, ~1 CPU-second) and opacus (a DP-SGD
-#: run, ~0.4 s). The servers import them once; a package that is not installed is left to the run that needs it.
-LATE_IMPORTS = r"""
-for _name in ("skops.io", "opacus"):
-    try:
-        __import__(_name)
-    except ImportError:
-        pass
-"""
-
 #: The server: imports, then one JSON request a line on stdin → fork → the child's pid, then its exit status and peak
 #: resident memory (KiB).
 SERVER = (
@@ -85,9 +74,6 @@ try:
 except Exception:
     pass
 import privgate.cli, privgate.api, privgate.gate  # noqa
-"""
-    + LATE_IMPORTS
-    + r"""
 if "mlflow" in sys.modules:  # MLFLOW_* is per run (PER_RUN_PREFIXES) only while a run imports mlflow
     sys.exit("the CLI fork server imported mlflow: take MLFLOW_ out of PER_RUN_PREFIXES (tests/cli_fork.py)")
 from privgate.cli import main
@@ -276,7 +262,6 @@ def run_forked(
 
 __all__ = [
     "CHILD",
-    "LATE_IMPORTS",
     "MAX_SERVERS",
     "close_all",
     "live_servers",

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cli_fork import CHILD, LATE_IMPORTS, server_key
+from cli_fork import CHILD, server_key
 
 #: What bash sets for the commands it runs (its folder, nesting depth, the command's path); of the server's imports only
 #: tqdm's scan of the whole environment for ``TQDM_*`` reads them (Python-level reads, docs/contributing.md).
@@ -35,9 +35,6 @@ SERVER = (
 import json, os, select, signal, socket, sys, traceback
 import numpy, scipy.stats, sklearn.linear_model, sklearn.ensemble, torch, pydantic, yaml, click, rich  # noqa
 import privgate.cli, privgate.api, privgate.gate  # noqa
-"""
-    + LATE_IMPORTS
-    + r"""
 if "mlflow" in sys.modules:
     sys.exit("the CLI socket server imported mlflow: MLFLOW_* would be read at import (tests/cli_fork.py)")
 from privgate.cli import main
