@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -59,21 +60,30 @@ def _report(path: Path, volatile: set[str] = VOLATILE) -> dict:
     return report
 
 
+def _bare_and_forked(
+    tmp_path: Path, cwd: Path, args: tuple[str, ...], outputs: Callable[[Path], tuple[str, ...]], code: int
+) -> tuple[Path, Path]:
+    """``privgate ARGS`` twice, each with its own cache and ``r.json`` (and ``outputs(folder)``) in a folder of its own:
+    first in a fresh interpreter that cannot import torch (``bare``; ``PYTHON*`` in its environment), then forked from
+    the server, torch imported (``full``). Both must exit with ``code`` and block no import; their folders."""
+    folders = []
+    for name, env in (("bare", _no_torch(tmp_path / "site")), ("full", None)):
+        out = tmp_path / name
+        out.mkdir()
+        r = run_cli(*args, "--cache-dir", str(out / "cache"), "--json", str(out / "r.json"), *outputs(out),
+                    cwd=cwd, env=env)  # fmt: skip
+        assert "BLOCKED" not in r.stderr, r.stderr[-3000:]
+        assert r.returncode == code, (name, r.stdout[-2000:], r.stderr[-2000:])
+        folders.append(out)
+    return folders[0], folders[1]
+
+
 def test_a_scikit_learn_check_never_imports_torch_and_writes_the_same_report(tables, tmp_path):
     args = ("check", "rf.skops", "--policy", "clones.yaml", "--members", "m.parquet", "--nonmembers", "n.parquet",
             "--population", "p.parquet", "--threads", "1", "--no-step-summary")  # fmt: skip
 
-    def run(name: str, env: dict[str, str] | None = None):  # noqa: ANN202
-        out = tmp_path / name
-        r = run_cli(*args, "--cache-dir", str(out / "cache"), "--json", str(out / "r.json"),
-                    "--html", str(out / "r.html"), cwd=tables, env=env)  # fmt: skip
-        return r, out
-
-    bare, bare_out = run("bare", _no_torch(tmp_path / "site"))  # a fresh interpreter (PYTHON* in env)
-    assert "BLOCKED" not in bare.stderr, bare.stderr[-3000:]
-    assert bare.returncode == 1, (bare.stdout[-2000:], bare.stderr[-2000:])  # the forest memorised its members
-    full, full_out = run("full")  # forked from the server, torch imported
-    assert full.returncode == 1, full.stderr[-2000:]
+    # exit 1: the forest memorised its members
+    bare_out, full_out = _bare_and_forked(tmp_path, tables, args, lambda o: ("--html", str(o / "r.html")), code=1)
     report = _report(bare_out / "r.json")
     assert report == _report(full_out / "r.json")
     attacks = {a["name"]: a for a in report["attacks"]}
@@ -106,18 +116,10 @@ def test_a_scikit_learn_harden_never_imports_torch_and_writes_the_same_report(ta
     args = ("harden", "rf.skops", "--policy", str(tmp_path / "h.yaml"), "--members", "m.parquet", "--nonmembers",
             "n.parquet", "--population", "p.parquet", "--threads", "1", "--no-step-summary", "-q")  # fmt: skip
 
-    def run(name: str, env: dict[str, str] | None = None):  # noqa: ANN202
-        out = tmp_path / name
-        out.mkdir()
-        r = run_cli(*args, "--cache-dir", str(out / "cache"), "--output-model", str(out / "rf.hardened.skops"),
-                    "--json", str(out / "r.json"), cwd=tables, env=env)  # fmt: skip
-        return r, out
-
-    bare, bare_out = run("bare", _no_torch(tmp_path / "site"))  # a fresh interpreter (PYTHON* in env)
-    assert "BLOCKED" not in bare.stderr, bare.stderr[-3000:]
-    assert bare.returncode == 0, (bare.stdout[-2000:], bare.stderr[-2000:])  # leaves of 32 pass
-    full, full_out = run("full")  # forked from the server, torch imported
-    assert full.returncode == 0, full.stderr[-2000:]
+    # exit 0: leaves of 32 pass
+    bare_out, full_out = _bare_and_forked(
+        tmp_path, tables, args, lambda o: ("--output-model", str(o / "rf.hardened.skops")), code=0
+    )
     volatile = VOLATILE | {"fit_seconds", "audit_seconds", "sha256", "skops_sha256"}  # a .skops names arrays by id()
     report = _report(bare_out / "r.json", volatile)
     assert report == _report(full_out / "r.json", volatile)
